@@ -1,0 +1,85 @@
+"""The ``rocketlake`` command: the local runtime today, the operator commands as they land."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from resources.jars import JarResolutionFailed, ToolMissing
+from resources.local.process import LocalClusterError
+from resources.local.spec import BrokerSpec, ClusterSpec, default_state_dir
+
+
+def _cluster_spec(args: argparse.Namespace) -> ClusterSpec:
+    ports = [int(p) for p in args.broker_ports.split(",")]
+    names = [f"broker-{chr(ord('a') + i)}" for i in range(len(ports))]
+    return ClusterSpec(
+        state_dir=Path(args.state_dir).absolute(),
+        store_root=Path(args.store_dir).absolute() if args.store_dir else None,
+        namesrv_port=args.namesrv_port,
+        brokers=tuple(BrokerSpec(n, p) for n, p in zip(names, ports)),
+    )
+
+
+def _local(args: argparse.Namespace) -> int:
+    from resources.local.cluster import LocalCluster
+
+    cluster = LocalCluster(_cluster_spec(args))
+    if args.action == "up":
+        print(f"starting the local RocketMQ cluster (state in {cluster.spec.state_dir}) ...", flush=True)
+        status = cluster.up()
+        print(status.render(cluster.spec.cluster_name))
+    elif args.action == "down":
+        stopped = cluster.down(wipe=args.wipe)
+        print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+    else:
+        status = cluster.status()
+        print(status.render(cluster.spec.cluster_name))
+        return 0 if status.ready else 3
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from pipelines.demo import run_demo
+
+    return run_demo(_cluster_spec(args), topic=args.topic, messages=args.messages)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rocketlake", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def cluster_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--state-dir", default=str(default_state_dir()),
+                       help="pids, configs and logs of the local cluster (default: $ROCKETLAKE_LOCAL_DIR or .rocketlake/local)")
+        p.add_argument("--store-dir", default=None, help="broker store root (default: on /dev/shm when available)")
+        p.add_argument("--namesrv-port", type=int, default=9876)
+        p.add_argument("--broker-ports", default="10911,10921",
+                       help="comma-separated listen ports, one broker each (each also uses port-2 and port+1)")
+
+    local = sub.add_parser("local", help="a real RocketMQ name server and two brokers on 127.0.0.1")
+    local.add_argument("action", choices=["up", "down", "status"])
+    local.add_argument("--wipe", action="store_true", help="with down: also delete the broker store")
+    cluster_options(local)
+    local.set_defaults(func=_local)
+
+    demo = sub.add_parser("demo", help="start the local cluster, create a demo topic, produce sample messages")
+    demo.add_argument("--topic", default="rocketlake_demo_orders")
+    demo.add_argument("--messages", type=int, default=200)
+    cluster_options(demo)
+    demo.set_defaults(func=_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (LocalClusterError, ToolMissing, JarResolutionFailed) as e:
+        print(f"rocketlake: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

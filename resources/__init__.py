@@ -1,0 +1,1 @@
+"""Dagster resources and the clients behind them: Spark, the jar cache, the local runtime, RocketMQ."""

@@ -1,0 +1,213 @@
+"""`rocketlake local up | down | status`: a real name server and two brokers on 127.0.0.1.
+
+The JVMs are the official Maven Central artifacts started with ``java -cp`` (no start scripts:
+their 4-8 GB heaps do not fit here). Readiness is asked of the name server itself, the way
+RocketMQ's own integration tests wait: a broker is ready once the name server lists it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from resources import jars
+from resources.local.process import (
+    BROKER_HEAP,
+    NAMESRV_HEAP,
+    LocalClusterError,
+    ManagedProcess,
+    accepts_connections,
+    jvm_base_flags,
+    port_in_use,
+)
+from resources.local.mqadmin import MQAdmin
+from resources.local.spec import BrokerSpec, ClusterSpec
+
+START_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class BrokerStatus:
+    name: str
+    address: str
+    pid: int | None
+    registered_address: str | None  # what the name server says, None if it does not list the broker
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    namesrv_address: str
+    namesrv_pid: int | None
+    namesrv_reachable: bool
+    brokers: tuple[BrokerStatus, ...]
+    store: Path
+
+    @property
+    def ready(self) -> bool:
+        return self.namesrv_reachable and all(b.registered_address == b.address for b in self.brokers)
+
+    def render(self, cluster_name: str) -> str:
+        ns = "up" if self.namesrv_reachable else "down"
+        lines = [f"name server {self.namesrv_address}: {ns} (pid {self.namesrv_pid or '-'})",
+                 f"cluster {cluster_name} (store {self.store}):"]
+        for b in self.brokers:
+            state = "registered" if b.registered_address else ("running, not registered" if b.pid else "down")
+            lines.append(f"  {b.name:<10} {b.address:<17} {state} (pid {b.pid or '-'})")
+        return "\n".join(lines)
+
+
+class LocalCluster:
+    def __init__(self, spec: ClusterSpec | None = None):
+        self.spec = spec or ClusterSpec()
+        self.namesrv = ManagedProcess("namesrv", self.spec.state_dir)
+        self.broker_processes = {b.name: ManagedProcess(b.name, self.spec.state_dir) for b in self.spec.brokers}
+
+    # -- classpath -----------------------------------------------------------------------------
+    def classpath(self) -> str:
+        return jars.classpath(jars.rocketmq_jar_set(self.spec.version))
+
+    def java(self) -> str:
+        return jars.require_tool("java", "run the local RocketMQ name server and brokers")
+
+    def java_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["ROCKETMQ_HOME"] = str(self.spec.home)
+        env.pop("JAVA_TOOL_OPTIONS", None)  # its banner would pollute the parsed tool output
+        return env
+
+    # -- up ------------------------------------------------------------------------------------
+    def up(self, timeout: float = START_TIMEOUT_S) -> ClusterStatus:
+        """Start whatever is not running yet, and wait until every broker is registered."""
+        java = self.java()
+        cp = self.classpath()
+        self._prepare_dirs()
+        deadline = time.monotonic() + timeout
+        if self.namesrv.pid() is None:
+            self._check_ports("name server", (self.spec.namesrv_port,))
+            conf = self.spec.state_dir / "namesrv.properties"
+            conf.write_text(self.spec.namesrv_properties())
+            self.namesrv.start([java, *NAMESRV_HEAP, *self._flags("rmq.namesrv.logback.xml"), "-cp", cp,
+                                "org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf)], self.java_env())
+        self._wait(lambda: accepts_connections(self.spec.namesrv_port), deadline, self.namesrv,
+                   f"the name server to listen on {self.spec.namesrv_address}")
+        for broker in self.spec.brokers:
+            proc = self.broker_processes[broker.name]
+            if proc.pid() is not None:
+                continue
+            self._check_ports(broker.name, broker.ports)
+            conf = self.spec.state_dir / f"{broker.name}.conf"
+            conf.write_text(self.spec.broker_properties(broker))
+            proc.start([java, *BROKER_HEAP, *self._flags("rmq.broker.logback.xml"), "-cp", cp,
+                        "org.apache.rocketmq.broker.BrokerStartup", "-c", str(conf)], self.java_env())
+        for broker in self.spec.brokers:
+            self._wait(lambda b=broker: self._registered(b), deadline, self.broker_processes[broker.name],
+                       f"{broker.name} to register {broker.address} with the name server")
+        return self.status()
+
+    def _flags(self, logback: str) -> list[str]:
+        return jvm_base_flags(self.spec.state_dir, self.spec.home, logback)
+
+    def _prepare_dirs(self) -> None:
+        for d in (self.spec.state_dir, self.spec.home, self.spec.log_dir, self.spec.state_dir / "namesrv"):
+            d.mkdir(parents=True, exist_ok=True)
+        store = self.spec.store
+        try:
+            store.mkdir(parents=True, exist_ok=True)
+            probe = store / ".write-probe"
+            probe.write_bytes(b"x")
+            probe.unlink()
+        except OSError as e:
+            raise LocalClusterError(
+                f"the broker store {store} is not writable ({e.strerror}); choose another with --store-dir") from e
+        usage = shutil.disk_usage(store)
+        if (usage.total - usage.free) / usage.total > 0.85:
+            raise LocalClusterError(
+                f"the file system of the broker store {store} is {100 * (usage.total - usage.free) // usage.total}% "
+                "full; RocketMQ refuses writes above 90%. Free space or choose another --store-dir.")
+
+    def _check_ports(self, role: str, ports: tuple[int, ...]) -> None:
+        taken = [p for p in ports if port_in_use(p)]
+        if taken:
+            raise LocalClusterError(
+                f"cannot start the {role}: port {', '.join(map(str, taken))} on 127.0.0.1 is already in use by another "
+                "process. Stop it, or choose other ports (rocketlake local up --namesrv-port/--broker-port).")
+
+    def _wait(self, ready, deadline: float, proc: ManagedProcess, what: str) -> None:
+        while not ready():
+            if proc.pid() is None:
+                raise LocalClusterError(
+                    f"the {proc.role} process exited while waiting for {what}. Last lines of {proc.log_file}:\n"
+                    f"{proc.log_tail()}")
+            if time.monotonic() > deadline:
+                raise LocalClusterError(
+                    f"timed out waiting for {what}. Last lines of {proc.log_file}:\n{proc.log_tail()}")
+            time.sleep(0.25)  # readiness poll of an external process; each poll asks the name server
+
+    def _registered(self, broker: BrokerSpec) -> bool:
+        return self._registered_addresses().get(broker.name) == broker.address
+
+    def _registered_addresses(self) -> dict[str, str]:
+        """brokerName -> master address, as the name server reports it ({} when unreachable)."""
+        from resources.rocketmq.errors import RocketMQError
+        from resources.rocketmq.namesrv import NameServerClient
+
+        try:
+            info = NameServerClient(self.spec.namesrv_address, timeout=2.0).cluster_info()
+        except RocketMQError:
+            return {}
+        names = set(info.cluster_addr_table.get(self.spec.cluster_name, ()))
+        return {name: data.broker_addrs[0] for name, data in info.broker_addr_table.items()
+                if name in names and 0 in data.broker_addrs}
+
+    # -- status / down -------------------------------------------------------------------------
+    def status(self) -> ClusterStatus:
+        reachable = accepts_connections(self.spec.namesrv_port)
+        registered = self._registered_addresses() if reachable else {}
+        return ClusterStatus(
+            namesrv_address=self.spec.namesrv_address,
+            namesrv_pid=self.namesrv.pid(),
+            namesrv_reachable=reachable,
+            brokers=tuple(BrokerStatus(b.name, b.address, self.broker_processes[b.name].pid(), registered.get(b.name))
+                          for b in self.spec.brokers),
+            store=self.spec.store,
+        )
+
+    # -- topics --------------------------------------------------------------------------------
+    def mqadmin(self) -> "MQAdmin":
+        return MQAdmin(self.spec.namesrv_address, self.spec.state_dir, self.spec.version)
+
+    def create_topic(self, topic: str, queues: int, brokers: tuple[str, ...] | None = None,
+                     timeout: float = 60.0) -> None:
+        """Create ``topic`` with ``queues`` read/write queues on each chosen broker (default: all),
+        and return once the name server routes it that way, so the next call can use it."""
+        chosen = [self.spec.broker(name) for name in (brokers or [b.name for b in self.spec.brokers])]
+        admin = self.mqadmin()
+        for broker in chosen:
+            admin.update_topic(topic, broker.address, queues)
+        wanted = {b.name: queues for b in chosen}
+        deadline = time.monotonic() + timeout
+        while {k: v for k, v in self._routed_queue_counts(topic).items() if k in wanted} != wanted:
+            if time.monotonic() > deadline:
+                raise LocalClusterError(f"topic {topic} was created but the name server still routes "
+                                        f"{self._routed_queue_counts(topic)} instead of {wanted}")
+            time.sleep(0.2)  # the broker registers the new topic with the name server asynchronously
+
+    def _routed_queue_counts(self, topic: str) -> dict[str, int]:
+        from resources.rocketmq.errors import RocketMQError
+        from resources.rocketmq.namesrv import NameServerClient
+
+        try:
+            route = NameServerClient(self.spec.namesrv_address, timeout=2.0).topic_route(topic)
+        except RocketMQError:
+            return {}
+        return {q.broker_name: q.write_queue_nums for q in route.queue_datas}
+
+    def down(self, *, wipe: bool = False) -> list[str]:
+        """Stop exactly the processes this state directory started: brokers first, then the name server."""
+        stopped = [p.role for p in (*self.broker_processes.values(), self.namesrv) if p.stop()]
+        if wipe:
+            shutil.rmtree(self.spec.store, ignore_errors=True)
+        return stopped

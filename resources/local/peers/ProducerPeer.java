@@ -1,0 +1,185 @@
+import com.alibaba.fastjson.JSON;
+import com.alibaba.fastjson.JSONArray;
+import com.alibaba.fastjson.JSONObject;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageQueue;
+
+/**
+ * The independent producer our tests compare against: the official Java client sends, and we
+ * print exactly what the broker answered, one JSON line per message.
+ *
+ * <p>Two ways to describe messages:
+ * <ul>
+ *   <li>stdin, one JSON object per line: {"topic","tags","keys":[..],"properties":{..},"body" (UTF-8 text)
+ *       or "body_base64","broker","queue_id"}, or {"batch":[messages],"broker","queue_id"} for one batch send;</li>
+ *   <li>the command line, for bulk data: --topic T --count N [--body-size B] [--tags X] [--batch K].</li>
+ * </ul>
+ * Output per message: {"index","topic","msgId","offsetMsgId","brokerName","queueId","queueOffset","status"}.
+ */
+public final class ProducerPeer {
+    private static final PrintStream OUT = new PrintStream(System.out, false, StandardCharsets.UTF_8);
+
+    public static void main(String[] args) throws Exception {
+        Map<String, String> opts = parseArgs(args);
+        String namesrv = require(opts, "namesrv");
+        DefaultMQProducer producer = new DefaultMQProducer(opts.getOrDefault("group", "rocketlake_peer_producer"));
+        producer.setNamesrvAddr(namesrv);
+        producer.setInstanceName("peer-" + ProcessHandle.current().pid());
+        producer.setSendMsgTimeout(Integer.parseInt(opts.getOrDefault("send-timeout-ms", "10000")));
+        producer.setRetryTimesWhenSendFailed(2);
+        if (opts.containsKey("compress-over")) {
+            producer.setCompressMsgBodyOverHowmuch(Integer.parseInt(opts.get("compress-over")));
+        }
+        producer.start();
+        int exit = 0;
+        try {
+            if (opts.containsKey("count")) {
+                sendGenerated(producer, opts);
+            } else {
+                sendFromStdin(producer);
+            }
+        } catch (Exception e) {
+            System.err.println("ProducerPeer failed: " + e);
+            e.printStackTrace(System.err);
+            exit = 1;
+        } finally {
+            OUT.flush();
+            producer.shutdown();
+        }
+        System.exit(exit);
+    }
+
+    private static void sendFromStdin(DefaultMQProducer producer) throws Exception {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        int index = 0;
+        String line;
+        while ((line = in.readLine()) != null) {
+            if (line.isBlank()) {
+                continue;
+            }
+            JSONObject spec = JSON.parseObject(line);
+            List<Message> messages = new ArrayList<>();
+            if (spec.containsKey("batch")) {
+                JSONArray batch = spec.getJSONArray("batch");
+                for (int i = 0; i < batch.size(); i++) {
+                    messages.add(toMessage(batch.getJSONObject(i)));
+                }
+            } else {
+                messages.add(toMessage(spec));
+            }
+            MessageQueue target = null;
+            if (spec.containsKey("broker")) {
+                target = new MessageQueue(messages.get(0).getTopic(), spec.getString("broker"), spec.getIntValue("queue_id"));
+            }
+            index = send(producer, messages, target, spec.containsKey("batch"), index);
+        }
+    }
+
+    private static void sendGenerated(DefaultMQProducer producer, Map<String, String> opts) throws Exception {
+        String topic = require(opts, "topic");
+        int count = Integer.parseInt(opts.get("count"));
+        int bodySize = Integer.parseInt(opts.getOrDefault("body-size", "100"));
+        int batch = Integer.parseInt(opts.getOrDefault("batch", "1"));
+        String tags = opts.get("tags");
+        int index = 0;
+        while (index < count) {
+            List<Message> messages = new ArrayList<>();
+            for (int i = 0; i < batch && index + i < count; i++) {
+                byte[] body = new byte[bodySize];
+                byte[] stamp = ("message-" + (index + i) + " ").getBytes(StandardCharsets.UTF_8);
+                for (int b = 0; b < bodySize; b++) {
+                    body[b] = b < stamp.length ? stamp[b] : (byte) ('a' + (index + i + b) % 26);
+                }
+                Message m = new Message(topic, tags, "key-" + (index + i), body);
+                messages.add(m);
+            }
+            index = send(producer, messages, null, batch > 1, index);
+        }
+    }
+
+    private static Message toMessage(JSONObject spec) {
+        byte[] body;
+        if (spec.containsKey("body_base64")) {
+            body = Base64.getDecoder().decode(spec.getString("body_base64"));
+        } else {
+            body = spec.getString("body").getBytes(StandardCharsets.UTF_8);
+        }
+        Message m = new Message(spec.getString("topic"), body);
+        if (spec.containsKey("tags")) {
+            m.setTags(spec.getString("tags"));
+        }
+        if (spec.containsKey("keys")) {
+            List<String> keys = spec.getJSONArray("keys").toJavaList(String.class);
+            m.setKeys(keys);
+        }
+        JSONObject props = spec.getJSONObject("properties");
+        if (props != null) {
+            for (String k : props.keySet()) {
+                m.putUserProperty(k, props.getString(k));
+            }
+        }
+        return m;
+    }
+
+    private static int send(DefaultMQProducer producer, List<Message> messages, MessageQueue target, boolean asBatch,
+                            int index) throws Exception {
+        if (!asBatch) {
+            for (Message m : messages) {
+                SendResult r = target == null ? producer.send(m) : producer.send(m, target);
+                print(index++, m.getTopic(), r.getMsgId(), r.getOffsetMsgId(), r, 0);
+            }
+            return index;
+        }
+        SendResult r = target == null ? producer.send(messages) : producer.send(messages, target);
+        // A batch answers with comma-joined ids and the offset of its first message.
+        String[] msgIds = r.getMsgId().split(",");
+        String[] offsetIds = r.getOffsetMsgId() == null ? new String[0] : r.getOffsetMsgId().split(",");
+        for (int i = 0; i < messages.size(); i++) {
+            print(index++, messages.get(i).getTopic(), msgIds[i], i < offsetIds.length ? offsetIds[i] : null, r, i);
+        }
+        return index;
+    }
+
+    private static void print(int index, String topic, String msgId, String offsetMsgId, SendResult r, int inBatch) {
+        Map<String, Object> line = new LinkedHashMap<>();
+        line.put("index", index);
+        line.put("topic", topic);
+        line.put("msgId", msgId);
+        line.put("offsetMsgId", offsetMsgId);
+        line.put("brokerName", r.getMessageQueue().getBrokerName());
+        line.put("queueId", r.getMessageQueue().getQueueId());
+        line.put("queueOffset", r.getQueueOffset() + inBatch);
+        line.put("status", r.getSendStatus().name());
+        OUT.println(JSON.toJSONString(line));
+    }
+
+    private static Map<String, String> parseArgs(String[] args) {
+        Map<String, String> opts = new LinkedHashMap<>();
+        for (int i = 0; i < args.length; i++) {
+            if (!args[i].startsWith("--") || i + 1 >= args.length) {
+                throw new IllegalArgumentException("expected --name value pairs, got: " + String.join(" ", args));
+            }
+            opts.put(args[i].substring(2), args[++i]);
+        }
+        return opts;
+    }
+
+    private static String require(Map<String, String> opts, String name) {
+        String v = opts.get(name);
+        if (v == null) {
+            throw new IllegalArgumentException("missing --" + name);
+        }
+        return v;
+    }
+}

@@ -1,0 +1,166 @@
+"""Start and stop the JVMs of the local cluster, and know them again by pid.
+
+A pid file holds the pid and the process start time (field 22 of /proc/<pid>/stat), so `down`
+never signals a process that merely reuses an old pid. JVMs run in their own session: they
+outlive the command that started them and a Ctrl-C in that terminal does not reach them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class LocalClusterError(RuntimeError):
+    """The local cluster could not be started, reached or stopped; the message says why and what to do."""
+
+
+# Small heaps: the start scripts' 4-8 GB defaults do not fit beside Spark on a laptop.
+NAMESRV_HEAP = ["-Xms128m", "-Xmx256m", "-XX:MaxDirectMemorySize=128m", "-XX:+UseSerialGC"]
+BROKER_HEAP = ["-Xms256m", "-Xmx1g", "-XX:MaxDirectMemorySize=512m", "-XX:+UseG1GC"]
+TOOL_HEAP = ["-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+
+# RocketMQ's CI runs JDK 8; on 17 these keep its direct-buffer and reflection paths working.
+JDK17_FLAGS = [
+    "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens", "java.base/java.nio=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang=ALL-UNNAMED",
+    "--add-exports", "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "-XX:-OmitStackTraceInFastThrow",
+]
+
+
+def jvm_base_flags(user_home: Path, rocketmq_home: Path, logback: str) -> list[str]:
+    """Flags every RocketMQ JVM of ours gets.
+
+    ``user.home`` isolates logs, the default store and the name server's kv file under our state
+    directory; the logback resource must be named, or a shared classpath picks another role's.
+    """
+    return [
+        f"-Duser.home={user_home}",
+        f"-Drocketmq.home.dir={rocketmq_home}",
+        f"-Drmq.logback.configurationFile={logback}",
+        "-Dtls.server.mode=disabled",
+        "-Djava.net.preferIPv4Stack=true",
+        *JDK17_FLAGS,
+    ]
+
+
+def start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot), or None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its closing one.
+    fields = stat[stat.rindex(")") + 2:].split()
+    if fields[0] == "Z":  # a zombie is dead for our purposes
+        return None
+    return fields[19]
+
+
+@dataclass(frozen=True)
+class ManagedProcess:
+    """One JVM of the cluster: its pid file and its console log."""
+
+    role: str
+    state_dir: Path
+
+    @property
+    def pid_file(self) -> Path:
+        return self.state_dir / f"{self.role}.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.state_dir / "logs" / f"{self.role}.out"
+
+    def pid(self) -> int | None:
+        """The recorded pid if that very process is still alive, else None."""
+        try:
+            pid_text, started = self.pid_file.read_text().split()
+            pid = int(pid_text)
+        except (FileNotFoundError, ValueError):
+            return None
+        return pid if start_time(pid) == started else None
+
+    def start(self, cmd: list[str], env: dict[str, str]) -> int:
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file, "wb") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=env, start_new_session=True)
+        started = start_time(proc.pid)
+        self.pid_file.write_text(f"{proc.pid} {started}\n")
+        return proc.pid
+
+    def log_tail(self, lines: int = 25) -> str:
+        try:
+            text = self.log_file.read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no log written)"
+        return "\n".join(text.strip().splitlines()[-lines:]) or "(log is empty)"
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """SIGTERM, then SIGKILL after ``timeout``; True if a process of ours was running."""
+        pid = self.pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        started = start_time(pid)
+        _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while start_time(pid) == started and time.monotonic() < deadline:
+            _reap(pid)
+            time.sleep(0.1)  # polling a process we signalled; there is no portable wait on a non-child
+        if start_time(pid) == started:
+            _signal(pid, signal.SIGKILL)
+            while start_time(pid) == started:
+                _reap(pid)
+                time.sleep(0.05)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _reap(pid: int) -> None:
+    # When this process started the JVM (tests do), it must reap it or it stays a zombie.
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    # HA binds every interface, so check the wildcard too.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return True
+    return False
+
+
+def accepts_connections(port: int, host: str = "127.0.0.1") -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False

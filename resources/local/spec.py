@@ -1,0 +1,135 @@
+"""What a local RocketMQ cluster looks like: ports, directories, and the files each JVM reads.
+
+A pure description: rendering the name server and broker configuration does no I/O, so the
+values that matter on a small machine (loopback addresses, small store files, no forced disk
+cleaning) are visible in one place and testable without starting anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from resources.jars import ROCKETMQ_VERSION
+
+LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class BrokerSpec:
+    name: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def ports(self) -> tuple[int, ...]:
+        # The broker also opens listenPort-2 (the "fast" server) and listenPort+1 (HA).
+        return (self.port - 2, self.port, self.port + 1)
+
+
+def default_state_dir() -> Path:
+    return Path(os.environ.get("ROCKETLAKE_LOCAL_DIR", ".rocketlake/local")).absolute()
+
+
+def default_store_root(state_dir: Path) -> Path:
+    """On tmpfs when there is one: a broker refuses writes once its disk is 90 % full."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        digest = hashlib.sha1(str(state_dir).encode()).hexdigest()[:10]
+        return shm / f"rocketlake-{os.getuid()}-{digest}"
+    return state_dir / "store"
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """A name server and two master brokers of one cluster, all on 127.0.0.1.
+
+    Two brokers, because queue ids repeat across brokers: everything downstream must key queues
+    by (topic, brokerName, queueId), and only a second broker proves it does.
+    """
+
+    state_dir: Path = field(default_factory=default_state_dir)
+    store_root: Path | None = None
+    namesrv_port: int = 9876
+    brokers: tuple[BrokerSpec, ...] = (BrokerSpec("broker-a", 10911), BrokerSpec("broker-b", 10921))
+    cluster_name: str = "DefaultCluster"
+    version: str = ROCKETMQ_VERSION
+
+    @property
+    def store(self) -> Path:
+        return self.store_root or default_store_root(self.state_dir)
+
+    @property
+    def namesrv_address(self) -> str:
+        return f"{LOOPBACK}:{self.namesrv_port}"
+
+    @property
+    def home(self) -> Path:
+        """ROCKETMQ_HOME: the startup classes refuse to run without one; 5.x needs nothing in it."""
+        return self.state_dir / "home"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    def broker(self, name: str) -> BrokerSpec:
+        for b in self.brokers:
+            if b.name == name:
+                return b
+        raise KeyError(f"no broker named {name!r} in this cluster; brokers: {[b.name for b in self.brokers]}")
+
+    def namesrv_properties(self) -> str:
+        return _properties({
+            "listenPort": self.namesrv_port,
+            "bindAddress": LOOPBACK,
+            "kvConfigPath": self.state_dir / "namesrv" / "kvConfig.json",
+        })
+
+    def broker_properties(self, broker: BrokerSpec) -> str:
+        store = self.store / broker.name
+        return _properties({
+            "brokerClusterName": self.cluster_name,
+            "brokerName": broker.name,
+            "brokerId": 0,
+            "brokerRole": "ASYNC_MASTER",
+            "flushDiskType": "ASYNC_FLUSH",
+            "namesrvAddr": self.namesrv_address,
+            # Without these the broker advertises its first non-loopback address.
+            "brokerIP1": LOOPBACK,
+            "brokerIP2": LOOPBACK,
+            "bindAddress": LOOPBACK,
+            "listenPort": broker.port,
+            "haListenPort": broker.port + 1,
+            "storePathRootDir": store,
+            "storePathCommitLog": store / "commitlog",
+            # Small mapped files: they are sparse, but a 1 GiB commit log is pointless on a laptop.
+            "mappedFileSizeCommitLog": 64 * 1024 * 1024,
+            "mappedFileSizeConsumeQueue": 600_000,
+            "mappedFileSizeTimerLog": 16 * 1024 * 1024,
+            "maxHashSlotNum": 50_000,
+            "maxIndexNum": 200_000,
+            "autoCreateTopicEnable": "true",
+            "autoCreateSubscriptionGroup": "true",
+            "enablePropertyFilter": "true",
+            # Keep data for a week and never delete unexpired files: tests read what they wrote.
+            "fileReservedTime": 168,
+            "diskMaxUsedSpaceRatio": 95,
+            "cleanFileForciblyEnable": "false",
+            # Two cores shared with Spark and Dagster: GC pauses must not turn into "broker busy".
+            "waitTimeMillsInSendQueue": 3000,
+            "osPageCacheBusyTimeOutMills": 5000,
+            "enableControllerMode": "false",
+            "transientStorePoolEnable": "false",
+            "warmMapedFileEnable": "false",
+            "traceTopicEnable": "false",
+        })
+
+
+def _properties(values: dict[str, object]) -> str:
+    # No comments and no trailing spaces: the broker silently ignores values it cannot parse.
+    return "".join(f"{k}={v}\n" for k, v in values.items())

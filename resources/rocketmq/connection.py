@@ -1,0 +1,516 @@
+"""One multiplexed TCP connection per remote address, and the per-process pool of them.
+
+RocketMQ multiplexes every request to a given broker or name server over a single long-lived
+connection and matches responses by ``opaque`` (remoting/.../netty/NettyRemotingAbstract.java).
+A :class:`Connection` does the same with a socket, a daemon reader thread and a table
+``opaque -> pending future``:
+
+* every call has a timeout (:class:`RequestTimeout` names the address and the request);
+* when the socket breaks, every pending call fails with :class:`ConnectionFailed` and the
+  *next* call opens a new socket -- a broker restart needs no new client;
+* requests the server sends to us (flag bit 0 clear) are demultiplexed: NOTIFY_CONSUMER_IDS_CHANGED
+  goes to the registered listeners, anything else that expects an answer gets
+  REQUEST_CODE_NOT_SUPPORTED with the same opaque, like ``NettyRemotingAbstract#processRequestCommand``.
+
+The pool (:func:`get_connection`) is keyed by ``(os.getpid(), address)``: a forked or unpickled
+Spark Python worker never writes to a socket its parent opened.
+
+Frames are read with ``recv_into`` in chunks of 256 KiB (one hot pull batch,
+``maxTransferBytesOnMessageInMemory``) and split by :class:`~.frame.FrameDecoder`, so a pull
+response normally costs a handful of syscalls and no per-byte Python work.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Collection
+from concurrent.futures import Future
+from dataclasses import replace
+from typing import NoReturn, Protocol
+
+from .codes import MAX_FRAME_SIZE, RequestCode, ResponseCode
+from .errors import (
+    ConnectionFailed,
+    InvalidArgument,
+    ProtocolError,
+    RequestTimeout,
+    describe_request,
+    error_for_response,
+)
+from .frame import FLAG_ONEWAY, FLAG_RESPONSE, FrameDecoder, RemotingCommand, encode
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_TIMEOUT",
+    "Connection",
+    "ConsumerIdsChangedListener",
+    "RPCHook",
+    "close_all",
+    "get_connection",
+    "split_address",
+]
+
+log = logging.getLogger(__name__)
+
+#: ``ClientConfig#mqClientApiTimeout`` (3000 ms): default for calls without their own timeout.
+DEFAULT_TIMEOUT = 3.0
+#: ``NettyClientConfig#connectTimeoutMillis`` (3000 ms); a call's own timeout caps it further.
+DEFAULT_CONNECT_TIMEOUT = 3.0
+_READ_CHUNK = 256 * 1024
+# Socket timeout used as a poll interval: the reader re-checks for shutdown and a blocked
+# send re-checks its call deadline this often.
+_POLL_INTERVAL = 0.5
+_OPAQUE_MASK = 0x7FFFFFFF  # Java's opaque is an int32 from an AtomicInteger
+
+
+class RPCHook(Protocol):
+    """Called with a private copy of each outgoing request, after its opaque is set.
+
+    May add or change ``request.ext_fields`` (ACL signing does); must not block.
+    """
+
+    def before_request(self, address: str, request: RemotingCommand) -> None: ...
+
+
+#: Receives the NOTIFY_CONSUMER_IDS_CHANGED request (``ext_fields["consumerGroup"]``).
+ConsumerIdsChangedListener = Callable[[RemotingCommand], None]
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``"host:port"`` -> ``(host, port)``; the port follows the *last* colon, as in
+    ``RemotingHelper#string2SocketAddress``, so bare and bracketed IPv6 hosts both work."""
+    host, sep, port = address.strip().rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+        raise InvalidArgument(f"bad address {address!r}: expected host:port, e.g. 127.0.0.1:10911")
+    return host, int(port)
+
+
+class _Channel:
+    """One socket and its reader thread. It fails once and is never reused."""
+
+    def __init__(self, conn: Connection, sock: socket.socket) -> None:
+        self._conn = conn
+        self._address = conn.address
+        self._sock = sock
+        self._lock = threading.Lock()  # guards _pending and _failure
+        self._send_lock = threading.Lock()  # one frame on the wire at a time
+        self._pending: dict[int, tuple[Future[RemotingCommand], int]] = {}
+        self._failure: str | None = None
+        self._reader = threading.Thread(
+            target=self._read_loop, name=f"rocketmq-reader[{self._address}]", daemon=True
+        )
+
+    def start(self) -> None:
+        self._reader.start()
+
+    @property
+    def alive(self) -> bool:
+        return self._failure is None
+
+    def register(self, opaque: int, request_code: int) -> Future[RemotingCommand]:
+        future: Future[RemotingCommand] = Future()
+        with self._lock:
+            if self._failure is not None:
+                self._raise_failed(request_code)
+            self._pending[opaque] = (future, request_code)
+        return future
+
+    def unregister(self, opaque: int) -> None:
+        with self._lock:
+            self._pending.pop(opaque, None)
+
+    def _raise_failed(self, request_code: int, cause: BaseException | None = None) -> NoReturn:
+        raise ConnectionFailed(
+            f"connection to {self._address} broke before {describe_request(request_code)} "
+            f"could be sent: {self._failure}",
+            address=self._address,
+            request_code=request_code,
+        ) from cause
+
+    def send(self, data: bytes, deadline: float, request_code: int) -> None:
+        """Write one whole frame, or fail the channel if only part of it got out."""
+        if not self._send_lock.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
+            raise self._send_timeout(request_code, "another request was still being written")
+        try:
+            view = memoryview(data)
+            sent = 0
+            while sent < len(view):
+                if self._failure is not None:
+                    self._raise_failed(request_code)
+                try:
+                    sent += self._sock.send(view[sent:])
+                except TimeoutError:
+                    if time.monotonic() < deadline:
+                        continue
+                    if sent:  # half a frame on the wire: the stream is unusable from here on
+                        self.fail(f"a send timed out after {sent} of {len(view)} bytes")
+                    raise self._send_timeout(request_code, "the socket send buffer stayed full") from None
+                except OSError as exc:
+                    self.fail(f"send failed: {exc}")
+                    self._raise_failed(request_code, exc)
+        finally:
+            self._send_lock.release()
+
+    def _send_timeout(self, request_code: int, why: str) -> RequestTimeout:
+        return RequestTimeout(
+            f"could not send {describe_request(request_code)} to {self._address} within the timeout: {why}",
+            address=self._address,
+            request_code=request_code,
+        )
+
+    def fail(self, reason: str) -> None:
+        """Mark the channel dead, fail every pending call, wake the reader (which closes the socket)."""
+        with self._lock:
+            if self._failure is not None:
+                return
+            self._failure = reason
+            pending, self._pending = self._pending, {}
+        try:
+            # shutdown (not close) from here: the reader may be inside recv on this fd, and
+            # closing would let the number be reused under it. The reader closes on exit.
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        for future, request_code in pending.values():
+            future.set_exception(
+                ConnectionFailed(
+                    f"connection to {self._address} broke while waiting for "
+                    f"{describe_request(request_code)}: {reason}",
+                    address=self._address,
+                    request_code=request_code,
+                )
+            )
+
+    def close(self, reason: str) -> None:
+        self.fail(reason)
+        if threading.current_thread() is not self._reader:
+            self._reader.join(timeout=2 * _POLL_INTERVAL)
+
+    def _read_loop(self) -> None:
+        decoder = FrameDecoder(self._conn.max_frame_size)
+        chunk = memoryview(bytearray(_READ_CHUNK))
+        sock = self._sock
+        reason = "reader stopped"
+        try:
+            while self._failure is None:
+                try:
+                    received = sock.recv_into(chunk)
+                except TimeoutError:
+                    continue  # idle; loop to notice fail() from another thread
+                if not received:
+                    reason = "the peer closed the connection"
+                    break
+                for command in decoder.feed(chunk[:received]):
+                    self._dispatch(command)
+        except ProtocolError as exc:
+            reason = f"undecodable data from the peer: {exc}"
+        except OSError as exc:
+            reason = f"read failed: {exc}"
+        except Exception as exc:  # a bug must not leave callers waiting for their timeouts
+            log.exception("reader thread for %s crashed", self._address)
+            reason = f"reader thread crashed: {exc!r}"
+        finally:
+            self.fail(reason)
+            sock.close()
+
+    def _dispatch(self, command: RemotingCommand) -> None:
+        if command.is_response:
+            with self._lock:
+                entry = self._pending.pop(command.opaque, None)
+            if entry is None:  # its caller timed out already; Java logs and drops it too
+                log.debug("%s: dropping response with unknown opaque %d", self._address, command.opaque)
+                return
+            entry[0].set_result(command)
+        else:
+            self._conn._handle_server_request(self, command)
+
+
+class Connection:
+    """A lazily opened, self-healing, multiplexed connection to one broker or name server.
+
+    Thread-safe: any number of threads may call :meth:`invoke` concurrently. Usually obtained
+    from :func:`get_connection` rather than constructed directly. Cannot be pickled and is
+    only usable in the process that created it.
+
+    ``close_on_timeout`` (default on, like Java's ``NettySystemConfig.clientCloseSocketIfTimeout``)
+    drops the socket when a call times out, so a half-open connection to a vanished host is
+    replaced by the next call instead of timing out until TCP keepalive notices; other calls
+    pending on that socket then fail with :class:`ConnectionFailed`.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        close_on_timeout: bool = True,
+        max_frame_size: int = MAX_FRAME_SIZE,
+    ) -> None:
+        self._host, self._port = split_address(address)
+        self._address = address
+        self._connect_timeout = connect_timeout
+        self._close_on_timeout = close_on_timeout
+        self.max_frame_size = max_frame_size
+        self._pid = os.getpid()
+        self._lock = threading.Lock()  # guards _channel replacement and _closed
+        self._channel: _Channel | None = None
+        self._closed = False
+        self._opaque_lock = threading.Lock()
+        self._opaques = itertools.count()
+        self._listeners: tuple[ConsumerIdsChangedListener, ...] = ()
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close`; a closed connection never reconnects."""
+        return self._closed
+
+    @property
+    def connected(self) -> bool:
+        """Whether a socket is open right now (it opens lazily and after each break)."""
+        channel = self._channel
+        return channel is not None and channel.alive
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "connected" if self.connected else "idle"
+        return f"Connection({self._address!r}, {state})"
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(
+            "a rocketmq Connection owns a socket and cannot be pickled: pickle the address "
+            "and call get_connection(address) in the worker"
+        )
+
+    # ----------------------------------------------------------------- calls
+
+    def invoke(
+        self,
+        request: RemotingCommand,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        rpc_hook: RPCHook | None = None,
+    ) -> RemotingCommand:
+        """Send ``request`` and wait at most ``timeout`` seconds for its response.
+
+        ``request`` itself is not modified; a copy gets the opaque and the hook's fields.
+        Raises :class:`ConnectionFailed` or :class:`RequestTimeout`; a non-success response
+        code is returned, not raised (see :meth:`invoke_checked`).
+        """
+        deadline = time.monotonic() + timeout
+        command = self._prepare(request, rpc_hook, oneway=False)
+        data = encode(command, max_frame_size=self.max_frame_size)
+        channel = self._open_channel(deadline, command.code)
+        future = channel.register(command.opaque, command.code)
+        try:
+            channel.send(data, deadline, command.code)
+            try:
+                return future.result(timeout=max(deadline - time.monotonic(), 0.0))
+            except TimeoutError:
+                if future.done():  # the answer raced the deadline; take it
+                    return future.result()
+                what = f"{describe_request(command.code)} (opaque {command.opaque})"
+                if self._close_on_timeout:
+                    channel.fail(f"{what} timed out after {timeout:g} s, so the socket was dropped")
+                raise RequestTimeout(
+                    f"{self._address} did not answer {what} within {timeout:g} s",
+                    address=self._address,
+                    request_code=command.code,
+                ) from None
+        finally:
+            channel.unregister(command.opaque)
+
+    def invoke_checked(
+        self,
+        request: RemotingCommand,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        rpc_hook: RPCHook | None = None,
+        ok_codes: Collection[int] = (ResponseCode.SUCCESS,),
+        hint: str | None = None,
+    ) -> RemotingCommand:
+        """:meth:`invoke`, raising the :class:`BrokerError` subclass for any code not in ``ok_codes``."""
+        response = self.invoke(request, timeout, rpc_hook=rpc_hook)
+        if response.code not in ok_codes:
+            raise error_for_response(
+                address=self._address,
+                request_code=request.code,
+                response_code=response.code,
+                remark=response.remark,
+                hint=hint,
+            )
+        return response
+
+    def invoke_oneway(
+        self,
+        request: RemotingCommand,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        rpc_hook: RPCHook | None = None,
+    ) -> None:
+        """Send ``request`` with the oneway flag; ``timeout`` bounds connecting and writing."""
+        deadline = time.monotonic() + timeout
+        command = self._prepare(request, rpc_hook, oneway=True)
+        data = encode(command, max_frame_size=self.max_frame_size)
+        self._open_channel(deadline, command.code).send(data, deadline, command.code)
+
+    def _prepare(self, request: RemotingCommand, rpc_hook: RPCHook | None, *, oneway: bool) -> RemotingCommand:
+        if os.getpid() != self._pid:
+            raise ConnectionFailed(
+                f"this Connection to {self._address} belongs to process {self._pid}; "
+                "call get_connection() in this process instead",
+                address=self._address,
+                request_code=request.code,
+            )
+        with self._opaque_lock:
+            opaque = next(self._opaques) & _OPAQUE_MASK
+        flag = request.flag & ~FLAG_RESPONSE
+        flag = flag | FLAG_ONEWAY if oneway else flag & ~FLAG_ONEWAY
+        command = replace(request, opaque=opaque, flag=flag, ext_fields=dict(request.ext_fields))
+        if rpc_hook is not None:
+            rpc_hook.before_request(self._address, command)
+        return command
+
+    def _open_channel(self, deadline: float, request_code: int) -> _Channel:
+        channel = self._channel
+        if channel is not None and channel.alive:
+            return channel
+        with self._lock:
+            if self._closed:
+                raise ConnectionFailed(
+                    f"the connection to {self._address} was closed by this client; "
+                    "use get_connection() for a fresh one",
+                    address=self._address,
+                    request_code=request_code,
+                )
+            channel = self._channel
+            if channel is not None and channel.alive:
+                return channel
+            timeout = min(self._connect_timeout, max(deadline - time.monotonic(), 0.001))
+            try:
+                sock = socket.create_connection((self._host, self._port), timeout=timeout)
+            except OSError as exc:
+                raise ConnectionFailed(
+                    f"cannot connect to {self._address} for {describe_request(request_code)}: {exc}",
+                    address=self._address,
+                    request_code=request_code,
+                ) from exc
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+                sock.settimeout(_POLL_INTERVAL)
+            except OSError as exc:
+                sock.close()
+                raise ConnectionFailed(
+                    f"cannot configure the socket to {self._address}: {exc}",
+                    address=self._address,
+                    request_code=request_code,
+                ) from exc
+            channel = _Channel(self, sock)
+            channel.start()
+            self._channel = channel
+            return channel
+
+    # ----------------------------------------------------------------- server -> client
+
+    def add_consumer_ids_changed_listener(self, listener: ConsumerIdsChangedListener) -> None:
+        """Call ``listener`` (on a short-lived thread of its own) for each NOTIFY_CONSUMER_IDS_CHANGED.
+
+        The broker sends it when a group's membership changes; the Java client rebalances at once.
+        A separate thread lets the listener make calls on this very connection without
+        blocking the reader that must deliver their responses.
+        """
+        with self._lock:
+            self._listeners = (*self._listeners, listener)
+
+    def remove_consumer_ids_changed_listener(self, listener: ConsumerIdsChangedListener) -> None:
+        with self._lock:
+            self._listeners = tuple(x for x in self._listeners if x != listener)
+
+    def _handle_server_request(self, channel: _Channel, request: RemotingCommand) -> None:
+        if request.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+            # ClientRemotingProcessor#notifyConsumerIdsChanged returns null: never answered.
+            for listener in self._listeners:
+                threading.Thread(
+                    target=_run_listener,
+                    args=(listener, request, self._address),
+                    name=f"rocketmq-notify[{self._address}]",
+                    daemon=True,
+                ).start()
+            return
+        if request.is_oneway:
+            log.debug("%s: ignoring oneway server request %s", self._address, describe_request(request.code))
+            return
+        # NettyRemotingAbstract#processRequestCommand answers unknown codes exactly like this.
+        response = request.make_response(
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
+        )
+        try:
+            channel.send(encode(response), time.monotonic() + DEFAULT_TIMEOUT, request.code)
+        except (ConnectionFailed, RequestTimeout) as exc:
+            log.warning("%s: could not answer server request %s: %s", self._address, request.code, exc)
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        """Close the socket and fail pending calls; the connection stays closed for good."""
+        with self._lock:
+            self._closed = True
+            channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close("the connection was closed by this client")
+
+
+def _run_listener(listener: ConsumerIdsChangedListener, request: RemotingCommand, address: str) -> None:
+    try:
+        listener(request)
+    except Exception:
+        log.exception("%s: consumer-ids-changed listener %r failed", address, listener)
+
+
+# --------------------------------------------------------------------------- pool
+
+_pool: dict[tuple[int, str], Connection] = {}
+_pool_lock = threading.Lock()
+
+
+def get_connection(address: str) -> Connection:
+    """The shared :class:`Connection` for ``address`` in this process (created lazily, no I/O)."""
+    key = (os.getpid(), address)
+    with _pool_lock:
+        connection = _pool.get(key)
+        if connection is None or connection.closed:
+            connection = _pool[key] = Connection(address)
+        return connection
+
+
+def close_all() -> None:
+    """Close every pooled connection of this process (never a parent's: that would
+    shut down the parent's sockets, which a forked child shares)."""
+    pid = os.getpid()
+    with _pool_lock:
+        mine = [key for key in _pool if key[0] == pid]
+        connections = [_pool.pop(key) for key in mine]
+    for connection in connections:
+        connection.close()
+
+
+def _forget_parent_pool() -> None:
+    # In a forked child the lock may have been held by a parent thread that does not exist
+    # here, and the parent's sockets must only be dropped (a close of our copy of the fd is
+    # harmless; a shutdown would cut the parent's connection).
+    global _pool_lock
+    _pool_lock = threading.Lock()
+    _pool.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_parent_pool)

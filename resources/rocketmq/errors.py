@@ -1,0 +1,386 @@
+"""The one exception hierarchy of the RocketMQ client.
+
+Every failure the client raises is a :class:`RocketMQError`, so callers can write one
+``except`` and still tell cases apart by subclass or by the ``retriable`` class attribute
+(the kafka-python ``errors.py`` pattern). Broker answers are mapped to subclasses through a
+dict keyed by response code, never through an if/elif chain. No class shadows a builtin
+(there is no ``TimeoutError`` or ``ConnectionError`` here).
+
+Each error carries the context needed to act on it -- broker address, request code, response
+code and the broker's remark -- and ``str()`` spells all of it out, e.g.::
+
+    127.0.0.1:10911 answered PULL_MESSAGE(11) with TOPIC_NOT_EXIST(17): topic[x] not exist...
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from .codes import ResponseCode, request_name, response_name
+
+__all__ = [
+    "BrokerError",
+    "BrokerSystemError",
+    "ConnectionFailed",
+    "ConsumerNotOnline",
+    "FlowControl",
+    "GoAway",
+    "IllegalOperation",
+    "InvalidArgument",
+    "InvalidName",
+    "InvalidParameter",
+    "MessageIllegal",
+    "NoPermission",
+    "NotLeaderForQueue",
+    "ProtocolError",
+    "QueryNotFound",
+    "RequestCodeNotSupported",
+    "RequestTimeout",
+    "RocketMQError",
+    "ServiceNotAvailable",
+    "SubscriptionGroupNotExist",
+    "SubscriptionNotExist",
+    "SubscriptionNotLatest",
+    "SubscriptionParseFailed",
+    "SystemBusy",
+    "TopicExistAlready",
+    "TopicNotExist",
+    "VersionNotSupported",
+    "describe_request",
+    "describe_response",
+    "error_for_response",
+]
+
+
+def describe_request(code: int | None) -> str:
+    """``PULL_MESSAGE(11)`` style label used in every message."""
+    return "an unknown request" if code is None else f"{request_name(code)}({code})"
+
+
+def describe_response(code: int | None) -> str:
+    """``TOPIC_NOT_EXIST(17)`` style label used in every message."""
+    return "an unknown response" if code is None else f"{response_name(code)}({code})"
+
+
+class RocketMQError(Exception):
+    """Base of every error raised by the client.
+
+    ``retriable`` says whether repeating the same call later (possibly after a reconnect)
+    can succeed without anyone changing configuration.
+    """
+
+    retriable: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        address: str | None = None,
+        request_code: int | None = None,
+        response_code: int | None = None,
+        remark: str | None = None,
+    ) -> None:
+        self.address = address
+        self.request_code = request_code
+        self.response_code = response_code
+        self.remark = remark
+        self.message = message or self._default_message()
+        super().__init__(self.message)
+
+    def _default_message(self) -> str:
+        parts = []
+        if self.address:
+            parts.append(self.address)
+        if self.request_code is not None:
+            parts.append(describe_request(self.request_code))
+        if self.response_code is not None:
+            parts.append(describe_response(self.response_code))
+        if self.remark:
+            parts.append(self.remark)
+        return ": ".join(parts) or type(self).__name__
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only constructors do not survive the default BaseException pickling,
+        # and errors do cross process boundaries (Spark workers -> driver).
+        return (type(self), (self.message,), self.__dict__.copy())
+
+
+class ConnectionFailed(RocketMQError):
+    """The TCP connection could not be opened, or broke while a call was in flight.
+
+    The connection is discarded; the next call on the same address reconnects.
+    """
+
+    retriable = True
+
+
+class RequestTimeout(RocketMQError):
+    """No response arrived within the call's timeout.
+
+    The request may still have been executed by the broker (e.g. an offset commit).
+    """
+
+    retriable = True
+
+
+class ProtocolError(RocketMQError):
+    """A frame or record is malformed: truncated, oversized or otherwise corrupt.
+
+    ``offset`` is the byte offset of the offending field from the start of the frame
+    (or of the decoded buffer) when known. A connection that produced one is closed,
+    since the byte stream can no longer be trusted.
+    """
+
+    def __init__(self, message: str = "", *, offset: int | None = None, **context: Any) -> None:
+        self.offset = offset
+        if offset is not None and message:
+            message = f"{message} (at byte offset {offset})"
+        super().__init__(message, **context)
+
+
+class InvalidArgument(RocketMQError, ValueError):
+    """A caller-supplied value is unusable (bad address, name, option); fix the input."""
+
+
+class InvalidName(InvalidArgument):
+    """A topic or group name breaks RocketMQ's naming rules (client Validators.java).
+
+    ``kind`` is ``"topic"`` or ``"group"``, ``rule`` one of ``"blank"``, ``"max_length"``,
+    ``"characters"``, ``"reserved"``, ``"not_allowed_send"``; ``limit`` is the length limit
+    or allowed pattern the value broke, when the rule has one.
+    """
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        kind: str = "",
+        value: str | None = None,
+        rule: str = "",
+        limit: int | str | None = None,
+    ) -> None:
+        self.kind = kind
+        self.value = value
+        self.rule = rule
+        self.limit = limit
+        super().__init__(message)
+
+
+class BrokerError(RocketMQError):
+    """A broker or name server answered with a non-success response code.
+
+    Use :func:`error_for_response` to build one: it picks the subclass registered for the
+    response code. ``hint`` is an optional sentence telling the user what to do.
+    """
+
+    #: Response code this class stands for; ``None`` on the generic class.
+    code: ClassVar[int | None] = None
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        address: str | None = None,
+        request_code: int | None = None,
+        response_code: int | None = None,
+        remark: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.hint = hint
+        if response_code is None:
+            response_code = self.code
+        super().__init__(
+            message,
+            address=address,
+            request_code=request_code,
+            response_code=response_code,
+            remark=remark,
+        )
+
+    def _default_message(self) -> str:
+        who = self.address or "the server"
+        what = describe_request(self.request_code)
+        text = f"{who} answered {what} with {describe_response(self.response_code)}"
+        text += f": {self.remark}" if self.remark else " (no remark)"
+        if self.hint:
+            text += f" -- {self.hint}"
+        return text
+
+
+class BrokerSystemError(BrokerError):
+    """SYSTEM_ERROR(1): uncaught broker exception or rejected input (4.9.x uses it for bad queueIds)."""
+
+    code = ResponseCode.SYSTEM_ERROR
+
+
+class SystemBusy(BrokerError):
+    """SYSTEM_BUSY(2): broker flow control ("[REJECTREQUEST]"/"[OVERLOAD]system busy"); back off."""
+
+    code = ResponseCode.SYSTEM_BUSY
+    retriable = True
+
+
+class RequestCodeNotSupported(BrokerError):
+    """REQUEST_CODE_NOT_SUPPORTED(3): the server version does not know this request."""
+
+    code = ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+
+
+class MessageIllegal(BrokerError):
+    """MESSAGE_ILLEGAL(13)."""
+
+    code = ResponseCode.MESSAGE_ILLEGAL
+
+
+class ServiceNotAvailable(BrokerError):
+    """SERVICE_NOT_AVAILABLE(14): broker starting, shutting down or not writable right now."""
+
+    code = ResponseCode.SERVICE_NOT_AVAILABLE
+    retriable = True
+
+
+class VersionNotSupported(BrokerError):
+    """VERSION_NOT_SUPPORTED(15)."""
+
+    code = ResponseCode.VERSION_NOT_SUPPORTED
+
+
+class NoPermission(BrokerError):
+    """NO_PERMISSION(16): broker/topic/group not readable or writable, or ACL denied."""
+
+    code = ResponseCode.NO_PERMISSION
+
+
+class TopicNotExist(BrokerError):
+    """TOPIC_NOT_EXIST(17): the topic is unknown to the broker or name server; create it first."""
+
+    code = ResponseCode.TOPIC_NOT_EXIST
+
+
+class TopicExistAlready(BrokerError):
+    """TOPIC_EXIST_ALREADY(18)."""
+
+    code = ResponseCode.TOPIC_EXIST_ALREADY
+
+
+class QueryNotFound(BrokerError):
+    """QUERY_NOT_FOUND(22): e.g. no committed offset for this group and queue."""
+
+    code = ResponseCode.QUERY_NOT_FOUND
+
+
+class SubscriptionParseFailed(BrokerError):
+    """SUBSCRIPTION_PARSE_FAILED(23): the subscription expression is invalid."""
+
+    code = ResponseCode.SUBSCRIPTION_PARSE_FAILED
+
+
+class SubscriptionNotExist(BrokerError):
+    """SUBSCRIPTION_NOT_EXIST(24): pull without FLAG_SUBSCRIPTION and no heartbeat state."""
+
+    code = ResponseCode.SUBSCRIPTION_NOT_EXIST
+
+
+class SubscriptionNotLatest(BrokerError):
+    """SUBSCRIPTION_NOT_LATEST(25): broker has an older subscription until the next heartbeat."""
+
+    code = ResponseCode.SUBSCRIPTION_NOT_LATEST
+    retriable = True
+
+
+class SubscriptionGroupNotExist(BrokerError):
+    """SUBSCRIPTION_GROUP_NOT_EXIST(26): group unknown and not auto-created by the broker."""
+
+    code = ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+
+
+class InvalidParameter(BrokerError):
+    """INVALID_PARAMETER(29, 5.x): e.g. a queueId outside the topic's queues."""
+
+    code = ResponseCode.INVALID_PARAMETER
+
+
+class ConsumerNotOnline(BrokerError):
+    """CONSUMER_NOT_ONLINE(206): no live client of the group is connected to the broker."""
+
+    code = ResponseCode.CONSUMER_NOT_ONLINE
+
+
+class FlowControl(BrokerError):
+    """FLOW_CONTROL(215): broker-side flow control; the Java client retries after 20 ms."""
+
+    code = ResponseCode.FLOW_CONTROL
+    retriable = True
+
+
+class NotLeaderForQueue(BrokerError):
+    """NOT_LEADER_FOR_QUEUE(501): refresh the route and retry on the leader."""
+
+    code = ResponseCode.NOT_LEADER_FOR_QUEUE
+    retriable = True
+
+
+class IllegalOperation(BrokerError):
+    """ILLEGAL_OPERATION(604)."""
+
+    code = ResponseCode.ILLEGAL_OPERATION
+
+
+class GoAway(BrokerError):
+    """GO_AWAY(1500, 5.x): the server is shutting down; reconnect and retry elsewhere."""
+
+    code = ResponseCode.GO_AWAY
+    retriable = True
+
+
+_BROKER_ERRORS: dict[int, type[BrokerError]] = {
+    cls.code: cls
+    for cls in (
+        BrokerSystemError,
+        SystemBusy,
+        RequestCodeNotSupported,
+        MessageIllegal,
+        ServiceNotAvailable,
+        VersionNotSupported,
+        NoPermission,
+        TopicNotExist,
+        TopicExistAlready,
+        QueryNotFound,
+        SubscriptionParseFailed,
+        SubscriptionNotExist,
+        SubscriptionNotLatest,
+        SubscriptionGroupNotExist,
+        InvalidParameter,
+        ConsumerNotOnline,
+        FlowControl,
+        NotLeaderForQueue,
+        IllegalOperation,
+        GoAway,
+    )
+    if cls.code is not None
+}
+
+
+def error_for_response(
+    *,
+    address: str | None,
+    request_code: int | None,
+    response_code: int,
+    remark: str | None,
+    hint: str | None = None,
+) -> BrokerError:
+    """Build (not raise) the :class:`BrokerError` subclass registered for ``response_code``.
+
+    Unknown codes get the generic :class:`BrokerError`, which still names the code.
+    """
+    cls = _BROKER_ERRORS.get(response_code, BrokerError)
+    return cls(
+        address=address,
+        request_code=request_code,
+        response_code=response_code,
+        remark=remark,
+        hint=hint,
+    )

@@ -1,0 +1,462 @@
+"""RemotingCommand and its frame codec (sans I/O: bytes in, commands out; no socket here).
+
+Frame layout (remoting/.../protocol/RemotingCommand.java#encode/#decode; all integers big-endian)::
+
+    +--------------+----------------------------------+-----------------+------------------+
+    | total_length | serialize_type<<24 | header_len  | header          | body             |
+    | int32        | int32                            | header_len      | total_length - 4 |
+    |              |                                  | bytes           |   - header_len   |
+    +--------------+----------------------------------+-----------------+------------------+
+    total_length counts everything after itself (4 + header_len + body_len).
+
+Header, serialize_type 0 = JSON (RemotingSerializable, fastjson: sorted keys, nulls omitted)::
+
+    {"code":105,"extFields":{"topic":"T1"},"flag":0,"language":"PYTHON","opaque":1,
+     "serializeTypeCurrentRPC":"JSON","version":479}
+
+Header, serialize_type 1 = ROCKETMQ binary (RocketMQSerializable.java; 21-byte fixed part)::
+
+    int16 code | uint8 language | int16 version | int32 opaque | int32 flag
+    | int32 remark_len | remark (UTF-8) | int32 ext_len | ext
+    ext = repeated { int16 key_len | key (UTF-8) | int32 val_len | val (UTF-8) }
+
+``flag`` bit 0 = response, bit 1 = oneway. extFields values are always strings on the wire
+(Java ``value.toString()``: booleans "true"/"false"). We send JSON; we decode both, because the
+broker answers in its own configured type, not in the request's (reference section 1.2).
+
+Decoding is bounded: the length prefix is checked against ``max_frame_size`` (Netty's
+``LengthFieldBasedFrameDecoder`` limit, 16 MiB by default) before anything is buffered or
+allocated for it, every inner length is checked against the bytes that enclose it, and every
+loop advances by at least one field. Any violation raises :class:`ProtocolError` naming the
+field and its byte offset from the start of the frame.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .codes import CURRENT_VERSION, MAX_FRAME_SIZE, LanguageCode, ResponseCode, SerializeType
+from .errors import InvalidArgument, ProtocolError
+
+__all__ = [
+    "FLAG_ONEWAY",
+    "FLAG_RESPONSE",
+    "FrameDecoder",
+    "RemotingCommand",
+    "decode",
+    "encode",
+    "ext_fields",
+]
+
+#: ``1 << RemotingCommand.RPC_TYPE``: set on responses.
+FLAG_RESPONSE = 0x1
+#: ``1 << RemotingCommand.RPC_ONEWAY``: the sender expects no response.
+FLAG_ONEWAY = 0x2
+
+_INT = struct.Struct(">i")
+_UINT = struct.Struct(">I")
+_SHORT = struct.Struct(">h")
+_PREFIX = struct.Struct(">iI")  # total_length, serialize_type<<24 | header_len
+# code, language, version, opaque, flag, remark_len -- the fixed part minus ext_len (17 of 21 bytes)
+_BIN_FIXED = struct.Struct(">hBhiii")
+_BIN_FIXED_LEN = _BIN_FIXED.size + _INT.size  # 21
+
+_HEADER_LEN_MASK = 0xFFFFFF
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_LANGUAGE_BY_BYTE = {member.value: member.name for member in LanguageCode}
+
+
+@dataclass(slots=True)
+class RemotingCommand:
+    """One request or response of the remoting protocol.
+
+    ``ext_fields`` is the "custom header" (request/response header fields by their Java
+    names, values as strings); ``body`` the raw payload (e.g. the messages of a pull).
+    ``serialize_type`` is the header encoding the command was decoded from, and the one
+    :func:`encode` uses -- JSON unless changed.
+    """
+
+    code: int
+    ext_fields: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    opaque: int = 0
+    flag: int = 0
+    remark: str | None = None
+    language: str = LanguageCode.PYTHON.name
+    version: int = CURRENT_VERSION
+    serialize_type: SerializeType = SerializeType.JSON
+
+    @classmethod
+    def request(
+        cls,
+        code: int,
+        fields: Mapping[str, Any] | None = None,
+        body: bytes = b"",
+        *,
+        oneway: bool = False,
+    ) -> RemotingCommand:
+        """A request; ``fields`` values are converted with :func:`ext_fields`."""
+        return cls(
+            code=int(code),
+            ext_fields=ext_fields(fields) if fields else {},
+            body=body,
+            flag=FLAG_ONEWAY if oneway else 0,
+        )
+
+    def make_response(self, code: int, remark: str | None = None) -> RemotingCommand:
+        """The response to this request: same opaque, response bit set (``writeResponse``)."""
+        return RemotingCommand(code=int(code), opaque=self.opaque, flag=FLAG_RESPONSE, remark=remark)
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & FLAG_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & FLAG_ONEWAY)
+
+    @property
+    def is_success(self) -> bool:
+        return self.code == ResponseCode.SUCCESS
+
+
+def ext_fields(values: Mapping[str, Any]) -> dict[str, str]:
+    """Convert header values the way ``RemotingCommand#makeCustomHeaderToNet`` does.
+
+    ``None`` is omitted, booleans become ``"true"``/``"false"``, integers decimal, strings
+    pass through. Anything else is refused rather than guessed (floats, bytes, ...).
+    """
+    out: dict[str, str] = {}
+    for key, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            out[key] = "true" if value else "false"
+        elif isinstance(value, int):
+            out[key] = str(int(value))  # int() so IntEnum members give digits, not names
+        elif isinstance(value, str):
+            out[key] = value
+        else:
+            raise InvalidArgument(
+                f"extFields[{key!r}] has unsupported type {type(value).__name__}: "
+                "use str, int, bool or None"
+            )
+    return out
+
+
+# --------------------------------------------------------------------------- encode
+
+
+def encode(cmd: RemotingCommand, *, max_frame_size: int = MAX_FRAME_SIZE) -> bytes:
+    """Serialize ``cmd`` into one frame, header in ``cmd.serialize_type``."""
+    for key, value in cmd.ext_fields.items():
+        if type(value) is not str or type(key) is not str:
+            raise InvalidArgument(
+                f"extFields[{key!r}] = {value!r}: keys and values must be str on the wire "
+                "(build them with frame.ext_fields())"
+            )
+    if cmd.serialize_type == SerializeType.JSON:
+        header = _encode_json_header(cmd)
+    elif cmd.serialize_type == SerializeType.ROCKETMQ:
+        header = _encode_rocketmq_header(cmd)
+    else:
+        raise InvalidArgument(f"unknown serialize type {cmd.serialize_type!r}")
+    header_len = len(header)
+    if header_len > _HEADER_LEN_MASK:
+        raise InvalidArgument(f"header of {header_len} bytes does not fit the 24-bit header length")
+    total = 4 + header_len + len(cmd.body)
+    if total + 4 > max_frame_size:
+        raise InvalidArgument(
+            f"frame of {total + 4} bytes exceeds the maximum frame size {max_frame_size} "
+            "(com.rocketmq.remoting.frameMaxLength); the broker would close the connection"
+        )
+    prefix = _PREFIX.pack(total, (int(cmd.serialize_type) << 24) | header_len)
+    return b"".join((prefix, header, cmd.body))
+
+
+def _encode_json_header(cmd: RemotingCommand) -> bytes:
+    header: dict[str, Any] = {
+        "code": cmd.code,
+        "flag": cmd.flag,
+        "language": cmd.language,
+        "opaque": cmd.opaque,
+        "serializeTypeCurrentRPC": "JSON",
+        "version": cmd.version,
+    }
+    if cmd.ext_fields:
+        header["extFields"] = cmd.ext_fields
+    if cmd.remark is not None:
+        header["remark"] = cmd.remark
+    # fastjson writes keys sorted, compact, UTF-8 as is (reference 1.3).
+    return json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
+    # Java casts code and version to short silently; we refuse instead of corrupting them.
+    for name, value in (("code", cmd.code), ("version", cmd.version)):
+        if not -32768 <= value <= 32767:
+            raise InvalidArgument(f"{name} {value} does not fit the ROCKETMQ header's int16")
+    try:
+        language = LanguageCode[cmd.language]
+    except KeyError:
+        language = LanguageCode.OTHER
+    remark = cmd.remark.encode() if cmd.remark else b""
+    parts = []
+    for key, value in cmd.ext_fields.items():
+        key_bytes, value_bytes = key.encode(), value.encode()
+        if len(key_bytes) > 32767:
+            raise InvalidArgument(f"extFields key of {len(key_bytes)} bytes does not fit an int16 length")
+        parts += (_SHORT.pack(len(key_bytes)), key_bytes, _INT.pack(len(value_bytes)), value_bytes)
+    ext = b"".join(parts)
+    fixed = _BIN_FIXED.pack(cmd.code, language, cmd.version, cmd.opaque, cmd.flag, len(remark))
+    return b"".join((fixed, remark, _INT.pack(len(ext)), ext))
+
+
+# --------------------------------------------------------------------------- decode
+
+
+def decode(frame: bytes | bytearray | memoryview, *, max_frame_size: int = MAX_FRAME_SIZE) -> RemotingCommand:
+    """Decode exactly one complete frame (length prefix included)."""
+    with memoryview(frame) as view:
+        mv = view.cast("B") if view.format != "B" or view.ndim != 1 else view
+        size = len(mv)
+        if size < 4:
+            raise ProtocolError(f"frame truncated: {size} bytes, the length prefix alone needs 4", offset=size)
+        (total,) = _INT.unpack_from(mv, 0)
+        _check_total_length(total, max_frame_size)
+        if size < 4 + total:
+            raise ProtocolError(
+                f"frame truncated: the length prefix announces {total} bytes but only {size - 4} follow",
+                offset=size,
+            )
+        if size > 4 + total:
+            raise ProtocolError(
+                f"{size - 4 - total} unexpected bytes after a frame of {total + 4} bytes", offset=4 + total
+            )
+        return _decode_frame(mv)
+
+
+def _check_total_length(total: int, max_frame_size: int) -> None:
+    if total < 4:
+        raise ProtocolError(
+            f"bad frame length {total}: must be at least 4 (the header-length word)", offset=0
+        )
+    if total + 4 > max_frame_size:
+        raise ProtocolError(
+            f"frame of {total + 4} bytes exceeds the maximum frame size {max_frame_size} "
+            "(com.rocketmq.remoting.frameMaxLength)",
+            offset=0,
+        )
+
+
+def _decode_frame(mv: memoryview) -> RemotingCommand:
+    """Decode a frame whose total length was already validated (``len(mv) == 4 + total``)."""
+    end = len(mv)
+    (header_field,) = _UINT.unpack_from(mv, 4)
+    serialize_type = header_field >> 24
+    header_len = header_field & _HEADER_LEN_MASK
+    header_start = 8
+    header_end = header_start + header_len
+    if header_end > end:
+        # RemotingCommand#decode: "decode error, bad header length: N"
+        raise ProtocolError(
+            f"bad header length {header_len}: only {end - header_start} bytes follow the header-length word",
+            offset=4,
+        )
+    if serialize_type == SerializeType.JSON:
+        cmd = _decode_json_header(mv, header_start, header_end)
+    elif serialize_type == SerializeType.ROCKETMQ:
+        cmd = _decode_rocketmq_header(mv, header_start, header_end)
+    else:
+        raise ProtocolError(f"unknown serialize type {serialize_type} (0 = JSON, 1 = ROCKETMQ)", offset=4)
+    if header_end < end:
+        cmd.body = bytes(mv[header_end:end])
+    return cmd
+
+
+def _utf8(mv: memoryview, start: int, end: int, what: str) -> str:
+    try:
+        return str(mv[start:end], "utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(f"{what} is not valid UTF-8: {exc.reason}", offset=start + exc.start) from None
+
+
+def _int32(header: dict[str, Any], key: str, default: int | None, start: int) -> int:
+    value = header.get(key, default)
+    if value is None:
+        raise ProtocolError(f'JSON header has no "{key}"', offset=start)
+    if type(value) is not int or not _INT32_MIN <= value <= _INT32_MAX:
+        raise ProtocolError(f'JSON header "{key}" is {value!r}, not an int32', offset=start)
+    return value
+
+
+def _decode_json_header(mv: memoryview, start: int, end: int) -> RemotingCommand:
+    text = _utf8(mv, start, end, "JSON header")
+    try:
+        header = json.loads(text)
+    except json.JSONDecodeError as exc:
+        offset = start + len(text[: exc.pos].encode())
+        raise ProtocolError(f"JSON header is not valid JSON: {exc.msg}", offset=offset) from None
+    except (ValueError, RecursionError) as exc:  # e.g. an absurdly long integer or deep nesting
+        raise ProtocolError(f"JSON header cannot be parsed: {exc}", offset=start) from None
+    if not isinstance(header, dict):
+        raise ProtocolError(f"JSON header is a {type(header).__name__}, not an object", offset=start)
+    remark = header.get("remark")
+    if remark is not None and not isinstance(remark, str):
+        raise ProtocolError(f'JSON header "remark" is {type(remark).__name__}, not a string', offset=start)
+    language = header.get("language", LanguageCode.JAVA.name)
+    if not isinstance(language, str):
+        raise ProtocolError(f'JSON header "language" is {language!r}, not a string', offset=start)
+    return RemotingCommand(
+        code=_int32(header, "code", None, start),
+        ext_fields=_json_ext_fields(header.get("extFields"), start),
+        opaque=_int32(header, "opaque", None, start),
+        flag=_int32(header, "flag", 0, start),
+        remark=remark,
+        language=language,
+        version=_int32(header, "version", 0, start),
+        serialize_type=SerializeType.JSON,
+    )
+
+
+def _json_ext_fields(raw: Any, start: int) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ProtocolError(f'JSON header "extFields" is a {type(raw).__name__}, not an object', offset=start)
+    # Java writes HashMap<String, String>; tolerate scalar values the way toString() would print them.
+    out: dict[str, str] = {}
+    for key, value in raw.items():
+        if isinstance(value, str):
+            out[key] = value
+        elif value is None:
+            continue
+        elif isinstance(value, bool):
+            out[key] = "true" if value else "false"
+        elif isinstance(value, int):
+            out[key] = str(value)
+        else:
+            raise ProtocolError(
+                f'JSON header extFields["{key}"] is a {type(value).__name__}, not a string', offset=start
+            )
+    return out
+
+
+def _decode_rocketmq_header(mv: memoryview, start: int, end: int) -> RemotingCommand:
+    if end - start < _BIN_FIXED_LEN:
+        raise ProtocolError(
+            f"ROCKETMQ header of {end - start} bytes is shorter than its {_BIN_FIXED_LEN}-byte fixed part",
+            offset=start,
+        )
+    code, language, version, opaque, flag, remark_len = _BIN_FIXED.unpack_from(mv, start)
+    pos = start + _BIN_FIXED.size
+    # The remark must leave room for the 4-byte ext_len that follows it.
+    if remark_len < 0 or remark_len > end - pos - 4:
+        raise ProtocolError(
+            f"ROCKETMQ header remark length {remark_len} does not fit the {end - pos - 4} bytes available",
+            offset=pos - 4,
+        )
+    remark = _utf8(mv, pos, pos + remark_len, "ROCKETMQ header remark") if remark_len else None
+    pos += remark_len
+    (ext_len,) = _INT.unpack_from(mv, pos)
+    pos += 4
+    if ext_len < 0 or ext_len > end - pos:
+        raise ProtocolError(
+            f"ROCKETMQ header extFields length {ext_len} does not fit the {end - pos} bytes available",
+            offset=pos - 4,
+        )
+    # Bytes after ext_end are ignored, as RocketMQSerializable#rocketMQProtocolDecode does.
+    return RemotingCommand(
+        code=code,
+        ext_fields=_decode_ext_map(mv, pos, pos + ext_len),
+        opaque=opaque,
+        flag=flag,
+        remark=remark,
+        language=_LANGUAGE_BY_BYTE.get(language, LanguageCode.OTHER.name),
+        version=version,
+        serialize_type=SerializeType.ROCKETMQ,
+    )
+
+
+def _decode_ext_map(mv: memoryview, pos: int, end: int) -> dict[str, str]:
+    out: dict[str, str] = {}
+    while pos < end:  # every iteration consumes at least 6 bytes, or raises
+        if end - pos < 6:
+            raise ProtocolError(f"extFields entry truncated: {end - pos} bytes left, at least 6 needed", offset=pos)
+        (key_len,) = _SHORT.unpack_from(mv, pos)
+        pos += 2
+        if key_len < 0 or key_len > end - pos - 4:
+            raise ProtocolError(
+                f"extFields key length {key_len} does not fit the {end - pos - 4} bytes available", offset=pos - 2
+            )
+        key = _utf8(mv, pos, pos + key_len, "extFields key")
+        pos += key_len
+        (value_len,) = _INT.unpack_from(mv, pos)
+        pos += 4
+        if value_len < 0 or value_len > end - pos:
+            raise ProtocolError(
+                f"extFields value length {value_len} for key {key!r} does not fit the {end - pos} bytes available",
+                offset=pos - 4,
+            )
+        value = _utf8(mv, pos, pos + value_len, f"extFields value of {key!r}")
+        pos += value_len
+        # A zero-length key or value decodes as Java null (reference 1.4): the entry is absent.
+        if key and value:
+            out[key] = value
+    return out
+
+
+# --------------------------------------------------------------------------- streaming
+
+
+class FrameDecoder:
+    """Incremental frame splitter for a byte stream (the connection's reader feeds it).
+
+    Bytes are appended to one internal buffer; complete frames are decoded and removed.
+    A length prefix is validated the moment its 4 bytes arrive, so a hostile or corrupt
+    length can never make the buffer grow past ``max_frame_size`` plus one read.
+    After a :class:`ProtocolError` the stream cannot be resynchronised: the decoder stays
+    broken and re-raises, and the connection must be dropped.
+    """
+
+    __slots__ = ("_buf", "_max_frame_size", "_error")
+
+    def __init__(self, max_frame_size: int = MAX_FRAME_SIZE) -> None:
+        self._buf = bytearray()
+        self._max_frame_size = max_frame_size
+        self._error: ProtocolError | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as frames."""
+        return len(self._buf)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
+        """Append ``data`` and return every frame it completes (possibly none)."""
+        if self._error is not None:
+            raise ProtocolError(f"the stream already failed to decode: {self._error}") from self._error
+        buf = self._buf
+        buf += data
+        frames: list[RemotingCommand] = []
+        pos = 0
+        size = len(buf)
+        try:
+            with memoryview(buf) as mv:
+                while size - pos >= 4:
+                    (total,) = _INT.unpack_from(mv, pos)
+                    _check_total_length(total, self._max_frame_size)
+                    end = pos + 4 + total
+                    if end > size:
+                        break
+                    frames.append(_decode_frame(mv[pos:end]))
+                    pos = end
+        except ProtocolError as exc:
+            self._error = exc
+            raise
+        if pos:
+            del buf[:pos]  # O(1) for a bytearray prefix in CPython
+        return frames
