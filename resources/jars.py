@@ -62,6 +62,9 @@ class JarSet:
 
 
 ROCKETMQ_VERSION = "5.3.3"
+# The newest 4.9 release whose name server and broker are on Maven Central (4.9.8 published only
+# the client and tools), for the suite that proves the client against 4.x brokers.
+ROCKETMQ_4_VERSION = "4.9.7"
 
 
 def rocketmq_jar_set(version: str = ROCKETMQ_VERSION) -> JarSet:
@@ -122,7 +125,8 @@ def resolve(jar_set: JarSet) -> list[Path]:
         (home / "pom.xml").write_text(jar_set.pom())
         if lib.exists():
             shutil.rmtree(lib)
-        cmd = [mvn, "-B", "-q", "-f", str(home / "pom.xml"), f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+        # -U: a "not found" Maven cached from an earlier outage must not stick.
+        cmd = [mvn, "-B", "-q", "-U", "-f", str(home / "pom.xml"), f"{DEPENDENCY_PLUGIN}:copy-dependencies",
                "-DincludeScope=runtime", f"-DoutputDirectory={lib}"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from resources.jars import ROCKETMQ_4_VERSION, ROCKETMQ_VERSION
 from resources.local.cluster import LocalCluster
 from resources.local.peers import SentMessage, produce
 from resources.local.process import port_in_use
@@ -38,21 +39,32 @@ def free_ports(count: int, *, block: int = 1) -> list[int]:
     raise RuntimeError("no free loopback ports found")
 
 
-def make_spec(state_dir: Path, store_root: Path | None = None) -> ClusterSpec:
+def make_spec(state_dir: Path, store_root: Path | None = None, version: str = ROCKETMQ_VERSION) -> ClusterSpec:
     namesrv, a, b = free_ports(3, block=2)
     return ClusterSpec(state_dir=state_dir, store_root=store_root or default_store_root(state_dir),
-                       namesrv_port=namesrv, brokers=(BrokerSpec("broker-a", a), BrokerSpec("broker-b", b)))
+                       namesrv_port=namesrv, brokers=(BrokerSpec("broker-a", a), BrokerSpec("broker-b", b)),
+                       version=version)
 
 
-@pytest.fixture(scope="session")
-def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """A name server and two brokers for the whole test session, stopped and wiped at the end."""
-    cluster = LocalCluster(make_spec(tmp_path_factory.mktemp("rocketmq")))
+def _running_cluster(tmp_path_factory: pytest.TempPathFactory, version: str) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(make_spec(tmp_path_factory.mktemp(f"rocketmq-{version}"), version=version))
     try:
         cluster.up()
         yield cluster
     finally:
         cluster.down(wipe=True)
+
+
+@pytest.fixture(scope="session")
+def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A 5.x name server and two brokers for the whole test session, stopped and wiped at the end."""
+    yield from _running_cluster(tmp_path_factory, ROCKETMQ_VERSION)
+
+
+@pytest.fixture(scope="session")
+def local_cluster_4x(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """The same on the 4.9 line, which many users still run."""
+    yield from _running_cluster(tmp_path_factory, ROCKETMQ_4_VERSION)
 
 
 _topic_counter = itertools.count()
@@ -75,7 +87,8 @@ def java_producer(local_cluster: LocalCluster) -> Callable[..., list[SentMessage
     """``java_producer(messages=[...], args=[...])``: send with the official Java client, get its answers."""
 
     def send(messages: list[dict] | None = None, args: list[str] = ()) -> list[SentMessage]:
-        return produce(local_cluster.spec.namesrv_address, local_cluster.spec.state_dir, messages, args=list(args))
+        return produce(local_cluster.spec.namesrv_address, local_cluster.spec.state_dir, messages, args=list(args),
+                       version=local_cluster.spec.version)
 
     return send
 

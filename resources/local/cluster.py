@@ -108,11 +108,18 @@ class LocalCluster:
         return self.status()
 
     def _flags(self, logback: str) -> list[str]:
-        return jvm_base_flags(self.spec.state_dir, self.spec.home, logback)
+        flags = jvm_base_flags(self.spec.state_dir, self.spec.home, logback)
+        if self.spec.is_4x:
+            # 4.9 reads its disk-full threshold from a system property, uncapped (5.x clamps it to 0.9).
+            flags.append("-Drocketmq.broker.diskSpaceWarningLevelRatio=0.98")
+        return flags
 
     def _prepare_dirs(self) -> None:
         for d in (self.spec.state_dir, self.spec.home, self.spec.log_dir, self.spec.state_dir / "namesrv"):
             d.mkdir(parents=True, exist_ok=True)
+        for relative, text in self.spec.logback_files().items():
+            (self.spec.home / relative).parent.mkdir(parents=True, exist_ok=True)
+            (self.spec.home / relative).write_text(text)
         store = self.spec.store
         try:
             store.mkdir(parents=True, exist_ok=True)

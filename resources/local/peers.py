@@ -67,10 +67,10 @@ def java_command(program: str, state_dir: Path, args: list[str], version: str = 
 
 
 def produce(namesrv: str, state_dir: Path, messages: list[dict] | None = None, *, args: list[str] = (),
-            timeout: float = 300.0) -> list[SentMessage]:
-    """Send with the Java producer; ``messages`` are the JSON lines of ProducerPeer's stdin mode."""
+            version: str = jars.ROCKETMQ_VERSION, timeout: float = 300.0) -> list[SentMessage]:
+    """Send with the Java producer of ``version``; ``messages`` are the JSON lines of its stdin mode."""
     stdin = "".join(json.dumps(m) + "\n" for m in messages or [])
-    cmd = java_command("ProducerPeer", state_dir, ["--namesrv", namesrv, *args])
+    cmd = java_command("ProducerPeer", state_dir, ["--namesrv", namesrv, *args], version)
     proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise LocalClusterError(f"the Java producer peer failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")

@@ -83,16 +83,32 @@ class ClusterSpec:
                 return b
         raise KeyError(f"no broker named {name!r} in this cluster; brokers: {[b.name for b in self.brokers]}")
 
+    @property
+    def is_4x(self) -> bool:
+        return self.version.startswith("4.")
+
     def namesrv_properties(self) -> str:
-        return _properties({
+        return _properties(self._for_version({
             "listenPort": self.namesrv_port,
             "bindAddress": LOOPBACK,
             "kvConfigPath": self.state_dir / "namesrv" / "kvConfig.json",
-        })
+        }))
+
+    def _for_version(self, values: dict[str, object]) -> dict[str, object]:
+        # 4.9 has no bindAddress (it binds every interface), no controller and no timer wheel.
+        if self.is_4x:
+            return {k: v for k, v in values.items() if k not in _5X_ONLY_KEYS}
+        return values
+
+    def logback_files(self) -> dict[str, str]:
+        """conf/ files a 4.9 JVM exits without (5.x ships its logback configs inside the jars)."""
+        if not self.is_4x:
+            return {}
+        return {f"conf/logback_{role}.xml": _LOGBACK_4X.format(role=role) for role in ("namesrv", "broker", "tools")}
 
     def broker_properties(self, broker: BrokerSpec) -> str:
         store = self.store / broker.name
-        return _properties({
+        return _properties(self._for_version({
             "brokerClusterName": self.cluster_name,
             "brokerName": broker.name,
             "brokerId": 0,
@@ -127,7 +143,19 @@ class ClusterSpec:
             "transientStorePoolEnable": "false",
             "warmMapedFileEnable": "false",
             "traceTopicEnable": "false",
-        })
+        }))
+
+
+_5X_ONLY_KEYS = {"bindAddress", "enableControllerMode", "mappedFileSizeTimerLog"}
+
+_LOGBACK_4X = """<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>${{user.home}}/logs/rocketmqlogs/{role}.log</file>
+    <encoder><pattern>%d{{yyyy-MM-dd HH:mm:ss.SSS}} %-5level [%thread] %logger{{0}} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="FILE"/></root>
+</configuration>
+"""
 
 
 def _properties(values: dict[str, object]) -> str:
