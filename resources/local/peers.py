@@ -33,8 +33,7 @@ class SentMessage:
     status: str
 
     @classmethod
-    def from_json(cls, line: str) -> "SentMessage":
-        d = json.loads(line)
+    def from_dict(cls, d: dict) -> "SentMessage":
         return cls(d["index"], d["topic"], d["msgId"], d.get("offsetMsgId"), d["brokerName"], d["queueId"],
                    d["queueOffset"], d["status"])
 
@@ -66,12 +65,35 @@ def java_command(program: str, state_dir: Path, args: list[str], version: str = 
             "-cp", build(program, version), program, *args]
 
 
+def run(program: str, state_dir: Path, args: list[str], stdin: str = "", *,
+        version: str = jars.ROCKETMQ_VERSION, timeout: float = 300.0) -> list[dict]:
+    """Run a peer program; its JSON output lines come back parsed."""
+    proc = subprocess.run(java_command(program, state_dir, args, version), input=stdin, capture_output=True,
+                          text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise LocalClusterError(f"the Java peer {program} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
 def produce(namesrv: str, state_dir: Path, messages: list[dict] | None = None, *, args: list[str] = (),
             version: str = jars.ROCKETMQ_VERSION, timeout: float = 300.0) -> list[SentMessage]:
     """Send with the Java producer of ``version``; ``messages`` are the JSON lines of its stdin mode."""
     stdin = "".join(json.dumps(m) + "\n" for m in messages or [])
-    cmd = java_command("ProducerPeer", state_dir, ["--namesrv", namesrv, *args], version)
-    proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        raise LocalClusterError(f"the Java producer peer failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    return [SentMessage.from_json(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    lines = run("ProducerPeer", state_dir, ["--namesrv", namesrv, *args], stdin, version=version, timeout=timeout)
+    return [SentMessage.from_dict(d) for d in lines]
+
+
+def consume(namesrv: str, state_dir: Path, topic: str, ranges: dict[tuple[str, int], tuple[int, int]], *,
+            subscription: str | None = None, bench: bool = False, pull_batch_size: int = 32,
+            version: str = jars.ROCKETMQ_VERSION, timeout: float = 600.0) -> list[dict]:
+    """Read ``{(broker, queue_id): (from, until)}`` with the Java DefaultLitePullConsumer (assign + seek)."""
+    queues = ",".join(f"{b}:{q}:{lo}:{hi}" for (b, q), (lo, hi) in ranges.items())
+    args = ["--namesrv", namesrv, "--topic", topic, "--queues", queues, "--pull-batch-size", str(pull_batch_size),
+            "--mode", "bench" if bench else "dump"] + (["--subscription", subscription] if subscription else [])
+    return run("ConsumerPeer", state_dir, args, version=version, timeout=timeout)
+
+
+def admin(namesrv: str, state_dir: Path, commands: list[dict], *, version: str = jars.ROCKETMQ_VERSION) -> list[dict]:
+    """Ask the Java admin API (DefaultMQAdminExt); one answer {"ok", "value" | "error"} per command."""
+    stdin = "".join(json.dumps(c) + "\n" for c in commands)
+    return run("AdminPeer", state_dir, ["--namesrv", namesrv], stdin, version=version)
