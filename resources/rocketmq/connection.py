@@ -22,6 +22,7 @@ response normally costs a handful of syscalls and no per-byte Python work.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -171,12 +172,10 @@ class _Channel:
                 return
             self._failure = reason
             pending, self._pending = self._pending, {}
-        try:
-            # shutdown (not close) from here: the reader may be inside recv on this fd, and
-            # closing would let the number be reused under it. The reader closes on exit.
+        # shutdown (not close) from here: the reader may be inside recv on this fd, and
+        # closing would let the number be reused under it. The reader closes on exit.
+        with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         for future, request_code in pending.values():
             future.set_exception(
                 ConnectionFailed(
@@ -217,7 +216,10 @@ class _Channel:
             reason = f"reader thread crashed: {exc!r}"
         finally:
             self.fail(reason)
-            sock.close()
+            # Close under the send lock: no thread is inside send() on this fd, so the number
+            # cannot be reused by another socket under a sender's feet.
+            with self._send_lock:
+                sock.close()
 
     def _dispatch(self, command: RemotingCommand) -> None:
         if command.is_response:
@@ -461,7 +463,14 @@ class Connection:
     # ----------------------------------------------------------------- lifecycle
 
     def close(self) -> None:
-        """Close the socket and fail pending calls; the connection stays closed for good."""
+        """Close the socket and fail pending calls; the connection stays closed for good.
+
+        In a forked child the inherited socket is only dropped: a shutdown there would cut
+        the parent's connection, which shares it.
+        """
+        if os.getpid() != self._pid:  # no lock either: a parent thread may have held it at fork time
+            self._closed, self._channel = True, None
+            return
         with self._lock:
             self._closed = True
             channel, self._channel = self._channel, None

@@ -197,15 +197,15 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
 
 def _encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
     # Java casts code and version to short silently; we refuse instead of corrupting them.
-    for name, value in (("code", cmd.code), ("version", cmd.version)):
-        if not -32768 <= value <= 32767:
-            raise InvalidArgument(f"{name} {value} does not fit the ROCKETMQ header's int16")
+    for name, number in (("code", cmd.code), ("version", cmd.version)):
+        if not -32768 <= number <= 32767:
+            raise InvalidArgument(f"{name} {number} does not fit the ROCKETMQ header's int16")
     try:
         language = LanguageCode[cmd.language]
     except KeyError:
         language = LanguageCode.OTHER
     remark = cmd.remark.encode() if cmd.remark else b""
-    parts = []
+    parts: list[bytes] = []
     for key, value in cmd.ext_fields.items():
         key_bytes, value_bytes = key.encode(), value.encode()
         if len(key_bytes) > 32767:
