@@ -1,0 +1,361 @@
+"""``rocketlake.yaml``: the public configuration contract, validated before any run.
+
+Every ``DefaultMQPushConsumer`` setting is accepted under its snake_case name with RocketMQ's
+default and the range ``DefaultMQPushConsumerImpl.checkConfig`` enforces. A wrong file fails at
+load with one line per problem naming the ingestion, the key, the value and what is allowed;
+an unknown key is an error too, because a misspelt threshold silently left at its default is the
+worst kind of configuration bug.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime, timedelta, timezone
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from resources.rocketmq.errors import InvalidName
+from resources.rocketmq.validators import check_consumer_group, check_topic
+
+CONFIG_ENV = "ROCKETLAKE_CONFIG"
+DEFAULT_CONFIG = "rocketlake.yaml"
+
+
+class ConfigError(ValueError):
+    """The configuration file is wrong; ``problems`` lists one readable line per mistake."""
+
+    def __init__(self, source: str, problems: list[str]):
+        self.source = source
+        self.problems = problems
+        super().__init__(f"{source} is not valid:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+class MessageModel(str, Enum):
+    CLUSTERING = "CLUSTERING"
+    BROADCASTING = "BROADCASTING"
+
+
+class ConsumeFromWhere(str, Enum):
+    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
+    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
+    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
+
+
+class AllocateStrategy(str, Enum):
+    """The names RocketMQ's strategies report from ``getName()``."""
+
+    AVG = "AVG"
+    AVG_BY_CIRCLE = "AVG_BY_CIRCLE"
+    CONFIG = "CONFIG"
+    MACHINE_ROOM = "MACHINE_ROOM"
+    MACHINE_ROOM_NEARBY = "MACHINE_ROOM_NEARBY"
+    CONSISTENT_HASH = "CONSISTENT_HASH"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+
+
+def _range(lo: int, hi: int, *, unlimited: int | None = None) -> Any:
+    """A field validator factory for RocketMQ's inclusive ranges (optionally with a sentinel)."""
+
+    def check(value: int) -> int:
+        if value == unlimited:
+            return value
+        if not lo <= value <= hi:
+            extra = f" or {unlimited} for no limit" if unlimited is not None else ""
+            raise ValueError(f"is out of range [{lo}, {hi}]{extra}")
+        return value
+
+    return check
+
+
+class ClusterConfig(_Strict):
+    namesrv: str = Field(description="Name server address(es), ';'-separated, host:port each.")
+    access_key_env: str | None = Field(default=None, description="Environment variable holding the ACL AccessKey.")
+    secret_key_env: str | None = Field(default=None, description="Environment variable holding the ACL SecretKey.")
+
+    @field_validator("namesrv")
+    @classmethod
+    def _addresses(cls, value: str) -> str:
+        for addr in filter(None, (a.strip() for a in value.split(";"))):
+            host, sep, port = addr.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{addr!r} is not host:port")
+        if not value.strip(" ;"):
+            raise ValueError("needs at least one host:port")
+        return value
+
+    @model_validator(mode="after")
+    def _both_keys(self) -> "ClusterConfig":
+        if (self.access_key_env is None) != (self.secret_key_env is None):
+            raise ValueError("access_key_env and secret_key_env go together (ACL needs both)")
+        return self
+
+
+class LakeConfig(_Strict):
+    root: str = Field(default=".rocketlake/lake", description="Tables live at <root>/<table>; any Hadoop URI.")
+
+    def table_path(self, table: str) -> str:
+        if "://" in self.root or self.root.startswith("/"):
+            return f"{self.root.rstrip('/')}/{table}"
+        return str((Path.cwd() / self.root / table).absolute())
+
+
+class SparkConfig(_Strict):
+    master: str = "local[*]"
+    conf: dict[str, str] = Field(default_factory=dict)
+
+
+class WindowConfig(_Strict):
+    cron: str = "0 * * * *"
+    timezone: str = "UTC"
+    grace_seconds: int = Field(default=60, ge=0, le=7 * 24 * 3600)
+    start: datetime
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        from dagster._utils.schedules import is_valid_cron_string
+
+        if not is_valid_cron_string(value):
+            raise ValueError("is not a valid cron expression (5 fields, e.g. '0 * * * *' or '* * * * *')")
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as e:
+            raise ValueError("is not an IANA time zone (e.g. UTC, Europe/Berlin)") from e
+        return value
+
+    @field_validator("start")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+class BodyConfig(_Strict):
+    format: Literal["raw", "text", "json"] = "raw"
+    schema_: str | None = Field(default=None, alias="schema", description="Spark DDL of the JSON body, e.g. 'a STRING'.")
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _json_needs_schema(self) -> "BodyConfig":
+        if self.format == "json" and not (self.schema_ or "").strip():
+            raise ValueError("format json needs a schema (Spark DDL, e.g. \"order_id STRING, amount DOUBLE\")")
+        return self
+
+
+# DefaultMQPushConsumerImpl.checkConfig's inclusive ranges.
+PUSH_CONSUMER_RANGES = {
+    "consume_thread_min": _range(1, 1000),
+    "consume_thread_max": _range(1, 1000),
+    "consume_concurrently_max_span": _range(1, 65535),
+    "pull_threshold_for_queue": _range(1, 65535),
+    "pull_threshold_size_for_queue": _range(1, 1024),
+    "pull_threshold_for_topic": _range(1, 6553500, unlimited=-1),
+    "pull_threshold_size_for_topic": _range(1, 102400, unlimited=-1),
+    "pull_interval": _range(0, 65535),
+    "consume_message_batch_max_size": _range(1, 1024),
+    "pull_batch_size": _range(1, 1024),
+    "pop_invisible_time": _range(5000, 300000),
+    "pop_batch_nums": _range(1, 32),
+}
+
+
+class IngestionConfig(_Strict):
+    """One topic landed in one table by one consumer group: a DefaultMQPushConsumer, as a batch pipeline."""
+
+    cluster: str
+    topic: str
+    subscription: str = "*"
+    consumer_group: str
+    message_model: MessageModel = MessageModel.CLUSTERING
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    consume_timestamp: str | None = Field(
+        default=None, description="yyyyMMddHHmmss in the window's time zone; default: 30 minutes before first run.")
+    table: str
+    window: WindowConfig
+    body: BodyConfig = BodyConfig()
+    allocate_message_queue_strategy: AllocateStrategy = AllocateStrategy.AVG
+
+    # DefaultMQPushConsumer settings, RocketMQ's defaults; ranges from checkConfig (inclusive).
+    consume_thread_min: int = 20
+    consume_thread_max: int = 20
+    consume_concurrently_max_span: int = 2000
+    pull_threshold_for_queue: int = 1000
+    pull_threshold_size_for_queue: int = 100  # MiB
+    pull_threshold_for_topic: int = -1
+    pull_threshold_size_for_topic: int = -1  # MiB
+    pull_interval: int = 0  # ms
+    consume_message_batch_max_size: int = 1
+    pull_batch_size: int = 32
+    pull_batch_size_in_bytes: int = Field(default=256 * 1024, ge=1)
+    post_subscription_when_pull: bool = False
+    unit_mode: bool = False
+    max_reconsume_times: int = Field(default=-1, ge=-1)  # -1: 16 when concurrent, unbounded when orderly
+    suspend_current_queue_time_millis: int = Field(default=1000, ge=0)
+    consume_timeout: int = Field(default=15, ge=1)  # minutes
+    pop_invisible_time: int = 60_000
+    pop_batch_nums: int = 32
+    await_termination_millis_when_shutdown: int = Field(default=0, ge=0)
+    consume_orderly: bool = False
+    # ClientConfig settings a batch pipeline still uses.
+    mq_client_api_timeout: int = Field(default=3000, ge=1)  # ms, per broker call
+    instance_name: str = "DEFAULT"
+    client_ip: str | None = None
+    unit_name: str | None = None
+
+    @field_validator(*PUSH_CONSUMER_RANGES.keys())
+    @classmethod
+    def _in_range(cls, value: int, info) -> int:
+        return PUSH_CONSUMER_RANGES[info.field_name](value)
+
+    @field_validator("topic")
+    @classmethod
+    def _topic(cls, value: str) -> str:
+        try:
+            check_topic(value)
+        except InvalidName as e:
+            raise ValueError(str(e)) from None
+        return value
+
+    @field_validator("consumer_group")
+    @classmethod
+    def _group(cls, value: str) -> str:
+        try:
+            check_consumer_group(value)
+        except InvalidName as e:
+            raise ValueError(str(e)) from None
+        return value
+
+    @field_validator("consume_timestamp")
+    @classmethod
+    def _consume_timestamp(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                if not re.fullmatch(r"\d{14}", value):
+                    raise ValueError
+                datetime.strptime(value, "%Y%m%d%H%M%S")
+            except ValueError:
+                # The text of DefaultMQPushConsumerImpl.checkConfig, so users can search for it.
+                raise ValueError("is invalid, the valid format is yyyyMMddHHmmss") from None
+        return value
+
+    @field_validator("table")
+    @classmethod
+    def _table(cls, value: str) -> str:
+        # The table name is also the Dagster asset key: keep it to what both accept.
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError("must match [A-Za-z_][A-Za-z0-9_]* (it is the Dagster asset key and the table folder)")
+        return value
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> "IngestionConfig":
+        if self.consume_thread_min > self.consume_thread_max:
+            raise ValueError(f"consume_thread_min ({self.consume_thread_min}) is larger than consume_thread_max "
+                             f"({self.consume_thread_max})")
+        return self
+
+    @property
+    def effective_max_reconsume_times(self) -> int:
+        if self.max_reconsume_times != -1:
+            return self.max_reconsume_times
+        return 2**31 - 1 if self.consume_orderly else 16
+
+    def consume_from_timestamp_ms(self, now: datetime) -> int:
+        """consumeTimestamp in epoch ms: the configured time in the window's zone, else 30 minutes ago."""
+        if self.consume_timestamp is None:
+            return int((now - timedelta(minutes=30)).timestamp() * 1000)
+        local = datetime.strptime(self.consume_timestamp, "%Y%m%d%H%M%S").replace(tzinfo=ZoneInfo(self.window.timezone))
+        return int(local.timestamp() * 1000)
+
+    def per_queue_limits(self, queue_count: int) -> tuple[int, int]:
+        """(messages, bytes) one task may hold for one queue.
+
+        Topic-wide limits become per-queue limits as ``max(1, topic_limit / queue_count)``, the
+        way the push consumer divides them across the queues it holds; the tighter one wins.
+        """
+        messages = self.pull_threshold_for_queue
+        size_mib = self.pull_threshold_size_for_queue
+        if self.pull_threshold_for_topic != -1 and queue_count:
+            messages = min(messages, max(1, self.pull_threshold_for_topic // queue_count))
+        if self.pull_threshold_size_for_topic != -1 and queue_count:
+            size_mib = min(size_mib, max(1, self.pull_threshold_size_for_topic // queue_count))
+        return messages, size_mib * 1024 * 1024
+
+
+class RocketLakeConfig(_Strict):
+    clusters: dict[str, ClusterConfig]
+    lake: LakeConfig = LakeConfig()
+    spark: SparkConfig = SparkConfig()
+    ingestions: dict[str, IngestionConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _references(self) -> "RocketLakeConfig":
+        problems = []
+        tables: dict[str, str] = {}
+        for name, ing in self.ingestions.items():
+            if ing.cluster not in self.clusters:
+                problems.append(f"ingestions.{name}.cluster: {ing.cluster!r} is not one of the clusters "
+                                f"{sorted(self.clusters)}")
+            if ing.table in tables:
+                problems.append(f"ingestions.{name}.table: {ing.table!r} is already the table of ingestion "
+                                f"{tables[ing.table]!r}; each ingestion needs its own table")
+            tables[ing.table] = name
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+def config_path(path: str | os.PathLike | None = None) -> Path:
+    return Path(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
+
+
+def load_config(path: str | os.PathLike | None = None) -> RocketLakeConfig:
+    """Read and validate the configuration (``$ROCKETLAKE_CONFIG`` or ``rocketlake.yaml``)."""
+    source = config_path(path)
+    try:
+        raw = yaml.safe_load(source.read_text())
+    except FileNotFoundError:
+        raise ConfigError(str(source), [f"file not found (set {CONFIG_ENV} or create {DEFAULT_CONFIG})"]) from None
+    except yaml.YAMLError as e:
+        raise ConfigError(str(source), [f"not valid YAML: {e}"]) from None
+    return parse_config(raw, str(source))
+
+
+def parse_config(raw: Any, source: str = "<config>") -> RocketLakeConfig:
+    if not isinstance(raw, dict):
+        raise ConfigError(source, ["the file must be a mapping with 'clusters' and 'ingestions'"])
+    try:
+        return RocketLakeConfig.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(source, [_describe(err, raw) for err in e.errors()]) from None
+
+
+def _describe(err: dict, raw: Any) -> str:
+    """'ingestions.orders.pull_batch_size: 5000 is out of range [1, 1024]' from a pydantic error."""
+    loc = [str(p) for p in err["loc"]]
+    where = ".".join(loc) or "(top level)"
+    message = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        return f"{where}: unknown key (misspelt? see the README for every accepted key)"
+    if err["type"] == "missing":
+        return f"{where}: required key is missing"
+    if err["type"] == "enum":
+        allowed = err.get("ctx", {}).get("expected", "")
+        return f"{where}: {err.get('input')!r} is not allowed; allowed: {allowed}"
+    if "input" in err and not isinstance(err["input"], dict):
+        joiner = " " if message.startswith(("is ", "must", "needs")) else ": "
+        return f"{where}: {err['input']!r}{joiner}{message}"
+    return f"{where}: {message}"

@@ -1,0 +1,146 @@
+"""rocketlake.yaml: defaults, RocketMQ's checkConfig ranges, and errors that name what is wrong."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from pipelines.config import ConfigError, ConsumeFromWhere, MessageModel, load_config, parse_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+MINIMAL = {
+    "clusters": {"local": {"namesrv": "127.0.0.1:9876"}},
+    "ingestions": {
+        "orders": {
+            "cluster": "local", "topic": "orders", "consumer_group": "rocketlake_orders", "table": "orders_raw",
+            "window": {"start": "2026-11-01T00:00:00Z"},
+        }
+    },
+}
+
+
+def with_ingestion(**changes) -> dict:
+    raw = copy.deepcopy(MINIMAL)
+    raw["ingestions"]["orders"].update(changes)
+    return raw
+
+
+def problems(raw: dict) -> list[str]:
+    with pytest.raises(ConfigError) as e:
+        parse_config(raw, "test.yaml")
+    return e.value.problems
+
+
+def test_the_shipped_file_loads():
+    config = load_config(ROOT / "rocketlake.yaml")
+    orders = config.ingestions["orders"]
+    assert orders.table == "orders_raw" and orders.body.format == "json"
+
+
+def test_defaults_are_rocketmqs():
+    ing = parse_config(MINIMAL).ingestions["orders"]
+    assert ing.message_model is MessageModel.CLUSTERING
+    assert ing.consume_from_where is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    assert (ing.pull_batch_size, ing.pull_threshold_for_queue, ing.pull_threshold_size_for_queue) == (32, 1000, 100)
+    assert (ing.pull_threshold_for_topic, ing.pull_threshold_size_for_topic) == (-1, -1)
+    assert (ing.consume_timeout, ing.effective_max_reconsume_times) == (15, 16)
+    assert ing.window.cron == "0 * * * *" and ing.window.grace_seconds == 60 and ing.window.timezone == "UTC"
+
+
+@pytest.mark.parametrize(("key", "value", "allowed"), [
+    ("pull_batch_size", 0, "[1, 1024]"),
+    ("pull_batch_size", 1025, "[1, 1024]"),
+    ("pull_threshold_for_queue", 65536, "[1, 65535]"),
+    ("pull_threshold_size_for_queue", 1025, "[1, 1024]"),
+    ("pull_threshold_for_topic", 0, "[1, 6553500] or -1"),
+    ("pull_threshold_size_for_topic", 102401, "[1, 102400] or -1"),
+    ("consume_thread_min", 1001, "[1, 1000]"),
+    ("consume_concurrently_max_span", 0, "[1, 65535]"),
+    ("pull_interval", 65536, "[0, 65535]"),
+    ("consume_message_batch_max_size", 2000, "[1, 1024]"),
+])
+def test_out_of_range_names_ingestion_key_value_and_range(key, value, allowed):
+    (line,) = problems(with_ingestion(**{key: value}))
+    assert line.startswith(f"ingestions.orders.{key}: {value}")
+    assert allowed in line
+
+
+def test_range_edges_are_inclusive_and_sentinels_accepted():
+    ing = parse_config(with_ingestion(pull_batch_size=1024, pull_threshold_for_topic=-1,
+                                      pull_threshold_size_for_topic=102400, pull_interval=0)).ingestions["orders"]
+    assert ing.pull_batch_size == 1024 and ing.pull_threshold_size_for_topic == 102400
+
+
+def test_unknown_key_is_an_error():
+    (line,) = problems(with_ingestion(pull_batch_sze=10))
+    assert line.startswith("ingestions.orders.pull_batch_sze: unknown key")
+
+
+def test_enum_values_are_listed():
+    (line,) = problems(with_ingestion(message_model="CLUSTER"))
+    assert "ingestions.orders.message_model: 'CLUSTER' is not allowed" in line and "BROADCASTING" in line
+
+
+def test_several_mistakes_are_reported_together():
+    raw = with_ingestion(pull_batch_size=0, consumer_group="DEFAULT_CONSUMER", cluster="nope")
+    lines = problems(raw)
+    assert any(line.startswith("ingestions.orders.pull_batch_size") for line in lines)
+    assert any(line.startswith("ingestions.orders.consumer_group") for line in lines)
+
+
+def test_cross_references_and_thread_bounds():
+    assert any("cluster: 'nope' is not one of the clusters ['local']" in p for p in problems(with_ingestion(cluster="nope")))
+    assert any("consume_thread_min (30) is larger than consume_thread_max (20)" in p
+               for p in problems(with_ingestion(consume_thread_min=30)))
+
+
+@pytest.mark.parametrize(("changes", "needle"), [
+    ({"topic": "bad topic!"}, "ingestions.orders.topic"),
+    ({"consumer_group": "x" * 300}, "ingestions.orders.consumer_group"),
+    ({"table": "orders-raw"}, "[A-Za-z_][A-Za-z0-9_]*"),
+    ({"window": {"start": "2026-11-01", "cron": "every hour"}}, "not a valid cron"),
+    ({"window": {"start": "2026-11-01", "timezone": "Mars/Olympus"}}, "IANA time zone"),
+    ({"body": {"format": "json"}}, "format json needs a schema"),
+    ({"consume_timestamp": "2026-11-01"}, "ingestions.orders.consume_timestamp"),
+    ({"consume_timestamp": "20261399000000"}, "consume_timestamp: '20261399000000' is invalid, the valid format is yyyyMMddHHmmss"),
+])
+def test_invalid_values(changes, needle):
+    assert any(needle in line for line in problems(with_ingestion(**changes))), problems(with_ingestion(**changes))
+
+
+def test_namesrv_list_and_acl_pairing():
+    raw = copy.deepcopy(MINIMAL)
+    raw["clusters"]["local"] = {"namesrv": "127.0.0.1:9876;127.0.0.1:9877", "access_key_env": "AK"}
+    (line,) = problems(raw)
+    assert "access_key_env and secret_key_env go together" in line
+    raw["clusters"]["local"] = {"namesrv": "127.0.0.1"}
+    assert "is not host:port" in problems(raw)[0]
+
+
+def test_topic_limits_become_per_queue_limits():
+    ing = parse_config(with_ingestion(pull_threshold_for_topic=100, pull_threshold_size_for_topic=64)).ingestions["orders"]
+    assert ing.per_queue_limits(16) == (6, 4 * 1024 * 1024)
+    assert ing.per_queue_limits(1000) == (1, 1 * 1024 * 1024)   # max(1, limit / queues)
+    default = parse_config(MINIMAL).ingestions["orders"]
+    assert default.per_queue_limits(16) == (1000, 100 * 1024 * 1024)
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="file not found"):
+        load_config(tmp_path / "absent.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("clusters: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+
+
+def test_config_path_from_environment(tmp_path, monkeypatch):
+    import yaml
+
+    path = tmp_path / "other.yaml"
+    path.write_text(yaml.safe_dump(MINIMAL))
+    monkeypatch.setenv("ROCKETLAKE_CONFIG", str(path))
+    assert load_config().ingestions["orders"].topic == "orders"
