@@ -21,3 +21,14 @@ from .errors import (
 from .frame import FrameDecoder, RemotingCommand, decode, encode, ext_fields
 from .namesrv import BrokerData, ClusterInfo, NameServerClient, QueueData, TopicRoute
 from .validators import check_consumer_group, check_group, check_topic, check_topic_for_send
+
+# Broker requests and the client the rest of rocketlake uses.
+from .admin import ConsumeStats, OffsetWrapper, SubscriptionGroupConfig
+from .broker import BoundaryType, BrokerClient
+from .client import BrokerNotFound, RocketMQClient
+from .heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel, new_client_id
+from .message_queue import MessageQueue
+from .pools import PrivateConnections
+from .pull import GetMessageStatus, PullResult, PullStatus
+from .retry import NO_RETRY, Backoff, ExponentialBackoff
+from .send import OutgoingMessage, SendResult, SendStatus

@@ -1,0 +1,544 @@
+"""BrokerClient: every broker request rocketlake makes, for one broker address.
+
+Requests go over the process's pooled :class:`~.connection.Connection` to the address (so a
+BrokerClient holds no socket, is cheap, and pickles to Spark workers; a broker restart needs no
+new client), or over ``connections`` of its own (:class:`~.pools.PrivateConnections`): the broker
+tells group members apart by connection, not by client id. Every call has a timeout (the client's, or ``timeout=`` per call) and the optional
+RPC hook (ACL signing) on every request. Failures are the :mod:`.errors` classes, naming the
+address, the request and the response code. Requests, bodies and answers are built and read by
+the sans-I/O modules :mod:`.pull`, :mod:`.send`, :mod:`.heartbeat` and :mod:`.admin`; this module
+only sends them.
+
+Version differences the caller can see (reference section 9):
+
+* :meth:`search_offset` -- ``boundary`` (LOWER/UPPER) exists from 5.1.4 and is sent only to such
+  brokers; 4.9.x and 5.0-5.1.3 answer the *nearest* entry whatever is asked
+  (:meth:`supports_search_boundary` tells which). The broker's version comes with each of its
+  answers and is remembered (:attr:`server_version`).
+* :meth:`query_consumer_offset` -- no committed offset: the broker still answers **0** when the
+  queue's min offset is 0 and its first message is "hot" (5.1+: in page cache; 4.9.x/5.0: not
+  on disk, which includes an *empty* queue); otherwise QUERY_NOT_FOUND, returned as ``None``.
+  ``set_zero_if_not_found=False`` (5.x only) turns that 0 into ``None`` as well.
+* :meth:`update_consumer_offset` -- 5.3 refuses groups it does not know (SUBSCRIPTION_GROUP_NOT_EXIST;
+  a :meth:`heart_beat` creates the group) and 5.1+ unknown topics; 4.9.x stores anything.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from .admin import (
+    ConsumeStats,
+    SubscriptionGroupConfig,
+    build_create_topic_request,
+    encode_lock_body,
+    parse_consume_stats,
+    parse_lock_response,
+)
+from .codes import RequestCode, ResponseCode
+from .connection import DEFAULT_TIMEOUT, Connection, RPCHook, get_connection, split_address
+from .errors import (
+    BrokerError,
+    InvalidArgument,
+    ProtocolError,
+    QueryNotFound,
+    describe_request,
+    error_for_response,
+)
+from .filter import EXPRESSION_TYPE_TAG, Subscription
+from .frame import RemotingCommand
+from .heartbeat import ConsumerData, encode_heartbeat
+from .message import Message
+from .message_queue import MessageQueue
+from .pull import PullResult, build_pull_request, parse_pull_response
+from .send import (
+    DEFAULT_PRODUCER_GROUP,
+    OutgoingMessage,
+    SendResult,
+    build_send_batch_request,
+    build_send_request,
+    parse_send_response,
+)
+
+__all__ = ["SEARCH_BOUNDARY_MIN_VERSION", "BoundaryType", "BrokerClient"]
+
+#: ``MQVersion.Version.V5_1_4.ordinal()``: first version whose SEARCH_OFFSET honours ``boundaryType``.
+SEARCH_BOUNDARY_MIN_VERSION = 441
+#: UPDATE_CONSUMER_OFFSET answered SUCCESS but ignored (5.x ``ConsumerManageProcessor``, server-side reset)
+_RESET_REMARK = "Offset has been previously reset"
+#: GET_CONSUMER_LIST_BY_GROUP's SYSTEM_ERROR remark for a group without live members
+_NO_CONSUMER_REMARK = "no consumer for this group"
+
+
+class BoundaryType(enum.Enum):
+    """``common/.../BoundaryType.java`` (5.1.4+): which entry SEARCH_OFFSET returns for a timestamp.
+
+    LOWER: the first message stored at or after it. UPPER: the last message stored at or before it.
+    """
+
+    LOWER = "LOWER"
+    UPPER = "UPPER"
+
+
+class BrokerClient:
+    """Requests to the broker at ``address`` (``"host:port"``, normally a master).
+
+    ``broker_name`` is used in messages, in MessageQueues of answers, and as the 5.x ``bname``
+    header field. The client is immutable apart from the remembered :attr:`server_version`.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        broker_name: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        rpc_hook: RPCHook | None = None,
+        connections: Callable[[str], Connection] = get_connection,
+    ) -> None:
+        split_address(address)  # fail early on a malformed address
+        if timeout <= 0:
+            raise InvalidArgument(f"timeout must be > 0 seconds, got {timeout}")
+        self.address = address
+        self.broker_name = broker_name
+        self.timeout = timeout
+        self.rpc_hook = rpc_hook
+        self.connections = connections
+        self._server_version: int | None = None
+
+    def __repr__(self) -> str:
+        return f"BrokerClient({self.address!r}, broker_name={self.broker_name!r}, timeout={self.timeout:g})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild,
+            (self.address, self.broker_name, self.timeout, self.rpc_hook, self.connections, self._server_version),
+        )
+
+    @property
+    def label(self) -> str:
+        """``broker-a (127.0.0.1:10911)`` or just the address."""
+        return f"{self.broker_name} ({self.address})" if self.broker_name else self.address
+
+    @property
+    def server_version(self) -> int | None:
+        """The broker's ``MQVersion`` ordinal from its last answer (e.g. 407 = 4.9.7, 479 = 5.3.3)."""
+        return self._server_version
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _invoke(self, request: RemotingCommand, timeout: float | None) -> RemotingCommand:
+        wait = self.timeout if timeout is None else timeout
+        if wait <= 0:
+            raise InvalidArgument(f"timeout must be > 0 seconds, got {wait}")
+        response = self.connections(self.address).invoke(request, wait, rpc_hook=self.rpc_hook)
+        self._server_version = response.version
+        return response
+
+    def _call(
+        self,
+        code: int,
+        fields: dict[str, Any] | None = None,
+        body: bytes = b"",
+        *,
+        timeout: float | None = None,
+        hint: str | None = None,
+        ok_codes: tuple[int, ...] = (ResponseCode.SUCCESS,),
+    ) -> RemotingCommand:
+        response = self._invoke(RemotingCommand.request(code, fields, body), timeout)
+        if response.code not in ok_codes:
+            raise self._error(code, response, hint)
+        return response
+
+    def _error(self, request_code: int, response: RemotingCommand, hint: str | None = None) -> BrokerError:
+        if hint is None and response.code == ResponseCode.TOPIC_NOT_EXIST:
+            hint = f"the topic does not exist on broker {self.label}; create it first (mqadmin updateTopic)"
+        return error_for_response(
+            address=self.address,
+            request_code=request_code,
+            response_code=response.code,
+            remark=response.remark,
+            hint=hint,
+        )
+
+    def _long(self, request_code: int, response: RemotingCommand, key: str) -> int:
+        raw = response.ext_fields.get(key)
+        try:
+            return int(raw)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ProtocolError(
+                f"{self.address} answered {describe_request(request_code)} without a numeric {key} "
+                f"(extFields {response.ext_fields})",
+                address=self.address,
+                request_code=request_code,
+            ) from None
+
+    def _queue_fields(self, topic: str, queue_id: int) -> dict[str, Any]:
+        if queue_id < 0:
+            raise InvalidArgument(f"queue_id must be >= 0, got {queue_id}")
+        return {"topic": topic, "queueId": queue_id, "bname": self.broker_name}
+
+    # ------------------------------------------------------------------ pull
+
+    def pull(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msgs: int = 32,
+        *,
+        consumer_group: str,
+        sub_expression: str | None = "*",
+        expression_type: str = EXPRESSION_TYPE_TAG,
+        subscription: Subscription | None = None,
+        commit_offset: int | None = None,
+        suspend_timeout_ms: int = 0,
+        post_subscription: bool = True,
+        timeout: float | None = None,
+    ) -> PullResult:
+        """PULL_MESSAGE from ``offset``: at most ``max_msgs`` (the broker also stops at 32 hot /
+        8 cold messages and 256 / 64 KiB, reference 7).
+
+        The subscription is ``subscription`` or ``sub_expression`` (``"*"``, ``"TagA || TagB"``, or
+        SQL92 with ``expression_type="SQL92"``). ``commit_offset`` commits the group's offset on the
+        way (FLAG_COMMIT_OFFSET). ``suspend_timeout_ms > 0`` long-polls; the call's timeout then
+        defaults to the client's timeout *plus* the hold, and an explicit one must exceed the hold.
+        """
+        sub = subscription or Subscription.parse(topic, sub_expression, expression_type)
+        if sub.topic != topic:
+            raise InvalidArgument(f"subscription is for topic {sub.topic!r}, the pull for {topic!r}")
+        if timeout is None:
+            timeout = self.timeout + suspend_timeout_ms / 1000
+        elif suspend_timeout_ms and timeout * 1000 <= suspend_timeout_ms:
+            raise InvalidArgument(
+                f"a long poll held {suspend_timeout_ms} ms by the broker needs a timeout above that, got {timeout:g} s"
+            )
+        request = build_pull_request(
+            consumer_group=consumer_group,
+            topic=topic,
+            queue_id=queue_id,
+            offset=offset,
+            max_msgs=max_msgs,
+            subscription=sub,
+            commit_offset=commit_offset,
+            suspend_timeout_ms=suspend_timeout_ms,
+            post_subscription=post_subscription,
+            broker_name=self.broker_name,
+        )
+        response = self._invoke(request, timeout)
+        hint = None
+        if response.code == ResponseCode.TOPIC_NOT_EXIST:
+            hint = f"topic {topic!r} does not exist on broker {self.label}; create it first (mqadmin updateTopic)"
+        return parse_pull_response(response, sub, address=self.address, hint=hint)
+
+    # ------------------------------------------------------------------ offsets
+
+    def get_min_offset(self, topic: str, queue_id: int, *, timeout: float | None = None) -> int:
+        """GET_MIN_OFFSET: the queue's first offset still stored (0 for an unknown queue)."""
+        r = self._call(RequestCode.GET_MIN_OFFSET, self._queue_fields(topic, queue_id), timeout=timeout)
+        return self._long(RequestCode.GET_MIN_OFFSET, r, "offset")
+
+    def get_max_offset(self, topic: str, queue_id: int, *, timeout: float | None = None) -> int:
+        """GET_MAX_OFFSET: one past the last message (0 for an empty or unknown queue)."""
+        fields = {**self._queue_fields(topic, queue_id), "committed": True}
+        r = self._call(RequestCode.GET_MAX_OFFSET, fields, timeout=timeout)
+        return self._long(RequestCode.GET_MAX_OFFSET, r, "offset")
+
+    def get_earliest_msg_store_time(self, topic: str, queue_id: int, *, timeout: float | None = None) -> int | None:
+        """GET_EARLIEST_MSG_STORETIME: store time (ms) of the first stored message; None if there is none
+        (the broker answers -1)."""
+        r = self._call(RequestCode.GET_EARLIEST_MSG_STORETIME, self._queue_fields(topic, queue_id), timeout=timeout)
+        value = self._long(RequestCode.GET_EARLIEST_MSG_STORETIME, r, "timestamp")
+        return None if value < 0 else value
+
+    def supports_search_boundary(
+        self, topic: str = "TBW102", queue_id: int = 0, *, timeout: float | None = None
+    ) -> bool:
+        """Whether this broker honours SEARCH_OFFSET's ``boundaryType`` (5.1.4+).
+
+        If no answer has told the broker's version yet, asks it once with a cheap GET_MIN_OFFSET
+        (of ``topic``/``queue_id``, so ACL permissions for that topic suffice).
+        """
+        if self._server_version is None:
+            self.get_min_offset(topic, queue_id, timeout=timeout)
+        return (self._server_version or 0) >= SEARCH_BOUNDARY_MIN_VERSION
+
+    def search_offset(
+        self,
+        topic: str,
+        queue_id: int,
+        timestamp: int,
+        boundary: BoundaryType | str | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP for a store timestamp in ms (reference 2.5).
+
+        5.1.4+: LOWER (the broker's default) = first offset stored at or after ``timestamp``, or
+        the max offset if all are older; UPPER = last offset stored at or before it. Older
+        brokers, 4.9.x included, ignore ``boundary`` and answer the nearest entry (ties to the
+        older one; the last message if all are older, the first if all are newer), so ``boundary``
+        is only sent where it is understood.
+        """
+        fields: dict[str, Any] = {**self._queue_fields(topic, queue_id), "timestamp": int(timestamp)}
+        if boundary is not None:
+            kind = BoundaryType(boundary.upper() if isinstance(boundary, str) else boundary.value)
+            if self.supports_search_boundary(topic, queue_id, timeout=timeout):
+                fields["boundaryType"] = kind.value
+        r = self._call(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, fields, timeout=timeout)
+        return self._long(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, r, "offset")
+
+    def query_consumer_offset(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        *,
+        set_zero_if_not_found: bool | None = None,
+        timeout: float | None = None,
+    ) -> int | None:
+        """QUERY_CONSUMER_OFFSET: the group's committed offset (the next one to consume) or None.
+
+        None = QUERY_NOT_FOUND. Without a commit the broker may still answer 0 -- see the module
+        docstring; that answer is returned as the broker gives it, so a caller applying
+        ``consumeFromWhere`` treats it exactly as the Java client does (start at 0).
+        """
+        fields = {"consumerGroup": group, **self._queue_fields(topic, queue_id)}
+        if set_zero_if_not_found is not None:
+            fields["setZeroIfNotFound"] = set_zero_if_not_found
+        try:
+            r = self._call(RequestCode.QUERY_CONSUMER_OFFSET, fields, timeout=timeout)
+        except QueryNotFound:
+            return None
+        return self._long(RequestCode.QUERY_CONSUMER_OFFSET, r, "offset")
+
+    def update_consumer_offset(
+        self, group: str, topic: str, queue_id: int, offset: int, *, timeout: float | None = None
+    ) -> bool:
+        """UPDATE_CONSUMER_OFFSET, as a request with an answer (Java sends it oneway and never
+        learns of a failure).
+
+        Returns False when the 5.x broker answered that it *ignored* the update because a
+        server-side offset reset is pending (SUCCESS with remark "Offset has been previously reset").
+        """
+        if offset < 0:
+            raise InvalidArgument(f"a committed offset must be >= 0, got {offset}")
+        fields = {"consumerGroup": group, **self._queue_fields(topic, queue_id), "commitOffset": offset}
+        hint = None
+        r = self._invoke(RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, fields), timeout)
+        if r.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
+            hint = f"the broker does not know group {group!r} yet: send a heart_beat for it first"
+        if r.code != ResponseCode.SUCCESS:
+            raise self._error(RequestCode.UPDATE_CONSUMER_OFFSET, r, hint)
+        return not (r.remark or "").startswith(_RESET_REMARK)
+
+    # ------------------------------------------------------------------ group membership
+
+    def get_consumer_list_by_group(self, group: str, *, timeout: float | None = None) -> list[str]:
+        """GET_CONSUMER_LIST_BY_GROUP: client ids with a live heartbeat, sorted; [] when none.
+
+        (The broker answers SYSTEM_ERROR "no consumer for this group" for an empty group.)
+        """
+        r = self._invoke(RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}), timeout)
+        if r.code == ResponseCode.SYSTEM_ERROR and (r.remark or "").startswith(_NO_CONSUMER_REMARK):
+            return []
+        if r.code != ResponseCode.SUCCESS:
+            raise self._error(RequestCode.GET_CONSUMER_LIST_BY_GROUP, r)
+        try:
+            ids = json.loads(r.body or b"{}").get("consumerIdList") or []
+        except (ValueError, AttributeError) as exc:
+            raise ProtocolError(
+                f"{self.address} answered GET_CONSUMER_LIST_BY_GROUP with a bad body: {exc}",
+                address=self.address,
+                request_code=RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+            ) from None
+        return sorted(str(i) for i in ids)
+
+    def heart_beat(
+        self,
+        client_id: str,
+        consumers: Sequence[ConsumerData] = (),
+        producer_groups: Sequence[str] = (),
+        *,
+        timeout: float | None = None,
+    ) -> dict[str, str]:
+        """HEART_BEAT: register this client for ``consumers``' groups (and producer groups).
+
+        Java repeats it every 30 s; the broker forgets a silent client after 120 s. Returns the
+        answer's extFields (``IS_SUPPORT_HEART_BEAT_V2`` / ``IS_SUB_CHANGE`` on 5.x).
+        """
+        body = encode_heartbeat(client_id, consumers, producer_groups)
+        return dict(self._call(RequestCode.HEART_BEAT, None, body, timeout=timeout).ext_fields)
+
+    def unregister_client(
+        self,
+        client_id: str,
+        *,
+        consumer_group: str | None = None,
+        producer_group: str | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """UNREGISTER_CLIENT: drop this client from a group at once (instead of after 120 s)."""
+        fields = {"clientID": client_id, "consumerGroup": consumer_group, "producerGroup": producer_group}
+        self._call(RequestCode.UNREGISTER_CLIENT, fields, timeout=timeout)
+
+    # ------------------------------------------------------------------ failures, order
+
+    def consumer_send_msg_back(
+        self,
+        group: str,
+        message: Message,
+        delay_level: int = 0,
+        max_reconsume_times: int = 16,
+        *,
+        origin_topic: str | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """CONSUMER_SEND_MSG_BACK: redeliver ``message`` via ``%RETRY%<group>`` (reference 2.11).
+
+        ``delay_level`` 0 lets the broker use ``3 + reconsume_times``; a negative level, or
+        ``message.reconsume_times >= max_reconsume_times``, moves it to ``%DLQ%<group>``. Must go to
+        the broker that stores the message (its commit-log offset identifies it).
+        """
+        fields = {
+            "offset": message.commit_log_offset,
+            "group": group,
+            "delayLevel": delay_level,
+            "originMsgId": message.msg_id,
+            "originTopic": origin_topic or message.original_topic,
+            "unitMode": False,
+            "maxReconsumeTimes": max_reconsume_times,
+            "bname": self.broker_name,
+        }
+        self._call(RequestCode.CONSUMER_SEND_MSG_BACK, fields, timeout=timeout)
+
+    def lock_batch_mq(
+        self,
+        group: str,
+        client_id: str,
+        queues: Iterable[MessageQueue],
+        *,
+        only_this_broker: bool = False,
+        timeout: float | None = None,
+    ) -> set[MessageQueue]:
+        """LOCK_BATCH_MQ: lock queues of this broker for ``client_id``; returns those now held
+        (the broker's lock lasts 60 s unless renewed)."""
+        body = encode_lock_body(group, client_id, queues, only_this_broker=only_this_broker)
+        r = self._call(RequestCode.LOCK_BATCH_MQ, None, body, timeout=timeout)
+        try:
+            return parse_lock_response(r.body)
+        except ProtocolError as exc:
+            raise ProtocolError(f"{self.address} answered LOCK_BATCH_MQ with a bad body: {exc}",
+                                address=self.address, request_code=RequestCode.LOCK_BATCH_MQ) from exc
+
+    def unlock_batch_mq(
+        self,
+        group: str,
+        client_id: str,
+        queues: Iterable[MessageQueue],
+        *,
+        only_this_broker: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        """UNLOCK_BATCH_MQ (sent as a request, not oneway, so a failure is seen)."""
+        body = encode_lock_body(group, client_id, queues, only_this_broker=only_this_broker)
+        self._call(RequestCode.UNLOCK_BATCH_MQ, None, body, timeout=timeout)
+
+    # ------------------------------------------------------------------ produce
+
+    def _broker_name_for(self, what: str) -> str:
+        if not self.broker_name:
+            raise InvalidArgument(f"{what} needs the BrokerClient's broker_name (it names the queue in the answer)")
+        return self.broker_name
+
+    def send(
+        self,
+        message: OutgoingMessage,
+        queue_id: int,
+        *,
+        producer_group: str = DEFAULT_PRODUCER_GROUP,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """SEND_MESSAGE_V2 of one message to ``queue_id`` (bodies >= 4 KiB zlib-compressed like Java)."""
+        broker_name = self._broker_name_for("send")
+        request, keys = build_send_request(message, queue_id, producer_group=producer_group, broker_name=broker_name)
+        response = self._invoke(request, timeout)
+        return parse_send_response(
+            response, keys, topic=message.topic, broker_name=broker_name, address=self.address,
+            request_code=RequestCode.SEND_MESSAGE_V2,
+        )[0]
+
+    def send_batch(
+        self,
+        messages: Sequence[OutgoingMessage],
+        queue_id: int,
+        *,
+        producer_group: str = DEFAULT_PRODUCER_GROUP,
+        timeout: float | None = None,
+    ) -> list[SendResult]:
+        """SEND_BATCH_MESSAGE: messages of one topic, stored at consecutive offsets of ``queue_id``."""
+        broker_name = self._broker_name_for("send_batch")
+        request, keys = build_send_batch_request(
+            messages, queue_id, producer_group=producer_group, broker_name=broker_name
+        )
+        response = self._invoke(request, timeout)
+        return parse_send_response(
+            response, keys, topic=messages[0].topic, broker_name=broker_name, address=self.address,
+            request_code=RequestCode.SEND_BATCH_MESSAGE,
+        )
+
+    # ------------------------------------------------------------------ admin
+
+    def create_topic(
+        self,
+        topic: str,
+        read_queue_nums: int = 8,
+        write_queue_nums: int | None = None,
+        *,
+        perm: int = 6,
+        order: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        """UPDATE_AND_CREATE_TOPIC on this broker; it then registers the topic with the name
+        servers within a moment (poll the route before relying on it)."""
+        request = build_create_topic_request(
+            topic,
+            read_queue_nums=read_queue_nums,
+            write_queue_nums=read_queue_nums if write_queue_nums is None else write_queue_nums,
+            perm=perm,
+            order=order,
+        )
+        response = self._invoke(request, timeout)
+        if response.code != ResponseCode.SUCCESS:
+            raise self._error(RequestCode.UPDATE_AND_CREATE_TOPIC, response)
+
+    def create_subscription_group(
+        self, config: SubscriptionGroupConfig | str, *, timeout: float | None = None
+    ) -> None:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: create or update a consumer group on this broker."""
+        if isinstance(config, str):
+            config = SubscriptionGroupConfig(config)
+        self._call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, config.encode(), timeout=timeout)
+
+    def get_consume_stats(
+        self, group: str, topic: str | None = None, *, timeout: float | None = None
+    ) -> ConsumeStats:
+        """GET_CONSUME_STATS: the group's offsets on this broker's queues (of ``topic``, or of every
+        topic the group is known to consume here)."""
+        r = self._call(RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic}, timeout=timeout)
+        try:
+            return parse_consume_stats(r.body)
+        except ProtocolError as exc:
+            raise ProtocolError(f"{self.address} answered GET_CONSUME_STATS with a bad body: {exc}",
+                                address=self.address, request_code=RequestCode.GET_CONSUME_STATS) from exc
+
+
+def _rebuild(address: str, broker_name: str | None, timeout: float, rpc_hook: RPCHook | None,
+             connections: Callable[[str], Connection], version: int | None) -> BrokerClient:
+    client = BrokerClient(address, broker_name=broker_name, timeout=timeout, rpc_hook=rpc_hook,
+                          connections=connections)
+    client._server_version = version
+    return client

@@ -1,0 +1,522 @@
+"""RocketMQClient: the one object the rest of rocketlake talks to RocketMQ through.
+
+It knows the name servers, keeps each topic's route (refreshed after ``route_ttl`` seconds like
+Java's ``pollNameServerInterval``, on demand, and after a broker error), turns a
+:class:`~.message_queue.MessageQueue` into the :class:`~.broker.BrokerClient` of its broker's
+master, and runs the broker operations keyed by queue.
+
+Retries: only errors whose class is ``retriable`` (connection lost, timeout, broker busy, ...) are
+retried, with the pluggable ``backoff`` (:mod:`.retry`), and the route is refreshed before each
+retry (the broker may have moved). Calls that are not idempotent -- send, send_batch,
+consumer_send_msg_back -- are retried only when the *broker* answered that it did not take the
+request (busy, flow control, not available); after a timeout or a broken connection they may
+have been executed, so the error is raised instead of risking a duplicate.
+
+Picklable: only the configuration travels (routes and brokers are re-learnt in the worker).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from .acl import AclClientRPCHook, Credentials
+from .admin import ConsumeStats, SubscriptionGroupConfig
+from .broker import BoundaryType, BrokerClient
+from .connection import DEFAULT_TIMEOUT, get_connection
+from .errors import BrokerError, InvalidArgument, RocketMQError, TopicNotExist
+from .filter import EXPRESSION_TYPE_TAG, Subscription
+from .heartbeat import ConsumerData
+from .message import Message
+from .message_queue import MessageQueue
+from .namesrv import ClusterInfo, NameServerClient, TopicRoute
+from .pools import PrivateConnections
+from .pull import PullResult
+from .retry import Backoff, ExponentialBackoff, call_with_retries, is_retriable
+from .send import DEFAULT_PRODUCER_GROUP, OutgoingMessage, SendResult
+
+__all__ = ["DEFAULT_BACKOFF", "BrokerNotFound", "RocketMQClient"]
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+#: Two retries, 0.1 s then 0.2 s: enough for a reconnect or a short "system busy".
+DEFAULT_BACKOFF = ExponentialBackoff(retries=2, initial=0.1, multiplier=2.0, max_delay=1.0)
+#: ``ClientConfig#pollNameServerInterval``
+DEFAULT_ROUTE_TTL = 30.0
+_PERM_READ, _PERM_WRITE = 4, 2
+
+
+class BrokerNotFound(RocketMQError):
+    """No master address is registered for a broker name (yet): it may be restarting."""
+
+    retriable = True
+
+
+def _broker_said_not_taken(exc: BaseException) -> bool:
+    # The broker answered and refused before doing anything (busy, flow control, not writable).
+    return isinstance(exc, BrokerError) and type(exc).retriable
+
+
+class RocketMQClient:
+    """A client of the RocketMQ cluster behind ``namesrv`` (``"host:port[;host:port]"``).
+
+    ``credentials`` sign every request (ACL 1.0). ``timeout`` bounds each request (seconds);
+    ``backoff`` paces retries of retriable failures (:data:`~.retry.NO_RETRY` to disable).
+    ``private_connections=True`` gives this client its own connection to each broker instead of the
+    process-wide pool: needed for a distinct group member, since brokers key members by connection
+    (a second client id heartbeating over the same connection *replaces* the first). Name server
+    requests always use the shared pool.
+    """
+
+    def __init__(
+        self,
+        namesrv: str | Sequence[str],
+        *,
+        credentials: Credentials | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        route_ttl: float = DEFAULT_ROUTE_TTL,
+        producer_group: str = DEFAULT_PRODUCER_GROUP,
+        private_connections: bool = False,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if timeout <= 0:
+            raise InvalidArgument(f"timeout must be > 0 seconds, got {timeout}")
+        self._namesrv_addrs = namesrv
+        self.credentials = credentials
+        self.timeout = timeout
+        self.backoff = backoff
+        self.route_ttl = route_ttl
+        self.producer_group = producer_group
+        self._sleep = sleep
+        self._rpc_hook = AclClientRPCHook(credentials) if credentials is not None else None
+        self.namesrv = NameServerClient(namesrv, timeout=timeout, rpc_hook=self._rpc_hook)
+        self._lock = threading.Lock()
+        self._routes: dict[str, tuple[TopicRoute, float]] = {}
+        self._cluster: ClusterInfo | None = None
+        self._brokers: dict[str, BrokerClient] = {}  # by address
+        self._round_robin = itertools.count()
+        self.private_connections = private_connections
+        self._connections = PrivateConnections() if private_connections else get_connection
+
+    def __repr__(self) -> str:
+        return f"RocketMQClient({';'.join(self.namesrv.addresses)!r}, timeout={self.timeout:g})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild,
+            (self._namesrv_addrs, self.credentials, self.timeout, self.backoff, self.route_ttl, self.producer_group,
+             self.private_connections),
+        )
+
+    def close(self) -> None:
+        """Close this client's private connections (a no-op with the shared pool, which other
+        clients of the process use too); the client reconnects if used again."""
+        if isinstance(self._connections, PrivateConnections):
+            self._connections.close()
+
+    def __enter__(self) -> RocketMQClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ routes
+
+    def route(self, topic: str, *, refresh: bool = False) -> TopicRoute:
+        """The topic's route, from the cache unless older than ``route_ttl`` or ``refresh``.
+
+        A failed refresh of an expired route falls back to the old one (logged) if the failure
+        is retriable (name server unreachable); TopicNotExist always propagates.
+        """
+        now = time.monotonic()
+        cached = self._routes.get(topic)
+        if cached is not None and not refresh and now - cached[1] < self.route_ttl:
+            return cached[0]
+        try:
+            route = self.namesrv.topic_route(topic)
+        except TopicNotExist:
+            with self._lock:
+                self._routes.pop(topic, None)
+            raise
+        except RocketMQError as exc:
+            if cached is not None and is_retriable(exc) and not refresh:
+                log.warning("route refresh of %s failed, keeping the old route: %s", topic, exc)
+                return cached[0]
+            raise
+        with self._lock:
+            self._routes[topic] = (route, now)
+        return route
+
+    def refresh_route(self, topic: str) -> TopicRoute:
+        """Fetch the topic's route from the name server now."""
+        return self.route(topic, refresh=True)
+
+    def forget_route(self, topic: str) -> None:
+        with self._lock:
+            self._routes.pop(topic, None)
+
+    def queues(self, topic: str, readable: bool = True) -> list[MessageQueue]:
+        """The topic's queues, sorted like Java's MessageQueue order.
+
+        ``readable=True``: the subscribable queues (brokers whose perm allows reading, ``range(
+        readQueueNums)``, as ``topicRouteData2TopicSubscribeInfo``). ``readable=False``: every
+        queue id the route lists on any broker, whatever its permission.
+        """
+        route = self.route(topic)
+        out = []
+        for q in route.queue_datas:
+            if readable:
+                if q.perm & _PERM_READ:
+                    out.extend(MessageQueue(topic, q.broker_name, i) for i in range(q.read_queue_nums))
+            else:
+                out.extend(MessageQueue(topic, q.broker_name, i) for i in range(max(q.read_queue_nums, q.write_queue_nums)))
+        return sorted(out)
+
+    def writable_queues(self, topic: str) -> list[MessageQueue]:
+        """The queues a producer may send to (``topicRouteData2TopicPublishInfo``): writable
+        brokers with a master, ``range(writeQueueNums)``."""
+        route = self.route(topic)
+        out = []
+        for q in route.queue_datas:
+            data = route.broker(q.broker_name)
+            if q.perm & _PERM_WRITE and data is not None and data.master_addr:
+                out.extend(MessageQueue(topic, q.broker_name, i) for i in range(q.write_queue_nums))
+        return sorted(out)
+
+    def cluster_info(self, *, refresh: bool = False) -> ClusterInfo:
+        if self._cluster is None or refresh:
+            self._cluster = self.namesrv.cluster_info()
+        return self._cluster
+
+    def _master_address(self, broker_name: str) -> str | None:
+        for route, _ in list(self._routes.values()):
+            data = route.broker(broker_name)
+            if data is not None and data.master_addr:
+                return data.master_addr
+        if self._cluster is not None:
+            data = self._cluster.broker_addr_table.get(broker_name)
+            if data is not None and data.master_addr:
+                return data.master_addr
+        return None
+
+    def broker(self, broker_name: str) -> BrokerClient:
+        """The BrokerClient of ``broker_name``'s master, found in the cached routes, else in the
+        name server's cluster info (asked once more if the name is unknown)."""
+        address = self._master_address(broker_name)
+        if address is None:
+            self.cluster_info(refresh=True)
+            address = self._master_address(broker_name)
+        if address is None:
+            raise BrokerNotFound(
+                f"no master of broker {broker_name!r} is registered with the name server "
+                f"{';'.join(self.namesrv.addresses)}: it may be down or restarting"
+            )
+        with self._lock:
+            client = self._brokers.get(address)
+            if client is None or client.broker_name != broker_name:
+                client = self._brokers[address] = BrokerClient(
+                    address, broker_name=broker_name, timeout=self.timeout, rpc_hook=self._rpc_hook,
+                    connections=self._connections,
+                )
+        return client
+
+    def broker_names(self, topic: str | None = None) -> list[str]:
+        """Brokers serving ``topic`` (from its route), or every broker of the cluster info."""
+        if topic is not None:
+            return sorted({q.broker_name for q in self.route(topic).queue_datas})
+        return sorted(self.cluster_info(refresh=True).broker_addr_table)
+
+    # ------------------------------------------------------------------ retry plumbing
+
+    def _run(
+        self,
+        broker_name: str,
+        op: Callable[[BrokerClient], _T],
+        *,
+        topic: str | None = None,
+        idempotent: bool = True,
+    ) -> _T:
+        def on_retry(exc: BaseException, attempt: int) -> None:
+            log.info("retry %d on broker %s after %s: %s", attempt, broker_name, type(exc).__name__, exc)
+            try:
+                if topic is not None:
+                    self.refresh_route(topic)
+                else:
+                    self.cluster_info(refresh=True)
+            except RocketMQError as refresh_error:  # the retry will tell; do not mask the original
+                log.info("route refresh before retry failed: %s", refresh_error)
+
+        def attempt() -> _T:
+            try:
+                return op(self.broker(broker_name))
+            except TopicNotExist:
+                if topic is not None:
+                    self.forget_route(topic)
+                raise
+
+        return call_with_retries(
+            attempt,
+            self.backoff,
+            retriable=is_retriable if idempotent else _broker_said_not_taken,
+            on_retry=on_retry,
+            sleep=self._sleep,
+        )
+
+    # ------------------------------------------------------------------ pull and offsets
+
+    def pull(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_msgs: int = 32,
+        *,
+        consumer_group: str,
+        sub_expression: str | None = "*",
+        expression_type: str = EXPRESSION_TYPE_TAG,
+        subscription: Subscription | None = None,
+        commit_offset: int | None = None,
+        suspend_timeout_ms: int = 0,
+        timeout: float | None = None,
+    ) -> PullResult:
+        """:meth:`BrokerClient.pull` on ``mq``'s broker (see there)."""
+        return self._run(
+            mq.broker_name,
+            lambda b: b.pull(
+                mq.topic, mq.queue_id, offset, max_msgs, consumer_group=consumer_group,
+                sub_expression=sub_expression, expression_type=expression_type, subscription=subscription,
+                commit_offset=commit_offset, suspend_timeout_ms=suspend_timeout_ms, timeout=timeout,
+            ),
+            topic=mq.topic,
+        )
+
+    def get_min_offset(self, mq: MessageQueue) -> int:
+        return self._run(mq.broker_name, lambda b: b.get_min_offset(mq.topic, mq.queue_id), topic=mq.topic)
+
+    def get_max_offset(self, mq: MessageQueue) -> int:
+        return self._run(mq.broker_name, lambda b: b.get_max_offset(mq.topic, mq.queue_id), topic=mq.topic)
+
+    def get_earliest_msg_store_time(self, mq: MessageQueue) -> int | None:
+        return self._run(
+            mq.broker_name, lambda b: b.get_earliest_msg_store_time(mq.topic, mq.queue_id), topic=mq.topic
+        )
+
+    def search_offset(self, mq: MessageQueue, timestamp: int, boundary: BoundaryType | str | None = None) -> int:
+        """:meth:`BrokerClient.search_offset` (LOWER/UPPER only on 5.1.4+, nearest otherwise)."""
+        return self._run(
+            mq.broker_name, lambda b: b.search_offset(mq.topic, mq.queue_id, timestamp, boundary), topic=mq.topic
+        )
+
+    def supports_search_boundary(self, mq: MessageQueue) -> bool:
+        return self._run(
+            mq.broker_name, lambda b: b.supports_search_boundary(mq.topic, mq.queue_id), topic=mq.topic
+        )
+
+    def query_consumer_offset(
+        self, group: str, mq: MessageQueue, *, set_zero_if_not_found: bool | None = None
+    ) -> int | None:
+        """:meth:`BrokerClient.query_consumer_offset`: the committed offset, or None (not found)."""
+        return self._run(
+            mq.broker_name,
+            lambda b: b.query_consumer_offset(group, mq.topic, mq.queue_id, set_zero_if_not_found=set_zero_if_not_found),
+            topic=mq.topic,
+        )
+
+    def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> bool:
+        """:meth:`BrokerClient.update_consumer_offset` (idempotent, so retried)."""
+        return self._run(
+            mq.broker_name, lambda b: b.update_consumer_offset(group, mq.topic, mq.queue_id, offset), topic=mq.topic
+        )
+
+    # ------------------------------------------------------------------ membership
+
+    def get_consumer_list_by_group(self, group: str, topic: str) -> list[str]:
+        """Live members of ``group``, asked of a broker serving ``topic`` (the next one on failure)."""
+        last: RocketMQError | None = None
+        for name in self.broker_names(topic):
+            try:
+                return self._run(name, lambda b: b.get_consumer_list_by_group(group), topic=topic)
+            except RocketMQError as exc:
+                if not is_retriable(exc):
+                    raise
+                last = exc
+        assert last is not None  # a route always names at least one broker
+        raise last
+
+    def _brokers_of(self, topics: Iterable[str], brokers: Iterable[str] | None) -> list[str]:
+        if brokers is not None:
+            return sorted(set(brokers))
+        names: set[str] = set()
+        for topic in topics:
+            try:
+                names.update(self.broker_names(topic))
+            except TopicNotExist:  # e.g. %RETRY%<group>, which the first heartbeat creates
+                continue
+        return sorted(names) or self.broker_names()
+
+    def heart_beat(
+        self,
+        client_id: str,
+        consumers: Sequence[ConsumerData],
+        producer_groups: Sequence[str] = (),
+        *,
+        brokers: Iterable[str] | None = None,
+    ) -> dict[str, dict[str, str]]:
+        """HEART_BEAT to every broker serving a subscribed topic (or to ``brokers``; every broker of
+        the cluster if no subscribed topic has a route yet).
+
+        Returns each broker's answer fields by broker name.
+        """
+        topics = {s.topic for c in consumers for s in c.subscriptions}
+        return {
+            name: self._run(name, lambda b: b.heart_beat(client_id, consumers, producer_groups))
+            for name in self._brokers_of(topics, brokers)
+        }
+
+    def unregister_client(
+        self,
+        client_id: str,
+        *,
+        consumer_group: str | None = None,
+        producer_group: str | None = None,
+        brokers: Iterable[str] | None = None,
+    ) -> None:
+        """UNREGISTER_CLIENT on every broker of the cluster (or on ``brokers``)."""
+        for name in self._brokers_of((), brokers):
+            self._run(
+                name,
+                lambda b: b.unregister_client(client_id, consumer_group=consumer_group, producer_group=producer_group),
+            )
+
+    # ------------------------------------------------------------------ failures and order
+
+    def consumer_send_msg_back(
+        self,
+        group: str,
+        mq: MessageQueue,
+        message: Message,
+        delay_level: int = 0,
+        max_reconsume_times: int = 16,
+    ) -> None:
+        """CONSUMER_SEND_MSG_BACK to the broker ``message`` was pulled from (``mq``)."""
+        self._run(
+            mq.broker_name,
+            lambda b: b.consumer_send_msg_back(group, message, delay_level, max_reconsume_times),
+            topic=mq.topic,
+            idempotent=False,
+        )
+
+    def _by_broker(self, queues: Iterable[MessageQueue]) -> dict[str, list[MessageQueue]]:
+        grouped: dict[str, list[MessageQueue]] = {}
+        for mq in sorted(set(queues)):
+            grouped.setdefault(mq.broker_name, []).append(mq)
+        return grouped
+
+    def lock_batch_mq(self, group: str, client_id: str, queues: Iterable[MessageQueue]) -> set[MessageQueue]:
+        """LOCK_BATCH_MQ on each queue's broker; the union of the queues now locked for ``client_id``."""
+        locked: set[MessageQueue] = set()
+        for name, mqs in self._by_broker(queues).items():
+            locked |= self._run(name, lambda b, mqs=mqs: b.lock_batch_mq(group, client_id, mqs), topic=mqs[0].topic)
+        return locked
+
+    def unlock_batch_mq(self, group: str, client_id: str, queues: Iterable[MessageQueue]) -> None:
+        for name, mqs in self._by_broker(queues).items():
+            self._run(name, lambda b, mqs=mqs: b.unlock_batch_mq(group, client_id, mqs), topic=mqs[0].topic)
+
+    # ------------------------------------------------------------------ produce
+
+    def _target(self, topic: str, queue: MessageQueue | None) -> MessageQueue:
+        if queue is not None:
+            if queue.topic != topic:
+                raise InvalidArgument(f"message topic {topic!r} differs from the target queue's {queue}")
+            return queue
+        candidates = self.writable_queues(topic)
+        if not candidates:
+            raise InvalidArgument(f"topic {topic!r} has no writable queue in its route")
+        return candidates[next(self._round_robin) % len(candidates)]
+
+    def send(self, message: OutgoingMessage, queue: MessageQueue | None = None) -> SendResult:
+        """Send one message to ``queue``, or to the next writable queue (round robin)."""
+        mq = self._target(message.topic, queue)
+        return self._run(
+            mq.broker_name,
+            lambda b: b.send(message, mq.queue_id, producer_group=self.producer_group),
+            topic=mq.topic,
+            idempotent=False,
+        )
+
+    def send_batch(self, messages: Sequence[OutgoingMessage], queue: MessageQueue | None = None) -> list[SendResult]:
+        """Send messages of one topic as one batch, stored at consecutive offsets of one queue."""
+        if not messages:
+            raise InvalidArgument("send_batch needs at least one message")
+        mq = self._target(messages[0].topic, queue)
+        return self._run(
+            mq.broker_name,
+            lambda b: b.send_batch(messages, mq.queue_id, producer_group=self.producer_group),
+            topic=mq.topic,
+            idempotent=False,
+        )
+
+    # ------------------------------------------------------------------ admin
+
+    def create_topic(
+        self,
+        topic: str,
+        queues: int = 8,
+        *,
+        brokers: Iterable[str] | None = None,
+        wait: float = 30.0,
+    ) -> TopicRoute:
+        """Create ``topic`` with ``queues`` read/write queues on each broker (default: all of the
+        cluster) and wait until the name server routes it so (polling, at most ``wait`` s)."""
+        names = self._brokers_of((), brokers)
+        for name in names:
+            self._run(name, lambda b: b.create_topic(topic, queues))
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                route = self.refresh_route(topic)
+                routed = {q.broker_name: q.write_queue_nums for q in route.queue_datas}
+                if all(routed.get(n) == queues for n in names):
+                    return route
+            except TopicNotExist:
+                pass
+            if time.monotonic() >= deadline:
+                raise RocketMQError(f"topic {topic!r} was created on {names} but is not routed so after {wait:g} s")
+            time.sleep(0.1)  # the broker registers new topics with the name server asynchronously
+
+    def create_subscription_group(
+        self, config: SubscriptionGroupConfig | str, *, brokers: Iterable[str] | None = None
+    ) -> None:
+        """Create or update a consumer group on each broker (default: all of the cluster)."""
+        for name in self._brokers_of((), brokers):
+            self._run(name, lambda b: b.create_subscription_group(config))
+
+    def get_consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
+        """The group's progress on every queue of ``topic`` (or of all its topics), all brokers merged."""
+        stats = ConsumeStats()
+        names = self.broker_names(topic) if topic is not None else self.broker_names()
+        for name in names:
+            stats = stats.merged(self._run(name, lambda b: b.get_consume_stats(group, topic), topic=topic))
+        return stats
+
+
+def _rebuild(
+    namesrv: str | Sequence[str],
+    credentials: Credentials | None,
+    timeout: float,
+    backoff: Backoff,
+    route_ttl: float,
+    producer_group: str,
+    private_connections: bool,
+) -> RocketMQClient:
+    return RocketMQClient(
+        namesrv, credentials=credentials, timeout=timeout, backoff=backoff, route_ttl=route_ttl,
+        producer_group=producer_group, private_connections=private_connections,
+    )

@@ -1,0 +1,73 @@
+"""MessageQueue: the key of everything in rocketlake -- (topic, brokerName, queueId).
+
+Queue ids repeat on every broker, so a queue id alone never identifies a queue. The order is
+the Java one (``common/.../message/MessageQueue.java#compareTo``): topic, then broker name,
+both by ``String.compareTo`` (UTF-16 code units), then the queue id as a number. Allocation
+strategies sort queues before handing them out, so this order must be Java's exactly; for the
+ASCII names RocketMQ allows it equals Python's ``str`` order, and non-ASCII names (brokers are
+not validated) are compared by UTF-16 code units like Java.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ProtocolError
+
+__all__ = ["MessageQueue"]
+
+
+def _java_order(text: str) -> str | bytes:
+    # UTF-16-BE bytes sort like Java's code-unit comparison; ASCII needs no conversion.
+    return text if text.isascii() else text.encode("utf-16-be", "surrogatepass")
+
+
+@dataclass(frozen=True, slots=True, order=False)
+class MessageQueue:
+    """One queue of one topic on one broker (``MessageQueue.java``). Frozen, hashable, sortable."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def _key(self) -> tuple[Any, Any, int]:
+        return (_java_order(self.topic), _java_order(self.broker_name), self.queue_id)
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, MessageQueue):
+            return NotImplemented
+        return self._key() < other._key()
+
+    def __le__(self, other: object) -> bool:
+        if not isinstance(other, MessageQueue):
+            return NotImplemented
+        return self._key() <= other._key()
+
+    def __gt__(self, other: object) -> bool:
+        if not isinstance(other, MessageQueue):
+            return NotImplemented
+        return self._key() > other._key()
+
+    def __ge__(self, other: object) -> bool:
+        if not isinstance(other, MessageQueue):
+            return NotImplemented
+        return self._key() >= other._key()
+
+    def __str__(self) -> str:
+        # MessageQueue#toString, also the key the consistent-hash strategy hashes.
+        return f"MessageQueue [topic={self.topic}, brokerName={self.broker_name}, queueId={self.queue_id}]"
+
+    def as_json_dict(self) -> dict[str, Any]:
+        """The fastjson form used in lock bodies and stats: ``{"brokerName","queueId","topic"}``."""
+        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
+
+    @classmethod
+    def from_json_dict(cls, obj: Any) -> MessageQueue:
+        """Inverse of :meth:`as_json_dict`; raises ProtocolError on a malformed object."""
+        if not isinstance(obj, dict):
+            raise ProtocolError(f"message queue is {obj!r}, expected an object")
+        topic, broker, queue_id = obj.get("topic"), obj.get("brokerName"), obj.get("queueId")
+        if not isinstance(topic, str) or not isinstance(broker, str) or type(queue_id) is not int:
+            raise ProtocolError(f"message queue {obj!r} lacks a string topic/brokerName or an int queueId")
+        return cls(topic, broker, queue_id)

@@ -1,0 +1,217 @@
+"""PULL_MESSAGE (11): the request we send and what its answer means (sans I/O).
+
+Request (reference 2.3, ``PullMessageRequestHeader``): every ``@CFNotNull`` field is sent;
+``sysFlag`` = ``FLAG_SUBSCRIPTION`` (we always post our subscription, so the broker needs no
+heartbeat state) ``| FLAG_COMMIT_OFFSET`` when an offset is committed on the way ``|
+FLAG_SUSPEND`` for long polling. No long polling by default: a batch read of a closed window
+must never wait for messages that will not come.
+
+Response codes map like ``MQClientAPIImpl#processPullResponse``: 0 FOUND, 19 NO_NEW_MSG,
+20 NO_MATCHED_MSG, 21 OFFSET_ILLEGAL; any other code is an error. The broker also puts its
+``GetMessageStatus`` name in the remark (``PullMessageProcessor``: ``setRemark(status.name())``),
+which tells e.g. NO_MESSAGE_IN_QUEUE from OFFSET_OVERFLOW_BADLY -- both answered with 21 or 19;
+it is kept as :attr:`PullResult.store_status`.
+
+Post-processing is ``PullAPIWrapper#processPullResult``: decode, unwrap inner batches, and
+re-check tags, since the broker only compares tag *hash codes* (reference 4.2). The client does
+not add ``MIN_OFFSET``/``MAX_OFFSET`` properties to every message as Java does: the same values
+are :attr:`PullResult.min_offset` / :attr:`PullResult.max_offset`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from .codes import RequestCode, ResponseCode
+from .errors import InvalidArgument, ProtocolError, error_for_response
+from .filter import EXPRESSION_TYPE_TAG, Subscription
+from .frame import RemotingCommand
+from .message import Message, decode_messages
+
+__all__ = [
+    "FLAG_CLASS_FILTER",
+    "FLAG_COMMIT_OFFSET",
+    "FLAG_LITE_PULL_MESSAGE",
+    "FLAG_SUBSCRIPTION",
+    "FLAG_SUSPEND",
+    "GetMessageStatus",
+    "PullResult",
+    "PullStatus",
+    "build_pull_request",
+    "parse_pull_response",
+]
+
+# PullSysFlag.java
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+FLAG_CLASS_FILTER = 0x8
+FLAG_LITE_PULL_MESSAGE = 0x10
+
+
+class PullStatus(enum.Enum):
+    """``PullStatus.java``: the client's reading of the response code."""
+
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+class GetMessageStatus(enum.Enum):
+    """``store/GetMessageStatus.java``: why the store answered as it did (the response remark)."""
+
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+    OFFSET_RESET = "OFFSET_RESET"  # 5.x server-side offset reset
+
+
+_STATUS_BY_CODE = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+_STORE_STATUS = {s.value: s for s in GetMessageStatus}
+
+
+@dataclass(frozen=True, slots=True)
+class PullResult:
+    """The answer to one pull.
+
+    ``messages`` passed the client-side tag re-check; ``filtered_out`` counts the decoded
+    messages it dropped (tag hash collisions). Every offset in ``[request offset,
+    next_begin_offset)`` is either in ``messages``, dropped by that re-check, or was skipped by
+    the broker's own tag-code filter. ``max_offset`` is one past the queue's last message.
+    """
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    suggest_which_broker_id: int = 0
+    messages: list[Message] = field(default_factory=list, repr=False)
+    filtered_out: int = 0
+    store_status: GetMessageStatus | None = None
+
+    @property
+    def found(self) -> bool:
+        return self.status is PullStatus.FOUND
+
+
+def build_pull_request(
+    *,
+    consumer_group: str,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    max_msgs: int,
+    subscription: Subscription,
+    commit_offset: int | None = None,
+    suspend_timeout_ms: int = 0,
+    post_subscription: bool = True,
+    broker_name: str | None = None,
+) -> RemotingCommand:
+    """The PULL_MESSAGE request (code 11, which 4.9.x and 5.x both serve).
+
+    ``post_subscription=False`` omits FLAG_SUBSCRIPTION: the broker then uses the subscription
+    a HEART_BEAT registered for the group (and answers 24/25 without one).
+    """
+    if queue_id < 0:
+        raise InvalidArgument(f"queue_id must be >= 0, got {queue_id}")
+    if offset < 0:
+        raise InvalidArgument(f"pull offset must be >= 0, got {offset}")
+    if not 1 <= max_msgs <= 1024:  # pullBatchSize range of checkConfig
+        raise InvalidArgument(f"max_msgs must be within [1, 1024], got {max_msgs}")
+    if suspend_timeout_ms < 0:
+        raise InvalidArgument(f"suspend_timeout_ms must be >= 0, got {suspend_timeout_ms}")
+    sys_flag = 0
+    if post_subscription:
+        sys_flag |= FLAG_SUBSCRIPTION
+    if commit_offset is not None:
+        if commit_offset < 0:
+            raise InvalidArgument(f"commit_offset must be >= 0, got {commit_offset}")
+        sys_flag |= FLAG_COMMIT_OFFSET
+    if suspend_timeout_ms:
+        sys_flag |= FLAG_SUSPEND
+    fields: dict[str, object] = {
+        "consumerGroup": consumer_group,
+        "topic": topic,
+        "queueId": queue_id,
+        "queueOffset": offset,
+        "maxMsgNums": max_msgs,
+        "sysFlag": sys_flag,
+        "commitOffset": commit_offset if commit_offset is not None else 0,
+        "suspendTimeoutMillis": suspend_timeout_ms,
+        "subVersion": subscription.sub_version if not subscription.is_tag_type else 0,
+        "bname": broker_name,
+    }
+    if post_subscription:
+        fields["subscription"] = subscription.sub_string
+        fields["expressionType"] = subscription.expression_type or EXPRESSION_TYPE_TAG
+    return RemotingCommand.request(RequestCode.PULL_MESSAGE, fields)
+
+
+def _long(response: RemotingCommand, key: str, address: str) -> int:
+    raw = response.ext_fields.get(key)
+    try:
+        return int(raw) if raw is not None else 0
+    except ValueError:
+        raise ProtocolError(
+            f"{address} answered PULL_MESSAGE with {key}={raw!r}, not a number",
+            address=address,
+            request_code=RequestCode.PULL_MESSAGE,
+        ) from None
+
+
+def parse_pull_response(
+    response: RemotingCommand,
+    subscription: Subscription,
+    *,
+    address: str,
+    hint: str | None = None,
+) -> PullResult:
+    """Map one PULL_MESSAGE response to a :class:`PullResult`, or raise its error."""
+    status = _STATUS_BY_CODE.get(response.code)
+    if status is None:
+        raise error_for_response(
+            address=address,
+            request_code=RequestCode.PULL_MESSAGE,
+            response_code=response.code,
+            remark=response.remark,
+            hint=hint,
+        )
+    messages: list[Message] = []
+    filtered = 0
+    if status is PullStatus.FOUND and response.body:
+        try:
+            messages = decode_messages(response.body)
+        except ProtocolError as exc:
+            raise ProtocolError(
+                f"{address} answered PULL_MESSAGE with a body that does not decode: {exc}",
+                address=address,
+                request_code=RequestCode.PULL_MESSAGE,
+            ) from exc
+        tags_set = subscription.tags_set
+        if tags_set and subscription.is_tag_type:
+            kept = [m for m in messages if (t := m.properties.get("TAGS")) is not None and t in tags_set]
+            filtered = len(messages) - len(kept)
+            messages = kept
+    return PullResult(
+        status=status,
+        next_begin_offset=_long(response, "nextBeginOffset", address),
+        min_offset=_long(response, "minOffset", address),
+        max_offset=_long(response, "maxOffset", address),
+        suggest_which_broker_id=_long(response, "suggestWhichBrokerId", address),
+        messages=messages,
+        filtered_out=filtered,
+        store_status=_STORE_STATUS.get(response.remark or ""),
+    )
