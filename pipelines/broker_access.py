@@ -1,0 +1,110 @@
+"""The pipeline's only door to the broker: bounds, store times, and exact-range pulls.
+
+Everything here is keyed by ``MessageQueue`` (topic, broker name, queue id) and goes through the
+pure-Python client in ``resources.rocketmq``. Pulls ask the broker for every message (``*``) and
+re-check the subscription's tags here, so every offset of a planned range is accounted for: a row
+(matched or filtered) per offset, and an error if the broker skips or lacks one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pipelines.options import SourceOptions
+from pipelines.windows import OffsetRange, first_offset_at_or_after
+from resources.rocketmq.client import RocketMQClient
+from resources.rocketmq.filter import Subscription
+from resources.rocketmq.message import Message
+from resources.rocketmq.message_queue import MessageQueue
+
+
+class RangeUnreadable(RuntimeError):
+    """A planned offset range cannot be read in full; the message says which offsets and why."""
+
+
+def make_client(opts: SourceOptions) -> RocketMQClient:
+    credentials = None
+    if opts.access_key and opts.secret_key:
+        from resources.rocketmq.acl import Credentials
+
+        credentials = Credentials(opts.access_key, opts.secret_key)
+    return RocketMQClient(opts.namesrv, credentials=credentials, timeout=opts.timeout_ms / 1000)
+
+
+class BrokerStoreTimes:
+    """``StoreTimeReader`` over a live cluster: what ``b(q, t)`` needs, one round trip per read."""
+
+    def __init__(self, client: RocketMQClient, consumer_group: str):
+        self.client = client
+        self.consumer_group = consumer_group
+
+    def min_offset(self, queue: MessageQueue) -> int:
+        return self.client.get_min_offset(queue)
+
+    def max_offset(self, queue: MessageQueue) -> int:
+        return self.client.get_max_offset(queue)
+
+    def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
+        return self.client.search_offset(queue, timestamp_ms)
+
+    def store_time(self, queue: MessageQueue, offset: int) -> int:
+        result = self.client.pull(queue, offset, 1, consumer_group=self.consumer_group)
+        if not result.messages or result.messages[0].queue_offset != offset:
+            raise RangeUnreadable(f"{queue}: no message at offset {offset} (status {result.status}); "
+                                  "the broker may have deleted it meanwhile")
+        return result.messages[0].store_timestamp
+
+
+def resolve_ranges(opts: SourceOptions) -> list[OffsetRange]:
+    """The source's bounds (offsets or exact store-time boundaries) turned into one range per queue."""
+    client = make_client(opts)
+    times = BrokerStoreTimes(client, opts.consumer_group)
+    ranges = []
+    for mq in client.queues(opts.topic):
+        lo, hi = times.min_offset(mq), times.max_offset(mq)
+        start = _bound(opts.starting_offsets, mq, lo, hi, default=lo)
+        end = _bound(opts.ending_offsets, mq, lo, hi, default=hi)
+        if opts.starting_timestamp is not None:
+            start = max(start, first_offset_at_or_after(times, mq, opts.starting_timestamp, lo, hi))
+        if opts.ending_timestamp is not None:
+            end = min(end, first_offset_at_or_after(times, mq, opts.ending_timestamp, lo, hi))
+        if start < lo:
+            raise RangeUnreadable(f"{mq}: starting offset {start} is below the queue's min offset {lo}; "
+                                  f"offsets [{start}, {lo}) were already deleted by the broker")
+        if end > start:
+            ranges.append(OffsetRange((mq.topic, mq.broker_name, mq.queue_id), start, min(end, hi)))
+    return ranges
+
+
+def _bound(bound, mq: MessageQueue, lo: int, hi: int, default: int) -> int:
+    if bound == "earliest":
+        return lo
+    if bound == "latest":
+        return hi
+    return bound.get(mq.broker_name, {}).get(mq.queue_id, default)
+
+
+def pull_range(opts: SourceOptions, topic: str, broker_name: str, queue_id: int, start: int, end: int
+               ) -> Iterator[tuple[Message, bool]]:
+    """Every message of ``[start, end)`` in offset order with its subscription verdict."""
+    client = make_client(opts)
+    mq = MessageQueue(topic, broker_name, queue_id)
+    # The retry topic is subscribed with "*" whatever the main topic's expression (as the push consumer does).
+    subscription = Subscription.parse(topic, "*" if topic.startswith("%RETRY%") else opts.subscription)
+    offset = start
+    while offset < end:
+        result = client.pull(mq, offset, min(opts.pull_batch_size, end - offset), consumer_group=opts.consumer_group)
+        if not result.messages:
+            raise RangeUnreadable(
+                f"{mq}: pulling offset {offset} of the planned range [{start}, {end}) gave {result.status} "
+                f"(queue min {result.min_offset}, max {result.max_offset}): "
+                + ("the broker already deleted these messages" if offset < result.min_offset else
+                   "the queue ends before the planned range does"))
+        for message in result.messages:
+            if message.queue_offset >= end:
+                return
+            if message.queue_offset != offset:
+                raise RangeUnreadable(f"{mq}: expected offset {offset}, the broker returned {message.queue_offset}; "
+                                      f"offsets [{offset}, {message.queue_offset}) are missing")
+            yield message, subscription.matches(message)
+            offset += 1

@@ -1,0 +1,133 @@
+"""Options of the ``rocketmq`` Spark source, named after Spark's Kafka source where they apply.
+
+| option | meaning |
+|---|---|
+| namesrv | name server address(es), ';'-separated (required) |
+| topic | topic to read (required) |
+| subscription | tag expression, ``*`` (default) or ``TagA || TagB`` |
+| startingOffsets / endingOffsets | ``earliest``, ``latest``, or JSON ``{"broker-a": {"0": 12}}`` (default earliest / latest) |
+| startingTimestamp / endingTimestamp | epoch ms; exact store-time boundaries (first offset stored at or after) |
+| pullBatchSize | messages per PULL_MESSAGE request, [1, 1024], default 32 |
+| pullThresholdForQueue | most messages one task holds for one queue, [1, 65535], default 1000 |
+| pullThresholdSizeForQueue | most MiB one Arrow batch holds, [1, 1024], default 100 |
+| consumerGroup | the group named in pull requests (nothing is committed), default ``rocketlake_reader`` |
+| timeoutMs | per broker call, default 3000 |
+| bodyFormat | ``raw`` (default) or ``text`` (adds ``body_text``) |
+| includeFiltered | ``true``: also rows for messages the subscription filters out, with ``matched = false`` |
+| accessKey / secretKey | RocketMQ ACL credentials (prefer the Dagster resource, which reads them from the environment) |
+| plan | internal: an explicit JSON list of chunks, used by rocketlake's pipeline |
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class SourceOptionError(ValueError):
+    """A ``rocketmq`` source option is missing or invalid; the message names it, the value and what is allowed."""
+
+
+Bound = str | dict[str, dict[int, int]]
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    namesrv: str
+    topic: str
+    subscription: str = "*"
+    starting_offsets: Bound = "earliest"
+    ending_offsets: Bound = "latest"
+    starting_timestamp: int | None = None
+    ending_timestamp: int | None = None
+    pull_batch_size: int = 32
+    pull_threshold_for_queue: int = 1000
+    pull_threshold_size_for_queue: int = 100
+    timeout_ms: int = 3000
+    consumer_group: str = "rocketlake_reader"
+    body_format: str = "raw"
+    include_filtered: bool = False
+    access_key: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    plan: list[dict[str, Any]] | None = field(default=None, repr=False)
+
+    @property
+    def pull_threshold_size_for_queue_bytes(self) -> int:
+        return self.pull_threshold_size_for_queue * 1024 * 1024
+
+
+def _int(options: dict[str, str], key: str, default: int, lo: int, hi: int) -> int:
+    raw = options.get(key.lower())
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SourceOptionError(f"option {key}={raw!r} is not an integer; allowed: [{lo}, {hi}]") from None
+    if not lo <= value <= hi:
+        raise SourceOptionError(f"option {key}={value} is out of range [{lo}, {hi}]")
+    return value
+
+
+def _bound(options: dict[str, str], key: str, default: str) -> Bound:
+    raw = options.get(key.lower(), default)
+    if raw in ("earliest", "latest"):
+        return raw
+    try:
+        parsed = json.loads(raw)
+        return {str(broker): {int(q): int(off) for q, off in queues.items()} for broker, queues in parsed.items()}
+    except (ValueError, AttributeError, TypeError):
+        raise SourceOptionError(
+            f"option {key}={raw!r} is not valid: use earliest, latest, or JSON keyed by broker name then queue id, "
+            'e.g. {"broker-a": {"0": 12, "1": 40}}') from None
+
+
+def parse_options(raw: Any) -> SourceOptions:
+    # Spark hands options over case-insensitively; normalise to lower case keys.
+    options = {str(k).lower(): str(v) for k, v in dict(raw).items()}
+    for required in ("namesrv", "topic"):
+        if not options.get(required):
+            raise SourceOptionError(f"option {required} is required for format rocketmq")
+    body_format = options.get("bodyformat", "raw")
+    if body_format not in ("raw", "text"):
+        raise SourceOptionError(f"option bodyFormat={body_format!r} is not allowed; allowed: raw, text "
+                                "(for JSON bodies use pipelines.body.decode_body on the result)")
+    starting = _bound(options, "startingOffsets", "earliest")
+    ending = _bound(options, "endingOffsets", "latest")
+    if starting == "latest":
+        raise SourceOptionError("option startingOffsets=latest makes no sense for a batch read (it reads nothing)")
+    if ending == "earliest":
+        raise SourceOptionError("option endingOffsets=earliest makes no sense for a batch read (it reads nothing)")
+    ts = {}
+    for key in ("startingTimestamp", "endingTimestamp"):
+        ts[key] = _int(options, key, -1, 0, 2**63 - 1) if key.lower() in options else None
+    if ts["startingTimestamp"] is not None and ts["endingTimestamp"] is not None \
+            and ts["endingTimestamp"] < ts["startingTimestamp"]:
+        raise SourceOptionError(f"option endingTimestamp={ts['endingTimestamp']} is before "
+                                f"startingTimestamp={ts['startingTimestamp']}")
+    plan = None
+    if "plan" in options:
+        try:
+            plan = json.loads(options["plan"])
+        except ValueError:
+            raise SourceOptionError("option plan is not valid JSON") from None
+    return SourceOptions(
+        namesrv=options["namesrv"],
+        topic=options["topic"],
+        subscription=options.get("subscription", "*"),
+        starting_offsets=starting,
+        ending_offsets=ending,
+        starting_timestamp=ts["startingTimestamp"],
+        ending_timestamp=ts["endingTimestamp"],
+        pull_batch_size=_int(options, "pullBatchSize", 32, 1, 1024),
+        pull_threshold_for_queue=_int(options, "pullThresholdForQueue", 1000, 1, 65535),
+        pull_threshold_size_for_queue=_int(options, "pullThresholdSizeForQueue", 100, 1, 1024),
+        timeout_ms=_int(options, "timeoutMs", 3000, 1, 3_600_000),
+        consumer_group=options.get("consumergroup", "rocketlake_reader"),
+        body_format=body_format,
+        include_filtered=options.get("includefiltered", "false").lower() == "true",
+        access_key=options.get("accesskey"),
+        secret_key=options.get("secretkey"),
+        plan=plan,
+    )

@@ -1,0 +1,194 @@
+"""``spark.read.format("rocketmq")``: a PySpark Python Data Source over bounded offset ranges.
+
+Register once per SparkSession, then read like Spark's Kafka source::
+
+    from pipelines.source import register
+    register(spark)
+    df = (spark.read.format("rocketmq")
+          .option("namesrv", "127.0.0.1:9876").option("topic", "orders")
+          .option("startingOffsets", "earliest").option("endingOffsets", "latest")
+          .load())
+
+The driver plans (``partitions``): it resolves the bounds with the broker and splits every queue's
+range so no task holds more than ``pullThresholdForQueue`` messages. The executors read
+(``read``): each opens its own connection, pulls exactly ``[start, end)`` and yields Arrow record
+batches no larger than ``pullThresholdSizeForQueue`` MiB. Queues are keyed by
+(topic, broker_name, queue_id) everywhere: queue ids repeat across brokers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from pipelines.failpoints import failpoint
+from pipelines.options import SourceOptions, parse_options
+from pipelines.planning import split_ranges
+from pipelines.windows import OffsetRange
+
+SCHEMA_DDL = (
+    "topic STRING, broker_name STRING, queue_id INT, queue_offset BIGINT, msg_id STRING, offset_msg_id STRING, "
+    "tags STRING, keys STRING, properties MAP<STRING, STRING>, born_timestamp TIMESTAMP, store_timestamp TIMESTAMP, "
+    "born_host STRING, store_host STRING, reconsume_times INT, body BINARY"
+)
+# Present only when asked for, to keep the default schema Kafka-like.
+MATCHED_COLUMN = "matched BOOLEAN"  # includeFiltered=true: every offset of the range, with the tag verdict
+WINDOW_COLUMN = "window_start TIMESTAMP"  # plan option: the window each chunk belongs to
+
+_TS = pa.timestamp("us", tz="UTC")
+
+
+def arrow_schema(with_matched: bool, with_window: bool, with_text: bool) -> pa.Schema:
+    fields = [
+        ("topic", pa.string()), ("broker_name", pa.string()), ("queue_id", pa.int32()),
+        ("queue_offset", pa.int64()), ("msg_id", pa.string()), ("offset_msg_id", pa.string()),
+        ("tags", pa.string()), ("keys", pa.string()), ("properties", pa.map_(pa.string(), pa.string())),
+        ("born_timestamp", _TS), ("store_timestamp", _TS), ("born_host", pa.string()), ("store_host", pa.string()),
+        ("reconsume_times", pa.int32()), ("body", pa.binary()),
+    ]
+    if with_text:
+        fields.append(("body_text", pa.string()))
+    if with_matched:
+        fields.append(("matched", pa.bool_()))
+    if with_window:
+        fields.append(("window_start", _TS))
+    return pa.schema(fields)
+
+
+@dataclass(frozen=True)
+class Chunk(InputPartition):
+    """One task: ``[start, end)`` of one queue. Picklable; carries no secret (those come from options)."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    start: int
+    end: int
+    window_start_ms: int | None = None
+
+
+class RocketMQDataSource(DataSource):
+    """The ``rocketmq`` format. Options: see ``pipelines.options``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "rocketmq"
+
+    def schema(self) -> str:
+        opts = parse_options(self.options)
+        ddl = SCHEMA_DDL
+        if opts.body_format == "text":
+            ddl += ", body_text STRING"
+        if opts.include_filtered:
+            ddl += ", " + MATCHED_COLUMN
+        if opts.plan is not None:
+            ddl += ", " + WINDOW_COLUMN
+        return ddl
+
+    def reader(self, schema: StructType) -> "RocketMQReader":
+        return RocketMQReader(parse_options(self.options))
+
+
+def register(spark) -> None:
+    """Make ``spark.read.format("rocketmq")`` available in this SparkSession."""
+    spark.dataSource.register(RocketMQDataSource)
+
+
+class RocketMQReader(DataSourceReader):
+    def __init__(self, options: SourceOptions):
+        self.options = options
+
+    def partitions(self) -> list[Chunk]:
+        opts = self.options
+        if opts.plan is not None:
+            chunks = []
+            for item in opts.plan:
+                queue = (item["topic"], item["broker_name"], int(item["queue_id"]))
+                for piece in split_ranges([OffsetRange(queue, int(item["start"]), int(item["end"]))],
+                                          opts.pull_threshold_for_queue):
+                    chunks.append(Chunk(*piece.queue, piece.start, piece.end, item.get("window_start_ms")))
+            return chunks
+        from pipelines.broker_access import resolve_ranges
+
+        ranges = resolve_ranges(opts)
+        return [Chunk(*r.queue, r.start, r.end) for r in split_ranges(ranges, opts.pull_threshold_for_queue)]
+
+    def read(self, partition: Chunk) -> Iterator[pa.RecordBatch]:
+        from pipelines.broker_access import pull_range
+
+        if not isinstance(partition, Chunk):
+            return  # an empty plan: Spark still runs one task, with its own default partition
+        opts = self.options
+        schema = arrow_schema(opts.include_filtered, opts.plan is not None, opts.body_format == "text")
+        builder = _BatchBuilder(schema, partition.broker_name, partition.window_start_ms)
+        chunk = partition
+        for message, matched in pull_range(opts, chunk.topic, chunk.broker_name, chunk.queue_id, chunk.start, chunk.end):
+            if builder.rows == 0:
+                failpoint("during_pull")
+            if not matched and not opts.include_filtered:
+                continue
+            builder.add(message, matched)
+            if builder.rows >= opts.pull_batch_size * 32 or builder.bytes >= opts.pull_threshold_size_for_queue_bytes:
+                yield builder.flush()
+        if builder.rows:
+            yield builder.flush()
+        failpoint("during_write")  # this task's file is being written; other tasks' may be done
+
+
+class _BatchBuilder:
+    """Columns accumulated as Python lists, turned into one Arrow batch per flush."""
+
+    def __init__(self, schema: pa.Schema, broker_name: str, window_start_ms: int | None):
+        self.schema = schema
+        self.broker_name = broker_name  # not in the stored record: the broker we pulled from
+        self.window_us = None if window_start_ms is None else window_start_ms * 1000
+        self.with_text = "body_text" in schema.names
+        self.with_matched = "matched" in schema.names
+        self._reset()
+
+    def _reset(self) -> None:
+        self.columns: dict[str, list] = {name: [] for name in self.schema.names}
+        self.rows = 0
+        self.bytes = 0
+
+    def add(self, m, matched: bool) -> None:
+        c = self.columns
+        c["topic"].append(m.topic)
+        c["broker_name"].append(self.broker_name)
+        c["queue_id"].append(m.queue_id)
+        c["queue_offset"].append(m.queue_offset)
+        c["msg_id"].append(m.msg_id)
+        c["offset_msg_id"].append(m.offset_msg_id)
+        c["tags"].append(m.tags)
+        c["keys"].append(" ".join(m.keys) if m.keys else None)
+        c["properties"].append(list(m.properties.items()))
+        c["born_timestamp"].append(m.born_timestamp * 1000)
+        c["store_timestamp"].append(m.store_timestamp * 1000)
+        c["born_host"].append(m.born_host)
+        c["store_host"].append(m.store_host)
+        c["reconsume_times"].append(m.reconsume_times)
+        c["body"].append(m.body)
+        if self.with_text:
+            c["body_text"].append(m.body.decode("utf-8", errors="replace"))
+        if self.with_matched:
+            c["matched"].append(matched)
+        if self.window_us is not None:
+            c["window_start"].append(self.window_us)
+        self.rows += 1
+        self.bytes += len(m.body) + 200
+
+    def flush(self) -> pa.RecordBatch:
+        arrays = [pa.array(self.columns[f.name], type=f.type) for f in self.schema]
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+        self._reset()
+        return batch
+
+
+def plan_option(chunks: list[dict]) -> str:
+    """The ``plan`` option for an explicit list of {topic, broker_name, queue_id, start, end, window_start_ms}."""
+    return json.dumps(chunks, separators=(",", ":"))
