@@ -25,7 +25,8 @@ test-fast: setup
 	$(BIN)/python -m pytest -m "not integration"
 
 ui: setup
-	$(BIN)/dagster dev -w workspace.yaml
+	mkdir -p .rocketlake/dagster
+	DAGSTER_HOME=$(CURDIR)/.rocketlake/dagster $(BIN)/dagster dev -w workspace.yaml
 
 clean:
 	-$(BIN)/rocketlake local down --wipe

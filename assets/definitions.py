@@ -1,9 +1,32 @@
-"""The one place the code location is assembled."""
+"""The one place the code location is assembled, from ``rocketlake.yaml`` (or ``$ROCKETLAKE_CONFIG``).
 
-from dagster import Definitions
+A wrong configuration fails here, at load, before any run: Dagster shows the ConfigError naming
+the ingestion, the key, the value and what is allowed.
+"""
 
+from __future__ import annotations
+
+from dagster import Definitions, EnvVar
+
+from assets.ingestion import build_ingestion_asset, rocketmq_resource_key
+from assets.schedules import build_window_schedule
+from pipelines.config import RocketLakeConfig, load_config
+from resources.rocketmq_resource import RocketMQResource
 from resources.spark import SparkResource
 
-defs = Definitions(
-    resources={"spark": SparkResource()},
-)
+
+def build_definitions(config: RocketLakeConfig) -> Definitions:
+    resources: dict = {"spark": SparkResource(master=config.spark.master, conf=config.spark.conf)}
+    for name, cluster in config.clusters.items():
+        keys = {}
+        if cluster.access_key_env:
+            keys = {"access_key": EnvVar(cluster.access_key_env), "secret_key": EnvVar(cluster.secret_key_env)}
+        resources[rocketmq_resource_key(name)] = RocketMQResource(namesrv=cluster.namesrv, **keys)
+    return Definitions(
+        assets=[build_ingestion_asset(name, ing, config.lake) for name, ing in config.ingestions.items()],
+        schedules=[build_window_schedule(ing) for ing in config.ingestions.values()],
+        resources=resources,
+    )
+
+
+defs = build_definitions(load_config())

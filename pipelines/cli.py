@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from pipelines.config import ConfigError
 from resources.jars import JarResolutionFailed, ToolMissing
 from resources.local.process import LocalClusterError
 from resources.local.spec import BrokerSpec, ClusterSpec, default_state_dir
@@ -43,7 +44,7 @@ def _local(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from pipelines.demo import run_demo
 
-    return run_demo(_cluster_spec(args), topic=args.topic, messages=args.messages)
+    return run_demo(_cluster_spec(args), topic=args.topic, messages=args.messages, windows=args.windows)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,9 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     cluster_options(local)
     local.set_defaults(func=_local)
 
-    demo = sub.add_parser("demo", help="start the local cluster, create a demo topic, produce sample messages")
-    demo.add_argument("--topic", default="rocketlake_demo_orders")
-    demo.add_argument("--messages", type=int, default=200)
+    demo = sub.add_parser("demo", help="the main job on embedded defaults: local cluster, sample orders over several "
+                                         "one-minute windows, materialized through Dagster into Delta")
+    demo.add_argument("--topic", default="rocketlake_demo_orders", help="an ingestion's topic in rocketlake.yaml")
+    demo.add_argument("--messages", type=int, default=300)
+    demo.add_argument("--windows", type=int, default=3, help="one-minute windows to spread the messages over")
     cluster_options(demo)
     demo.set_defaults(func=_demo)
     return parser
@@ -76,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (LocalClusterError, ToolMissing, JarResolutionFailed) as e:
+    except (LocalClusterError, ToolMissing, JarResolutionFailed, ConfigError) as e:
         print(f"rocketlake: error: {e}", file=sys.stderr)
         return 2
 

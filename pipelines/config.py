@@ -188,6 +188,9 @@ class IngestionConfig(_Strict):
     window: WindowConfig
     body: BodyConfig = BodyConfig()
     allocate_message_queue_strategy: AllocateStrategy = AllocateStrategy.AVG
+    on_deleted_messages: Literal["fail", "record"] = Field(
+        default="fail", description="When the broker deleted messages the group never landed: fail the run, or "
+                                    "record the gap in the ledger and move on.")
 
     # DefaultMQPushConsumer settings, RocketMQ's defaults; ranges from checkConfig (inclusive).
     consume_thread_min: int = 20

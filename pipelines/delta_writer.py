@@ -42,9 +42,6 @@ class WindowEntry:
     start_ms: int
     end_ms: int
     ranges: tuple[RangeEntry, ...]
-    rows: int = 0
-    filtered: int = 0
-    failed: int = 0
 
 
 @dataclass(frozen=True)
@@ -56,6 +53,8 @@ class LedgerEntry:
     run_id: str
     windows: tuple[WindowEntry, ...]
     origin: dict[str, int] = field(default_factory=dict)  # "topic/broker/qid" -> where a new group started
+    # "topic/broker/qid" -> [from, to): deleted by the broker before they were landed, accepted as lost
+    gaps: dict[str, tuple[int, int]] = field(default_factory=dict)
     version: int | None = None  # the Delta version, filled in when read back
 
     def to_json(self) -> str:
@@ -73,9 +72,10 @@ class LedgerEntry:
             return None  # someone else's commit (OPTIMIZE, a user's own write)
         windows = tuple(
             WindowEntry(w["partition_key"], w["start_ms"], w["end_ms"],
-                        tuple(RangeEntry(**r) for r in w["ranges"]), w["rows"], w["filtered"], w["failed"])
+                        tuple(RangeEntry(**r) for r in w["ranges"]))
             for w in raw["windows"])
-        return cls(raw["ingestion"], raw["consumer_group"], raw["run_id"], windows, raw.get("origin", {}), version)
+        gaps = {k: (int(v[0]), int(v[1])) for k, v in raw.get("gaps", {}).items()}
+        return cls(raw["ingestion"], raw["consumer_group"], raw["run_id"], windows, raw.get("origin", {}), gaps, version)
 
 
 def queue_key(topic: str, broker_name: str, queue_id: int) -> str:

@@ -1,27 +1,34 @@
-"""The README's first command: a local cluster with a demo topic full of sample orders.
+"""The README's first command: the whole product on its embedded defaults.
 
-Until the ingestion job lands this is the whole main job: start the cluster, create the topic
-(4 queues on each broker), produce JSON orders with the official Java client, show what the
-brokers hold.
+Start the local cluster, create the demo topic (4 queues on each broker), produce JSON orders
+with the official Java client across several one-minute windows (store time is the broker's
+clock, so this waits for real minutes to pass), wait until the last window is closed, materialize
+all windows through Dagster as one single-run backfill, then print rows per window and the
+consumer group's committed offsets per queue, read back from the broker.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
+import time
 from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
 
 from resources.local.cluster import LocalCluster
 from resources.local.peers import produce
 from resources.local.spec import ClusterSpec
 
 REGIONS = ("north", "south", "east", "west")
+DAGSTER_HOME = Path(".rocketlake/dagster")
 
 
-def sample_orders(topic: str, count: int, seed: int = 7) -> list[dict]:
-    rng = random.Random(seed)
+def sample_orders(topic: str, count: int, seed: int = 7, first: int = 0) -> list[dict]:
+    rng = random.Random(seed + first)
     orders = []
-    for i in range(count):
+    for i in range(first, first + count):
         region = REGIONS[i % len(REGIONS)]
         body = {"order_id": f"o-{i:06d}", "customer": f"c-{rng.randrange(1000):04d}",
                 "amount": round(rng.uniform(1, 500), 2), "region": region}
@@ -29,23 +36,80 @@ def sample_orders(topic: str, count: int, seed: int = 7) -> list[dict]:
     return orders
 
 
-def run_demo(spec: ClusterSpec, topic: str, messages: int) -> int:
+def wait_until(epoch_s: float) -> None:
+    # Waiting for wall-clock time to pass is the point here: windows are minutes of broker time.
+    while time.time() < epoch_s:
+        time.sleep(min(1.0, max(0.0, epoch_s - time.time())))
+
+
+def minute_key(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, tz=timezone.utc).strftime("%Y-%m-%d-%H:%M")
+
+
+def run_demo(spec: ClusterSpec, topic: str, messages: int, windows: int = 3) -> int:
+    from pipelines.config import load_config
+
+    config = load_config()
+    ingestion_name, ingestion = next((n, i) for n, i in config.ingestions.items() if i.topic == topic)
     cluster = LocalCluster(spec)
-    print(f"1/3 starting the local RocketMQ cluster (state in {spec.state_dir}) ...", flush=True)
+    print(f"1/5 starting the local RocketMQ cluster (state in {spec.state_dir}) ...", flush=True)
     cluster.up()
-    print(f"2/3 creating topic {topic} with 4 queues on each broker ...", flush=True)
+    print(f"2/5 creating topic {topic} with 4 queues on each broker ...", flush=True)
     cluster.create_topic(topic, 4)
-    print(f"3/3 producing {messages} sample orders with the Java RocketMQ client ...", flush=True)
-    sent = produce(spec.namesrv_address, spec.state_dir, sample_orders(topic, messages))
-    per_queue = Counter((s.broker_name, s.queue_id) for s in sent)
-    print()
-    print(cluster.status().render(spec.cluster_name))
-    print()
-    print(f"topic {topic} (mqadmin topicStatus):")
-    print(f"  {'broker':<10} {'queue':>5} {'min':>6} {'max':>6} {'sent now':>9}")
-    for q in cluster.mqadmin().topic_status(topic):
-        print(f"  {q.broker_name:<10} {q.queue_id:>5} {q.min_offset:>6} {q.max_offset:>6} "
-              f"{per_queue.get((q.broker_name, q.queue_id), 0):>9}")
-    print()
-    print(f"sent {len(sent)} messages; stop the cluster with: rocketlake local down")
+
+    print(f"3/5 producing {messages} JSON orders over {windows} one-minute windows (this waits for the minutes "
+          "to pass: windows are broker store time) ...", flush=True)
+    keys, per_window = [], messages // windows
+    for w in range(windows):
+        if w:
+            wait_until((int(time.time()) // 60 + 1) * 60 + 1)
+        batch = sample_orders(topic, per_window if w < windows - 1 else messages - per_window * w, first=w * per_window)
+        produce(spec.namesrv_address, spec.state_dir, batch)
+        keys.append(minute_key(time.time()))
+        print(f"    window {keys[-1]}: sent {len(batch)}", flush=True)
+    close_at = (int(time.time()) // 60 + 1) * 60 + ingestion.window.grace_seconds + 1
+    print(f"4/5 waiting until window {keys[-1]} is closed (end + {ingestion.window.grace_seconds}s grace) ...", flush=True)
+    wait_until(close_at)
+
+    print(f"5/5 materializing {keys[0]} .. {keys[-1]} through Dagster (one run, one Spark job) ...", flush=True)
+    result = _materialize(ingestion.table, sorted(set(keys)))
+    if not result.success:
+        print("the Dagster run failed; see the events above")
+        return 1
+    _report(config.lake.table_path(ingestion.table), cluster, ingestion)
+    print(f"\nopen the Dagster UI:  DAGSTER_HOME={DAGSTER_HOME.absolute()} .venv/bin/dagster dev -w workspace.yaml"
+          f"\n(or `make ui`); stop the cluster with: .venv/bin/rocketlake local down   [{ingestion_name}]")
     return 0
+
+
+def _materialize(table: str, keys: list[str]):
+    from dagster import DagsterInstance
+
+    DAGSTER_HOME.mkdir(parents=True, exist_ok=True)
+    settings = DAGSTER_HOME / "dagster.yaml"
+    if not settings.exists():
+        # One run per consumer group at a time: every ingestion asset sits in its group's pool.
+        settings.write_text("telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n")
+    os.environ.setdefault("DAGSTER_HOME", str(DAGSTER_HOME.absolute()))
+    from assets.definitions import defs
+
+    job = defs.resolve_job_def(f"{table}_job")
+    with DagsterInstance.get() as instance:
+        return job.execute_in_process(
+            instance=instance, raise_on_error=False,
+            run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
+            tags={"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]})
+
+
+def _report(table_path: str, cluster: LocalCluster, ingestion) -> None:
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(table_path).to_pyarrow_table(columns=["window_start", "broker_name", "queue_id"]).to_pylist()
+    print("\nrows per window (Delta, read with delta-rs):")
+    for window, n in sorted(Counter(r["window_start"] for r in rows).items()):
+        print(f"  {window:%Y-%m-%d %H:%M}  {n:>6}")
+    print(f"\ncommitted offsets of group {ingestion.consumer_group} (mqadmin consumerProgress):")
+    print(f"  {'broker':<10} {'queue':>5} {'broker max':>11} {'committed':>10}")
+    for q in sorted(cluster.mqadmin().consumer_progress(ingestion.consumer_group, ingestion.topic),
+                    key=lambda q: (q.topic, q.broker_name, q.queue_id)):
+        print(f"  {q.broker_name:<10} {q.queue_id:>5} {q.broker_offset:>11} {q.consumer_offset:>10}")

@@ -30,6 +30,7 @@ LOCAL_DEFAULTS = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.ui.showConsoleProgress": "false",
+    "spark.log.level": "WARN",
     # A laptop-sized shuffle; a cluster master gets Spark's own default.
     "spark.sql.shuffle.partitions": "8",
 }
@@ -42,6 +43,9 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None,
     Spark allows one active session per JVM; asking again returns it, with ``conf`` applied where
     Spark allows runtime changes.
     """
+    from pipelines.failpoints import arm
+
+    arm()  # inert unless a crash test asked for a failpoint
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     with _lock:

@@ -22,6 +22,7 @@ from resources.local.process import (
     accepts_connections,
     jvm_base_flags,
     port_in_use,
+    stop_all,
 )
 from resources.local.mqadmin import MQAdmin
 from resources.local.spec import BrokerSpec, ClusterSpec
@@ -214,7 +215,9 @@ class LocalCluster:
 
     def down(self, *, wipe: bool = False) -> list[str]:
         """Stop exactly the processes this state directory started: brokers first, then the name server."""
-        stopped = [p.role for p in (*self.broker_processes.values(), self.namesrv) if p.stop()]
+        # Brokers first (they deregister from the name server), then the name server.
+        stopped = stop_all(list(self.broker_processes.values()))
+        stopped += stop_all([self.namesrv])
         if wipe:
             shutil.rmtree(self.spec.store, ignore_errors=True)
         return stopped

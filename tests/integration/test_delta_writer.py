@@ -25,7 +25,7 @@ def frame(spark, rows):
 
 def ledger(run, windows):
     return LedgerEntry("orders", "g", run, tuple(
-        WindowEntry(f"k{w}", w, w + MIN, tuple(RangeEntry("t", b, q, s, e) for b, q, s, e in ranges), rows=0)
+        WindowEntry(f"k{w}", w, w + MIN, tuple(RangeEntry("t", b, q, s, e) for b, q, s, e in ranges))
         for w, ranges in windows))
 
 

@@ -51,3 +51,26 @@ def test_advance_watermark(committed, materialized, expected):
 def test_watermarks_report_only_queues_that_move():
     moved = watermarks({A0: 0, B0: 5}, {A0: [(0, 3)], B0: [(6, 9)], ("t", "broker-a", 1): [(0, 4)]})
     assert moved == {A0: 3}
+
+
+@pytest.mark.parametrize(("where", "expected"), [
+    ("CONSUME_FROM_LAST_OFFSET", 90),
+    ("CONSUME_FROM_FIRST_OFFSET", 25),    # min 10, but the first window starts at offset 25
+    ("CONSUME_FROM_TIMESTAMP", 40),
+])
+def test_start_position_of_a_group_without_offsets(where, expected):
+    from pipelines.config import parse_config
+    from pipelines.offsets import start_position
+    from tests.unit.test_config import with_ingestion
+
+    cfg = parse_config(with_ingestion(consume_from_where=where)).ingestions["orders"]
+    assert start_position(cfg, min_offset=10, max_offset=90, floor=25, timestamp_offset=40) == expected
+
+
+def test_timestamp_before_the_first_window_starts_at_the_first_window():
+    from pipelines.config import parse_config
+    from pipelines.offsets import start_position
+    from tests.unit.test_config import with_ingestion
+
+    cfg = parse_config(with_ingestion(consume_from_where="CONSUME_FROM_TIMESTAMP")).ingestions["orders"]
+    assert start_position(cfg, min_offset=0, max_offset=90, floor=25, timestamp_offset=3) == 25

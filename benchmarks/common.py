@@ -1,0 +1,89 @@
+"""Shared by the benchmarks: a dedicated local cluster, bulk data from the Java producer, RSS sampling."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from resources.local.cluster import LocalCluster
+from resources.local.peers import run as run_peer
+from resources.local.spec import BrokerSpec, ClusterSpec
+
+
+@contextmanager
+def bench_cluster(state_dir: Path, store_dir: Path | None = None, ports=(29876, 29911, 29921)):
+    """A name server and two brokers of our own, stopped and wiped afterwards."""
+    spec = ClusterSpec(state_dir=state_dir, store_root=store_dir, namesrv_port=ports[0],
+                       brokers=(BrokerSpec("broker-a", ports[1]), BrokerSpec("broker-b", ports[2])))
+    cluster = LocalCluster(spec)
+    try:
+        cluster.up()
+        yield cluster
+    finally:
+        cluster.down(wipe=True)
+
+
+def produce_bulk(cluster: LocalCluster, topic: str, count: int, body_size: int = 1024, batch: int = 64) -> float:
+    """Send ``count`` messages with the Java producer in batches; returns seconds taken."""
+    started = time.perf_counter()
+    run_peer("ProducerPeer", cluster.spec.state_dir,
+             ["--namesrv", cluster.spec.namesrv_address, "--topic", topic, "--count", str(count),
+              "--body-size", str(body_size), "--batch", str(batch), "--compress-over", str(1 << 20)],
+             timeout=3600)
+    return time.perf_counter() - started
+
+
+def process_tree_rss(root_pid: int) -> int:
+    """Resident bytes of ``root_pid`` and all its descendants (JVMs and Python workers included)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    total, stack = 0, [root_pid]
+    while stack:
+        pid = stack.pop()
+        stack.extend(children.get(pid, []))
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
+class PeakRss:
+    """Samples the RSS of this process tree every ``interval`` seconds while active."""
+
+    def __init__(self, interval: float = 0.25, root_pid: int | None = None):
+        self.interval = interval
+        self.root = root_pid or os.getpid()
+        self.peak = 0
+        self._stop = threading.Event()
+
+    def __enter__(self) -> "PeakRss":
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.peak = max(self.peak, process_tree_rss(self.root))
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, process_tree_rss(self.root))
+
+
+def mib(n: float) -> str:
+    return f"{n / 1024 / 1024:,.0f} MiB"

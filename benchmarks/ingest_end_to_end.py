@@ -1,0 +1,89 @@
+"""End to end: messages/s and peak memory landing a topic in Delta through the real pipeline.
+
+    .venv/bin/python -m benchmarks.ingest_end_to_end [--messages 1000000] [--backlog-factor 10]
+
+The Java producer fills 16 queues (8 per broker) with 1 KiB messages, all inside one one-minute
+window; once it is closed, ``pipelines.materialize`` lands the window in Delta with Spark on
+``local[2]`` (plan, exact ranges, one Spark job, one commit) and the accounting is checked. Peak
+memory is the RSS of this process tree (driver, Spark's JVM, its Python workers), sampled every
+250 ms. It runs again with ``--backlog-factor`` times the messages: with the per-queue thresholds
+bounding what a task holds, peak memory must stay flat while the backlog grows. The Java
+DefaultLitePullConsumer reading the same ranges in the same run is printed as the peer's figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.common import PeakRss, bench_cluster, mib, produce_bulk
+from pipelines.config import parse_config
+from pipelines.materialize import materialize
+from pipelines.windows import Window
+from resources.local.peers import consume
+from resources.rocketmq.client import RocketMQClient
+from resources.spark import spark_session
+
+
+def land(cluster, spark, topic: str, lake: Path, window: Window, run: str):
+    cfg = parse_config({
+        "clusters": {"bench": {"namesrv": cluster.spec.namesrv_address}},
+        "ingestions": {"bench": {"cluster": "bench", "topic": topic, "consumer_group": f"bench_{run}",
+                                 "table": f"bench_{run}", "window": {"cron": "* * * * *", "start": "2026-01-01"}}},
+    }).ingestions["bench"]
+    client = RocketMQClient(cluster.spec.namesrv_address, timeout=10)
+    with PeakRss() as rss:
+        started = time.perf_counter()
+        result = materialize(spark, client, {"namesrv": cluster.spec.namesrv_address}, "bench", cfg,
+                             str(lake / cfg.table), [("w", window)], run)
+        seconds = time.perf_counter() - started
+    (acct,) = result.accounting
+    assert acct.balanced and acct.rows == acct.planned, acct
+    return acct.rows, seconds, rss.peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--backlog-factor", type=int, default=10)
+    parser.add_argument("--store-dir", default=None,
+                        help="broker store (default /dev/shm; a 10x backlog of 1 KiB messages needs ~11 GB)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="rocketlake-e2e-", dir=args.store_dir) as tmp:
+        tmp_path = Path(tmp)
+        with bench_cluster(tmp_path / "state", Path(args.store_dir) / "store" if args.store_dir else None) as cluster:
+            spark = spark_session("local[2]", {"spark.driver.memory": "2g"})
+            spark.range(1).count()  # JVM warm before timing
+            figures = []
+            for factor in (1, args.backlog_factor):
+                count = args.messages * factor
+                topic = f"bench_e2e_{factor}x"
+                cluster.create_topic(topic, 8)
+                # One window: start on a fresh minute so the whole backlog is stored inside it.
+                while time.time() % 60 > 5:
+                    time.sleep(0.5)
+                start_ms = int(time.time()) // 60 * 60_000
+                produced_s = produce_bulk(cluster, topic, count)
+                end_ms = start_ms + 60_000 * (1 + int((time.time() * 1000 - start_ms) // 60_000))
+                while time.time() * 1000 < end_ms + 1000:
+                    time.sleep(0.5)
+                print(f"produced {count:,} x 1 KiB into 16 queues in {produced_s:.0f}s", flush=True)
+                rows, seconds, peak = land(cluster, spark, topic, tmp_path / "lake", Window(start_ms, end_ms),
+                                           f"{factor}x")
+                client = RocketMQClient(cluster.spec.namesrv_address)
+                ranges = {(mq.broker_name, mq.queue_id): (0, client.get_max_offset(mq)) for mq in client.queues(topic)}
+                (java,) = consume(cluster.spec.namesrv_address, cluster.spec.state_dir, topic, ranges, bench=True)
+                figures.append((factor, rows, seconds, peak, java))
+                print(f"{factor:>3}x  landed {rows:,} rows in {seconds:.1f}s = {rows / seconds:,.0f} msg/s, "
+                      f"peak RSS {mib(peak)} | java pull only: {java['messages'] / java['seconds']:,.0f} msg/s",
+                      flush=True)
+            print("\nsummary (local[2], 1 KiB messages, 16 queues, one window, Delta on local disk):")
+            for factor, rows, seconds, peak, java in figures:
+                print(f"  {rows:>11,} messages: {rows / seconds:>9,.0f} msg/s end to end, peak RSS {mib(peak):>10} "
+                      f"(java pull-only peer {java['messages'] / java['seconds']:,.0f} msg/s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Pull throughput: rocketlake's Python client against the Java client, same broker, same data, same run.
+
+    .venv/bin/python -m benchmarks.pull_throughput [--messages 200000] [--body-size 1024]
+
+Two cases: every message in one queue, and the same number spread over 16 queues (8 per broker).
+Python: one process, ``RocketMQClient.pull`` over the exact ranges, messages fully decoded (body,
+properties, ids), one thread per queue. Java: DefaultLitePullConsumer with assign + seek
+(``ConsumerPeer --mode bench``), timed from its first poll to the last message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from benchmarks.common import bench_cluster, produce_bulk
+from resources.local.peers import consume
+from resources.rocketmq.client import RocketMQClient
+from resources.rocketmq.message_queue import MessageQueue
+
+GROUP = "rocketlake_bench"
+
+
+def python_pull(namesrv: str, queues: dict[MessageQueue, int], batch: int) -> tuple[int, int, float]:
+    """Read [0, end) of every queue; returns (messages, body bytes, seconds)."""
+    client = RocketMQClient(namesrv, timeout=10)
+    for mq in queues:  # routes and connections warm, as the Java consumer's start() does before timing
+        client.get_max_offset(mq)
+
+    def read(mq: MessageQueue, end: int) -> tuple[int, int]:
+        offset, count, size = 0, 0, 0
+        while offset < end:
+            result = client.pull(mq, offset, batch, consumer_group=GROUP)
+            for m in result.messages:
+                count += 1
+                size += len(m.body)
+            offset = result.next_begin_offset
+        return count, size
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=len(queues)) as pool:
+        results = list(pool.map(lambda item: read(*item), queues.items()))
+    return sum(c for c, _ in results), sum(s for _, s in results), time.perf_counter() - started
+
+
+def java_pull(cluster, topic: str, queues: dict[MessageQueue, int], batch: int) -> tuple[int, int, float]:
+    (line,) = consume(cluster.spec.namesrv_address, cluster.spec.state_dir, topic,
+                      {(mq.broker_name, mq.queue_id): (0, end) for mq, end in queues.items()},
+                      bench=True, pull_batch_size=batch)
+    return line["messages"], line["bytes"], line["seconds"]
+
+
+def report(label: str, python: tuple[int, int, float], java: tuple[int, int, float]) -> str:
+    def rates(r):
+        return r[0] / r[2], r[1] / r[2] / 1024 / 1024
+
+    (pm, pb), (jm, jb) = rates(python), rates(java)
+    return (f"{label:<12} python {python[0]:>9,} msgs {pm:>10,.0f} msg/s {pb:>7.1f} MB/s | "
+            f"java {java[0]:>9,} msgs {jm:>10,.0f} msg/s {jb:>7.1f} MB/s | ratio {pm / jm:.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--body-size", type=int, default=1024)
+    parser.add_argument("--batch", type=int, default=32, help="messages per pull (the broker caps 1 KiB at 32)")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds; the best of each is reported")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="rocketlake-bench-") as tmp, bench_cluster(Path(tmp)) as cluster:
+        lines = []
+        for label, topic, queue_count, brokers in (("1 queue", "bench_1q", 1, ("broker-a",)),
+                                                   ("16 queues", "bench_16q", 8, ("broker-a", "broker-b"))):
+            cluster.create_topic(topic, queue_count, brokers)
+            seconds = produce_bulk(cluster, topic, args.messages, args.body_size)
+            print(f"produced {args.messages:,} x {args.body_size} B into {topic} with the Java producer "
+                  f"in {seconds:.1f}s", flush=True)
+            client = RocketMQClient(cluster.spec.namesrv_address)
+            queues = {mq: client.get_max_offset(mq) for mq in client.queues(topic)}
+            best_py, best_java = None, None
+            for _ in range(args.rounds):
+                py = python_pull(cluster.spec.namesrv_address, queues, args.batch)
+                java = java_pull(cluster, topic, queues, args.batch)
+                assert py[0] == java[0] == args.messages, (py, java)
+                best_py = py if best_py is None or py[2] < best_py[2] else best_py
+                best_java = java if best_java is None or java[2] < best_java[2] else best_java
+            lines.append(report(label, best_py, best_java))
+            print(lines[-1], flush=True)
+        print("\nsummary (best of rounds, same broker and data, decode included on both sides):")
+        print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""Helpers for the ingestion tests: a config for the test cluster, minute windows, Dagster runs."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+
+from assets.definitions import build_definitions
+from pipelines.config import load_config
+from resources.local import peers
+from resources.local.cluster import LocalCluster
+
+BODY_SCHEMA = "order_id STRING, amount DOUBLE"
+
+
+def minute_key(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d-%H:%M")
+
+
+def minute_floor_ms(epoch_ms: int) -> int:
+    return epoch_ms // 60_000 * 60_000
+
+
+def wait_until(epoch_s: float) -> None:
+    # Windows are minutes of broker store time: the tests must let real minutes pass.
+    while time.time() < epoch_s:
+        time.sleep(min(1.0, max(0.0, epoch_s - time.time())))
+
+
+def wait_for_next_minute(offset_s: float = 1.0) -> None:
+    wait_until((int(time.time()) // 60 + 1) * 60 + offset_s)
+
+
+def write_config(path: Path, cluster: LocalCluster, lake: Path, ingestions: dict[str, dict]) -> Path:
+    start = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+    body = {
+        "clusters": {"test": {"namesrv": cluster.spec.namesrv_address}},
+        "lake": {"root": str(lake)},
+        "spark": {"master": "local[2]"},
+        "ingestions": {
+            name: {"cluster": "test", "message_model": "CLUSTERING",
+                   "consume_from_where": "CONSUME_FROM_FIRST_OFFSET",
+                   "window": {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": 2, "start": start.isoformat()},
+                   "body": {"format": "json", "schema": BODY_SCHEMA}, **spec}
+            for name, spec in ingestions.items()},
+    }
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class Produced:
+    """Messages sent by the Java peer, with their store times as the Java consumer reports them."""
+
+    topic: str
+    by_msg_id: dict[str, dict]   # ConsumerPeer dump lines
+    sent: list[peers.SentMessage]
+
+    def windows(self) -> list[str]:
+        return sorted({minute_key(m["storeTimestamp"]) for m in self.by_msg_id.values()})
+
+    def in_window(self, key: str) -> list[dict]:
+        return [m for m in self.by_msg_id.values() if minute_key(m["storeTimestamp"]) == key]
+
+
+def java_dump(cluster: LocalCluster, topic: str, sent: list[peers.SentMessage]) -> dict[str, dict]:
+    ends: dict[tuple[str, int], int] = {}
+    for s in sent:
+        ends[(s.broker_name, s.queue_id)] = max(ends.get((s.broker_name, s.queue_id), 0), s.queue_offset + 1)
+    dump = peers.consume(cluster.spec.namesrv_address, cluster.spec.state_dir, topic,
+                         {q: (0, end) for q, end in ends.items()}, version=cluster.spec.version)
+    return {m["msgId"]: m for m in dump}
+
+
+def order(i: int, topic: str, tags: str = "TagA") -> dict:
+    return {"topic": topic, "tags": tags, "keys": [f"o-{i}"], "properties": {"seq": str(i)},
+            "body": f'{{"order_id": "o-{i}", "amount": {i}.5}}'}
+
+
+def definitions(config_path: Path):
+    return build_definitions(load_config(config_path))
+
+
+def run_partitions(defs, table: str, instance, first: str, last: str | None = None, tags: dict | None = None):
+    job = defs.resolve_job_def(f"{table}_job")
+    if last is None or last == first:
+        return job.execute_in_process(instance=instance, partition_key=first, raise_on_error=False, tags=tags)
+    return job.execute_in_process(
+        instance=instance, raise_on_error=False,
+        tags={"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last, **(tags or {})})

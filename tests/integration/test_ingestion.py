@@ -1,0 +1,142 @@
+"""Windows end to end: Java peer -> broker -> Spark -> Delta -> offsets, through real Dagster runs."""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from dagster import AssetKey, instance_for_test
+from deltalake import DeltaTable
+
+from tests.integration.ingestion_support import (
+    definitions,
+    minute_floor_ms,
+    minute_key,
+    run_partitions,
+    unique,
+    write_config,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def table_rows(path: str) -> list[dict]:
+    return DeltaTable(path).to_pyarrow_table().to_pylist()
+
+
+def setup(tmp_path: Path, local_cluster, produced, **extra):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    table, group = unique("t"), unique("g")
+    config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake", {
+        "orders": {"topic": produced.topic, "consumer_group": group, "table": table, **extra}})
+    return definitions(config), table, group, str(tmp_path / "lake" / table)
+
+
+def test_each_message_lands_once_in_the_window_of_its_store_time(tmp_path, local_cluster, produced):
+    defs, table, group, path = setup(tmp_path, local_cluster, produced)
+    w1, w2 = produced.windows()
+    with instance_for_test() as instance:
+        for key in (w1, w2):
+            assert run_partitions(defs, table, instance, key).success
+
+    rows = table_rows(path)
+    assert Counter(r["msg_id"] for r in rows) == Counter(produced.by_msg_id.keys())  # each exactly once
+    for row in rows:
+        java = produced.by_msg_id[row["msg_id"]]
+        assert int(row["window_start"].timestamp() * 1000) == minute_floor_ms(java["storeTimestamp"])
+        assert (row["broker_name"], row["queue_id"], row["queue_offset"]) == (
+            java["brokerName"], java["queueId"], java["queueOffset"])
+        assert int(row["store_timestamp"].timestamp() * 1000) == java["storeTimestamp"]
+        assert int(row["born_timestamp"].timestamp() * 1000) == java["bornTimestamp"]
+        assert row["body"] == base64.b64decode(java["bodyBase64"])
+        assert (row["tags"], row["keys"], row["offset_msg_id"]) == (java["tags"], java["keys"], java["offsetMsgId"])
+        # Java's PullAPIWrapper stamps MIN_OFFSET/MAX_OFFSET on pulled messages client-side; they are not stored.
+        client_side = {"MIN_OFFSET", "MAX_OFFSET"}
+        assert dict(row["properties"]) == {k: v for k, v in java["properties"].items() if k not in client_side}
+        assert row["order_id"] == f"o-{java['properties']['seq']}" and row["amount"] == int(java["properties"]["seq"]) + .5
+
+
+def test_offsets_committed_after_materialization_match_mqadmin(tmp_path, local_cluster, produced):
+    defs, table, group, path = setup(tmp_path, local_cluster, produced)
+    w1, w2 = produced.windows()
+    admin = local_cluster.mqadmin()
+    with instance_for_test() as instance:
+        assert run_partitions(defs, table, instance, w2).success
+        # Window 2 alone leaves a gap (window 1) on every queue: nothing may be committed yet.
+        assert {q.consumer_offset for q in admin.consumer_progress(group, produced.topic)} <= {0}
+        assert run_partitions(defs, table, instance, w1).success
+    ends = Counter()
+    for s in produced.sent:
+        ends[(s.broker_name, s.queue_id)] = max(ends[(s.broker_name, s.queue_id)], s.queue_offset + 1)
+    progress = {(q.broker_name, q.queue_id): q.consumer_offset
+                for q in admin.consumer_progress(group, produced.topic) if q.topic == produced.topic}
+    assert progress == dict(ends)
+
+
+def test_rematerializing_a_window_changes_nothing(tmp_path, local_cluster, produced):
+    defs, table, group, path = setup(tmp_path, local_cluster, produced)
+    w1, _ = produced.windows()
+    with instance_for_test() as instance:
+        assert run_partitions(defs, table, instance, w1).success
+        before = sorted(table_rows(path), key=lambda r: r["msg_id"])
+        version = DeltaTable(path).version()
+        assert run_partitions(defs, table, instance, w1).success
+    assert sorted(table_rows(path), key=lambda r: r["msg_id"]) == before
+    assert DeltaTable(path).version() == version + 1  # a new commit, the same rows
+    assert len(before) == len(produced.in_window(w1))
+
+
+def test_backfill_over_a_range_equals_the_windows_one_by_one(tmp_path, local_cluster, produced):
+    w1, w2 = produced.windows()
+    one_by_one, table_a, _, path_a = setup(tmp_path / "a", local_cluster, produced)
+    backfill, table_b, group_b, path_b = setup(tmp_path / "b", local_cluster, produced)
+    with instance_for_test() as instance:
+        for key in (w1, w2):
+            assert run_partitions(one_by_one, table_a, instance, key).success
+        result = run_partitions(backfill, table_b, instance, w1, w2)
+        assert result.success
+        materialized = instance.get_materialized_partitions(AssetKey(table_b))
+    assert materialized == {w1, w2}
+
+    def comparable(rows):
+        return sorted((r["msg_id"], r["window_start"], r["queue_offset"], r["body"]) for r in rows)
+
+    assert comparable(table_rows(path_a)) == comparable(table_rows(path_b))
+
+
+def test_a_window_that_is_not_closed_is_refused(tmp_path, local_cluster, produced):
+    import time
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    table = unique("t")
+    # Ended less than a minute ago, but a 5-minute grace keeps it open: messages may still land in it.
+    config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake", {
+        "orders": {"topic": produced.topic, "consumer_group": unique("g"), "table": table,
+                   "window": {"cron": "* * * * *", "grace_seconds": 300, "start": "2026-01-01T00:00:00Z"}}})
+    defs, path = definitions(config), str(tmp_path / "lake" / table)
+    last_minute = minute_key(int(time.time() * 1000) - 60_000)
+    with instance_for_test() as instance:
+        result = run_partitions(defs, table, instance, last_minute)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert "is not closed yet" in str(failure.event_specific_data.error)
+    assert not Path(path).exists()  # nothing written
+
+
+def test_dagster_cli_materializes_a_partition(tmp_path, local_cluster, produced):
+    _, table, group, path = setup(tmp_path, local_cluster, produced)
+    w1, _ = produced.windows()
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    env = dict(os.environ, ROCKETLAKE_CONFIG=str(tmp_path / "rocketlake.yaml"), DAGSTER_HOME=str(home))
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m", "assets",
+                             "--select", table, "--partition", w1], cwd=root, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(r["msg_id"] for r in table_rows(path)) == sorted(m["msgId"] for m in produced.in_window(w1))
