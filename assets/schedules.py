@@ -33,7 +33,7 @@ def closed_windows_to_run(partitions, now, grace_seconds: int, materialized: set
 
 def build_window_schedule(cfg: IngestionConfig) -> ScheduleDefinition:
     partitions = window_partitions(cfg.window)
-    job = define_asset_job(f"{cfg.table}_job", selection=[cfg.table], partitions_def=partitions)
+    job = define_asset_job(f"{cfg.table}_job", selection=[cfg.table])
 
     @schedule(name=f"{cfg.table}_windows", job=job, cron_schedule="* * * * *",
               execution_timezone=cfg.window.timezone, default_status=DefaultScheduleStatus.STOPPED,

@@ -57,7 +57,7 @@ def main() -> None:
             spark = spark_session("local[2]", {"spark.driver.memory": "2g"})
             spark.range(1).count()  # JVM warm before timing
             figures = []
-            for factor in (1, args.backlog_factor):
+            for factor in sorted({1, args.backlog_factor}):
                 count = args.messages * factor
                 topic = f"bench_e2e_{factor}x"
                 cluster.create_topic(topic, 8)

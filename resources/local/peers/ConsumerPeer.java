@@ -51,6 +51,11 @@ public final class ConsumerPeer {
             consumer.seek(mq, ranges.get(mq)[0]);
         }
         Map<MessageQueue, Long> done = new HashMap<>();
+        // assign() may start pulling before seek() lands, so a batch can come twice: count each offset once.
+        Map<MessageQueue, Long> next = new HashMap<>();
+        for (MessageQueue mq : queues) {
+            next.put(mq, ranges.get(mq)[0]);
+        }
         long messages = 0;
         long bytes = 0;
         long idleSince = System.nanoTime();
@@ -68,6 +73,9 @@ public final class ConsumerPeer {
             for (MessageExt m : batch) {
                 MessageQueue mq = new MessageQueue(m.getTopic(), m.getBrokerName(), m.getQueueId());
                 long[] range = ranges.get(mq);
+                if (range != null && m.getQueueOffset() < next.get(mq)) {
+                    continue;
+                }
                 if (range == null || m.getQueueOffset() >= range[1]) {
                     if (range != null) {
                         done.put(mq, m.getQueueOffset());
@@ -75,6 +83,7 @@ public final class ConsumerPeer {
                     }
                     continue;
                 }
+                next.put(mq, m.getQueueOffset() + 1);
                 messages++;
                 bytes += m.getBody().length;
                 if (!bench) {

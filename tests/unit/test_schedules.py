@@ -1,0 +1,43 @@
+"""The window schedule asks for closed, unmaterialized windows only, each once (run key = partition)."""
+
+from datetime import datetime, timedelta, timezone
+
+from dagster import build_schedule_context, instance_for_test
+
+from assets.partitions import window_partitions
+from assets.schedules import CATCH_UP, build_window_schedule, closed_windows_to_run
+from pipelines.config import parse_config
+from tests.unit.test_config import with_ingestion
+
+START = datetime(2026, 11, 1, tzinfo=timezone.utc)
+
+
+def ingestion(grace: int = 60):
+    raw = with_ingestion(window={"cron": "0 * * * *", "grace_seconds": grace, "start": START.isoformat()})
+    return parse_config(raw).ingestions["orders"]
+
+
+def test_only_windows_closed_with_grace_are_due():
+    parts = window_partitions(ingestion().window)
+    now = START + timedelta(hours=5, seconds=59)  # 05:00 window ended 59 s ago: still in its 60 s grace
+    assert closed_windows_to_run(parts, now, 60, set()) == ["2026-11-01-01:00", "2026-11-01-02:00", "2026-11-01-03:00"]
+    assert len(closed_windows_to_run(parts, now, 60, set())) == CATCH_UP
+    later = START + timedelta(hours=5, seconds=61)
+    assert closed_windows_to_run(parts, later, 60, set())[-1] == "2026-11-01-04:00"
+
+
+def test_catch_up_is_bounded_and_skips_materialized_windows():
+    parts = window_partitions(ingestion().window)
+    now = START + timedelta(days=3, minutes=5)
+    due = closed_windows_to_run(parts, now, 60, {"2026-11-03-23:00"})
+    assert due == ["2026-11-03-21:00", "2026-11-03-22:00"]
+
+
+def test_schedule_emits_run_requests_keyed_by_partition():
+    schedule = build_window_schedule(ingestion())
+    with instance_for_test() as instance:
+        context = build_schedule_context(instance=instance,
+                                         scheduled_execution_time=START + timedelta(hours=2, minutes=2))
+        requests = schedule(context)
+    assert [(r.run_key, r.partition_key) for r in requests] == [
+        ("2026-11-01-00:00", "2026-11-01-00:00"), ("2026-11-01-01:00", "2026-11-01-01:00")]
