@@ -102,7 +102,7 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
 
     scheduled = SCHEDULE_TAG in context.run.tags
     landed = materialize_windows(spark, client, rocketmq.source_options(), name, cfg, table_path, windows,
-                                 context.run_id, prepared, clip_to_group_position=scheduled)
+                                 context.run.run_id, prepared, clip_to_group_position=scheduled)
     balanced = all(a.balanced for a in landed.accounting)
     yield MaterializeResult(
         metadata=materialization_metadata(landed),
@@ -115,7 +115,7 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
         raise Failure(description="the accounting check failed; the group's offsets were not committed")
     # The materialization is recorded once the yield returns; commit only what Dagster shows recorded.
     recorded = _recorded_runs(context, asset_key, [k for k, _ in windows])
-    if context.run_id not in recorded:
+    if context.run.run_id not in recorded:
         context.log.warning("the materialization is not visible in the instance yet; offsets will be committed "
                             "by the next run")
         return
