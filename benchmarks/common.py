@@ -36,8 +36,9 @@ def produce_bulk(cluster: LocalCluster, topic: str, count: int, body_size: int =
     return time.perf_counter() - started
 
 
-def process_tree_rss(root_pid: int) -> int:
-    """Resident bytes of ``root_pid`` and all its descendants (JVMs and Python workers included)."""
+def process_tree_rss(root_pid: int, exclude: frozenset[int] = frozenset()) -> int:
+    """Resident bytes of ``root_pid`` and its descendants (JVMs and Python workers included),
+    leaving out the subtrees of ``exclude`` (the broker and name server the benchmark started)."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -51,6 +52,8 @@ def process_tree_rss(root_pid: int) -> int:
     total, stack = 0, [root_pid]
     while stack:
         pid = stack.pop()
+        if pid in exclude:
+            continue
         stack.extend(children.get(pid, []))
         try:
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -64,9 +67,10 @@ def process_tree_rss(root_pid: int) -> int:
 class PeakRss:
     """Samples the RSS of this process tree every ``interval`` seconds while active."""
 
-    def __init__(self, interval: float = 0.25, root_pid: int | None = None):
+    def __init__(self, interval: float = 0.25, root_pid: int | None = None, exclude: frozenset[int] = frozenset()):
         self.interval = interval
         self.root = root_pid or os.getpid()
+        self.exclude = exclude
         self.peak = 0
         self._stop = threading.Event()
 
@@ -77,13 +81,18 @@ class PeakRss:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            self.peak = max(self.peak, process_tree_rss(self.root))
+            self.peak = max(self.peak, process_tree_rss(self.root, self.exclude))
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, process_tree_rss(self.root))
+        self.peak = max(self.peak, process_tree_rss(self.root, self.exclude))
 
 
 def mib(n: float) -> str:
     return f"{n / 1024 / 1024:,.0f} MiB"
+
+
+def cluster_pids(cluster: LocalCluster) -> frozenset[int]:
+    procs = [cluster.namesrv, *cluster.broker_processes.values()]
+    return frozenset(pid for pid in (p.pid() for p in procs) if pid is not None)

@@ -5,8 +5,8 @@
 The Java producer fills 16 queues (8 per broker) with 1 KiB messages, all inside one one-minute
 window; once it is closed, ``pipelines.materialize`` lands the window in Delta with Spark on
 ``local[2]`` (plan, exact ranges, one Spark job, one commit) and the accounting is checked. Peak
-memory is the RSS of this process tree (driver, Spark's JVM, its Python workers), sampled every
-250 ms. It runs again with ``--backlog-factor`` times the messages: with the per-queue thresholds
+memory is the RSS of this process tree (driver, Spark's JVM, its Python workers; not the broker
+and name server the benchmark itself started), sampled every 250 ms. It runs again with ``--backlog-factor`` times the messages: with the per-queue thresholds
 bounding what a task holds, peak memory must stay flat while the backlog grows. The Java
 DefaultLitePullConsumer reading the same ranges in the same run is printed as the peer's figure.
 """
@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import PeakRss, bench_cluster, mib, produce_bulk
+from benchmarks.common import PeakRss, bench_cluster, cluster_pids, mib, produce_bulk
 from pipelines.config import parse_config
 from pipelines.materialize import materialize
 from pipelines.windows import Window
@@ -34,7 +34,7 @@ def land(cluster, spark, topic: str, lake: Path, window: Window, run: str):
                                  "table": f"bench_{run}", "window": {"cron": "* * * * *", "start": "2026-01-01"}}},
     }).ingestions["bench"]
     client = RocketMQClient(cluster.spec.namesrv_address, timeout=10)
-    with PeakRss() as rss:
+    with PeakRss(exclude=cluster_pids(cluster)) as rss:
         started = time.perf_counter()
         result = materialize(spark, client, {"namesrv": cluster.spec.namesrv_address}, "bench", cfg,
                              str(lake / cfg.table), [("w", window)], run)

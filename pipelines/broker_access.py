@@ -8,6 +8,7 @@ re-check the subscription's tags here, so every offset of a planned range is acc
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 from pipelines.options import SourceOptions
@@ -22,13 +23,22 @@ class RangeUnreadable(RuntimeError):
     """A planned offset range cannot be read in full; the message says which offsets and why."""
 
 
-def make_client(opts: SourceOptions) -> RocketMQClient:
-    credentials = None
-    if opts.access_key and opts.secret_key:
-        from resources.rocketmq.acl import Credentials
+_clients: dict[tuple, RocketMQClient] = {}
 
-        credentials = Credentials(opts.access_key, opts.secret_key)
-    return RocketMQClient(opts.namesrv, credentials=credentials, timeout=opts.timeout_ms / 1000)
+
+def make_client(opts: SourceOptions) -> RocketMQClient:
+    """One client per settings and process: Spark reuses its Python workers across tasks, and a
+    fresh client per task would refetch routes and reopen connections every time."""
+    key = (os.getpid(), opts.namesrv, opts.access_key, opts.secret_key, opts.timeout_ms)
+    client = _clients.get(key)
+    if client is None:
+        credentials = None
+        if opts.access_key and opts.secret_key:
+            from resources.rocketmq.acl import Credentials
+
+            credentials = Credentials(opts.access_key, opts.secret_key)
+        client = _clients[key] = RocketMQClient(opts.namesrv, credentials=credentials, timeout=opts.timeout_ms / 1000)
+    return client
 
 
 class BrokerStoreTimes:

@@ -213,6 +213,9 @@ class IngestionConfig(_Strict):
     pop_batch_nums: int = 32
     await_termination_millis_when_shutdown: int = Field(default=0, ge=0)
     consume_orderly: bool = False
+    # rocketlake's own: the longest offset range one Spark task reads (what it holds at once is
+    # bounded by the pull thresholds above); longer ranges become several tasks.
+    max_messages_per_task: int = Field(default=200_000, ge=1)
     # ClientConfig settings a batch pipeline still uses.
     mq_client_api_timeout: int = Field(default=3000, ge=1)  # ms, per broker call
     instance_name: str = "DEFAULT"

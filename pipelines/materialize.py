@@ -98,6 +98,7 @@ def read_plan(spark: SparkSession, source_options: dict[str, str], cfg: Ingestio
             .option("plan", plan_option(chunks)).option("includeFiltered", "true")
             .option("pullBatchSize", cfg.pull_batch_size).option("pullThresholdForQueue", max_messages)
             .option("pullThresholdSizeForQueue", max(1, max_bytes // MIB))
+            .option("maxMessagesPerPartition", cfg.max_messages_per_task)
             .option("timeoutMs", cfg.mq_client_api_timeout).option("consumerGroup", cfg.consumer_group)
             .load())
 

@@ -8,8 +8,9 @@
 | startingOffsets / endingOffsets | ``earliest``, ``latest``, or JSON ``{"broker-a": {"0": 12}}`` (default earliest / latest) |
 | startingTimestamp / endingTimestamp | epoch ms; exact store-time boundaries (first offset stored at or after) |
 | pullBatchSize | messages per PULL_MESSAGE request, [1, 1024], default 32 |
-| pullThresholdForQueue | most messages one task holds for one queue, [1, 65535], default 1000 |
-| pullThresholdSizeForQueue | most MiB one Arrow batch holds, [1, 1024], default 100 |
+| pullThresholdForQueue | most messages a task holds at once (one Arrow batch), [1, 65535], default 1000 |
+| pullThresholdSizeForQueue | most MiB a task holds at once (one Arrow batch), [1, 1024], default 100 |
+| maxMessagesPerPartition | longest offset range one Spark task reads, default 200000 |
 | consumerGroup | the group named in pull requests (nothing is committed), default ``rocketlake_reader`` |
 | timeoutMs | per broker call, default 3000 |
 | bodyFormat | ``raw`` (default) or ``text`` (adds ``body_text``) |
@@ -44,6 +45,7 @@ class SourceOptions:
     pull_batch_size: int = 32
     pull_threshold_for_queue: int = 1000
     pull_threshold_size_for_queue: int = 100
+    max_messages_per_partition: int = 200_000
     timeout_ms: int = 3000
     consumer_group: str = "rocketlake_reader"
     body_format: str = "raw"
@@ -123,6 +125,7 @@ def parse_options(raw: Any) -> SourceOptions:
         pull_batch_size=_int(options, "pullBatchSize", 32, 1, 1024),
         pull_threshold_for_queue=_int(options, "pullThresholdForQueue", 1000, 1, 65535),
         pull_threshold_size_for_queue=_int(options, "pullThresholdSizeForQueue", 100, 1, 1024),
+        max_messages_per_partition=_int(options, "maxMessagesPerPartition", 200_000, 1, 2**31 - 1),
         timeout_ms=_int(options, "timeoutMs", 3000, 1, 3_600_000),
         consumer_group=options.get("consumergroup", "rocketlake_reader"),
         body_format=body_format,

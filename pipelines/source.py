@@ -10,9 +10,10 @@ Register once per SparkSession, then read like Spark's Kafka source::
           .load())
 
 The driver plans (``partitions``): it resolves the bounds with the broker and splits every queue's
-range so no task holds more than ``pullThresholdForQueue`` messages. The executors read
-(``read``): each opens its own connection, pulls exactly ``[start, end)`` and yields Arrow record
-batches no larger than ``pullThresholdSizeForQueue`` MiB. Queues are keyed by
+range into tasks of at most ``maxMessagesPerPartition`` messages. The executors read (``read``):
+each pulls exactly ``[start, end)`` and streams Arrow record batches of at most
+``pullThresholdForQueue`` messages and ``pullThresholdSizeForQueue`` MiB, so what a task holds at
+once is bounded by the push consumer's per-queue cache limits, however long its range. Queues are keyed by
 (topic, broker_name, queue_id) everywhere: queue ids repeat across brokers.
 """
 
@@ -110,13 +111,13 @@ class RocketMQReader(DataSourceReader):
             for item in opts.plan:
                 queue = (item["topic"], item["broker_name"], int(item["queue_id"]))
                 for piece in split_ranges([OffsetRange(queue, int(item["start"]), int(item["end"]))],
-                                          opts.pull_threshold_for_queue):
+                                          opts.max_messages_per_partition):
                     chunks.append(Chunk(*piece.queue, piece.start, piece.end, item.get("window_start_ms")))
             return chunks
         from pipelines.broker_access import resolve_ranges
 
         ranges = resolve_ranges(opts)
-        return [Chunk(*r.queue, r.start, r.end) for r in split_ranges(ranges, opts.pull_threshold_for_queue)]
+        return [Chunk(*r.queue, r.start, r.end) for r in split_ranges(ranges, opts.max_messages_per_partition)]
 
     def read(self, partition: Chunk) -> Iterator[pa.RecordBatch]:
         from pipelines.broker_access import pull_range
@@ -133,7 +134,8 @@ class RocketMQReader(DataSourceReader):
             if not matched and not opts.include_filtered:
                 continue
             builder.add(message, matched)
-            if builder.rows >= opts.pull_batch_size * 32 or builder.bytes >= opts.pull_threshold_size_for_queue_bytes:
+            # What a task holds at once stays within the push consumer's per-queue cache limits.
+            if builder.rows >= opts.pull_threshold_for_queue or builder.bytes >= opts.pull_threshold_size_for_queue_bytes:
                 yield builder.flush()
         if builder.rows:
             yield builder.flush()

@@ -35,7 +35,7 @@ def test_killed_run_is_repaired_by_the_next(point, tmp_path, local_cluster, prod
     table, group = unique("t"), unique("g")
     config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake", {
         # Small tasks, so a kill during the write lands while some task files already exist.
-        "orders": {"topic": produced.topic, "consumer_group": group, "table": table, "pull_threshold_for_queue": 3}})
+        "orders": {"topic": produced.topic, "consumer_group": group, "table": table, "max_messages_per_task": 3}})
     home = tmp_path / "dagster_home"
     home.mkdir()
     env = dict(os.environ, ROCKETLAKE_CONFIG=str(config), DAGSTER_HOME=str(home))

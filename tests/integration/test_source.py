@@ -62,7 +62,7 @@ def test_offsets_json_and_split_by_threshold(create_topic, java_producer, rocket
     assert len(sent) == 40
     df = rocketmq_reader(topic, startingOffsets=json.dumps({"broker-a": {"0": 5}, "broker-b": {"0": 0}}),
                          endingOffsets=json.dumps({"broker-a": {"0": 15}, "broker-b": {"0": 3}}),
-                         pullThresholdForQueue="4")
+                         maxMessagesPerPartition="4", pullThresholdForQueue="2")
     assert df.rdd.getNumPartitions() == 4  # [5,9) [9,13) [13,15) on broker-a, [0,3) on broker-b
     assert keys(df.collect()) == [("broker-a", 0, o) for o in range(5, 15)] + [("broker-b", 0, o) for o in range(3)]
 

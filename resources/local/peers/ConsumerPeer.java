@@ -62,14 +62,11 @@ public final class ConsumerPeer {
         long start = System.nanoTime();
         while (done.size() < queues.size()) {
             List<MessageExt> batch = consumer.poll(1000);
-            if (batch.isEmpty()) {
-                // Offsets past the last matching message never arrive when a filter drops them.
-                if (System.nanoTime() - idleSince > 10_000_000_000L) {
-                    break;
-                }
-                continue;
+            // Stop when nothing new arrived for 10 s: offsets past the last matching message never arrive
+            // when a filter drops them, and redelivered batches must not keep the loop alive.
+            if (System.nanoTime() - idleSince > 10_000_000_000L) {
+                break;
             }
-            idleSince = System.nanoTime();
             for (MessageExt m : batch) {
                 MessageQueue mq = new MessageQueue(m.getTopic(), m.getBrokerName(), m.getQueueId());
                 long[] range = ranges.get(mq);
@@ -84,6 +81,7 @@ public final class ConsumerPeer {
                     continue;
                 }
                 next.put(mq, m.getQueueOffset() + 1);
+                idleSince = System.nanoTime();
                 messages++;
                 bytes += m.getBody().length;
                 if (!bench) {
