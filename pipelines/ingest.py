@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from pipelines.config import IngestionConfig
+from pipelines.config import IngestionConfig, MessageModel
 from pipelines.delta_writer import LedgerEntry, queue_key, read_ledger
 from pipelines.materialize import Materialization, materialize, subscribed_queues
 from pipelines.offsets import OffsetMove, commit_from_ledger, committed_offsets, initial_position, ledger_origin
@@ -36,6 +36,12 @@ class Prepared:
 
 def prepare(spark: SparkSession, client: RocketMQClient, cfg: IngestionConfig, table_path: str,
             recorded_runs: Collection[str], now_ms: int, first_window_start_ms: int) -> Prepared:
+    if cfg.message_model is MessageModel.BROADCASTING:
+        # Broadcasting progress lives in a local offset store per client id, never on the broker;
+        # until that store exists, refuse rather than commit broadcast progress as the group's.
+        raise NotImplementedError(
+            f"message_model BROADCASTING (group {cfg.consumer_group}) is not supported yet: its offsets belong in a "
+            "local offset store, which rocketlake does not have yet. Use CLUSTERING for this ingestion for now.")
     ledger = read_ledger(spark, table_path)
     queues = subscribed_queues(client, cfg)
     repaired = commit_from_ledger(client, cfg.consumer_group, queues, ledger, recorded_runs)
