@@ -44,13 +44,15 @@ def prepare(spark: SparkSession, client: RocketMQClient, cfg: IngestionConfig, t
             "local offset store, which rocketlake does not have yet. Use CLUSTERING for this ingestion for now.")
     ledger = read_ledger(spark, table_path)
     queues = subscribed_queues(client, cfg)
-    repaired = commit_from_ledger(client, cfg.consumer_group, queues, ledger, recorded_runs)
+    committed = committed_offsets(client, cfg.consumer_group, queues)
+    repaired = commit_from_ledger(client, cfg.consumer_group, queues, ledger, recorded_runs, committed)
+    committed |= {move.queue: move.after for move in repaired}
     origin = ledger_origin(e for e in ledger if e.consumer_group == cfg.consumer_group)
     starts, new_origin = {}, {}
-    for mq, committed in committed_offsets(client, cfg.consumer_group, queues).items():
+    for mq, offset in committed.items():
         key = queue_key(mq.topic, mq.broker_name, mq.queue_id)
-        if committed is not None:
-            starts[mq] = committed
+        if offset is not None:
+            starts[mq] = offset
         elif key in origin:
             starts[mq] = origin[key]
         else:

@@ -78,8 +78,12 @@ def ledger_origin(entries: Iterable[LedgerEntry]) -> dict[str, int]:
 
 
 def commit_from_ledger(client: RocketMQClient, group: str, queues: Collection[MessageQueue],
-                       entries: Iterable[LedgerEntry], recorded_runs: Collection[str]) -> list[OffsetMove]:
-    """Advance the group's offset on every queue whose contiguous run of recorded ranges moved."""
+                       entries: Iterable[LedgerEntry], recorded_runs: Collection[str],
+                       current: dict[MessageQueue, int | None] | None = None) -> list[OffsetMove]:
+    """Advance the group's offset on every queue whose contiguous run of recorded ranges moved.
+
+    ``current``: the group's committed offsets if the caller already asked the broker.
+    """
     entries = list(entries)
     landed: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for entry in entries:
@@ -92,15 +96,16 @@ def commit_from_ledger(client: RocketMQClient, group: str, queues: Collection[Me
             landed[key].append(gap)
     origin = ledger_origin(e for e in entries if e.consumer_group == group)
     moves = []
-    for mq, current in committed_offsets(client, group, queues).items():
+    committed = current if current is not None else committed_offsets(client, group, queues)
+    for mq, offset in committed.items():
         key = queue_key(mq.topic, mq.broker_name, mq.queue_id)
-        base = current if current is not None else origin.get(key)
+        base = offset if offset is not None else origin.get(key)
         if base is None or key not in landed:
             continue
         target = advance_watermark(base, landed[key])
-        if current is None or target > current:
+        if offset is None or target > offset:
             _update(client, group, mq, target)
-            moves.append(OffsetMove(mq, current, target))
+            moves.append(OffsetMove(mq, offset, target))
     return moves
 
 
