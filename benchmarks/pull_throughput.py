@@ -3,9 +3,10 @@
     .venv/bin/python -m benchmarks.pull_throughput [--messages 200000] [--body-size 1024]
 
 Two cases: every message in one queue, and the same number spread over 16 queues (8 per broker).
-Python: one process, ``RocketMQClient.pull`` over the exact ranges, messages fully decoded (body,
-properties, ids), one thread per queue. Java: DefaultLitePullConsumer with assign + seek
-(``ConsumerPeer --mode bench``), timed from its first poll to the last message.
+Python: one process and one thread, ``RocketMQClient.read_ranges`` over the exact ranges (several
+pulls in flight per queue on each broker's one connection), messages fully decoded (body,
+properties, ids). Java: DefaultLitePullConsumer with assign + seek (``ConsumerPeer --mode bench``),
+timed from its first poll to the last message.
 """
 
 from __future__ import annotations
@@ -13,37 +14,32 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from benchmarks.common import bench_cluster, produce_bulk
 from resources.local.peers import consume
 from resources.rocketmq.client import RocketMQClient
 from resources.rocketmq.message_queue import MessageQueue
+from resources.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT
 
 GROUP = "rocketlake_bench"
 
 
-def python_pull(namesrv: str, queues: dict[MessageQueue, int], batch: int) -> tuple[int, int, float]:
+def python_pull(namesrv: str, queues: dict[MessageQueue, int], batch: int, in_flight: int) -> tuple[int, int, float]:
     """Read [0, end) of every queue; returns (messages, body bytes, seconds)."""
     client = RocketMQClient(namesrv, timeout=10)
     for mq in queues:  # routes and connections warm, as the Java consumer's start() does before timing
         client.get_max_offset(mq)
-
-    def read(mq: MessageQueue, end: int) -> tuple[int, int]:
-        offset, count, size = 0, 0, 0
-        while offset < end:
-            result = client.pull(mq, offset, batch, consumer_group=GROUP)
-            for m in result.messages:
-                count += 1
-                size += len(m.body)
-            offset = result.next_begin_offset
-        return count, size
-
+    count, size = 0, 0
     started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=len(queues)) as pool:
-        results = list(pool.map(lambda item: read(*item), queues.items()))
-    return sum(c for c, _ in results), sum(s for _, s in results), time.perf_counter() - started
+    for _, messages in client.read_ranges([(mq, 0, end) for mq, end in queues.items()], consumer_group=GROUP,
+                                          batch_size=batch, pulls_in_flight=in_flight):
+        count += len(messages)
+        for m in messages:
+            size += len(m.body)
+    seconds = time.perf_counter() - started
+    client.close()
+    return count, size, seconds
 
 
 def java_pull(cluster, topic: str, queues: dict[MessageQueue, int], batch: int) -> tuple[int, int, float]:
@@ -67,6 +63,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--body-size", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=32, help="messages per pull (the broker caps 1 KiB at 32)")
+    parser.add_argument("--in-flight", type=int, default=DEFAULT_PULLS_IN_FLIGHT, help="pulls in flight per queue")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds; the best of each is reported")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="rocketlake-bench-") as tmp, bench_cluster(Path(tmp)) as cluster:
@@ -81,7 +78,7 @@ def main() -> None:
             queues = {mq: client.get_max_offset(mq) for mq in client.queues(topic)}
             best_py, best_java = None, None
             for _ in range(args.rounds):
-                py = python_pull(cluster.spec.namesrv_address, queues, args.batch)
+                py = python_pull(cluster.spec.namesrv_address, queues, args.batch, args.in_flight)
                 java = java_pull(cluster, topic, queues, args.batch)
                 assert py[0] == java[0] == args.messages, (py, java)
                 best_py = py if best_py is None or py[2] < best_py[2] else best_py

@@ -14,13 +14,13 @@ from collections.abc import Iterator
 from pipelines.options import SourceOptions
 from pipelines.windows import OffsetRange, first_offset_at_or_after
 from resources.rocketmq.client import RocketMQClient
+from resources.rocketmq.errors import RangeUnreadable
 from resources.rocketmq.filter import Subscription
 from resources.rocketmq.message import Message
 from resources.rocketmq.message_queue import MessageQueue
+from resources.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT
 
-
-class RangeUnreadable(RuntimeError):
-    """A planned offset range cannot be read in full; the message says which offsets and why."""
+__all__ = ["BrokerStoreTimes", "RangeUnreadable", "make_client", "pull_range", "resolve_ranges"]
 
 
 _clients: dict[tuple, RocketMQClient] = {}
@@ -96,25 +96,19 @@ def _bound(bound, mq: MessageQueue, lo: int, hi: int, default: int) -> int:
 
 def pull_range(opts: SourceOptions, topic: str, broker_name: str, queue_id: int, start: int, end: int
                ) -> Iterator[tuple[Message, bool]]:
-    """Every message of ``[start, end)`` in offset order with its subscription verdict."""
+    """Every message of ``[start, end)`` in offset order with its subscription verdict.
+
+    Several pulls are in flight at once, as many as fit the push consumer's per-queue cache
+    (``pullThresholdForQueue`` / ``pullBatchSize``) up to the reader's default; a missing offset
+    raises :class:`RangeUnreadable`.
+    """
     client = make_client(opts)
     mq = MessageQueue(topic, broker_name, queue_id)
     # The retry topic is subscribed with "*" whatever the main topic's expression (as the push consumer does).
     subscription = Subscription.parse(topic, "*" if topic.startswith("%RETRY%") else opts.subscription)
-    offset = start
-    while offset < end:
-        result = client.pull(mq, offset, min(opts.pull_batch_size, end - offset), consumer_group=opts.consumer_group)
-        if not result.messages:
-            raise RangeUnreadable(
-                f"{mq}: pulling offset {offset} of the planned range [{start}, {end}) gave {result.status} "
-                f"(queue min {result.min_offset}, max {result.max_offset}): "
-                + ("the broker already deleted these messages" if offset < result.min_offset else
-                   "the queue ends before the planned range does"))
-        for message in result.messages:
-            if message.queue_offset >= end:
-                return
-            if message.queue_offset != offset:
-                raise RangeUnreadable(f"{mq}: expected offset {offset}, the broker returned {message.queue_offset}; "
-                                      f"offsets [{offset}, {message.queue_offset}) are missing")
-            yield message, subscription.matches(message)
-            offset += 1
+    in_flight = max(1, min(DEFAULT_PULLS_IN_FLIGHT, opts.pull_threshold_for_queue // opts.pull_batch_size))
+    matches = subscription.matches
+    for _, messages in client.read_ranges([(mq, start, end)], consumer_group=opts.consumer_group,
+                                          batch_size=opts.pull_batch_size, pulls_in_flight=in_flight):
+        for message in messages:
+            yield message, matches(message)

@@ -11,6 +11,7 @@ from .errors import (
     NoPermission,
     ProtocolError,
     QueryNotFound,
+    RangeUnreadable,
     RequestTimeout,
     RocketMQError,
     SubscriptionGroupNotExist,
@@ -30,5 +31,6 @@ from .heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from .message_queue import MessageQueue
 from .pools import PrivateConnections
 from .pull import GetMessageStatus, PullResult, PullStatus
+from .range_reader import QueueRange, read_ranges
 from .retry import NO_RETRY, Backoff, ExponentialBackoff
 from .send import OutgoingMessage, SendResult, SendStatus

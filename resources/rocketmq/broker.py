@@ -39,7 +39,14 @@ from .admin import (
     parse_lock_response,
 )
 from .codes import RequestCode, ResponseCode
-from .connection import DEFAULT_TIMEOUT, Connection, RPCHook, get_connection, split_address
+from .connection import (
+    DEFAULT_TIMEOUT,
+    Connection,
+    PendingResponse,
+    RPCHook,
+    get_connection,
+    split_address,
+)
 from .errors import (
     BrokerError,
     InvalidArgument,
@@ -63,7 +70,7 @@ from .send import (
     parse_send_response,
 )
 
-__all__ = ["SEARCH_BOUNDARY_MIN_VERSION", "BoundaryType", "BrokerClient"]
+__all__ = ["SEARCH_BOUNDARY_MIN_VERSION", "BoundaryType", "BrokerClient", "PendingPull"]
 
 #: ``MQVersion.Version.V5_1_4.ordinal()``: first version whose SEARCH_OFFSET honours ``boundaryType``.
 SEARCH_BOUNDARY_MIN_VERSION = 441
@@ -207,6 +214,33 @@ class BrokerClient:
         way (FLAG_COMMIT_OFFSET). ``suspend_timeout_ms > 0`` long-polls; the call's timeout then
         defaults to the client's timeout *plus* the hold, and an explicit one must exceed the hold.
         """
+        return self.pull_async(
+            topic, queue_id, offset, max_msgs, consumer_group=consumer_group, sub_expression=sub_expression,
+            expression_type=expression_type, subscription=subscription, commit_offset=commit_offset,
+            suspend_timeout_ms=suspend_timeout_ms, post_subscription=post_subscription, timeout=timeout,
+        ).result()
+
+    def pull_async(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msgs: int = 32,
+        *,
+        consumer_group: str,
+        sub_expression: str | None = "*",
+        expression_type: str = EXPRESSION_TYPE_TAG,
+        subscription: Subscription | None = None,
+        commit_offset: int | None = None,
+        suspend_timeout_ms: int = 0,
+        post_subscription: bool = True,
+        timeout: float | None = None,
+    ) -> PendingPull:
+        """:meth:`pull`, sent now; :meth:`PendingPull.result` waits for and reads the answer.
+
+        Several pulls can be in flight on the broker's one connection at once (Java's
+        ``pullMessageAsync``); the timeout counts from the send.
+        """
         sub = subscription or Subscription.parse(topic, sub_expression, expression_type)
         if sub.topic != topic:
             raise InvalidArgument(f"subscription is for topic {sub.topic!r}, the pull for {topic!r}")
@@ -216,6 +250,8 @@ class BrokerClient:
             raise InvalidArgument(
                 f"a long poll held {suspend_timeout_ms} ms by the broker needs a timeout above that, got {timeout:g} s"
             )
+        if timeout <= 0:
+            raise InvalidArgument(f"timeout must be > 0 seconds, got {timeout}")
         request = build_pull_request(
             consumer_group=consumer_group,
             topic=topic,
@@ -228,11 +264,8 @@ class BrokerClient:
             post_subscription=post_subscription,
             broker_name=self.broker_name,
         )
-        response = self._invoke(request, timeout)
-        hint = None
-        if response.code == ResponseCode.TOPIC_NOT_EXIST:
-            hint = f"topic {topic!r} does not exist on broker {self.label}; create it first (mqadmin updateTopic)"
-        return parse_pull_response(response, sub, address=self.address, hint=hint)
+        pending = self.connections(self.address).invoke_async(request, timeout, rpc_hook=self.rpc_hook)
+        return PendingPull(self, pending, sub)
 
     # ------------------------------------------------------------------ offsets
 
@@ -542,3 +575,32 @@ def _rebuild(address: str, broker_name: str | None, timeout: float, rpc_hook: RP
                           connections=connections)
     client._server_version = version
     return client
+
+
+class PendingPull:
+    """A PULL_MESSAGE on the wire (from :meth:`BrokerClient.pull_async`)."""
+
+    __slots__ = ("_broker", "_pending", "_subscription")
+
+    def __init__(self, broker: BrokerClient, pending: PendingResponse, subscription: Subscription) -> None:
+        self._broker = broker
+        self._pending = pending
+        self._subscription = subscription
+
+    def done(self) -> bool:
+        return self._pending.done()
+
+    def result(self) -> PullResult:
+        """The decoded answer, or the error it maps to (as :meth:`BrokerClient.pull` raises)."""
+        response = self._pending.result()
+        broker = self._broker
+        broker._server_version = response.version
+        hint = None
+        if response.code == ResponseCode.TOPIC_NOT_EXIST:
+            hint = (f"topic {self._subscription.topic!r} does not exist on broker {broker.label}; "
+                    "create it first (mqadmin updateTopic)")
+        return parse_pull_response(response, self._subscription, address=broker.address, hint=hint)
+
+    def cancel(self) -> None:
+        """Stop waiting for the answer (it is dropped when it arrives)."""
+        self._pending.cancel()

@@ -2,8 +2,9 @@
 
 RocketMQ multiplexes every request to a given broker or name server over a single long-lived
 connection and matches responses by ``opaque`` (remoting/.../netty/NettyRemotingAbstract.java).
-A :class:`Connection` does the same with a socket, a daemon reader thread and a table
-``opaque -> pending future``:
+A :class:`Connection` does the same with a socket and a table ``opaque -> pending future``;
+the socket is read by the callers waiting for responses (leader/follower, see :class:`_Channel`)
+and, while nobody waits, by a daemon idle reader:
 
 * every call has a timeout (:class:`RequestTimeout` names the address and the request);
 * when the socket breaks, every pending call fails with :class:`ConnectionFailed` and the
@@ -26,6 +27,7 @@ import contextlib
 import itertools
 import logging
 import os
+import select
 import socket
 import threading
 import time
@@ -50,6 +52,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "Connection",
     "ConsumerIdsChangedListener",
+    "PendingResponse",
     "RPCHook",
     "close_all",
     "get_connection",
@@ -63,8 +66,8 @@ DEFAULT_TIMEOUT = 3.0
 #: ``NettyClientConfig#connectTimeoutMillis`` (3000 ms); a call's own timeout caps it further.
 DEFAULT_CONNECT_TIMEOUT = 3.0
 _READ_CHUNK = 256 * 1024
-# Socket timeout used as a poll interval: the reader re-checks for shutdown and a blocked
-# send re-checks its call deadline this often.
+# Longest single poll: waiters re-check their deadline and the channel's failure, the idle
+# reader whether callers took over, and a blocked send its deadline this often.
 _POLL_INTERVAL = 0.5
 _OPAQUE_MASK = 0x7FFFFFFF  # Java's opaque is an int32 from an AtomicInteger
 
@@ -93,7 +96,19 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 class _Channel:
-    """One socket and its reader thread. It fails once and is never reused."""
+    """One socket, read by whichever thread is waiting for a response. It fails once and is never reused.
+
+    Reading is *leader/follower*: a caller waiting for its response takes the lead (``_lead``)
+    and reads frames itself, dispatching every response it finds to its own waiter; callers that
+    find the lead taken wait on ``_arrived`` until their response is in or the lead is free. So
+    one thread keeping several pulls in flight reads its own answers: no thread hand-off per
+    response, which in one Python process costs more than decoding them. A daemon *idle reader*
+    takes the lead only while nobody waits, so requests the server sends (NOTIFY_CONSUMER_IDS_CHANGED)
+    and a closed connection are still noticed at once on an idle connection.
+
+    The socket is in blocking mode but used only with ``MSG_DONTWAIT`` after ``poll``: every wait
+    has a bound, and the poll interval lets waiters notice a failure from another thread.
+    """
 
     def __init__(self, conn: Connection, sock: socket.socket) -> None:
         self._conn = conn
@@ -101,10 +116,22 @@ class _Channel:
         self._sock = sock
         self._lock = threading.Lock()  # guards _pending and _failure
         self._send_lock = threading.Lock()  # one frame on the wire at a time
+        self._lead = threading.Lock()  # held by the one thread reading the socket
+        self._arrived = threading.Condition(threading.Lock())  # responses dispatched or lead released
+        self._waiting = 0  # callers inside wait_for(); the idle reader stays away while > 0
+        self._stopped = threading.Event()
         self._pending: dict[int, tuple[Future[RemotingCommand], int]] = {}
         self._failure: str | None = None
+        # Used under _lead only:
+        self._decoder = FrameDecoder(conn.max_frame_size)
+        self._chunk = memoryview(bytearray(_READ_CHUNK))
+        self._read_poll = select.poll()
+        self._read_poll.register(sock, select.POLLIN)
+        # Used under _send_lock only:
+        self._write_poll = select.poll()
+        self._write_poll.register(sock, select.POLLOUT)
         self._reader = threading.Thread(
-            target=self._read_loop, name=f"rocketmq-reader[{self._address}]", daemon=True
+            target=self._idle_read_loop, name=f"rocketmq-reader[{self._address}]", daemon=True
         )
 
     def start(self) -> None:
@@ -134,6 +161,8 @@ class _Channel:
             request_code=request_code,
         ) from cause
 
+    # ----------------------------------------------------------------- writing
+
     def send(self, data: bytes, deadline: float, request_code: int) -> None:
         """Write one whole frame, or fail the channel if only part of it got out."""
         if not self._send_lock.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
@@ -145,16 +174,19 @@ class _Channel:
                 if self._failure is not None:
                     self._raise_failed(request_code)
                 try:
-                    sent += self._sock.send(view[sent:])
-                except TimeoutError:
-                    if time.monotonic() < deadline:
-                        continue
-                    if sent:  # half a frame on the wire: the stream is unusable from here on
-                        self.fail(f"a send timed out after {sent} of {len(view)} bytes")
-                    raise self._send_timeout(request_code, "the socket send buffer stayed full") from None
+                    sent += self._sock.send(view[sent:], socket.MSG_DONTWAIT)
+                    continue
+                except BlockingIOError:
+                    pass
                 except OSError as exc:
                     self.fail(f"send failed: {exc}")
                     self._raise_failed(request_code, exc)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    if sent:  # half a frame on the wire: the stream is unusable from here on
+                        self.fail(f"a send timed out after {sent} of {len(view)} bytes")
+                    raise self._send_timeout(request_code, "the socket send buffer stayed full")
+                self._write_poll.poll(_millis(min(remaining, _POLL_INTERVAL)))
         finally:
             self._send_lock.release()
 
@@ -165,61 +197,87 @@ class _Channel:
             request_code=request_code,
         )
 
-    def fail(self, reason: str) -> None:
-        """Mark the channel dead, fail every pending call, wake the reader (which closes the socket)."""
-        with self._lock:
-            if self._failure is not None:
-                return
-            self._failure = reason
-            pending, self._pending = self._pending, {}
-        # shutdown (not close) from here: the reader may be inside recv on this fd, and
-        # closing would let the number be reused under it. The reader closes on exit.
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)
-        for future, request_code in pending.values():
-            future.set_exception(
-                ConnectionFailed(
-                    f"connection to {self._address} broke while waiting for "
-                    f"{describe_request(request_code)}: {reason}",
-                    address=self._address,
-                    request_code=request_code,
-                )
-            )
+    # ----------------------------------------------------------------- reading
 
-    def close(self, reason: str) -> None:
-        self.fail(reason)
-        if threading.current_thread() is not self._reader:
-            self._reader.join(timeout=2 * _POLL_INTERVAL)
-
-    def _read_loop(self) -> None:
-        decoder = FrameDecoder(self._conn.max_frame_size)
-        chunk = memoryview(bytearray(_READ_CHUNK))
-        sock = self._sock
-        reason = "reader stopped"
+    def wait_for(self, future: Future[RemotingCommand], deadline: float) -> None:
+        """Return once ``future`` is done, the channel failed, or ``deadline`` passed."""
+        if future.done():
+            return
+        arrived = self._arrived
+        with arrived:
+            self._waiting += 1
         try:
-            while self._failure is None:
-                try:
-                    received = sock.recv_into(chunk)
-                except TimeoutError:
-                    continue  # idle; loop to notice fail() from another thread
-                if not received:
-                    reason = "the peer closed the connection"
-                    break
-                for command in decoder.feed(chunk[:received]):
-                    self._dispatch(command)
-        except ProtocolError as exc:
-            reason = f"undecodable data from the peer: {exc}"
-        except OSError as exc:
-            reason = f"read failed: {exc}"
-        except Exception as exc:  # a bug must not leave callers waiting for their timeouts
-            log.exception("reader thread for %s crashed", self._address)
-            reason = f"reader thread crashed: {exc!r}"
+            while not future.done() and self._failure is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                if self._lead.acquire(blocking=False):
+                    try:
+                        while not future.done() and self._failure is None:
+                            remaining = deadline - time.monotonic()
+                            if remaining <= 0:
+                                break
+                            self._read(min(remaining, _POLL_INTERVAL))
+                    finally:
+                        self._lead.release()
+                        with arrived:
+                            arrived.notify_all()  # a follower may take the lead
+                else:
+                    with arrived:
+                        # _read notifies under this lock after dispatching, so no wakeup is lost.
+                        if not future.done() and self._failure is None:
+                            arrived.wait(min(remaining, _POLL_INTERVAL))
         finally:
-            self.fail(reason)
-            # Close under the send lock: no thread is inside send() on this fd, so the number
-            # cannot be reused by another socket under a sender's feet.
-            with self._send_lock:
-                sock.close()
+            with arrived:
+                self._waiting -= 1
+
+    def _idle_read_loop(self) -> None:
+        try:
+            while self._failure is None and not self._stopped.is_set():
+                if self._waiting:  # callers lead; look again later
+                    self._stopped.wait(_POLL_INTERVAL)
+                    continue
+                if not self._lead.acquire(timeout=_POLL_INTERVAL):
+                    continue
+                try:
+                    if not self._waiting:
+                        self._read(_POLL_INTERVAL)
+                finally:
+                    self._lead.release()
+                    with self._arrived:
+                        self._arrived.notify_all()
+        finally:
+            # Close under the lead and the send lock: no thread is polling, reading or writing
+            # this fd, so its number cannot be reused by another socket under anyone's feet.
+            with self._lead, self._send_lock:
+                self._sock.close()
+
+    def _read(self, timeout: float) -> None:
+        """Wait up to ``timeout`` for bytes, then read what is there and dispatch it (under ``_lead``)."""
+        if not self._read_poll.poll(_millis(timeout)):
+            return
+        try:
+            received = self._sock.recv_into(self._chunk, 0, socket.MSG_DONTWAIT)
+            if not received:
+                self.fail("the peer closed the connection")
+                return
+            commands = self._decoder.feed(self._chunk[:received])
+        except BlockingIOError:
+            return
+        except ProtocolError as exc:
+            self.fail(f"undecodable data from the peer: {exc}")
+            return
+        except OSError as exc:
+            self.fail(f"read failed: {exc}")
+            return
+        try:
+            for command in commands:
+                self._dispatch(command)
+        except Exception as exc:  # a bug must not leave callers waiting for their timeouts
+            log.exception("reading from %s failed", self._address)
+            self.fail(f"reading failed: {exc!r}")
+        with self._arrived:
+            self._arrived.notify_all()
 
     def _dispatch(self, command: RemotingCommand) -> None:
         if command.is_response:
@@ -231,6 +289,89 @@ class _Channel:
             entry[0].set_result(command)
         else:
             self._conn._handle_server_request(self, command)
+
+    # ----------------------------------------------------------------- failure
+
+    def fail(self, reason: str) -> None:
+        """Mark the channel dead, fail every pending call, wake every waiter; the idle reader closes the socket."""
+        with self._lock:
+            if self._failure is not None:
+                return
+            self._failure = reason
+            pending, self._pending = self._pending, {}
+        self._stopped.set()
+        # shutdown (not close) from here: another thread may be polling or reading this fd, and
+        # closing would let the number be reused under it.
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        for future, request_code in pending.values():
+            future.set_exception(
+                ConnectionFailed(
+                    f"connection to {self._address} broke while waiting for "
+                    f"{describe_request(request_code)}: {reason}",
+                    address=self._address,
+                    request_code=request_code,
+                )
+            )
+        with self._arrived:
+            self._arrived.notify_all()
+
+    def close(self, reason: str) -> None:
+        self.fail(reason)
+        if threading.current_thread() is not self._reader:
+            self._reader.join(timeout=2 * _POLL_INTERVAL)
+
+
+def _millis(seconds: float) -> int:
+    """poll()'s timeout: whole milliseconds, rounded up so a short wait is not a busy loop."""
+    return max(1, int(seconds * 1000 + 0.999))
+
+
+class PendingResponse:
+    """A request on the wire whose response has not been taken yet (from :meth:`Connection.invoke_async`)."""
+
+    __slots__ = ("_channel", "_connection", "_deadline", "_future", "_opaque", "_request_code", "_timeout")
+
+    def __init__(self, connection: Connection, channel: _Channel, request_code: int, opaque: int,
+                 future: Future[RemotingCommand], deadline: float, timeout: float) -> None:
+        self._connection = connection
+        self._channel = channel
+        self._request_code = request_code
+        self._opaque = opaque
+        self._future = future
+        self._deadline = deadline
+        self._timeout = timeout
+
+    def done(self) -> bool:
+        """True once the response (or the connection's failure) is in."""
+        return self._future.done()
+
+    def result(self) -> RemotingCommand:
+        """The response, waiting until the call's deadline at most.
+
+        Raises :class:`ConnectionFailed` or :class:`RequestTimeout` like :meth:`Connection.invoke`.
+        """
+        self._channel.wait_for(self._future, self._deadline)
+        try:
+            return self._future.result(timeout=0)
+        except TimeoutError:
+            if self._future.done():  # the answer raced the deadline; take it
+                return self._future.result()
+            connection = self._connection
+            what = f"{describe_request(self._request_code)} (opaque {self._opaque})"
+            if connection._close_on_timeout:
+                self._channel.fail(f"{what} timed out after {self._timeout:g} s, so the socket was dropped")
+            raise RequestTimeout(
+                f"{connection.address} did not answer {what} within {self._timeout:g} s",
+                address=connection.address,
+                request_code=self._request_code,
+            ) from None
+        finally:
+            self._channel.unregister(self._opaque)
+
+    def cancel(self) -> None:
+        """Stop waiting: a response that still arrives is dropped by the reader."""
+        self._channel.unregister(self._opaque)
 
 
 class Connection:
@@ -307,6 +448,22 @@ class Connection:
         Raises :class:`ConnectionFailed` or :class:`RequestTimeout`; a non-success response
         code is returned, not raised (see :meth:`invoke_checked`).
         """
+        return self.invoke_async(request, timeout, rpc_hook=rpc_hook).result()
+
+    def invoke_async(
+        self,
+        request: RemotingCommand,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        rpc_hook: RPCHook | None = None,
+    ) -> PendingResponse:
+        """Send ``request`` now and return at once; :meth:`PendingResponse.result` waits for the answer.
+
+        Lets one thread keep several requests in flight on this connection (Java's
+        ``invokeAsync``): the broker serves them concurrently and the responses are matched by
+        opaque whatever their order. ``timeout`` counts from now, so a response that arrived
+        before its deadline is returned even if ``result()`` is called later.
+        """
         deadline = time.monotonic() + timeout
         command = self._prepare(request, rpc_hook, oneway=False)
         data = encode(command, max_frame_size=self.max_frame_size)
@@ -314,21 +471,10 @@ class Connection:
         future = channel.register(command.opaque, command.code)
         try:
             channel.send(data, deadline, command.code)
-            try:
-                return future.result(timeout=max(deadline - time.monotonic(), 0.0))
-            except TimeoutError:
-                if future.done():  # the answer raced the deadline; take it
-                    return future.result()
-                what = f"{describe_request(command.code)} (opaque {command.opaque})"
-                if self._close_on_timeout:
-                    channel.fail(f"{what} timed out after {timeout:g} s, so the socket was dropped")
-                raise RequestTimeout(
-                    f"{self._address} did not answer {what} within {timeout:g} s",
-                    address=self._address,
-                    request_code=command.code,
-                ) from None
-        finally:
+        except BaseException:
             channel.unregister(command.opaque)
+            raise
+        return PendingResponse(self, channel, command.code, command.opaque, future, deadline, timeout)
 
     def invoke_checked(
         self,
@@ -408,7 +554,7 @@ class Connection:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-                sock.settimeout(_POLL_INTERVAL)
+                sock.settimeout(None)  # blocking mode; every wait is a bounded poll (see _Channel)
             except OSError as exc:
                 sock.close()
                 raise ConnectionFailed(

@@ -34,6 +34,7 @@ __all__ = [
     "NotLeaderForQueue",
     "ProtocolError",
     "QueryNotFound",
+    "RangeUnreadable",
     "RequestCodeNotSupported",
     "RequestTimeout",
     "RocketMQError",
@@ -139,6 +140,12 @@ class ProtocolError(RocketMQError):
         if offset is not None and message:
             message = f"{message} (at byte offset {offset})"
         super().__init__(message, **context)
+
+
+class RangeUnreadable(RocketMQError):
+    """An offset of a range that must be read in full cannot be: the broker already deleted it,
+    the queue ends before the range does, or the broker skipped it. The message names the queue
+    and the offsets."""
 
 
 class InvalidArgument(RocketMQError, ValueError):

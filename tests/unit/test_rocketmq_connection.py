@@ -223,6 +223,64 @@ def test_rpc_hook_signs_a_copy_that_the_peer_can_verify(peer: FrameEchoPeer, con
     assert "Signature" not in original.ext_fields
 
 
+def test_one_thread_keeps_several_requests_in_flight_and_reads_their_answers_itself(
+        peer: FrameEchoPeer, conn: Connection) -> None:
+    held: list[RemotingCommand] = []
+
+    def reply(req: RemotingCommand) -> list[bytes]:
+        held.append(req)  # nothing is answered until all four are on the wire, then in reverse
+        return [] if len(held) < 4 else [encode(echo_response(r)) for r in reversed(held)]
+
+    peer.reply = reply
+    pending = [conn.invoke_async(request(body=f"call-{i}".encode()), WAIT) for i in range(4)]
+    assert [p.result().body for p in pending] == [f"call-{i}".encode() for i in range(4)]
+    assert len({r.opaque for r in held}) == 4 and peer.accepted == 1
+
+
+def test_a_caller_reading_for_itself_also_delivers_another_threads_answer(
+        peer: FrameEchoPeer, conn: Connection) -> None:
+    held: list[RemotingCommand] = []
+
+    def reply(req: RemotingCommand) -> list[bytes]:
+        held.append(req)  # both answers come together, after the second request
+        return [] if len(held) < 2 else [encode(echo_response(r)) for r in held]
+
+    peer.reply = reply
+    with ThreadPoolExecutor(1) as pool:
+        other = pool.submit(conn.invoke, request(body=b"theirs"), WAIT)
+        peer.next_received()  # the other thread's request is on the wire and it is waiting
+        assert conn.invoke(request(body=b"mine"), WAIT).body == b"mine"
+        assert other.result(WAIT).body == b"theirs"
+
+
+def test_a_cancelled_request_drops_its_late_answer_and_the_connection_goes_on(
+        peer: FrameEchoPeer, conn: Connection) -> None:
+    stalled: list[RemotingCommand] = []
+
+    def reply(req: RemotingCommand) -> list[bytes]:
+        if req.code == RequestCode.PULL_MESSAGE:
+            stalled.append(req)
+            return []
+        return [encode(echo_response(r, body=b"late")) for r in stalled] + echo(req)
+
+    peer.reply = reply
+    pending = conn.invoke_async(request(RequestCode.PULL_MESSAGE), WAIT)
+    peer.next_received()
+    pending.cancel()
+    assert conn.invoke(request(body=b"fresh"), WAIT).body == b"fresh"  # the late answer went nowhere
+    assert not pending.done() and peer.accepted == 1
+
+
+def test_an_async_request_times_out_from_its_send_naming_the_request(peer: FrameEchoPeer, conn: Connection) -> None:
+    peer.reply = lambda req: []
+    pending = conn.invoke_async(request(RequestCode.QUERY_CONSUMER_OFFSET), timeout=0.2)
+    peer.next_received()
+    started = time.monotonic()
+    with pytest.raises(RequestTimeout, match=r"did not answer QUERY_CONSUMER_OFFSET\(14\) .* within 0.2 s"):
+        pending.result()
+    assert time.monotonic() - started < WAIT
+
+
 # --------------------------------------------------------------------------- timeouts
 
 

@@ -1,0 +1,212 @@
+"""Exact offset ranges, read with several pulls in flight per queue.
+
+A push consumer pulls one batch per queue and waits a round trip for it before asking for the
+next (``PullMessageService``). A batch read knows its ranges in advance, so the next batches of
+a queue can already be on the wire while the first is decoded: each queue keeps up to
+``pulls_in_flight`` PULL_MESSAGE requests outstanding on its broker's one multiplexed connection
+(``BrokerClient.pull_async``), all driven from the calling thread. No thread per queue and no
+hand-off between them: in one Python process that is what keeps the GIL busy with decoding
+rather than with switching.
+
+Every range is pulled with the subscription ``*``, so the broker skips nothing and each offset
+of ``[start, end)`` comes back exactly once, in order. A pull may return fewer messages than
+asked (a commit-log file ends, the 256 KiB transfer cap); the rest of its span is asked for
+again before the queue's later spans are delivered. An offset that cannot be read at all
+(deleted, past the queue's end, skipped by the broker) raises :class:`RangeUnreadable`.
+Tag or SQL filtering is the caller's: :meth:`Subscription.matches` on each message.
+
+Failed pulls that are worth repeating (a broken connection, a timeout, a busy broker) are
+repeated one at a time through :meth:`RocketMQClient.pull`, which refreshes the route and backs
+off; the pipelining resumes after that.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, NamedTuple
+
+from .errors import InvalidArgument, RangeUnreadable
+from .filter import Subscription
+from .message import Message
+from .message_queue import MessageQueue
+from .pull import PullResult
+from .retry import is_retriable
+
+if TYPE_CHECKING:
+    from .broker import BrokerClient, PendingPull
+    from .client import RocketMQClient
+
+__all__ = ["DEFAULT_MAX_IN_FLIGHT", "DEFAULT_PULLS_IN_FLIGHT", "QueueCursor", "QueueRange", "read_ranges"]
+
+#: Pulls kept outstanding per queue: enough to hide a round trip behind decoding on loopback
+#: and on a LAN (measured in benchmarks/pull_throughput.py), small next to pullThresholdForQueue.
+DEFAULT_PULLS_IN_FLIGHT = 4
+#: Pulls outstanding over all queues at once; with hundreds of queues each gets fewer.
+DEFAULT_MAX_IN_FLIGHT = 64
+
+
+class QueueRange(NamedTuple):
+    """The offsets ``[start, end)`` of one queue."""
+
+    mq: MessageQueue
+    start: int
+    end: int
+
+
+class _Span:
+    """Offsets ``[start, end)`` asked for by one pull (``pending`` until its answer is taken)."""
+
+    __slots__ = ("end", "pending", "start")
+
+    def __init__(self, start: int, end: int) -> None:
+        self.start = start
+        self.end = end
+        self.pending: PendingPull | None = None
+
+
+class QueueCursor:
+    """One queue's range: which spans are asked for, which offsets were delivered (no I/O here).
+
+    Spans are handed out in offset order by :meth:`next_span` and must be answered in that order
+    by :meth:`accept`, which checks the answer covers the span's first offsets without a hole and
+    returns what to deliver. A short answer puts the rest of its span back at the head.
+    """
+
+    __slots__ = ("batch_size", "delivered", "end", "in_flight", "mq", "requested", "start")
+
+    def __init__(self, mq: MessageQueue, start: int, end: int, batch_size: int) -> None:
+        if not 0 <= start <= end:
+            raise InvalidArgument(f"{mq}: bad offset range [{start}, {end})")
+        self.mq = mq
+        self.start = start
+        self.end = end
+        self.batch_size = batch_size
+        self.delivered = start  # every offset below has been returned by accept()
+        self.requested = start  # every offset below is delivered or in a span of in_flight
+        self.in_flight: deque[_Span] = deque()
+
+    @property
+    def finished(self) -> bool:
+        return self.delivered >= self.end
+
+    def next_span(self) -> _Span | None:
+        """The next span to ask for (appended to :attr:`in_flight`), or None when all are asked."""
+        if self.requested >= self.end:
+            return None
+        span = _Span(self.requested, min(self.requested + self.batch_size, self.end))
+        self.requested = span.end
+        self.in_flight.append(span)
+        return span
+
+    def accept(self, result: PullResult) -> tuple[list[Message], _Span | None]:
+        """Take the answer to the head span: its messages, and a span for what it lacked (already
+        placed at the head of :attr:`in_flight`, to be asked for before anything else)."""
+        span = self.in_flight.popleft()
+        start = span.start
+        messages = result.messages
+        if not messages:
+            raise RangeUnreadable(self._describe_empty(start, result))
+        if len(messages) > span.end - start:  # more than asked: never from a broker, cut to the span
+            messages = messages[: span.end - start]
+        for index, message in enumerate(messages):
+            if message.queue_offset != start + index:
+                raise RangeUnreadable(
+                    f"{self.mq}: expected offset {start + index} of the range [{self.start}, {self.end}), "
+                    f"the broker returned {message.queue_offset}; offsets [{start + index}, "
+                    f"{message.queue_offset}) are missing"
+                )
+        self.delivered = start + len(messages)
+        rest = None
+        if self.delivered < span.end:
+            rest = _Span(self.delivered, span.end)
+            self.in_flight.appendleft(rest)
+        return messages, rest
+
+    def _describe_empty(self, offset: int, result: PullResult) -> str:
+        if offset < result.min_offset:
+            why = "the broker already deleted these messages"
+        elif offset >= result.max_offset:
+            why = "the queue ends before the range does"
+        else:
+            why = "the broker returned no message for it"
+        return (f"{self.mq}: pulling offset {offset} of the range [{self.start}, {self.end}) gave "
+                f"{result.status.value} ({result.store_status.value if result.store_status else 'no store status'}; "
+                f"queue min {result.min_offset}, max {result.max_offset}): {why}")
+
+
+def read_ranges(
+    client: RocketMQClient,
+    ranges: Iterable[QueueRange | tuple[MessageQueue, int, int]],
+    *,
+    consumer_group: str,
+    batch_size: int = 32,
+    pulls_in_flight: int = DEFAULT_PULLS_IN_FLIGHT,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    timeout: float | None = None,
+) -> Iterator[tuple[MessageQueue, list[Message]]]:
+    """Every message of ``ranges``, as ``(queue, consecutive messages)`` in offset order per queue.
+
+    Queues are served in turn, one pull's answer each. At most ``pulls_in_flight`` pulls of
+    ``batch_size`` messages are outstanding per queue and about ``max_in_flight`` in all (each
+    queue keeps at least one), so what waits in memory is bounded like the push consumer's
+    process queue. Closing the iterator early abandons the outstanding pulls.
+    """
+    if not 1 <= batch_size <= 1024:  # pullBatchSize range of checkConfig
+        raise InvalidArgument(f"batch_size must be within [1, 1024], got {batch_size}")
+    if pulls_in_flight < 1 or max_in_flight < 1:
+        raise InvalidArgument(f"pulls_in_flight and max_in_flight must be >= 1, got {pulls_in_flight}, {max_in_flight}")
+    cursors = deque(QueueCursor(mq, start, end, batch_size) for mq, start, end in ranges if end > start)
+    if not cursors:
+        return
+    depth = max(1, min(pulls_in_flight, max_in_flight // len(cursors)))
+
+    subscriptions = {topic: Subscription.parse(topic, "*") for topic in {c.mq.topic for c in cursors}}
+    brokers: dict[str, BrokerClient] = {}  # looked up again after a retry: the route may have moved
+
+    def send(cursor: QueueCursor, span: _Span) -> None:
+        mq = cursor.mq
+        broker = brokers.get(mq.broker_name)
+        if broker is None:
+            broker = brokers[mq.broker_name] = client.broker(mq.broker_name)
+        span.pending = broker.pull_async(
+            mq.topic, mq.queue_id, span.start, span.end - span.start,
+            consumer_group=consumer_group, subscription=subscriptions[mq.topic], timeout=timeout,
+        )
+
+    def top_up(cursor: QueueCursor) -> None:
+        while len(cursor.in_flight) < depth and (span := cursor.next_span()) is not None:
+            send(cursor, span)
+
+    def answer(cursor: QueueCursor, span: _Span) -> PullResult:
+        assert span.pending is not None
+        try:
+            return span.pending.result()
+        except Exception as exc:
+            if not is_retriable(exc):
+                raise
+            # One at a time through the client's retries (route refresh, back-off).
+            brokers.clear()
+            return client.pull(cursor.mq, span.start, span.end - span.start,
+                               consumer_group=consumer_group, timeout=timeout)
+
+    try:
+        for cursor in cursors:
+            top_up(cursor)
+        while cursors:
+            cursor = cursors[0]
+            result = answer(cursor, cursor.in_flight[0])
+            messages, rest = cursor.accept(result)
+            if rest is not None:
+                send(cursor, rest)
+            top_up(cursor)  # before yielding: the broker works while the caller does
+            if cursor.finished:
+                cursors.popleft()
+            else:
+                cursors.rotate(-1)
+            yield cursor.mq, messages
+    finally:
+        for cursor in cursors:
+            for span in cursor.in_flight:
+                if span.pending is not None:
+                    span.pending.cancel()
