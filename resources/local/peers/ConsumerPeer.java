@@ -30,6 +30,7 @@ public final class ConsumerPeer {
         }
         String topic = opts.get("topic");
         boolean bench = "bench".equals(opts.getOrDefault("mode", "dump"));
+        boolean filtered = opts.containsKey("subscription");
         DefaultLitePullConsumer consumer = new DefaultLitePullConsumer("rocketlake_peer_consumer_" + ProcessHandle.current().pid());
         consumer.setNamesrvAddr(opts.get("namesrv"));
         consumer.setInstanceName("consumer-peer-" + ProcessHandle.current().pid());
@@ -51,17 +52,34 @@ public final class ConsumerPeer {
             consumer.seek(mq, ranges.get(mq)[0]);
         }
         Map<MessageQueue, Long> done = new HashMap<>();
-        // assign() may start pulling before seek() lands, so a batch can come twice: count each offset once.
+        // assign() may start pulling before seek() lands, so batches from other offsets can arrive
+        // (again, or ahead of the range): only the next offset of each range is taken.
         Map<MessageQueue, Long> next = new HashMap<>();
+        Map<MessageQueue, Long> reseekAt = new HashMap<>();
+        Map<MessageQueue, Long> progressAt = new HashMap<>();
         for (MessageQueue mq : queues) {
-            next.put(mq, ranges.get(mq)[0]);
+            long[] range = ranges.get(mq);
+            next.put(mq, range[0]);
+            if (range[0] >= range[1]) {
+                done.put(mq, range[0]);
+                consumer.pause(List.of(mq));
+            }
         }
         long messages = 0;
         long bytes = 0;
         long idleSince = System.nanoTime();
         long start = System.nanoTime();
         while (done.size() < queues.size()) {
-            List<MessageExt> batch = consumer.poll(1000);
+            List<MessageExt> batch = consumer.poll(200);
+            // A queue without progress for 2 s while unfinished: its pull task may be parked on an
+            // offset from before the seek (a long poll at the queue's end); seek it again.
+            long now = System.nanoTime();
+            for (MessageQueue mq : queues) {
+                if (!done.containsKey(mq) && now - progressAt.getOrDefault(mq, start) > 2_000_000_000L) {
+                    progressAt.put(mq, now);
+                    consumer.seek(mq, next.get(mq));
+                }
+            }
             // Stop when nothing new arrived for 10 s: offsets past the last matching message never arrive
             // when a filter drops them, and redelivered batches must not keep the loop alive.
             if (System.nanoTime() - idleSince > 10_000_000_000L) {
@@ -70,18 +88,26 @@ public final class ConsumerPeer {
             for (MessageExt m : batch) {
                 MessageQueue mq = new MessageQueue(m.getTopic(), m.getBrokerName(), m.getQueueId());
                 long[] range = ranges.get(mq);
-                if (range != null && m.getQueueOffset() < next.get(mq)) {
+                if (range == null || done.containsKey(mq) || m.getQueueOffset() < next.get(mq)) {
                     continue;
                 }
-                if (range == null || m.getQueueOffset() >= range[1]) {
-                    if (range != null) {
-                        done.put(mq, m.getQueueOffset());
-                        consumer.pause(List.of(mq));
+                if (m.getQueueOffset() > next.get(mq) && !filtered) {
+                    // A batch from a pull issued before the seek landed skipped ahead: seek again
+                    // (once per position) so the consumer goes back for the offsets in between.
+                    if (!next.get(mq).equals(reseekAt.get(mq))) {
+                        reseekAt.put(mq, next.get(mq));
+                        consumer.seek(mq, next.get(mq));
                     }
+                    continue;
+                }
+                if (m.getQueueOffset() >= range[1]) {
+                    done.put(mq, m.getQueueOffset());  // filtered: nothing else in the range matches
+                    consumer.pause(List.of(mq));
                     continue;
                 }
                 next.put(mq, m.getQueueOffset() + 1);
                 idleSince = System.nanoTime();
+                progressAt.put(mq, idleSince);
                 messages++;
                 bytes += m.getBody().length;
                 if (!bench) {
