@@ -118,7 +118,7 @@ class LocalCluster:
     def _prepare_dirs(self) -> None:
         for d in (self.spec.state_dir, self.spec.home, self.spec.log_dir, self.spec.state_dir / "namesrv"):
             d.mkdir(parents=True, exist_ok=True)
-        for relative, text in self.spec.logback_files().items():
+        for relative, text in self.spec.home_files().items():
             (self.spec.home / relative).parent.mkdir(parents=True, exist_ok=True)
             (self.spec.home / relative).write_text(text)
         store = self.spec.store

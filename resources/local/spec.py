@@ -8,7 +8,9 @@ cleaning) are visible in one place and testable without starting anything.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +32,31 @@ class BrokerSpec:
     def ports(self) -> tuple[int, ...]:
         # The broker also opens listenPort-2 (the "fast" server) and listenPort+1 (HA).
         return (self.port - 2, self.port, self.port + 1)
+
+
+@dataclass(frozen=True)
+class AclSpec:
+    """One account the brokers accept, allowed everything: requests must carry its ACL 1.0 signature.
+
+    4.9 reads it from ``$ROCKETMQ_HOME/conf/plain_acl.yml`` (``aclEnable``, the plain ACL module);
+    5.3 dropped that module and checks the same signatures with its authentication 2.0
+    (``authenticationEnabled``), the account being created as a super user at startup. Both
+    refuse requests that are unsigned or signed with another secret; 5.3 checks authentication
+    only (no per-topic authorization). ``repr()`` hides the secret.
+    """
+
+    access_key: str
+    secret_key: str = field(repr=False)
+
+    def __post_init__(self) -> None:
+        # 4.9 refuses keys of 6 characters or fewer; the charset keeps the values safe unescaped in a
+        # properties file, YAML and JSON. The message never shows the secret.
+        for name, value in (("access key", self.access_key), ("secret key", self.secret_key)):
+            if not _ACL_KEY.fullmatch(value):
+                raise ValueError(f"the ACL {name} must be 7+ characters of A-Z a-z 0-9 _ . -")
+
+
+_ACL_KEY = re.compile(r"[A-Za-z0-9_.-]{7,}")
 
 
 def default_state_dir() -> Path:
@@ -59,6 +86,8 @@ class ClusterSpec:
     brokers: tuple[BrokerSpec, ...] = (BrokerSpec("broker-a", 10911), BrokerSpec("broker-b", 10921))
     cluster_name: str = "DefaultCluster"
     version: str = ROCKETMQ_VERSION
+    #: Brokers accept only requests signed for this account (None: no ACL, the default).
+    acl: AclSpec | None = None
 
     @property
     def store(self) -> Path:
@@ -99,6 +128,39 @@ class ClusterSpec:
         if self.is_4x:
             return {k: v for k, v in values.items() if k not in _5X_ONLY_KEYS}
         return values
+
+    def home_files(self) -> dict[str, str]:
+        """Files to write under ROCKETMQ_HOME, by path relative to it."""
+        return {**self.logback_files(), **self.acl_files()}
+
+    def acl_files(self) -> dict[str, str]:
+        """``conf/plain_acl.yml``, where the 4.9 broker's PlainPermissionManager reads accounts."""
+        if self.acl is None or not self.is_4x:
+            return {}
+        return {"conf/plain_acl.yml": (
+            "accounts:\n"
+            f"  - accessKey: {json.dumps(self.acl.access_key)}\n"
+            f"    secretKey: {json.dumps(self.acl.secret_key)}\n"
+            '    whiteRemoteAddress: ""\n'  # no address is trusted without a signature
+            "    admin: true\n"
+        )}
+
+    def acl_properties(self) -> dict[str, object]:
+        """Broker properties that turn the ACL of :attr:`acl` on (none without one)."""
+        if self.acl is None:
+            return {}
+        if self.is_4x:
+            return {"aclEnable": "true"}
+        user = json.dumps({"username": self.acl.access_key, "password": self.acl.secret_key}, separators=(",", ":"))
+        return {
+            "authenticationEnabled": "true",
+            "authenticationProvider": "org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider",
+            # Users live in RocksDB under <storePathRootDir>/config/users. The init user is created only
+            # if absent: a changed secret takes effect on a wiped store.
+            "authenticationMetadataProvider":
+                "org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider",
+            "initAuthenticationUser": user,
+        }
 
     def logback_files(self) -> dict[str, str]:
         """conf/ files a 4.9 JVM exits without (5.x ships its logback configs inside the jars)."""
@@ -143,6 +205,7 @@ class ClusterSpec:
             "transientStorePoolEnable": "false",
             "warmMapedFileEnable": "false",
             "traceTopicEnable": "false",
+            **self.acl_properties(),
         }))
 
 

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
+
+import pytest
+import yaml
 
 from resources.jars import delta_jar_set, rocketmq_jar_set
 from resources.local.mqadmin import parse_consumer_progress, parse_topic_status
 from resources.local.process import ManagedProcess, start_time
-from resources.local.spec import BrokerSpec, ClusterSpec
+from resources.local.spec import AclSpec, BrokerSpec, ClusterSpec
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -35,6 +40,58 @@ def test_rendered_properties_have_no_trailing_spaces():
     spec = ClusterSpec(state_dir=Path("/s"))
     for text in (spec.namesrv_properties(), *(spec.broker_properties(b) for b in spec.brokers)):
         assert all(line == line.strip() and "=" in line for line in text.splitlines())
+
+
+_ACL_KEYS = {"aclEnable", "authenticationEnabled", "authenticationProvider", "authenticationMetadataProvider",
+             "initAuthenticationUser"}
+
+
+@pytest.mark.parametrize("version", ["5.3.3", "4.9.7"])
+def test_acl_is_off_unless_asked_for(version):
+    spec = ClusterSpec(state_dir=Path("/s"), version=version)
+    assert spec.acl is None
+    assert not _ACL_KEYS & parse_properties(spec.broker_properties(spec.brokers[0])).keys()
+    assert spec.home_files() == spec.logback_files()
+
+
+def test_4x_acl_is_plain_acl_yml_in_rocketmq_home():
+    spec = ClusterSpec(state_dir=Path("/s"), version="4.9.7", acl=AclSpec("rocketlake_ak", "s3cret.Key-1"))
+    props = parse_properties(spec.broker_properties(spec.brokers[0]))
+    assert props["aclEnable"] == "true"
+    assert not (_ACL_KEYS - {"aclEnable"}) & props.keys()  # no 5.x authentication keys
+    files = spec.home_files()
+    assert files.keys() == {*spec.logback_files(), "conf/plain_acl.yml"}
+    # PlainPermissionManager reads ${rocketmq.home.dir}/conf/plain_acl.yml: one admin account that no
+    # remote address is trusted for (an empty whiteRemoteAddress matches nothing).
+    assert yaml.safe_load(files["conf/plain_acl.yml"]) == {"accounts": [
+        {"accessKey": "rocketlake_ak", "secretKey": "s3cret.Key-1", "whiteRemoteAddress": "", "admin": True}]}
+    assert "globalWhiteRemoteAddresses" not in files["conf/plain_acl.yml"]
+
+
+def test_5x_acl_is_authentication_with_an_initial_user():
+    spec = ClusterSpec(state_dir=Path("/s"), acl=AclSpec("rocketlake_ak", "s3cret.Key-1"))
+    props = parse_properties(spec.broker_properties(spec.brokers[0]))
+    assert "aclEnable" not in props  # a dead switch on 5.3: the plain ACL module is gone
+    assert props["authenticationEnabled"] == "true"
+    assert props["authenticationMetadataProvider"].endswith(".LocalAuthenticationMetadataProvider")
+    assert props["authenticationProvider"].endswith(".DefaultAuthenticationProvider")
+    assert json.loads(props["initAuthenticationUser"]) == {"username": "rocketlake_ak", "password": "s3cret.Key-1"}
+    assert "authorizationEnabled" not in props  # authentication only: the account may do everything
+    assert spec.home_files() == spec.logback_files() == {}
+    # Everything else is rendered as without ACL.
+    plain = parse_properties(replace(spec, acl=None).broker_properties(spec.brokers[0]))
+    assert {k: v for k, v in props.items() if k not in _ACL_KEYS} == plain
+
+
+def test_acl_spec_hides_the_secret_and_refuses_keys_the_broker_would():
+    assert "s3cret.Key-1" not in repr(AclSpec("rocketlake_ak", "s3cret.Key-1"))
+    assert "s3cret.Key-1" not in repr(ClusterSpec(state_dir=Path("/s"), acl=AclSpec("rocketlake_ak", "s3cret.Key-1")))
+    with pytest.raises(ValueError, match="secret key") as short:
+        AclSpec("rocketlake_ak", "123456")  # 4.9 wants more than 6 characters
+    assert "123456" not in str(short.value)
+    for bad in ("has space1", 'quote"d-key', "back\\slash", "new\nline12"):
+        with pytest.raises(ValueError, match="access key"):
+            AclSpec(bad, "s3cret.Key-1")
 
 
 def test_broker_reserves_fast_and_ha_ports():
