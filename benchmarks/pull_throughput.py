@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.pull_throughput [--messages 200000] [--body-size 1024]
 
 Two cases: every message in one queue, and the same number spread over 16 queues (8 per broker).
-Python: one process and one thread, ``RocketMQClient.read_ranges`` over the exact ranges (several
+Python: one process and one thread, ``resources.rocketmq.read_ranges`` over the exact ranges (several
 pulls in flight per queue on each broker's one connection), messages fully decoded (body,
 properties, ids). Java: DefaultLitePullConsumer with assign + seek (``ConsumerPeer --mode bench``),
 timed from its first poll to the last message.
@@ -20,7 +20,7 @@ from benchmarks.common import bench_cluster, produce_bulk
 from resources.local.peers import consume
 from resources.rocketmq.client import RocketMQClient
 from resources.rocketmq.message_queue import MessageQueue
-from resources.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT
+from resources.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT, read_ranges
 
 GROUP = "rocketlake_bench"
 
@@ -32,8 +32,8 @@ def python_pull(namesrv: str, queues: dict[MessageQueue, int], batch: int, in_fl
         client.get_max_offset(mq)
     count, size = 0, 0
     started = time.perf_counter()
-    for _, messages in client.read_ranges([(mq, 0, end) for mq, end in queues.items()], consumer_group=GROUP,
-                                          batch_size=batch, pulls_in_flight=in_flight):
+    for _, messages in read_ranges(client, [(mq, 0, end) for mq, end in queues.items()], consumer_group=GROUP,
+                                   batch_size=batch, pulls_in_flight=in_flight):
         count += len(messages)
         for m in messages:
             size += len(m.body)

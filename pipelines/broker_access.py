@@ -18,7 +18,7 @@ from resources.rocketmq.errors import RangeUnreadable
 from resources.rocketmq.filter import Subscription
 from resources.rocketmq.message import Message
 from resources.rocketmq.message_queue import MessageQueue
-from resources.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT
+from resources.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT, read_ranges
 
 __all__ = ["BrokerStoreTimes", "RangeUnreadable", "make_client", "pull_range", "resolve_ranges"]
 
@@ -108,7 +108,7 @@ def pull_range(opts: SourceOptions, topic: str, broker_name: str, queue_id: int,
     subscription = Subscription.parse(topic, "*" if topic.startswith("%RETRY%") else opts.subscription)
     in_flight = max(1, min(DEFAULT_PULLS_IN_FLIGHT, opts.pull_threshold_for_queue // opts.pull_batch_size))
     matches = subscription.matches
-    for _, messages in client.read_ranges([(mq, start, end)], consumer_group=opts.consumer_group,
-                                          batch_size=opts.pull_batch_size, pulls_in_flight=in_flight):
+    for _, messages in read_ranges(client, [(mq, start, end)], consumer_group=opts.consumer_group,
+                                   batch_size=opts.pull_batch_size, pulls_in_flight=in_flight):
         for message in messages:
             yield message, matches(message)

@@ -21,7 +21,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from .acl import AclClientRPCHook, Credentials
@@ -36,7 +36,6 @@ from .message_queue import MessageQueue
 from .namesrv import ClusterInfo, NameServerClient, TopicRoute
 from .pools import PrivateConnections
 from .pull import PullResult
-from .range_reader import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PULLS_IN_FLIGHT, QueueRange, read_ranges
 from .retry import Backoff, ExponentialBackoff, call_with_retries, is_retriable
 from .send import DEFAULT_PRODUCER_GROUP, OutgoingMessage, SendResult
 
@@ -296,21 +295,6 @@ class RocketMQClient:
             ),
             topic=mq.topic,
         )
-
-    def read_ranges(
-        self,
-        ranges: Iterable[QueueRange | tuple[MessageQueue, int, int]],
-        *,
-        consumer_group: str,
-        batch_size: int = 32,
-        pulls_in_flight: int = DEFAULT_PULLS_IN_FLIGHT,
-        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-        timeout: float | None = None,
-    ) -> Iterator[tuple[MessageQueue, list[Message]]]:
-        """Every message of each ``(queue, start, end)``, in offset order per queue, with several
-        pulls in flight per queue from this one thread (see :mod:`.range_reader`)."""
-        return read_ranges(self, ranges, consumer_group=consumer_group, batch_size=batch_size,
-                           pulls_in_flight=pulls_in_flight, max_in_flight=max_in_flight, timeout=timeout)
 
     def get_min_offset(self, mq: MessageQueue) -> int:
         return self._run(mq.broker_name, lambda b: b.get_min_offset(mq.topic, mq.queue_id), topic=mq.topic)

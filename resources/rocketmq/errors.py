@@ -14,6 +14,7 @@ code and the broker's remark -- and ``str()`` spells all of it out, e.g.::
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 from .codes import ResponseCode, request_name, response_name
@@ -371,6 +372,17 @@ _BROKER_ERRORS: dict[int, type[BrokerError]] = {
 }
 
 
+# How brokers word a refused signature: 4.9's plain ACL throws AclException (answered SYSTEM_ERROR
+# with the exception as remark); 5.x authentication answers NO_PERMISSION with these sentences.
+_ACL_REFUSAL = re.compile(
+    r"AclException|AuthenticationException|check signature failed|username cannot be null|User:\S+ is not found"
+)
+_ACL_HINT = (
+    "the broker has ACL on and refused this client's credentials: check the AccessKey and SecretKey it "
+    "signs with (e.g. the ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY the resources read)"
+)
+
+
 def error_for_response(
     *,
     address: str | None,
@@ -384,6 +396,8 @@ def error_for_response(
     Unknown codes get the generic :class:`BrokerError`, which still names the code.
     """
     cls = _BROKER_ERRORS.get(response_code, BrokerError)
+    if hint is None and remark and _ACL_REFUSAL.search(remark):
+        hint = _ACL_HINT
     return cls(
         address=address,
         request_code=request_code,

@@ -15,9 +15,9 @@ again before the queue's later spans are delivered. An offset that cannot be rea
 (deleted, past the queue's end, skipped by the broker) raises :class:`RangeUnreadable`.
 Tag or SQL filtering is the caller's: :meth:`Subscription.matches` on each message.
 
-Failed pulls that are worth repeating (a broken connection, a timeout, a busy broker) are
-repeated one at a time through :meth:`RocketMQClient.pull`, which refreshes the route and backs
-off; the pipelining resumes after that.
+Pulls that fail, or cannot even be sent, for a reason worth repeating (a broken connection, a
+timeout, a busy broker) are repeated one at a time through :meth:`RocketMQClient.pull`, which
+refreshes the route and backs off; the pipelining resumes after that.
 """
 
 from __future__ import annotations
@@ -166,29 +166,34 @@ def read_ranges(
 
     def send(cursor: QueueCursor, span: _Span) -> None:
         mq = cursor.mq
-        broker = brokers.get(mq.broker_name)
-        if broker is None:
-            broker = brokers[mq.broker_name] = client.broker(mq.broker_name)
-        span.pending = broker.pull_async(
-            mq.topic, mq.queue_id, span.start, span.end - span.start,
-            consumer_group=consumer_group, subscription=subscriptions[mq.topic], timeout=timeout,
-        )
+        try:
+            broker = brokers.get(mq.broker_name)
+            if broker is None:
+                broker = brokers[mq.broker_name] = client.broker(mq.broker_name)
+            span.pending = broker.pull_async(
+                mq.topic, mq.queue_id, span.start, span.end - span.start,
+                consumer_group=consumer_group, subscription=subscriptions[mq.topic], timeout=timeout,
+            )
+        except Exception as exc:
+            if not is_retriable(exc):
+                raise
+            span.pending = None  # not sent (e.g. the broker is restarting): answer() pulls it with retries
 
     def top_up(cursor: QueueCursor) -> None:
         while len(cursor.in_flight) < depth and (span := cursor.next_span()) is not None:
             send(cursor, span)
 
     def answer(cursor: QueueCursor, span: _Span) -> PullResult:
-        assert span.pending is not None
-        try:
-            return span.pending.result()
-        except Exception as exc:
-            if not is_retriable(exc):
-                raise
-            # One at a time through the client's retries (route refresh, back-off).
-            brokers.clear()
-            return client.pull(cursor.mq, span.start, span.end - span.start,
-                               consumer_group=consumer_group, timeout=timeout)
+        if span.pending is not None:
+            try:
+                return span.pending.result()
+            except Exception as exc:
+                if not is_retriable(exc):
+                    raise
+        # One at a time through the client's retries (route refresh, back-off), then pipelined again.
+        brokers.clear()
+        return client.pull(cursor.mq, span.start, span.end - span.start,
+                           consumer_group=consumer_group, timeout=timeout)
 
     try:
         for cursor in cursors:

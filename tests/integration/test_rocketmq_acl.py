@@ -194,6 +194,7 @@ def test_unsigned_or_wrongly_signed_requests_are_refused_without_leaking_secrets
         assert error.address == acl_cluster.address and error.response_code == expected.code
         assert text.startswith(f"{acl_cluster.address} answered {request} with "), text
         assert f"({expected.code}): {expected.remarks[kind]}" in text, text
+        assert "check the AccessKey and SecretKey it signs with" in text  # says what to do
         assert not type(error).retriable  # fails at once: only new credentials help
         for secret in (SECRET_KEY, WRONG_SECRET):
             assert secret not in text and secret not in repr(error) and secret not in (error.remark or "")

@@ -2,7 +2,7 @@
 
 Bodies of 60 kB make the broker cut every pull at its 256 KiB transfer limit, so most pulls come
 back short and the reader must ask again for the rest of each span while later spans of the same
-queue are already in flight.
+queue are already in flight. A connection cut with pulls in flight must cost nothing either.
 """
 
 from __future__ import annotations
@@ -12,8 +12,11 @@ from collections import defaultdict
 
 import pytest
 
+from resources.rocketmq.broker import BrokerClient
+from resources.rocketmq.connection import get_connection
 from resources.rocketmq.errors import RangeUnreadable
 from resources.rocketmq.message_queue import MessageQueue
+from resources.rocketmq.range_reader import read_ranges
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +51,7 @@ def test_every_offset_comes_back_once_in_order_though_the_broker_shortens_answer
     assert 0 < len(rocketmq_client.pull(first, 0, 32, consumer_group=GROUP).messages) < 32
 
     ranges = [(mq, 1, len(items) - 1) for mq, items in by_queue.items()]  # not from 0, not to the end
-    chunks = list(rocketmq_client.read_ranges(ranges, consumer_group=GROUP, batch_size=32, pulls_in_flight=3))
+    chunks = list(read_ranges(rocketmq_client, ranges, consumer_group=GROUP, batch_size=32, pulls_in_flight=3))
 
     assert len({mq for mq, _ in chunks[:4]}) == 4  # queues are served in turn, not one after another
     read = defaultdict(list)
@@ -71,8 +74,50 @@ def test_a_range_past_the_end_of_the_queue_fails_naming_queue_and_offsets(rocket
 
     read = []
     with pytest.raises(RangeUnreadable) as caught:
-        for _, messages in rocketmq_client.read_ranges([(mq, 0, 8)], consumer_group=GROUP):
+        for _, messages in read_ranges(rocketmq_client, [(mq, 0, 8)], consumer_group=GROUP):
             read.extend(messages)
     assert [m.queue_offset for m in read] == [0, 1, 2, 3, 4]  # everything that exists came first
     text = str(caught.value)
     assert str(mq) in text and "offset 5 of the range [0, 8)" in text and "ends before the range does" in text
+
+
+def test_a_connection_cut_with_pulls_in_flight_loses_and_repeats_nothing(
+        rocketmq_client, new_topic, java_peers, monkeypatch):
+    topic = new_topic(queues=2)
+    sent = java_peers.produce(args=["--topic", topic, "--count", "400", "--body-size", "200"])
+    by_queue = defaultdict(list)
+    for s in sent:
+        by_queue[MessageQueue(topic, s.broker_name, s.queue_id)].append(s)
+    wait_for_max_offsets(rocketmq_client, {mq: len(items) for mq, items in by_queue.items()})
+
+    # Cut the broker connection right after the 6th pull is written: the broker cannot have answered
+    # it yet, so at least that pull fails in flight and must be repeated.
+    real_pull_async, real_pull = BrokerClient.pull_async, rocketmq_client.pull
+    sends, repeats, cut = [0], [], []
+
+    def pull_async_then_cut(self, *args, **kwargs):
+        pending = real_pull_async(self, *args, **kwargs)
+        sends[0] += 1
+        if sends[0] == 6:
+            channel = get_connection(self.address)._channel
+            channel.fail("cut by the test")
+            cut.append(channel)
+        return pending
+
+    def counted_pull(mq, offset, *args, **kwargs):
+        repeats.append((mq, offset))
+        return real_pull(mq, offset, *args, **kwargs)
+
+    monkeypatch.setattr(BrokerClient, "pull_async", pull_async_then_cut)
+    monkeypatch.setattr(rocketmq_client, "pull", counted_pull)
+    ranges = [(mq, 0, len(items)) for mq, items in by_queue.items()]
+    read = defaultdict(list)
+    for mq, messages in read_ranges(rocketmq_client, ranges, consumer_group=GROUP, batch_size=8):
+        read[mq].extend(messages)
+
+    assert cut and repeats  # the cut happened with pulls in flight, and they were pulled again
+    assert all(not channel.alive for channel in cut)
+    for mq, items in by_queue.items():
+        expected = sorted(items, key=lambda s: s.queue_offset)
+        assert [m.queue_offset for m in read[mq]] == list(range(len(items)))
+        assert [m.msg_id for m in read[mq]] == [s.msg_id for s in expected]

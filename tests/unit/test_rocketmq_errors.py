@@ -43,6 +43,29 @@ def test_hint_and_missing_remark_are_spelled_out() -> None:
 
 
 @pytest.mark.parametrize(
+    "code, remark",
+    [  # as the real brokers answer (tests/integration/test_rocketmq_acl.py)
+        (1, ("org.apache.rocketmq.acl.common.AclException: Check signature failed for accessKey=rocketlake_ak, "
+             "org.apache.rocketmq.acl.plain.PlainPermissionManager.validate(PlainPermissionManager.java:683)")),
+        (16, "check signature failed."),
+        (16, "username cannot be null."),
+        (16, "User:someone_else is not found."),
+    ],
+)
+def test_an_acl_refusal_says_to_check_the_credentials(code: int, remark: str) -> None:
+    text = str(error_for_response(address="a:1", request_code=11, response_code=code, remark=remark))
+    assert text.startswith("a:1 answered PULL_MESSAGE(11) with ") and remark in text
+    assert text.endswith("check the AccessKey and SecretKey it signs with "
+                         "(e.g. the ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY the resources read)")
+
+
+def test_other_refusals_get_no_acl_hint() -> None:
+    error = error_for_response(address="a:1", request_code=11, response_code=16,
+                               remark="the broker[10.0.0.1] pulling message is forbidden")
+    assert error.hint is None and "AccessKey" not in str(error)
+
+
+@pytest.mark.parametrize(
     "code, cls, retriable",
     [
         (2, SystemBusy, True),
