@@ -297,22 +297,24 @@ class _Channel:
         with self._lock:
             if self._failure is not None:
                 return
-            self._failure = reason
             pending, self._pending = self._pending, {}
+            # Every pending call is failed *before* the failure is published: a waiter that sees
+            # _failure stop its wait must find its future already done.
+            for future, request_code in pending.values():
+                future.set_exception(
+                    ConnectionFailed(
+                        f"connection to {self._address} broke while waiting for "
+                        f"{describe_request(request_code)}: {reason}",
+                        address=self._address,
+                        request_code=request_code,
+                    )
+                )
+            self._failure = reason
         self._stopped.set()
         # shutdown (not close) from here: another thread may be polling or reading this fd, and
         # closing would let the number be reused under it.
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
-        for future, request_code in pending.values():
-            future.set_exception(
-                ConnectionFailed(
-                    f"connection to {self._address} broke while waiting for "
-                    f"{describe_request(request_code)}: {reason}",
-                    address=self._address,
-                    request_code=request_code,
-                )
-            )
         with self._arrived:
             self._arrived.notify_all()
 
