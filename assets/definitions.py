@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dagster import Definitions, EnvVar
 
-from assets.ingestion import build_ingestion_asset, rocketmq_resource_key
-from assets.schedules import build_window_schedule
-from pipelines.config import RocketLakeConfig, load_config
-from resources.rocketmq_resource import RocketMQResource
-from resources.spark import SparkResource
+from rocketlake.assets.ingestion import build_ingestion_asset, rocketmq_resource_key
+from rocketlake.assets.schedules import build_window_schedule
+from rocketlake.pipelines.config import RocketLakeConfig, load_config
+from rocketlake.resources.rocketmq_resource import RocketMQResource
+from rocketlake.resources.spark import SparkResource
 
 
 def build_definitions(config: RocketLakeConfig) -> Definitions:

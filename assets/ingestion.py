@@ -27,13 +27,13 @@ from dagster import (
     asset,
 )
 
-from assets.metadata import materialization_metadata
-from assets.partitions import window_partitions
-from pipelines.config import IngestionConfig, LakeConfig
-from pipelines.failpoints import failpoint
-from pipelines.ingest import commit, materialize_windows, prepare
-from pipelines.windows import Window, WindowNotClosed, to_ms
-from resources.spark import SparkResource
+from rocketlake.assets.metadata import materialization_metadata
+from rocketlake.assets.partitions import window_partitions
+from rocketlake.pipelines.config import IngestionConfig, LakeConfig
+from rocketlake.pipelines.failpoints import failpoint
+from rocketlake.pipelines.ingest import commit, materialize_windows, prepare
+from rocketlake.pipelines.windows import Window, WindowNotClosed, to_ms
+from rocketlake.resources.spark import SparkResource
 
 # A single-run backfill is the point of this asset (one Spark job per range of windows); Dagster
 # marks the parameter beta, which is worth knowing once, not on every load of the code location.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 
-from pipelines.materialize import Materialization
+from rocketlake.pipelines.materialize import Materialization
 
 ROWS = "rocketlake/rows"
 BYTES = "rocketlake/bytes"

@@ -13,7 +13,7 @@ from dagster import TimeWindowPartitionsDefinition
 from dagster._utils.partitions import DEFAULT_DATE_FORMAT, DEFAULT_HOURLY_FORMAT_WITHOUT_TIMEZONE
 from dagster._utils.schedules import cron_string_iterator
 
-from pipelines.config import WindowConfig
+from rocketlake.pipelines.config import WindowConfig
 
 
 def partition_format(cron: str, timezone: str) -> str:

@@ -20,8 +20,8 @@ from dagster import (
     schedule,
 )
 
-from assets.partitions import window_partitions
-from pipelines.config import IngestionConfig
+from rocketlake.assets.partitions import window_partitions
+from rocketlake.pipelines.config import IngestionConfig
 
 CATCH_UP = 3
 

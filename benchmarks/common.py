@@ -8,9 +8,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from resources.local.cluster import LocalCluster
-from resources.local.peers import run as run_peer
-from resources.local.spec import BrokerSpec, ClusterSpec
+from rocketlake.resources.local.cluster import LocalCluster
+from rocketlake.resources.local.peers import run as run_peer
+from rocketlake.resources.local.spec import BrokerSpec, ClusterSpec
 
 
 @contextmanager

@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 
 from benchmarks.common import PeakRss, bench_cluster, cluster_pids, mib, produce_bulk
-from pipelines.config import parse_config
-from pipelines.materialize import materialize
-from pipelines.windows import Window
-from resources.local.peers import consume
-from resources.rocketmq.client import RocketMQClient
-from resources.spark import spark_session
+from rocketlake.pipelines.config import parse_config
+from rocketlake.pipelines.materialize import materialize
+from rocketlake.pipelines.windows import Window
+from rocketlake.resources.local.peers import consume
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.spark import spark_session
 
 
 def land(cluster, spark, topic: str, lake: Path, window: Window, run: str):

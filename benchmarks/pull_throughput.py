@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 
 from benchmarks.common import bench_cluster, produce_bulk
-from resources.local.peers import consume
-from resources.rocketmq.client import RocketMQClient
-from resources.rocketmq.message_queue import MessageQueue
-from resources.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT, read_ranges
+from rocketlake.resources.local.peers import consume
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.resources.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT, read_ranges
 
 GROUP = "rocketlake_bench"
 

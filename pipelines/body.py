@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from pipelines.source import SCHEMA_DDL
+from rocketlake.pipelines.source import SCHEMA_DDL
 
 METADATA_COLUMNS = {part.strip().split(" ")[0] for part in SCHEMA_DDL.split(",") if part.strip()} | {
     "body_text", "window_start", "matched"}

@@ -11,14 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-from pipelines.options import SourceOptions
-from pipelines.windows import OffsetRange, first_offset_at_or_after
-from resources.rocketmq.client import RocketMQClient
-from resources.rocketmq.errors import RangeUnreadable
-from resources.rocketmq.filter import Subscription
-from resources.rocketmq.message import Message
-from resources.rocketmq.message_queue import MessageQueue
-from resources.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT, read_ranges
+from rocketlake.pipelines.options import SourceOptions
+from rocketlake.pipelines.windows import OffsetRange, first_offset_at_or_after
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.errors import RangeUnreadable
+from rocketlake.resources.rocketmq.filter import Subscription
+from rocketlake.resources.rocketmq.message import Message
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.resources.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT, read_ranges
 
 __all__ = ["BrokerStoreTimes", "RangeUnreadable", "make_client", "pull_range", "resolve_ranges"]
 
@@ -34,7 +34,7 @@ def make_client(opts: SourceOptions) -> RocketMQClient:
     if client is None:
         credentials = None
         if opts.access_key and opts.secret_key:
-            from resources.rocketmq.acl import Credentials
+            from rocketlake.resources.rocketmq.acl import Credentials
 
             credentials = Credentials(opts.access_key, opts.secret_key)
         client = _clients[key] = RocketMQClient(opts.namesrv, credentials=credentials, timeout=opts.timeout_ms / 1000)

@@ -20,8 +20,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from resources.rocketmq.errors import InvalidName
-from resources.rocketmq.validators import check_consumer_group, check_topic
+from rocketlake.resources.rocketmq.errors import InvalidName
+from rocketlake.resources.rocketmq.validators import check_consumer_group, check_topic
 
 CONFIG_ENV = "ROCKETLAKE_CONFIG"
 DEFAULT_CONFIG = "rocketlake.yaml"

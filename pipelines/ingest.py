@@ -11,13 +11,13 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from pipelines.config import IngestionConfig, MessageModel
-from pipelines.delta_writer import LedgerEntry, queue_key, read_ledger
-from pipelines.materialize import Materialization, materialize, subscribed_queues
-from pipelines.offsets import OffsetMove, commit_from_ledger, committed_offsets, initial_position, ledger_origin
-from pipelines.windows import Window
-from resources.rocketmq.client import RocketMQClient
-from resources.rocketmq.message_queue import MessageQueue
+from rocketlake.pipelines.config import IngestionConfig, MessageModel
+from rocketlake.pipelines.delta_writer import LedgerEntry, queue_key, read_ledger
+from rocketlake.pipelines.materialize import Materialization, materialize, subscribed_queues
+from rocketlake.pipelines.offsets import OffsetMove, commit_from_ledger, committed_offsets, initial_position, ledger_origin
+from rocketlake.pipelines.windows import Window
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
 
 class MessagesDeleted(RuntimeError):

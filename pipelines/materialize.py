@@ -20,16 +20,16 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from pipelines.body import decode_body
-from pipelines.broker_access import BrokerStoreTimes
-from pipelines.config import IngestionConfig, MessageModel
-from pipelines.failpoints import failpoint
-from pipelines.delta_writer import LedgerEntry, RangeEntry, WindowEntry, queue_key, slice_predicate, write_slice
-from pipelines.source import plan_option, register
-from pipelines.windows import Window, window_ranges
-from resources.rocketmq.client import RocketMQClient
-from resources.rocketmq.errors import TopicNotExist
-from resources.rocketmq.message_queue import MessageQueue
+from rocketlake.pipelines.body import decode_body
+from rocketlake.pipelines.broker_access import BrokerStoreTimes
+from rocketlake.pipelines.config import IngestionConfig, MessageModel
+from rocketlake.pipelines.failpoints import failpoint
+from rocketlake.pipelines.delta_writer import LedgerEntry, RangeEntry, WindowEntry, queue_key, slice_predicate, write_slice
+from rocketlake.pipelines.source import plan_option, register
+from rocketlake.pipelines.windows import Window, window_ranges
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.errors import TopicNotExist
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
 MIB = 1024 * 1024
 

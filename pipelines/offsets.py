@@ -14,14 +14,14 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from pipelines.broker_access import BrokerStoreTimes
-from pipelines.config import ConsumeFromWhere, IngestionConfig
-from pipelines.delta_writer import LedgerEntry, queue_key
-from pipelines.planning import advance_watermark
-from pipelines.windows import first_offset_at_or_after
-from resources.rocketmq.client import RocketMQClient
-from resources.rocketmq.errors import SubscriptionGroupNotExist
-from resources.rocketmq.message_queue import MessageQueue
+from rocketlake.pipelines.broker_access import BrokerStoreTimes
+from rocketlake.pipelines.config import ConsumeFromWhere, IngestionConfig
+from rocketlake.pipelines.delta_writer import LedgerEntry, queue_key
+from rocketlake.pipelines.planning import advance_watermark
+from rocketlake.pipelines.windows import first_offset_at_or_after
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.errors import SubscriptionGroupNotExist
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
 
 @dataclass(frozen=True)

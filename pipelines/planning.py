@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 
-from pipelines.windows import OffsetRange
+from rocketlake.pipelines.windows import OffsetRange
 
 
 def split_ranges(ranges: Iterable[OffsetRange], max_messages: int) -> list[OffsetRange]:

@@ -2,7 +2,7 @@
 
 Register once per SparkSession, then read like Spark's Kafka source::
 
-    from pipelines.source import register
+    from rocketlake.pipelines.source import register
     register(spark)
     df = (spark.read.format("rocketmq")
           .option("namesrv", "127.0.0.1:9876").option("topic", "orders")
@@ -27,10 +27,10 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from pipelines.failpoints import failpoint
-from pipelines.options import SourceOptions, parse_options
-from pipelines.planning import split_ranges
-from pipelines.windows import OffsetRange
+from rocketlake.pipelines.failpoints import failpoint
+from rocketlake.pipelines.options import SourceOptions, parse_options
+from rocketlake.pipelines.planning import split_ranges
+from rocketlake.pipelines.windows import OffsetRange
 
 SCHEMA_DDL = (
     "topic STRING, broker_name STRING, queue_id INT, queue_offset BIGINT, msg_id STRING, offset_msg_id STRING, "
@@ -114,13 +114,13 @@ class RocketMQReader(DataSourceReader):
                                           opts.max_messages_per_partition):
                     chunks.append(Chunk(*piece.queue, piece.start, piece.end, item.get("window_start_ms")))
             return chunks
-        from pipelines.broker_access import resolve_ranges
+        from rocketlake.pipelines.broker_access import resolve_ranges
 
         ranges = resolve_ranges(opts)
         return [Chunk(*r.queue, r.start, r.end) for r in split_ranges(ranges, opts.max_messages_per_partition)]
 
     def read(self, partition: Chunk) -> Iterator[pa.RecordBatch]:
-        from pipelines.broker_access import pull_range
+        from rocketlake.pipelines.broker_access import pull_range
 
         if not isinstance(partition, Chunk):
             return  # an empty plan: Spark still runs one task, with its own default partition

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dagster import ConfigurableResource
 from pydantic import Field, PrivateAttr
 
-from resources.rocketmq.acl import Credentials
-from resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.acl import Credentials
+from rocketlake.resources.rocketmq.client import RocketMQClient
 
 
 class RocketMQResource(ConfigurableResource):

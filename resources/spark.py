@@ -16,7 +16,7 @@ from dagster import ConfigurableResource
 from pydantic import Field
 from pyspark.sql import SparkSession
 
-from resources import jars
+from rocketlake.resources import jars
 
 _lock = threading.Lock()
 
@@ -43,7 +43,7 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None,
     Spark allows one active session per JVM; asking again returns it, with ``conf`` applied where
     Spark allows runtime changes.
     """
-    from pipelines.failpoints import arm
+    from rocketlake.pipelines.failpoints import arm
 
     arm()  # inert unless a crash test asked for a failpoint
     os.environ["PYSPARK_PYTHON"] = sys.executable

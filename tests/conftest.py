@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from resources.jars import ROCKETMQ_4_VERSION, ROCKETMQ_VERSION
-from resources.local.cluster import LocalCluster
-from resources.local.peers import SentMessage, produce
-from resources.local.process import port_in_use
-from resources.local.spec import BrokerSpec, ClusterSpec, default_store_root
+from rocketlake.resources.jars import ROCKETMQ_4_VERSION, ROCKETMQ_VERSION
+from rocketlake.resources.local.cluster import LocalCluster
+from rocketlake.resources.local.peers import SentMessage, produce
+from rocketlake.resources.local.process import port_in_use
+from rocketlake.resources.local.spec import BrokerSpec, ClusterSpec, default_store_root
 
 _rng = random.Random()
 
@@ -95,7 +95,7 @@ def java_producer(local_cluster: LocalCluster) -> Callable[..., list[SentMessage
 
 @pytest.fixture(scope="session")
 def spark():
-    from resources.spark import spark_session
+    from rocketlake.resources.spark import spark_session
 
     session = spark_session("local[2]")
     yield session
@@ -118,7 +118,7 @@ def rocketmq_cluster(request: pytest.FixtureRequest) -> LocalCluster:
 @pytest.fixture
 def rocketmq_client(rocketmq_cluster: LocalCluster):
     """Our client for the cluster of ``rocketmq_cluster`` (route cache is per test)."""
-    from resources.rocketmq.client import RocketMQClient
+    from rocketlake.resources.rocketmq.client import RocketMQClient
 
     return RocketMQClient(rocketmq_cluster.spec.namesrv_address, timeout=10.0)
 
@@ -154,12 +154,12 @@ class JavaPeers:
         return produce(self.namesrv, self.state_dir, messages, args=list(args), version=self.version)
 
     def consume(self, topic: str, ranges: dict[tuple[str, int], tuple[int, int]], **options) -> list[dict]:
-        from resources.local.peers import consume
+        from rocketlake.resources.local.peers import consume
 
         return consume(self.namesrv, self.state_dir, topic, ranges, version=self.version, **options)
 
     def admin(self, commands: list[dict]) -> list[dict]:
-        from resources.local.peers import admin
+        from rocketlake.resources.local.peers import admin
 
         answers = admin(self.namesrv, self.state_dir, commands, version=self.version)
         assert len(answers) == len(commands), answers
@@ -179,7 +179,7 @@ def pull_range(client, mq, start: int, end: int, *, group: str = "rocketlake_tes
 
     Fails if the queue ends before ``end`` (NO_NEW_MSG / OFFSET_ILLEGAL while offsets are missing).
     """
-    from resources.rocketmq.pull import PullStatus
+    from rocketlake.resources.rocketmq.pull import PullStatus
 
     out = []
     offset = start

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from resources import jars
-from resources.local.process import (
+from rocketlake.resources import jars
+from rocketlake.resources.local.process import (
     BROKER_HEAP,
     NAMESRV_HEAP,
     LocalClusterError,
@@ -24,8 +24,8 @@ from resources.local.process import (
     port_in_use,
     stop_all,
 )
-from resources.local.mqadmin import MQAdmin
-from resources.local.spec import BrokerSpec, ClusterSpec
+from rocketlake.resources.local.mqadmin import MQAdmin
+from rocketlake.resources.local.spec import BrokerSpec, ClusterSpec
 
 START_TIMEOUT_S = 120.0
 
@@ -159,8 +159,8 @@ class LocalCluster:
 
     def _registered_addresses(self) -> dict[str, str]:
         """brokerName -> master address, as the name server reports it ({} when unreachable)."""
-        from resources.rocketmq.errors import RocketMQError
-        from resources.rocketmq.namesrv import NameServerClient
+        from rocketlake.resources.rocketmq.errors import RocketMQError
+        from rocketlake.resources.rocketmq.namesrv import NameServerClient
 
         try:
             info = NameServerClient(self.spec.namesrv_address, timeout=2.0).cluster_info()
@@ -204,8 +204,8 @@ class LocalCluster:
             time.sleep(0.2)  # the broker registers the new topic with the name server asynchronously
 
     def _routed_queue_counts(self, topic: str) -> dict[str, int]:
-        from resources.rocketmq.errors import RocketMQError
-        from resources.rocketmq.namesrv import NameServerClient
+        from rocketlake.resources.rocketmq.errors import RocketMQError
+        from rocketlake.resources.rocketmq.namesrv import NameServerClient
 
         try:
             route = NameServerClient(self.spec.namesrv_address, timeout=2.0).topic_route(topic)

@@ -12,8 +12,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from resources import jars
-from resources.local.process import TOOL_HEAP, LocalClusterError, jvm_base_flags
+from rocketlake.resources import jars
+from rocketlake.resources.local.process import TOOL_HEAP, LocalClusterError, jvm_base_flags
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from resources import jars
-from resources.local.process import TOOL_HEAP, LocalClusterError
+from rocketlake.resources import jars
+from rocketlake.resources.local.process import TOOL_HEAP, LocalClusterError
 
 SOURCES = Path(__file__).parent / "peers"
 

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from resources.jars import ROCKETMQ_VERSION
+from rocketlake.resources.jars import ROCKETMQ_VERSION
 
 LOOPBACK = "127.0.0.1"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from resources.local.peers import produce
+from rocketlake.resources.local.peers import produce
 from tests.integration.ingestion_support import Produced, java_dump, order, unique, wait_for_next_minute
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import yaml
 
-from assets.definitions import build_definitions
-from pipelines.config import load_config
-from resources.local import peers
-from resources.local.cluster import LocalCluster
+from rocketlake.assets.definitions import build_definitions
+from rocketlake.pipelines.config import load_config
+from rocketlake.resources.local import peers
+from rocketlake.resources.local.cluster import LocalCluster
 
 BODY_SCHEMA = "order_id STRING, amount DOUBLE"
 

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def materialize_cli(env: dict, table: str, partition: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m", "assets",
+    return subprocess.run([str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m", "rocketlake.assets",
                            "--select", table, "--partition", partition],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, start_new_session=True)
 

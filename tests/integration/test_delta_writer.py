@@ -7,7 +7,7 @@ import json
 import pytest
 from deltalake import DeltaTable
 
-from pipelines.delta_writer import LedgerEntry, RangeEntry, WindowEntry, read_ledger, write_slice
+from rocketlake.pipelines.delta_writer import LedgerEntry, RangeEntry, WindowEntry, read_ledger, write_slice
 
 pytestmark = pytest.mark.integration
 

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from resources.local.cluster import LocalCluster
-from resources.local.process import LocalClusterError, ManagedProcess, port_in_use, start_time
-from resources.local.spec import ClusterSpec
+from rocketlake.resources.local.cluster import LocalCluster
+from rocketlake.resources.local.process import LocalClusterError, ManagedProcess, port_in_use, start_time
+from rocketlake.resources.local.spec import ClusterSpec
 from tests.conftest import free_ports, make_spec
 
 pytestmark = pytest.mark.integration
 
 
 def rocketlake(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "rocketlake.cli", *args], capture_output=True, text=True,
                           env=env or dict(os.environ), timeout=300)
 
 

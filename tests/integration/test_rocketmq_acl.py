@@ -30,20 +30,20 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from resources.jars import ROCKETMQ_4_VERSION, ROCKETMQ_VERSION
-from resources.local.cluster import LocalCluster
-from resources.local.spec import AclSpec
-from resources.rocketmq.acl import Credentials
-from resources.rocketmq.client import RocketMQClient
-from resources.rocketmq.errors import (
+from rocketlake.resources.jars import ROCKETMQ_4_VERSION, ROCKETMQ_VERSION
+from rocketlake.resources.local.cluster import LocalCluster
+from rocketlake.resources.local.spec import AclSpec
+from rocketlake.resources.rocketmq.acl import Credentials
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.errors import (
     BrokerError,
     BrokerSystemError,
     NoPermission,
     TopicNotExist,
 )
-from resources.rocketmq.message_queue import MessageQueue
-from resources.rocketmq.pull import PullStatus
-from resources.rocketmq.send import OutgoingMessage
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.resources.rocketmq.pull import PullStatus
+from rocketlake.resources.rocketmq.send import OutgoingMessage
 from tests.conftest import make_spec
 
 pytestmark = pytest.mark.integration

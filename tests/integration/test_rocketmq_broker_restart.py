@@ -15,14 +15,14 @@ from dataclasses import replace
 
 import pytest
 
-from resources.jars import ROCKETMQ_4_VERSION, ROCKETMQ_VERSION
-from resources.local.cluster import LocalCluster
-from resources.rocketmq.client import RocketMQClient
-from resources.rocketmq.connection import get_connection
-from resources.rocketmq.errors import ConnectionFailed, RequestTimeout, RocketMQError
-from resources.rocketmq.message_queue import MessageQueue
-from resources.rocketmq.pull import PullStatus
-from resources.rocketmq.send import OutgoingMessage
+from rocketlake.resources.jars import ROCKETMQ_4_VERSION, ROCKETMQ_VERSION
+from rocketlake.resources.local.cluster import LocalCluster
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.connection import get_connection
+from rocketlake.resources.rocketmq.errors import ConnectionFailed, RequestTimeout, RocketMQError
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.resources.rocketmq.pull import PullStatus
+from rocketlake.resources.rocketmq.send import OutgoingMessage
 from tests.conftest import make_spec
 
 pytestmark = pytest.mark.integration

@@ -7,12 +7,12 @@ import uuid
 
 import pytest
 
-from resources.rocketmq.admin import SubscriptionGroupConfig
-from resources.rocketmq.client import RocketMQClient
-from resources.rocketmq.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel, new_client_id
-from resources.rocketmq.message_queue import MessageQueue
-from resources.rocketmq.pull import PullStatus
-from resources.rocketmq.send import OutgoingMessage
+from rocketlake.resources.rocketmq.admin import SubscriptionGroupConfig
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel, new_client_id
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.resources.rocketmq.pull import PullStatus
+from rocketlake.resources.rocketmq.send import OutgoingMessage
 
 pytestmark = pytest.mark.integration
 
@@ -113,7 +113,7 @@ def test_subscription_group_config_controls_consumption(rocketmq_client, new_top
     mq = MessageQueue(topic, "broker-a", 0)
     group = group_name("g_disabled")
     rocketmq_client.create_subscription_group(SubscriptionGroupConfig(group, consume_enable=False), brokers=["broker-a"])
-    from resources.rocketmq.errors import NoPermission
+    from rocketlake.resources.rocketmq.errors import NoPermission
 
     with pytest.raises(NoPermission) as caught:
         rocketmq_client.pull(mq, 0, 32, consumer_group=group)

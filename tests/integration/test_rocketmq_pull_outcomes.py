@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from resources.rocketmq.errors import BrokerSystemError, InvalidParameter, TopicNotExist
-from resources.rocketmq.filter import java_string_hash
-from resources.rocketmq.message_queue import MessageQueue
-from resources.rocketmq.pull import GetMessageStatus, PullStatus
-from resources.rocketmq.send import OutgoingMessage
+from rocketlake.resources.rocketmq.errors import BrokerSystemError, InvalidParameter, TopicNotExist
+from rocketlake.resources.rocketmq.filter import java_string_hash
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.resources.rocketmq.pull import GetMessageStatus, PullStatus
+from rocketlake.resources.rocketmq.send import OutgoingMessage
 
 pytestmark = pytest.mark.integration
 

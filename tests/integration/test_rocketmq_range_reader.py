@@ -12,11 +12,11 @@ from collections import defaultdict
 
 import pytest
 
-from resources.rocketmq.broker import BrokerClient
-from resources.rocketmq.connection import get_connection
-from resources.rocketmq.errors import RangeUnreadable
-from resources.rocketmq.message_queue import MessageQueue
-from resources.rocketmq.range_reader import read_ranges
+from rocketlake.resources.rocketmq.broker import BrokerClient
+from rocketlake.resources.rocketmq.connection import get_connection
+from rocketlake.resources.rocketmq.errors import RangeUnreadable
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.resources.rocketmq.range_reader import read_ranges
 
 pytestmark = pytest.mark.integration
 

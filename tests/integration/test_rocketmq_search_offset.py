@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from resources.rocketmq.broker import BoundaryType
-from resources.rocketmq.message_queue import MessageQueue
+from rocketlake.resources.rocketmq.broker import BoundaryType
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from tests.conftest import pull_range
 
 pytestmark = pytest.mark.integration

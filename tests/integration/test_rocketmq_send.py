@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from resources.rocketmq.message_queue import MessageQueue
-from resources.rocketmq.send import OutgoingMessage, SendStatus
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.resources.rocketmq.send import OutgoingMessage, SendStatus
 from tests.conftest import pull_range
 
 pytestmark = pytest.mark.integration

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from pipelines.options import SourceOptionError, parse_options
-from pipelines.source import register
+from rocketlake.pipelines.options import SourceOptionError, parse_options
+from rocketlake.pipelines.source import register
 
 pytestmark = pytest.mark.integration
 

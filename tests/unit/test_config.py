@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.config import ConfigError, ConsumeFromWhere, MessageModel, load_config, parse_config
+from rocketlake.pipelines.config import ConfigError, ConsumeFromWhere, MessageModel, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

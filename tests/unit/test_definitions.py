@@ -4,8 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from assets import defs
-from resources.spark import SparkResource
+from rocketlake.assets import defs
+from rocketlake.resources.spark import SparkResource
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,4 +20,4 @@ def test_workspace_validates_with_dagster_cli():
     dagster = Path(sys.executable).parent / "dagster"
     result = subprocess.run([str(dagster), "definitions", "validate", "-w", "workspace.yaml"], cwd=ROOT,
                             capture_output=True, text=True, timeout=180)
-    assert "Validation successful for code location assets" in result.stdout + result.stderr, result.stderr[-2000:]
+    assert "Validation successful for code location rocketlake" in result.stdout + result.stderr, result.stderr[-2000:]

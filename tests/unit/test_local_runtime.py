@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from resources.jars import delta_jar_set, rocketmq_jar_set
-from resources.local.mqadmin import parse_consumer_progress, parse_topic_status
-from resources.local.process import ManagedProcess, start_time
-from resources.local.spec import AclSpec, BrokerSpec, ClusterSpec
+from rocketlake.resources.jars import delta_jar_set, rocketmq_jar_set
+from rocketlake.resources.local.mqadmin import parse_consumer_progress, parse_topic_status
+from rocketlake.resources.local.process import ManagedProcess, start_time
+from rocketlake.resources.local.spec import AclSpec, BrokerSpec, ClusterSpec
 
 
 def parse_properties(text: str) -> dict[str, str]:

@@ -2,8 +2,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from assets.partitions import partition_format, window_partitions
-from pipelines.config import WindowConfig
+from rocketlake.assets.partitions import partition_format, window_partitions
+from rocketlake.pipelines.config import WindowConfig
 
 
 @pytest.mark.parametrize(("cron", "fmt"), [

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.planning import advance_watermark, split_ranges, watermarks
-from pipelines.windows import OffsetRange
+from rocketlake.pipelines.planning import advance_watermark, split_ranges, watermarks
+from rocketlake.pipelines.windows import OffsetRange
 
 A0, B0 = ("t", "broker-a", 0), ("t", "broker-b", 0)
 
@@ -59,8 +59,8 @@ def test_watermarks_report_only_queues_that_move():
     ("CONSUME_FROM_TIMESTAMP", 40),
 ])
 def test_start_position_of_a_group_without_offsets(where, expected):
-    from pipelines.config import parse_config
-    from pipelines.offsets import start_position
+    from rocketlake.pipelines.config import parse_config
+    from rocketlake.pipelines.offsets import start_position
     from tests.unit.test_config import with_ingestion
 
     cfg = parse_config(with_ingestion(consume_from_where=where)).ingestions["orders"]
@@ -68,8 +68,8 @@ def test_start_position_of_a_group_without_offsets(where, expected):
 
 
 def test_timestamp_before_the_first_window_starts_at_the_first_window():
-    from pipelines.config import parse_config
-    from pipelines.offsets import start_position
+    from rocketlake.pipelines.config import parse_config
+    from rocketlake.pipelines.offsets import start_position
     from tests.unit.test_config import with_ingestion
 
     cfg = parse_config(with_ingestion(consume_from_where="CONSUME_FROM_TIMESTAMP")).ingestions["orders"]

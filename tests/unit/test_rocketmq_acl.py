@@ -13,9 +13,9 @@ import pickle
 
 import pytest
 
-from resources.rocketmq.acl import AclClientRPCHook, Credentials, sign, signing_content
-from resources.rocketmq.errors import InvalidArgument
-from resources.rocketmq.frame import RemotingCommand
+from rocketlake.resources.rocketmq.acl import AclClientRPCHook, Credentials, sign, signing_content
+from rocketlake.resources.rocketmq.errors import InvalidArgument
+from rocketlake.resources.rocketmq.frame import RemotingCommand
 
 RFC2202_CASE2_DIGEST = bytes.fromhex("effcdf6ae5eb2fa2d27416d5f184df9c259a7c79")
 

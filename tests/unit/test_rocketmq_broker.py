@@ -16,16 +16,16 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from resources.rocketmq.admin import (
+from rocketlake.resources.rocketmq.admin import (
     SubscriptionGroupConfig,
     build_create_topic_request,
     encode_lock_body,
     parse_consume_stats,
     parse_lock_response,
 )
-from resources.rocketmq.broker import BoundaryType, BrokerClient
-from resources.rocketmq.codes import RequestCode
-from resources.rocketmq.errors import (
+from rocketlake.resources.rocketmq.broker import BoundaryType, BrokerClient
+from rocketlake.resources.rocketmq.codes import RequestCode
+from rocketlake.resources.rocketmq.errors import (
     InvalidArgument,
     ProtocolError,
     RequestTimeout,
@@ -33,14 +33,14 @@ from resources.rocketmq.errors import (
     SystemBusy,
     TopicNotExist,
 )
-from resources.rocketmq.fastjson import FrozenObject, loads
-from resources.rocketmq.filter import Subscription
-from resources.rocketmq.frame import RemotingCommand, encode
-from resources.rocketmq.heartbeat import ConsumerData, MessageModel, encode_heartbeat, new_client_id
-from resources.rocketmq.message import Message, decode_batch, decode_properties, encode_message_record
-from resources.rocketmq.message_queue import MessageQueue
-from resources.rocketmq.pools import PrivateConnections
-from resources.rocketmq.pull import (
+from rocketlake.resources.rocketmq.fastjson import FrozenObject, loads
+from rocketlake.resources.rocketmq.filter import Subscription
+from rocketlake.resources.rocketmq.frame import RemotingCommand, encode
+from rocketlake.resources.rocketmq.heartbeat import ConsumerData, MessageModel, encode_heartbeat, new_client_id
+from rocketlake.resources.rocketmq.message import Message, decode_batch, decode_properties, encode_message_record
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.resources.rocketmq.pools import PrivateConnections
+from rocketlake.resources.rocketmq.pull import (
     FLAG_COMMIT_OFFSET,
     FLAG_SUBSCRIPTION,
     FLAG_SUSPEND,
@@ -49,7 +49,7 @@ from resources.rocketmq.pull import (
     build_pull_request,
     parse_pull_response,
 )
-from resources.rocketmq.send import (
+from rocketlake.resources.rocketmq.send import (
     OutgoingMessage,
     SendStatus,
     build_send_batch_request,

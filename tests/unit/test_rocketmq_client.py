@@ -17,19 +17,19 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from resources.rocketmq import unique_key
-from resources.rocketmq.client import BrokerNotFound, RocketMQClient
-from resources.rocketmq.codes import RequestCode
-from resources.rocketmq.errors import (
+from rocketlake.resources.rocketmq import unique_key
+from rocketlake.resources.rocketmq.client import BrokerNotFound, RocketMQClient
+from rocketlake.resources.rocketmq.codes import RequestCode
+from rocketlake.resources.rocketmq.errors import (
     ConnectionFailed,
     RequestTimeout,
     SystemBusy,
     TopicNotExist,
 )
-from resources.rocketmq.frame import RemotingCommand, encode
-from resources.rocketmq.message_queue import MessageQueue
-from resources.rocketmq.retry import NO_RETRY, ExponentialBackoff, call_with_retries
-from resources.rocketmq.send import OutgoingMessage
+from rocketlake.resources.rocketmq.frame import RemotingCommand, encode
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.resources.rocketmq.retry import NO_RETRY, ExponentialBackoff, call_with_retries
+from rocketlake.resources.rocketmq.send import OutgoingMessage
 from tests.unit.test_rocketmq_connection import CLOSE, FrameEchoPeer
 
 # --------------------------------------------------------------------------- MessageQueue
@@ -281,7 +281,7 @@ def test_the_client_pickles_as_configuration(cluster: Cluster, client: RocketMQC
 
 
 def test_credentials_sign_every_name_server_and_broker_request(cluster: Cluster) -> None:
-    from resources.rocketmq.acl import Credentials
+    from rocketlake.resources.rocketmq.acl import Credentials
 
     with RocketMQClient(cluster.namesrv.address, credentials=Credentials("ak", "sk"), private_connections=True) as c:
         assert c.get_max_offset(MessageQueue("T", "broker-a", 0)) == 11
@@ -292,7 +292,7 @@ def test_credentials_sign_every_name_server_and_broker_request(cluster: Cluster)
 
 
 def test_heartbeat_skips_topics_without_a_route_yet(cluster: Cluster, client: RocketMQClient) -> None:
-    from resources.rocketmq.heartbeat import ConsumerData
+    from rocketlake.resources.rocketmq.heartbeat import ConsumerData
 
     cluster.unknown_topics.add("%RETRY%g")  # created by the broker on the first heartbeat
     cluster.broker_script["broker-a"] = lambda r: [encode(answer(r, IS_SUB_CHANGE="true"))]

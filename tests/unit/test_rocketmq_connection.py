@@ -24,11 +24,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from resources.rocketmq.acl import AclClientRPCHook, Credentials, sign, signing_content
-from resources.rocketmq.codes import RequestCode, ResponseCode, SerializeType
-from resources.rocketmq.connection import Connection, close_all, get_connection, split_address
-from resources.rocketmq.errors import ConnectionFailed, InvalidArgument, RequestTimeout, TopicNotExist
-from resources.rocketmq.frame import FLAG_ONEWAY, FrameDecoder, RemotingCommand, encode
+from rocketlake.resources.rocketmq.acl import AclClientRPCHook, Credentials, sign, signing_content
+from rocketlake.resources.rocketmq.codes import RequestCode, ResponseCode, SerializeType
+from rocketlake.resources.rocketmq.connection import Connection, close_all, get_connection, split_address
+from rocketlake.resources.rocketmq.errors import ConnectionFailed, InvalidArgument, RequestTimeout, TopicNotExist
+from rocketlake.resources.rocketmq.frame import FLAG_ONEWAY, FrameDecoder, RemotingCommand, encode
 
 WAIT = 5.0  # upper bound for anything that should happen "at once"
 CLOSE = b"<close the connection>"  # reply sentinel

@@ -7,9 +7,9 @@ import pickle
 
 import pytest
 
-from resources.rocketmq import codes, errors
-from resources.rocketmq.codes import LanguageCode, RequestCode, ResponseCode
-from resources.rocketmq.errors import (
+from rocketlake.resources.rocketmq import codes, errors
+from rocketlake.resources.rocketmq.codes import LanguageCode, RequestCode, ResponseCode
+from rocketlake.resources.rocketmq.errors import (
     BrokerError,
     ConnectionFailed,
     InvalidName,

@@ -15,9 +15,9 @@ from enum import IntEnum
 
 import pytest
 
-from resources.rocketmq.codes import RequestCode, ResponseCode, SerializeType
-from resources.rocketmq.errors import InvalidArgument, ProtocolError
-from resources.rocketmq.frame import FrameDecoder, RemotingCommand, decode, encode, ext_fields
+from rocketlake.resources.rocketmq.codes import RequestCode, ResponseCode, SerializeType
+from rocketlake.resources.rocketmq.errors import InvalidArgument, ProtocolError
+from rocketlake.resources.rocketmq.frame import FrameDecoder, RemotingCommand, decode, encode, ext_fields
 
 try:  # optional; the seeded loop below always runs
     from hypothesis import HealthCheck, given, settings

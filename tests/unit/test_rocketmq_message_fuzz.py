@@ -12,9 +12,9 @@ from datetime import timedelta
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from resources.rocketmq.compression import CompressionType, compress
-from resources.rocketmq.errors import ProtocolError
-from resources.rocketmq.message import Message, MessageDecodeError, decode_messages
+from rocketlake.resources.rocketmq.compression import CompressionType, compress
+from rocketlake.resources.rocketmq.errors import ProtocolError
+from rocketlake.resources.rocketmq.message import Message, MessageDecodeError, decode_messages
 
 from .test_rocketmq_message import (
     BORN_V6,

@@ -13,16 +13,16 @@ import socket
 
 import pytest
 
-from resources.rocketmq.codes import RequestCode, ResponseCode
-from resources.rocketmq.errors import (
+from rocketlake.resources.rocketmq.codes import RequestCode, ResponseCode
+from rocketlake.resources.rocketmq.errors import (
     BrokerSystemError,
     ConnectionFailed,
     InvalidArgument,
     ProtocolError,
     TopicNotExist,
 )
-from resources.rocketmq.frame import RemotingCommand
-from resources.rocketmq.namesrv import (
+from rocketlake.resources.rocketmq.frame import RemotingCommand
+from rocketlake.resources.rocketmq.namesrv import (
     BrokerData,
     NameServerClient,
     QueueData,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from resources.rocketmq.errors import InvalidArgument, RangeUnreadable
-from resources.rocketmq.message import Message
-from resources.rocketmq.message_queue import MessageQueue
-from resources.rocketmq.pull import GetMessageStatus, PullResult, PullStatus
-from resources.rocketmq.range_reader import QueueCursor, read_ranges
+from rocketlake.resources.rocketmq.errors import InvalidArgument, RangeUnreadable
+from rocketlake.resources.rocketmq.message import Message
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.resources.rocketmq.pull import GetMessageStatus, PullResult, PullStatus
+from rocketlake.resources.rocketmq.range_reader import QueueCursor, read_ranges
 
 MQ = MessageQueue("T", "broker-a", 3)
 

@@ -4,9 +4,9 @@ from datetime import datetime, timedelta, timezone
 
 from dagster import build_schedule_context, instance_for_test
 
-from assets.partitions import window_partitions
-from assets.schedules import CATCH_UP, build_window_schedule, closed_windows_to_run
-from pipelines.config import parse_config
+from rocketlake.assets.partitions import window_partitions
+from rocketlake.assets.schedules import CATCH_UP, build_window_schedule, closed_windows_to_run
+from rocketlake.pipelines.config import parse_config
 from tests.unit.test_config import with_ingestion
 
 START = datetime(2026, 11, 1, tzinfo=timezone.utc)

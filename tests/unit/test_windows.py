@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelines.windows import (
+from rocketlake.pipelines.windows import (
     OffsetRange,
     Window,
     WindowNotClosed,

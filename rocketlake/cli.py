@@ -6,10 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from pipelines.config import ConfigError
-from resources.jars import JarResolutionFailed, ToolMissing
-from resources.local.process import LocalClusterError
-from resources.local.spec import BrokerSpec, ClusterSpec, default_state_dir
+from rocketlake.pipelines.config import ConfigError
+from rocketlake.resources.jars import JarResolutionFailed, ToolMissing
+from rocketlake.resources.local.process import LocalClusterError
+from rocketlake.resources.local.spec import BrokerSpec, ClusterSpec, default_state_dir
 
 
 def _cluster_spec(args: argparse.Namespace) -> ClusterSpec:
@@ -24,7 +24,7 @@ def _cluster_spec(args: argparse.Namespace) -> ClusterSpec:
 
 
 def _local(args: argparse.Namespace) -> int:
-    from resources.local.cluster import LocalCluster
+    from rocketlake.resources.local.cluster import LocalCluster
 
     cluster = LocalCluster(_cluster_spec(args))
     if args.action == "up":
@@ -42,7 +42,7 @@ def _local(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from pipelines.demo import run_demo
+    from rocketlake.demo import run_demo
 
     return run_demo(_cluster_spec(args), topic=args.topic, messages=args.messages, windows=args.windows)
 

@@ -17,9 +17,9 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
-from resources.local.cluster import LocalCluster
-from resources.local.peers import produce
-from resources.local.spec import ClusterSpec
+from rocketlake.resources.local.cluster import LocalCluster
+from rocketlake.resources.local.peers import produce
+from rocketlake.resources.local.spec import ClusterSpec
 
 REGIONS = ("north", "south", "east", "west")
 DAGSTER_HOME = Path(".rocketlake/dagster")
@@ -47,7 +47,7 @@ def minute_key(epoch_s: float) -> str:
 
 
 def run_demo(spec: ClusterSpec, topic: str, messages: int, windows: int = 3) -> int:
-    from pipelines.config import load_config
+    from rocketlake.pipelines.config import load_config
 
     config = load_config()
     ingestion_name, ingestion = next((n, i) for n, i in config.ingestions.items() if i.topic == topic)
@@ -91,7 +91,7 @@ def _materialize(table: str, keys: list[str]):
         # One run per consumer group at a time: every ingestion asset sits in its group's pool.
         settings.write_text("telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n")
     os.environ.setdefault("DAGSTER_HOME", str(DAGSTER_HOME.absolute()))
-    from assets.definitions import defs
+    from rocketlake.assets.definitions import defs
 
     job = defs.resolve_job_def(f"{table}_job")
     with DagsterInstance.get() as instance:
