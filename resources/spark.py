@@ -43,9 +43,6 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None,
     Spark allows one active session per JVM; asking again returns it, with ``conf`` applied where
     Spark allows runtime changes.
     """
-    from rocketlake.pipelines.failpoints import arm
-
-    arm()  # inert unless a crash test asked for a failpoint
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     with _lock:
