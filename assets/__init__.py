@@ -1,5 +1,4 @@
-"""rocketlake's Dagster code location: ``dagster dev -w workspace.yaml`` loads ``defs`` from here."""
+"""rocketlake's Dagster assets, schedules, checks and executor, as builders over the configuration.
 
-from rocketlake.assets.definitions import defs
-
-__all__ = ["defs"]
+The code location itself is ``rocketlake.definitions``; nothing here reads ``rocketlake.yaml`` on import.
+"""

@@ -1,16 +1,13 @@
-"""The one place the code location is assembled, from ``rocketlake.yaml`` (or ``$ROCKETLAKE_CONFIG``).
-
-A wrong configuration fails here, at load, before any run: Dagster shows the ConfigError naming
-the ingestion, the key, the value and what is allowed.
-"""
+"""The one place rocketlake's Dagster definitions are assembled from a validated configuration."""
 
 from __future__ import annotations
 
 from dagster import Definitions, EnvVar
 
 from rocketlake.assets.ingestion import build_ingestion_asset, rocketmq_resource_key
+from rocketlake.assets.run_guard import rocketlake_executor
 from rocketlake.assets.schedules import build_window_schedule
-from rocketlake.pipelines.config import RocketLakeConfig, load_config
+from rocketlake.pipelines.config import RocketLakeConfig
 from rocketlake.resources.rocketmq_resource import RocketMQResource
 from rocketlake.resources.spark import SparkResource
 
@@ -26,7 +23,7 @@ def build_definitions(config: RocketLakeConfig) -> Definitions:
         assets=[build_ingestion_asset(name, ing, config.lake) for name, ing in config.ingestions.items()],
         schedules=[build_window_schedule(ing) for ing in config.ingestions.values()],
         resources=resources,
+        # One process per run, which reclaims the pool slots of runs that died (see run_guard).
+        executor=rocketlake_executor,
     )
 
-
-defs = build_definitions(load_config())

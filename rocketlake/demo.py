@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import time
 from collections import Counter
 from datetime import datetime, timezone
@@ -23,6 +24,7 @@ from rocketlake.resources.local.spec import ClusterSpec
 
 REGIONS = ("north", "south", "east", "west")
 DAGSTER_HOME = Path(".rocketlake/dagster")
+RECOMMENDED_INSTANCE = Path(__file__).with_name("dagster.yaml")  # the README's recommended instance
 
 
 def sample_orders(topic: str, count: int, seed: int = 7, first: int = 0) -> list[dict]:
@@ -83,20 +85,21 @@ def run_demo(spec: ClusterSpec, topic: str, messages: int, windows: int = 3) -> 
 
 
 def _materialize(table: str, keys: list[str]):
-    from dagster import DagsterInstance
+    """One single-run backfill of ``keys``, as ``dagster asset materialize --partition-range`` runs it:
+    through the code location's own executor, which reclaims the pool slot of a demo run that was killed."""
+    from dagster import DagsterInstance, execute_job
+    from dagster._core.definitions.reconstruct import ReconstructableRepository
 
     DAGSTER_HOME.mkdir(parents=True, exist_ok=True)
     settings = DAGSTER_HOME / "dagster.yaml"
     if not settings.exists():
-        # One run per consumer group at a time: every ingestion asset sits in its group's pool.
-        settings.write_text("telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n")
+        shutil.copy(RECOMMENDED_INSTANCE, settings)  # one run per consumer group at a time (pools)
     os.environ.setdefault("DAGSTER_HOME", str(DAGSTER_HOME.absolute()))
-    from rocketlake.assets.definitions import defs
-
-    job = defs.resolve_job_def(f"{table}_job")
+    job = ReconstructableRepository.for_module("rocketlake.definitions", "defs", os.getcwd()).get_reconstructable_job(
+        f"{table}_job")
     with DagsterInstance.get() as instance:
-        return job.execute_in_process(
-            instance=instance, raise_on_error=False,
+        return execute_job(
+            job, instance=instance, raise_on_error=False,
             run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
             tags={"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]})
 

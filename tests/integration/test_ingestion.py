@@ -135,7 +135,7 @@ def test_dagster_cli_materializes_a_partition(tmp_path, local_cluster, produced)
     home.mkdir()
     env = dict(os.environ, ROCKETLAKE_CONFIG=str(tmp_path / "rocketlake.yaml"), DAGSTER_HOME=str(home))
     root = Path(__file__).resolve().parents[2]
-    result = subprocess.run([str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m", "rocketlake.assets",
+    result = subprocess.run([str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m", "rocketlake.definitions",
                              "--select", table, "--partition", w1], cwd=root, env=env, capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]

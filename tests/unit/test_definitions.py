@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rocketlake.assets import defs
+from rocketlake.definitions import defs
 from rocketlake.resources.spark import SparkResource
 
 ROOT = Path(__file__).resolve().parents[2]

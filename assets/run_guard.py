@@ -1,0 +1,140 @@
+"""A run that died never blocks the next run of its consumer group.
+
+Runs of one consumer group are kept apart by a Dagster pool (``rocketmq_group_<group>``, limit 1): the
+asset's step claims the pool's slot before it starts. A run whose process is killed outright (SIGKILL,
+the OOM killer, a power cut) never frees that slot and stays STARTED for ever, so every later run of the
+group would wait for a slot nobody releases. Dagster's daemon frees the slots of runs that *ended*, and
+its run monitoring needs a run launcher that can check a worker's health; neither sees a run started by
+``dagster asset materialize`` die.
+
+So every rocketlake run, in its executor, before any step claims a slot:
+
+1. records which process it is (host, boot id, pid, the process's start time) in a run tag;
+2. looks at every run that holds or waits for a pool slot, and every run still marked in progress: one
+   that rocketlake recorded on this host whose process is gone (or whose host rebooted since) is marked
+   failed and its slots are freed, and the new run says so in one line of its log. A run that already
+   ended but still holds slots (killed while its failure was being written) is freed the same way.
+
+A run recorded on another host cannot be checked from here: it keeps its slot until it ends or
+Dagster's run monitoring fails it (see the README's deployment section). The start time guards against
+a recycled pid; the boot id against a reboot.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter, executor
+from dagster._core.definitions.executor_definition import IN_PROC_CONFIG, _core_in_process_executor_creation
+from dagster._core.events import DagsterEvent, EngineEventData
+from dagster._core.executor.in_process import InProcessExecutor
+from dagster._core.storage.dagster_run import FINISHED_STATUSES, DagsterRun
+
+PROCESS_TAG = "rocketlake/process"
+IN_PROGRESS = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
+
+
+@dataclass(frozen=True)
+class RunProcess:
+    """The process executing a run, identified so that a recycled pid or a reboot is not mistaken for it."""
+
+    host: str
+    boot_id: str
+    pid: int
+    start_ticks: int  # field 22 of /proc/<pid>/stat: when the process started, in clock ticks since boot
+
+    @classmethod
+    def current(cls) -> "RunProcess":
+        pid = os.getpid()
+        return cls(socket.gethostname(), _boot_id(), pid, _start_ticks(pid) or 0)
+
+    def to_tag(self) -> str:
+        return f"{self.host}|{self.boot_id}|{self.pid}|{self.start_ticks}"
+
+    @classmethod
+    def from_tag(cls, value: str | None) -> "RunProcess | None":
+        try:
+            host, boot_id, pid, ticks = (value or "").split("|")
+            return cls(host, boot_id, int(pid), int(ticks))
+        except ValueError:
+            return None
+
+    def alive(self) -> bool | None:
+        """True or False when this host can tell; None for a process on another host."""
+        if self.host != socket.gethostname():
+            return None
+        if self.boot_id != _boot_id():
+            return False  # the host rebooted: no process of before survives that
+        return _start_ticks(self.pid) == self.start_ticks
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+def _start_ticks(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: count fields after its closing one.
+    fields = stat[stat.rindex(")") + 2:].split()
+    state, start = fields[0], fields[19]
+    return None if state in ("Z", "X") else int(start)  # a zombie has exited: it only waits to be reaped
+
+
+def reclaim_dead_runs(instance: DagsterInstance, current_run_id: str | None = None) -> list[str]:
+    """Fail and free every dead rocketlake run that holds or waits for a pool slot or is marked in
+    progress; one line per run."""
+    storage = instance.event_log_storage
+    slot_holders = storage.get_concurrency_run_ids() if storage.supports_global_concurrency_limits else set()
+    runs = {r.run_id: r for r in instance.get_runs(RunsFilter(statuses=IN_PROGRESS))}
+    ended_holders = slot_holders - runs.keys()
+    if ended_holders:
+        runs.update((r.run_id, r) for r in instance.get_runs(RunsFilter(run_ids=sorted(ended_holders))))
+    lines = []
+    for run_id, run in sorted(runs.items()):
+        process = RunProcess.from_tag(run.tags.get(PROCESS_TAG))
+        if run_id == current_run_id or process is None:
+            continue  # not a rocketlake run (or not yet one that recorded itself): not ours to judge
+        if run.status in FINISHED_STATUSES:
+            storage.free_concurrency_slots_for_run(run_id)
+            lines.append(f"run {run_id} ended ({run.status.value}) still holding pool slots; released them")
+        elif process.alive() is False:
+            what = (f"its process {process.pid} on {process.host} is gone" if process.boot_id == _boot_id()
+                    else f"{process.host} has rebooted since it started")
+            instance.report_run_failed(run, f"rocketlake: this run died without finishing ({what}); marked failed "
+                                            f"by run {current_run_id} so the consumer group's next runs can go on")
+            if run_id in slot_holders:
+                storage.free_concurrency_slots_for_run(run_id)
+            lines.append(f"run {run_id} died without finishing ({what}): marked it failed"
+                         f"{' and released its pool slot' if run_id in slot_holders else ''}; its windows are "
+                         "materialized again by a later run, exactly once")
+    return lines
+
+
+class ReclaimingInProcessExecutor(InProcessExecutor):
+    """Dagster's in-process executor, after recording this run's process and reclaiming dead runs' slots."""
+
+    def execute(self, plan_context, execution_plan) -> Iterator[DagsterEvent]:
+        instance: DagsterInstance = plan_context.instance
+        run: DagsterRun = plan_context.dagster_run
+        instance.add_run_tags(run.run_id, {PROCESS_TAG: RunProcess.current().to_tag()})
+        for line in reclaim_dead_runs(instance, run.run_id):
+            yield DagsterEvent.engine_event(plan_context, line, EngineEventData())
+        yield from super().execute(plan_context, execution_plan)
+
+
+@executor(name="rocketlake_in_process", config_schema=IN_PROC_CONFIG)
+def rocketlake_executor(init_context) -> ReclaimingInProcessExecutor:
+    """Every step in the run's own process (an ingestion run is one Spark-driving step), with dead runs'
+    pool slots reclaimed first. Takes the same configuration as Dagster's ``in_process`` executor."""
+    base = _core_in_process_executor_creation(init_context.executor_config)
+    return ReclaimingInProcessExecutor(base.retries, base.step_dependency_config)
