@@ -24,9 +24,13 @@ test: setup
 test-fast: setup
 	$(BIN)/python -m pytest -m "not integration"
 
+# The demo's instance, with the demo's configuration once `make demo` has written it.
 ui: setup
 	mkdir -p .rocketlake/dagster
-	DAGSTER_HOME=$(CURDIR)/.rocketlake/dagster $(BIN)/dagster dev -w workspace.yaml
+	test -f .rocketlake/dagster/dagster.yaml || cp rocketlake/dagster.yaml .rocketlake/dagster/dagster.yaml
+	DAGSTER_HOME=$(CURDIR)/.rocketlake/dagster \
+	ROCKETLAKE_CONFIG=$${ROCKETLAKE_CONFIG:-$$(test -f .rocketlake/demo/rocketlake.yaml && echo .rocketlake/demo/rocketlake.yaml || echo rocketlake.yaml)} \
+	$(BIN)/dagster dev -w workspace.yaml
 
 clean:
 	-$(BIN)/rocketlake local down --wipe

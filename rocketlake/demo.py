@@ -1,6 +1,7 @@
 """The README's first command: the whole product on its embedded defaults.
 
-Start the local cluster, create the demo topic (4 queues on each broker), produce JSON orders
+Start the local cluster, write the demo's configuration (the project's, with windows starting a few
+minutes before the demo's data, so the UI's partitions show them), create the demo topic (4 queues on each broker), produce JSON orders
 with the official Java client across several one-minute windows (store time is the broker's
 clock, so this waits for real minutes to pass), wait until the last window is closed, materialize
 all windows through Dagster as one single-run backfill, then print rows per window and the
@@ -18,12 +19,15 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
+import yaml
+
 from rocketlake.resources.local.cluster import LocalCluster
 from rocketlake.resources.local.peers import produce
 from rocketlake.resources.local.spec import ClusterSpec
 
 REGIONS = ("north", "south", "east", "west")
 DAGSTER_HOME = Path(".rocketlake/dagster")
+DEMO_CONFIG = Path(".rocketlake/demo/rocketlake.yaml")
 RECOMMENDED_INSTANCE = Path(__file__).with_name("dagster.yaml")  # the README's recommended instance
 
 
@@ -49,10 +53,13 @@ def minute_key(epoch_s: float) -> str:
 
 
 def run_demo(spec: ClusterSpec, topic: str, messages: int, windows: int = 3) -> int:
-    from rocketlake.pipelines.config import load_config
+    from rocketlake.pipelines.config import CONFIG_ENV, config_path, load_config
 
     config = load_config()
     ingestion_name, ingestion = next((n, i) for n, i in config.ingestions.items() if i.topic == topic)
+    # The demo's partitions start a few minutes before its data, so the UI's partition bar shows its windows.
+    demo_config = write_demo_config(config_path(), datetime.fromtimestamp((time.time() // 60 - 3) * 60, tz=timezone.utc))
+    os.environ[CONFIG_ENV] = str(demo_config.absolute())
     cluster = LocalCluster(spec)
     print(f"1/5 starting the local RocketMQ cluster (state in {spec.state_dir}) ...", flush=True)
     cluster.up()
@@ -79,9 +86,25 @@ def run_demo(spec: ClusterSpec, topic: str, messages: int, windows: int = 3) -> 
         print("the Dagster run failed; see the events above")
         return 1
     _report(config.lake.table_path(ingestion.table), cluster, ingestion)
-    print(f"\nopen the Dagster UI:  DAGSTER_HOME={DAGSTER_HOME.absolute()} .venv/bin/dagster dev -w workspace.yaml"
-          f"\n(or `make ui`); stop the cluster with: .venv/bin/rocketlake local down   [{ingestion_name}]")
+    print(f"\nopen the Dagster UI on the demo's instance and configuration: make ui\n"
+          f"  (DAGSTER_HOME={DAGSTER_HOME.absolute()} {CONFIG_ENV}={demo_config.absolute()} "
+          f".venv/bin/dagster dev -w workspace.yaml)\n"
+          f"stop the cluster with: .venv/bin/rocketlake local down   [ingestion {ingestion_name}]")
     return 0
+
+
+def write_demo_config(source: Path, start: datetime) -> Path:
+    """The project's configuration with every window starting at ``start``, validated, in ``DEMO_CONFIG``."""
+    from rocketlake.pipelines.config import load_config
+
+    raw = yaml.safe_load(source.read_text())
+    for ingestion in raw.get("ingestions", {}).values():
+        ingestion.setdefault("window", {})["start"] = start.isoformat()
+    DEMO_CONFIG.parent.mkdir(parents=True, exist_ok=True)
+    DEMO_CONFIG.write_text(f"# Written by `rocketlake demo` from {source}: windows start at the demo's data.\n"
+                           + yaml.safe_dump(raw, sort_keys=False))
+    load_config(DEMO_CONFIG)
+    return DEMO_CONFIG
 
 
 def _materialize(table: str, keys: list[str]):
