@@ -27,12 +27,13 @@ from dagster import (
     asset,
 )
 
-from rocketlake.assets.metadata import materialization_metadata
+from rocketlake.assets.metadata import accounting_table, windows_metadata
 from rocketlake.assets.partitions import window_partitions
 from rocketlake.pipelines.config import IngestionConfig, LakeConfig
 from rocketlake.pipelines.failpoints import failpoint
-from rocketlake.pipelines.ingest import commit, materialize_windows, prepare
+from rocketlake.pipelines.ingest import MessagesDeleted, commit, materialize_windows, prepare
 from rocketlake.pipelines.windows import Window, WindowNotClosed, to_ms
+from rocketlake.resources.rocketmq.errors import ConnectionFailed, RequestTimeout, TopicNotExist
 from rocketlake.resources.spark import SparkResource
 
 # A single-run backfill is the point of this asset (one Spark job per range of windows); Dagster
@@ -74,7 +75,10 @@ def build_ingestion_asset(name: str, cfg: IngestionConfig, lake: LakeConfig) -> 
     def ingestion_asset(context: AssetExecutionContext) -> Iterator[MaterializeResult]:
         spark: SparkResource = context.resources.spark
         rocketmq = getattr(context.resources, rocketmq_key)
-        yield from run(context, name, cfg, table_path, spark, rocketmq)
+        try:
+            yield from run(context, name, cfg, table_path, spark, rocketmq)
+        except (ConnectionFailed, RequestTimeout, TopicNotExist, MessagesDeleted) as e:
+            raise Failure(description=explain(e, cfg, rocketmq.namesrv)) from e
 
     return ingestion_asset
 
@@ -102,13 +106,14 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
 
     scheduled = SCHEDULE_TAG in context.run.tags
     landed = materialize_windows(spark, client, rocketmq.source_options(), name, cfg, table_path, windows,
-                                 context.run.run_id, prepared, clip_to_group_position=scheduled)
+                                 context.run.run_id, prepared, clip_to_group_position=scheduled, log=context.log.info)
     balanced = all(a.balanced for a in landed.accounting)
+    for key, metadata in windows_metadata(landed).items():
+        context.add_asset_metadata(metadata, partition_key=key)  # each window its own figures
     yield MaterializeResult(
-        metadata=materialization_metadata(landed),
         check_results=[AssetCheckResult(
             check_name=CHECK_NAME, passed=balanced,
-            metadata={"windows": MetadataValue.json([a.__dict__ | {"balanced": a.balanced} for a in landed.accounting])},
+            metadata={"windows": accounting_table(landed)},
             description=None if balanced else "some offsets are neither rows, filtered nor failed: see the windows")],
     )
     if not balanced:
@@ -122,6 +127,18 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
     failpoint("before_offset_commit")
     for move in commit(client, cfg, prepared, landed.ledger, ledger_runs | recorded):
         context.log.info(f"committed offset of {move.queue}: {move.before} -> {move.after}")
+
+
+def explain(error: Exception, cfg: IngestionConfig, namesrv: str) -> str:
+    """The one line a person needs for the errors people meet, with what to do."""
+    consistent = "The table and the group's offsets stay consistent; run the window again once this is fixed."
+    if isinstance(error, (ConnectionFailed, RequestTimeout)):
+        return (f"cannot reach RocketMQ ({error}). Check that the name server {namesrv} of cluster {cfg.cluster!r} "
+                f"and its brokers are up (`rocketlake local status` for the local one). {consistent}")
+    if isinstance(error, TopicNotExist):
+        return (f"topic {cfg.topic!r} does not exist on cluster {cfg.cluster!r} ({namesrv}): create it "
+                f"(mqadmin updateTopic) or fix `topic` in the configuration. {consistent}")
+    return str(error)
 
 
 def _recorded_runs(context: AssetExecutionContext, asset_key: AssetKey, partitions: list[str] | None) -> set[str]:

@@ -1,36 +1,68 @@
-"""What a materialization tells the Dagster UI: ranges per queue, rows, bytes, per-window accounting.
+"""What a materialization tells the Dagster UI, per window: its rows, bytes, ranges, accounting, Delta version.
 
-Keys are namespaced constants so sensors, checks and users can rely on them.
+A run may land several windows (a single-run backfill); each window's partition gets its own figures
+(``context.add_asset_metadata(..., partition_key=...)``), so a partition's row count is that window's
+rows and Dagster plots each number over the partition's materializations. Keys are namespaced
+constants so sensors, checks and users can rely on them.
 """
 
 from __future__ import annotations
 
 from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 
-from rocketlake.pipelines.materialize import Materialization
+from rocketlake.pipelines.delta_writer import WindowEntry
+from rocketlake.pipelines.materialize import Materialization, WindowAccounting
 
 ROWS = "rocketlake/rows"
-BYTES = "rocketlake/bytes"
+BODY_BYTES = "rocketlake/body_bytes"
+PLANNED = "rocketlake/planned_offsets"
+FILTERED = "rocketlake/filtered_by_tag"
+ACCOUNTED = "rocketlake/offsets_accounted"
 RANGES = "rocketlake/ranges"
-WINDOWS = "rocketlake/windows"
+DELTA_VERSION = "rocketlake/delta_version"
 LEDGER_RUN = "rocketlake/ledger_run_id"
 
 RANGE_SCHEMA = TableSchema(columns=[
-    TableColumn("window", "string"), TableColumn("topic", "string"), TableColumn("broker_name", "string"),
-    TableColumn("queue_id", "int"), TableColumn("start", "int"), TableColumn("end", "int"), TableColumn("size", "int"),
+    TableColumn("topic", "string"), TableColumn("broker_name", "string"), TableColumn("queue_id", "int"),
+    TableColumn("start", "int", description="first offset of the window on this queue"),
+    TableColumn("end", "int", description="first offset after the window (exclusive)"),
+    TableColumn("size", "int"),
 ])
 
 
-def materialization_metadata(m: Materialization) -> dict:
-    ranges = [TableRecord({"window": w.partition_key, "topic": r.topic, "broker_name": r.broker_name,
-                           "queue_id": r.queue_id, "start": r.start, "end": r.end, "size": r.size})
-              for w in m.ledger.windows for r in w.ranges]
-    return {
-        ROWS: MetadataValue.int(sum(a.rows for a in m.accounting)),
-        BYTES: MetadataValue.int(m.bytes_read),
+def window_metadata(window: WindowEntry, accounting: WindowAccounting, m: Materialization) -> dict:
+    """The metadata of one window's partition."""
+    ranges = [TableRecord({"topic": r.topic, "broker_name": r.broker_name, "queue_id": r.queue_id,
+                           "start": r.start, "end": r.end, "size": r.size}) for r in window.ranges]
+    metadata = {
+        ROWS: MetadataValue.int(accounting.rows),
+        BODY_BYTES: MetadataValue.int(accounting.body_bytes),
+        PLANNED: MetadataValue.int(accounting.planned),
+        FILTERED: MetadataValue.int(accounting.filtered),
+        ACCOUNTED: MetadataValue.bool(accounting.balanced),
         RANGES: MetadataValue.table(ranges, schema=RANGE_SCHEMA),
-        WINDOWS: MetadataValue.json({a.partition_key: {"planned": a.planned, "rows": a.rows, "filtered": a.filtered,
-                                                       "failed": a.failed} for a in m.accounting}),
         LEDGER_RUN: m.ledger.run_id,
-        "dagster/row_count": MetadataValue.int(sum(a.rows for a in m.accounting)),
+        "dagster/row_count": MetadataValue.int(accounting.rows),
     }
+    if m.delta_version is not None:
+        metadata[DELTA_VERSION] = MetadataValue.int(m.delta_version)
+    return metadata
+
+
+def windows_metadata(m: Materialization) -> dict[str, dict]:
+    """Partition key -> its metadata, for every window the materialization landed."""
+    by_key = {a.partition_key: a for a in m.accounting}
+    return {w.partition_key: window_metadata(w, by_key[w.partition_key], m) for w in m.ledger.windows}
+
+
+ACCOUNTING_SCHEMA = TableSchema(columns=[
+    TableColumn("window", "string"), TableColumn("planned", "int"), TableColumn("seen", "int"),
+    TableColumn("rows", "int"), TableColumn("filtered", "int"), TableColumn("balanced", "bool"),
+])
+
+
+def accounting_table(m: Materialization) -> MetadataValue:
+    """The check's evidence, one row per window, readable in the UI."""
+    return MetadataValue.table([TableRecord({"window": a.partition_key, "planned": a.planned, "seen": a.seen,
+                                             "rows": a.rows, "filtered": a.filtered, "balanced": a.balanced})
+                                for a in m.accounting], schema=ACCOUNTING_SCHEMA)

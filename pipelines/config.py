@@ -173,6 +173,39 @@ PUSH_CONSUMER_RANGES = {
 }
 
 
+GROUP_WORK = "it comes with consumer-group semantics: members, allocation, rebalancing, orderly queues"
+LISTENER_WORK = "it comes with listeners, retry and dead letters"
+# DefaultMQPushConsumer settings rocketlake does not honour yet. A key listed here is refused whenever it is
+# present in the file, so that no accepted setting is silently ignored; the work that implements a key deletes
+# its line. Value: why, and when it comes.
+NOT_SUPPORTED_YET = {
+    "allocate_message_queue_strategy": f"today one member takes every queue, so no strategy changes anything; {GROUP_WORK}",
+    "consume_orderly": GROUP_WORK,
+    "consume_concurrently_max_span": GROUP_WORK,
+    "instance_name": f"it names a member's client id; {GROUP_WORK}",
+    "client_ip": f"it names a member's client id; {GROUP_WORK}",
+    "unit_name": f"it names a member's client id; {GROUP_WORK}",
+    "consume_thread_min": f"it bounds listener parallelism; {LISTENER_WORK}",
+    "consume_thread_max": f"it bounds listener parallelism; {LISTENER_WORK}",
+    "consume_message_batch_max_size": f"it sizes listener batches; {LISTENER_WORK}",
+    "max_reconsume_times": LISTENER_WORK,
+    "suspend_current_queue_time_millis": LISTENER_WORK,
+    "consume_timeout": LISTENER_WORK,
+    "pull_interval": "the reader pulls without pauses",
+    "pull_batch_size_in_bytes": "pulls are bounded by pull_batch_size and the broker's transfer limits",
+    "post_subscription_when_pull": "pulls always carry no subscription: every offset is read and its tag re-checked",
+    "unit_mode": "unit (cell) mode is not implemented",
+    "pop_invisible_time": "rocketlake pulls by offset; POP consumption does not apply",
+    "pop_batch_nums": "rocketlake pulls by offset; POP consumption does not apply",
+    "await_termination_millis_when_shutdown": "a run ends when its windows are landed; there is no consume thread pool to drain",
+}
+# (key, value) -> (why, what to do instead)
+NOT_SUPPORTED_VALUES = {
+    ("message_model", "BROADCASTING"): ("its progress belongs in a local offset store per member; " + GROUP_WORK,
+                                        "use CLUSTERING"),
+}
+
+
 class IngestionConfig(_Strict):
     """One topic landed in one table by one consumer group: a DefaultMQPushConsumer, as a batch pipeline."""
 
@@ -273,6 +306,20 @@ class IngestionConfig(_Strict):
                              f"({self.consume_thread_max})")
         return self
 
+    def not_supported_yet(self) -> list[str]:
+        """'key: value is not supported yet (why); what to do' for every setting in the file rocketlake does
+        not honour yet."""
+        def shown(value: Any) -> str:
+            return repr(getattr(value, "value", value))  # an enum as the user wrote it
+
+        refused = [f"{key}: {shown(getattr(self, key))} is not supported yet ({why}); remove the key"
+                   for key, why in NOT_SUPPORTED_YET.items() if key in self.model_fields_set]
+        for (key, value), (why, instead) in NOT_SUPPORTED_VALUES.items():
+            current = getattr(self, key)
+            if getattr(current, "value", current) == value:
+                refused.append(f"{key}: {value!r} is not supported yet ({why}); {instead}")
+        return refused
+
     @property
     def effective_max_reconsume_times(self) -> int:
         if self.max_reconsume_times != -1:
@@ -344,9 +391,14 @@ def parse_config(raw: Any, source: str = "<config>") -> RocketLakeConfig:
     if not isinstance(raw, dict):
         raise ConfigError(source, ["the file must be a mapping with 'clusters' and 'ingestions'"])
     try:
-        return RocketLakeConfig.model_validate(raw)
+        config = RocketLakeConfig.model_validate(raw)
     except ValidationError as e:
         raise ConfigError(source, [_describe(err, raw) for err in e.errors()]) from None
+    refused = [f"ingestions.{name}.{problem}"
+               for name, ingestion in config.ingestions.items() for problem in ingestion.not_supported_yet()]
+    if refused:
+        raise ConfigError(source, refused)
+    return config
 
 
 def _describe(err: dict, raw: Any) -> str:

@@ -6,7 +6,7 @@ materialization, and ``commit`` only after Dagster has recorded it.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
@@ -79,11 +79,12 @@ def deleted_gaps(client: RocketMQClient, starts: dict[MessageQueue, int]) -> dic
 
 def materialize_windows(spark: SparkSession, client: RocketMQClient, source_options: dict[str, str],
                         ingestion: str, cfg: IngestionConfig, table_path: str, windows: list[tuple[str, Window]],
-                        run_id: str, prepared: Prepared, *, clip_to_group_position: bool) -> Materialization:
+                        run_id: str, prepared: Prepared, *, clip_to_group_position: bool,
+                        log: Callable[[str], None] = lambda _: None) -> Materialization:
     """Scheduled runs start where the group stands; an explicit backfill always takes whole windows."""
     return materialize(spark, client, source_options, ingestion, cfg, table_path, windows, run_id,
                        starts=prepared.starts if clip_to_group_position else None, origin=prepared.new_origin,
-                       gaps=prepared.gaps)
+                       gaps=prepared.gaps, log=log)
 
 
 def commit(client: RocketMQClient, cfg: IngestionConfig, prepared: Prepared, landed: LedgerEntry,

@@ -15,6 +15,7 @@ only after the materialization is recorded (see ``pipelines.offsets``).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, Observation, SparkSession
@@ -24,7 +25,15 @@ from rocketlake.pipelines.body import decode_body
 from rocketlake.pipelines.broker_access import BrokerStoreTimes
 from rocketlake.pipelines.config import IngestionConfig, MessageModel
 from rocketlake.pipelines.failpoints import failpoint
-from rocketlake.pipelines.delta_writer import LedgerEntry, RangeEntry, WindowEntry, queue_key, slice_predicate, write_slice
+from rocketlake.pipelines.delta_writer import (
+    LedgerEntry,
+    RangeEntry,
+    WindowEntry,
+    last_commit_version,
+    queue_key,
+    slice_predicate,
+    write_slice,
+)
 from rocketlake.pipelines.source import plan_option, register
 from rocketlake.pipelines.windows import Window, window_ranges
 from rocketlake.resources.rocketmq.client import RocketMQClient
@@ -32,6 +41,10 @@ from rocketlake.resources.rocketmq.errors import TopicNotExist
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
 MIB = 1024 * 1024
+
+
+def _no_log(_: str) -> None:
+    pass
 
 
 def retry_topic(group: str) -> str:
@@ -45,6 +58,7 @@ class WindowAccounting:
     seen: int      # offsets the reader returned
     rows: int      # rows of this window x these queues in the table after the commit
     filtered: int  # offsets the subscription's tags filtered out
+    body_bytes: int = 0  # bytes of the message bodies of the rows landed (before any decoding)
     failed: int = 0
 
     @property
@@ -57,7 +71,8 @@ class Materialization:
     ledger: LedgerEntry
     accounting: tuple[WindowAccounting, ...]
     rows_by_queue: dict[str, int]
-    bytes_read: int
+    bytes_read: int            # bytes of every message body read, filtered ones included
+    delta_version: int | None  # the Delta commit that replaced the slice and carries the ledger
 
 
 def subscribed_queues(client: RocketMQClient, cfg: IngestionConfig) -> list[MessageQueue]:
@@ -106,22 +121,32 @@ def read_plan(spark: SparkSession, source_options: dict[str, str], cfg: Ingestio
 def materialize(spark: SparkSession, client: RocketMQClient, source_options: dict[str, str], ingestion: str,
                 cfg: IngestionConfig, table_path: str, windows: list[tuple[str, Window]], run_id: str, *,
                 starts: dict[MessageQueue, int] | None = None, origin: dict[str, int] | None = None,
-                gaps: dict[str, tuple[int, int]] | None = None) -> Materialization:
+                gaps: dict[str, tuple[int, int]] | None = None, log: Callable[[str], None] = _no_log) -> Materialization:
+    """``log`` hears what the run does, one line per step: the planned ranges, the Spark job, the Delta commit."""
     queues = subscribed_queues(client, cfg)
     planned = plan_windows(client, cfg.consumer_group, queues, windows, starts)
     ledger = LedgerEntry(ingestion, cfg.consumer_group, run_id, planned, origin or {}, gaps=gaps or {})
+    for w in planned:
+        log(f"window {w.partition_key}: {sum(r.size for r in w.ranges)} offsets planned: "
+            + ", ".join(f"{r.broker_name}/{r.topic}/{r.queue_id} [{r.start}, {r.end})" for r in w.ranges))
+    tasks = sum(-(-r.size // cfg.max_messages_per_task) for w in planned for r in w.ranges)
+    log(f"Spark job: {tasks} tasks (at most {cfg.max_messages_per_task} offsets each) read the ranges and replace "
+        f"{len(planned)} window(s) x {len(queues)} queue(s) of {table_path} in one Delta commit")
 
     df = read_plan(spark, source_options, cfg, planned, len(queues))
     observation = Observation(f"rocketlake-{run_id}")
     metrics = []
     for i, w in enumerate(planned):
         in_window = F.col("window_start") == F.timestamp_millis(F.lit(w.start_ms))
-        metrics += [F.count_if(in_window).alias(f"seen_{i}"), F.count_if(in_window & ~F.col("matched")).alias(f"filtered_{i}")]
+        metrics += [F.count_if(in_window).alias(f"seen_{i}"), F.count_if(in_window & ~F.col("matched")).alias(f"filtered_{i}"),
+                    F.coalesce(F.sum(F.when(in_window & F.col("matched"), F.length("body"))), F.lit(0)).alias(f"landed_bytes_{i}")]
     metrics.append(F.coalesce(F.sum(F.length("body")), F.lit(0)).alias("bytes"))
     observed = df.observe(observation, *metrics)
     landed = decode_body(observed.where("matched").drop("matched"), cfg.body.format, cfg.body.schema_)
     write_slice(landed, table_path, ledger)
     failpoint("after_delta_commit")
+    version = last_commit_version(spark, table_path)
+    log(f"Delta commit version {version} of {table_path} holds the slice and its ledger")
     observed_metrics = observation.get
 
     rows = _rows_in_slice(spark, table_path, planned)
@@ -132,12 +157,13 @@ def materialize(spark: SparkSession, client: RocketMQClient, source_options: dic
             seen=observed_metrics[f"seen_{i}"],
             rows=sum(n for (start_ms, _), n in rows.items() if start_ms == w.start_ms),
             filtered=observed_metrics[f"filtered_{i}"],
+            body_bytes=int(observed_metrics[f"landed_bytes_{i}"]),
         )
         for i, w in enumerate(planned))
     by_queue: dict[str, int] = defaultdict(int)
     for (_, key), n in rows.items():
         by_queue[key] += n
-    return Materialization(ledger, accounting, dict(by_queue), int(observed_metrics["bytes"]))
+    return Materialization(ledger, accounting, dict(by_queue), int(observed_metrics["bytes"]), version)
 
 
 def _rows_in_slice(spark: SparkSession, table_path: str, windows: tuple[WindowEntry, ...]) -> dict[tuple[int, str], int]:

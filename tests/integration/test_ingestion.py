@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from dagster import AssetKey, instance_for_test
+from dagster import AssetKey, AssetRecordsFilter, instance_for_test
 from deltalake import DeltaTable
 
 from tests.integration.ingestion_support import (
@@ -101,7 +101,22 @@ def test_backfill_over_a_range_equals_the_windows_one_by_one(tmp_path, local_clu
         result = run_partitions(backfill, table_b, instance, w1, w2)
         assert result.success
         materialized = instance.get_materialized_partitions(AssetKey(table_b))
+        # One run, two windows of different sizes: each partition carries its own window's figures.
+        recorded = {key: instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey(table_b), asset_partitions=[key]), limit=1
+        ).records[0].asset_materialization.metadata for key in (w1, w2)}
     assert materialized == {w1, w2}
+    rows_per_window = Counter(minute_key(int(r["window_start"].timestamp() * 1000)) for r in table_rows(path_b))
+    assert rows_per_window[w1] != rows_per_window[w2]
+    for key in (w1, w2):
+        metadata = recorded[key]
+        assert metadata["dagster/row_count"].value == rows_per_window[key] == len(produced.in_window(key))
+        assert metadata["rocketlake/rows"].value == rows_per_window[key]
+        assert sum(r.data["size"] for r in metadata["rocketlake/ranges"].value.records) == rows_per_window[key]
+        assert metadata["rocketlake/offsets_accounted"].value is True
+        assert metadata["rocketlake/body_bytes"].value == sum(
+            len(base64.b64decode(m["bodyBase64"])) for m in produced.in_window(key))
+    assert recorded[w1]["rocketlake/delta_version"] == recorded[w2]["rocketlake/delta_version"]  # one commit
 
     def comparable(rows):
         return sorted((r["msg_id"], r["window_start"], r["queue_offset"], r["body"]) for r in rows)
@@ -140,3 +155,26 @@ def test_dagster_cli_materializes_a_partition(tmp_path, local_cluster, produced)
                             timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(r["msg_id"] for r in table_rows(path)) == sorted(m["msgId"] for m in produced.in_window(w1))
+
+
+def test_a_dead_name_server_fails_the_run_in_one_clear_line(tmp_path):
+    from tests.conftest import free_ports
+
+    [port] = free_ports(1)  # nothing listens there
+    config = tmp_path / "rocketlake.yaml"
+    config.write_text(f"""
+clusters: {{dead: {{namesrv: "127.0.0.1:{port}"}}}}
+lake: {{root: "{tmp_path / 'lake'}"}}
+ingestions:
+  orders:
+    {{cluster: dead, topic: orders, consumer_group: g_dead, table: t_dead,
+     window: {{cron: "0 * * * *", start: "2026-11-01T00:00:00Z"}}}}
+""")
+    with instance_for_test() as instance:
+        result = run_partitions(definitions(config), "t_dead", instance, "2026-11-01-00:00")
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    message = failure.event_specific_data.error.message
+    assert "cannot reach RocketMQ" in message and f"127.0.0.1:{port}" in message
+    assert "rocketlake local status" in message
+    assert not (tmp_path / "lake" / "t_dead").exists()  # nothing written

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from rocketlake.pipelines.config import ConfigError, ConsumeFromWhere, MessageModel, load_config, parse_config
+from rocketlake.pipelines.config import (
+    NOT_SUPPORTED_YET,
+    ConfigError,
+    ConsumeFromWhere,
+    MessageModel,
+    load_config,
+    parse_config,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,7 +77,7 @@ def test_out_of_range_names_ingestion_key_value_and_range(key, value, allowed):
 
 def test_range_edges_are_inclusive_and_sentinels_accepted():
     ing = parse_config(with_ingestion(pull_batch_size=1024, pull_threshold_for_topic=-1,
-                                      pull_threshold_size_for_topic=102400, pull_interval=0)).ingestions["orders"]
+                                      pull_threshold_size_for_topic=102400)).ingestions["orders"]
     assert ing.pull_batch_size == 1024 and ing.pull_threshold_size_for_topic == 102400
 
 
@@ -144,3 +151,58 @@ def test_config_path_from_environment(tmp_path, monkeypatch):
     path.write_text(yaml.safe_dump(MINIMAL))
     monkeypatch.setenv("ROCKETLAKE_CONFIG", str(path))
     assert load_config().ingestions["orders"].topic == "orders"
+
+
+@pytest.mark.parametrize("key", sorted(NOT_SUPPORTED_YET))
+def test_a_setting_not_honoured_yet_is_refused_when_present(key):
+    value = getattr(parse_config(MINIMAL).ingestions["orders"], key)
+    value = getattr(value, "value", value)  # the default itself is refused too: present means "I rely on it"
+    (line,) = problems(with_ingestion(**{key: value}))
+    assert line.startswith(f"ingestions.orders.{key}: {value!r} is not supported yet (")
+    assert line.endswith("; remove the key")
+
+
+def test_broadcasting_is_refused_at_load_until_it_works():
+    (line,) = problems(with_ingestion(message_model="BROADCASTING"))
+    assert line.startswith("ingestions.orders.message_model: 'BROADCASTING' is not supported yet (")
+    assert line.endswith("; use CLUSTERING")
+    assert parse_config(with_ingestion(message_model="CLUSTERING")).ingestions["orders"].message_model is \
+        MessageModel.CLUSTERING
+
+
+def test_every_refusal_is_listed_with_its_ingestion():
+    raw = with_ingestion(consume_orderly=True, consume_timeout=5)
+    raw["ingestions"]["audit"] = {**raw["ingestions"]["orders"], "table": "audit_raw", "consume_orderly": False,
+                                  "consume_timeout": 5}
+    refused = problems(raw)
+    assert sorted(line.split(":")[0] for line in refused) == [
+        "ingestions.audit.consume_orderly", "ingestions.audit.consume_timeout",
+        "ingestions.orders.consume_orderly", "ingestions.orders.consume_timeout"]
+
+
+def test_every_field_either_works_or_is_refused():
+    """A new IngestionConfig field must be read by the pipeline or listed in NOT_SUPPORTED_YET."""
+    from rocketlake.pipelines.config import IngestionConfig
+
+    honoured = {"cluster", "topic", "subscription", "consumer_group", "message_model", "consume_from_where",
+                "consume_timestamp", "table", "window", "body", "on_deleted_messages", "pull_threshold_for_queue",
+                "pull_threshold_size_for_queue", "pull_threshold_for_topic", "pull_threshold_size_for_topic",
+                "pull_batch_size", "max_messages_per_task", "mq_client_api_timeout"}
+    assert set(IngestionConfig.model_fields) == honoured | set(NOT_SUPPORTED_YET)
+    assert not honoured & set(NOT_SUPPORTED_YET)
+
+
+def test_a_refused_key_fails_dagster_definitions_validate(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    config = tmp_path / "rocketlake.yaml"
+    config.write_text(yaml.safe_dump(with_ingestion(consume_orderly=True)))
+    result = subprocess.run([str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-w",
+                             "workspace.yaml"], cwd=ROOT, env=dict(os.environ, ROCKETLAKE_CONFIG=str(config)),
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode != 0
+    assert "ingestions.orders.consume_orderly: True is not supported yet" in result.stdout + result.stderr
