@@ -7,6 +7,7 @@ from dagster import Definitions, EnvVar
 from rocketlake.assets.ingestion import build_ingestion_asset, rocketmq_resource_key
 from rocketlake.assets.run_guard import rocketlake_executor
 from rocketlake.assets.schedules import build_window_schedule
+from rocketlake.assets.sensors import dead_runs_sensor
 from rocketlake.pipelines.config import RocketLakeConfig
 from rocketlake.resources.rocketmq_resource import RocketMQResource
 from rocketlake.resources.spark import SparkResource
@@ -22,6 +23,7 @@ def build_definitions(config: RocketLakeConfig) -> Definitions:
     return Definitions(
         assets=[build_ingestion_asset(name, ing, config.lake) for name, ing in config.ingestions.items()],
         schedules=[build_window_schedule(ing) for ing in config.ingestions.values()],
+        sensors=[dead_runs_sensor],
         resources=resources,
         # One process per run, which reclaims the pool slots of runs that died (see run_guard).
         executor=rocketlake_executor,

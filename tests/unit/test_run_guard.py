@@ -85,3 +85,15 @@ def test_an_ended_run_still_holding_a_slot_is_released(instance):
     [line] = reclaim_dead_runs(instance, "the-new-run")
     assert "ended (FAILURE) still holding pool slots" in line
     assert instance.event_log_storage.get_concurrency_run_ids() == set()
+
+
+def test_the_daemon_sensor_reclaims_dead_runs(instance):
+    from dagster import build_sensor_context
+
+    from rocketlake.assets.sensors import dead_runs_sensor
+
+    dead = started_run(instance, dead_process())
+    result = dead_runs_sensor(build_sensor_context(instance=instance))
+    assert dead.run_id in result.skip_message and "died without finishing" in result.skip_message
+    assert instance.event_log_storage.get_concurrency_run_ids() == set()
+    assert "no dead rocketlake run" in dead_runs_sensor(build_sensor_context(instance=instance)).skip_message
