@@ -99,6 +99,7 @@ def _python_answer(case: dict) -> dict:
     mq_all = [MessageQueue(*q) for q in case["queues"]]
     cid_all = list(case["cids"])
     if case["sort"]:
+        assert sorted(mq_all) == sort_for_rebalance(mq_all, [])[0]  # MessageQueue's own order, checked below
         mq_all, cid_all = sort_for_rebalance(mq_all, cid_all)
         out["sortedQueues"] = [[m.topic, m.broker_name, m.queue_id] for m in mq_all]
         out["sortedCids"] = cid_all

@@ -121,6 +121,13 @@ def test_sort_is_java_string_order_not_code_point_order():
                                       ["\uff5a@1", "\U0001F600@1", "b@1"])
     assert ids(mq_all) == [("a", 2), ("a", 10), ("\U0001F600", 1), ("\uff5a", 0)]
     assert cids == ["b@1", "\U0001F600@1", "\uff5a@1"]
+    assert sorted(mq_all[::-1]) == mq_all  # MessageQueue's own order is Java's too
+
+
+def test_message_queue_sorts_ascii_and_non_ascii_brokers_together():
+    queues = [MessageQueue(T, "\u00e9", 0), MessageQueue(T, "b", 1), MessageQueue("\u00e9", "a", 0), MessageQueue(T, "a", 0)]
+    assert sorted(queues) == [MessageQueue(T, "a", 0), MessageQueue(T, "b", 1), MessageQueue(T, "\u00e9", 0),
+                              MessageQueue("\u00e9", "a", 0)]
 
 
 @pytest.mark.parametrize(("strategy", "kwargs", "message"), [
