@@ -97,3 +97,10 @@ def admin(namesrv: str, state_dir: Path, commands: list[dict], *, version: str =
     """Ask the Java admin API (DefaultMQAdminExt); one answer {"ok", "value" | "error"} per command."""
     stdin = "".join(json.dumps(c) + "\n" for c in commands)
     return run("AdminPeer", state_dir, ["--namesrv", namesrv], stdin, version=version)
+
+
+def allocate(cases: list[dict], state_dir: Path, *, version: str = jars.ROCKETMQ_VERSION,
+             timeout: float = 300.0) -> list[dict]:
+    """Ask the Java ``AllocateMessageQueue*`` strategies, one JVM for every case (see AllocatePeer.java)."""
+    stdin = "".join(json.dumps(c) + "\n" for c in cases)
+    return run("AllocatePeer", state_dir, [], stdin, version=version, timeout=timeout)

@@ -18,9 +18,10 @@ from .errors import ProtocolError
 __all__ = ["MessageQueue"]
 
 
-def _java_order(text: str) -> str | bytes:
-    # UTF-16-BE bytes sort like Java's code-unit comparison; ASCII needs no conversion.
-    return text if text.isascii() else text.encode("utf-16-be", "surrogatepass")
+def _java_order(text: str) -> bytes:
+    # UTF-16-BE bytes sort like Java's code-unit comparison. Always bytes: an ASCII str key beside
+    # a non-ASCII bytes key (brokers "a" and "é" of one topic) would not compare at all.
+    return text.encode("utf-16-be", "surrogatepass")
 
 
 @dataclass(frozen=True, slots=True, order=False)
@@ -31,7 +32,7 @@ class MessageQueue:
     broker_name: str
     queue_id: int
 
-    def _key(self) -> tuple[Any, Any, int]:
+    def _key(self) -> tuple[bytes, bytes, int]:
         return (_java_order(self.topic), _java_order(self.broker_name), self.queue_id)
 
     def __lt__(self, other: object) -> bool:
