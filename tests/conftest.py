@@ -6,6 +6,7 @@ ports keeps running undisturbed while the tests run.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import uuid
@@ -46,8 +47,10 @@ def make_spec(state_dir: Path, store_root: Path | None = None, version: str = RO
                        version=version)
 
 
-def _running_cluster(tmp_path_factory: pytest.TempPathFactory, version: str) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(make_spec(tmp_path_factory.mktemp(f"rocketmq-{version}"), version=version))
+def _running_cluster(tmp_path_factory: pytest.TempPathFactory, version: str, **spec_changes) -> Iterator[LocalCluster]:
+    """A cluster on free ports, stopped and wiped at the end; ``spec_changes`` replace ClusterSpec fields."""
+    spec = dataclasses.replace(make_spec(tmp_path_factory.mktemp(f"rocketmq-{version}"), version=version), **spec_changes)
+    cluster = LocalCluster(spec)
     try:
         cluster.up()
         yield cluster

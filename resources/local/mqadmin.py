@@ -64,6 +64,13 @@ class MQAdmin:
     def consumer_progress(self, group: str, topic: str | None = None) -> list[QueueProgress]:
         return parse_consumer_progress(self.run("consumerProgress", "-g", group, *(["-t", topic] if topic else [])))
 
+    def delete_expired_commit_log(self, broker_address: str) -> None:
+        """DELETE_EXPIRED_COMMITLOG: the broker deletes its expired commit-log files in its next clean
+        rounds (asynchronously: wait on the queues' min offsets). mqadmin prints "success" or "false"."""
+        out = self.run("deleteExpiredCommitLog", "-b", broker_address)
+        if "success" not in out:
+            raise LocalClusterError(f"mqadmin deleteExpiredCommitLog -b {broker_address} answered {out.strip()!r}")
+
     def cluster_list(self) -> str:
         return self.run("clusterList")
 

@@ -88,6 +88,8 @@ class ClusterSpec:
     version: str = ROCKETMQ_VERSION
     #: Brokers accept only requests signed for this account (None: no ACL, the default).
     acl: AclSpec | None = None
+    #: Broker properties rendered last, overriding the defaults (e.g. :data:`SHORT_RETENTION`).
+    extra_broker_properties: tuple[tuple[str, object], ...] = ()
 
     @property
     def store(self) -> Path:
@@ -206,8 +208,31 @@ class ClusterSpec:
             "warmMapedFileEnable": "false",
             "traceTopicEnable": "false",
             **self.acl_properties(),
+            **dict(self.extra_broker_properties),
         }))
 
+
+#: Brokers that delete messages on demand, for tests of deleted messages. Names and semantics from
+#: MessageStoreConfig and DefaultMessageStore.CleanCommitLogService (5.3.3, same names in 4.9.8):
+#: the commit log is deleted a whole mapped file at a time, never the file being written, and a file
+#: is expired once ``lastModified + fileReservedTime hours <= now`` (MappedFileQueue.deleteExpiredFileByTime),
+#: so 0 hours expires every file but the last. Deletion runs only when the hour is in ``deleteWhen``,
+#: the disk is fuller than diskMaxUsedSpaceRatio, or after the admin request DELETE_EXPIRED_COMMITLOG
+#: (code 329, ``mqadmin deleteExpiredCommitLog``), which arms 20 rounds; "99" matches no hour, so
+#: only that request deletes. The clean services first run 60 s after the broker starts, then every
+#: ``cleanResourceInterval`` ms; each round deletes at most ``deleteFileBatchMax`` files; the consume
+#: queues' min offsets are corrected to the commit log's new min offset by the queue clean service
+#: (ConsumeQueue.correctMinOffset), on the same interval. Small files make a few hundred messages span
+#: several commit-log files, so most of them can be deleted while the newest file survives.
+SHORT_RETENTION: tuple[tuple[str, object], ...] = (
+    ("mappedFileSizeCommitLog", 16 * 1024),
+    ("fileReservedTime", 0),
+    ("deleteWhen", "99"),
+    ("cleanResourceInterval", 1000),
+    ("deleteFileBatchMax", 1000),
+    ("deleteCommitLogFilesInterval", 0),
+    ("deleteConsumeQueueFilesInterval", 0),
+)
 
 _5X_ONLY_KEYS = {"bindAddress", "enableControllerMode", "mappedFileSizeTimerLog"}
 

@@ -148,3 +148,16 @@ def test_parse_consumer_progress():
     rows = parse_consumer_progress(CONSUMER_PROGRESS)
     assert [(r.topic, r.broker_name, r.queue_id, r.broker_offset, r.consumer_offset) for r in rows] == [
         ("orders", "broker-a", 0, 12, 10), ("%RETRY%g", "broker-b", 0, 0, 0)]
+
+
+def test_extra_broker_properties_override_the_defaults():
+    from rocketlake.resources.local.spec import SHORT_RETENTION
+
+    spec = ClusterSpec(state_dir=Path("/s"), extra_broker_properties=SHORT_RETENTION)
+    text = spec.broker_properties(spec.brokers[0])
+    props = parse_properties(text)
+    assert props["fileReservedTime"] == "0" and props["deleteWhen"] == "99"
+    assert props["mappedFileSizeCommitLog"] == str(16 * 1024)
+    assert text.count("fileReservedTime=") == 1  # overridden in place, not rendered twice
+    default = parse_properties(ClusterSpec(state_dir=Path("/s")).broker_properties(spec.brokers[0]))
+    assert default["fileReservedTime"] == "168" and "deleteWhen" not in default
