@@ -29,10 +29,12 @@ from dagster import (
 
 from rocketlake.assets.metadata import accounting_table, windows_metadata
 from rocketlake.assets.partitions import window_partitions
-from rocketlake.pipelines.config import IngestionConfig, LakeConfig
+from rocketlake.pipelines import ingest
+from rocketlake.pipelines.broker_access import GroupBroker
+from rocketlake.pipelines.config import IngestionConfig, LakeConfig, MessageModel
 from rocketlake.pipelines.failpoints import failpoint
-from rocketlake.pipelines.ingest import MessagesDeleted, commit, materialize_windows, prepare
-from rocketlake.pipelines.windows import Window, WindowNotClosed, to_ms
+from rocketlake.pipelines.materialize import SparkLake
+from rocketlake.pipelines.windows import MessagesDeleted, Window, WindowNotClosed, to_ms
 from rocketlake.resources.rocketmq.errors import ConnectionFailed, RequestTimeout, TopicNotExist
 from rocketlake.resources.spark import SparkResource
 
@@ -63,8 +65,8 @@ def build_ingestion_asset(name: str, cfg: IngestionConfig, lake: LakeConfig) -> 
         pool=consumer_group_pool(cfg.consumer_group),
         required_resource_keys={"spark", rocketmq_key},
         check_specs=[AssetCheckSpec(CHECK_NAME, asset=cfg.table, blocking=True,
-                                    description="Every offset of every window's range is a row, filtered by tag, "
-                                                "or a failure: rows + filtered + failed = sum of range sizes.")],
+                                    description="Every offset of every window's range is a row or filtered by tag: "
+                                                "rows + filtered = sum of range sizes.")],
         kinds={"rocketmq", "spark", "delta"},
         group_name="rocketlake",
         description=f"RocketMQ topic `{cfg.topic}` (group `{cfg.consumer_group}`, {cfg.message_model.value}) "
@@ -96,17 +98,17 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
             raise Failure(description=f"partition {key}: {e}") from None
         windows.append((key, window))
 
-    spark = spark_resource.session()
-    client = rocketmq.client()
-    asset_key = context.asset_key
-    ledger_runs = _recorded_runs(context, asset_key, None)
-    prepared = prepare(spark, client, cfg, table_path, ledger_runs, now_ms, to_ms(cfg.window.start))
+    timeout = cfg.mq_client_api_timeout
+    broker = GroupBroker(rocketmq.client(timeout), cfg.topic, cfg.consumer_group,
+                         with_retry_topic=cfg.message_model is MessageModel.CLUSTERING)
+    lake = SparkLake(spark_resource.session(), rocketmq.source_options(timeout), cfg, table_path)
+    recorded = DagsterRecordedRuns(context.instance, context.asset_key)
+    prepared = ingest.prepare(broker, lake, recorded, cfg, now_ms, to_ms(cfg.window.start))
     for move in prepared.repaired:
         context.log.info(f"repaired offset of {move.queue}: {move.before} -> {move.after} (landed by an earlier run)")
 
-    scheduled = SCHEDULE_TAG in context.run.tags
-    landed = materialize_windows(spark, client, rocketmq.source_options(), name, cfg, table_path, windows,
-                                 context.run.run_id, prepared, clip_to_group_position=scheduled, log=context.log.info)
+    landed = ingest.land(broker, lake, cfg, name, context.run.run_id, windows, prepared,
+                         start_at_group_position=SCHEDULE_TAG in context.run.tags, log=context.log.info)
     balanced = all(a.balanced for a in landed.accounting)
     for key, metadata in windows_metadata(landed).items():
         context.add_asset_metadata(metadata, partition_key=key)  # each window its own figures
@@ -114,18 +116,17 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
         check_results=[AssetCheckResult(
             check_name=CHECK_NAME, passed=balanced,
             metadata={"windows": accounting_table(landed)},
-            description=None if balanced else "some offsets are neither rows, filtered nor failed: see the windows")],
+            description=None if balanced else "some offsets are neither rows nor filtered by tag: see the windows")],
     )
     if not balanced:
         raise Failure(description="the accounting check failed; the group's offsets were not committed")
     # The materialization is recorded once the yield returns; commit only what Dagster shows recorded.
-    recorded = _recorded_runs(context, asset_key, [k for k, _ in windows])
-    if context.run.run_id not in recorded:
+    if context.run.run_id not in recorded.among(landed.ledger.partition_keys):
         context.log.warning("the materialization is not visible in the instance yet; offsets will be committed "
                             "by the next run")
         return
     failpoint("before_offset_commit")
-    for move in commit(client, cfg, prepared, landed.ledger, ledger_runs | recorded):
+    for move in ingest.commit(broker, recorded, prepared, landed.ledger):
         context.log.info(f"committed offset of {move.queue}: {move.before} -> {move.after}")
 
 
@@ -141,14 +142,23 @@ def explain(error: Exception, cfg: IngestionConfig, namesrv: str) -> str:
     return str(error)
 
 
-def _recorded_runs(context: AssetExecutionContext, asset_key: AssetKey, partitions: list[str] | None) -> set[str]:
-    """Run ids with a recorded materialization of this asset (for these partitions, if given)."""
-    runs: set[str] = set()
-    cursor = None
-    while True:
-        result = context.instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=asset_key, asset_partitions=partitions), limit=1000, cursor=cursor)
-        runs |= {r.run_id for r in result.records}
-        if not result.has_more:
+class DagsterRecordedRuns:
+    """``ingest.RecordedRuns`` from the Dagster instance: materializations of this asset, per partition."""
+
+    def __init__(self, instance, asset_key: AssetKey):
+        self.instance = instance
+        self.asset_key = asset_key
+
+    def among(self, partition_keys) -> set[str]:
+        runs: set[str] = set()
+        keys = sorted(set(partition_keys))
+        if not keys:
             return runs
-        cursor = result.cursor
+        cursor = None
+        while True:
+            result = self.instance.fetch_materializations(
+                AssetRecordsFilter(asset_key=self.asset_key, asset_partitions=keys), limit=1000, cursor=cursor)
+            runs |= {r.run_id for r in result.records}
+            if not result.has_more:
+                return runs
+            cursor = result.cursor

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 
-from rocketlake.pipelines.delta_writer import WindowEntry
-from rocketlake.pipelines.materialize import Materialization, WindowAccounting
+from rocketlake.pipelines.ingest import Materialization, WindowAccounting
+from rocketlake.pipelines.ledger import WindowEntry
 
 ROWS = "rocketlake/rows"
 BODY_BYTES = "rocketlake/body_bytes"
@@ -32,7 +32,7 @@ RANGE_SCHEMA = TableSchema(columns=[
 
 def window_metadata(window: WindowEntry, accounting: WindowAccounting, m: Materialization) -> dict:
     """The metadata of one window's partition."""
-    ranges = [TableRecord({"topic": r.topic, "broker_name": r.broker_name, "queue_id": r.queue_id,
+    ranges = [TableRecord({"topic": r.queue.topic, "broker_name": r.queue.broker_name, "queue_id": r.queue.queue_id,
                            "start": r.start, "end": r.end, "size": r.size}) for r in window.ranges]
     metadata = {
         ROWS: MetadataValue.int(accounting.rows),

@@ -20,7 +20,10 @@ from pathlib import Path
 
 from benchmarks.common import PeakRss, bench_cluster, cluster_pids, mib, produce_bulk
 from rocketlake.pipelines.config import parse_config
-from rocketlake.pipelines.materialize import materialize
+from rocketlake.pipelines.ledger import LedgerEntry
+from rocketlake.pipelines.broker_access import GroupBroker
+from rocketlake.pipelines.ingest import plan_windows
+from rocketlake.pipelines.materialize import land_entry
 from rocketlake.pipelines.windows import Window
 from rocketlake.resources.local.peers import consume
 from rocketlake.resources.rocketmq.client import RocketMQClient
@@ -36,8 +39,11 @@ def land(cluster, spark, topic: str, lake: Path, window: Window, run: str):
     client = RocketMQClient(cluster.spec.namesrv_address, timeout=10)
     with PeakRss(exclude=cluster_pids(cluster)) as rss:
         started = time.perf_counter()
-        result = materialize(spark, client, {"namesrv": cluster.spec.namesrv_address}, "bench", cfg,
-                             str(lake / cfg.table), [("w", window)], run)
+        broker = GroupBroker(client, topic, cfg.consumer_group, with_retry_topic=False)
+        queues = broker.subscribed_queues()
+        entry = LedgerEntry("bench", cfg.consumer_group, run, plan_windows(broker, queues, [("w", window)]))
+        result = land_entry(spark, {"namesrv": cluster.spec.namesrv_address}, cfg, str(lake / cfg.table), entry,
+                            len(queues), print)
         seconds = time.perf_counter() - started
     (acct,) = result.accounting
     assert acct.balanced and acct.rows == acct.planned, acct

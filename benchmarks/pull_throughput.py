@@ -19,7 +19,7 @@ from pathlib import Path
 from benchmarks.common import bench_cluster, produce_bulk
 from rocketlake.resources.local.peers import consume
 from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 from rocketlake.resources.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT, read_ranges
 
 GROUP = "rocketlake_bench"
@@ -32,7 +32,7 @@ def python_pull(namesrv: str, queues: dict[MessageQueue, int], batch: int, in_fl
         client.get_max_offset(mq)
     count, size = 0, 0
     started = time.perf_counter()
-    for _, messages in read_ranges(client, [(mq, 0, end) for mq, end in queues.items()], consumer_group=GROUP,
+    for _, messages in read_ranges(client, [OffsetRange(mq, 0, end) for mq, end in queues.items()], consumer_group=GROUP,
                                    batch_size=batch, pulls_in_flight=in_flight):
         count += len(messages)
         for m in messages:

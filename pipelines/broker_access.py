@@ -12,23 +12,28 @@ import os
 from collections.abc import Iterator
 
 from rocketlake.pipelines.options import SourceOptions
-from rocketlake.pipelines.windows import OffsetRange, first_offset_at_or_after
+from rocketlake.pipelines.windows import first_offset_at_or_after
 from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.errors import RangeUnreadable
+from rocketlake.resources.rocketmq.errors import RangeUnreadable, SubscriptionGroupNotExist, TopicNotExist
 from rocketlake.resources.rocketmq.filter import Subscription
-from rocketlake.resources.rocketmq.message import Message
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.resources.rocketmq.message import Message, is_retry_topic, retry_topic
+from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 from rocketlake.resources.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT, read_ranges
 
-__all__ = ["BrokerStoreTimes", "RangeUnreadable", "make_client", "pull_range", "resolve_ranges"]
+__all__ = ["BrokerStoreTimes", "GroupBroker", "RangeUnreadable", "make_client", "pull_range", "resolve_ranges"]
 
 
 _clients: dict[tuple, RocketMQClient] = {}
 
 
 def make_client(opts: SourceOptions) -> RocketMQClient:
-    """One client per settings and process: Spark reuses its Python workers across tasks, and a
-    fresh client per task would refetch routes and reopen connections every time."""
+    """The Spark tasks' client: one per settings and worker process.
+
+    Executors cannot reach Dagster resources, so the driver hands the resource's settings over as
+    source options (``RocketMQResource.source_options``: name server, ACL keys, the same timeout as
+    the driver's client) and each worker builds its client from them once: Spark reuses its Python
+    workers across tasks, and a fresh client per task would refetch routes and reopen connections.
+    """
     key = (os.getpid(), opts.namesrv, opts.access_key, opts.secret_key, opts.timeout_ms)
     client = _clients.get(key)
     if client is None:
@@ -65,6 +70,36 @@ class BrokerStoreTimes:
         return result.messages[0].store_timestamp
 
 
+class GroupBroker(BrokerStoreTimes):
+    """What a run of one ingestion needs from RocketMQ (``pipelines.ingest.Broker``) over a live cluster."""
+
+    def __init__(self, client: RocketMQClient, topic: str, consumer_group: str, with_retry_topic: bool):
+        super().__init__(client, consumer_group)
+        self.topic = topic
+        self.with_retry_topic = with_retry_topic
+
+    def subscribed_queues(self) -> list[MessageQueue]:
+        """Readable queues of the topic, plus the group's retry topic (CLUSTERING) once it exists."""
+        queues = list(self.client.queues(self.topic))
+        if self.with_retry_topic:
+            try:
+                queues += self.client.queues(retry_topic(self.consumer_group))
+            except TopicNotExist:
+                pass  # created by the broker on the first send-back; nothing to read until then
+        return sorted(queues)
+
+    def committed_offset(self, queue: MessageQueue) -> int | None:
+        return self.client.query_consumer_offset(self.consumer_group, queue)
+
+    def commit_offset(self, queue: MessageQueue, offset: int) -> None:
+        try:
+            self.client.update_consumer_offset(self.consumer_group, queue, offset)
+        except SubscriptionGroupNotExist:
+            # A broker that does not auto-create groups on offset updates: create it, then retry once.
+            self.client.create_subscription_group(self.consumer_group, brokers=[queue.broker_name])
+            self.client.update_consumer_offset(self.consumer_group, queue, offset)
+
+
 def resolve_ranges(opts: SourceOptions) -> list[OffsetRange]:
     """The source's bounds (offsets or exact store-time boundaries) turned into one range per queue."""
     client = make_client(opts)
@@ -82,7 +117,7 @@ def resolve_ranges(opts: SourceOptions) -> list[OffsetRange]:
             raise RangeUnreadable(f"{mq}: starting offset {start} is below the queue's min offset {lo}; "
                                   f"offsets [{start}, {lo}) were already deleted by the broker")
         if end > start:
-            ranges.append(OffsetRange((mq.topic, mq.broker_name, mq.queue_id), start, min(end, hi)))
+            ranges.append(OffsetRange(mq, start, min(end, hi)))
     return ranges
 
 
@@ -94,8 +129,7 @@ def _bound(bound, mq: MessageQueue, lo: int, hi: int, default: int) -> int:
     return bound.get(mq.broker_name, {}).get(mq.queue_id, default)
 
 
-def pull_range(opts: SourceOptions, topic: str, broker_name: str, queue_id: int, start: int, end: int
-               ) -> Iterator[tuple[Message, bool]]:
+def pull_range(opts: SourceOptions, offsets: OffsetRange) -> Iterator[tuple[Message, bool]]:
     """Every message of ``[start, end)`` in offset order with its subscription verdict.
 
     Several pulls are in flight at once, as many as fit the push consumer's per-queue cache
@@ -103,12 +137,12 @@ def pull_range(opts: SourceOptions, topic: str, broker_name: str, queue_id: int,
     raises :class:`RangeUnreadable`.
     """
     client = make_client(opts)
-    mq = MessageQueue(topic, broker_name, queue_id)
+    mq = offsets.queue
     # The retry topic is subscribed with "*" whatever the main topic's expression (as the push consumer does).
-    subscription = Subscription.parse(topic, "*" if topic.startswith("%RETRY%") else opts.subscription)
+    subscription = Subscription.parse(mq.topic, "*" if is_retry_topic(mq.topic) else opts.subscription)
     in_flight = max(1, min(DEFAULT_PULLS_IN_FLIGHT, opts.pull_threshold_for_queue // opts.pull_batch_size))
     matches = subscription.matches
-    for _, messages in read_ranges(client, [(mq, start, end)], consumer_group=opts.consumer_group,
+    for _, messages in read_ranges(client, [offsets], consumer_group=opts.consumer_group,
                                    batch_size=opts.pull_batch_size, pulls_in_flight=in_flight):
         for message in messages:
             yield message, matches(message)

@@ -21,6 +21,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rocketlake.resources.rocketmq.errors import InvalidName
+# One definition of each, the wire's: a config value is the name the Java client and the broker use.
+from rocketlake.resources.rocketmq.heartbeat import ConsumeFromWhere, MessageModel
 from rocketlake.resources.rocketmq.validators import check_consumer_group, check_topic
 
 CONFIG_ENV = "ROCKETLAKE_CONFIG"
@@ -34,17 +36,6 @@ class ConfigError(ValueError):
         self.source = source
         self.problems = problems
         super().__init__(f"{source} is not valid:\n" + "\n".join(f"  - {p}" for p in problems))
-
-
-class MessageModel(str, Enum):
-    CLUSTERING = "CLUSTERING"
-    BROADCASTING = "BROADCASTING"
-
-
-class ConsumeFromWhere(str, Enum):
-    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
-    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
-    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
 
 
 class AllocateStrategy(str, Enum):

@@ -9,87 +9,25 @@ table history. The table itself is a plain Delta table.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 
-LEDGER_KEY = "rocketlake"
-LEDGER_VERSION = 1
+from rocketlake.pipelines.ledger import LedgerEntry, history_of
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
-
-@dataclass(frozen=True)
-class RangeEntry:
-    topic: str
-    broker_name: str
-    queue_id: int
-    start: int
-    end: int
-
-    @property
-    def queue(self) -> tuple[str, str, int]:
-        return (self.topic, self.broker_name, self.queue_id)
-
-    @property
-    def size(self) -> int:
-        return self.end - self.start
-
-
-@dataclass(frozen=True)
-class WindowEntry:
-    partition_key: str
-    start_ms: int
-    end_ms: int
-    ranges: tuple[RangeEntry, ...]
-
-
-@dataclass(frozen=True)
-class LedgerEntry:
-    """What one Delta commit landed: the windows, their ranges, and who landed them."""
-
-    ingestion: str
-    consumer_group: str
-    run_id: str
-    windows: tuple[WindowEntry, ...]
-    origin: dict[str, int] = field(default_factory=dict)  # "topic/broker/qid" -> where a new group started
-    # "topic/broker/qid" -> [from, to): deleted by the broker before they were landed, accepted as lost
-    gaps: dict[str, tuple[int, int]] = field(default_factory=dict)
-    version: int | None = None  # the Delta version, filled in when read back
-
-    def to_json(self) -> str:
-        body = asdict(self)
-        body.pop("version")
-        return json.dumps({LEDGER_KEY: LEDGER_VERSION, **body}, separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str, version: int | None = None) -> "LedgerEntry | None":
-        try:
-            raw = json.loads(text)
-        except (TypeError, ValueError):
-            return None
-        if not isinstance(raw, dict) or raw.get(LEDGER_KEY) != LEDGER_VERSION:
-            return None  # someone else's commit (OPTIMIZE, a user's own write)
-        windows = tuple(
-            WindowEntry(w["partition_key"], w["start_ms"], w["end_ms"],
-                        tuple(RangeEntry(**r) for r in w["ranges"]))
-            for w in raw["windows"])
-        gaps = {k: (int(v[0]), int(v[1])) for k, v in raw.get("gaps", {}).items()}
-        return cls(raw["ingestion"], raw["consumer_group"], raw["run_id"], windows, raw.get("origin", {}), gaps, version)
-
-
-def queue_key(topic: str, broker_name: str, queue_id: int) -> str:
-    return f"{topic}/{broker_name}/{queue_id}"
+# How many of the newest commits to read at first; a group's newest entry is nearly always among them.
+FIRST_HISTORY_PAGE = 20
 
 
 def _sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def slice_predicate(window_starts_ms: Iterable[int], queues: Iterable[tuple[str, str, int]]) -> str:
+def slice_predicate(window_starts_ms: Iterable[int], queues: Iterable[MessageQueue]) -> str:
     """The replaceWhere predicate of (these windows) x (these queues)."""
     windows = ", ".join(f"timestamp_millis({ms})" for ms in sorted(set(window_starts_ms)))
-    keys = ", ".join(_sql_string(queue_key(*q)) for q in sorted(set(queues)))
+    keys = ", ".join(_sql_string(mq.key) for mq in sorted(set(queues)))
     return (f"window_start IN ({windows}) AND "
             f"concat_ws('/', topic, broker_name, CAST(queue_id AS STRING)) IN ({keys})")
 
@@ -102,7 +40,7 @@ def is_delta_table(spark: SparkSession, path: str) -> bool:
 
 def write_slice(df: DataFrame, path: str, ledger: LedgerEntry) -> None:
     """Replace (ledger windows) x (ledger queues) in the table at ``path`` with ``df``, one commit."""
-    queues = {r.queue for w in ledger.windows for r in w.ranges}
+    queues = ledger.queues
     writer = (df.write.format("delta").option("userMetadata", ledger.to_json())
               .option("mergeSchema", "true"))
     if is_delta_table(df.sparkSession, path):
@@ -112,15 +50,30 @@ def write_slice(df: DataFrame, path: str, ledger: LedgerEntry) -> None:
         writer.mode("append").save(path)
 
 
-def read_ledger(spark: SparkSession, path: str) -> list[LedgerEntry]:
-    """Every rocketlake commit of the table, oldest first."""
+def read_ledger(spark: SparkSession, path: str, group: str | None = None) -> list[LedgerEntry]:
+    """The ledger entries a run of ``group`` needs, oldest first (every readable one if ``group`` is None).
+
+    Reads the history newest first, a page at a time, only until the group's newest entry: it carries
+    every earlier entry still at stake, so commits cleaned from the Delta log are never needed.
+    """
     if not is_delta_table(spark, path):
         return []
     from delta.tables import DeltaTable
 
-    history = DeltaTable.forPath(spark, path).history().select("version", "userMetadata").collect()
-    entries = [LedgerEntry.from_json(row["userMetadata"], row["version"]) for row in history if row["userMetadata"]]
-    return sorted((e for e in entries if e is not None), key=lambda e: e.version)
+    table = DeltaTable.forPath(spark, path)
+    limit = FIRST_HISTORY_PAGE
+    while True:
+        rows = table.history(limit).select("version", "userMetadata").collect()
+        newest_first = [e for e in (LedgerEntry.from_json(r["userMetadata"], r["version"])
+                                    for r in sorted(rows, key=lambda r: -r["version"]) if r["userMetadata"]) if e]
+        if group is None:
+            if len(rows) < limit:
+                return list(reversed(newest_first))
+        else:
+            entries, complete = history_of(newest_first, group)
+            if complete or len(rows) < limit:
+                return entries
+        limit *= 10
 
 
 def last_commit_version(spark: SparkSession, path: str) -> int | None:

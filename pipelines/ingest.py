@@ -1,92 +1,192 @@
-"""One ingestion run, free of Dagster: repair offsets, decide starts, materialize, commit.
+"""One ingestion run, free of Dagster and of Spark: plan -> read -> write -> account -> commit.
 
-The Dagster asset calls ``prepare`` and ``materialize_windows`` before it yields the
-materialization, and ``commit`` only after Dagster has recorded it.
+The run talks to three small interfaces, so every branch of the exactly-once protocol is a unit
+test on plain data:
+
+* ``Broker``: the consumer group's queues, offsets and store times on RocketMQ
+  (``broker_access.GroupBroker`` over a live cluster);
+* ``Lake``: the table's ledger, and landing a ledger entry's ranges in one Delta commit with its
+  accounting (``materialize.SparkLake``);
+* ``RecordedRuns``: which runs Dagster has recorded a materialization for, among some partitions.
+
+The asset calls ``prepare`` and ``land`` before it reports the materialization, and ``commit`` only
+after Dagster has recorded it. Offsets move only over ledger entries of recorded runs, so a run that
+dies anywhere leaves the group where the table says it is, and the next run's ``prepare`` repairs it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import Protocol
 
-from pyspark.sql import SparkSession
+from rocketlake.pipelines.config import IngestionConfig
+from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry, at_stake, origin_of
+from rocketlake.pipelines.offsets import OffsetMove, initial_position, moves_from_ledger
+from rocketlake.pipelines.windows import MessagesDeleted, StoreTimeReader, Window, window_ranges
+from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 
-from rocketlake.pipelines.config import IngestionConfig, MessageModel
-from rocketlake.pipelines.delta_writer import LedgerEntry, queue_key, read_ledger
-from rocketlake.pipelines.materialize import Materialization, materialize, subscribed_queues
-from rocketlake.pipelines.offsets import OffsetMove, commit_from_ledger, committed_offsets, initial_position, ledger_origin
-from rocketlake.pipelines.windows import Window
-from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
+Log = Callable[[str], None]
 
 
-class MessagesDeleted(RuntimeError):
-    """The broker deleted messages the group never landed; the message names the queues and offsets."""
+def _no_log(_: str) -> None:
+    pass
+
+
+class Broker(StoreTimeReader, Protocol):
+    """What a run needs from RocketMQ for one consumer group (store times included, for windows)."""
+
+    def subscribed_queues(self) -> list[MessageQueue]: ...
+
+    def committed_offset(self, queue: MessageQueue) -> int | None:
+        """The group's committed offset, None if it has none for this queue."""
+
+    def commit_offset(self, queue: MessageQueue, offset: int) -> None: ...
+
+
+class RecordedRuns(Protocol):
+    def among(self, partition_keys: Collection[str]) -> set[str]:
+        """Run ids with a recorded materialization of any of these partitions."""
+
+
+@dataclass(frozen=True)
+class WindowAccounting:
+    partition_key: str
+    planned: int   # sum of the window's range sizes
+    seen: int      # offsets the reader returned
+    rows: int      # rows of this window x these queues in the table after the commit
+    filtered: int  # offsets the subscription's tags filtered out
+    body_bytes: int = 0  # bytes of the message bodies of the rows landed (before any decoding)
+
+    @property
+    def balanced(self) -> bool:
+        return self.seen == self.planned and self.rows + self.filtered == self.planned
+
+
+@dataclass(frozen=True)
+class Landing:
+    """What the lake reports after landing an entry."""
+
+    accounting: tuple[WindowAccounting, ...]
+    rows_by_queue: dict[MessageQueue, int]
+    bytes_read: int            # bytes of every message body read, filtered ones included
+    delta_version: int | None  # the Delta commit that replaced the slice and carries the ledger
+
+
+class Lake(Protocol):
+    def ledger(self, group: str) -> list[LedgerEntry]:
+        """The group's entries a run needs (at least those still at stake), oldest first."""
+
+    def land(self, entry: LedgerEntry, queue_count: int, log: Log) -> Landing:
+        """Read ``entry``'s ranges, replace its windows x queues with them in one commit carrying ``entry``."""
+
+
+@dataclass(frozen=True)
+class Materialization:
+    ledger: LedgerEntry
+    landing: Landing
+
+    @property
+    def accounting(self) -> tuple[WindowAccounting, ...]:
+        return self.landing.accounting
+
+    @property
+    def delta_version(self) -> int | None:
+        return self.landing.delta_version
 
 
 @dataclass(frozen=True)
 class Prepared:
     queues: list[MessageQueue]
-    ledger: list[LedgerEntry]
-    repaired: list[OffsetMove]         # offsets a previous run landed but did not commit
-    starts: dict[MessageQueue, int]    # where the group stands on each queue (committed or origin)
-    new_origin: dict[str, int]         # origins decided by this run (a group with no offsets yet)
-    gaps: dict[str, tuple[int, int]]   # offsets deleted before they were landed (on_deleted_messages=record)
+    at_stake: list[LedgerEntry]              # earlier entries the group's offsets have not passed yet
+    repaired: list[OffsetMove]               # offsets a previous run landed but did not commit
+    starts: dict[MessageQueue, int]          # where the group stands on each queue (committed or origin)
+    origin: dict[MessageQueue, int]          # where the group started, known or decided now
+    gaps: dict[MessageQueue, tuple[int, int]]  # deleted before they were landed (on_deleted_messages: record)
 
 
-def prepare(spark: SparkSession, client: RocketMQClient, cfg: IngestionConfig, table_path: str,
-            recorded_runs: Collection[str], now_ms: int, first_window_start_ms: int) -> Prepared:
-    if cfg.message_model is MessageModel.BROADCASTING:
-        # Broadcasting progress lives in a local offset store per client id, never on the broker;
-        # until that store exists, refuse rather than commit broadcast progress as the group's.
-        raise NotImplementedError(
-            f"message_model BROADCASTING (group {cfg.consumer_group}) is not supported yet: its offsets belong in a "
-            "local offset store, which rocketlake does not have yet. Use CLUSTERING for this ingestion for now.")
-    ledger = read_ledger(spark, table_path)
-    queues = subscribed_queues(client, cfg)
-    committed = committed_offsets(client, cfg.consumer_group, queues)
-    repaired = commit_from_ledger(client, cfg.consumer_group, queues, ledger, recorded_runs, committed)
+def _keys(entries: list[LedgerEntry]) -> set[str]:
+    return {key for e in entries for key in e.partition_keys}
+
+
+def _apply(broker: Broker, moves: list[OffsetMove]) -> None:
+    for move in moves:
+        broker.commit_offset(move.queue, move.after)
+
+
+def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionConfig, now_ms: int,
+            first_window_start_ms: int) -> Prepared:
+    """Repair offsets an earlier run landed but did not commit, then decide where the group stands."""
+    group = cfg.consumer_group
+    ledger = lake.ledger(group)
+    queues = broker.subscribed_queues()
+    committed = {mq: broker.committed_offset(mq) for mq in queues}
+    stake = at_stake(ledger, committed)
+    # Only the windows at stake can move an offset: ask Dagster about those, not the asset's whole history.
+    repaired = moves_from_ledger(committed, stake, recorded.among(_keys(stake)) if stake else set())
+    _apply(broker, repaired)
     committed |= {move.queue: move.after for move in repaired}
-    origin = ledger_origin(e for e in ledger if e.consumer_group == cfg.consumer_group)
-    starts, new_origin = {}, {}
+
+    origin = origin_of(ledger)
+    starts = {}
     for mq, offset in committed.items():
-        key = queue_key(mq.topic, mq.broker_name, mq.queue_id)
-        if offset is not None:
-            starts[mq] = offset
-        elif key in origin:
-            starts[mq] = origin[key]
-        else:
-            starts[mq] = new_origin[key] = initial_position(client, cfg, mq, now_ms, first_window_start_ms)
-    gaps = deleted_gaps(client, starts)
+        if offset is None and mq not in origin:
+            origin[mq] = initial_position(broker, cfg, mq, now_ms, first_window_start_ms)
+        starts[mq] = offset if offset is not None else origin[mq]
+    gaps = deleted_gaps(broker, starts)
     if gaps and cfg.on_deleted_messages == "fail":
-        listed = "; ".join(f"{k}: [{lo}, {hi})" for k, (lo, hi) in sorted(gaps.items()))
+        listed = "; ".join(f"{mq.key}: [{lo}, {hi})" for mq, (lo, hi) in sorted(gaps.items()))
         raise MessagesDeleted(
-            f"the broker deleted messages group {cfg.consumer_group} never landed ({listed}). Nothing was written. "
+            f"the broker deleted messages group {group} never landed ({listed}). Nothing was written. "
             "Land them from a backup if you have one; to accept the loss, set on_deleted_messages: record for this "
             "ingestion, which records the gap in the ledger and moves on.")
-    return Prepared(queues, ledger, repaired, starts, new_origin, gaps)
+    return Prepared(queues, at_stake(ledger, committed), repaired, starts, origin, gaps)
 
 
-def deleted_gaps(client: RocketMQClient, starts: dict[MessageQueue, int]) -> dict[str, tuple[int, int]]:
+def deleted_gaps(broker: Broker, starts: dict[MessageQueue, int]) -> dict[MessageQueue, tuple[int, int]]:
     """Queues where the group stands below the broker's min offset: [position, min) is gone."""
     gaps = {}
     for mq, position in starts.items():
-        lowest = client.get_min_offset(mq)
+        lowest = broker.min_offset(mq)
         if position < lowest:
-            gaps[queue_key(mq.topic, mq.broker_name, mq.queue_id)] = (position, lowest)
+            gaps[mq] = (position, lowest)
     return gaps
 
 
-def materialize_windows(spark: SparkSession, client: RocketMQClient, source_options: dict[str, str],
-                        ingestion: str, cfg: IngestionConfig, table_path: str, windows: list[tuple[str, Window]],
-                        run_id: str, prepared: Prepared, *, clip_to_group_position: bool,
-                        log: Callable[[str], None] = lambda _: None) -> Materialization:
-    """Scheduled runs start where the group stands; an explicit backfill always takes whole windows."""
-    return materialize(spark, client, source_options, ingestion, cfg, table_path, windows, run_id,
-                       starts=prepared.starts if clip_to_group_position else None, origin=prepared.new_origin,
-                       gaps=prepared.gaps, log=log)
+def plan_windows(times: StoreTimeReader, queues: list[MessageQueue], windows: list[tuple[str, Window]],
+                 starts: dict[MessageQueue, int] | None = None) -> tuple[WindowEntry, ...]:
+    """Exact ranges per window; with ``starts``, a range begins no earlier than its queue's start."""
+    planned = []
+    for key, window in sorted(windows, key=lambda kw: kw[1]):
+        ranges = []
+        for r in window_ranges(times, queues, window):
+            start = max(r.start, starts[r.queue]) if starts and r.queue in starts else r.start
+            ranges.append(OffsetRange(r.queue, min(start, r.end), r.end))
+        planned.append(WindowEntry(key, window.start_ms, window.end_ms, tuple(ranges)))
+    return tuple(planned)
 
 
-def commit(client: RocketMQClient, cfg: IngestionConfig, prepared: Prepared, landed: LedgerEntry,
-           recorded_runs: Collection[str]) -> list[OffsetMove]:
-    return commit_from_ledger(client, cfg.consumer_group, prepared.queues, [*prepared.ledger, landed], recorded_runs)
+def land(broker: Broker, lake: Lake, cfg: IngestionConfig, ingestion: str, run_id: str,
+         windows: list[tuple[str, Window]], prepared: Prepared, *, start_at_group_position: bool,
+         log: Log = _no_log) -> Materialization:
+    """Plan the windows and land them in one commit whose ledger entry carries what is still at stake.
+
+    ``start_at_group_position``: scheduled runs start where the group stands; an explicit backfill
+    always takes whole windows. ``log`` hears one line per step: the planned ranges, the Spark job, the commit.
+    """
+    planned = plan_windows(broker, prepared.queues, windows, prepared.starts if start_at_group_position else None)
+    entry = LedgerEntry(ingestion, cfg.consumer_group, run_id, planned, dict(prepared.origin), dict(prepared.gaps),
+                        carried=tuple(prepared.at_stake))
+    for w in planned:
+        log(f"window {w.partition_key}: {w.size} offsets planned: "
+            + ", ".join(f"{r.queue.broker_name}/{r.queue.topic}/{r.queue.queue_id} [{r.start}, {r.end})" for r in w.ranges))
+    return Materialization(entry, lake.land(entry, len(prepared.queues), log))
+
+
+def commit(broker: Broker, recorded: RecordedRuns, prepared: Prepared, landed: LedgerEntry) -> list[OffsetMove]:
+    """Move the group's offsets over every recorded entry at stake, this run's included."""
+    entries = [*prepared.at_stake, landed]
+    committed = {mq: broker.committed_offset(mq) for mq in prepared.queues}
+    moves = moves_from_ledger(committed, entries, recorded.among(_keys(entries)))
+    _apply(broker, moves)
+    return moves

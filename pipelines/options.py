@@ -22,8 +22,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from rocketlake.resources.rocketmq.message_queue import OffsetRange
 
 
 class SourceOptionError(ValueError):
@@ -31,6 +34,21 @@ class SourceOptionError(ValueError):
 
 
 Bound = str | dict[str, dict[int, int]]
+#: One range of an explicit plan, with the start (epoch ms) of the window it belongs to.
+PlannedRange = tuple[OffsetRange, int]
+
+
+def encode_plan(planned: Iterable[PlannedRange]) -> str:
+    """The ``plan`` option: the one serialized form of ``OffsetRange`` (``to_dict``) plus the window."""
+    return json.dumps([{**r.to_dict(), "window_start_ms": start_ms} for r, start_ms in planned], separators=(",", ":"))
+
+
+def decode_plan(text: str) -> list[PlannedRange]:
+    try:
+        return [(OffsetRange.from_dict(item), int(item["window_start_ms"])) for item in json.loads(text)]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise SourceOptionError("option plan is not a valid plan (a JSON list of ranges with window_start_ms); "
+                                "it is internal to rocketlake's pipeline") from None
 
 
 @dataclass(frozen=True)
@@ -52,7 +70,7 @@ class SourceOptions:
     include_filtered: bool = False
     access_key: str | None = field(default=None, repr=False)
     secret_key: str | None = field(default=None, repr=False)
-    plan: list[dict[str, Any]] | None = field(default=None, repr=False)
+    plan: list[PlannedRange] | None = field(default=None, repr=False)
 
     @property
     def pull_threshold_size_for_queue_bytes(self) -> int:
@@ -108,12 +126,7 @@ def parse_options(raw: Any) -> SourceOptions:
             and ts["endingTimestamp"] < ts["startingTimestamp"]:
         raise SourceOptionError(f"option endingTimestamp={ts['endingTimestamp']} is before "
                                 f"startingTimestamp={ts['startingTimestamp']}")
-    plan = None
-    if "plan" in options:
-        try:
-            plan = json.loads(options["plan"])
-        except ValueError:
-            raise SourceOptionError("option plan is not valid JSON") from None
+    plan = decode_plan(options["plan"]) if "plan" in options else None
     return SourceOptions(
         namesrv=options["namesrv"],
         topic=options["topic"],

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 
-from rocketlake.pipelines.windows import OffsetRange
+from rocketlake.resources.rocketmq.message_queue import OffsetRange
 
 
 def split_ranges(ranges: Iterable[OffsetRange], max_messages: int) -> list[OffsetRange]:
@@ -41,15 +41,20 @@ def advance_watermark(committed: int, materialized: Iterable[tuple[int, int]]) -
     return watermark
 
 
-def watermarks(committed: dict[Hashable, int], materialized: dict[Hashable, list[tuple[int, int]]]
-               ) -> dict[Hashable, int]:
-    """New committed offset per queue, only for queues whose offset would advance."""
+def watermarks(committed: dict[Hashable, int | None], origin: dict[Hashable, int],
+               landed: dict[Hashable, list[tuple[int, int]]]) -> dict[Hashable, tuple[int | None, int]]:
+    """``queue -> (committed, new)`` for every queue whose committed offset the landed ranges move.
+
+    A queue with no committed offset advances from its ``origin`` (and is committed even if no range
+    moves it past the origin, so the broker learns where the group starts); without an origin either,
+    nothing is known about where the group starts and the queue is left alone.
+    """
     moved = {}
-    for queue, ranges in materialized.items():
-        current = committed.get(queue)
-        if current is None:
-            continue  # no origin yet: the first run sets where the group starts
-        new = advance_watermark(current, ranges)
-        if new > current:
-            moved[queue] = new
+    for queue, current in committed.items():
+        base = current if current is not None else origin.get(queue)
+        if base is None or queue not in landed:
+            continue
+        new = advance_watermark(base, landed[queue])
+        if current is None or new > current:
+            moved[queue] = (current, new)
     return moved

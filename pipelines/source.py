@@ -19,7 +19,6 @@ once is bounded by the push consumer's per-queue cache limits, however long its 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -30,7 +29,7 @@ from pyspark.sql.types import StructType
 from rocketlake.pipelines.failpoints import failpoint
 from rocketlake.pipelines.options import SourceOptions, parse_options
 from rocketlake.pipelines.planning import split_ranges
-from rocketlake.pipelines.windows import OffsetRange
+from rocketlake.resources.rocketmq.message_queue import OffsetRange
 
 SCHEMA_DDL = (
     "topic STRING, broker_name STRING, queue_id INT, queue_offset BIGINT, msg_id STRING, offset_msg_id STRING, "
@@ -63,13 +62,10 @@ def arrow_schema(with_matched: bool, with_window: bool, with_text: bool) -> pa.S
 
 @dataclass(frozen=True)
 class Chunk(InputPartition):
-    """One task: ``[start, end)`` of one queue. Picklable; carries no secret (those come from options)."""
+    """One task: a range of one queue (and the window it belongs to, when planned). Picklable; carries
+    no secret (those come from options)."""
 
-    topic: str
-    broker_name: str
-    queue_id: int
-    start: int
-    end: int
+    offsets: OffsetRange
     window_start_ms: int | None = None
 
 
@@ -107,17 +103,11 @@ class RocketMQReader(DataSourceReader):
     def partitions(self) -> list[Chunk]:
         opts = self.options
         if opts.plan is not None:
-            chunks = []
-            for item in opts.plan:
-                queue = (item["topic"], item["broker_name"], int(item["queue_id"]))
-                for piece in split_ranges([OffsetRange(queue, int(item["start"]), int(item["end"]))],
-                                          opts.max_messages_per_partition):
-                    chunks.append(Chunk(*piece.queue, piece.start, piece.end, item.get("window_start_ms")))
-            return chunks
+            return [Chunk(piece, window_start_ms) for offsets, window_start_ms in opts.plan
+                    for piece in split_ranges([offsets], opts.max_messages_per_partition)]
         from rocketlake.pipelines.broker_access import resolve_ranges
 
-        ranges = resolve_ranges(opts)
-        return [Chunk(*r.queue, r.start, r.end) for r in split_ranges(ranges, opts.max_messages_per_partition)]
+        return [Chunk(r) for r in split_ranges(resolve_ranges(opts), opts.max_messages_per_partition)]
 
     def read(self, partition: Chunk) -> Iterator[pa.RecordBatch]:
         from rocketlake.pipelines.broker_access import pull_range
@@ -126,9 +116,8 @@ class RocketMQReader(DataSourceReader):
             return  # an empty plan: Spark still runs one task, with its own default partition
         opts = self.options
         schema = arrow_schema(opts.include_filtered, opts.plan is not None, opts.body_format == "text")
-        builder = _BatchBuilder(schema, partition.broker_name, partition.window_start_ms)
-        chunk = partition
-        for message, matched in pull_range(opts, chunk.topic, chunk.broker_name, chunk.queue_id, chunk.start, chunk.end):
+        builder = _BatchBuilder(schema, partition.offsets.queue.broker_name, partition.window_start_ms)
+        for message, matched in pull_range(opts, partition.offsets):
             if builder.rows == 0:
                 failpoint("during_pull")
             if not matched and not opts.include_filtered:
@@ -189,8 +178,3 @@ class _BatchBuilder:
         batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
         self._reset()
         return batch
-
-
-def plan_option(chunks: list[dict]) -> str:
-    """The ``plan`` option for an explicit list of {topic, broker_name, queue_id, start, end, window_start_ms}."""
-    return json.dumps(chunks, separators=(",", ":"))

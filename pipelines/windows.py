@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Hashable, Protocol
+from typing import Protocol
+
+from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 
 
 class WindowNotClosed(ValueError):
@@ -24,7 +26,7 @@ class WindowNotClosed(ValueError):
 
 
 class MessagesDeleted(RuntimeError):
-    """Part of a window's range is below the queue's min offset: the broker already deleted it."""
+    """The broker deleted messages the group never landed; the message names the queues and offsets."""
 
 
 @dataclass(frozen=True, order=True)
@@ -66,18 +68,18 @@ def iso(ms: int) -> str:
 class StoreTimeReader(Protocol):
     """What finding ``b(q, t)`` needs from a broker, per queue."""
 
-    def min_offset(self, queue: Hashable) -> int: ...
+    def min_offset(self, queue: MessageQueue) -> int: ...
 
-    def max_offset(self, queue: Hashable) -> int: ...
+    def max_offset(self, queue: MessageQueue) -> int: ...
 
-    def search_offset(self, queue: Hashable, timestamp_ms: int) -> int:
+    def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
         """The broker's guess for ``timestamp_ms`` (any offset; it is clamped and verified)."""
 
-    def store_time(self, queue: Hashable, offset: int) -> int:
+    def store_time(self, queue: MessageQueue, offset: int) -> int:
         """The store timestamp of the message at ``offset`` (min_offset <= offset < max_offset)."""
 
 
-def first_offset_at_or_after(reader: StoreTimeReader, queue: Hashable, timestamp_ms: int,
+def first_offset_at_or_after(reader: StoreTimeReader, queue: MessageQueue, timestamp_ms: int,
                              lo: int | None = None, hi: int | None = None) -> int:
     """``b(q, t)`` within ``[lo, hi]`` (default: the queue's min and max offsets)."""
     lo = reader.min_offset(queue) if lo is None else lo
@@ -115,24 +117,7 @@ def first_offset_at_or_after(reader: StoreTimeReader, queue: Hashable, timestamp
     return above
 
 
-@dataclass(frozen=True, order=True)
-class OffsetRange:
-    """Half-open ``[start, end)`` of one queue; ``queue`` is the (topic, broker, queue id) key."""
-
-    queue: Hashable
-    start: int
-    end: int
-
-    def __post_init__(self) -> None:
-        if self.end < self.start:
-            raise ValueError(f"an offset range cannot end before it starts: {self}")
-
-    @property
-    def size(self) -> int:
-        return self.end - self.start
-
-
-def window_ranges(reader: StoreTimeReader, queues: list[Hashable], window: Window) -> list[OffsetRange]:
+def window_ranges(reader: StoreTimeReader, queues: list[MessageQueue], window: Window) -> list[OffsetRange]:
     """``R(q, W)`` for every queue, in the order of ``queues``."""
     ranges = []
     for queue in queues:

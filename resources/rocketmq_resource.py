@@ -25,22 +25,27 @@ class RocketMQResource(ConfigurableResource):
     namesrv: str = Field(description="Name server address(es), ';'-separated.")
     access_key: str | None = Field(default=None, description="ACL AccessKey; pass EnvVar(...), never a literal.")
     secret_key: str | None = Field(default=None, description="ACL SecretKey; pass EnvVar(...), never a literal.")
-    timeout_ms: int = Field(default=3000, ge=1, description="Timeout of every broker and name server call.")
-    _client: RocketMQClient | None = PrivateAttr(default=None)
+    timeout_ms: int = Field(default=3000, ge=1, description="Timeout of every broker and name server call, unless "
+                                                          "an ingestion sets its own mqClientApiTimeout.")
+    _clients: dict[int, RocketMQClient] = PrivateAttr(default_factory=dict)
 
     def credentials(self) -> Credentials | None:
         if self.access_key and self.secret_key:
             return Credentials(self.access_key, self.secret_key)
         return None
 
-    def client(self) -> RocketMQClient:
-        if self._client is None:
-            self._client = RocketMQClient(self.namesrv, credentials=self.credentials(), timeout=self.timeout_ms / 1000)
-        return self._client
+    def client(self, timeout_ms: int | None = None) -> RocketMQClient:
+        """The driver's client, one per timeout (an ingestion's ``mq_client_api_timeout``, else the resource's)."""
+        timeout_ms = timeout_ms or self.timeout_ms
+        if timeout_ms not in self._clients:
+            self._clients[timeout_ms] = RocketMQClient(self.namesrv, credentials=self.credentials(),
+                                                       timeout=timeout_ms / 1000)
+        return self._clients[timeout_ms]
 
-    def source_options(self) -> dict[str, str]:
-        """Options for ``spark.read.format("rocketmq")`` (credentials included: keep out of logs)."""
-        options = {"namesrv": self.namesrv, "timeoutMs": str(self.timeout_ms)}
+    def source_options(self, timeout_ms: int | None = None) -> dict[str, str]:
+        """Options for ``spark.read.format("rocketmq")``: the executors' clients get the driver's settings
+        (credentials included: keep out of logs)."""
+        options = {"namesrv": self.namesrv, "timeoutMs": str(timeout_ms or self.timeout_ms)}
         if self.access_key and self.secret_key:
             options |= {"accessKey": self.access_key, "secretKey": self.secret_key}
         return options

@@ -31,6 +31,6 @@ from .heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from .message_queue import MessageQueue
 from .pools import PrivateConnections
 from .pull import GetMessageStatus, PullResult, PullStatus
-from .range_reader import QueueRange, read_ranges
+from .range_reader import read_ranges
 from .retry import NO_RETRY, Backoff, ExponentialBackoff
 from .send import OutgoingMessage, SendResult, SendStatus

@@ -36,14 +36,14 @@ __all__ = [
 ]
 
 
-class MessageModel(enum.Enum):
+class MessageModel(str, enum.Enum):
     """``MessageModel.java``."""
 
     BROADCASTING = "BROADCASTING"
     CLUSTERING = "CLUSTERING"
 
 
-class ConsumeType(enum.Enum):
+class ConsumeType(str, enum.Enum):
     """``ConsumeType.java``: ACTIVELY = pull / lite pull, PASSIVELY = push (``CONSUME_POP`` 5.x only)."""
 
     CONSUME_ACTIVELY = "CONSUME_ACTIVELY"
@@ -51,7 +51,7 @@ class ConsumeType(enum.Enum):
     CONSUME_POP = "CONSUME_POP"
 
 
-class ConsumeFromWhere(enum.Enum):
+class ConsumeFromWhere(str, enum.Enum):
     """``ConsumeFromWhere.java`` (the three deprecated names included: older clients send them)."""
 
     CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"

@@ -59,6 +59,8 @@ __all__ = [
     "NEED_UNWRAP_FLAG",
     "PROPERTY_SEPARATOR",
     "RETRY_GROUP_TOPIC_PREFIX",
+    "is_retry_topic",
+    "retry_topic",
     "STOREHOSTADDRESS_V6_FLAG",
     "SYSTEM_PROPERTY_KEYS",
     "TRANSACTION_COMMIT_TYPE",
@@ -107,6 +109,15 @@ INNER_BATCH_FLAG: Final = 0x1 << 7
 
 #: ``MixAll.RETRY_GROUP_TOPIC_PREFIX``
 RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
+
+
+def retry_topic(consumer_group: str) -> str:
+    """``MixAll.getRetryTopic``: the group's retry topic, ``%RETRY%<group>``."""
+    return RETRY_GROUP_TOPIC_PREFIX + consumer_group
+
+
+def is_retry_topic(topic: str) -> bool:
+    return topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
 
 #: Upper bound for an inflated body. Java has none; its producers refuse bodies over
 #: ``maxMessageSize`` (4 MiB by default) *before* compressing, so 32 MiB leaves room for raised
@@ -406,9 +417,9 @@ class Message:
     @property
     def original_topic(self) -> str:
         """Topic the application produced to: RETRY_TOPIC for a message from a ``%RETRY%`` topic."""
-        retry_topic = self.properties.get(PROPERTY_RETRY_TOPIC)
-        if retry_topic is not None and self.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            return retry_topic
+        original = self.properties.get(PROPERTY_RETRY_TOPIC)
+        if original is not None and is_retry_topic(self.topic):
+            return original
         return self.topic
 
     def restore_retry_topic(self, consumer_group: str | None = None) -> Message:
@@ -418,14 +429,14 @@ class Message:
         only a message whose topic equals ``%RETRY%<group>`` and that has RETRY_TOPIC is changed.
         Without it, any ``%RETRY%`` topic qualifies.
         """
-        retry_topic = self.properties.get(PROPERTY_RETRY_TOPIC)
-        if retry_topic is None:
+        original = self.properties.get(PROPERTY_RETRY_TOPIC)
+        if original is None:
             return self
         if consumer_group is None:
-            applies = self.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+            applies = is_retry_topic(self.topic)
         else:
-            applies = self.topic == RETRY_GROUP_TOPIC_PREFIX + consumer_group
-        return replace(self, topic=retry_topic) if applies else self
+            applies = self.topic == retry_topic(consumer_group)
+        return replace(self, topic=original) if applies else self
 
 
 # --- decoding -----------------------------------------------------------------------------------

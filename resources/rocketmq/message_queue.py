@@ -15,7 +15,7 @@ from typing import Any
 
 from .errors import ProtocolError
 
-__all__ = ["MessageQueue"]
+__all__ = ["MessageQueue", "OffsetRange"]
 
 
 def _java_order(text: str) -> bytes:
@@ -59,6 +59,21 @@ class MessageQueue:
         # MessageQueue#toString, also the key the consistent-hash strategy hashes.
         return f"MessageQueue [topic={self.topic}, brokerName={self.broker_name}, queueId={self.queue_id}]"
 
+    @property
+    def key(self) -> str:
+        """``topic/broker/queueId``: the queue as a JSON object key (the ledger's origins and gaps).
+
+        Topic names cannot contain ``/`` (``validators``) and the queue id is the last field, so
+        :meth:`from_key` splits it back unambiguously even if a broker name has a ``/``.
+        """
+        return f"{self.topic}/{self.broker_name}/{self.queue_id}"
+
+    @classmethod
+    def from_key(cls, key: str) -> MessageQueue:
+        topic, rest = key.split("/", 1)
+        broker, queue_id = rest.rsplit("/", 1)
+        return cls(topic, broker, int(queue_id))
+
     def as_json_dict(self) -> dict[str, Any]:
         """The fastjson form used in lock bodies and stats: ``{"brokerName","queueId","topic"}``."""
         return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
@@ -72,3 +87,30 @@ class MessageQueue:
         if not isinstance(topic, str) or not isinstance(broker, str) or type(queue_id) is not int:
             raise ProtocolError(f"message queue {obj!r} lacks a string topic/brokerName or an int queueId")
         return cls(topic, broker, queue_id)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class OffsetRange:
+    """The offsets ``[start, end)`` of one queue: what a window covers, a Spark task reads, the ledger
+    records and the commit advances over. One type from planning to the broker commit."""
+
+    queue: MessageQueue
+    start: int
+    end: int
+
+    def __post_init__(self) -> None:
+        if self.end < self.start:
+            raise ValueError(f"an offset range cannot end before it starts: {self}")
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+    def to_dict(self) -> dict[str, Any]:
+        """The one serialized form (the ledger in Delta's commitInfo, the plan handed to Spark)."""
+        q = self.queue
+        return {"topic": q.topic, "broker_name": q.broker_name, "queue_id": q.queue_id, "start": self.start, "end": self.end}
+
+    @classmethod
+    def from_dict(cls, obj: dict[str, Any]) -> OffsetRange:
+        return cls(MessageQueue(obj["topic"], obj["broker_name"], int(obj["queue_id"])), int(obj["start"]), int(obj["end"]))

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from .errors import InvalidArgument, RangeUnreadable
 from .filter import Subscription
 from .message import Message
-from .message_queue import MessageQueue
+from .message_queue import MessageQueue, OffsetRange
 from .pull import PullResult
 from .retry import is_retriable
 
@@ -37,21 +37,13 @@ if TYPE_CHECKING:
     from .broker import BrokerClient, PendingPull
     from .client import RocketMQClient
 
-__all__ = ["DEFAULT_MAX_IN_FLIGHT", "DEFAULT_PULLS_IN_FLIGHT", "QueueCursor", "QueueRange", "read_ranges"]
+__all__ = ["DEFAULT_MAX_IN_FLIGHT", "DEFAULT_PULLS_IN_FLIGHT", "QueueCursor", "read_ranges"]
 
 #: Pulls kept outstanding per queue: enough to hide a round trip behind decoding on loopback
 #: and on a LAN (measured in benchmarks/pull_throughput.py), small next to pullThresholdForQueue.
 DEFAULT_PULLS_IN_FLIGHT = 4
 #: Pulls outstanding over all queues at once; with hundreds of queues each gets fewer.
 DEFAULT_MAX_IN_FLIGHT = 64
-
-
-class QueueRange(NamedTuple):
-    """The offsets ``[start, end)`` of one queue."""
-
-    mq: MessageQueue
-    start: int
-    end: int
 
 
 class _Span:
@@ -137,7 +129,7 @@ class QueueCursor:
 
 def read_ranges(
     client: RocketMQClient,
-    ranges: Iterable[QueueRange | tuple[MessageQueue, int, int]],
+    ranges: Iterable[OffsetRange],
     *,
     consumer_group: str,
     batch_size: int = 32,
@@ -156,7 +148,7 @@ def read_ranges(
         raise InvalidArgument(f"batch_size must be within [1, 1024], got {batch_size}")
     if pulls_in_flight < 1 or max_in_flight < 1:
         raise InvalidArgument(f"pulls_in_flight and max_in_flight must be >= 1, got {pulls_in_flight}, {max_in_flight}")
-    cursors = deque(QueueCursor(mq, start, end, batch_size) for mq, start, end in ranges if end > start)
+    cursors = deque(QueueCursor(r.queue, r.start, r.end, batch_size) for r in ranges if r.end > r.start)
     if not cursors:
         return
     depth = max(1, min(pulls_in_flight, max_in_flight // len(cursors)))

@@ -34,7 +34,7 @@ from .compression import (
 )
 from .errors import InvalidArgument, ProtocolError, error_for_response
 from .frame import RemotingCommand
-from .message import SYSTEM_PROPERTY_KEYS, BatchEntry, encode_batch, encode_properties
+from .message import SYSTEM_PROPERTY_KEYS, BatchEntry, encode_batch, encode_properties, is_retry_topic
 from .message_queue import MessageQueue
 from .unique_key import create_uniq_id
 from .validators import check_topic_for_send
@@ -223,7 +223,7 @@ def build_send_batch_request(
         raise InvalidArgument("The topic of the messages in one batch should be the same")
     if any(m.delay_level for m in messages):
         raise InvalidArgument("TimeDelayLevel is not supported for batching")
-    if topic.startswith("%RETRY%"):
+    if is_retry_topic(topic):
         raise InvalidArgument("Retry Group is not supported for batching")
     entries = []
     keys = []

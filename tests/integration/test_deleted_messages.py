@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from dagster import instance_for_test
 from deltalake import DeltaTable
 
-from rocketlake.pipelines.delta_writer import queue_key, read_ledger
+from rocketlake.pipelines.delta_writer import read_ledger
 from rocketlake.resources.jars import ROCKETMQ_VERSION
 from rocketlake.resources.local import peers
 from rocketlake.resources.local.cluster import LocalCluster
@@ -72,8 +71,8 @@ class Scenario:
     min_offset: dict[Queue, int]       # after the deletion
     first_kept: dict[str, int]         # broker -> commit-log offset of the only file left
 
-    def gaps(self) -> dict[str, tuple[int, int]]:
-        return {queue_key(self.topic, b, q): (self.end_w1[(b, q)], self.min_offset[(b, q)])
+    def gaps(self) -> dict[MessageQueue, tuple[int, int]]:
+        return {MessageQueue(self.topic, b, q): (self.end_w1[(b, q)], self.min_offset[(b, q)])
                 for (b, q) in self.max_offset if self.end_w1[(b, q)] < self.min_offset[(b, q)]}
 
     def progress(self) -> dict[Queue, int]:
@@ -190,8 +189,8 @@ def test_fail_names_the_deleted_offsets_and_changes_nothing(scenario: Scenario):
     failure = next(e for e in result.all_events if e.is_step_failure)
     message = str(failure.event_specific_data.error)
     assert "MessagesDeleted" in message and s.group in message
-    for key, (lo, hi) in s.gaps().items():
-        assert f"{key}: [{lo}, {hi})" in message, message
+    for mq, (lo, hi) in s.gaps().items():
+        assert f"{mq.key}: [{lo}, {hi})" in message, message
     assert s.table_state() == table_before
     assert s.progress() == progress_before == s.end_w1
 

@@ -7,7 +7,9 @@ import json
 import pytest
 from deltalake import DeltaTable
 
-from rocketlake.pipelines.delta_writer import LedgerEntry, RangeEntry, WindowEntry, read_ledger, write_slice
+from rocketlake.pipelines.delta_writer import read_ledger, write_slice
+from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry
+from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +27,7 @@ def frame(spark, rows):
 
 def ledger(run, windows):
     return LedgerEntry("orders", "g", run, tuple(
-        WindowEntry(f"k{w}", w, w + MIN, tuple(RangeEntry("t", b, q, s, e) for b, q, s, e in ranges))
+        WindowEntry(f"k{w}", w, w + MIN, tuple(OffsetRange(MessageQueue("t", b, q), s, e) for b, q, s, e in ranges))
         for w, ranges in windows))
 
 
@@ -49,7 +51,7 @@ def test_replace_only_the_slice_and_keep_the_ledger(spark, tmp_path):
 
     entries = read_ledger(spark, path)
     assert [e.run_id for e in entries] == ["run-1", "run-2"]
-    assert entries[1].windows[0].ranges == (RangeEntry("t", "broker-a", 0, 0, 1),)
+    assert entries[1].windows[0].ranges == (OffsetRange(MessageQueue("t", "broker-a", 0), 0, 1),)
     # delta-rs, an independent reader, sees the same ledger in the commit history.
     rs_history = [json.loads(c["userMetadata"])["run_id"] for c in DeltaTable(path).history() if c.get("userMetadata")]
     assert sorted(rs_history) == ["run-1", "run-2"]
@@ -70,3 +72,43 @@ def test_ledger_ignores_foreign_commits(spark, tmp_path):
     frame(spark, [("t", "broker-a", 0, 0, 0, "x")]).write.format("delta").option("userMetadata", "hello").save(path)
     assert read_ledger(spark, path) == []
     assert LedgerEntry.from_json("not json") is None
+
+
+def test_the_ledger_survives_delta_log_cleanup(spark, tmp_path):
+    """Delta deletes commits older than delta.logRetentionDuration once a checkpoint covers them; a run
+    still finds every entry at stake, because the newest entry carries them."""
+    import os
+    import time
+    from pathlib import Path
+
+    path = str(tmp_path / "t")
+    log = Path(path) / "_delta_log"
+
+    def land(run, w, carried=()):
+        e = ledger(run, [(w, [("broker-a", 0, w // MIN, w // MIN + 1)])])
+        e = LedgerEntry(e.ingestion, e.consumer_group, e.run_id, e.windows, carried=tuple(carried))
+        write_slice(frame(spark, [("t", "broker-a", 0, w // MIN, w, run)]), path, e)
+        return e
+
+    land("r0", 0)
+    dead = land("dead", MIN)                      # landed, never recorded: at stake for every later run
+    land("r2", 2 * MIN, carried=[dead])
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ("
+              "'delta.logRetentionDuration' = 'interval 1 hours', 'delta.deletedFileRetentionDuration' = 'interval 1 hours', "
+              "'delta.checkpointInterval' = '2')")
+    three_days_ago = time.time() - 3 * 86400
+    for f in log.iterdir():  # commits 0-3 and their checksums, as if written three days ago
+        if f.is_file():
+            os.utime(f, (three_days_ago, three_days_ago))
+    land("r3", 3 * MIN, carried=[dead])          # version 4: a checkpoint, then the expired commits go
+    land("r4", 4 * MIN, carried=[dead])
+
+    assert not (log / f"{0:020d}.json").exists(), sorted(p.name for p in log.iterdir())
+    from delta.tables import DeltaTable as SparkDeltaTable
+
+    versions = sorted(r["version"] for r in SparkDeltaTable.forPath(spark, path).history().collect())
+    assert 0 not in versions and 1 not in versions, versions  # r0's and dead's own commits are gone
+    entries = read_ledger(spark, path, "g")
+    assert [e.run_id for e in entries] == ["dead", "r4"]
+    assert entries[0].windows == dead.windows
+    assert table_rows(path)[0] == ("broker-a", 0, 0, "r0")  # the data is all there, of course

@@ -15,7 +15,7 @@ import pytest
 from rocketlake.resources.rocketmq.broker import BrokerClient
 from rocketlake.resources.rocketmq.connection import get_connection
 from rocketlake.resources.rocketmq.errors import RangeUnreadable
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 from rocketlake.resources.rocketmq.range_reader import read_ranges
 
 pytestmark = pytest.mark.integration
@@ -50,14 +50,15 @@ def test_every_offset_comes_back_once_in_order_though_the_broker_shortens_answer
     first = next(iter(by_queue))
     assert 0 < len(rocketmq_client.pull(first, 0, 32, consumer_group=GROUP).messages) < 32
 
-    ranges = [(mq, 1, len(items) - 1) for mq, items in by_queue.items()]  # not from 0, not to the end
+    ranges = [OffsetRange(mq, 1, len(items) - 1) for mq, items in by_queue.items()]  # not from 0, not to the end
     chunks = list(read_ranges(rocketmq_client, ranges, consumer_group=GROUP, batch_size=32, pulls_in_flight=3))
 
     assert len({mq for mq, _ in chunks[:4]}) == 4  # queues are served in turn, not one after another
     read = defaultdict(list)
     for mq, messages in chunks:
         read[mq].extend(messages)
-    for mq, start, end in ranges:
+    for r in ranges:
+        mq, start, end = r.queue, r.start, r.end
         expected = sorted(by_queue[mq], key=lambda s: s.queue_offset)[start:end]
         got = read[mq]
         assert [m.queue_offset for m in got] == [s.queue_offset for s in expected] == list(range(start, end))
@@ -74,7 +75,7 @@ def test_a_range_past_the_end_of_the_queue_fails_naming_queue_and_offsets(rocket
 
     read = []
     with pytest.raises(RangeUnreadable) as caught:
-        for _, messages in read_ranges(rocketmq_client, [(mq, 0, 8)], consumer_group=GROUP):
+        for _, messages in read_ranges(rocketmq_client, [OffsetRange(mq, 0, 8)], consumer_group=GROUP):
             read.extend(messages)
     assert [m.queue_offset for m in read] == [0, 1, 2, 3, 4]  # everything that exists came first
     text = str(caught.value)
@@ -110,7 +111,7 @@ def test_a_connection_cut_with_pulls_in_flight_loses_and_repeats_nothing(
 
     monkeypatch.setattr(BrokerClient, "pull_async", pull_async_then_cut)
     monkeypatch.setattr(rocketmq_client, "pull", counted_pull)
-    ranges = [(mq, 0, len(items)) for mq, items in by_queue.items()]
+    ranges = [OffsetRange(mq, 0, len(items)) for mq, items in by_queue.items()]
     read = defaultdict(list)
     for mq, messages in read_ranges(rocketmq_client, ranges, consumer_group=GROUP, batch_size=8):
         read[mq].extend(messages)

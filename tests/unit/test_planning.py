@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from rocketlake.pipelines.planning import advance_watermark, split_ranges, watermarks
-from rocketlake.pipelines.windows import OffsetRange
+from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 
-A0, B0 = ("t", "broker-a", 0), ("t", "broker-b", 0)
+A0, B0, A1 = MessageQueue("t", "broker-a", 0), MessageQueue("t", "broker-b", 0), MessageQueue("t", "broker-a", 1)
 
 
 @pytest.mark.parametrize(("ranges", "limit", "chunks"), [
@@ -49,8 +49,16 @@ def test_advance_watermark(committed, materialized, expected):
 
 
 def test_watermarks_report_only_queues_that_move():
-    moved = watermarks({A0: 0, B0: 5}, {A0: [(0, 3)], B0: [(6, 9)], ("t", "broker-a", 1): [(0, 4)]})
-    assert moved == {A0: 3}
+    moved = watermarks({A0: 0, B0: 5}, {}, {A0: [(0, 3)], B0: [(6, 9)], A1: [(0, 4)]})
+    assert moved == {A0: (0, 3)}  # B0 has a gap at 5; A1 is not a queue of the group
+
+
+def test_watermarks_start_a_queue_without_offset_at_its_origin():
+    committed = {A0: None, B0: None, A1: None}
+    moved = watermarks(committed, {A0: 10, B0: 4}, {A0: [(10, 12)], B0: [(0, 3)], A1: [(0, 4)]})
+    # A0 moves from its origin; B0 is committed at its origin though no range passes it (the broker
+    # learns where the group starts); A1 has no origin: nothing is known, nothing moves.
+    assert moved == {A0: (None, 12), B0: (None, 4)}
 
 
 @pytest.mark.parametrize(("where", "expected"), [

@@ -6,7 +6,7 @@ import pytest
 
 from rocketlake.resources.rocketmq.errors import InvalidArgument, RangeUnreadable
 from rocketlake.resources.rocketmq.message import Message
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 from rocketlake.resources.rocketmq.pull import GetMessageStatus, PullResult, PullStatus
 from rocketlake.resources.rocketmq.range_reader import QueueCursor, read_ranges
 
@@ -92,8 +92,8 @@ def test_bad_ranges_and_settings_are_refused_before_any_request() -> None:
         QueueCursor(MQ, 5, 4, batch_size=32)
     for kwargs, needle in (({"batch_size": 0}, "batch_size"), ({"pulls_in_flight": 0}, "pulls_in_flight")):
         with pytest.raises(InvalidArgument, match=needle):
-            next(read_ranges(None, [(MQ, 0, 10)], consumer_group="g", **kwargs))  # type: ignore[arg-type]
+            next(read_ranges(None, [OffsetRange(MQ, 0, 10)], consumer_group="g", **kwargs))  # type: ignore[arg-type]
 
 
 def test_empty_ranges_need_no_client() -> None:
-    assert list(read_ranges(None, [(MQ, 7, 7)], consumer_group="g")) == []  # type: ignore[arg-type]
+    assert list(read_ranges(None, [OffsetRange(MQ, 7, 7)], consumer_group="g")) == []  # type: ignore[arg-type]

@@ -1,0 +1,157 @@
+"""The ledger: what each Delta commit landed, and what a later run needs of it. Plain data, no I/O.
+
+Every rocketlake commit of a table carries one ``LedgerEntry`` in its commitInfo ``userMetadata``
+(``delta_writer`` writes and reads it): the windows, their exact ``OffsetRange``s, the run that
+landed them, where the group started on each queue (``origin``) and the deleted offsets it accepted
+as lost (``gaps``).
+
+A run needs only the entries still *at stake*: those with a range (or gap) the group's committed
+offset has not passed yet. Each entry repeats them (``carried``), so the newest entry of a group
+alone tells a run everything; older commits may be cleaned from the Delta log (``delta.
+logRetentionDuration``) without losing anything a run relies on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+
+from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
+
+LEDGER_KEY = "rocketlake"
+LEDGER_VERSION = 1
+
+
+@dataclass(frozen=True)
+class WindowEntry:
+    partition_key: str
+    start_ms: int
+    end_ms: int
+    ranges: tuple[OffsetRange, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(r.size for r in self.ranges)
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """What one Delta commit landed: the windows, their ranges, and who landed them."""
+
+    ingestion: str
+    consumer_group: str
+    run_id: str
+    windows: tuple[WindowEntry, ...]
+    # Where the group started on each queue it had no offset for (decided once, by the first run).
+    origin: dict[MessageQueue, int] = field(default_factory=dict)
+    # [from, to) the broker deleted before they were landed, accepted as lost (on_deleted_messages: record).
+    gaps: dict[MessageQueue, tuple[int, int]] = field(default_factory=dict)
+    # Earlier entries of the group still at stake when this one was written (their own ``carried`` dropped).
+    carried: tuple[LedgerEntry, ...] = ()
+    version: int | None = None  # the Delta version, filled in when read back
+    # False for an entry written before ``carried`` existed: the entries before it must be read too.
+    self_sufficient: bool = field(default=True, compare=False)
+
+    @property
+    def partition_keys(self) -> list[str]:
+        return [w.partition_key for w in self.windows]
+
+    @property
+    def queues(self) -> set[MessageQueue]:
+        return {r.queue for w in self.windows for r in w.ranges}
+
+    def spans(self) -> Iterable[tuple[MessageQueue, int, int]]:
+        """Every (queue, start, end) this entry passes the group over: its ranges and its accepted gaps."""
+        for w in self.windows:
+            for r in w.ranges:
+                yield r.queue, r.start, r.end
+        for mq, (lo, hi) in self.gaps.items():
+            yield mq, lo, hi
+
+    def _body(self) -> dict:
+        return {
+            "ingestion": self.ingestion, "consumer_group": self.consumer_group, "run_id": self.run_id,
+            "windows": [{"partition_key": w.partition_key, "start_ms": w.start_ms, "end_ms": w.end_ms,
+                         "ranges": [r.to_dict() for r in w.ranges]} for w in self.windows],
+            "origin": {mq.key: offset for mq, offset in sorted(self.origin.items())},
+            "gaps": {mq.key: list(gap) for mq, gap in sorted(self.gaps.items())},
+        }
+
+    def to_json(self) -> str:
+        body = {LEDGER_KEY: LEDGER_VERSION, **self._body(), "carried": [e._body() for e in self.carried]}
+        return json.dumps(body, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str, version: int | None = None) -> LedgerEntry | None:
+        """The entry of a commit's userMetadata; None for someone else's commit (OPTIMIZE, a user's write)."""
+        try:
+            raw = json.loads(text)
+        except (TypeError, ValueError):
+            return None
+        if not isinstance(raw, dict) or raw.get(LEDGER_KEY) != LEDGER_VERSION:
+            return None
+        carried = raw.get("carried")
+        return cls._from_body(raw, version, None if carried is None else tuple(cls._from_body(c, None, ()) for c in carried))
+
+    @classmethod
+    def _from_body(cls, raw: dict, version: int | None, carried: tuple[LedgerEntry, ...] | None) -> LedgerEntry:
+        windows = tuple(
+            WindowEntry(w["partition_key"], int(w["start_ms"]), int(w["end_ms"]),
+                        tuple(OffsetRange.from_dict(r) for r in w["ranges"]))
+            for w in raw["windows"])
+        origin = {MessageQueue.from_key(k): int(v) for k, v in raw.get("origin", {}).items()}
+        gaps = {MessageQueue.from_key(k): (int(v[0]), int(v[1])) for k, v in raw.get("gaps", {}).items()}
+        return cls(raw["ingestion"], raw["consumer_group"], raw["run_id"], windows, origin, gaps, carried or (),
+                   version, self_sufficient=carried is not None)
+
+
+def history_of(entries_newest_first: Iterable[LedgerEntry], group: str) -> tuple[list[LedgerEntry], bool]:
+    """The entries of ``group`` a run needs, oldest first, from commits read newest first.
+
+    Stops at the group's newest self-sufficient entry: its ``carried`` entries and itself (and any
+    newer, which cannot exist as the newest is found first). Returns whether such an entry was found;
+    if not, every entry of the group given is returned and the caller must read further back.
+    """
+    found: list[LedgerEntry] = []
+    for entry in entries_newest_first:
+        if entry.consumer_group != group:
+            continue
+        if entry.self_sufficient:
+            return [*entry.carried, entry, *reversed(found)], True
+        found.append(entry)
+    return list(reversed(found)), False
+
+
+def origin_of(entries: Iterable[LedgerEntry]) -> dict[MessageQueue, int]:
+    """The origin each queue got from the first run that saw the group without an offset."""
+    origin: dict[MessageQueue, int] = {}
+    for entry in entries:
+        for mq, offset in entry.origin.items():
+            origin.setdefault(mq, offset)
+    return origin
+
+
+def at_stake(entries: Iterable[LedgerEntry], committed: dict[MessageQueue, int | None]) -> list[LedgerEntry]:
+    """Entries with a range or gap, on a queue of ``committed``, that its committed offset has not passed.
+
+    A queue without a committed offset keeps every entry on it at stake. Entries whose queues all
+    left the subscription can never move an offset again and are dropped.
+    """
+    kept = []
+    for entry in entries:
+        for mq, _, end in entry.spans():
+            if mq in committed and (committed[mq] is None or end > committed[mq]):
+                kept.append(entry)
+                break
+    return kept
+
+
+def landed_spans(entries: Iterable[LedgerEntry], recorded_runs: Collection[str]) -> dict[MessageQueue, list[tuple[int, int]]]:
+    """Per queue, the spans of the entries whose run Dagster recorded: what the group may pass over."""
+    spans: dict[MessageQueue, list[tuple[int, int]]] = {}
+    for entry in entries:
+        if entry.run_id in recorded_runs:
+            for mq, start, end in entry.spans():
+                spans.setdefault(mq, []).append((start, end))
+    return spans

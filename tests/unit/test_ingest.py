@@ -1,0 +1,234 @@
+"""The run loop on plain data: repair, origin, gaps, watermarks, windows at stake, the carried ledger.
+
+The queues here are lists of store timestamps on paper, the lake a list of ledger entries, and the
+recorded runs a set: each a plain-data stand-in for an interface of ``pipelines.ingest``, so every
+branch of the protocol is exercised without a broker, Spark or Dagster. The same loop runs on real
+ones in tests/integration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from rocketlake.pipelines import ingest
+from rocketlake.pipelines.config import parse_config
+from rocketlake.pipelines.ingest import Landing, WindowAccounting
+from rocketlake.pipelines.ledger import LedgerEntry, history_of
+from rocketlake.pipelines.windows import MessagesDeleted, Window
+from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
+
+MIN = 60_000
+A, B = MessageQueue("orders", "broker-a", 0), MessageQueue("orders", "broker-b", 0)
+
+
+def config(**ingestion):
+    return parse_config({
+        "clusters": {"local": {"namesrv": "127.0.0.1:9876"}},
+        "ingestions": {"orders": {"cluster": "local", "topic": "orders", "consumer_group": "g", "table": "orders",
+                                  "window": {"cron": "* * * * *", "start": "1970-01-01"}, **ingestion}},
+    }).ingestions["orders"]
+
+
+@dataclass
+class QueuesOnPaper:
+    """Queues as lists of store timestamps (offset = index), a committed-offset table, a min offset each."""
+
+    stores: dict[MessageQueue, list[int]]
+    committed: dict[MessageQueue, int] = field(default_factory=dict)
+    deleted_below: dict[MessageQueue, int] = field(default_factory=dict)
+    commits: list[tuple[MessageQueue, int]] = field(default_factory=list)
+
+    def subscribed_queues(self):
+        return sorted(self.stores)
+
+    def committed_offset(self, queue):
+        return self.committed.get(queue)
+
+    def commit_offset(self, queue, offset):
+        self.committed[queue] = offset
+        self.commits.append((queue, offset))
+
+    def min_offset(self, queue):
+        return self.deleted_below.get(queue, 0)
+
+    def max_offset(self, queue):
+        return len(self.stores[queue])
+
+    def search_offset(self, queue, timestamp_ms):
+        return 0
+
+    def store_time(self, queue, offset):
+        return self.stores[queue][offset]
+
+
+@dataclass
+class LakeOnPaper:
+    entries: list[LedgerEntry] = field(default_factory=list)
+    whole_history: bool = False  # every entry, as from a table written before entries carried what is at stake
+
+    def ledger(self, group):
+        if self.whole_history:
+            return [e for e in self.entries if e.consumer_group == group]
+        return history_of(reversed(self.entries), group)[0]  # what delta_writer.read_ledger returns
+
+    def land(self, entry, queue_count, log):
+        self.entries.append(entry)
+        accounting = tuple(WindowAccounting(w.partition_key, w.size, w.size, w.size, 0) for w in entry.windows)
+        return Landing(accounting, {}, 0, len(self.entries) - 1)
+
+
+@dataclass
+class Recorded:
+    runs: dict[str, set[str]] = field(default_factory=dict)  # partition key -> runs recorded for it
+    asked: list[set[str]] = field(default_factory=list)
+
+    def among(self, partition_keys):
+        self.asked.append(set(partition_keys))
+        return {run for key in partition_keys for run in self.runs.get(key, ())}
+
+    def record(self, entry: LedgerEntry):
+        for key in entry.partition_keys:
+            self.runs.setdefault(key, set()).add(entry.run_id)
+
+
+def minutes(*counts: int) -> list[int]:
+    """Store timestamps: ``counts[i]`` messages in minute i."""
+    return [i * MIN + j for i, n in enumerate(counts) for j in range(n)]
+
+
+def window(i: int) -> tuple[str, Window]:
+    return f"m{i}", Window(i * MIN, (i + 1) * MIN)
+
+
+def one_run(broker, lake, recorded, cfg, run_id, windows, *, scheduled=True, record=True, commit=True):
+    prepared = ingest.prepare(broker, lake, recorded, cfg, now_ms=100 * MIN, first_window_start_ms=0)
+    landed = ingest.land(broker, lake, cfg, "orders", run_id, windows, prepared, start_at_group_position=scheduled)
+    if record:
+        recorded.record(landed.ledger)
+    moves = ingest.commit(broker, recorded, prepared, landed.ledger) if record and commit else []
+    return prepared, landed, moves
+
+
+def test_a_run_lands_its_windows_and_commits_their_ends():
+    broker = QueuesOnPaper({A: minutes(3, 2), B: minutes(1, 4)})
+    lake, recorded = LakeOnPaper(), Recorded()
+    cfg = config(consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    prepared, landed, moves = one_run(broker, lake, recorded, cfg, "r1", [window(0)])
+    assert prepared.origin == {A: 0, B: 0} and prepared.starts == {A: 0, B: 0}
+    assert landed.ledger.windows[0].ranges == (OffsetRange(A, 0, 3), OffsetRange(B, 0, 1))
+    assert landed.ledger.origin == {A: 0, B: 0}
+    assert broker.committed == {A: 3, B: 1}
+    _, landed, _ = one_run(broker, lake, recorded, cfg, "r2", [window(1)])
+    assert landed.ledger.windows[0].ranges == (OffsetRange(A, 3, 5), OffsetRange(B, 1, 5))
+    assert broker.committed == {A: 5, B: 5}
+
+
+@pytest.mark.parametrize(("where", "origin"), [
+    ("CONSUME_FROM_FIRST_OFFSET", {A: 0, B: 0}),
+    ("CONSUME_FROM_LAST_OFFSET", {A: 5, B: 5}),
+    ("CONSUME_FROM_MIN_OFFSET", {A: 5, B: 5}),  # deprecated names start at the last offset, as in Java
+])
+def test_a_new_group_starts_per_consume_from_where_and_the_ledger_keeps_it(where, origin):
+    broker = QueuesOnPaper({A: minutes(3, 2), B: minutes(1, 4)})
+    lake, recorded = LakeOnPaper(), Recorded()
+    cfg = config(consume_from_where=where)
+    # Landed but not recorded: the broker still has no offset, only the ledger knows the origin.
+    prepared, landed, _ = one_run(broker, lake, recorded, cfg, "r1", [window(0)], record=False)
+    assert prepared.origin == origin and landed.ledger.origin == origin
+    broker.stores[A] += [2 * MIN + i for i in range(7)]  # the queue grows meanwhile
+    again = ingest.prepare(broker, lake, recorded, cfg, now_ms=100 * MIN, first_window_start_ms=0)
+    assert again.origin == origin, "a later run agrees on the origin the first run decided"
+
+
+def test_a_scheduled_run_starts_where_the_group_stands_a_backfill_takes_whole_windows():
+    broker = QueuesOnPaper({A: minutes(4)}, committed={A: 2})
+    lake, recorded = LakeOnPaper(), Recorded()
+    _, landed, _ = one_run(broker, lake, recorded, config(), "r1", [window(0)], scheduled=True, commit=False)
+    assert landed.ledger.windows[0].ranges == (OffsetRange(A, 2, 4),)
+    _, landed, _ = one_run(broker, lake, recorded, config(), "r2", [window(0)], scheduled=False, commit=False)
+    assert landed.ledger.windows[0].ranges == (OffsetRange(A, 0, 4),)
+
+
+def test_a_landing_dagster_never_recorded_moves_no_offset():
+    broker = QueuesOnPaper({A: minutes(3, 2)}, committed={A: 0})
+    lake, recorded = LakeOnPaper(), Recorded()
+    one_run(broker, lake, recorded, config(), "dead", [window(0)], record=False)
+    prepared = ingest.prepare(broker, lake, recorded, config(), 100 * MIN, 0)
+    assert prepared.repaired == [] and broker.committed == {A: 0}
+    assert [e.run_id for e in prepared.at_stake] == ["dead"]  # still carried: it may never move an offset
+
+
+def test_a_recorded_landing_whose_commit_was_lost_is_repaired_by_the_next_run():
+    broker = QueuesOnPaper({A: minutes(3, 2), B: minutes(1, 1)}, committed={A: 0, B: 0})
+    lake, recorded = LakeOnPaper(), Recorded()
+    one_run(broker, lake, recorded, config(), "crashed", [window(0)], commit=False)  # died before the commit
+    assert broker.commits == []
+    prepared = ingest.prepare(broker, lake, recorded, config(), 100 * MIN, 0)
+    assert [(m.queue, m.before, m.after) for m in prepared.repaired] == [(A, 0, 3), (B, 0, 1)]
+    assert broker.committed == {A: 3, B: 1} and prepared.starts == {A: 3, B: 1}
+    assert prepared.at_stake == [], "once committed past, the entry is no longer at stake"
+
+
+def test_offsets_never_skip_a_window_not_landed_nor_move_back():
+    broker = QueuesOnPaper({A: minutes(2, 2, 2)}, committed={A: 0})
+    lake, recorded = LakeOnPaper(), Recorded()
+    _, _, moves = one_run(broker, lake, recorded, config(), "r3", [window(2)], scheduled=False)
+    assert moves == [] and broker.committed == {A: 0}, "window 1 and 0 are missing below window 2"
+    _, _, moves = one_run(broker, lake, recorded, config(), "r1", [window(0)], scheduled=False)
+    assert broker.committed == {A: 2}
+    _, _, moves = one_run(broker, lake, recorded, config(), "r2", [window(1)], scheduled=False)
+    assert broker.committed == {A: 6}, "window 1 closes the gap: the watermark runs through window 2"
+    _, _, moves = one_run(broker, lake, recorded, config(), "r0", [window(0)], scheduled=False)
+    assert moves == [] and broker.committed == {A: 6}, "re-landing an old window never moves an offset back"
+
+
+@pytest.mark.parametrize("whole_history", [False, True])
+def test_only_the_windows_at_stake_are_looked_up_in_dagster(whole_history):
+    broker = QueuesOnPaper({A: minutes(1, 1, 1, 1)}, committed={A: 0})
+    lake, recorded = LakeOnPaper(whole_history=whole_history), Recorded()
+    for i in range(3):
+        one_run(broker, lake, recorded, config(), f"r{i}", [window(i)])
+    one_run(broker, lake, recorded, config(), "dead", [window(3)], record=False)
+    recorded.asked.clear()
+    ingest.prepare(broker, lake, recorded, config(), 100 * MIN, 0)
+    assert recorded.asked == [{"m3"}], "windows the offsets passed long ago are not asked about"
+
+
+def test_deleted_messages_fail_the_run_naming_them_and_change_nothing():
+    broker = QueuesOnPaper({A: minutes(5), B: minutes(5)}, committed={A: 1, B: 4}, deleted_below={A: 3, B: 2})
+    lake = LakeOnPaper()
+    with pytest.raises(MessagesDeleted, match=r"orders/broker-a/0: \[1, 3\)") as failure:
+        ingest.prepare(broker, lake, Recorded(), config(on_deleted_messages="fail"), 100 * MIN, 0)
+    assert "broker-b" not in str(failure.value)
+    assert broker.commits == [] and lake.entries == []
+
+
+def test_recorded_gaps_are_landed_in_the_ledger_and_the_offsets_move_past_them():
+    broker = QueuesOnPaper({A: minutes(5, 2)}, committed={A: 1}, deleted_below={A: 3})
+    lake, recorded = LakeOnPaper(), Recorded()
+    prepared, landed, _ = one_run(broker, lake, recorded, config(on_deleted_messages="record"), "r1", [window(0)])
+    assert prepared.gaps == {A: (1, 3)} and landed.ledger.gaps == {A: (1, 3)}
+    assert landed.ledger.windows[0].ranges == (OffsetRange(A, 3, 5),)
+    assert broker.committed == {A: 5}, "the gap [1, 3) counts as passed"
+
+
+def test_each_entry_carries_what_is_at_stake_so_the_newest_alone_suffices():
+    broker = QueuesOnPaper({A: minutes(1, 1, 1, 1)}, committed={A: 0})
+    lake, recorded = LakeOnPaper(), Recorded()
+    one_run(broker, lake, recorded, config(), "dead", [window(1)], scheduled=False, record=False)
+    _, landed, _ = one_run(broker, lake, recorded, config(), "r0", [window(0)])
+    assert [e.run_id for e in landed.ledger.carried] == ["dead"]
+    assert broker.committed == {A: 1}, "window 1's landing was never recorded"
+    # Only the newest entry survives (the Delta log was cleaned): it still knows what is at stake.
+    read_back = LedgerEntry.from_json(landed.ledger.to_json())
+    newest_only = LakeOnPaper([read_back])
+    prepared = ingest.prepare(broker, newest_only, recorded, config(), 100 * MIN, 0)
+    assert [e.run_id for e in prepared.at_stake] == ["dead"]
+    one_run(broker, newest_only, recorded, config(), "r1", [window(1)])
+    assert broker.committed == {A: 2}
+    newest = newest_only.ledger("g")
+    assert [e.run_id for e in newest] == ["dead", "r1"]
+    assert ingest.prepare(broker, newest_only, recorded, config(), 100 * MIN, 0).at_stake == [], \
+        "nothing is at stake once the offsets passed every landing"

@@ -1,0 +1,89 @@
+"""The ledger's one serialized form, reading it newest first, and the plan handed to Spark."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+
+from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry, at_stake, history_of
+from rocketlake.pipelines.options import SourceOptionError, decode_plan, encode_plan, parse_options
+from rocketlake.pipelines.source import Chunk, RocketMQReader
+from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
+
+A = MessageQueue("orders", "broker/a", 3)  # a '/' in a broker name must survive the queue's key
+B = MessageQueue("%RETRY%g", "broker-b", 0)
+
+
+def entry(run: str, *ranges: OffsetRange, group: str = "g", carried=(), **kw) -> LedgerEntry:
+    return LedgerEntry("orders", group, run, (WindowEntry("2026-11-23-10:00", 0, 60_000, tuple(ranges)),),
+                       carried=tuple(carried), **kw)
+
+
+def test_an_entry_reads_back_as_written():
+    old = entry("r0", OffsetRange(A, 0, 4))
+    e = entry("r1", OffsetRange(A, 4, 9), OffsetRange(B, 0, 2), origin={A: 0, B: 0}, gaps={B: (0, 0)}, carried=[old])
+    back = LedgerEntry.from_json(e.to_json(), version=7)
+    assert back == LedgerEntry(e.ingestion, e.consumer_group, e.run_id, e.windows, e.origin, e.gaps, (old,), 7)
+    assert back.self_sufficient and back.carried[0].windows == old.windows
+
+
+def test_an_entry_written_before_carried_existed_is_not_self_sufficient():
+    # The first ledger format (rocketlake <= 0.1): string queue keys, no "carried".
+    v1 = {"rocketlake": 1, "ingestion": "orders", "consumer_group": "g", "run_id": "r1",
+          "windows": [{"partition_key": "k", "start_ms": 0, "end_ms": 60000,
+                       "ranges": [{"topic": "orders", "broker_name": "broker/a", "queue_id": 3, "start": 0, "end": 4}]}],
+          "origin": {"orders/broker/a/3": 0}, "gaps": {}}
+    back = LedgerEntry.from_json(json.dumps(v1))
+    assert back.origin == {A: 0} and back.windows[0].ranges == (OffsetRange(A, 0, 4),)
+    assert not back.self_sufficient
+
+
+@pytest.mark.parametrize("foreign", ["not json", '{"operation": "OPTIMIZE"}', '{"rocketlake": 99}', "null"])
+def test_other_commits_are_not_entries(foreign):
+    assert LedgerEntry.from_json(foreign) is None
+
+
+def test_history_stops_at_the_groups_newest_self_sufficient_entry():
+    ancient = LedgerEntry.from_json(entry("r0", OffsetRange(A, 0, 1)).to_json().replace(',"carried":[]', ""))
+    assert not ancient.self_sufficient
+    dead = entry("dead", OffsetRange(A, 1, 2))
+    newest = entry("r2", OffsetRange(A, 2, 3), carried=[dead])
+    other_group = entry("x", OffsetRange(A, 0, 9), group="other")
+    seen = []
+
+    def newest_first():
+        for e in (other_group, newest, dead, ancient):
+            seen.append(e.run_id)
+            yield e
+
+    entries, complete = history_of(newest_first(), "g")
+    assert complete and [e.run_id for e in entries] == ["dead", "r2"]
+    assert seen == ["x", "r2"], "nothing older than the newest self-sufficient entry is read"
+    entries, complete = history_of([ancient], "g")
+    assert not complete and [e.run_id for e in entries] == ["r0"]
+
+
+def test_at_stake_keeps_entries_the_committed_offsets_have_not_passed():
+    e1, e2 = entry("r1", OffsetRange(A, 0, 5)), entry("r2", OffsetRange(A, 5, 9))
+    gap = entry("r3", gaps={B: (0, 4)})
+    assert at_stake([e1, e2, gap], {A: 5, B: 4}) == [e2]
+    assert at_stake([e1, e2, gap], {A: None, B: 0}) == [e1, e2, gap]
+    assert at_stake([e1, e2], {B: 0}) == [], "a queue that left the subscription keeps nothing at stake"
+
+
+def test_the_plan_option_round_trips_and_splits_into_picklable_chunks():
+    planned = [(OffsetRange(A, 10, 25), 60_000), (OffsetRange(B, 0, 3), 120_000)]
+    assert decode_plan(encode_plan(planned)) == planned
+    opts = parse_options({"namesrv": "127.0.0.1:9876", "topic": "orders", "plan": encode_plan(planned),
+                          "maxMessagesPerPartition": "10"})
+    chunks = RocketMQReader(opts).partitions()
+    assert chunks == [Chunk(OffsetRange(A, 10, 20), 60_000), Chunk(OffsetRange(A, 20, 25), 60_000),
+                      Chunk(OffsetRange(B, 0, 3), 120_000)]
+    assert pickle.loads(pickle.dumps(chunks)) == chunks  # Spark ships them to the executors
+
+
+def test_a_bad_plan_is_refused_naming_the_option():
+    with pytest.raises(SourceOptionError, match="option plan"):
+        parse_options({"namesrv": "n", "topic": "t", "plan": '[{"topic": "t"}]'})
