@@ -128,6 +128,20 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
     failpoint("before_offset_commit")
     for move in ingest.commit(broker, recorded, prepared, landed.ledger):
         context.log.info(f"committed offset of {move.queue}: {move.before} -> {move.after}")
+    compact(context, lake, landed.ledger, now_ms - cfg.window.grace_seconds * 1000)
+
+
+def compact(context: AssetExecutionContext, lake: SparkLake, entry, closed_before_ms: int) -> None:
+    """Compact the days this run finished, still holding the group's pool slot, so that no replace of the
+    table races the OPTIMIZE. A failure leaves the table as it was (one Delta commit or none) and is retried
+    when a later run lands a window of that day; it does not fail a run whose data and offsets are landed."""
+    try:
+        done = lake.compact(entry, closed_before_ms)
+    except Exception as e:  # noqa: BLE001 - any failure of an optional maintenance step is reported, not raised
+        context.log.warning(f"compaction of {lake.table_path} skipped: {type(e).__name__}: {str(e)[:300]}")
+        return
+    for day, removed, added in done:
+        context.log.info(f"compacted day {day} of {lake.table_path}: {removed} files -> {added}")
 
 
 def explain(error: Exception, cfg: IngestionConfig, namesrv: str) -> str:

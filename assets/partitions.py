@@ -7,7 +7,9 @@ user typing ``--partition 2026-11-01-10:00`` gets what Dagster's docs show.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from itertools import islice
+from zoneinfo import ZoneInfo
 
 from dagster import TimeWindowPartitionsDefinition
 from dagster._utils.partitions import DEFAULT_DATE_FORMAT, DEFAULT_HOURLY_FORMAT_WITHOUT_TIMEZONE
@@ -29,3 +31,65 @@ def window_partitions(window: WindowConfig) -> TimeWindowPartitionsDefinition:
         timezone=window.timezone,
         fmt=partition_format(window.cron, window.timezone),
     )
+
+
+class WindowKeyError(ValueError):
+    """A partition key or time that names no launchable window; the message is one line with the valid range."""
+
+
+def _parse(value: str, fmt: str, tz: str) -> datetime:
+    """A partition key in ``fmt``, or an ISO-8601 time (a naive one is in the ingestion's time zone)."""
+    for parse in (lambda v: datetime.strptime(v, fmt), datetime.fromisoformat):
+        try:
+            parsed = parse(value)
+        except ValueError:
+            continue
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=ZoneInfo(tz))
+    example = datetime(2026, 11, 1, 10, 0).strftime(fmt)
+    raise WindowKeyError(f"{value!r} is neither a window key (format {fmt}, e.g. {example}) nor an ISO-8601 time")
+
+
+def launchable_windows(window: WindowConfig, start: str, end: str | None, now: datetime) -> list[str]:
+    """Keys of the windows from the one holding ``start`` to the one holding ``end`` (default: ``start``'s).
+
+    Each must be closed at ``now`` (end + grace passed). Anything else is refused in one line naming the
+    format and the range that can run now: a value that is neither a key nor a time, a time before the
+    first window, a window not closed yet (with when it closes).
+    """
+    fmt = partition_format(window.cron, window.timezone)
+    tz = window.timezone
+    grace = timedelta(seconds=window.grace_seconds)
+    first = window.start if window.start.tzinfo else window.start.replace(tzinfo=ZoneInfo(tz))
+    ticks = cron_string_iterator(first.timestamp(), window.cron, tz)
+    first = next(ticks)  # the first window starts at the first tick at or after window.start
+    lo = _parse(start, fmt, tz)
+    hi = _parse(end, fmt, tz) if end is not None else lo
+    if hi < lo:
+        raise WindowKeyError(f"the range ends at {end}, before it starts at {start}")
+    if lo < first:
+        raise WindowKeyError(f"{start} is before the first window, {first.strftime(fmt)} (window.start)")
+    keys, window_start = [], first
+    for window_end in ticks:
+        if window_start > hi:
+            break
+        if window_end > lo:
+            if window_end + grace > now:
+                wait = int((window_end + grace - now).total_seconds()) + 1
+                raise WindowKeyError(
+                    f"window {window_start.strftime(fmt)} is not closed yet: it closes at "
+                    f"{(window_end + grace).isoformat()} (end + {window.grace_seconds}s grace), in {wait}s; "
+                    f"{_closed_range(window, first, now - grace, fmt)}; nothing was started")
+            keys.append(window_start.strftime(fmt))
+        window_start = window_end
+    return keys
+
+
+def _closed_range(window: WindowConfig, first: datetime, closed_before: datetime, fmt: str) -> str:
+    last, start = None, first
+    for end in cron_string_iterator(first.timestamp(), window.cron, window.timezone):
+        if end <= first:
+            continue
+        if end > closed_before:
+            break
+        last, start = start, end
+    return f"windows {first.strftime(fmt)} .. {last.strftime(fmt)} can run now" if last else "no window can run yet"

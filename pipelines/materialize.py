@@ -18,7 +18,14 @@ from pyspark.sql import functions as F
 
 from rocketlake.pipelines.body import decode_body
 from rocketlake.pipelines.config import IngestionConfig
-from rocketlake.pipelines.delta_writer import last_commit_version, read_ledger, slice_predicate, write_slice
+from rocketlake.pipelines.delta_writer import (
+    closed_days,
+    compact_days,
+    last_commit_version,
+    read_ledger,
+    slice_predicate,
+    write_slice,
+)
 from rocketlake.pipelines.failpoints import failpoint
 from rocketlake.pipelines.ingest import Landing, Log, WindowAccounting
 from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry
@@ -43,6 +50,10 @@ class SparkLake:
 
     def land(self, entry: LedgerEntry, queue_count: int, log: Log) -> Landing:
         return land_entry(self.spark, self.source_options, self.cfg, self.table_path, entry, queue_count, log)
+
+    def compact(self, entry: LedgerEntry, closed_before_ms: int) -> list[tuple[str, int, int]]:
+        """OPTIMIZE the days of ``entry``'s windows that are over: ``(day, files removed, files added)``."""
+        return compact_days(self.spark, self.table_path, closed_days((w.start_ms for w in entry.windows), closed_before_ms))
 
 
 def read_plan(spark: SparkSession, source_options: dict[str, str], cfg: IngestionConfig,

@@ -1,8 +1,8 @@
 """rocketlake: land Apache RocketMQ topics in Delta Lake tables, orchestrated by Dagster, run by PySpark.
 
-Ingestion itself runs through Dagster (`dagster dev -w workspace.yaml`, or
-`dagster asset materialize -m rocketlake.definitions --select <table> --partition <window>`); this command
-starts and stops the local RocketMQ cluster used for development and tests, and runs the demo.
+Ingestion runs through Dagster (`dagster dev -w workspace.yaml`, the schedules, or `rocketlake backfill`, which
+checks the windows first and launches one Dagster run); this command also starts and stops the local RocketMQ
+cluster used for development and tests, and runs the demo.
 """
 
 from __future__ import annotations
@@ -52,11 +52,45 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(_cluster_spec(args), topic=args.topic, messages=args.messages, windows=args.windows)
 
 
+class _Refused(Exception):
+    """A request refused before anything was started; the message is the one line to print."""
+
+
+def _backfill(args: argparse.Namespace) -> int:
+    from datetime import datetime, timezone
+
+    from rocketlake.assets.partitions import WindowKeyError, launchable_windows
+    from rocketlake.pipelines.config import load_config
+
+    config = load_config(args.config)
+    if args.ingestion not in config.ingestions:
+        raise _Refused(f"no ingestion {args.ingestion!r} in the configuration; there are: "
+                       + ", ".join(sorted(config.ingestions)))
+    ingestion = config.ingestions[args.ingestion]
+    try:
+        keys = launchable_windows(ingestion.window, args.start, args.end, datetime.now(timezone.utc))
+    except WindowKeyError as e:
+        raise _Refused(f"ingestion {args.ingestion}: {e}") from None
+    print(f"landing {len(keys)} window(s) of {args.ingestion} ({keys[0]} .. {keys[-1]}) into {ingestion.table} "
+          "in one Dagster run ...", flush=True)
+    if args.config:
+        import os
+
+        os.environ["ROCKETLAKE_CONFIG"] = str(Path(args.config).absolute())  # the run's code location reads it
+    from rocketlake.launch import run_windows
+
+    result = run_windows(ingestion.table, keys)
+    print(f"run {result.run_id}: {'success' if result.success else 'FAILED (see the events above)'}")
+    return 0 if result.success else 1
+
+
 EXAMPLES = """examples:
   rocketlake demo                 the whole product on its defaults (about four minutes)
   rocketlake local up             name server on 127.0.0.1:9876, brokers on :10911 and :10921
   rocketlake local status         what the name server reports (exit 3 when not ready)
   rocketlake local down --wipe    stop what `up` started (by pid) and delete the broker store
+  rocketlake backfill orders 2026-11-01-10:00 2026-11-01-11:59
+                                  land two hours of one-minute windows of ingestion orders in one run
 """
 
 
@@ -103,6 +137,23 @@ def build_parser() -> argparse.ArgumentParser:
                       help="one-minute windows to spread the messages over (default: 3)")
     cluster_options(demo)
     demo.set_defaults(func=_demo)
+
+    backfill = sub.add_parser(
+        "backfill", help="land a range of closed windows of one ingestion in one Dagster run",
+        description="Check the windows first, then land them in one Dagster run (one Spark job, one Delta commit), "
+                    "as `dagster asset materialize --partition-range` would, on $DAGSTER_HOME (default: the local "
+                    "instance .rocketlake/dagster). A value that is not a window key or a time, a time before the "
+                    "first window, or a window not closed yet is refused in one line, before any run is created.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="FROM and TO are window keys (2026-11-01-10:00 for minute or hourly windows, 2026-11-01 for daily ones)\n"
+               "or ISO-8601 times (2026-11-01T10:17:30+01:00; without an offset, in the window's time zone):\n"
+               "every window from the one holding FROM to the one holding TO is landed.")
+    backfill.add_argument("ingestion", help="the ingestion's name in rocketlake.yaml")
+    backfill.add_argument("start", metavar="FROM", help="first window: a window key or a time")
+    backfill.add_argument("end", metavar="TO", nargs="?", default=None, help="last window (default: FROM's)")
+    backfill.add_argument("--config", default=None,
+                          help="rocketlake.yaml to use (default: $ROCKETLAKE_CONFIG or ./rocketlake.yaml)")
+    backfill.set_defaults(func=_backfill)
     return parser
 
 
@@ -110,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (LocalClusterError, ToolMissing, JarResolutionFailed, ConfigError) as e:
+    except (LocalClusterError, ToolMissing, JarResolutionFailed, ConfigError, _Refused) as e:
         print(f"rocketlake: error: {e}", file=sys.stderr)
         return 2
 

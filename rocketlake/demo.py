@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import time
 from collections import Counter
 from datetime import datetime, timezone
@@ -21,14 +20,13 @@ from pathlib import Path
 
 import yaml
 
+from rocketlake.launch import dagster_home, run_windows
 from rocketlake.resources.local.cluster import LocalCluster
 from rocketlake.resources.local.peers import produce
 from rocketlake.resources.local.spec import ClusterSpec
 
 REGIONS = ("north", "south", "east", "west")
-DAGSTER_HOME = Path(".rocketlake/dagster")
 DEMO_CONFIG = Path(".rocketlake/demo/rocketlake.yaml")
-RECOMMENDED_INSTANCE = Path(__file__).with_name("dagster.yaml")  # the README's recommended instance
 
 
 def sample_orders(topic: str, count: int, seed: int = 7, first: int = 0) -> list[dict]:
@@ -81,13 +79,13 @@ def run_demo(spec: ClusterSpec, topic: str, messages: int, windows: int = 3) -> 
     wait_until(close_at)
 
     print(f"5/5 materializing {keys[0]} .. {keys[-1]} through Dagster (one run, one Spark job) ...", flush=True)
-    result = _materialize(ingestion.table, sorted(set(keys)))
+    result = run_windows(ingestion.table, sorted(set(keys)))
     if not result.success:
         print("the Dagster run failed; see the events above")
         return 1
     _report(config.lake.table_path(ingestion.table), cluster, ingestion)
     print(f"\nopen the Dagster UI on the demo's instance and configuration: make ui\n"
-          f"  (DAGSTER_HOME={DAGSTER_HOME.absolute()} {CONFIG_ENV}={demo_config.absolute()} "
+          f"  (DAGSTER_HOME={dagster_home().absolute()} {CONFIG_ENV}={demo_config.absolute()} "
           f".venv/bin/dagster dev -w workspace.yaml)\n"
           f"stop the cluster with: .venv/bin/rocketlake local down   [ingestion {ingestion_name}]")
     return 0
@@ -105,26 +103,6 @@ def write_demo_config(source: Path, start: datetime) -> Path:
                            + yaml.safe_dump(raw, sort_keys=False))
     load_config(DEMO_CONFIG)
     return DEMO_CONFIG
-
-
-def _materialize(table: str, keys: list[str]):
-    """One single-run backfill of ``keys``, as ``dagster asset materialize --partition-range`` runs it:
-    through the code location's own executor, which reclaims the pool slot of a demo run that was killed."""
-    from dagster import DagsterInstance, execute_job
-    from dagster._core.definitions.reconstruct import ReconstructableRepository
-
-    DAGSTER_HOME.mkdir(parents=True, exist_ok=True)
-    settings = DAGSTER_HOME / "dagster.yaml"
-    if not settings.exists():
-        shutil.copy(RECOMMENDED_INSTANCE, settings)  # one run per consumer group at a time (pools)
-    os.environ.setdefault("DAGSTER_HOME", str(DAGSTER_HOME.absolute()))
-    job = ReconstructableRepository.for_module("rocketlake.definitions", "defs", os.getcwd()).get_reconstructable_job(
-        f"{table}_job")
-    with DagsterInstance.get() as instance:
-        return execute_job(
-            job, instance=instance, raise_on_error=False,
-            run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
-            tags={"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]})
 
 
 def _report(table_path: str, cluster: LocalCluster, ingestion) -> None:

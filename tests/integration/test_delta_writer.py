@@ -95,20 +95,65 @@ def test_the_ledger_survives_delta_log_cleanup(spark, tmp_path):
     land("r2", 2 * MIN, carried=[dead])
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ("
               "'delta.logRetentionDuration' = 'interval 1 hours', 'delta.deletedFileRetentionDuration' = 'interval 1 hours', "
-              "'delta.checkpointInterval' = '2')")
+              "'delta.checkpointInterval' = '5')")
     three_days_ago = time.time() - 3 * 86400
     for f in log.iterdir():  # commits 0-3 and their checksums, as if written three days ago
         if f.is_file():
             os.utime(f, (three_days_ago, three_days_ago))
-    land("r3", 3 * MIN, carried=[dead])          # version 4: a checkpoint, then the expired commits go
+    land("r3", 3 * MIN, carried=[dead])          # version 5 (0 created the table): a checkpoint, then the expired commits go
     land("r4", 4 * MIN, carried=[dead])
 
     assert not (log / f"{0:020d}.json").exists(), sorted(p.name for p in log.iterdir())
     from delta.tables import DeltaTable as SparkDeltaTable
 
     versions = sorted(r["version"] for r in SparkDeltaTable.forPath(spark, path).history().collect())
-    assert 0 not in versions and 1 not in versions, versions  # r0's and dead's own commits are gone
+    assert {1, 2} & set(versions) == set(), versions  # r0's and dead's own commits are gone
     entries = read_ledger(spark, path, "g")
     assert [e.run_id for e in entries] == ["dead", "r4"]
     assert entries[0].windows == dead.windows
     assert table_rows(path)[0] == ("broker-a", 0, 0, "r0")  # the data is all there, of course
+
+
+def test_a_simulated_day_is_partitioned_by_day_and_compacted_to_few_files(spark, tmp_path):
+    """Twelve windows of one day (two brokers each) land one by one, then the day is compacted: the files
+    drop, the rows do not change, and a window replaced after compaction is still replaced exactly."""
+    from rocketlake.pipelines.delta_writer import DAY_COLUMN, closed_days, compact_days
+
+    path = str(tmp_path / "t")
+    day = 20_000 * 86_400_000                       # 2024-10-04T00:00Z
+    starts = [day + i * 2 * 3600_000 for i in range(12)]
+    for i, w in enumerate(starts):
+        rows = [("t", b, 0, i * 10 + o, w, f"{b}-{i}-{o}") for b in ("broker-a", "broker-b") for o in range(10)]
+        write_slice(frame(spark, rows).repartition(4), path,
+                    ledger(f"r{i}", [(w, [("broker-a", 0, i * 10, i * 10 + 10), ("broker-b", 0, i * 10, i * 10 + 10)])]))
+    # The next day's first window: its day is not over, so it is never compacted with this one.
+    write_slice(frame(spark, [("t", "broker-a", 0, 120, day + 86_400_000, "next")]), path,
+                ledger("r12", [(day + 86_400_000, [("broker-a", 0, 120, 121)])]))
+
+    def files_per_day():
+        import pyarrow as pa
+
+        actions = pa.table(DeltaTable(path).get_add_actions(flatten=True)).to_pylist()
+        days = {}
+        for a in actions:
+            d = str(a[f"partition.{DAY_COLUMN}"])
+            days[d] = days.get(d, 0) + 1
+        return days
+
+    before = files_per_day()
+    assert before == {"2024-10-04": 12, "2024-10-05": 1}, "optimized writes: one file per window, not one per task"
+    rows_before = table_rows(path)
+    assert closed_days(starts + [day + 86_400_000], day + 86_400_000 + 60_000) == ["2024-10-04"]
+    assert compact_days(spark, path, ["2024-10-04"]) == [("2024-10-04", 12, 1)]
+    assert files_per_day() == {"2024-10-04": 1, "2024-10-05": 1}
+    assert table_rows(path) == rows_before
+
+    # Re-landing one window after compaction replaces exactly its slice.
+    write_slice(frame(spark, [("t", "broker-a", 0, 50, starts[5], "again")]), path,
+                ledger("again", [(starts[5], [("broker-a", 0, 50, 51)])]))
+    after = table_rows(path)
+    assert ("broker-a", 0, 50, "again") in after and len(after) == len(rows_before) - 10 + 1
+    assert [r for r in after if r[3] != "again"] == [r for r in rows_before if not (r[0] == "broker-a" and 50 <= r[2] < 60)]
+    from datetime import date
+
+    assert {r[DAY_COLUMN] for r in DeltaTable(path).to_pyarrow_table().to_pylist()} == {date(2024, 10, 4), date(2024, 10, 5)}

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -155,6 +156,27 @@ def test_dagster_cli_materializes_a_partition(tmp_path, local_cluster, produced)
                             timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(r["msg_id"] for r in table_rows(path)) == sorted(m["msgId"] for m in produced.in_window(w1))
+
+
+def test_rocketlake_backfill_lands_a_range_given_by_store_times(tmp_path, local_cluster, produced):
+    """`rocketlake backfill` with ISO times: the windows holding them, one run, exactly the Java peer's messages."""
+    _, table, group, path = setup(tmp_path, local_cluster, produced)
+    w1, w2 = produced.windows()
+    first, last = (min(m["storeTimestamp"] for m in produced.in_window(w)) for w in (w1, w2))
+    iso = [datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat() for ms in (first, last)]
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    env = dict(os.environ, DAGSTER_HOME=str(home))
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([str(Path(sys.executable).parent / "rocketlake"), "backfill", "orders", *iso,
+                             "--config", str(tmp_path / "rocketlake.yaml")], cwd=root, env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"landing 2 window(s) of orders ({w1} .. {w2})" in result.stdout
+    landed = Counter(minute_key(int(r["window_start"].timestamp() * 1000)) for r in table_rows(path))
+    assert landed == {w: len(produced.in_window(w)) for w in (w1, w2)}
+    assert sorted(r["msg_id"] for r in table_rows(path)) == sorted(m["msgId"] for m in produced.in_window(w1)
+                                                                     + produced.in_window(w2))
 
 
 def test_a_dead_name_server_fails_the_run_in_one_clear_line(tmp_path):

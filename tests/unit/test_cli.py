@@ -14,7 +14,7 @@ def test_every_command_and_option_has_help():
     parser = build_parser()
     assert "Delta Lake" in parser.description and "examples:" in parser.epilog
     commands = subparsers(parser)
-    assert set(commands) == {"local", "demo"}
+    assert set(commands) == {"local", "demo", "backfill"}
     helped = {a.dest for a in next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))._choices_actions
               if a.help}
     assert helped == set(commands)
@@ -31,3 +31,23 @@ def test_defaults_are_stated_in_the_help():
         for action in command._actions:
             if action.default not in (None, False, argparse.SUPPRESS) and action.dest != "state_dir":
                 assert "default" in action.help, f"rocketlake {name} {action.dest}: the default is not stated"
+
+
+def test_backfill_refuses_a_bad_window_in_one_line_before_any_run(tmp_path, capsys, monkeypatch):
+    from rocketlake.cli import main
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "never-created"))
+    config = tmp_path / "rocketlake.yaml"
+    config.write_text("clusters: {local: {namesrv: '127.0.0.1:9876'}}\n"
+                      "ingestions:\n  orders: {cluster: local, topic: orders, consumer_group: g, table: orders,\n"
+                      "           window: {cron: '* * * * *', start: '2026-11-01'}}\n")
+    for argv, says in [
+        (["orders", "2026-13-01"], "'2026-13-01' is neither a window key (format %Y-%m-%d-%H:%M, e.g. 2026-11-01-10:00)"),
+        (["orders", "2026-10-31-23:59"], "is before the first window, 2026-11-01-00:00"),
+        (["orders", "2026-11-01-00:00", "2999-01-01-00:00"], "is not closed yet"),
+        (["invoices", "2026-11-01-00:00"], "no ingestion 'invoices' in the configuration; there are: orders"),
+    ]:
+        assert main(["backfill", *argv, "--config", str(config)]) == 2
+        err = capsys.readouterr().err
+        assert says in err and err.count("\n") == 1, err
+    assert not (tmp_path / "never-created").exists(), "nothing was started"
