@@ -23,8 +23,6 @@ _lock = threading.Lock()
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-    # Store time is absolute: the tables' day partitions (CAST(window_start AS DATE)) are UTC days.
-    "spark.sql.session.timeZone": "UTC",
 }
 
 LOCAL_DEFAULTS = {

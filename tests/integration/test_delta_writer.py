@@ -93,21 +93,24 @@ def test_the_ledger_survives_delta_log_cleanup(spark, tmp_path):
     land("r0", 0)
     dead = land("dead", MIN)                      # landed, never recorded: at stake for every later run
     land("r2", 2 * MIN, carried=[dead])
+    from delta.tables import DeltaTable as SparkDeltaTable
+
+    # The next commit (r3) is the first multiple of the checkpoint interval: a checkpoint, then the cleanup.
+    next_version = SparkDeltaTable.forPath(spark, path).history(1).collect()[0]["version"] + 2
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ("
               "'delta.logRetentionDuration' = 'interval 1 hours', 'delta.deletedFileRetentionDuration' = 'interval 1 hours', "
-              "'delta.checkpointInterval' = '5')")
+              f"'delta.checkpointInterval' = '{next_version}')")
     three_days_ago = time.time() - 3 * 86400
     for f in log.iterdir():  # commits 0-3 and their checksums, as if written three days ago
         if f.is_file():
             os.utime(f, (three_days_ago, three_days_ago))
-    land("r3", 3 * MIN, carried=[dead])          # version 5 (0 created the table): a checkpoint, then the expired commits go
+    land("r3", 3 * MIN, carried=[dead])          # a checkpoint, then the expired commits go
     land("r4", 4 * MIN, carried=[dead])
 
     assert not (log / f"{0:020d}.json").exists(), sorted(p.name for p in log.iterdir())
-    from delta.tables import DeltaTable as SparkDeltaTable
 
     versions = sorted(r["version"] for r in SparkDeltaTable.forPath(spark, path).history().collect())
-    assert {1, 2} & set(versions) == set(), versions  # r0's and dead's own commits are gone
+    assert {0, 1} & set(versions) == set(), versions  # r0's and dead's own commits are gone
     entries = read_ledger(spark, path, "g")
     assert [e.run_id for e in entries] == ["dead", "r4"]
     assert entries[0].windows == dead.windows
