@@ -1,7 +1,8 @@
 """rocketlake: land Apache RocketMQ topics in Delta Lake tables, orchestrated by Dagster, run by PySpark.
 
 Ingestion runs through Dagster (`dagster dev -w workspace.yaml`, the schedules, or `rocketlake backfill`, which
-checks the windows first and launches one Dagster run); this command also starts and stops the local RocketMQ
+checks the windows first and launches one Dagster run); `rocketlake offsets show` prints a group's progress
+and lag per queue; this command also starts and stops the local RocketMQ
 cluster used for development and tests, and runs the demo.
 """
 
@@ -56,17 +57,23 @@ class _Refused(Exception):
     """A request refused before anything was started; the message is the one line to print."""
 
 
-def _backfill(args: argparse.Namespace) -> int:
-    from datetime import datetime, timezone
-
-    from rocketlake.assets.partitions import WindowKeyError, launchable_windows
+def _ingestion(args: argparse.Namespace):
+    """(the whole configuration, the ingestion ``args.ingestion`` names in it)."""
     from rocketlake.pipelines.config import load_config
 
     config = load_config(args.config)
     if args.ingestion not in config.ingestions:
         raise _Refused(f"no ingestion {args.ingestion!r} in the configuration; there are: "
                        + ", ".join(sorted(config.ingestions)))
-    ingestion = config.ingestions[args.ingestion]
+    return config, config.ingestions[args.ingestion]
+
+
+def _backfill(args: argparse.Namespace) -> int:
+    from datetime import datetime, timezone
+
+    from rocketlake.assets.partitions import WindowKeyError, launchable_windows
+
+    config, ingestion = _ingestion(args)
     try:
         keys = launchable_windows(ingestion.window, args.start, args.end, datetime.now(timezone.utc))
     except WindowKeyError as e:
@@ -84,6 +91,49 @@ def _backfill(args: argparse.Namespace) -> int:
     return 0 if result.success else 1
 
 
+def _offsets(args: argparse.Namespace) -> int:
+    import os
+    import time
+
+    from rocketlake.pipelines.broker_access import GroupBroker
+    from rocketlake.pipelines.config import MessageModel
+    from rocketlake.pipelines.progress import group_progress, render
+    from rocketlake.resources.rocketmq.acl import Credentials
+    from rocketlake.resources.rocketmq.client import RocketMQClient
+    from rocketlake.resources.rocketmq.errors import ConnectionFailed, RequestTimeout, TopicNotExist
+
+    config, ingestion = _ingestion(args)
+    cluster = config.clusters[ingestion.cluster]
+    credentials = None
+    if cluster.access_key_env:
+        key, secret = os.environ.get(cluster.access_key_env), os.environ.get(cluster.secret_key_env)
+        if not key or not secret:
+            raise _Refused(f"cluster {ingestion.cluster!r} uses ACL: set ${cluster.access_key_env} and "
+                           f"${cluster.secret_key_env}")
+        credentials = Credentials(key, secret)
+    client = RocketMQClient(cluster.namesrv, credentials=credentials, timeout=ingestion.mq_client_api_timeout / 1000)
+    group = GroupBroker(client, ingestion.topic, ingestion.consumer_group,
+                        with_retry_topic=ingestion.message_model is MessageModel.CLUSTERING)
+    try:
+        rows = group_progress(group)
+    except (ConnectionFailed, RequestTimeout) as e:
+        raise _Refused(f"cannot reach RocketMQ ({e}): check that the name server {cluster.namesrv} of cluster "
+                       f"{ingestion.cluster!r} and its brokers are up (`rocketlake local status` for the local one)"
+                       ) from None
+    except TopicNotExist:
+        raise _Refused(f"topic {ingestion.topic!r} does not exist on cluster {ingestion.cluster!r} "
+                       f"({cluster.namesrv})") from None
+    finally:
+        client.close()
+    print(f"group {ingestion.consumer_group} ({ingestion.message_model.value}) on topic {ingestion.topic}, "
+          f"cluster {ingestion.cluster} ({cluster.namesrv}); lag as mqadmin consumerProgress's Diff, "
+          "lag s = age of the oldest message not passed yet:")
+    print(render(rows, int(time.time() * 1000)))
+    if all(r.committed is None for r in rows):
+        print(f"group {ingestion.consumer_group} has committed no offset on this topic yet")
+    return 0
+
+
 EXAMPLES = """examples:
   rocketlake demo                 the whole product on its defaults (about four minutes)
   rocketlake local up             name server on 127.0.0.1:9876, brokers on :10911 and :10921
@@ -91,6 +141,8 @@ EXAMPLES = """examples:
   rocketlake local down --wipe    stop what `up` started (by pid) and delete the broker store
   rocketlake backfill orders 2026-11-01-10:00 2026-11-01-11:59
                                   land two hours of one-minute windows of ingestion orders in one run
+  rocketlake offsets show orders  per queue: broker min/max, the group's committed offset, lag in messages
+                                  and in seconds, and a total
 """
 
 
@@ -154,6 +206,18 @@ def build_parser() -> argparse.ArgumentParser:
     backfill.add_argument("--config", default=None,
                           help="rocketlake.yaml to use (default: $ROCKETLAKE_CONFIG or ./rocketlake.yaml)")
     backfill.set_defaults(func=_backfill)
+
+    offsets = sub.add_parser(
+        "offsets", help="the consumer group's offsets and lag per queue, read from the brokers",
+        description="Per subscribed queue (the topic's, and %RETRY%<group> in CLUSTERING once it exists): the "
+                    "broker's min and max offset, the group's committed offset, the lag in messages (max - "
+                    "committed, as mqadmin consumerProgress's Diff) and in seconds (how long ago the oldest "
+                    "message the group has not passed was stored); then a total line.")
+    offsets.add_argument("action", choices=["show"], help="show: print the table")
+    offsets.add_argument("ingestion", help="the ingestion's name in rocketlake.yaml")
+    offsets.add_argument("--config", default=None,
+                         help="rocketlake.yaml to use (default: $ROCKETLAKE_CONFIG or ./rocketlake.yaml)")
+    offsets.set_defaults(func=_offsets)
     return parser
 
 

@@ -178,6 +178,19 @@ def test_rocketlake_backfill_lands_a_range_given_by_store_times(tmp_path, local_
     assert sorted(r["msg_id"] for r in table_rows(path)) == sorted(m["msgId"] for m in produced.in_window(w1)
                                                                      + produced.in_window(w2))
 
+    # `rocketlake offsets show` says what mqadmin consumerProgress says, queue by queue.
+    shown = subprocess.run([str(Path(sys.executable).parent / "rocketlake"), "offsets", "show", "orders",
+                            "--config", str(tmp_path / "rocketlake.yaml")], cwd=root, env=env, capture_output=True,
+                           text=True, timeout=120)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    rows = {(p[1], int(p[2])): (int(p[4]), int(p[5].replace("-", "0")), int(p[6]))  # (max, committed, lag)
+            for p in map(str.split, shown.stdout.splitlines()) if p and p[0] == produced.topic}
+    progress = {(q.broker_name, q.queue_id): (q.broker_offset, q.consumer_offset, q.broker_offset - q.consumer_offset)
+                for q in local_cluster.mqadmin().consumer_progress(group, produced.topic) if q.topic == produced.topic}
+    assert rows == progress and rows
+    total = next(p for p in map(str.split, shown.stdout.splitlines()) if p and p[0] == "total")
+    assert int(total[2]) == sum(lag for _, _, lag in rows.values())
+
 
 def test_a_dead_name_server_fails_the_run_in_one_clear_line(tmp_path):
     from tests.conftest import free_ports

@@ -14,7 +14,7 @@ def test_every_command_and_option_has_help():
     parser = build_parser()
     assert "Delta Lake" in parser.description and "examples:" in parser.epilog
     commands = subparsers(parser)
-    assert set(commands) == {"local", "demo", "backfill"}
+    assert set(commands) == {"local", "demo", "backfill", "offsets"}
     helped = {a.dest for a in next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))._choices_actions
               if a.help}
     assert helped == set(commands)
@@ -51,3 +51,17 @@ def test_backfill_refuses_a_bad_window_in_one_line_before_any_run(tmp_path, caps
         err = capsys.readouterr().err
         assert says in err and err.count("\n") == 1, err
     assert not (tmp_path / "never-created").exists(), "nothing was started"
+
+
+def test_offsets_show_names_a_dead_name_server_in_one_line(tmp_path, capsys):
+    from rocketlake.cli import main
+    from tests.conftest import free_ports
+
+    [port] = free_ports(1)  # nothing listens there
+    config = tmp_path / "rocketlake.yaml"
+    config.write_text(f"clusters: {{dead: {{namesrv: '127.0.0.1:{port}'}}}}\n"
+                      "ingestions:\n  orders: {cluster: dead, topic: orders, consumer_group: g, table: orders,\n"
+                      "           mq_client_api_timeout: 500, window: {cron: '* * * * *', start: '2026-11-01'}}\n")
+    assert main(["offsets", "show", "orders", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot reach RocketMQ" in err and f"127.0.0.1:{port}" in err and err.count("\n") == 1, err

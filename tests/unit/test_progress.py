@@ -1,0 +1,54 @@
+"""A group's progress per queue: lag as mqadmin's Diff, lag in seconds from the oldest pending message."""
+
+from rocketlake.pipelines.progress import QueueProgress, group_progress, render
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
+
+A0, A1, B0 = MessageQueue("orders", "broker-a", 0), MessageQueue("orders", "broker-a", 1), MessageQueue("orders", "broker-b", 0)
+
+
+class Offsets:
+    """A group's offsets as plain data: (min, max, committed) per queue, store time = 1000 * offset."""
+
+    def __init__(self, table: dict[MessageQueue, tuple[int, int, int | None]]):
+        self.table = table
+        self.reads: list[tuple[MessageQueue, int]] = []
+
+    def subscribed_queues(self):
+        return sorted(self.table)
+
+    def min_offset(self, mq):
+        return self.table[mq][0]
+
+    def max_offset(self, mq):
+        return self.table[mq][1]
+
+    def committed_offset(self, mq):
+        return self.table[mq][2]
+
+    def store_time(self, mq, offset):
+        self.reads.append((mq, offset))
+        return 1000 * offset
+
+
+def test_lag_and_the_oldest_pending_message_per_queue():
+    group = Offsets({A0: (0, 10, 4), A1: (5, 9, None), B0: (0, 7, 7)})
+    rows = {r.queue: r for r in group_progress(group)}
+    assert [rows[q].lag for q in (A0, A1, B0)] == [6, 9, 0]  # no offset counts as 0, as in mqadmin
+    assert rows[A0].oldest_pending_ms == 4000  # the message at the committed offset
+    assert rows[A1].oldest_pending_ms == 5000  # no offset: the queue's first message still there
+    assert rows[B0].oldest_pending_ms is None and (B0, 7) not in group.reads  # caught up: nothing read
+    assert rows[A0].lag_seconds(10_000) == 6.0 and rows[B0].lag_seconds(10_000) == 0.0
+
+
+def test_a_committed_offset_below_the_min_reads_the_first_message_still_stored():
+    [row] = group_progress(Offsets({A0: (50, 60, 10)}))
+    assert row.oldest_pending_ms == 50_000 and row.lag == 50
+
+
+def test_render_has_a_line_per_queue_and_a_total():
+    rows = [QueueProgress(A0, 0, 10, 4, 4000), QueueProgress(B0, 0, 7, None, 0)]
+    text = render(rows, now_ms=10_000).splitlines()
+    assert len(text) == 4
+    assert text[1].split() == ["orders", "broker-a", "0", "0", "10", "4", "6", "6.0"]
+    assert text[2].split() == ["orders", "broker-b", "0", "0", "7", "-", "7", "10.0"]
+    assert text[3].split() == ["total", "2", "13", "10.0"]
