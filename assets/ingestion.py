@@ -11,6 +11,7 @@ backfill, UI or ``dagster asset materialize``), with no daemon involved.
 import time
 import warnings
 from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
 
 from dagster import (
     AssetCheckResult,
@@ -34,6 +35,7 @@ from rocketlake.pipelines.broker_access import GroupBroker
 from rocketlake.pipelines.config import IngestionConfig, LakeConfig, MessageModel
 from rocketlake.pipelines.failpoints import failpoint
 from rocketlake.pipelines.materialize import SparkLake
+from rocketlake.pipelines.orderly import LockLost, OutOfOrder, QueuesLocked, queues_locked
 from rocketlake.pipelines.windows import MessagesDeleted, Window, WindowNotClosed, to_ms
 from rocketlake.resources.rocketmq.errors import ConnectionFailed, RequestTimeout, TopicNotExist
 from rocketlake.resources.spark import SparkResource
@@ -79,7 +81,8 @@ def build_ingestion_asset(name: str, cfg: IngestionConfig, lake: LakeConfig) -> 
         rocketmq = getattr(context.resources, rocketmq_key)
         try:
             yield from run(context, name, cfg, table_path, spark, rocketmq)
-        except (ConnectionFailed, RequestTimeout, TopicNotExist, MessagesDeleted) as e:
+        except (ConnectionFailed, RequestTimeout, TopicNotExist, MessagesDeleted, QueuesLocked, OutOfOrder,
+                LockLost) as e:
             raise Failure(description=explain(e, cfg, rocketmq.namesrv)) from e
 
     return ingestion_asset
@@ -107,8 +110,9 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
     for move in prepared.repaired:
         context.log.info(f"repaired offset of {move.queue}: {move.before} -> {move.after} (landed by an earlier run)")
 
-    landed = ingest.land(broker, lake, cfg, name, context.run.run_id, windows, prepared,
-                         start_at_group_position=SCHEDULE_TAG in context.run.tags, log=context.log.info)
+    with locked_if_orderly(cfg, rocketmq.client(timeout), prepared.queues, context.log.info):
+        landed = ingest.land(broker, lake, cfg, name, context.run.run_id, windows, prepared,
+                             start_at_group_position=SCHEDULE_TAG in context.run.tags, log=context.log.info)
     balanced = all(a.balanced for a in landed.accounting)
     for key, metadata in windows_metadata(landed).items():
         context.add_asset_metadata(metadata, partition_key=key)  # each window its own figures
@@ -129,6 +133,13 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
     for move in ingest.commit(broker, recorded, prepared, landed.ledger):
         context.log.info(f"committed offset of {move.queue}: {move.before} -> {move.after}")
     compact(context, lake, landed.ledger, now_ms - cfg.window.grace_seconds * 1000)
+
+
+def locked_if_orderly(cfg: IngestionConfig, client, queues, log) -> AbstractContextManager:
+    """Orderly ingestions hold the broker locks of every queue they read, from planning to the Delta commit."""
+    if not cfg.consume_orderly:
+        return nullcontext()
+    return queues_locked(client, cfg.consumer_group, cfg.client_id, queues, log=log)
 
 
 def compact(context: AssetExecutionContext, lake: SparkLake, entry, closed_before_ms: int) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 from pathlib import Path
@@ -164,6 +165,14 @@ PUSH_CONSUMER_RANGES = {
 }
 
 
+def local_ip() -> str:
+    """This host's address as its name resolves (ClientConfig's clientIP); loopback when it does not resolve."""
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
 GROUP_WORK = "it comes with consumer-group semantics: members, allocation, rebalancing, orderly queues"
 LISTENER_WORK = "it comes with listeners, retry and dead letters"
 # DefaultMQPushConsumer settings rocketlake does not honour yet. A key listed here is refused whenever it is
@@ -171,11 +180,7 @@ LISTENER_WORK = "it comes with listeners, retry and dead letters"
 # its line. Value: why, and when it comes.
 NOT_SUPPORTED_YET = {
     "allocate_message_queue_strategy": f"today one member takes every queue, so no strategy changes anything; {GROUP_WORK}",
-    "consume_orderly": GROUP_WORK,
     "consume_concurrently_max_span": GROUP_WORK,
-    "instance_name": f"it names a member's client id; {GROUP_WORK}",
-    "client_ip": f"it names a member's client id; {GROUP_WORK}",
-    "unit_name": f"it names a member's client id; {GROUP_WORK}",
     "consume_thread_min": f"it bounds listener parallelism; {LISTENER_WORK}",
     "consume_thread_max": f"it bounds listener parallelism; {LISTENER_WORK}",
     "consume_message_batch_max_size": f"it sizes listener batches; {LISTENER_WORK}",
@@ -310,6 +315,17 @@ class IngestionConfig(_Strict):
             if getattr(current, "value", current) == value:
                 refused.append(f"{key}: {value!r} is not supported yet ({why}); {instead}")
         return refused
+
+    @property
+    def client_id(self) -> str:
+        """The member's client id, built as ClientConfig.buildMQClientId does: ``ip@instanceName[@unitName]``.
+
+        Unlike the Java client, an ``instance_name`` left at ``DEFAULT`` is not replaced by the pid: a run is
+        a short process, and a stable id lets the next run of a deployment take over its broker locks at
+        once instead of waiting for them to lapse.
+        """
+        ip = self.client_ip or local_ip()
+        return f"{ip}@{self.instance_name}" + (f"@{self.unit_name}" if self.unit_name else "")
 
     @property
     def effective_max_reconsume_times(self) -> int:

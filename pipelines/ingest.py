@@ -23,6 +23,7 @@ from typing import Protocol
 from rocketlake.pipelines.config import IngestionConfig
 from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry, at_stake, origin_of
 from rocketlake.pipelines.offsets import OffsetMove, initial_position, moves_from_ledger
+from rocketlake.pipelines.orderly import OutOfOrder, out_of_order
 from rocketlake.pipelines.windows import MessagesDeleted, StoreTimeReader, Window, window_ranges
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 
@@ -172,9 +173,16 @@ def land(broker: Broker, lake: Lake, cfg: IngestionConfig, ingestion: str, run_i
     """Plan the windows and land them in one commit whose ledger entry carries what is still at stake.
 
     ``start_at_group_position``: scheduled runs start where the group stands; an explicit backfill
-    always takes whole windows. ``log`` hears one line per step: the planned ranges, the Spark job, the commit.
+    always takes whole windows. An orderly ingestion refuses windows that would skip unlanded messages
+    of a queue (``OutOfOrder``). ``log`` hears one line per step: the planned ranges, the Spark job, the commit.
     """
     planned = plan_windows(broker, prepared.queues, windows, prepared.starts if start_at_group_position else None)
+    if cfg.consume_orderly:
+        positions = {mq: max(start, prepared.gaps.get(mq, (0, 0))[1]) for mq, start in prepared.starts.items()}
+        problems = out_of_order(planned, positions)
+        if problems:
+            raise OutOfOrder("orderly: a window of a queue cannot land before the earlier ones; land the earlier "
+                             "windows first (nothing was read, no offset moved): " + "; ".join(problems))
     entry = LedgerEntry(ingestion, cfg.consumer_group, run_id, planned, dict(prepared.origin), dict(prepared.gaps),
                         carried=tuple(prepared.at_stake))
     for w in planned:

@@ -110,11 +110,11 @@ def test_the_wheel_claims_only_rocketlake_and_loads_beside_a_users_assets_packag
 
 
 def test_a_not_supported_key_in_defs_yaml_fails_the_project_load_naming_it(installed: Path, tmp_path: Path):
-    bad = DEFS_YAML.replace("      table: user_orders\n", "      table: user_orders\n      consume_orderly: true\n")
+    bad = DEFS_YAML.replace("      table: user_orders\n", "      table: user_orders\n      consume_concurrently_max_span: 100\n")
     project = user_project(tmp_path / "project", bad)
     env = {**os.environ, "PYTHONPATH": str(project), "DAGSTER_HOME": str(tmp_path / "home")}
     (tmp_path / "home").mkdir()
     done = subprocess.run([str(installed), "-m", "dagster", "definitions", "validate", "-m", "user_project.definitions"],
                           cwd=project, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode != 0
-    assert "ingestions.orders.consume_orderly" in done.stdout + done.stderr and "not supported yet" in done.stdout + done.stderr
+    assert "ingestions.orders.consume_concurrently_max_span" in done.stdout + done.stderr and "not supported yet" in done.stdout + done.stderr

@@ -171,13 +171,13 @@ def test_broadcasting_is_refused_at_load_until_it_works():
 
 
 def test_every_refusal_is_listed_with_its_ingestion():
-    raw = with_ingestion(consume_orderly=True, consume_timeout=5)
-    raw["ingestions"]["audit"] = {**raw["ingestions"]["orders"], "table": "audit_raw", "consume_orderly": False,
+    raw = with_ingestion(consume_concurrently_max_span=100, consume_timeout=5)
+    raw["ingestions"]["audit"] = {**raw["ingestions"]["orders"], "table": "audit_raw", "consume_concurrently_max_span": 2000,
                                   "consume_timeout": 5}
     refused = problems(raw)
     assert sorted(line.split(":")[0] for line in refused) == [
-        "ingestions.audit.consume_orderly", "ingestions.audit.consume_timeout",
-        "ingestions.orders.consume_orderly", "ingestions.orders.consume_timeout"]
+        "ingestions.audit.consume_concurrently_max_span", "ingestions.audit.consume_timeout",
+        "ingestions.orders.consume_concurrently_max_span", "ingestions.orders.consume_timeout"]
 
 
 def test_every_field_either_works_or_is_refused():
@@ -187,7 +187,8 @@ def test_every_field_either_works_or_is_refused():
     honoured = {"cluster", "topic", "subscription", "consumer_group", "message_model", "consume_from_where",
                 "consume_timestamp", "table", "window", "body", "on_deleted_messages", "pull_threshold_for_queue",
                 "pull_threshold_size_for_queue", "pull_threshold_for_topic", "pull_threshold_size_for_topic",
-                "pull_batch_size", "max_messages_per_task", "mq_client_api_timeout"}
+                "pull_batch_size", "max_messages_per_task", "mq_client_api_timeout", "consume_orderly",
+                "instance_name", "client_ip", "unit_name"}
     assert set(IngestionConfig.model_fields) == honoured | set(NOT_SUPPORTED_YET)
     assert not honoured & set(NOT_SUPPORTED_YET)
 
@@ -200,9 +201,9 @@ def test_a_refused_key_fails_dagster_definitions_validate(tmp_path):
     import yaml
 
     config = tmp_path / "rocketlake.yaml"
-    config.write_text(yaml.safe_dump(with_ingestion(consume_orderly=True)))
+    config.write_text(yaml.safe_dump(with_ingestion(consume_concurrently_max_span=100)))
     result = subprocess.run([str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-w",
                              "workspace.yaml"], cwd=ROOT, env=dict(os.environ, ROCKETLAKE_CONFIG=str(config)),
                             capture_output=True, text=True, timeout=180)
     assert result.returncode != 0
-    assert "ingestions.orders.consume_orderly: True is not supported yet" in result.stdout + result.stderr
+    assert "ingestions.orders.consume_concurrently_max_span: 100 is not supported yet" in result.stdout + result.stderr

@@ -232,3 +232,22 @@ def test_each_entry_carries_what_is_at_stake_so_the_newest_alone_suffices():
     assert [e.run_id for e in newest] == ["dead", "r1"]
     assert ingest.prepare(broker, newest_only, recorded, config(), 100 * MIN, 0).at_stake == [], \
         "nothing is at stake once the offsets passed every landing"
+
+
+def test_an_orderly_run_refuses_a_window_that_skips_unlanded_messages_of_a_queue():
+    broker = QueuesOnPaper({A: minutes(3, 2, 2), B: minutes(1, 4, 1)})
+    lake, recorded = LakeOnPaper(), Recorded()
+    cfg = config(consume_from_where="CONSUME_FROM_FIRST_OFFSET", consume_orderly=True)
+    with pytest.raises(ingest.OutOfOrder) as refused:
+        one_run(broker, lake, recorded, cfg, "r1", [window(1)], scheduled=False)  # minute 0 never landed
+    assert "broker-a/0: window m1 starts at offset 3, but the group has landed only up to 0" in str(refused.value)
+    assert lake.entries == [] and broker.commits == []  # nothing read, nothing moved
+    one_run(broker, lake, recorded, cfg, "r2", [window(0)], scheduled=False)
+    one_run(broker, lake, recorded, cfg, "r3", [window(1)], scheduled=False)  # in order now
+    one_run(broker, lake, recorded, cfg, "r4", [window(0)], scheduled=False)  # re-landing a passed window is in order
+    assert broker.committed == {A: 5, B: 5}
+    # Without consume_orderly the same out-of-order backfill lands (and the watermark waits for the gap).
+    fresh = QueuesOnPaper({A: minutes(3, 2, 2), B: minutes(1, 4, 1)})
+    one_run(fresh, LakeOnPaper(), Recorded(), config(consume_from_where="CONSUME_FROM_FIRST_OFFSET"), "r5",
+            [window(1)], scheduled=False)
+    assert fresh.committed == {A: 0, B: 0}
