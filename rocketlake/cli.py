@@ -91,18 +91,13 @@ def _backfill(args: argparse.Namespace) -> int:
     return 0 if result.success else 1
 
 
-def _offsets(args: argparse.Namespace) -> int:
+def _client(config, ingestion):
+    """A client of the ingestion's cluster, with its ACL keys from the environment variables the file names."""
     import os
-    import time
 
-    from rocketlake.pipelines.broker_access import GroupBroker
-    from rocketlake.pipelines.config import MessageModel
-    from rocketlake.pipelines.progress import group_progress, render
     from rocketlake.resources.rocketmq.acl import Credentials
     from rocketlake.resources.rocketmq.client import RocketMQClient
-    from rocketlake.resources.rocketmq.errors import ConnectionFailed, RequestTimeout, TopicNotExist
 
-    config, ingestion = _ingestion(args)
     cluster = config.clusters[ingestion.cluster]
     credentials = None
     if cluster.access_key_env:
@@ -111,7 +106,20 @@ def _offsets(args: argparse.Namespace) -> int:
             raise _Refused(f"cluster {ingestion.cluster!r} uses ACL: set ${cluster.access_key_env} and "
                            f"${cluster.secret_key_env}")
         credentials = Credentials(key, secret)
-    client = RocketMQClient(cluster.namesrv, credentials=credentials, timeout=ingestion.mq_client_api_timeout / 1000)
+    return RocketMQClient(cluster.namesrv, credentials=credentials, timeout=ingestion.mq_client_api_timeout / 1000)
+
+
+def _offsets(args: argparse.Namespace) -> int:
+    import time
+
+    from rocketlake.pipelines.broker_access import GroupBroker
+    from rocketlake.pipelines.config import MessageModel
+    from rocketlake.pipelines.progress import group_progress, render
+    from rocketlake.resources.rocketmq.errors import ConnectionFailed, RequestTimeout, TopicNotExist
+
+    config, ingestion = _ingestion(args)
+    cluster = config.clusters[ingestion.cluster]
+    client = _client(config, ingestion)
     group = GroupBroker(client, ingestion.topic, ingestion.consumer_group,
                         with_retry_topic=ingestion.message_model is MessageModel.CLUSTERING)
     try:
@@ -134,6 +142,24 @@ def _offsets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _member(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from rocketlake.member import Member
+
+    config, ingestion = _ingestion(args)
+    client = _client(config, ingestion)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    try:
+        Member(client, ingestion, log=lambda line: print(line, flush=True)).run(stop)
+    finally:
+        client.close()
+    return 0
+
+
 EXAMPLES = """examples:
   rocketlake demo                 the whole product on its defaults (about four minutes)
   rocketlake local up             name server on 127.0.0.1:9876, brokers on :10911 and :10921
@@ -143,6 +169,7 @@ EXAMPLES = """examples:
                                   land two hours of one-minute windows of ingestion orders in one run
   rocketlake offsets show orders  per queue: broker min/max, the group's committed offset, lag in messages
                                   and in seconds, and a total
+  rocketlake member orders        be a member of the group while this runs (heartbeats, as a push consumer)
 """
 
 
@@ -218,6 +245,17 @@ def build_parser() -> argparse.ArgumentParser:
     offsets.add_argument("--config", default=None,
                          help="rocketlake.yaml to use (default: $ROCKETLAKE_CONFIG or ./rocketlake.yaml)")
     offsets.set_defaults(func=_offsets)
+
+    member = sub.add_parser(
+        "member", help="be a member of the ingestion's consumer group while this process runs",
+        description="Heartbeat every 30 s to every broker of the topic with the ingestion's consumer data, under "
+                    "the deployment's client id (client_ip@instance_name, the id its runs lock queues with), so the "
+                    "brokers' consumer list and `mqadmin consumerConnection` show this deployment as a member; print "
+                    "the members whenever they change; unregister from every broker on SIGTERM or Ctrl-C.")
+    member.add_argument("ingestion", help="the ingestion's name in rocketlake.yaml")
+    member.add_argument("--config", default=None,
+                        help="rocketlake.yaml to use (default: $ROCKETLAKE_CONFIG or ./rocketlake.yaml)")
+    member.set_defaults(func=_member)
     return parser
 
 

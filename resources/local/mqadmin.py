@@ -64,6 +64,10 @@ class MQAdmin:
     def consumer_progress(self, group: str, topic: str | None = None) -> list[QueueProgress]:
         return parse_consumer_progress(self.run("consumerProgress", "-g", group, *(["-t", topic] if topic else [])))
 
+    def consumer_connection(self, group: str) -> str:
+        """``consumerConnection -g group``: the group's connected clients (#ClientId ...), as mqadmin prints them."""
+        return self.run("consumerConnection", "-g", group)
+
     def delete_expired_commit_log(self, broker_address: str) -> None:
         """DELETE_EXPIRED_COMMITLOG: the broker deletes its expired commit-log files in its next clean
         rounds (asynchronously: wait on the queues' min offsets). mqadmin prints "success" or "false"."""
