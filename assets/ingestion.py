@@ -18,6 +18,7 @@ from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
+    AssetObservation,
     AssetRecordsFilter,
     AssetsDefinition,
     BackfillPolicy,
@@ -28,13 +29,14 @@ from dagster import (
     asset,
 )
 
-from rocketlake.assets.metadata import accounting_table, windows_metadata
+from rocketlake.assets.metadata import accounting_table, progress_metadata, windows_metadata
 from rocketlake.assets.partitions import window_partitions
 from rocketlake.pipelines import ingest
-from rocketlake.pipelines.broker_access import GroupBroker
-from rocketlake.pipelines.config import IngestionConfig, LakeConfig, MessageModel
+from rocketlake.pipelines.broker_access import group_broker
+from rocketlake.pipelines.config import IngestionConfig, LakeConfig
 from rocketlake.pipelines.failpoints import failpoint
 from rocketlake.pipelines.materialize import SparkLake
+from rocketlake.pipelines.offset_store import OffsetStoreCorrupt
 from rocketlake.pipelines.orderly import LockLost, OutOfOrder, QueuesLocked, queues_locked
 from rocketlake.pipelines.windows import MessagesDeleted, Window, WindowNotClosed, to_ms
 from rocketlake.resources.rocketmq.errors import ConnectionFailed, RequestTimeout, TopicNotExist
@@ -82,7 +84,7 @@ def build_ingestion_asset(name: str, cfg: IngestionConfig, lake: LakeConfig) -> 
         try:
             yield from run(context, name, cfg, table_path, spark, rocketmq)
         except (ConnectionFailed, RequestTimeout, TopicNotExist, MessagesDeleted, QueuesLocked, OutOfOrder,
-                LockLost) as e:
+                LockLost, OffsetStoreCorrupt) as e:
             raise Failure(description=explain(e, cfg, rocketmq.namesrv)) from e
 
     return ingestion_asset
@@ -102,8 +104,7 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
         windows.append((key, window))
 
     timeout = cfg.mq_client_api_timeout
-    broker = GroupBroker(rocketmq.client(timeout), cfg.topic, cfg.consumer_group,
-                         with_retry_topic=cfg.message_model is MessageModel.CLUSTERING)
+    broker = group_broker(rocketmq.client(timeout), cfg)
     lake = SparkLake(spark_resource.session(), rocketmq.source_options(timeout), cfg, table_path)
     recorded = DagsterRecordedRuns(context.instance, context.asset_key)
     prepared = ingest.prepare(broker, lake, recorded, cfg, now_ms, to_ms(cfg.window.start))
@@ -132,6 +133,8 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
     failpoint("before_offset_commit")
     for move in ingest.commit(broker, recorded, prepared, landed.ledger):
         context.log.info(f"committed offset of {move.queue}: {move.before} -> {move.after}")
+    context.log_event(AssetObservation(asset_key=context.asset_key, metadata=progress_metadata(
+        cfg, {mq: broker.committed_offset(mq) for mq in prepared.queues})))
     compact(context, lake, landed.ledger, now_ms - cfg.window.grace_seconds * 1000)
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 
+from rocketlake.pipelines.config import IngestionConfig, MessageModel
 from rocketlake.pipelines.ingest import Materialization, WindowAccounting
 from rocketlake.pipelines.ledger import WindowEntry
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
 ROWS = "rocketlake/rows"
 BODY_BYTES = "rocketlake/body_bytes"
@@ -66,3 +68,26 @@ def accounting_table(m: Materialization) -> MetadataValue:
     return MetadataValue.table([TableRecord({"window": a.partition_key, "planned": a.planned, "seen": a.seen,
                                              "rows": a.rows, "filtered": a.filtered, "balanced": a.balanced})
                                 for a in m.accounting], schema=ACCOUNTING_SCHEMA)
+
+
+MEMBER = "rocketlake/member"
+OFFSET_STORE = "rocketlake/offset_store"
+OFFSETS = "rocketlake/committed_offsets"
+OFFSETS_SCHEMA = TableSchema(columns=[
+    TableColumn("topic", "string"), TableColumn("broker_name", "string"), TableColumn("queue_id", "int"),
+    TableColumn("committed", "int", description="the member's (BROADCASTING) or the group's committed offset"),
+])
+
+
+def progress_metadata(cfg: IngestionConfig, committed: dict[MessageQueue, int | None]) -> dict:
+    """An observation after the offsets moved: whose progress, where it is kept, and the offset per queue."""
+    broadcasting = cfg.message_model is MessageModel.BROADCASTING
+    return {
+        MEMBER: cfg.client_id,
+        OFFSET_STORE: MetadataValue.path(str(cfg.offset_store_path)) if broadcasting else
+        f"brokers (group {cfg.consumer_group})",
+        OFFSETS: MetadataValue.table(
+            [TableRecord({"topic": mq.topic, "broker_name": mq.broker_name, "queue_id": mq.queue_id,
+                          "committed": -1 if offset is None else offset}) for mq, offset in sorted(committed.items())],
+            schema=OFFSETS_SCHEMA),
+    }

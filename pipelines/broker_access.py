@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
+from rocketlake.pipelines.config import IngestionConfig, MessageModel
+from rocketlake.pipelines.offset_store import LocalOffsetStore
 from rocketlake.pipelines.options import SourceOptions
 from rocketlake.pipelines.windows import first_offset_at_or_after
 from rocketlake.resources.rocketmq.client import RocketMQClient
@@ -20,7 +22,8 @@ from rocketlake.resources.rocketmq.message import Message, is_retry_topic, retry
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 from rocketlake.resources.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT, read_ranges
 
-__all__ = ["BrokerStoreTimes", "GroupBroker", "RangeUnreadable", "make_client", "pull_range", "resolve_ranges"]
+__all__ = ["BrokerStoreTimes", "GroupBroker", "MemberBroker", "RangeUnreadable", "group_broker", "make_client",
+           "pull_range", "resolve_ranges"]
 
 
 _clients: dict[tuple, RocketMQClient] = {}
@@ -98,6 +101,28 @@ class GroupBroker(BrokerStoreTimes):
             # A broker that does not auto-create groups on offset updates: create it, then retry once.
             self.client.create_subscription_group(self.consumer_group, brokers=[queue.broker_name])
             self.client.update_consumer_offset(self.consumer_group, queue, offset)
+
+
+class MemberBroker(GroupBroker):
+    """BROADCASTING: the broker for the messages, the member's local offset store for progress (the Java
+    client's LocalFileOffsetStore); nothing is committed to the broker and there is no retry topic."""
+
+    def __init__(self, client: RocketMQClient, topic: str, consumer_group: str, store: LocalOffsetStore):
+        super().__init__(client, topic, consumer_group, with_retry_topic=False)
+        self.store = store
+
+    def committed_offset(self, queue: MessageQueue) -> int | None:
+        return self.store.committed_offset(queue)
+
+    def commit_offset(self, queue: MessageQueue, offset: int) -> None:
+        self.store.commit_offset(queue, offset)
+
+
+def group_broker(client: RocketMQClient, cfg: IngestionConfig) -> GroupBroker:
+    """What a run (or ``rocketlake offsets show``) of ``cfg`` reads its queues and progress through."""
+    if cfg.message_model is MessageModel.BROADCASTING:
+        return MemberBroker(client, cfg.topic, cfg.consumer_group, LocalOffsetStore(cfg.offset_store_path))
+    return GroupBroker(client, cfg.topic, cfg.consumer_group, with_retry_topic=True)
 
 
 def resolve_ranges(opts: SourceOptions) -> list[OffsetRange]:

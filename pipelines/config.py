@@ -196,10 +196,7 @@ NOT_SUPPORTED_YET = {
     "await_termination_millis_when_shutdown": "a run ends when its windows are landed; there is no consume thread pool to drain",
 }
 # (key, value) -> (why, what to do instead)
-NOT_SUPPORTED_VALUES = {
-    ("message_model", "BROADCASTING"): ("its progress belongs in a local offset store per member; " + GROUP_WORK,
-                                        "use CLUSTERING"),
-}
+NOT_SUPPORTED_VALUES: dict[tuple[str, str], tuple[str, str]] = {}
 
 
 class IngestionConfig(_Strict):
@@ -250,6 +247,8 @@ class IngestionConfig(_Strict):
     instance_name: str = "DEFAULT"
     client_ip: str | None = None
     unit_name: str | None = None
+    # BROADCASTING: where each member keeps its own progress (the Java client's rocketmq.client.localOffsetStoreDir).
+    local_offset_store_dir: str = "~/.rocketmq_offsets"
 
     @field_validator(*PUSH_CONSUMER_RANGES.keys())
     @classmethod
@@ -326,6 +325,13 @@ class IngestionConfig(_Strict):
         """
         ip = self.client_ip or local_ip()
         return f"{ip}@{self.instance_name}" + (f"@{self.unit_name}" if self.unit_name else "")
+
+    @property
+    def offset_store_path(self) -> Path:
+        """BROADCASTING: this member's offset store, ``<local_offset_store_dir>/<client id>/<group>/offsets.json``."""
+        from rocketlake.pipelines.offset_store import store_path
+
+        return store_path(self.local_offset_store_dir, self.client_id, self.consumer_group)
 
     @property
     def effective_max_reconsume_times(self) -> int:

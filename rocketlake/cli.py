@@ -112,16 +112,14 @@ def _client(config, ingestion):
 def _offsets(args: argparse.Namespace) -> int:
     import time
 
-    from rocketlake.pipelines.broker_access import GroupBroker
-    from rocketlake.pipelines.config import MessageModel
+    from rocketlake.pipelines.broker_access import MemberBroker, group_broker
     from rocketlake.pipelines.progress import group_progress, render
     from rocketlake.resources.rocketmq.errors import ConnectionFailed, RequestTimeout, TopicNotExist
 
     config, ingestion = _ingestion(args)
     cluster = config.clusters[ingestion.cluster]
     client = _client(config, ingestion)
-    group = GroupBroker(client, ingestion.topic, ingestion.consumer_group,
-                        with_retry_topic=ingestion.message_model is MessageModel.CLUSTERING)
+    group = group_broker(client, ingestion)
     try:
         rows = group_progress(group)
     except (ConnectionFailed, RequestTimeout) as e:
@@ -133,9 +131,10 @@ def _offsets(args: argparse.Namespace) -> int:
                        f"({cluster.namesrv})") from None
     finally:
         client.close()
+    where = (f"member {ingestion.client_id}'s local offset store {group.store.path}" if isinstance(group, MemberBroker)
+             else "offsets committed on the brokers; lag as mqadmin consumerProgress's Diff")
     print(f"group {ingestion.consumer_group} ({ingestion.message_model.value}) on topic {ingestion.topic}, "
-          f"cluster {ingestion.cluster} ({cluster.namesrv}); lag as mqadmin consumerProgress's Diff, "
-          "lag s = age of the oldest message not passed yet:")
+          f"cluster {ingestion.cluster} ({cluster.namesrv}); {where}; lag s = age of the oldest message not passed:")
     print(render(rows, int(time.time() * 1000)))
     if all(r.committed is None for r in rows):
         print(f"group {ingestion.consumer_group} has committed no offset on this topic yet")

@@ -162,12 +162,12 @@ def test_a_setting_not_honoured_yet_is_refused_when_present(key):
     assert line.endswith("; remove the key")
 
 
-def test_broadcasting_is_refused_at_load_until_it_works():
-    (line,) = problems(with_ingestion(message_model="BROADCASTING"))
-    assert line.startswith("ingestions.orders.message_model: 'BROADCASTING' is not supported yet (")
-    assert line.endswith("; use CLUSTERING")
-    assert parse_config(with_ingestion(message_model="CLUSTERING")).ingestions["orders"].message_model is \
-        MessageModel.CLUSTERING
+def test_broadcasting_keeps_each_members_progress_in_a_local_store(tmp_path):
+    cfg = parse_config(with_ingestion(message_model="BROADCASTING", client_ip="10.0.0.7", instance_name="eu1",
+                                      local_offset_store_dir=str(tmp_path))).ingestions["orders"]
+    assert cfg.message_model is MessageModel.BROADCASTING and cfg.client_id == "10.0.0.7@eu1"
+    assert cfg.offset_store_path == tmp_path / "10.0.0.7@eu1" / cfg.consumer_group / "offsets.json"
+    parse_config(with_ingestion(message_model="BROADCASTING"))  # accepted at load
 
 
 def test_every_refusal_is_listed_with_its_ingestion():
@@ -188,7 +188,7 @@ def test_every_field_either_works_or_is_refused():
                 "consume_timestamp", "table", "window", "body", "on_deleted_messages", "pull_threshold_for_queue",
                 "pull_threshold_size_for_queue", "pull_threshold_for_topic", "pull_threshold_size_for_topic",
                 "pull_batch_size", "max_messages_per_task", "mq_client_api_timeout", "consume_orderly",
-                "instance_name", "client_ip", "unit_name"}
+                "instance_name", "client_ip", "unit_name", "local_offset_store_dir"}
     assert set(IngestionConfig.model_fields) == honoured | set(NOT_SUPPORTED_YET)
     assert not honoured & set(NOT_SUPPORTED_YET)
 

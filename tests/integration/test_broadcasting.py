@@ -1,0 +1,65 @@
+"""BROADCASTING on real brokers: two members of one group each land every message in their own table, each with
+its own progress in its local offset store; nothing is committed to the brokers; a store cut short by a kill is
+repaired from the ledger by the member's next run."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from dagster import AssetKey, instance_for_test
+from deltalake import DeltaTable
+
+from rocketlake.pipelines.offset_store import LocalOffsetStore, store_path
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from tests.integration.ingestion_support import definitions, run_partitions, unique, write_config
+
+pytestmark = pytest.mark.integration
+
+
+def test_two_broadcasting_members_each_land_every_message_with_their_own_progress(tmp_path, local_cluster, produced):
+    group, stores = unique("g"), tmp_path / "offsets"
+    members = {name: unique("t") for name in ("eu1", "eu2")}
+    config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake", {
+        name: {"topic": produced.topic, "consumer_group": group, "table": table, "message_model": "BROADCASTING",
+               "client_ip": "127.0.0.1", "instance_name": name, "local_offset_store_dir": str(stores)}
+        for name, table in members.items()})
+    defs = definitions(config)
+    w1, w2 = produced.windows()
+    expected = produced.in_window(w1) + produced.in_window(w2)
+    ends: Counter = Counter()
+    for m in expected:
+        key = f"{produced.topic}/{m['brokerName']}/{m['queueId']}"
+        ends[key] = max(ends[key], m["queueOffset"] + 1)
+    client = RocketMQClient(local_cluster.spec.namesrv_address)
+    try:
+        queues = client.queues(produced.topic)
+        with instance_for_test() as instance:
+            for key in (w1, w2):
+                assert run_partitions(defs, members["eu1"], instance, key).success
+            assert run_partitions(defs, members["eu2"], instance, w1, w2).success  # one run of both windows
+
+            for name, table in members.items():
+                rows = DeltaTable(str(tmp_path / "lake" / table)).to_pyarrow_table(columns=["msg_id"]).to_pylist()
+                assert Counter(r["msg_id"] for r in rows) == Counter(m["msgId"] for m in expected), name
+                store = store_path(stores, f"127.0.0.1@{name}", group)
+                assert {mq.key: offset for mq, offset in LocalOffsetStore(store).offsets.items()} == dict(ends), name
+                [observed] = instance.fetch_observations(AssetKey(table), limit=1).records
+                metadata = observed.asset_observation.metadata
+                assert metadata["rocketlake/member"].value == f"127.0.0.1@{name}"
+                assert metadata["rocketlake/offset_store"].value == str(store)
+            # Progress is the members' own: the brokers hold no offset for the group.
+            assert all(client.query_consumer_offset(group, mq) is None for mq in queues)
+
+            # eu1 killed between the two renames of a store write: only the backup is left, one commit behind.
+            store = store_path(stores, "127.0.0.1@eu1", group)
+            store.unlink()
+            assert store.with_name("offsets.json.bak").exists()
+            assert {mq.key: o for mq, o in LocalOffsetStore(store).offsets.items()} != dict(ends)  # the last move lost
+            result = run_partitions(defs, members["eu1"], instance, w2)
+            assert result.success
+            assert {mq.key: offset for mq, offset in LocalOffsetStore(store).offsets.items()} == dict(ends)
+            rows = DeltaTable(str(tmp_path / "lake" / members["eu1"])).to_pyarrow_table(columns=["msg_id"]).to_pylist()
+            assert Counter(r["msg_id"] for r in rows) == Counter(m["msgId"] for m in expected)
+    finally:
+        client.close()
