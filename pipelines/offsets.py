@@ -63,3 +63,31 @@ def moves_from_ledger(committed: dict[MessageQueue, int | None], entries: list[L
     """Where each queue's committed offset may move over the recorded entries (gaps count as passed)."""
     moved = watermarks(committed, origin_of(entries), landed_spans(entries, recorded_runs))
     return [OffsetMove(mq, before, after) for mq, (before, after) in sorted(moved.items())]
+
+
+@dataclass(frozen=True)
+class ResetPlan:
+    """What resetting a group's offsets to a time would do, per queue (RocketMQ's resetOffsetByTime)."""
+
+    moves: list[OffsetMove]      # forward, or from no offset at all: applied
+    unchanged: list[MessageQueue]
+    backward: list[OffsetMove]   # refused: the ledger would move them forward again (see ``plan_reset``)
+
+
+def plan_reset(committed: dict[MessageQueue, int | None], targets: dict[MessageQueue, int]) -> ResetPlan:
+    """Offsets may only move forward: skipping messages is a reset, landing them again is a backfill.
+
+    Moving a group back would not make anything land again (windows are functions of store time, and a
+    schedule lands only the newest closed windows), and the next run would repair the offsets forward
+    from the ledger, since those windows are landed; so a backward move is refused, not half-applied.
+    """
+    moves, unchanged, backward = [], [], []
+    for mq, target in sorted(targets.items()):
+        before = committed.get(mq)
+        if before == target:
+            unchanged.append(mq)
+        elif before is None or target > before:
+            moves.append(OffsetMove(mq, before, target))
+        else:
+            backward.append(OffsetMove(mq, before, target))
+    return ResetPlan(moves, unchanged, backward)

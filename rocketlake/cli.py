@@ -110,6 +110,10 @@ def _client(config, ingestion):
 
 
 def _offsets(args: argparse.Namespace) -> int:
+    if args.action == "reset":
+        return _offsets_reset(args)
+    if args.to_time or args.dry_run:
+        raise _Refused("--to-time and --dry-run go with `offsets reset`")
     import time
 
     from rocketlake.pipelines.broker_access import MemberBroker, group_broker
@@ -141,6 +145,87 @@ def _offsets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reset_time_ms(value: str, timezone_name: str) -> int:
+    """Epoch milliseconds, or an ISO-8601 time (without an offset: in the window's time zone)."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    if value.isdigit():
+        return int(value)
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise _Refused(f"--to-time {value!r} is neither epoch milliseconds nor an ISO-8601 time "
+                       "(e.g. 2026-11-01T10:17:30+01:00)") from None
+    return int((parsed if parsed.tzinfo else parsed.replace(tzinfo=ZoneInfo(timezone_name))).timestamp() * 1000)
+
+
+def _runs_in_flight(group: str) -> set[str]:
+    """Runs holding or waiting for the consumer group's pool slot on the Dagster instance."""
+    from dagster import DagsterInstance
+
+    from rocketlake.assets.ingestion import consumer_group_pool
+    from rocketlake.launch import dagster_home
+
+    dagster_home()
+    with DagsterInstance.get() as instance:
+        info = instance.event_log_storage.get_concurrency_info(consumer_group_pool(group))
+    return {slot.run_id for slot in info.claimed_slots} | {step.run_id for step in info.pending_steps}
+
+
+def _offsets_reset(args: argparse.Namespace) -> int:
+    from rocketlake.pipelines.broker_access import group_broker
+    from rocketlake.pipelines.offsets import plan_reset
+    from rocketlake.pipelines.windows import first_offset_at_or_after
+    from rocketlake.resources.rocketmq.errors import ConnectionFailed, RequestTimeout, TopicNotExist
+
+    if not args.to_time:
+        raise _Refused("offsets reset needs --to-time TIME")
+    config, ingestion = _ingestion(args)
+    cluster = config.clusters[ingestion.cluster]
+    to_ms = _reset_time_ms(args.to_time, ingestion.window.timezone)
+    client = _client(config, ingestion)
+    group = group_broker(client, ingestion)
+    try:
+        committed, targets = {}, {}
+        for mq in group.subscribed_queues():
+            lo, hi = group.min_offset(mq), group.max_offset(mq)
+            committed[mq] = group.committed_offset(mq)
+            targets[mq] = first_offset_at_or_after(group, mq, to_ms, lo, hi)
+        plan = plan_reset(committed, targets)
+        print(f"reset of group {ingestion.consumer_group} on topic {ingestion.topic} to the first message stored at or "
+              f"after {to_ms} ms{' (dry run: nothing changes)' if args.dry_run else ''}:")
+        for move in plan.moves:
+            print(f"  {move.queue.key}: {'-' if move.before is None else move.before} -> {move.after}")
+        for mq in plan.unchanged:
+            print(f"  {mq.key}: {committed[mq]} (unchanged)")
+        for move in plan.backward:
+            print(f"  {move.queue.key}: {move.before} -> {move.after} REFUSED (backward)")
+        if plan.backward:
+            raise _Refused(f"{len(plan.backward)} queue(s) would move backward; offsets only move forward (the ledger "
+                           f"would move them forward again); to land earlier windows again, use `rocketlake backfill "
+                           f"{args.ingestion} FROM TO`. Nothing was changed")
+        if args.dry_run:
+            return 0
+        in_flight = _runs_in_flight(ingestion.consumer_group)
+        if in_flight:
+            raise _Refused(f"run(s) {', '.join(sorted(in_flight))} of group {ingestion.consumer_group} are in flight "
+                           "(they hold or wait for its pool slot); reset once they end. Nothing was changed")
+        for move in plan.moves:
+            group.commit_offset(move.queue, move.after)
+        print(f"moved {len(plan.moves)} queue(s)")
+        return 0
+    except (ConnectionFailed, RequestTimeout) as e:
+        raise _Refused(f"cannot reach RocketMQ ({e}): check that the name server {cluster.namesrv} of cluster "
+                       f"{ingestion.cluster!r} and its brokers are up (`rocketlake local status` for the local one)"
+                       ) from None
+    except TopicNotExist:
+        raise _Refused(f"topic {ingestion.topic!r} does not exist on cluster {ingestion.cluster!r} "
+                       f"({cluster.namesrv})") from None
+    finally:
+        client.close()
+
+
 def _member(args: argparse.Namespace) -> int:
     import signal
     import threading
@@ -168,6 +253,8 @@ EXAMPLES = """examples:
                                   land two hours of one-minute windows of ingestion orders in one run
   rocketlake offsets show orders  per queue: broker min/max, the group's committed offset, lag in messages
                                   and in seconds, and a total
+  rocketlake offsets reset orders --to-time 2026-11-01T10:00:00Z --dry-run
+                                  what skipping to a time would move, queue by queue
   rocketlake member orders        be a member of the group while this runs (heartbeats, as a push consumer)
 """
 
@@ -238,9 +325,19 @@ def build_parser() -> argparse.ArgumentParser:
         description="Per subscribed queue (the topic's, and %RETRY%<group> in CLUSTERING once it exists): the "
                     "broker's min and max offset, the group's committed offset, the lag in messages (max - "
                     "committed, as mqadmin consumerProgress's Diff) and in seconds (how long ago the oldest "
-                    "message the group has not passed was stored); then a total line.")
-    offsets.add_argument("action", choices=["show"], help="show: print the table")
+                    "message the group has not passed was stored); then a total line.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="reset, as RocketMQ's resetOffsetByTime: each queue's offset moves to its first message stored at or\n"
+               "after --to-time, forward only (skipping messages; landing them again is `rocketlake backfill`), and\n"
+               "not while a run of the group holds or waits for its pool slot. In BROADCASTING the member's local\n"
+               "store moves. --dry-run prints the moves and changes nothing.")
+    offsets.add_argument("action", choices=["show", "reset"],
+                         help="show: print the table; reset: move the offsets to --to-time (see below)")
     offsets.add_argument("ingestion", help="the ingestion's name in rocketlake.yaml")
+    offsets.add_argument("--to-time", default=None,
+                         help="reset: the time to move to (epoch ms or ISO-8601; without an offset, in the window's "
+                              "time zone): each queue moves to its first message stored at or after it")
+    offsets.add_argument("--dry-run", action="store_true", help="reset: print what would move, change nothing")
     offsets.add_argument("--config", default=None,
                          help="rocketlake.yaml to use (default: $ROCKETLAKE_CONFIG or ./rocketlake.yaml)")
     offsets.set_defaults(func=_offsets)

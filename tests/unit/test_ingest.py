@@ -251,3 +251,13 @@ def test_an_orderly_run_refuses_a_window_that_skips_unlanded_messages_of_a_queue
     one_run(fresh, LakeOnPaper(), Recorded(), config(consume_from_where="CONSUME_FROM_FIRST_OFFSET"), "r5",
             [window(1)], scheduled=False)
     assert fresh.committed == {A: 0, B: 0}
+
+
+def test_a_reset_moves_offsets_forward_only():
+    from rocketlake.pipelines.offsets import OffsetMove, plan_reset
+
+    c = MessageQueue("orders", "broker-c", 0)
+    plan = plan_reset({A: 5, B: None, c: 9}, {A: 8, B: 3, c: 4})
+    assert plan.moves == [OffsetMove(A, 5, 8), OffsetMove(B, None, 3)]
+    assert plan.backward == [OffsetMove(c, 9, 4)] and plan.unchanged == []
+    assert plan_reset({A: 5}, {A: 5}).unchanged == [A]
