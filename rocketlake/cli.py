@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from rocketlake.pipelines.config import ConfigError
@@ -109,6 +110,27 @@ def _client(config, ingestion):
     return RocketMQClient(cluster.namesrv, credentials=credentials, timeout=ingestion.mq_client_api_timeout / 1000)
 
 
+@contextmanager
+def _group_of(config, ingestion):
+    """The ingestion's group on its cluster (``broker_access.group_broker``); the errors people meet become one
+    line with what to do, and the client is closed at the end."""
+    from rocketlake.pipelines.broker_access import group_broker
+    from rocketlake.resources.rocketmq.errors import ConnectionFailed, RequestTimeout, TopicNotExist
+
+    namesrv = config.clusters[ingestion.cluster].namesrv
+    client = _client(config, ingestion)
+    try:
+        yield group_broker(client, ingestion)
+    except (ConnectionFailed, RequestTimeout) as e:
+        raise _Refused(f"cannot reach RocketMQ ({e}): check that the name server {namesrv} of cluster "
+                       f"{ingestion.cluster!r} and its brokers are up (`rocketlake local status` for the local one)"
+                       ) from None
+    except TopicNotExist:
+        raise _Refused(f"topic {ingestion.topic!r} does not exist on cluster {ingestion.cluster!r} ({namesrv})") from None
+    finally:
+        client.close()
+
+
 def _offsets(args: argparse.Namespace) -> int:
     if args.action == "reset":
         return _offsets_reset(args)
@@ -116,25 +138,13 @@ def _offsets(args: argparse.Namespace) -> int:
         raise _Refused("--to-time and --dry-run go with `offsets reset`")
     import time
 
-    from rocketlake.pipelines.broker_access import MemberBroker, group_broker
+    from rocketlake.pipelines.broker_access import MemberBroker
     from rocketlake.pipelines.progress import group_progress, render
-    from rocketlake.resources.rocketmq.errors import ConnectionFailed, RequestTimeout, TopicNotExist
 
     config, ingestion = _ingestion(args)
     cluster = config.clusters[ingestion.cluster]
-    client = _client(config, ingestion)
-    group = group_broker(client, ingestion)
-    try:
+    with _group_of(config, ingestion) as group:
         rows = group_progress(group)
-    except (ConnectionFailed, RequestTimeout) as e:
-        raise _Refused(f"cannot reach RocketMQ ({e}): check that the name server {cluster.namesrv} of cluster "
-                       f"{ingestion.cluster!r} and its brokers are up (`rocketlake local status` for the local one)"
-                       ) from None
-    except TopicNotExist:
-        raise _Refused(f"topic {ingestion.topic!r} does not exist on cluster {ingestion.cluster!r} "
-                       f"({cluster.namesrv})") from None
-    finally:
-        client.close()
     where = (f"member {ingestion.client_id}'s local offset store {group.store.path}" if isinstance(group, MemberBroker)
              else "offsets committed on the brokers; lag as mqadmin consumerProgress's Diff")
     print(f"group {ingestion.consumer_group} ({ingestion.message_model.value}) on topic {ingestion.topic}, "
@@ -174,19 +184,14 @@ def _runs_in_flight(group: str) -> set[str]:
 
 
 def _offsets_reset(args: argparse.Namespace) -> int:
-    from rocketlake.pipelines.broker_access import group_broker
     from rocketlake.pipelines.offsets import plan_reset
     from rocketlake.pipelines.windows import first_offset_at_or_after
-    from rocketlake.resources.rocketmq.errors import ConnectionFailed, RequestTimeout, TopicNotExist
 
     if not args.to_time:
         raise _Refused("offsets reset needs --to-time TIME")
     config, ingestion = _ingestion(args)
-    cluster = config.clusters[ingestion.cluster]
     to_ms = _reset_time_ms(args.to_time, ingestion.window.timezone)
-    client = _client(config, ingestion)
-    group = group_broker(client, ingestion)
-    try:
+    with _group_of(config, ingestion) as group:
         committed, targets = {}, {}
         for mq in group.subscribed_queues():
             lo, hi = group.min_offset(mq), group.max_offset(mq)
@@ -215,15 +220,6 @@ def _offsets_reset(args: argparse.Namespace) -> int:
             group.commit_offset(move.queue, move.after)
         print(f"moved {len(plan.moves)} queue(s)")
         return 0
-    except (ConnectionFailed, RequestTimeout) as e:
-        raise _Refused(f"cannot reach RocketMQ ({e}): check that the name server {cluster.namesrv} of cluster "
-                       f"{ingestion.cluster!r} and its brokers are up (`rocketlake local status` for the local one)"
-                       ) from None
-    except TopicNotExist:
-        raise _Refused(f"topic {ingestion.topic!r} does not exist on cluster {ingestion.cluster!r} "
-                       f"({cluster.namesrv})") from None
-    finally:
-        client.close()
 
 
 def _member(args: argparse.Namespace) -> int:
