@@ -269,6 +269,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="comma-separated listen ports, one broker each, named broker-a, broker-b, ... "
                             "(each also uses port-2 and port+1; default: 10911,10921)")
 
+    def config_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--config", default=None,
+                       help="rocketlake.yaml to use (default: $ROCKETLAKE_CONFIG or ./rocketlake.yaml)")
+
     local = sub.add_parser(
         "local", help="a real RocketMQ name server and two brokers on 127.0.0.1",
         description="A real RocketMQ 5.3.3 name server and two brokers from Maven Central, as `java -cp` processes "
@@ -312,8 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     backfill.add_argument("ingestion", help="the ingestion's name in rocketlake.yaml")
     backfill.add_argument("start", metavar="FROM", help="first window: a window key or a time")
     backfill.add_argument("end", metavar="TO", nargs="?", default=None, help="last window (default: FROM's)")
-    backfill.add_argument("--config", default=None,
-                          help="rocketlake.yaml to use (default: $ROCKETLAKE_CONFIG or ./rocketlake.yaml)")
+    config_option(backfill)
     backfill.set_defaults(func=_backfill)
 
     offsets = sub.add_parser(
@@ -334,8 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="reset: the time to move to (epoch ms or ISO-8601; without an offset, in the window's "
                               "time zone): each queue moves to its first message stored at or after it")
     offsets.add_argument("--dry-run", action="store_true", help="reset: print what would move, change nothing")
-    offsets.add_argument("--config", default=None,
-                         help="rocketlake.yaml to use (default: $ROCKETLAKE_CONFIG or ./rocketlake.yaml)")
+    config_option(offsets)
     offsets.set_defaults(func=_offsets)
 
     member = sub.add_parser(
@@ -345,8 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "brokers' consumer list and `mqadmin consumerConnection` show this deployment as a member; print "
                     "the members whenever they change; unregister from every broker on SIGTERM or Ctrl-C.")
     member.add_argument("ingestion", help="the ingestion's name in rocketlake.yaml")
-    member.add_argument("--config", default=None,
-                        help="rocketlake.yaml to use (default: $ROCKETLAKE_CONFIG or ./rocketlake.yaml)")
+    config_option(member)
     member.set_defaults(func=_member)
     return parser
 
