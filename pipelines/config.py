@@ -179,7 +179,6 @@ LISTENER_WORK = "it comes with listeners, retry and dead letters"
 # present in the file, so that no accepted setting is silently ignored; the work that implements a key deletes
 # its line. Value: why, and when it comes.
 NOT_SUPPORTED_YET = {
-    "allocate_message_queue_strategy": f"today one member takes every queue, so no strategy changes anything; {GROUP_WORK}",
     "consume_concurrently_max_span": GROUP_WORK,
     "consume_thread_min": f"it bounds listener parallelism; {LISTENER_WORK}",
     "consume_thread_max": f"it bounds listener parallelism; {LISTENER_WORK}",
@@ -214,6 +213,15 @@ class IngestionConfig(_Strict):
     window: WindowConfig
     body: BodyConfig = BodyConfig()
     allocate_message_queue_strategy: AllocateStrategy = AllocateStrategy.AVG
+    # What the strategies need (``pipelines.allocation``): CONFIG's queues ("broker_name/queue_id", or
+    # "topic/broker_name/queue_id" for another subscribed topic such as the retry topic), MACHINE_ROOM's rooms,
+    # MACHINE_ROOM_NEARBY's resolver ("module:attribute", default: the room is the text before the first "@" of
+    # a broker name or client id) and inner strategy, CONSISTENT_HASH's virtual nodes per member.
+    allocate_message_queue_list: list[str] | None = None
+    consumer_machine_rooms: list[str] | None = None
+    machine_room_resolver: str | None = None
+    machine_room_nearby_strategy: AllocateStrategy = AllocateStrategy.AVG
+    virtual_node_count: int = Field(default=10, ge=0)
     on_deleted_messages: Literal["fail", "record"] = Field(
         default="fail", description="When the broker deleted messages the group never landed: fail the run, or "
                                     "record the gap in the ledger and move on.")
@@ -294,11 +302,53 @@ class IngestionConfig(_Strict):
             raise ValueError("must match [A-Za-z_][A-Za-z0-9_]* (it is the Dagster asset key and the table folder)")
         return value
 
+    @field_validator("allocate_message_queue_list")
+    @classmethod
+    def _queue_list(cls, value: list[str] | None) -> list[str] | None:
+        for item in value or []:
+            parts = item.split("/")
+            if len(parts) not in (2, 3) or not parts[-1].isdigit() or not all(parts[:-1]):
+                raise ValueError(f"item {item!r} is not a queue: write broker_name/queue_id (e.g. broker-a/3), or "
+                                 "topic/broker_name/queue_id for another subscribed topic")
+        return value
+
+    @field_validator("machine_room_resolver")
+    @classmethod
+    def _resolver(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[\w.]+:[\w.]+", value):
+            raise ValueError("must be an import path module:attribute (an object or class with "
+                             "broker_deploy_in(queue) and consumer_deploy_in(client_id))")
+        return value
+
     @model_validator(mode="after")
     def _cross_checks(self) -> "IngestionConfig":
         if self.consume_thread_min > self.consume_thread_max:
             raise ValueError(f"consume_thread_min ({self.consume_thread_min}) is larger than consume_thread_max "
                              f"({self.consume_thread_max})")
+        strategy = self.allocate_message_queue_strategy
+        if strategy is AllocateStrategy.CONFIG and not self.allocate_message_queue_list:
+            raise ValueError("allocate_message_queue_strategy CONFIG needs allocate_message_queue_list, the queues "
+                             "this member takes (broker_name/queue_id items)")
+        if strategy is AllocateStrategy.MACHINE_ROOM and not self.consumer_machine_rooms:
+            raise ValueError("allocate_message_queue_strategy MACHINE_ROOM needs consumer_machine_rooms, the rooms "
+                             "whose brokers (named room@broker) this member's group consumes")
+        if self.machine_room_nearby_strategy is AllocateStrategy.MACHINE_ROOM_NEARBY:
+            raise ValueError("machine_room_nearby_strategy: MACHINE_ROOM_NEARBY cannot wrap itself; choose AVG, "
+                             "AVG_BY_CIRCLE, CONFIG, MACHINE_ROOM or CONSISTENT_HASH")
+        used = {"allocate_message_queue_list": AllocateStrategy.CONFIG,
+                "consumer_machine_rooms": AllocateStrategy.MACHINE_ROOM,
+                "machine_room_resolver": AllocateStrategy.MACHINE_ROOM_NEARBY,
+                "machine_room_nearby_strategy": AllocateStrategy.MACHINE_ROOM_NEARBY,
+                "virtual_node_count": AllocateStrategy.CONSISTENT_HASH}
+        for key, needs in used.items():
+            # A key that changes nothing is refused: it only applies with its strategy (or as NEARBY's inner one).
+            inner = self.machine_room_nearby_strategy if strategy is AllocateStrategy.MACHINE_ROOM_NEARBY else None
+            if key in self.model_fields_set and needs not in (strategy, inner):
+                raise ValueError(f"{key} applies only with allocate_message_queue_strategy {needs.value} "
+                                 f"(this ingestion uses {strategy.value}); remove it")
+        if self.message_model is MessageModel.BROADCASTING and "allocate_message_queue_strategy" in self.model_fields_set:
+            raise ValueError("allocate_message_queue_strategy applies to CLUSTERING only: in BROADCASTING every "
+                             "member takes every queue; remove it")
         return self
 
     def not_supported_yet(self) -> list[str]:

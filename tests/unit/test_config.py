@@ -170,6 +170,33 @@ def test_broadcasting_keeps_each_members_progress_in_a_local_store(tmp_path):
     parse_config(with_ingestion(message_model="BROADCASTING"))  # accepted at load
 
 
+@pytest.mark.parametrize("keys, expected", [
+    ({"allocate_message_queue_strategy": "CONFIG"}, "CONFIG needs allocate_message_queue_list"),
+    ({"allocate_message_queue_strategy": "MACHINE_ROOM"}, "MACHINE_ROOM needs consumer_machine_rooms"),
+    ({"allocate_message_queue_strategy": "MACHINE_ROOM_NEARBY", "machine_room_nearby_strategy": "MACHINE_ROOM_NEARBY"},
+     "cannot wrap itself"),
+    ({"virtual_node_count": 5}, "virtual_node_count applies only with allocate_message_queue_strategy CONSISTENT_HASH "
+                                "(this ingestion uses AVG)"),
+    ({"allocate_message_queue_strategy": "CONFIG", "allocate_message_queue_list": ["broker-a"]},
+     "item 'broker-a' is not a queue"),
+    ({"allocate_message_queue_strategy": "MACHINE_ROOM_NEARBY", "machine_room_resolver": "not a path"},
+     "must be an import path module:attribute"),
+    ({"message_model": "BROADCASTING", "allocate_message_queue_strategy": "AVG"}, "applies to CLUSTERING only"),
+])
+def test_allocation_keys_are_checked_together(keys, expected):
+    assert any(expected in line for line in problems(with_ingestion(**keys))), problems(with_ingestion(**keys))
+
+
+def test_allocation_keys_accepted_with_their_strategy():
+    ok = [{"allocate_message_queue_strategy": "CONSISTENT_HASH", "virtual_node_count": 3},
+          {"allocate_message_queue_strategy": "CONFIG", "allocate_message_queue_list": ["broker-a/0", "%RETRY%g/broker-a/0"]},
+          {"allocate_message_queue_strategy": "MACHINE_ROOM", "consumer_machine_rooms": ["hz"]},
+          {"allocate_message_queue_strategy": "MACHINE_ROOM_NEARBY", "machine_room_nearby_strategy": "CONSISTENT_HASH",
+           "virtual_node_count": 4, "machine_room_resolver": "rocketlake.pipelines.allocation:PrefixMachineRoomResolver"}]
+    for keys in ok:
+        parse_config(with_ingestion(**keys))
+
+
 def test_every_refusal_is_listed_with_its_ingestion():
     raw = with_ingestion(consume_concurrently_max_span=100, consume_timeout=5)
     raw["ingestions"]["audit"] = {**raw["ingestions"]["orders"], "table": "audit_raw", "consume_concurrently_max_span": 2000,
@@ -188,7 +215,9 @@ def test_every_field_either_works_or_is_refused():
                 "consume_timestamp", "table", "window", "body", "on_deleted_messages", "pull_threshold_for_queue",
                 "pull_threshold_size_for_queue", "pull_threshold_for_topic", "pull_threshold_size_for_topic",
                 "pull_batch_size", "max_messages_per_task", "mq_client_api_timeout", "consume_orderly",
-                "instance_name", "client_ip", "unit_name", "local_offset_store_dir"}
+                "instance_name", "client_ip", "unit_name", "local_offset_store_dir",
+                "allocate_message_queue_strategy", "allocate_message_queue_list", "consumer_machine_rooms",
+                "machine_room_resolver", "machine_room_nearby_strategy", "virtual_node_count"}
     assert set(IngestionConfig.model_fields) == honoured | set(NOT_SUPPORTED_YET)
     assert not honoured & set(NOT_SUPPORTED_YET)
 
