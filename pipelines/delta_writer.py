@@ -56,7 +56,55 @@ def partition_columns(spark: SparkSession, path: str) -> list[str]:
     return list(DeltaTable.forPath(spark, path).detail().collect()[0]["partitionColumns"])
 
 
-def write_slice(df: DataFrame, path: str, ledger: LedgerEntry) -> None:
+#: How often a slice is written again after losing a race with another writer of the table.
+CONFLICT_ATTEMPTS = 8
+
+
+def _conflicts() -> tuple[type[BaseException], ...]:
+    from delta.exceptions import (
+        ConcurrentAppendException,
+        ConcurrentDeleteDeleteException,
+        ConcurrentDeleteReadException,
+        ConcurrentTransactionException,
+        ConcurrentWriteException,
+        DeltaConcurrentModificationException,
+        MetadataChangedException,
+        ProtocolChangedException,
+    )
+
+    return (ConcurrentAppendException, ConcurrentDeleteDeleteException, ConcurrentDeleteReadException,
+            ConcurrentTransactionException, ConcurrentWriteException, DeltaConcurrentModificationException,
+            MetadataChangedException, ProtocolChangedException)
+
+
+def write_slice(df: DataFrame, path: str, ledger: LedgerEntry, log=None) -> int:
+    """``_write_slice`` again whenever Delta reports a concurrent commit it conflicts with; the attempts made.
+
+    Members of a group write the same table: their slices are disjoint (other queues) or identical (a queue
+    both took during a rebalance), and a slice write replaces exactly its slice, so writing it again on top of
+    whatever won the race loses and duplicates nothing. Its ledger entry is unchanged: the winner's entry has a
+    version between this entry's ``read_version`` and its own, where readers look for it.
+    """
+    import random
+    import time
+
+    conflicts = _conflicts()
+    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        try:
+            _write_slice(df, path, ledger)
+            return attempt
+        except conflicts as e:
+            if attempt == CONFLICT_ATTEMPTS:
+                raise
+            wait = random.uniform(0.2, 0.5) * 2 ** min(attempt, 4)  # jittered: two losers must not collide again
+            if log is not None:
+                log(f"Delta commit of {path} lost a race with another writer ({type(e).__name__}); "
+                    f"writing the slice again in {wait:.1f}s (attempt {attempt + 1} of {CONFLICT_ATTEMPTS})")
+            time.sleep(wait)
+    raise AssertionError("unreachable")
+
+
+def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry) -> None:
     """Replace (ledger windows) x (ledger queues) in the table at ``path`` with ``df``, one commit.
 
     A new table is created by that same commit, partitioned by day: a window's slice is then found and
@@ -113,8 +161,9 @@ def compact_days(spark: SparkSession, path: str, days: list[str]) -> list[tuple[
 def read_ledger(spark: SparkSession, path: str, group: str | None = None) -> list[LedgerEntry]:
     """The ledger entries a run of ``group`` needs, oldest first (every readable one if ``group`` is None).
 
-    Reads the history newest first, a page at a time, only until the group's newest entry: it carries
-    every earlier entry still at stake, so commits cleaned from the Delta log are never needed.
+    Reads the history newest first, a page at a time, only as far as ``ledger.history_of`` needs (with one
+    writer, the group's newest entry: it carries every earlier entry still at stake), so commits cleaned from
+    the Delta log are never needed.
     """
     if not is_delta_table(spark, path):
         return []
@@ -130,7 +179,7 @@ def read_ledger(spark: SparkSession, path: str, group: str | None = None) -> lis
             if len(rows) < limit:
                 return list(reversed(newest_first))
         else:
-            entries, complete = history_of(newest_first, group)
+            entries, complete = history_of(newest_first, group, min((r["version"] for r in rows), default=None))
             if complete or len(rows) < limit:
                 return entries
         limit *= 10

@@ -75,6 +75,9 @@ class Landing:
 
 
 class Lake(Protocol):
+    def table_version(self) -> int | None:
+        """The table's newest version (None: no table yet); read before the ledger."""
+
     def ledger(self, group: str) -> list[LedgerEntry]:
         """The group's entries a run needs (at least those still at stake), oldest first."""
 
@@ -98,16 +101,29 @@ class Materialization:
 
 @dataclass(frozen=True)
 class Prepared:
-    queues: list[MessageQueue]
+    queues: list[MessageQueue]               # the queues this member takes
     at_stake: list[LedgerEntry]              # earlier entries the group's offsets have not passed yet
     repaired: list[OffsetMove]               # offsets a previous run landed but did not commit
     starts: dict[MessageQueue, int]          # where the group stands on each queue (committed or origin)
     origin: dict[MessageQueue, int]          # where the group started, known or decided now
     gaps: dict[MessageQueue, tuple[int, int]]  # deleted before they were landed (on_deleted_messages: record)
+    member: str | None = None                # this member's client id, written into its entries
+    read_version: int | None = None          # the table version the ledger was read at
 
 
 def _keys(entries: list[LedgerEntry]) -> set[str]:
     return {key for e in entries for key in e.partition_keys}
+
+
+def _landed(recorded: RecordedRuns, entries: list[LedgerEntry], member: str | None) -> set[str]:
+    """Runs whose entries may move offsets: those Dagster recorded, and those of other members.
+
+    Another member's run may be recorded in another Dagster instance, which this one cannot ask; its
+    Delta commit is the proof that its slice is in the table (slices are pure functions of store time,
+    so landing it again could only produce the same rows).
+    """
+    runs = recorded.among(_keys(entries)) if entries else set()
+    return runs | {e.run_id for e in entries if e.member is not None and member is not None and e.member != member}
 
 
 def _apply(broker: Broker, moves: list[OffsetMove]) -> None:
@@ -116,17 +132,28 @@ def _apply(broker: Broker, moves: list[OffsetMove]) -> None:
 
 
 def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionConfig, now_ms: int,
-            first_window_start_ms: int) -> Prepared:
-    """Repair offsets an earlier run landed but did not commit, then decide where the group stands."""
+            first_window_start_ms: int, *, member: str | None = None,
+            taken: Collection[MessageQueue] | None = None) -> Prepared:
+    """Repair offsets an earlier run landed but did not commit, then decide where the group stands.
+
+    ``taken``: the queues this member takes (default: every queue of the subscription). Offsets move
+    only on those; what is at stake is judged on every queue of the group, so that this member's entry
+    carries what other members still need too.
+    """
     group = cfg.consumer_group
+    version = lake.table_version()
+    read_version = -1 if version is None else version  # -1: no table yet, so every commit is newer than the read
     ledger = lake.ledger(group)
-    queues = broker.subscribed_queues()
-    committed = {mq: broker.committed_offset(mq) for mq in queues}
+    every = broker.subscribed_queues()
+    queues = every if taken is None else sorted(set(every) & set(taken))
+    committed_all = {mq: broker.committed_offset(mq) for mq in every}
+    committed = {mq: committed_all[mq] for mq in queues}
     stake = at_stake(ledger, committed)
     # Only the windows at stake can move an offset: ask Dagster about those, not the asset's whole history.
-    repaired = moves_from_ledger(committed, stake, recorded.among(_keys(stake)) if stake else set())
+    repaired = moves_from_ledger(committed, stake, _landed(recorded, stake, member))
     _apply(broker, repaired)
     committed |= {move.queue: move.after for move in repaired}
+    committed_all |= committed
 
     origin = origin_of(ledger)
     starts = {}
@@ -141,7 +168,7 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
             f"the broker deleted messages group {group} never landed ({listed}). Nothing was written. "
             "Land them from a backup if you have one; to accept the loss, set on_deleted_messages: record for this "
             "ingestion, which records the gap in the ledger and moves on.")
-    return Prepared(queues, at_stake(ledger, committed), repaired, starts, origin, gaps)
+    return Prepared(queues, at_stake(ledger, committed_all), repaired, starts, origin, gaps, member, read_version)
 
 
 def deleted_gaps(broker: Broker, starts: dict[MessageQueue, int]) -> dict[MessageQueue, tuple[int, int]]:
@@ -184,7 +211,7 @@ def land(broker: Broker, lake: Lake, cfg: IngestionConfig, ingestion: str, run_i
             raise OutOfOrder("orderly: a window of a queue cannot land before the earlier ones; land the earlier "
                              "windows first (nothing was read, no offset moved): " + "; ".join(problems))
     entry = LedgerEntry(ingestion, cfg.consumer_group, run_id, planned, dict(prepared.origin), dict(prepared.gaps),
-                        carried=tuple(prepared.at_stake))
+                        carried=tuple(prepared.at_stake), member=prepared.member, read_version=prepared.read_version)
     for w in planned:
         log(f"window {w.partition_key}: {w.size} offsets planned: "
             + ", ".join(f"{r.queue.broker_name}/{r.queue.topic}/{r.queue.queue_id} [{r.start}, {r.end})" for r in w.ranges))
@@ -195,6 +222,6 @@ def commit(broker: Broker, recorded: RecordedRuns, prepared: Prepared, landed: L
     """Move the group's offsets over every recorded entry at stake, this run's included."""
     entries = [*prepared.at_stake, landed]
     committed = {mq: broker.committed_offset(mq) for mq in prepared.queues}
-    moves = moves_from_ledger(committed, entries, recorded.among(_keys(entries)))
+    moves = moves_from_ledger(committed, entries, _landed(recorded, entries, prepared.member))
     _apply(broker, moves)
     return moves

@@ -6,16 +6,19 @@ landed them, where the group started on each queue (``origin``) and the deleted 
 as lost (``gaps``).
 
 A run needs only the entries still *at stake*: those with a range (or gap) the group's committed
-offset has not passed yet. Each entry repeats them (``carried``), so the newest entry of a group
-alone tells a run everything; older commits may be cleaned from the Delta log (``delta.
-logRetentionDuration``) without losing anything a run relies on.
+offset has not passed yet, on any queue of the group. Each entry repeats them (``carried``) as the
+run saw them when it read the table at version ``read_version``; commits made after that by other
+members of the group (concurrent writers) are read on their own. So a reader needs the group's
+newest entry, its carried entries and every entry committed between its ``read_version`` and it
+(recursively); older commits may be cleaned from the Delta log (``delta.logRetentionDuration``)
+without losing anything a run relies on. With a single writer that is the newest entry alone.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 
@@ -50,6 +53,10 @@ class LedgerEntry:
     # Earlier entries of the group still at stake when this one was written (their own ``carried`` dropped).
     carried: tuple[LedgerEntry, ...] = ()
     version: int | None = None  # the Delta version, filled in when read back
+    # The member (client id) whose run landed it; None for entries written before members existed.
+    member: str | None = None
+    # The table version the run read the ledger at; None: the version just before its own (one writer).
+    read_version: int | None = None
     # False for an entry written before ``carried`` existed: the entries before it must be read too.
     self_sufficient: bool = field(default=True, compare=False)
 
@@ -76,10 +83,13 @@ class LedgerEntry:
                          "ranges": [r.to_dict() for r in w.ranges]} for w in self.windows],
             "origin": {mq.key: offset for mq, offset in sorted(self.origin.items())},
             "gaps": {mq.key: list(gap) for mq, gap in sorted(self.gaps.items())},
+            **({"member": self.member} if self.member is not None else {}),
         }
 
     def to_json(self) -> str:
         body = {LEDGER_KEY: LEDGER_VERSION, **self._body(), "carried": [e._body() for e in self.carried]}
+        if self.read_version is not None:
+            body["read_version"] = self.read_version
         return json.dumps(body, separators=(",", ":"))
 
     @classmethod
@@ -92,7 +102,9 @@ class LedgerEntry:
         if not isinstance(raw, dict) or raw.get(LEDGER_KEY) != LEDGER_VERSION:
             return None
         carried = raw.get("carried")
-        return cls._from_body(raw, version, None if carried is None else tuple(cls._from_body(c, None, ()) for c in carried))
+        entry = cls._from_body(raw, version, None if carried is None else tuple(cls._from_body(c, None, ()) for c in carried))
+        read_version = raw.get("read_version")
+        return replace(entry, read_version=int(read_version)) if read_version is not None else entry
 
     @classmethod
     def _from_body(cls, raw: dict, version: int | None, carried: tuple[LedgerEntry, ...] | None) -> LedgerEntry:
@@ -103,24 +115,56 @@ class LedgerEntry:
         origin = {MessageQueue.from_key(k): int(v) for k, v in raw.get("origin", {}).items()}
         gaps = {MessageQueue.from_key(k): (int(v[0]), int(v[1])) for k, v in raw.get("gaps", {}).items()}
         return cls(raw["ingestion"], raw["consumer_group"], raw["run_id"], windows, origin, gaps, carried or (),
-                   version, self_sufficient=carried is not None)
+                   version, raw.get("member"), self_sufficient=carried is not None)
+
+    @property
+    def identity(self) -> str:
+        """Equal for an entry and its copies carried by later entries (which have no version)."""
+        return json.dumps(self._body(), sort_keys=True)
+
+    def reads_down_to(self) -> int | None:
+        """Versions above this one are read already; a reader also needs those down to (not incl.) this."""
+        if not self.self_sufficient or self.version is None:
+            return None
+        return self.read_version if self.read_version is not None else self.version - 1
 
 
-def history_of(entries_newest_first: Iterable[LedgerEntry], group: str) -> tuple[list[LedgerEntry], bool]:
+def history_of(entries_newest_first: Iterable[LedgerEntry], group: str,
+               lowest_version_read: int | None = None) -> tuple[list[LedgerEntry], bool]:
     """The entries of ``group`` a run needs, oldest first, from commits read newest first.
 
-    Stops at the group's newest self-sufficient entry: its ``carried`` entries and itself (and any
-    newer, which cannot exist as the newest is found first). Returns whether such an entry was found;
-    if not, every entry of the group given is returned and the caller must read further back.
+    Takes the group's entries (and what they carry) down to the lowest floor (``reads_down_to``) of
+    the self-sufficient ones read: everything at or below it is carried by them. An entry without a
+    version (plain data) is its own floor: nothing older is read. Returns whether the floor is
+    proven reached: an entry at or below it came next, or ``lowest_version_read`` (the oldest commit
+    the caller read, ledger or not) is just above it. If not, the caller must read further back.
     """
-    found: list[LedgerEntry] = []
+    read: list[LedgerEntry] = []
+    floor: int | None = None
+    complete = False
     for entry in entries_newest_first:
+        if floor is not None and entry.version is not None and entry.version <= floor:
+            complete = True
+            break
         if entry.consumer_group != group:
             continue
-        if entry.self_sufficient:
-            return [*entry.carried, entry, *reversed(found)], True
-        found.append(entry)
-    return list(reversed(found)), False
+        read.append(entry)
+        if entry.self_sufficient and entry.version is None and entry.read_version is None:
+            complete = True  # plain data, one writer: the newest self-sufficient entry is enough
+            break
+        down_to = entry.reads_down_to()
+        if down_to is not None:
+            floor = down_to if floor is None else min(floor, down_to)
+    if not complete and floor is not None and lowest_version_read is not None:
+        complete = lowest_version_read <= floor + 1
+    entries: list[LedgerEntry] = []
+    seen: set[str] = set()
+    for entry in reversed(read):  # oldest first: the first origin of a queue wins (``origin_of``)
+        for e in (*entry.carried, entry):
+            if e.identity not in seen:
+                seen.add(e.identity)
+                entries.append(e)
+    return entries, complete
 
 
 def origin_of(entries: Iterable[LedgerEntry]) -> dict[MessageQueue, int]:

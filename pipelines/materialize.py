@@ -45,6 +45,9 @@ class SparkLake:
         self.cfg = cfg
         self.table_path = table_path
 
+    def table_version(self) -> int | None:
+        return last_commit_version(self.spark, self.table_path)
+
     def ledger(self, group: str) -> list[LedgerEntry]:
         return read_ledger(self.spark, self.table_path, group)
 
@@ -89,7 +92,7 @@ def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: Ingesti
     metrics.append(F.coalesce(F.sum(F.length("body")), F.lit(0)).alias("bytes"))
     observed = df.observe(observation, *metrics)
     landed = decode_body(observed.where("matched").drop("matched"), cfg.body.format, cfg.body.schema_)
-    write_slice(landed, table_path, entry)
+    write_slice(landed, table_path, entry, log)
     failpoint("after_delta_commit")
     version = last_commit_version(spark, table_path)
     log(f"Delta commit version {version} of {table_path} holds the slice and its ledger")

@@ -8,7 +8,7 @@ ones in tests/integration.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -68,13 +68,17 @@ class LakeOnPaper:
     entries: list[LedgerEntry] = field(default_factory=list)
     whole_history: bool = False  # every entry, as from a table written before entries carried what is at stake
 
+    def table_version(self):
+        return len(self.entries) - 1 if self.entries else None
+
     def ledger(self, group):
         if self.whole_history:
             return [e for e in self.entries if e.consumer_group == group]
-        return history_of(reversed(self.entries), group)[0]  # what delta_writer.read_ledger returns
+        # What delta_writer.read_ledger returns: the history newest first, as far as history_of needs.
+        return history_of(reversed(self.entries), group, 0 if self.entries else None)[0]
 
     def land(self, entry, queue_count, log):
-        self.entries.append(entry)
+        self.entries.append(replace(entry, version=len(self.entries)))  # as Delta numbers its commits
         accounting = tuple(WindowAccounting(w.partition_key, w.size, w.size, w.size, 0) for w in entry.windows)
         return Landing(accounting, {}, 0, len(self.entries) - 1)
 
@@ -222,7 +226,7 @@ def test_each_entry_carries_what_is_at_stake_so_the_newest_alone_suffices():
     assert [e.run_id for e in landed.ledger.carried] == ["dead"]
     assert broker.committed == {A: 1}, "window 1's landing was never recorded"
     # Only the newest entry survives (the Delta log was cleaned): it still knows what is at stake.
-    read_back = LedgerEntry.from_json(landed.ledger.to_json())
+    read_back = LedgerEntry.from_json(landed.ledger.to_json(), version=0)
     newest_only = LakeOnPaper([read_back])
     prepared = ingest.prepare(broker, newest_only, recorded, config(), 100 * MIN, 0)
     assert [e.run_id for e in prepared.at_stake] == ["dead"]
@@ -261,3 +265,37 @@ def test_a_reset_moves_offsets_forward_only():
     assert plan.moves == [OffsetMove(A, 5, 8), OffsetMove(B, None, 3)]
     assert plan.backward == [OffsetMove(c, 9, 4)] and plan.unchanged == []
     assert plan_reset({A: 5}, {A: 5}).unchanged == [A]
+
+
+def test_two_members_share_one_table_and_a_handover_moves_offsets_over_the_other_members_landing():
+    """Two deployments (two Dagster instances) of one group write one table, each its own queues."""
+    broker = QueuesOnPaper({A: minutes(2, 2, 2), B: minutes(1, 1, 1)}, committed={A: 0, B: 0})
+    lake, cfg = LakeOnPaper(), config()
+    first, second = Recorded(), Recorded()
+
+    def prepare(recorded, member, taken):
+        return ingest.prepare(broker, lake, recorded, cfg, now_ms=100 * MIN, first_window_start_ms=0,
+                              member=member, taken=taken)
+
+    def land(prepared, recorded, run_id, windows, commit=True):
+        landed = ingest.land(broker, lake, cfg, "orders", run_id, windows, prepared, start_at_group_position=True)
+        recorded.record(landed.ledger)
+        if commit:
+            ingest.commit(broker, recorded, prepared, landed.ledger)
+        return landed.ledger
+
+    m1 = prepare(first, "m1", {A})  # m1 reads the table, then m2 lands and commits before m1 writes
+    assert m1.queues == [A]
+    b0 = land(prepare(second, "m2", {B}), second, "b0", [window(0)])
+    a0 = land(m1, first, "a0", [window(0)])
+    assert b0.windows[0].ranges == (OffsetRange(B, 0, 1),) and a0.windows[0].ranges == (OffsetRange(A, 0, 2),)
+    assert a0.read_version == b0.read_version == -1 and broker.committed == {A: 2, B: 1}
+    assert {e.run_id for e in lake.ledger("g")} == {"a0", "b0"}, "a0 does not carry b0, yet both are read"
+    # m2 lands window 1 of B and dies before its Dagster records it; m1, alone now, takes both queues.
+    land(prepare(second, "m2", {B}), Recorded(), "b1", [window(1)], commit=False)
+    assert broker.committed[B] == 1
+    handover = prepare(first, "m1", {A, B})
+    assert [(m.queue, m.before, m.after) for m in handover.repaired] == [(B, 1, 2)], \
+        "m2's Delta commit is the proof of its slice: m1's instance never heard of run b1"
+    land(handover, first, "a2", [window(1), window(2)])
+    assert broker.committed == {A: 6, B: 3}

@@ -87,3 +87,25 @@ def test_the_plan_option_round_trips_and_splits_into_picklable_chunks():
 def test_a_bad_plan_is_refused_naming_the_option():
     with pytest.raises(SourceOptionError, match="option plan"):
         parse_options({"namesrv": "n", "topic": "t", "plan": '[{"topic": "t"}]'})
+
+
+def test_two_writers_each_entry_read_past_its_read_version_down_to_what_it_carries():
+    old = entry("old", OffsetRange(A, 0, 4))                     # at stake when both members read v4
+    v4 = LedgerEntry.from_json(entry("r4", OffsetRange(B, 0, 1), carried=[old]).to_json(), version=4)
+    b5 = LedgerEntry.from_json(entry("b5", OffsetRange(B, 1, 2), carried=[old], member="m2", read_version=4).to_json(), 5)
+    a6 = LedgerEntry.from_json(entry("a6", OffsetRange(A, 4, 8), carried=[old], member="m1", read_version=4).to_json(), 6)
+    assert a6.member == "m1" and a6.read_version == 4, "both survive the round trip"
+    seen = []
+
+    def newest_first():
+        for e in (a6, b5, v4, entry("older", OffsetRange(A, 0, 1))):
+            seen.append(e.run_id)
+            yield e
+
+    entries, complete = history_of(newest_first(), "g")
+    assert complete and [e.run_id for e in entries] == ["old", "b5", "a6"], \
+        "b5 committed after a6's run read the table: a6 does not carry it, so it is read on its own"
+    assert seen == ["a6", "b5", "r4"], "reading stops at the read version both runs saw"
+    entries, complete = history_of([a6], "g")
+    assert not complete and [e.run_id for e in entries] == ["old", "a6"], "v5 is unread: read further back"
+    assert history_of([a6], "g", lowest_version_read=5)[1], "unless the caller read every commit above v4"
