@@ -10,6 +10,7 @@ backfill, UI or ``dagster asset materialize``), with no daemon involved.
 # No "from __future__ import annotations" here: Dagster inspects the context annotation at runtime.
 import time
 import warnings
+from dataclasses import replace
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 
@@ -32,14 +33,16 @@ from dagster import (
 from rocketlake.assets.metadata import accounting_table, progress_metadata, windows_metadata
 from rocketlake.assets.partitions import window_partitions
 from rocketlake.pipelines import ingest
+from rocketlake.pipelines.assignment import Assignment, assign, membership
 from rocketlake.pipelines.broker_access import group_broker
-from rocketlake.pipelines.config import IngestionConfig, LakeConfig
+from rocketlake.pipelines.config import IngestionConfig, LakeConfig, MessageModel
 from rocketlake.pipelines.failpoints import failpoint
 from rocketlake.pipelines.materialize import SparkLake
 from rocketlake.pipelines.offset_store import OffsetStoreCorrupt
 from rocketlake.pipelines.orderly import LockLost, OutOfOrder, QueuesLocked, queues_locked
 from rocketlake.pipelines.windows import MessagesDeleted, Window, WindowNotClosed, to_ms
 from rocketlake.resources.rocketmq.errors import ConnectionFailed, RequestTimeout, TopicNotExist
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.spark import SparkResource
 
 # A single-run backfill is the point of this asset (one Spark job per range of windows); Dagster
@@ -48,6 +51,9 @@ warnings.filterwarnings("ignore", message=".*backfill_policy.*", category=BetaWa
 
 CHECK_NAME = "offsets_accounted"
 SCHEDULE_TAG = "dagster/schedule_name"
+# Set by the rebalance sensor on the runs it requests: the queue keys (comma-separated) to land, a subset of
+# the member's share; such a run completes windows other runs left without these queues.
+QUEUES_TAG = "rocketlake/queues"
 
 
 def rocketmq_resource_key(cluster: str) -> str:
@@ -104,10 +110,14 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
         windows.append((key, window))
 
     timeout = cfg.mq_client_api_timeout
-    broker = group_broker(rocketmq.client(timeout), cfg)
+    client = rocketmq.client(timeout)
+    broker = group_broker(client, cfg)
+    share = member_share(client, broker, cfg, context.run.tags.get(QUEUES_TAG))
+    context.log.info(share.describe())
     lake = SparkLake(spark_resource.session(), rocketmq.source_options(timeout), cfg, table_path)
     recorded = DagsterRecordedRuns(context.instance, context.asset_key)
-    prepared = ingest.prepare(broker, lake, recorded, cfg, now_ms, to_ms(cfg.window.start))
+    prepared = ingest.prepare(broker, lake, recorded, cfg, now_ms, to_ms(cfg.window.start), member=cfg.client_id,
+                              taken=share.taken)
     for move in prepared.repaired:
         context.log.info(f"repaired offset of {move.queue}: {move.before} -> {move.after} (landed by an earlier run)")
 
@@ -115,7 +125,7 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
         landed = ingest.land(broker, lake, cfg, name, context.run.run_id, windows, prepared,
                              start_at_group_position=SCHEDULE_TAG in context.run.tags, log=context.log.info)
     balanced = all(a.balanced for a in landed.accounting)
-    for key, metadata in windows_metadata(landed).items():
+    for key, metadata in windows_metadata(landed, share.describe()).items():
         context.add_asset_metadata(metadata, partition_key=key)  # each window its own figures
     yield MaterializeResult(
         check_results=[AssetCheckResult(
@@ -136,6 +146,17 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
     context.log_event(AssetObservation(asset_key=context.asset_key, metadata=progress_metadata(
         cfg, {mq: broker.committed_offset(mq) for mq in prepared.queues})))
     compact(context, lake, landed.ledger, now_ms - cfg.window.grace_seconds * 1000)
+
+
+def member_share(client, broker, cfg: IngestionConfig, only: str | None) -> Assignment:
+    """This member's queues now (the membership the brokers list, divided by the strategy), narrowed to the
+    queues a rebalance sensor asked for (tag ``rocketlake/queues``) when it requested the run."""
+    members = membership(client, cfg) if cfg.message_model is MessageModel.CLUSTERING else []
+    share = assign(cfg, cfg.client_id, broker.subscribed_queues(), members)
+    if only is None:
+        return share
+    asked = {MessageQueue.from_key(key) for key in only.split(",") if key}
+    return replace(share, taken=tuple(q for q in share.taken if q in asked))
 
 
 def locked_if_orderly(cfg: IngestionConfig, client, queues, log) -> AbstractContextManager:

@@ -23,6 +23,9 @@ ACCOUNTED = "rocketlake/offsets_accounted"
 RANGES = "rocketlake/ranges"
 DELTA_VERSION = "rocketlake/delta_version"
 LEDGER_RUN = "rocketlake/ledger_run_id"
+ASSIGNMENT = "rocketlake/assignment"
+MEMBER = "rocketlake/member"
+QUEUES_TAKEN = "rocketlake/queues_taken"
 
 RANGE_SCHEMA = TableSchema(columns=[
     TableColumn("topic", "string"), TableColumn("broker_name", "string"), TableColumn("queue_id", "int"),
@@ -32,8 +35,9 @@ RANGE_SCHEMA = TableSchema(columns=[
 ])
 
 
-def window_metadata(window: WindowEntry, accounting: WindowAccounting, m: Materialization) -> dict:
-    """The metadata of one window's partition."""
+def window_metadata(window: WindowEntry, accounting: WindowAccounting, m: Materialization,
+                    assignment: str | None = None) -> dict:
+    """The metadata of one window's partition (``assignment``: the member's share, in one line)."""
     ranges = [TableRecord({"topic": r.queue.topic, "broker_name": r.queue.broker_name, "queue_id": r.queue.queue_id,
                            "start": r.start, "end": r.end, "size": r.size}) for r in window.ranges]
     metadata = {
@@ -44,17 +48,22 @@ def window_metadata(window: WindowEntry, accounting: WindowAccounting, m: Materi
         ACCOUNTED: MetadataValue.bool(accounting.balanced),
         RANGES: MetadataValue.table(ranges, schema=RANGE_SCHEMA),
         LEDGER_RUN: m.ledger.run_id,
+        QUEUES_TAKEN: MetadataValue.int(len(window.ranges)),
         "dagster/row_count": MetadataValue.int(accounting.rows),
     }
+    if m.ledger.member is not None:
+        metadata[MEMBER] = m.ledger.member
+    if assignment is not None:
+        metadata[ASSIGNMENT] = assignment
     if m.delta_version is not None:
         metadata[DELTA_VERSION] = MetadataValue.int(m.delta_version)
     return metadata
 
 
-def windows_metadata(m: Materialization) -> dict[str, dict]:
+def windows_metadata(m: Materialization, assignment: str | None = None) -> dict[str, dict]:
     """Partition key -> its metadata, for every window the materialization landed."""
     by_key = {a.partition_key: a for a in m.accounting}
-    return {w.partition_key: window_metadata(w, by_key[w.partition_key], m) for w in m.ledger.windows}
+    return {w.partition_key: window_metadata(w, by_key[w.partition_key], m, assignment) for w in m.ledger.windows}
 
 
 ACCOUNTING_SCHEMA = TableSchema(columns=[
@@ -70,7 +79,6 @@ def accounting_table(m: Materialization) -> MetadataValue:
                                 for a in m.accounting], schema=ACCOUNTING_SCHEMA)
 
 
-MEMBER = "rocketlake/member"
 OFFSET_STORE = "rocketlake/offset_store"
 OFFSETS = "rocketlake/committed_offsets"
 OFFSETS_SCHEMA = TableSchema(columns=[

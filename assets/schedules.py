@@ -45,9 +45,14 @@ def closed_windows_to_run(partitions, now, grace_seconds: int, materialized: set
     return [k for k in reversed(keys) if k not in materialized]
 
 
-def build_window_schedule(cfg: IngestionConfig) -> ScheduleDefinition:
+def ingestion_job(cfg: IngestionConfig):
+    """The job that materializes the ingestion's asset (one per ingestion, shared by its schedule and sensor)."""
+    return define_asset_job(f"{cfg.table}_job", selection=[cfg.table])
+
+
+def build_window_schedule(cfg: IngestionConfig, job=None) -> ScheduleDefinition:
     partitions = window_partitions(cfg.window)
-    job = define_asset_job(f"{cfg.table}_job", selection=[cfg.table])
+    job = job if job is not None else ingestion_job(cfg)
 
     @schedule(name=f"{cfg.table}_windows", job=job, cron_schedule="* * * * *",
               execution_timezone=cfg.window.timezone, default_status=DefaultScheduleStatus.STOPPED,

@@ -141,15 +141,24 @@ def _offsets(args: argparse.Namespace) -> int:
     from rocketlake.pipelines.broker_access import MemberBroker
     from rocketlake.pipelines.progress import group_progress, render
 
+    from rocketlake.pipelines.assignment import membership, owners
+    from rocketlake.pipelines.completeness import landed_queues, recent_entries
+    from rocketlake.pipelines.config import MessageModel
+    from rocketlake.pipelines.progress import last_landed
+
     config, ingestion = _ingestion(args)
     cluster = config.clusters[ingestion.cluster]
     with _group_of(config, ingestion) as group:
         rows = group_progress(group)
+        members = membership(group.client, ingestion) if ingestion.message_model is MessageModel.CLUSTERING else []
+        owned = owners(ingestion, [r.queue for r in rows], members)
+    entries = recent_entries(config.lake.table_path(ingestion.table))
+    last_windows = last_landed(landed_queues(entries, ingestion.consumer_group))
     where = (f"member {ingestion.client_id}'s local offset store {group.store.path}" if isinstance(group, MemberBroker)
              else "offsets committed on the brokers; lag as mqadmin consumerProgress's Diff")
     print(f"group {ingestion.consumer_group} ({ingestion.message_model.value}) on topic {ingestion.topic}, "
           f"cluster {ingestion.cluster} ({cluster.namesrv}); {where}; lag s = age of the oldest message not passed:")
-    print(render(rows, int(time.time() * 1000)))
+    print(render(rows, int(time.time() * 1000), last_windows, owned))
     if all(r.committed is None for r in rows):
         print(f"group {ingestion.consumer_group} has committed no offset on this topic yet")
     return 0

@@ -23,7 +23,7 @@ def until(condition, timeout_s: float, what: str):
     deadline = time.monotonic() + timeout_s
     while not (value := condition()):
         if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {timeout_s:.0f}s")
+            pytest.fail(f"{what() if callable(what) else what}: not within {timeout_s:.0f}s")
         time.sleep(0.2)
     return value
 

@@ -1,6 +1,6 @@
 """A group's progress per queue: lag as mqadmin's Diff, lag in seconds from the oldest pending message."""
 
-from rocketlake.pipelines.progress import QueueProgress, group_progress, render
+from rocketlake.pipelines.progress import QueueProgress, group_progress, last_landed, render
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
 A0, A1, B0 = MessageQueue("orders", "broker-a", 0), MessageQueue("orders", "broker-a", 1), MessageQueue("orders", "broker-b", 0)
@@ -47,8 +47,13 @@ def test_a_committed_offset_below_the_min_reads_the_first_message_still_stored()
 
 def test_render_has_a_line_per_queue_and_a_total():
     rows = [QueueProgress(A0, 0, 10, 4, 4000), QueueProgress(B0, 0, 7, None, 0)]
-    text = render(rows, now_ms=10_000).splitlines()
+    text = render(rows, 10_000, {A0: "2026-11-23-10:05"}, {A0: "10.0.0.1@m1"}).splitlines()
     assert len(text) == 4
-    assert text[1].split() == ["orders", "broker-a", "0", "0", "10", "4", "6", "6.0"]
-    assert text[2].split() == ["orders", "broker-b", "0", "0", "7", "-", "7", "10.0"]
+    assert text[1].split() == ["orders", "broker-a", "0", "0", "10", "4", "6", "6.0", "2026-11-23-10:05", "10.0.0.1@m1"]
+    assert text[2].split() == ["orders", "broker-b", "0", "0", "7", "-", "7", "10.0", "-", "-"]
     assert text[3].split() == ["total", "2", "13", "10.0"]
+
+
+def test_the_last_window_landed_per_queue_is_the_newest_key():
+    assert last_landed({"2026-11-23-10:05": {A0}, "2026-11-23-10:04": {A0, B0}}) == {
+        A0: "2026-11-23-10:05", B0: "2026-11-23-10:04"}

@@ -1,0 +1,107 @@
+"""A rebalance sensor per ingestion: the member's share of the group's queues, and windows left incomplete.
+
+Evaluated by the Dagster daemon every 30 s (the push consumer rebalances every 20 s and on
+NOTIFY_CONSUMER_IDS_CHANGED), it asks the brokers for the topic route and the group's members and
+computes this member's share as ``pipelines.assignment`` does for a run. When the share changes (a
+member joined or left, the topic was expanded, a broker came or went) it records the new share as an
+observation of the asset, effective from the next window boundary: runs compute the share when they
+start, and each window is run once it is closed, so the first window a new share lands is the one
+that closes after the change. The ledger records which member landed which queue of each window.
+
+It then reads the table's newest commits (delta-rs) and requests a run for every recent closed window
+that the schedule already ran but where a queue of this member's share was landed by nobody, with the
+tag ``rocketlake/queues`` naming exactly those queues, so the run replaces only the missing slices.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timedelta, timezone
+
+from dagster import (
+    AssetKey,
+    AssetObservation,
+    DefaultSensorStatus,
+    JobDefinition,
+    RunRequest,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    sensor,
+)
+
+from rocketlake.assets.ingestion import QUEUES_TAG, member_share, rocketmq_resource_key
+from rocketlake.assets.metadata import ASSIGNMENT, MEMBER
+from rocketlake.assets.partitions import window_partitions
+from rocketlake.pipelines.broker_access import group_broker
+from rocketlake.pipelines.completeness import landed_queues, missing_slices, recent_entries
+from rocketlake.pipelines.config import IngestionConfig
+from rocketlake.resources.rocketmq.errors import RocketMQError
+
+#: How many of the most recent closed windows are checked for slices nobody landed.
+WINDOWS_CHECKED = 10
+EFFECTIVE_FROM = "rocketlake/effective_from_window"
+
+
+def recent_closed_windows(partitions, now: datetime, grace_seconds: int, count: int = WINDOWS_CHECKED) -> list[str]:
+    """Keys of the last ``count`` windows closed at ``now`` (end + grace), oldest first."""
+    cutoff = now - timedelta(seconds=grace_seconds)
+    if cutoff <= partitions.start:
+        return []
+    holding = partitions.time_window_for_partition_key(partitions.get_partition_key_for_timestamp(cutoff.timestamp()))
+    window = holding if holding.end <= cutoff else partitions.get_prev_partition_window(holding.start)
+    keys = []
+    while window is not None and len(keys) < count:
+        keys.append(partitions.get_partition_key_for_timestamp(window.start.timestamp()))
+        window = partitions.get_prev_partition_window(window.start)
+    return list(reversed(keys))
+
+
+def next_boundary(partitions, now: datetime) -> str:
+    """The key of the window that starts at the next boundary after ``now``."""
+    current = partitions.time_window_for_partition_key(partitions.get_partition_key_for_timestamp(now.timestamp()))
+    return partitions.get_partition_key_for_timestamp(current.end.timestamp())
+
+
+def build_rebalance_sensor(cfg: IngestionConfig, table_path: str, job: JobDefinition) -> SensorDefinition:
+    partitions = window_partitions(cfg.window)
+    rocketmq_key = rocketmq_resource_key(cfg.cluster)
+
+    @sensor(name=f"{cfg.table}_rebalance", job=job, minimum_interval_seconds=30,
+            required_resource_keys={rocketmq_key}, default_status=DefaultSensorStatus.STOPPED,
+            description=f"Rebalances group {cfg.consumer_group} on topic {cfg.topic}: this member's share of the "
+                        "queues (effective from the next window) and runs for recent windows where a queue of "
+                        "the share was landed by nobody.")
+    def rebalance(context: SensorEvaluationContext):
+        now = datetime.now(timezone.utc)
+        resource = getattr(context.resources, rocketmq_key)
+        try:
+            with resource.client(cfg.mq_client_api_timeout) as client:
+                share = member_share(client, group_broker(client, cfg), cfg, None)
+        except RocketMQError as e:
+            return SkipReason(f"cannot ask RocketMQ for the route and the members of {cfg.consumer_group}: {e}")
+        cursor = json.loads(context.cursor) if context.cursor else {}
+        events = []
+        if cursor.get("share") != share.key:
+            effective = next_boundary(partitions, now)
+            context.log.info(f"{share.describe()}; effective from window {effective}")
+            events.append(AssetObservation(asset_key=AssetKey(cfg.table), metadata={
+                MEMBER: cfg.client_id, ASSIGNMENT: share.describe(), EFFECTIVE_FROM: effective}))
+        materialized = context.instance.get_materialized_partitions(AssetKey(cfg.table))
+        ran = [key for key in recent_closed_windows(partitions, now, cfg.window.grace_seconds) if key in materialized]
+        landed = landed_queues(recent_entries(table_path), cfg.consumer_group)
+        requests = []
+        for key, lacking in missing_slices(landed, ran, share.taken).items():
+            queues = ",".join(q.key for q in lacking)
+            context.log.info(f"window {key}: nobody landed {queues}; requesting a run of this member for them")
+            digest = hashlib.sha1(queues.encode()).hexdigest()[:12]
+            requests.append(RunRequest(run_key=f"{key}:{digest}", partition_key=key, tags={QUEUES_TAG: queues}))
+        cursor_out = json.dumps({"share": share.key})
+        if not events and not requests:
+            return SensorResult(skip_reason=SkipReason(f"{share.describe()}; the last {len(ran)} window(s) run are "
+                                                       "complete"), cursor=cursor_out)
+        return SensorResult(run_requests=requests, asset_events=events, cursor=cursor_out)
+
+    return rebalance

@@ -1,0 +1,56 @@
+"""Which (window, queue) slices nobody landed: what a rebalance sensor asks a member to land again.
+
+A window is complete when every queue of the subscription has a range for it in some ledger entry of
+the group, whichever member landed it (an empty range counts: that queue had nothing in the window).
+A queue can lack one because the member that owned it died before its run, because the assignment
+moved between two members' runs, or because the queue did not exist when the window was landed (the
+topic was expanded since: the new queue's range in an old window is empty, and landing it makes the
+window complete). Reads the newest commits of the table with delta-rs: no Spark in a sensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rocketlake.pipelines.ledger import LedgerEntry
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
+
+#: How many of the newest commits a sensor reads: enough for the windows it checks, with every member writing.
+RECENT_COMMITS = 200
+
+
+def landed_queues(entries: Iterable[LedgerEntry], group: str) -> dict[str, set[MessageQueue]]:
+    """Partition key -> the queues some entry of ``group`` has a range for (carried entries included)."""
+    landed: dict[str, set[MessageQueue]] = {}
+    for entry in entries:
+        for e in (entry, *entry.carried):
+            if e.consumer_group != group:
+                continue
+            for w in e.windows:
+                landed.setdefault(w.partition_key, set()).update(r.queue for r in w.ranges)
+    return landed
+
+
+def missing_slices(landed: dict[str, set[MessageQueue]], window_keys: Iterable[str],
+                   queues: Iterable[MessageQueue]) -> dict[str, list[MessageQueue]]:
+    """Window key -> the queues among ``queues`` no entry landed for it (windows with none missing left out)."""
+    queues = sorted(set(queues))
+    missing = {}
+    for key in window_keys:
+        lacking = [q for q in queues if q not in landed.get(key, set())]
+        if lacking:
+            missing[key] = lacking
+    return missing
+
+
+def recent_entries(table_path: str, limit: int = RECENT_COMMITS) -> list[LedgerEntry]:
+    """The ledger entries among the table's newest ``limit`` commits, newest first ([] when no table yet)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        history = DeltaTable(table_path).history(limit)
+    except TableNotFoundError:
+        return []
+    entries = (LedgerEntry.from_json(h.get("userMetadata"), h.get("version")) for h in history)
+    return sorted((e for e in entries if e is not None), key=lambda e: -(e.version or 0))

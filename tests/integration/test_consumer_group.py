@@ -1,0 +1,166 @@
+"""Two deployments of one CLUSTERING group on real brokers, each with its own Dagster instance and member id.
+
+They split a 16-queue topic 8/8 under AVG (the first 8 of the sorted list and the last 8), writing one
+Delta table at the same time; on a 1-queue topic one takes the queue and the other idles and says so. When
+the member that took the single queue leaves, the other's rebalance sensor sees the new share and asks
+for the window nobody landed the queue of, and that run lands exactly that slice. Every message lands
+exactly once (compared with the Java consumer's dump) and the committed offsets are the queues' ends.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from dagster import DagsterInstance, build_sensor_context
+from deltalake import DeltaTable
+
+from rocketlake.assets.metadata import ASSIGNMENT
+from rocketlake.pipelines.ledger import LedgerEntry
+from rocketlake.resources.local.peers import produce
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq_resource import RocketMQResource
+from tests.integration.ingestion_support import (
+    definitions,
+    java_dump,
+    minute_key,
+    order,
+    run_partitions,
+    unique,
+    wait_for_next_minute,
+    write_config,
+)
+from tests.integration.test_member import until
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Deployment:
+    """One deployment: its configuration (own instance_name) and its `rocketlake member` process (the brokers
+    know a member by its connection, so each member is its own process, as each deployment is)."""
+
+    def __init__(self, tmp_path, cluster, name: str, ingestions: dict):
+        self.client_id = f"127.0.0.1@{name}"
+        specs = {k: {**v, "client_ip": "127.0.0.1", "instance_name": name} for k, v in ingestions.items()}
+        self.config = write_config(tmp_path / f"{name}.yaml", cluster, tmp_path / "lake", specs)
+        self.defs = definitions(self.config)
+        self.home = tmp_path / f"{name}_dagster_home"
+        self.home.mkdir()
+        shutil.copy(ROOT / "rocketlake" / "dagster.yaml", self.home / "dagster.yaml")  # the README's instance
+        self.env = dict(os.environ, ROCKETLAKE_CONFIG=str(self.config), DAGSTER_HOME=str(self.home))
+        self.member: subprocess.Popen | None = None
+
+    def materialize(self, table: str, partition: str) -> subprocess.Popen:
+        """``dagster asset materialize`` of one window on this deployment's own instance."""
+        return subprocess.Popen([str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m",
+                                 "rocketlake.definitions", "--select", table, "--partition", partition], cwd=ROOT,
+                                env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def join(self):
+        self.member = subprocess.Popen([str(Path(sys.executable).parent / "rocketlake"), "member", "wide", "--config",
+                                        str(self.config)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       text=True)
+
+    def leave(self) -> str:
+        self.member.send_signal(signal.SIGTERM)
+        output, _ = self.member.communicate(timeout=60)
+        assert self.member.returncode == 0 and f"member {self.client_id} left group" in output, output
+        return output
+
+    def kill(self):
+        if self.member is not None and self.member.poll() is None:
+            self.member.kill()
+            self.member.communicate()
+
+
+def ledger(path) -> list[LedgerEntry]:
+    return [e for e in (LedgerEntry.from_json(c.get("userMetadata")) for c in reversed(DeltaTable(str(path)).history()))
+            if e is not None]
+
+
+def test_two_deployments_split_the_queues_and_a_sensor_completes_what_a_departed_member_left(
+        tmp_path, local_cluster):
+    wide, single, group = unique("wide"), unique("single"), unique("g")
+    local_cluster.create_topic(wide, 8)                          # 8 queues on each broker: 16
+    local_cluster.create_topic(single, 1, brokers=("broker-a",))  # one queue in all
+    tables = {"wide": unique("t_wide"), "single": unique("t_single")}
+    ingestions = {"wide": {"topic": wide, "consumer_group": group, "table": tables["wide"]},
+                  "single": {"topic": single, "consumer_group": group, "table": tables["single"]}}
+    first = Deployment(tmp_path, local_cluster, "m1", ingestions)
+    second = Deployment(tmp_path, local_cluster, "m2", ingestions)
+    peer = RocketMQClient(local_cluster.spec.namesrv_address)
+    try:
+        wait_for_next_minute(offset_s=1)
+        sent = produce(local_cluster.spec.namesrv_address, local_cluster.spec.state_dir,
+                       [order(i, wide) for i in range(64)] + [order(i, single) for i in range(100, 106)])
+        for d in (first, second):
+            d.join()
+        for topic in (wide, single):  # the members' first heartbeats are on their way
+            until(lambda t=topic: peer.get_consumer_list_by_group(group, t) == [first.client_id, second.client_id],
+                  60, f"both members listed by the brokers of {topic}")
+        connection = local_cluster.mqadmin().consumer_connection(group)
+        assert first.client_id in connection and second.client_id in connection
+        dumps = {t: java_dump(local_cluster, t, [s for s in sent if s.topic == t]) for t in (wide, single)}
+        (window,) = {minute_key(m["storeTimestamp"]) for d in dumps.values() for m in d.values()}
+        wait_for_next_minute(offset_s=3)
+
+        # Both deployments land the window of the wide topic at the same time, into one table.
+        runs = [d.materialize(tables["wide"], window) for d in (first, second)]
+        outputs = [r.communicate(timeout=600)[0] for r in runs]
+        assert [r.returncode for r in runs] == [0, 0], "\n".join(o[-3000:] for o in outputs)
+        print("conflicts retried:", sum(o.count("lost a race with another writer") for o in outputs))
+        with DagsterInstance.from_config(str(second.home)) as two:
+            path = tmp_path / "lake" / tables["wide"]
+            entries = ledger(path)
+            queues = sorted(peer.queues(wide))
+            by_member = {e.member: [r.queue for w in e.windows for r in w.ranges if r.queue.topic == wide]
+                         for e in entries}
+            assert by_member == {first.client_id: queues[:8], second.client_id: queues[8:]}
+            rows = DeltaTable(str(path)).to_pyarrow_table(columns=["msg_id"]).to_pylist()
+            assert Counter(r["msg_id"] for r in rows) == Counter(list(dumps[wide]))
+            ends = {(s.broker_name, s.queue_id): s.queue_offset + 1 for s in sorted(sent, key=lambda s: s.queue_offset)
+                    if s.topic == wide}
+            assert {q: peer.query_consumer_offset(group, q) for q in queues} == \
+                {q: ends.get((q.broker_name, q.queue_id), 0) for q in queues}
+
+            # The single queue: AVG gives it to the first member of the sorted list; the second idles.
+            idle = run_partitions(second.defs, tables["single"], two, window)
+            assert idle.success
+            said = idle.asset_materializations_for_node(tables["single"])[0].metadata[ASSIGNMENT].value
+            # (it may take a queue of the group's retry topic, which is rebalanced on its own)
+            assert said.startswith(f"member {second.client_id} takes "), said
+            assert f"it idles on topic {single}: none of its 1 queue(s) is its share" in said, said
+            single_path = tmp_path / "lake" / tables["single"]
+            assert DeltaTable(str(single_path)).to_pyarrow_table().num_rows == 0
+
+            # The first member leaves before landing it: the second's sensor finds the slice nobody landed.
+            first.leave()
+            assert peer.get_consumer_list_by_group(group, single) == [second.client_id]
+            sensor = second.defs.get_sensor_def(f"{tables['single']}_rebalance")
+            resources = {"rocketmq_test": RocketMQResource(namesrv=local_cluster.spec.namesrv_address)}
+            # As the daemon evaluates it (a direct call would hand the resources over as arguments).
+            result = sensor.evaluate_tick(build_sensor_context(instance=two, resources=resources,
+                                                               definitions=second.defs, sensor_name=sensor.name))
+            (request,) = [r for r in result.run_requests if r.partition_key == window]
+            (queue,) = peer.queues(single)
+            assert queue.key in request.tags["rocketlake/queues"].split(",")
+            assert result.asset_events and "takes" in result.asset_events[0].metadata[ASSIGNMENT].value
+            fill = run_partitions(second.defs, tables["single"], two, window, tags=request.tags)
+            assert fill.success
+            rows = DeltaTable(str(single_path)).to_pyarrow_table(columns=["msg_id"]).to_pylist()
+            assert Counter(r["msg_id"] for r in rows) == Counter(list(dumps[single]))
+            assert peer.query_consumer_offset(group, queue) == 6
+            again = sensor.evaluate_tick(build_sensor_context(instance=two, resources=resources, cursor=result.cursor,
+                                                              definitions=second.defs, sensor_name=sensor.name))
+            assert not again.run_requests, "the window is complete now"
+    finally:
+        for d in (first, second):
+            d.kill()
+        peer.close()
