@@ -33,6 +33,26 @@ def window_partitions(window: WindowConfig) -> TimeWindowPartitionsDefinition:
     )
 
 
+def last_closed_windows(partitions, now: datetime, grace_seconds: int, count: int) -> list[str]:
+    """Keys of the last ``count`` windows closed at ``now`` (end + grace), oldest first.
+
+    Walks back from the last closed window instead of listing every key since ``window.start``:
+    with minute windows that list grows by half a million keys a year, and schedules and sensors
+    ask every minute.
+    """
+    cutoff = now - timedelta(seconds=grace_seconds)
+    if cutoff <= partitions.start:
+        return []
+    # The window holding the cut-off is still open; the one before it is the last closed.
+    holding = partitions.time_window_for_partition_key(partitions.get_partition_key_for_timestamp(cutoff.timestamp()))
+    window = holding if holding.end <= cutoff else partitions.get_prev_partition_window(holding.start)
+    keys = []
+    while window is not None and len(keys) < count:
+        keys.append(partitions.get_partition_key_for_timestamp(window.start.timestamp()))
+        window = partitions.get_prev_partition_window(window.start)
+    return list(reversed(keys))
+
+
 class WindowKeyError(ValueError):
     """A partition key or time that names no launchable window; the message is one line with the valid range."""
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 from dagster import (
     AssetKey,
@@ -34,7 +34,7 @@ from dagster import (
 
 from rocketlake.assets.ingestion import QUEUES_TAG, member_share, rocketmq_resource_key
 from rocketlake.assets.metadata import ASSIGNMENT, MEMBER
-from rocketlake.assets.partitions import window_partitions
+from rocketlake.assets.partitions import last_closed_windows, window_partitions
 from rocketlake.pipelines.broker_access import group_broker
 from rocketlake.pipelines.completeness import landed_queues, missing_slices, recent_entries
 from rocketlake.pipelines.config import IngestionConfig
@@ -43,20 +43,6 @@ from rocketlake.resources.rocketmq.errors import RocketMQError
 #: How many of the most recent closed windows are checked for slices nobody landed.
 WINDOWS_CHECKED = 10
 EFFECTIVE_FROM = "rocketlake/effective_from_window"
-
-
-def recent_closed_windows(partitions, now: datetime, grace_seconds: int, count: int = WINDOWS_CHECKED) -> list[str]:
-    """Keys of the last ``count`` windows closed at ``now`` (end + grace), oldest first."""
-    cutoff = now - timedelta(seconds=grace_seconds)
-    if cutoff <= partitions.start:
-        return []
-    holding = partitions.time_window_for_partition_key(partitions.get_partition_key_for_timestamp(cutoff.timestamp()))
-    window = holding if holding.end <= cutoff else partitions.get_prev_partition_window(holding.start)
-    keys = []
-    while window is not None and len(keys) < count:
-        keys.append(partitions.get_partition_key_for_timestamp(window.start.timestamp()))
-        window = partitions.get_prev_partition_window(window.start)
-    return list(reversed(keys))
 
 
 def next_boundary(partitions, now: datetime) -> str:
@@ -90,7 +76,8 @@ def build_rebalance_sensor(cfg: IngestionConfig, table_path: str, job: JobDefini
             events.append(AssetObservation(asset_key=AssetKey(cfg.table), metadata={
                 MEMBER: cfg.client_id, ASSIGNMENT: share.describe(), EFFECTIVE_FROM: effective}))
         materialized = context.instance.get_materialized_partitions(AssetKey(cfg.table))
-        ran = [key for key in recent_closed_windows(partitions, now, cfg.window.grace_seconds) if key in materialized]
+        ran = [key for key in last_closed_windows(partitions, now, cfg.window.grace_seconds, WINDOWS_CHECKED)
+               if key in materialized]
         landed = landed_queues(recent_entries(table_path), cfg.consumer_group)
         requests = []
         for key, lacking in missing_slices(landed, ran, share.taken).items():

@@ -8,8 +8,6 @@ deployment with every window since ``window.start``.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from dagster import (
     AssetKey,
     DefaultScheduleStatus,
@@ -20,29 +18,15 @@ from dagster import (
     schedule,
 )
 
-from rocketlake.assets.partitions import window_partitions
+from rocketlake.assets.partitions import last_closed_windows, window_partitions
 from rocketlake.pipelines.config import IngestionConfig
 
 CATCH_UP = 3
 
 
 def closed_windows_to_run(partitions, now, grace_seconds: int, materialized: set[str]) -> list[str]:
-    """The last ``CATCH_UP`` windows closed by ``now`` (end + grace), oldest first, not yet materialized.
-
-    Walks back from the last closed window instead of listing every key since ``window.start``:
-    with minute windows that list grows by half a million keys a year, and this runs every minute.
-    """
-    cutoff = now - timedelta(seconds=grace_seconds)
-    if cutoff <= partitions.start:
-        return []
-    # The window holding the cut-off is still open; the one before it is the last closed.
-    holding = partitions.time_window_for_partition_key(partitions.get_partition_key_for_timestamp(cutoff.timestamp()))
-    window = holding if holding.end <= cutoff else partitions.get_prev_partition_window(holding.start)
-    keys = []
-    while window is not None and len(keys) < CATCH_UP:
-        keys.append(partitions.get_partition_key_for_timestamp(window.start.timestamp()))
-        window = partitions.get_prev_partition_window(window.start)
-    return [k for k in reversed(keys) if k not in materialized]
+    """The last ``CATCH_UP`` windows closed by ``now`` (end + grace), oldest first, not yet materialized."""
+    return [k for k in last_closed_windows(partitions, now, grace_seconds, CATCH_UP) if k not in materialized]
 
 
 def ingestion_job(cfg: IngestionConfig):

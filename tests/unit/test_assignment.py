@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 from rocketlake.pipelines.assignment import assign, owners
-from rocketlake.pipelines.config import parse_config
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from tests.unit.support import ingestion_config
 
 TOPIC = [MessageQueue("orders", broker, q) for broker in ("broker-a", "broker-b") for q in range(8)]
 RETRY = [MessageQueue("%RETRY%g", broker, 0) for broker in ("broker-a", "broker-b")]
 M1, M2 = "127.0.0.1@m1", "127.0.0.1@m2"
 
 
-def config(**ingestion):
-    return parse_config({
-        "clusters": {"local": {"namesrv": "127.0.0.1:9876"}},
-        "ingestions": {"orders": {"cluster": "local", "topic": "orders", "consumer_group": "g", "table": "orders",
-                                  "window": {"cron": "* * * * *", "start": "1970-01-01"}, **ingestion}},
-    }).ingestions["orders"]
+config = ingestion_config
 
 
 def test_two_members_split_sixteen_queues_eight_and_eight_and_each_retry_queue_once():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from rocketlake.assets.partitions import window_partitions
-from rocketlake.assets.rebalance import next_boundary, recent_closed_windows
+from rocketlake.assets.partitions import last_closed_windows, window_partitions
+from rocketlake.assets.rebalance import next_boundary
 from rocketlake.pipelines.completeness import landed_queues, missing_slices
 from rocketlake.pipelines.config import WindowConfig
 from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry
@@ -37,7 +37,7 @@ def test_a_queue_added_after_a_window_was_landed_makes_it_incomplete():
 def test_the_sensor_checks_the_last_closed_windows_and_names_the_next_boundary():
     partitions = window_partitions(WindowConfig(cron="*/5 * * * *", start="2026-11-23", grace_seconds=30))
     now = datetime(2026, 11, 23, 1, 0, 20, tzinfo=timezone.utc)  # 00:55 is not closed until 01:00:30
-    assert recent_closed_windows(partitions, now, 30, count=3) == ["2026-11-23-00:40", "2026-11-23-00:45",
+    assert last_closed_windows(partitions, now, 30, 3) == ["2026-11-23-00:40", "2026-11-23-00:45",
                                                                   "2026-11-23-00:50"]
     assert next_boundary(partitions, now) == "2026-11-23-01:05"
-    assert recent_closed_windows(partitions, datetime(2026, 11, 22, tzinfo=timezone.utc), 30) == []
+    assert last_closed_windows(partitions, datetime(2026, 11, 22, tzinfo=timezone.utc), 30, 3) == []

@@ -13,22 +13,17 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from rocketlake.pipelines import ingest
-from rocketlake.pipelines.config import parse_config
 from rocketlake.pipelines.ingest import Landing, WindowAccounting
 from rocketlake.pipelines.ledger import LedgerEntry, history_of
 from rocketlake.pipelines.windows import MessagesDeleted, Window
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
+from tests.unit.support import ingestion_config
 
 MIN = 60_000
 A, B = MessageQueue("orders", "broker-a", 0), MessageQueue("orders", "broker-b", 0)
 
 
-def config(**ingestion):
-    return parse_config({
-        "clusters": {"local": {"namesrv": "127.0.0.1:9876"}},
-        "ingestions": {"orders": {"cluster": "local", "topic": "orders", "consumer_group": "g", "table": "orders",
-                                  "window": {"cron": "* * * * *", "start": "1970-01-01"}, **ingestion}},
-    }).ingestions["orders"]
+config = ingestion_config
 
 
 @dataclass
