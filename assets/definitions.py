@@ -7,7 +7,7 @@ from dagster import Definitions, EnvVar
 from rocketlake.assets.ingestion import build_ingestion_asset, rocketmq_resource_key
 from rocketlake.assets.run_guard import rocketlake_executor
 from rocketlake.assets.rebalance import build_rebalance_sensor
-from rocketlake.assets.schedules import build_window_schedule, ingestion_job
+from rocketlake.assets.schedules import build_window_schedule
 from rocketlake.assets.sensors import dead_runs_sensor
 from rocketlake.pipelines.config import RocketLakeConfig
 from rocketlake.resources.rocketmq_resource import RocketMQResource
@@ -21,12 +21,11 @@ def build_definitions(config: RocketLakeConfig) -> Definitions:
         if cluster.access_key_env:
             keys = {"access_key": EnvVar(cluster.access_key_env), "secret_key": EnvVar(cluster.secret_key_env)}
         resources[rocketmq_resource_key(name)] = RocketMQResource(namesrv=cluster.namesrv, **keys)
-    jobs = {name: ingestion_job(ing) for name, ing in config.ingestions.items()}
     return Definitions(
         assets=[build_ingestion_asset(name, ing, config.lake) for name, ing in config.ingestions.items()],
-        schedules=[build_window_schedule(ing, jobs[name]) for name, ing in config.ingestions.items()],
-        sensors=[dead_runs_sensor, *(build_rebalance_sensor(ing, config.lake.table_path(ing.table), jobs[name])
-                                     for name, ing in config.ingestions.items())],
+        schedules=[build_window_schedule(ing) for ing in config.ingestions.values()],
+        sensors=[dead_runs_sensor, *(build_rebalance_sensor(ing, config.lake.table_path(ing.table))
+                                     for ing in config.ingestions.values())],
         resources=resources,
         # One process per run, which reclaims the pool slots of runs that died (see run_guard).
         executor=rocketlake_executor,

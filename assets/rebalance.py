@@ -23,7 +23,6 @@ from dagster import (
     AssetKey,
     AssetObservation,
     DefaultSensorStatus,
-    JobDefinition,
     RunRequest,
     SensorDefinition,
     SensorEvaluationContext,
@@ -51,11 +50,13 @@ def next_boundary(partitions, now: datetime) -> str:
     return partitions.get_partition_key_for_timestamp(current.end.timestamp())
 
 
-def build_rebalance_sensor(cfg: IngestionConfig, table_path: str, job: JobDefinition) -> SensorDefinition:
+def build_rebalance_sensor(cfg: IngestionConfig, table_path: str) -> SensorDefinition:
     partitions = window_partitions(cfg.window)
     rocketmq_key = rocketmq_resource_key(cfg.cluster)
 
-    @sensor(name=f"{cfg.table}_rebalance", job=job, minimum_interval_seconds=30,
+    # It targets the asset, not the schedule's job: one job object reached from two definitions is a duplicate
+    # to Definitions.merge (a dg project's defs folder).
+    @sensor(name=f"{cfg.table}_rebalance", asset_selection=[AssetKey(cfg.table)], minimum_interval_seconds=30,
             required_resource_keys={rocketmq_key}, default_status=DefaultSensorStatus.STOPPED,
             description=f"Rebalances group {cfg.consumer_group} on topic {cfg.topic}: this member's share of the "
                         "queues (effective from the next window) and runs for recent windows where a queue of "

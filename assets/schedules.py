@@ -29,14 +29,9 @@ def closed_windows_to_run(partitions, now, grace_seconds: int, materialized: set
     return [k for k in last_closed_windows(partitions, now, grace_seconds, CATCH_UP) if k not in materialized]
 
 
-def ingestion_job(cfg: IngestionConfig):
-    """The job that materializes the ingestion's asset (one per ingestion, shared by its schedule and sensor)."""
-    return define_asset_job(f"{cfg.table}_job", selection=[cfg.table])
-
-
-def build_window_schedule(cfg: IngestionConfig, job=None) -> ScheduleDefinition:
+def build_window_schedule(cfg: IngestionConfig) -> ScheduleDefinition:
     partitions = window_partitions(cfg.window)
-    job = job if job is not None else ingestion_job(cfg)
+    job = define_asset_job(f"{cfg.table}_job", selection=[cfg.table])
 
     @schedule(name=f"{cfg.table}_windows", job=job, cron_schedule="* * * * *",
               execution_timezone=cfg.window.timezone, default_status=DefaultScheduleStatus.STOPPED,
