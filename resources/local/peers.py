@@ -104,3 +104,13 @@ def allocate(cases: list[dict], state_dir: Path, *, version: str = jars.ROCKETMQ
     """Ask the Java ``AllocateMessageQueue*`` strategies, one JVM for every case (see AllocatePeer.java)."""
     stdin = "".join(json.dumps(c) + "\n" for c in cases)
     return run("AllocatePeer", state_dir, [], stdin, version=version, timeout=timeout)
+
+
+def start_push_member(namesrv: str, state_dir: Path, group: str, topic: str, *, client_ip: str, instance_name: str,
+                      version: str = jars.ROCKETMQ_VERSION) -> subprocess.Popen:
+    """A Java DefaultMQPushConsumer in ``group`` until its stdin closes; it prints each allocation it is given
+    (see PushMemberPeer.java). Text mode, line-buffered: read ``stdout`` line by line."""
+    args = ["--namesrv", namesrv, "--group", group, "--topic", topic, "--client-ip", client_ip,
+            "--instance-name", instance_name]
+    return subprocess.Popen(java_command("PushMemberPeer", state_dir, args, version), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)

@@ -4,16 +4,21 @@ They split a 16-queue topic 8/8 under AVG (the first 8 of the sorted list and th
 Delta table at the same time; on a 1-queue topic one takes the queue and the other idles and says so. When
 the member that took the single queue leaves, the other's rebalance sensor sees the new share and asks
 for the window nobody landed the queue of, and that run lands exactly that slice. Every message lands
-exactly once (compared with the Java consumer's dump) and the committed offsets are the queues' ends.
+exactly once (compared with the Java consumer's dump) and the committed offsets are the queues' ends. A Java
+DefaultMQPushConsumer joining the group as a third member is given by its own strategy exactly the queues our
+members compute for it.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -22,9 +27,12 @@ from dagster import DagsterInstance, build_sensor_context
 from deltalake import DeltaTable
 
 from rocketlake.assets.metadata import ASSIGNMENT
+from rocketlake.pipelines.assignment import assign
+from rocketlake.pipelines.config import load_config
 from rocketlake.pipelines.ledger import LedgerEntry
-from rocketlake.resources.local.peers import produce
+from rocketlake.resources.local.peers import produce, start_push_member
 from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq_resource import RocketMQResource
 from tests.integration.ingestion_support import (
     definitions,
@@ -162,5 +170,47 @@ def test_two_deployments_split_the_queues_and_a_sensor_completes_what_a_departed
             assert not again.run_requests, "the window is complete now"
     finally:
         for d in (first, second):
+            d.kill()
+        peer.close()
+
+
+def test_a_java_push_consumer_as_a_third_member_gets_what_our_members_compute_for_it(tmp_path, local_cluster):
+    topic, group = unique("wide"), unique("g")
+    local_cluster.create_topic(topic, 8)
+    ingestions = {"wide": {"topic": topic, "consumer_group": group, "table": unique("t")}}
+    ours = [Deployment(tmp_path, local_cluster, name, ingestions) for name in ("m1", "m2")]
+    java_cid = "127.0.0.1@java3"
+    members = sorted([d.client_id for d in ours] + [java_cid])
+    peer = RocketMQClient(local_cluster.spec.namesrv_address)
+    java = None
+    try:
+        for d in ours:
+            d.join()
+        until(lambda: peer.get_consumer_list_by_group(group, topic) == [d.client_id for d in ours], 60,
+              "our two members listed")
+        java = start_push_member(local_cluster.spec.namesrv_address, local_cluster.spec.state_dir, group, topic,
+                                 client_ip="127.0.0.1", instance_name="java3")
+        lines: queue.Queue = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(line) for line in java.stdout], daemon=True).start()
+        until(lambda: peer.get_consumer_list_by_group(group, topic) == members, 60, "the Java consumer listed too")
+        allocated = None
+        while allocated is None:  # the Java client rebalances at start, on member changes and every 20 s
+            line = lines.get(timeout=90)
+            answer = json.loads(line) if line.startswith("{") else {}
+            if answer.get("topic") == topic and answer.get("cids") == members:
+                allocated = answer
+        assert allocated["cid"] == java_cid
+        cfg = load_config(ours[0].config).ingestions["wide"]
+        queues = sorted(peer.queues(topic))
+        shares = {cid: assign(cfg, cid, queues, members).taken for cid in members}
+        assert sorted(MessageQueue(*q) for q in allocated["queues"]) == list(shares[java_cid]), \
+            "our strategy gives the Java member exactly what its own strategy gave it"
+        assert sorted(q for share in shares.values() for q in share) == queues, "each queue goes to one member"
+        assert [len(shares[cid]) for cid in members] == [6, 5, 5]
+    finally:
+        if java is not None:
+            java.stdin.close()
+            java.wait(timeout=60)
+        for d in ours:
             d.kill()
         peer.close()
