@@ -37,6 +37,7 @@ from rocketlake.assets.partitions import last_closed_windows, window_partitions
 from rocketlake.pipelines.broker_access import group_broker
 from rocketlake.pipelines.completeness import landed_queues, missing_slices, recent_entries
 from rocketlake.pipelines.config import IngestionConfig
+from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.errors import RocketMQError
 
 #: How many of the most recent closed windows are checked for slices nobody landed.
@@ -65,7 +66,9 @@ def build_rebalance_sensor(cfg: IngestionConfig, table_path: str) -> SensorDefin
         now = datetime.now(timezone.utc)
         resource = getattr(context.resources, rocketmq_key)
         try:
-            with resource.client(cfg.mq_client_api_timeout) as client:
+            # A client of its own, closed at the end of the tick (the resource's clients are cached for runs).
+            with RocketMQClient(resource.namesrv, credentials=resource.credentials(),
+                                timeout=cfg.mq_client_api_timeout / 1000) as client:
                 share = member_share(client, group_broker(client, cfg), cfg, None)
         except RocketMQError as e:
             return SkipReason(f"cannot ask RocketMQ for the route and the members of {cfg.consumer_group}: {e}")
