@@ -10,9 +10,9 @@ backfill, UI or ``dagster asset materialize``), with no daemon involved.
 # No "from __future__ import annotations" here: Dagster inspects the context annotation at runtime.
 import time
 import warnings
-from dataclasses import replace
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
 
 from dagster import (
     AssetCheckResult,

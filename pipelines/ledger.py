@@ -134,8 +134,8 @@ def history_of(entries_newest_first: Iterable[LedgerEntry], group: str,
     """The entries of ``group`` a run needs, oldest first, from commits read newest first.
 
     Takes the group's entries (and what they carry) down to the lowest floor (``reads_down_to``) of
-    the self-sufficient ones read: everything at or below it is carried by them. An entry without a
-    version (plain data) is its own floor: nothing older is read. Returns whether the floor is
+    the self-sufficient ones read: everything at or below it is carried by them (an entry without a
+    version sets no floor: where it stands is unknown). Returns whether the floor is
     proven reached: an entry at or below it came next, or ``lowest_version_read`` (the oldest commit
     the caller read, ledger or not) is just above it. If not, the caller must read further back.
     """
@@ -149,9 +149,6 @@ def history_of(entries_newest_first: Iterable[LedgerEntry], group: str,
         if entry.consumer_group != group:
             continue
         read.append(entry)
-        if entry.self_sufficient and entry.version is None and entry.read_version is None:
-            complete = True  # plain data, one writer: the newest self-sufficient entry is enough
-            break
         down_to = entry.reads_down_to()
         if down_to is not None:
             floor = down_to if floor is None else min(floor, down_to)

@@ -46,11 +46,11 @@ def test_other_commits_are_not_entries(foreign):
 
 
 def test_history_stops_at_the_groups_newest_self_sufficient_entry():
-    ancient = LedgerEntry.from_json(entry("r0", OffsetRange(A, 0, 1)).to_json().replace(',"carried":[]', ""))
+    ancient = LedgerEntry.from_json(entry("r0", OffsetRange(A, 0, 1)).to_json().replace(',"carried":[]', ""), 1)
     assert not ancient.self_sufficient
-    dead = entry("dead", OffsetRange(A, 1, 2))
-    newest = entry("r2", OffsetRange(A, 2, 3), carried=[dead])
-    other_group = entry("x", OffsetRange(A, 0, 9), group="other")
+    dead = LedgerEntry.from_json(entry("dead", OffsetRange(A, 1, 2)).to_json(), 2)
+    newest = LedgerEntry.from_json(entry("r2", OffsetRange(A, 2, 3), carried=[dead]).to_json(), 3)  # one writer
+    other_group = LedgerEntry.from_json(entry("x", OffsetRange(A, 0, 9), group="other").to_json(), 4)
     seen = []
 
     def newest_first():
@@ -60,9 +60,10 @@ def test_history_stops_at_the_groups_newest_self_sufficient_entry():
 
     entries, complete = history_of(newest_first(), "g")
     assert complete and [e.run_id for e in entries] == ["dead", "r2"]
-    assert seen == ["x", "r2"], "nothing older than the newest self-sufficient entry is read"
+    assert seen == ["x", "r2", "dead"], "reading stops at the first commit below the newest self-sufficient entry"
     entries, complete = history_of([ancient], "g")
     assert not complete and [e.run_id for e in entries] == ["r0"]
+    assert history_of([newest], "g", lowest_version_read=3)[1], "or when the caller read down to it"
 
 
 def test_at_stake_keeps_entries_the_committed_offsets_have_not_passed():
