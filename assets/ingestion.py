@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from dagster import (
     AssetCheckResult,
+    AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
@@ -35,9 +36,12 @@ from rocketlake.assets.partitions import window_partitions
 from rocketlake.pipelines import ingest
 from rocketlake.pipelines.assignment import Assignment, assign, membership
 from rocketlake.pipelines.broker_access import group_broker
-from rocketlake.pipelines.config import IngestionConfig, LakeConfig, MessageModel
+from rocketlake.pipelines.body import BodySchemaError
+from rocketlake.pipelines.config import IngestionConfig, LakeConfig, MessageModel, dead_letter_config
+from rocketlake.pipelines.failures import failures_table
+from rocketlake.pipelines.listener import ListenerError
 from rocketlake.pipelines.failpoints import failpoint
-from rocketlake.pipelines.materialize import SparkLake
+from rocketlake.pipelines.materialize import OrderlyConsumeFailed, SparkLake
 from rocketlake.pipelines.offset_store import OffsetStoreCorrupt
 from rocketlake.pipelines.orderly import LockLost, OutOfOrder, QueuesLocked, queues_locked
 from rocketlake.pipelines.windows import MessagesDeleted, Window, WindowNotClosed, to_ms
@@ -50,6 +54,7 @@ from rocketlake.resources.spark import SparkResource
 warnings.filterwarnings("ignore", message=".*backfill_policy.*", category=BetaWarning)
 
 CHECK_NAME = "offsets_accounted"
+DEAD_LETTER_CHECK = "no_dead_letters"
 SCHEDULE_TAG = "dagster/schedule_name"
 # Set by the rebalance sensor on the runs it requests: the queue keys (comma-separated) to land, a subset of
 # the member's share; such a run completes windows other runs left without these queues.
@@ -65,39 +70,66 @@ def consumer_group_pool(group: str) -> str:
 
 
 def build_ingestion_asset(name: str, cfg: IngestionConfig, lake: LakeConfig) -> AssetsDefinition:
+    return _build_asset(name, cfg, lake, dead_letters=False)
+
+
+def build_dead_letter_asset(name: str, cfg: IngestionConfig, lake: LakeConfig) -> AssetsDefinition:
+    """``<table>_dlq``: the group's ``%DLQ%<group>`` landed the same way (windows, ledger, offsets after the
+    materialization), downstream of the main table, with the original topic, msgId, reconsume count and last error."""
+    return _build_asset(name, dead_letter_config(cfg), lake, dead_letters=True, upstream=cfg.table,
+                        failures_path=lake.table_path(failures_table(cfg.table)))
+
+
+def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, *, dead_letters: bool, upstream: str | None = None,
+                 failures_path: str | None = None) -> AssetsDefinition:
     rocketmq_key = rocketmq_resource_key(cfg.cluster)
     table_path = lake.table_path(cfg.table)
+    checks = [AssetCheckSpec(CHECK_NAME, asset=cfg.table, blocking=True,
+                             description="Every offset of every window's range is a row, filtered by tag, sent back, "
+                                         "dead-lettered, kept as a failure or a duplicate copy: they add up to the "
+                                         "sum of range sizes.")]
+    if dead_letters:
+        checks.append(AssetCheckSpec(DEAD_LETTER_CHECK, asset=cfg.table,
+                                     description="Warns when dead letters arrive: messages that failed "
+                                                 "max_reconsume_times times."))
+        description = (f"Dead letters of group `{cfg.consumer_group}` (`{cfg.topic}`): messages its listener failed "
+                       f"{cfg.effective_max_reconsume_times} times, landed in Delta at `{table_path}` with their "
+                       f"last error.")
+    else:
+        description = (f"RocketMQ topic `{cfg.topic}` (group `{cfg.consumer_group}`, {cfg.message_model.value}) "
+                       f"landed in Delta at `{table_path}`, one partition per window `{cfg.window.cron}`.")
+        failures_path = lake.table_path(failures_table(cfg.table)) if cfg.can_fail else None
 
     @asset(
         key=cfg.table,
+        deps=[upstream] if upstream else None,
         partitions_def=window_partitions(cfg.window),
         backfill_policy=BackfillPolicy.single_run(),
         pool=consumer_group_pool(cfg.consumer_group),
         required_resource_keys={"spark", rocketmq_key},
-        check_specs=[AssetCheckSpec(CHECK_NAME, asset=cfg.table, blocking=True,
-                                    description="Every offset of every window's range is a row or filtered by tag: "
-                                                "rows + filtered = sum of range sizes.")],
+        check_specs=checks,
         kinds={"rocketmq", "spark", "delta"},
         group_name="rocketlake",
-        description=f"RocketMQ topic `{cfg.topic}` (group `{cfg.consumer_group}`, {cfg.message_model.value}) "
-                    f"landed in Delta at `{table_path}`, one partition per window `{cfg.window.cron}`.",
+        description=description,
         metadata={"rocketlake/topic": cfg.topic, "rocketlake/consumer_group": cfg.consumer_group,
-                  "rocketlake/table_path": MetadataValue.path(table_path)},
+                  "rocketlake/table_path": MetadataValue.path(table_path),
+                  **({"rocketlake/failures_table": MetadataValue.path(failures_path)} if failures_path else {})},
     )
     def ingestion_asset(context: AssetExecutionContext) -> Iterator[MaterializeResult]:
         spark: SparkResource = context.resources.spark
         rocketmq = getattr(context.resources, rocketmq_key)
         try:
-            yield from run(context, name, cfg, table_path, spark, rocketmq)
+            yield from run(context, name, cfg, table_path, spark, rocketmq, failures_path, dead_letters)
         except (ConnectionFailed, RequestTimeout, TopicNotExist, MessagesDeleted, QueuesLocked, OutOfOrder,
-                LockLost, OffsetStoreCorrupt) as e:
+                LockLost, OffsetStoreCorrupt, OrderlyConsumeFailed, ListenerError, BodySchemaError) as e:
             raise Failure(description=explain(e, cfg, rocketmq.namesrv)) from e
 
     return ingestion_asset
 
 
 def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_path: str,
-        spark_resource: SparkResource, rocketmq) -> Iterator[MaterializeResult]:
+        spark_resource: SparkResource, rocketmq, failures_path: str | None = None,
+        dead_letters: bool = False) -> Iterator[MaterializeResult]:
     now_ms = int(time.time() * 1000)
     windows = []
     for key in context.partition_keys:
@@ -114,7 +146,8 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
     broker = group_broker(client, cfg)
     share = member_share(client, broker, cfg, context.run.tags.get(QUEUES_TAG))
     context.log.info(share.describe())
-    lake = SparkLake(spark_resource.session(), rocketmq.source_options(timeout), cfg, table_path)
+    lake = SparkLake(spark_resource.session(), rocketmq.source_options(timeout), cfg, table_path,
+                     None if dead_letters else failures_path, last_errors_from=failures_path if dead_letters else None)
     recorded = DagsterRecordedRuns(context.instance, context.asset_key)
     prepared = ingest.prepare(broker, lake, recorded, cfg, now_ms, to_ms(cfg.window.start), member=cfg.client_id,
                               taken=share.taken)
@@ -125,14 +158,21 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
         landed = ingest.land(broker, lake, cfg, name, context.run.run_id, windows, prepared,
                              start_at_group_position=SCHEDULE_TAG in context.run.tags, log=context.log.info)
     balanced = all(a.balanced for a in landed.accounting)
+    if balanced:
+        ingest.send_back(broker, cfg, landed, context.log.info)
+        failpoint("after_send_back")
     for key, metadata in windows_metadata(landed, share.describe()).items():
         context.add_asset_metadata(metadata, partition_key=key)  # each window its own figures
-    yield MaterializeResult(
-        check_results=[AssetCheckResult(
-            check_name=CHECK_NAME, passed=balanced,
-            metadata={"windows": accounting_table(landed)},
-            description=None if balanced else "some offsets are neither rows nor filtered by tag: see the windows")],
-    )
+    checks = [AssetCheckResult(
+        check_name=CHECK_NAME, passed=balanced, metadata={"windows": accounting_table(landed)},
+        description=None if balanced else "some offsets are not accounted for: see the windows")]
+    if dead_letters:
+        arrived = sum(a.rows for a in landed.accounting)
+        checks.append(AssetCheckResult(
+            check_name=DEAD_LETTER_CHECK, passed=arrived == 0, severity=AssetCheckSeverity.WARN,
+            metadata={"dead_letters": MetadataValue.int(arrived)},
+            description=f"{arrived} dead letter(s) arrived in these windows" if arrived else None))
+    yield MaterializeResult(check_results=checks)
     if not balanced:
         raise Failure(description="the accounting check failed; the group's offsets were not committed")
     # The materialization is recorded once the yield returns; commit only what Dagster shows recorded.

@@ -19,7 +19,7 @@ from dagster import (
 )
 
 from rocketlake.assets.partitions import last_closed_windows, window_partitions
-from rocketlake.pipelines.config import IngestionConfig
+from rocketlake.pipelines.config import IngestionConfig, MessageModel
 
 CATCH_UP = 3
 
@@ -31,7 +31,9 @@ def closed_windows_to_run(partitions, now, grace_seconds: int, materialized: set
 
 def build_window_schedule(cfg: IngestionConfig) -> ScheduleDefinition:
     partitions = window_partitions(cfg.window)
-    job = define_asset_job(f"{cfg.table}_job", selection=[cfg.table])
+    # A CLUSTERING group's dead letters are landed in the same runs, after the table (``<table>_dlq``).
+    dead_letters = [f"{cfg.table}_dlq"] if cfg.message_model is MessageModel.CLUSTERING else []
+    job = define_asset_job(f"{cfg.table}_job", selection=[cfg.table, *dead_letters])
 
     @schedule(name=f"{cfg.table}_windows", job=job, cron_schedule="* * * * *",
               execution_timezone=cfg.window.timezone, default_status=DefaultScheduleStatus.STOPPED,

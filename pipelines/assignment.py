@@ -104,7 +104,7 @@ def assign(cfg: IngestionConfig, client_id: str, queues: Iterable[MessageQueue],
 
 def membership(client, cfg: IngestionConfig) -> list[str]:
     """The group's client ids as a broker of the topic lists them (one broker, as the Java client asks)."""
-    return list(client.get_consumer_list_by_group(cfg.consumer_group, cfg.topic))
+    return list(client.get_consumer_list_by_group(cfg.consumer_group, cfg.membership_topic))
 
 
 def owners(cfg: IngestionConfig, queues: Iterable[MessageQueue], members: Iterable[str]) -> dict[MessageQueue, str]:

@@ -76,14 +76,21 @@ class BrokerStoreTimes:
 class GroupBroker(BrokerStoreTimes):
     """What a run of one ingestion needs from RocketMQ (``pipelines.ingest.Broker``) over a live cluster."""
 
-    def __init__(self, client: RocketMQClient, topic: str, consumer_group: str, with_retry_topic: bool):
+    def __init__(self, client: RocketMQClient, topic: str, consumer_group: str, with_retry_topic: bool,
+                 topic_may_be_absent: bool = False):
         super().__init__(client, consumer_group)
         self.topic = topic
         self.with_retry_topic = with_retry_topic
+        self.topic_may_be_absent = topic_may_be_absent  # %DLQ%<group>: created by the broker's first dead letter
 
     def subscribed_queues(self) -> list[MessageQueue]:
         """Readable queues of the topic, plus the group's retry topic (CLUSTERING) once it exists."""
-        queues = list(self.client.queues(self.topic))
+        try:
+            queues = list(self.client.queues(self.topic))
+        except TopicNotExist:
+            if not self.topic_may_be_absent:
+                raise
+            queues = []
         if self.with_retry_topic:
             try:
                 queues += self.client.queues(retry_topic(self.consumer_group))
@@ -102,6 +109,10 @@ class GroupBroker(BrokerStoreTimes):
             self.client.create_subscription_group(self.consumer_group, brokers=[queue.broker_name])
             self.client.update_consumer_offset(self.consumer_group, queue, offset)
 
+    def send_back(self, failure, max_reconsume_times: int) -> None:
+        # Delay level 0: the broker picks 3 + reconsume_times, as for Java's default delayLevelWhenNextConsume.
+        self.client.consumer_send_msg_back(self.consumer_group, failure.queue, failure, 0, max_reconsume_times)
+
 
 class MemberBroker(GroupBroker):
     """BROADCASTING: the broker for the messages, the member's local offset store for progress (the Java
@@ -117,11 +128,16 @@ class MemberBroker(GroupBroker):
     def commit_offset(self, queue: MessageQueue, offset: int) -> None:
         self.store.commit_offset(queue, offset)
 
+    def send_back(self, failure, max_reconsume_times: int) -> None:
+        raise AssertionError("BROADCASTING never sends a message back")
+
 
 def group_broker(client: RocketMQClient, cfg: IngestionConfig) -> GroupBroker:
     """What a run (or ``rocketlake offsets show``) of ``cfg`` reads its queues and progress through."""
     if cfg.message_model is MessageModel.BROADCASTING:
         return MemberBroker(client, cfg.topic, cfg.consumer_group, LocalOffsetStore(cfg.offset_store_path))
+    if cfg.dead_letters_of is not None:
+        return GroupBroker(client, cfg.topic, cfg.consumer_group, with_retry_topic=False, topic_may_be_absent=True)
     return GroupBroker(client, cfg.topic, cfg.consumer_group, with_retry_topic=True)
 
 

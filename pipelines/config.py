@@ -19,7 +19,7 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from rocketlake.resources.rocketmq.errors import InvalidName
 # One definition of each, the wire's: a config value is the name the Java client and the broker use.
@@ -174,18 +174,13 @@ def local_ip() -> str:
 
 
 GROUP_WORK = "it comes with consumer-group semantics: members, allocation, rebalancing, orderly queues"
-LISTENER_WORK = "it comes with listeners, retry and dead letters"
+LISTENER_WORK = "it comes with orderly listeners"
 # DefaultMQPushConsumer settings rocketlake does not honour yet. A key listed here is refused whenever it is
 # present in the file, so that no accepted setting is silently ignored; the work that implements a key deletes
 # its line. Value: why, and when it comes.
 NOT_SUPPORTED_YET = {
     "consume_concurrently_max_span": GROUP_WORK,
-    "consume_thread_min": f"it bounds listener parallelism; {LISTENER_WORK}",
-    "consume_thread_max": f"it bounds listener parallelism; {LISTENER_WORK}",
-    "consume_message_batch_max_size": f"it sizes listener batches; {LISTENER_WORK}",
-    "max_reconsume_times": LISTENER_WORK,
     "suspend_current_queue_time_millis": LISTENER_WORK,
-    "consume_timeout": LISTENER_WORK,
     "pull_interval": "the reader pulls without pauses",
     "pull_batch_size_in_bytes": "pulls are bounded by pull_batch_size and the broker's transfer limits",
     "post_subscription_when_pull": "pulls always carry no subscription: every offset is read and its tag re-checked",
@@ -201,6 +196,8 @@ NOT_SUPPORTED_VALUES: dict[tuple[str, str], tuple[str, str]] = {}
 class IngestionConfig(_Strict):
     """One topic landed in one table by one consumer group: a DefaultMQPushConsumer, as a batch pipeline."""
 
+    _dead_letters_of: str | None = PrivateAttr(default=None)
+
     cluster: str
     topic: str
     subscription: str = "*"
@@ -212,6 +209,8 @@ class IngestionConfig(_Strict):
     table: str
     window: WindowConfig
     body: BodyConfig = BodyConfig()
+    # A MessageListenerConcurrently: "package.module:function" (``pipelines.listener``); None: every message is consumed.
+    listener: str | None = None
     allocate_message_queue_strategy: AllocateStrategy = AllocateStrategy.AVG
     # What the strategies need (``pipelines.allocation``): CONFIG's queues ("broker_name/queue_id", or
     # "topic/broker_name/queue_id" for another subscribed topic such as the retry topic), MACHINE_ROOM's rooms,
@@ -242,7 +241,8 @@ class IngestionConfig(_Strict):
     unit_mode: bool = False
     max_reconsume_times: int = Field(default=-1, ge=-1)  # -1: 16 when concurrent, unbounded when orderly
     suspend_current_queue_time_millis: int = Field(default=1000, ge=0)
-    consume_timeout: int = Field(default=15, ge=1)  # minutes
+    # Minutes, as in RocketMQ, but enforced per listener call to the second: fractions are allowed (0.5 = 30 s).
+    consume_timeout: float = Field(default=15, ge=1 / 60)
     pop_invisible_time: int = 60_000
     pop_batch_nums: int = 32
     await_termination_millis_when_shutdown: int = Field(default=0, ge=0)
@@ -346,10 +346,60 @@ class IngestionConfig(_Strict):
             if key in self.model_fields_set and needs not in (strategy, inner):
                 raise ValueError(f"{key} applies only with allocate_message_queue_strategy {needs.value} "
                                  f"(this ingestion uses {strategy.value}); remove it")
+        self._listener_checks()
         if self.message_model is MessageModel.BROADCASTING and "allocate_message_queue_strategy" in self.model_fields_set:
             raise ValueError("allocate_message_queue_strategy applies to CLUSTERING only: in BROADCASTING every "
                              "member takes every queue; remove it")
         return self
+
+    def _listener_checks(self) -> None:
+        """Listener settings change something only where a listener (or a decoding that can fail) runs."""
+        if self.listener is not None and not re.fullmatch(r"[\w.]+:[\w.]+", self.listener):
+            raise ValueError(f"listener {self.listener!r} must be an import path package.module:function")
+        if self.listener is not None and self.consume_orderly:
+            raise ValueError("listener with consume_orderly: true is not supported yet (orderly listeners, which "
+                             "answer SUSPEND_CURRENT_QUEUE_A_MOMENT, come next); remove one of them")
+        for key in ("consume_thread_min", "consume_thread_max", "consume_timeout", "consume_message_batch_max_size"):
+            if key in self.model_fields_set and self.listener is None:
+                raise ValueError(f"{key} applies only to a listener (set listener: package.module:function); remove it")
+        vectorised = self.listener_is_vectorized  # loads the listener: one that cannot be imported fails here
+        if "consume_message_batch_max_size" in self.model_fields_set and vectorised:
+            raise ValueError(f"consume_message_batch_max_size applies to per-batch listeners; {self.listener} is "
+                             "vectorised and gets whole Arrow batches (bounded by pull_threshold_for_queue); remove it")
+        if "max_reconsume_times" in self.model_fields_set and not self.can_fail:
+            raise ValueError("max_reconsume_times applies only when a message can fail: with a listener, or a body.format "
+                             "(json, text) that can fail to decode; remove it")
+        if "max_reconsume_times" in self.model_fields_set and self.message_model is MessageModel.BROADCASTING:
+            raise ValueError("max_reconsume_times applies to CLUSTERING only: in BROADCASTING a failed message is "
+                             "not sent back (as in RocketMQ), it lands in the failures table; remove it")
+
+    @property
+    def listener_is_vectorized(self) -> bool:
+        """Whether the listener is ``@vectorized``; loads it, so a listener that cannot be imported fails at load."""
+        if self.listener is None:
+            return False
+        from rocketlake.pipelines.listener import Vectorized, load_listener
+
+        return isinstance(load_listener(self.listener), Vectorized)
+
+    @property
+    def dead_letters_of(self) -> str | None:
+        """For the dead-letter ingestion (``dead_letter_config``): the topic of the ingestion whose DLQ it lands."""
+        return self._dead_letters_of
+
+    @property
+    def membership_topic(self) -> str:
+        """The topic whose brokers list the group's members (the members subscribe to it, not to the DLQ)."""
+        return self._dead_letters_of or self.topic
+
+    @property
+    def can_fail(self) -> bool:
+        """A message of this ingestion can fail: a listener may reject it, or its body may not decode."""
+        return self.listener is not None or self.body.format != "raw"
+
+    @property
+    def consume_timeout_seconds(self) -> float:
+        return self.consume_timeout * 60
 
     def not_supported_yet(self) -> list[str]:
         """'key: value is not supported yet (why); what to do' for every setting in the file rocketlake does
@@ -409,6 +459,21 @@ class IngestionConfig(_Strict):
         if self.pull_threshold_size_for_topic != -1 and queue_count:
             size_mib = min(size_mib, max(1, self.pull_threshold_size_for_topic // queue_count))
         return messages, size_mib * 1024 * 1024
+
+
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"  # MixAll.DLQ_GROUP_TOPIC_PREFIX
+
+
+def dead_letter_config(cfg: IngestionConfig) -> IngestionConfig:
+    """The ingestion of ``%DLQ%<group>`` into ``<table>_dlq``: same group, cluster, windows and members; raw bodies
+    (a dead letter is kept as it was, decodable or not), no listener, from the queue's first offset (a dead letter
+    is never skipped), no retry topic."""
+    dlq = cfg.model_copy(update={
+        "topic": DLQ_GROUP_TOPIC_PREFIX + cfg.consumer_group, "table": f"{cfg.table}_dlq", "subscription": "*",
+        "body": BodyConfig(), "listener": None, "consume_orderly": False,
+        "consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET})
+    dlq._dead_letters_of = cfg.topic
+    return dlq
 
 
 class RocketLakeConfig(_Strict):

@@ -77,7 +77,7 @@ def _conflicts() -> tuple[type[BaseException], ...]:
             MetadataChangedException, ProtocolChangedException)
 
 
-def write_slice(df: DataFrame, path: str, ledger: LedgerEntry, log=None) -> int:
+def write_slice(df: DataFrame, path: str, ledger: LedgerEntry, log=None, *, with_ledger: bool = True) -> int:
     """``_write_slice`` again whenever Delta reports a concurrent commit it conflicts with; the attempts made.
 
     Members of a group write the same table: their slices are disjoint (other queues) or identical (a queue
@@ -91,7 +91,7 @@ def write_slice(df: DataFrame, path: str, ledger: LedgerEntry, log=None) -> int:
     conflicts = _conflicts()
     for attempt in range(1, CONFLICT_ATTEMPTS + 1):
         try:
-            _write_slice(df, path, ledger)
+            _write_slice(df, path, ledger, with_ledger)
             return attempt
         except conflicts as e:
             if attempt == CONFLICT_ATTEMPTS:
@@ -104,8 +104,9 @@ def write_slice(df: DataFrame, path: str, ledger: LedgerEntry, log=None) -> int:
     raise AssertionError("unreachable")
 
 
-def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry) -> None:
-    """Replace (ledger windows) x (ledger queues) in the table at ``path`` with ``df``, one commit.
+def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: bool = True) -> None:
+    """Replace (ledger windows) x (ledger queues) in the table at ``path`` with ``df``, one commit (carrying the
+    ledger entry, unless ``with_ledger`` is False: a side table such as the failures table has no ledger).
 
     A new table is created by that same commit, partitioned by day: a window's slice is then found and
     replaced among one day's files, and a day is a unit compaction can finish. Optimized writes bin-pack
@@ -117,8 +118,8 @@ def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry) -> None:
     spark = df.sparkSession
 
     def writer_of(frame: DataFrame):
-        return (frame.write.format("delta").option("userMetadata", ledger.to_json())
-                .option("mergeSchema", "true").option("optimizeWrite", "true"))
+        writer = frame.write.format("delta").option("mergeSchema", "true").option("optimizeWrite", "true")
+        return writer.option("userMetadata", ledger.to_json()) if with_ledger else writer
 
     if not is_delta_table(spark, path):
         writer_of(df.withColumn(DAY_COLUMN, F.expr(DAY_EXPRESSION))).partitionBy(DAY_COLUMN).mode("append").save(path)

@@ -18,6 +18,8 @@ POINTS = frozenset({
     "during_pull",             # a Spark task has pulled its first batch
     "during_write",            # the last planned chunk is being read, earlier ones are written files
     "after_delta_commit",      # the slice and ledger are committed, the materialization not yet recorded
+    "during_send_back",        # half of the run's failures are sent back to the retry topic, half not yet
+    "after_send_back",         # every failure is sent back, the materialization not yet recorded
     "before_offset_commit",    # the materialization is recorded, the broker offsets not yet committed
 })
 

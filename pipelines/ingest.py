@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from rocketlake.pipelines.config import IngestionConfig
+from rocketlake.pipelines.failpoints import failpoint
+from rocketlake.pipelines.failures import DEAD_LETTERED, SENT_BACK, FailedMessage
 from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry, at_stake, origin_of
 from rocketlake.pipelines.offsets import OffsetMove, initial_position, moves_from_ledger
 from rocketlake.pipelines.orderly import OutOfOrder, out_of_order
@@ -44,6 +46,9 @@ class Broker(StoreTimeReader, Protocol):
 
     def commit_offset(self, queue: MessageQueue, offset: int) -> None: ...
 
+    def send_back(self, failure: FailedMessage, max_reconsume_times: int) -> None:
+        """CONSUMER_SEND_MSG_BACK of a failed message to the broker that stores it."""
+
 
 class RecordedRuns(Protocol):
     def among(self, partition_keys: Collection[str]) -> set[str]:
@@ -58,10 +63,18 @@ class WindowAccounting:
     rows: int      # rows of this window x these queues in the table after the commit
     filtered: int  # offsets the subscription's tags filtered out
     body_bytes: int = 0  # bytes of the message bodies of the rows landed (before any decoding)
+    sent_back: int = 0      # failed, sent back to %RETRY%<group> (CLUSTERING)
+    dead_lettered: int = 0  # failed for the last time, sent back to %DLQ%<group> (CLUSTERING)
+    failed: int = 0         # failed, kept in the failures table (BROADCASTING: never sent back)
+    duplicates: int = 0     # redelivered copies of messages landed already
+
+    @property
+    def not_landed(self) -> int:
+        return self.filtered + self.sent_back + self.dead_lettered + self.failed + self.duplicates
 
     @property
     def balanced(self) -> bool:
-        return self.seen == self.planned and self.rows + self.filtered == self.planned
+        return self.seen == self.planned and self.rows + self.not_landed == self.planned
 
 
 @dataclass(frozen=True)
@@ -72,6 +85,7 @@ class Landing:
     rows_by_queue: dict[MessageQueue, int]
     bytes_read: int            # bytes of every message body read, filtered ones included
     delta_version: int | None  # the Delta commit that replaced the slice and carries the ledger
+    failures: tuple[FailedMessage, ...] = ()  # messages not consumed; CLUSTERING sends them back after the commit
 
 
 class Lake(Protocol):
@@ -216,6 +230,25 @@ def land(broker: Broker, lake: Lake, cfg: IngestionConfig, ingestion: str, run_i
         log(f"window {w.partition_key}: {w.size} offsets planned: "
             + ", ".join(f"{r.queue.broker_name}/{r.queue.topic}/{r.queue.queue_id} [{r.start}, {r.end})" for r in w.ranges))
     return Materialization(entry, lake.land(entry, len(prepared.queues), log))
+
+
+def send_back(broker: Broker, cfg: IngestionConfig, m: Materialization, log: Log = _no_log) -> int:
+    """Send back this run's failures (CLUSTERING), after its Delta commit and before its materialization.
+
+    A run that dies part-way leaves the materialization unrecorded and the offsets where they were: the
+    next run lands the window again and sends back what fails then. A message sent back twice comes back
+    twice; the table lands it once (``consume.mark_known`` and the in-run dedupe, by original msgId).
+    """
+    sent = [f for f in m.landing.failures if f.outcome in (SENT_BACK, DEAD_LETTERED)]
+    for i, failure in enumerate(sent):
+        if i == len(sent) // 2:
+            failpoint("during_send_back")
+        broker.send_back(failure, cfg.effective_max_reconsume_times)
+    if sent:
+        dead = sum(f.outcome == DEAD_LETTERED for f in sent)
+        log(f"sent back {len(sent)} failed message(s) to {cfg.consumer_group}'s retry topic ({dead} of them to "
+            f"%DLQ%{cfg.consumer_group}, after {cfg.effective_max_reconsume_times} attempts)")
+    return len(sent)
 
 
 def commit(broker: Broker, recorded: RecordedRuns, prepared: Prepared, landed: LedgerEntry) -> list[OffsetMove]:

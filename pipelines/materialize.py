@@ -13,37 +13,59 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 
-from rocketlake.pipelines.body import decode_body
-from rocketlake.pipelines.config import IngestionConfig
+from rocketlake.pipelines.config import IngestionConfig, MessageModel
+from rocketlake.pipelines.consume import (
+    BODY_LENGTH,
+    DUPLICATE,
+    ERROR,
+    HELPERS,
+    decode_checked,
+    is_retry,
+    listen,
+    mark_known,
+    with_last_error,
+    with_origin,
+)
 from rocketlake.pipelines.delta_writer import (
     closed_days,
     compact_days,
+    is_delta_table,
     last_commit_version,
     read_ledger,
     slice_predicate,
     write_slice,
 )
+from rocketlake.pipelines.failures import DEAD_LETTERED, FAILED, SENT_BACK, FailedMessage
 from rocketlake.pipelines.failpoints import failpoint
 from rocketlake.pipelines.ingest import Landing, Log, WindowAccounting
 from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry
 from rocketlake.pipelines.options import encode_plan
 from rocketlake.pipelines.source import register
+from rocketlake.resources.rocketmq.message import is_retry_topic
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
 MIB = 1024 * 1024
+OUTCOME = "_rl_outcome"
+
+
+class OrderlyConsumeFailed(RuntimeError):
+    """An orderly ingestion met a message it cannot consume; the message says which and what to do."""
 
 
 class SparkLake:
     """The table at ``table_path``, read and written with Spark and Delta."""
 
-    def __init__(self, spark: SparkSession, source_options: dict[str, str], cfg: IngestionConfig, table_path: str):
+    def __init__(self, spark: SparkSession, source_options: dict[str, str], cfg: IngestionConfig, table_path: str,
+                 failures_path: str | None = None, *, last_errors_from: str | None = None):
         self.spark = spark
         self.source_options = source_options
         self.cfg = cfg
         self.table_path = table_path
+        self.failures_path = failures_path  # where failed messages are kept (``pipelines.failures``)
+        self.last_errors_from = last_errors_from  # dead letters: the failures table their last errors are in
 
     def table_version(self) -> int | None:
         return last_commit_version(self.spark, self.table_path)
@@ -52,7 +74,8 @@ class SparkLake:
         return read_ledger(self.spark, self.table_path, group)
 
     def land(self, entry: LedgerEntry, queue_count: int, log: Log) -> Landing:
-        return land_entry(self.spark, self.source_options, self.cfg, self.table_path, entry, queue_count, log)
+        return land_entry(self.spark, self.source_options, self.cfg, self.table_path, entry, queue_count, log,
+                          self.failures_path, self.last_errors_from)
 
     def compact(self, entry: LedgerEntry, closed_before_ms: int) -> list[tuple[str, int, int]]:
         """OPTIMIZE the days of ``entry``'s windows that are over: ``(day, files removed, files added)``."""
@@ -75,44 +98,137 @@ def read_plan(spark: SparkSession, source_options: dict[str, str], cfg: Ingestio
 
 
 def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: IngestionConfig, table_path: str,
-               entry: LedgerEntry, queue_count: int, log: Log) -> Landing:
+               entry: LedgerEntry, queue_count: int, log: Log, failures_path: str | None = None,
+               last_errors_from: str | None = None) -> Landing:
     planned = entry.windows
-    run_id = entry.run_id
     tasks = sum(-(-r.size // cfg.max_messages_per_task) for w in planned for r in w.ranges)
     log(f"Spark job: {tasks} tasks (at most {cfg.max_messages_per_task} offsets each) read the ranges and replace "
         f"{len(planned)} window(s) x {queue_count} queue(s) of {table_path} in one Delta commit")
-
-    df = read_plan(spark, source_options, cfg, planned, queue_count)
-    observation = Observation(f"rocketlake-{run_id}")
-    metrics = []
-    for i, w in enumerate(planned):
-        in_window = F.col("window_start") == F.timestamp_millis(F.lit(w.start_ms))
-        metrics += [F.count_if(in_window).alias(f"seen_{i}"), F.count_if(in_window & ~F.col("matched")).alias(f"filtered_{i}"),
-                    F.coalesce(F.sum(F.when(in_window & F.col("matched"), F.length("body"))), F.lit(0)).alias(f"landed_bytes_{i}")]
-    metrics.append(F.coalesce(F.sum(F.length("body")), F.lit(0)).alias("bytes"))
-    observed = df.observe(observation, *metrics)
-    landed = decode_body(observed.where("matched").drop("matched"), cfg.body.format, cfg.body.schema_)
-    write_slice(landed, table_path, entry, log)
+    df = with_origin(read_plan(spark, source_options, cfg, planned, queue_count))
+    if last_errors_from is not None:
+        df = with_last_error(df, last_errors_from)
+    if cfg.can_fail:
+        figures, failed = _land_judged(spark, df, cfg, table_path, entry, log, failures_path)
+    else:
+        figures, failed = _land_all(df, table_path, entry, log), ()
     failpoint("after_delta_commit")
     version = last_commit_version(spark, table_path)
     log(f"Delta commit version {version} of {table_path} holds the slice and its ledger")
-    observed_metrics = observation.get
 
     rows = _rows_in_slice(spark, table_path, planned)
     accounting = tuple(
         WindowAccounting(
             partition_key=w.partition_key,
             planned=sum(r.size for r in w.ranges),
-            seen=observed_metrics[f"seen_{i}"],
+            seen=figures.get((w.start_ms, "seen"), 0),
             rows=sum(n for (start_ms, _), n in rows.items() if start_ms == w.start_ms),
-            filtered=observed_metrics[f"filtered_{i}"],
-            body_bytes=int(observed_metrics[f"landed_bytes_{i}"]),
+            filtered=figures.get((w.start_ms, "filtered"), 0),
+            body_bytes=int(figures.get((w.start_ms, "landed_bytes"), 0)),
+            sent_back=figures.get((w.start_ms, SENT_BACK), 0),
+            dead_lettered=figures.get((w.start_ms, DEAD_LETTERED), 0),
+            failed=figures.get((w.start_ms, FAILED), 0),
+            duplicates=figures.get((w.start_ms, "duplicates"), 0),
         )
-        for i, w in enumerate(planned))
+        for w in planned)
     by_queue: dict[MessageQueue, int] = defaultdict(int)
     for (_, mq), n in rows.items():
         by_queue[mq] += n
-    return Landing(accounting, dict(by_queue), int(observed_metrics["bytes"]), version)
+    return Landing(accounting, dict(by_queue), int(figures.get("bytes", 0)), version, failed)
+
+
+def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log) -> dict:
+    """Every matched message is a row (no listener, a body that cannot fail): one pass, counted on the way."""
+    observation = Observation(f"rocketlake-{entry.run_id}")
+    metrics = []
+    for w in entry.windows:
+        in_window = F.col("window_start") == F.timestamp_millis(F.lit(w.start_ms))
+        metrics += [F.count_if(in_window).alias(f"seen_{w.start_ms}"),
+                    F.count_if(in_window & ~F.col("matched")).alias(f"filtered_{w.start_ms}"),
+                    F.coalesce(F.sum(F.when(in_window & F.col("matched"), F.length("body"))), F.lit(0))
+                    .alias(f"landed_bytes_{w.start_ms}")]
+    metrics.append(F.coalesce(F.sum(F.length("body")), F.lit(0)).alias("bytes"))
+    observed = df.observe(observation, *metrics)
+    write_slice(observed.where("matched").drop("matched"), table_path, entry, log)
+    got = observation.get
+    figures: dict = {"bytes": got["bytes"]}
+    for w in entry.windows:
+        for name in ("seen", "filtered", "landed_bytes"):
+            figures[(w.start_ms, name)] = got[f"{name}_{w.start_ms}"]
+    return figures
+
+
+def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table_path: str, entry: LedgerEntry,
+                 log: Log, failures_path: str | None) -> tuple[dict, tuple[FailedMessage, ...]]:
+    """Messages that may fail (a listener, a body that may not decode): judged once, then split.
+
+    The verdicts are computed in one pass and kept (``localCheckpoint``): a listener is called once per
+    message per run, and the rows written, the failures sent back and the counts all come from the same
+    verdicts. A redelivered copy whose original is landed already is a duplicate, neither landed nor sent back.
+    """
+    clustering = cfg.message_model is MessageModel.CLUSTERING
+    max_times = cfg.effective_max_reconsume_times
+    queues = entry.queues
+    replaced = slice_predicate((w.start_ms for w in entry.windows), queues) if queues else "false"
+    with_retry = any(is_retry_topic(mq.topic) for mq in queues)
+    # Only matched rows keep their body: filtered ones are counted, nothing more.
+    df = (df.withColumn(BODY_LENGTH, F.length("body"))
+          .withColumn("body", F.when(F.col("matched"), F.col("body"))))
+    judged = decode_checked(df, cfg.body)
+    earliest = min((w.start_ms for w in entry.windows), default=0)
+    judged = mark_known(judged, table_path if with_retry and is_delta_table(spark, table_path) else None, replaced,
+                        earliest)
+    if cfg.listener is not None:
+        judged = listen(judged, cfg)
+    judged = judged.localCheckpoint(eager=True)
+    consumed = F.col("matched") & F.col(ERROR).isNull()
+    if with_retry:
+        # Two copies of one message consumed in one run (its original and a redelivered copy, or two copies sent
+        # back by two attempts of a window): the first by window, main topic before retry topic, offset, lands.
+        fresh = consumed & ~F.col(DUPLICATE)
+        first = Window.partitionBy("origin_msg_id", fresh).orderBy(
+            "window_start", is_retry(F.col("topic")), "topic", "broker_name", "queue_id", "queue_offset")
+        rank = F.when(fresh, F.row_number().over(first))
+        judged = judged.withColumn(DUPLICATE, F.col(DUPLICATE) | F.coalesce(rank > 1, F.lit(False)))
+    outcome = (F.when(~F.col("matched"), F.lit("filtered"))
+               .when(F.col(ERROR).isNull() & F.col(DUPLICATE), F.lit("duplicates"))
+               .when(F.col(ERROR).isNull(), F.lit("rows"))
+               .when(F.lit(not clustering), F.lit(FAILED))
+               .when(F.col("reconsume_times") >= max_times, F.lit(DEAD_LETTERED))
+               .otherwise(F.lit(SENT_BACK)))
+    judged = judged.withColumn(OUTCOME, outcome)
+    figures: dict = {}
+    for row in (judged.groupBy(F.unix_millis("window_start").alias("w"), OUTCOME)
+                .agg(F.count(F.lit(1)).alias("n"), F.sum(BODY_LENGTH).alias("bytes"),
+                     F.sum(F.length("body")).alias("landed_bytes")).collect()):
+        figures[(row["w"], row[OUTCOME])] = row["n"]
+        figures[(row["w"], "seen")] = figures.get((row["w"], "seen"), 0) + row["n"]
+        figures["bytes"] = figures.get("bytes", 0) + (row["bytes"] or 0)
+        if row[OUTCOME] == "rows":
+            figures[(row["w"], "landed_bytes")] = row["landed_bytes"] or 0
+
+    failed_rows = judged.where(F.col(OUTCOME).isin(SENT_BACK, DEAD_LETTERED, FAILED))
+    failures = tuple(
+        FailedMessage(MessageQueue(r["topic"], r["broker_name"], r["queue_id"]), r["queue_offset"], r["offset_msg_id"],
+                      r["msg_id"], r["origin_topic"], r["reconsume_times"], r[OUTCOME], r[ERROR])
+        for r in failed_rows.select("topic", "broker_name", "queue_id", "queue_offset", "offset_msg_id", "msg_id",
+                                    "origin_topic", "reconsume_times", OUTCOME, ERROR)
+        .orderBy("topic", "broker_name", "queue_id", "queue_offset").collect())
+    if cfg.consume_orderly and failures:
+        first = failures[0]
+        raise OrderlyConsumeFailed(
+            f"orderly: {len(failures)} message(s) could not be consumed, first {first.queue.key} offset "
+            f"{first.queue_offset} ({first.error}); an orderly queue cannot pass a message it has not consumed, so "
+            "nothing was written and no offset moved. Fix the message's producer or the body.schema, or reset the "
+            "group's offset past it (rocketlake offsets reset)")
+    if failures_path is not None and (failures or is_delta_table(spark, failures_path)):
+        kept = failed_rows.select(*[c for c in failed_rows.columns if c not in (BODY_LENGTH, DUPLICATE, "matched")])
+        kept = kept.withColumnRenamed(ERROR, "error").withColumnRenamed(OUTCOME, "outcome") \
+            .withColumn("run_id", F.lit(entry.run_id))
+        write_slice(kept, failures_path, entry, log, with_ledger=False)
+        log(f"{len(failures)} failure(s) of this run are in {failures_path}")
+    landed = judged.where(F.col(OUTCOME) == "rows").drop(*HELPERS, OUTCOME)
+    write_slice(landed, table_path, entry, log)
+    return figures, failures
 
 
 def _rows_in_slice(spark: SparkSession, table_path: str, windows: tuple[WindowEntry, ...]) -> dict[tuple[int, MessageQueue], int]:

@@ -198,13 +198,13 @@ def test_allocation_keys_accepted_with_their_strategy():
 
 
 def test_every_refusal_is_listed_with_its_ingestion():
-    raw = with_ingestion(consume_concurrently_max_span=100, consume_timeout=5)
+    raw = with_ingestion(consume_concurrently_max_span=100, suspend_current_queue_time_millis=5)
     raw["ingestions"]["audit"] = {**raw["ingestions"]["orders"], "table": "audit_raw", "consume_concurrently_max_span": 2000,
-                                  "consume_timeout": 5}
+                                  "suspend_current_queue_time_millis": 5}
     refused = problems(raw)
     assert sorted(line.split(":")[0] for line in refused) == [
-        "ingestions.audit.consume_concurrently_max_span", "ingestions.audit.consume_timeout",
-        "ingestions.orders.consume_concurrently_max_span", "ingestions.orders.consume_timeout"]
+        "ingestions.audit.consume_concurrently_max_span", "ingestions.audit.suspend_current_queue_time_millis",
+        "ingestions.orders.consume_concurrently_max_span", "ingestions.orders.suspend_current_queue_time_millis"]
 
 
 def test_every_field_either_works_or_is_refused():
@@ -217,7 +217,9 @@ def test_every_field_either_works_or_is_refused():
                 "pull_batch_size", "max_messages_per_task", "mq_client_api_timeout", "consume_orderly",
                 "instance_name", "client_ip", "unit_name", "local_offset_store_dir",
                 "allocate_message_queue_strategy", "allocate_message_queue_list", "consumer_machine_rooms",
-                "machine_room_resolver", "machine_room_nearby_strategy", "virtual_node_count"}
+                "machine_room_resolver", "machine_room_nearby_strategy", "virtual_node_count", "listener",
+                "consume_thread_min", "consume_thread_max", "consume_message_batch_max_size", "max_reconsume_times",
+                "consume_timeout"}
     assert set(IngestionConfig.model_fields) == honoured | set(NOT_SUPPORTED_YET)
     assert not honoured & set(NOT_SUPPORTED_YET)
 
@@ -236,3 +238,34 @@ def test_a_refused_key_fails_dagster_definitions_validate(tmp_path):
                             capture_output=True, text=True, timeout=180)
     assert result.returncode != 0
     assert "ingestions.orders.consume_concurrently_max_span: 100 is not supported yet" in result.stdout + result.stderr
+
+
+LISTENER = "tests.unit.listeners:fail_poison"
+VECTORISED = "tests.unit.listeners:vectorised_upper"
+
+
+@pytest.mark.parametrize("keys, expected", [
+    ({"consume_timeout": 1}, "consume_timeout applies only to a listener"),
+    ({"consume_thread_max": 40}, "consume_thread_max applies only to a listener"),
+    ({"consume_message_batch_max_size": 4}, "consume_message_batch_max_size applies only to a listener"),
+    ({"listener": VECTORISED, "consume_message_batch_max_size": 4}, "gets whole Arrow batches"),
+    ({"listener": "no.such.module:fn"}, "cannot be loaded (ModuleNotFoundError"),
+    ({"listener": "not a path"}, "must be an import path"),
+    ({"listener": LISTENER, "consume_orderly": True}, "is not supported yet"),
+    ({"listener": LISTENER, "consume_timeout": 0.001}, "consume_timeout"),
+    ({"max_reconsume_times": 3, "body": {"format": "raw"}}, "max_reconsume_times applies only when a message can fail"),
+    ({"listener": LISTENER, "message_model": "BROADCASTING", "max_reconsume_times": 3}, "CLUSTERING only"),
+])
+def test_listener_keys_are_checked_together(keys, expected):
+    assert any(expected in line for line in problems(with_ingestion(**keys))), problems(with_ingestion(**keys))
+
+
+def test_listener_keys_accepted_with_a_listener():
+    for keys in [{"listener": LISTENER, "consume_timeout": 0.05, "consume_thread_min": 2, "consume_thread_max": 4,
+                  "consume_message_batch_max_size": 8, "max_reconsume_times": 2},
+                 {"listener": VECTORISED, "consume_timeout": 1},
+                 {"max_reconsume_times": 0, "body": {"format": "json", "schema": "a STRING"}}]:
+        cfg = parse_config(with_ingestion(**keys)).ingestions["orders"]
+        assert cfg.can_fail
+    assert parse_config(with_ingestion(listener=LISTENER, consume_timeout=0.05)).ingestions["orders"] \
+        .consume_timeout_seconds == pytest.approx(3.0)

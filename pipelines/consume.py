@@ -1,0 +1,212 @@
+"""What becomes of each read message before the table: decoded, checked for an earlier copy, given to the listener.
+
+Columns added to the rows of a read (``materialize`` then sorts rows by them):
+
+* ``origin_topic``, ``origin_msg_id``: the topic the producer wrote to and the message's original id, the
+  same for a message and every redelivered copy of it (``RETRY_TOPIC``; ``UNIQ_KEY``, else the broker's
+  ``ORIGIN_MESSAGE_ID``, else the offset id). Tables keep both columns.
+* ``_rl_error``: null when the message is consumed, else why not (a body that does not decode under
+  ``body.format``, a listener's RECONSUME_LATER or exception, a call over ``consume_timeout``).
+* ``_rl_duplicate``: a redelivered copy of a message whose original (or another copy) is already landed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from rocketlake.pipelines.body import BodySchemaError, decode_body
+from rocketlake.pipelines.config import DLQ_GROUP_TOPIC_PREFIX, BodyConfig, IngestionConfig
+from rocketlake.resources.rocketmq.message import RETRY_GROUP_TOPIC_PREFIX
+
+ERROR = "_rl_error"
+DUPLICATE = "_rl_duplicate"
+BODY_LENGTH = "_rl_body_length"
+HELPERS = (ERROR, DUPLICATE, BODY_LENGTH, "matched")
+CORRUPT = "_rl_corrupt"
+
+#: How far back (days before the earliest window of a run) the table is searched for the original of a
+#: redelivered copy. Copies come back within hours of their original's consumption (16 retries, at most
+#: 2 h apart); a window landed for the first time more than this after its store time could miss one.
+ORIGIN_LOOKBACK_DAYS = 7
+
+
+def is_retry(topic: Column) -> Column:
+    return topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+
+
+def with_origin(df: DataFrame) -> DataFrame:
+    """``origin_topic`` and ``origin_msg_id`` (see the module text)."""
+    props = F.col("properties")
+    redelivered = is_retry(F.col("topic")) | F.col("topic").startswith(DLQ_GROUP_TOPIC_PREFIX)
+    return (df.withColumn("origin_topic", F.when(redelivered & props.getItem("RETRY_TOPIC").isNotNull(),
+                                                 props.getItem("RETRY_TOPIC")).otherwise(F.col("topic")))
+            .withColumn("origin_msg_id", F.when(props.getItem("UNIQ_KEY").isNotNull(), F.col("msg_id"))
+                        .otherwise(F.coalesce(props.getItem("ORIGIN_MESSAGE_ID"), F.col("msg_id")))))
+
+
+def decode_checked(df: DataFrame, body: BodyConfig) -> DataFrame:
+    """``decode_body`` plus ``_rl_error`` for a matched message whose body does not decode under ``body.format``."""
+    if body.format == "raw":
+        return df.withColumn(ERROR, F.lit(None).cast("string"))
+    utf8 = F.is_valid_utf8(F.col("body").cast("string"))
+    bad_utf8 = F.lit("body is not valid UTF-8")
+    if body.format == "text":
+        decoded = decode_body(df, "text")
+        return decoded.withColumn(ERROR, F.when(F.col("matched") & ~utf8, bad_utf8))
+    try:
+        schema = StructType.fromDDL(body.schema_ or "")
+    except Exception as e:  # Spark raises its own parse exception types
+        raise BodySchemaError(f"body.schema {body.schema_!r} is not valid Spark DDL: {e}") from None
+    decoded = decode_body(df, "json", body.schema_)
+    # Spark's PERMISSIVE mode keeps the text of a record that does not match the schema in this column.
+    probe = F.from_json(F.col("body").cast("string"), StructType(schema.fields + StructType.fromDDL(f"{CORRUPT} STRING").fields),
+                        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+    malformed = F.concat(F.lit(f"body is not JSON matching body.schema ({body.schema_}): "),
+                         F.substring(F.col("body").cast("string"), 1, 200))
+    error = (F.when(~F.col("matched"), F.lit(None))
+             .when(~utf8, bad_utf8)
+             .when(probe.isNull() | probe.getField(CORRUPT).isNotNull(), malformed))
+    return decoded.withColumn(ERROR, error.cast("string"))
+
+
+def mark_known(df: DataFrame, table_path: str | None, replaced: str, earliest_ms: int) -> DataFrame:
+    """``_rl_duplicate``: a redelivered copy (from a ``%RETRY%`` topic) whose original is already in the table at
+    ``table_path``, outside the slice this run replaces (rows matching the predicate ``replaced``)."""
+    retry = is_retry(F.col("topic"))
+    if table_path is None:
+        return df.withColumn(DUPLICATE, F.lit(False))
+    spark = df.sparkSession
+    table = spark.read.format("delta").load(table_path)
+    origin = F.coalesce(F.col("origin_msg_id"), F.col("msg_id")) if "origin_msg_id" in table.columns else F.col("msg_id")
+    since = earliest_ms - ORIGIN_LOOKBACK_DAYS * 86_400_000
+    known = (table.where(F.col("window_start") >= F.timestamp_millis(F.lit(since)))
+             .where(f"NOT ({replaced})")
+             .select(origin.alias("_rl_known_id")).distinct().withColumn("_rl_known", F.lit(True)))
+    joined = df.join(known, (df["origin_msg_id"] == known["_rl_known_id"]) & retry, "left")
+    return joined.withColumn(DUPLICATE, F.coalesce(F.col("_rl_known"), F.lit(False))).drop("_rl_known_id", "_rl_known")
+
+
+def listen(df: DataFrame, cfg: IngestionConfig) -> DataFrame:
+    """The listener over every matched, decoded, not-yet-landed message; its verdict in ``_rl_error``."""
+    from rocketlake.pipelines.listener import Vectorized, load_listener
+
+    listener = load_listener(cfg.listener)
+    schema = df.schema
+    added = StructType.fromDDL(listener.columns) if isinstance(listener, Vectorized) and listener.columns else None
+    if added is not None:
+        clashes = sorted({f.name for f in added.fields} & set(schema.fieldNames()))
+        if clashes:
+            raise BodySchemaError(f"listener {cfg.listener} declares columns {clashes} the table already has; "
+                                  "return them in its DataFrame to replace their values instead")
+        schema = StructType(schema.fields + added.fields)
+    return df.mapInArrow(_listening(cfg.listener, cfg.consume_message_batch_max_size, cfg.consume_thread_min,
+                                    cfg.consume_thread_max, cfg.consume_timeout_seconds, added), schema)
+
+
+def _listening(path: str, batch_max: int, threads_min: int, threads_max: int, timeout_s: float,
+               added: StructType | None):
+    """The mapInArrow function: picklable, it loads the listener in the Python worker."""
+
+    def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import sys
+
+        from rocketlake.pipelines.listener import CallPool, Vectorized, load_listener
+
+        listener = load_listener(path)
+        pool = CallPool(threads_min, threads_max, timeout_s)
+
+        def log(line: str) -> None:
+            print(f"rocketlake listener: {line}", file=sys.stderr, flush=True)
+
+        from pyspark.sql.pandas.types import to_arrow_type
+
+        # Parsed on the driver: DDL parsing needs the JVM, which a Python worker does not have.
+        extra = {f.name: to_arrow_type(f.dataType) for f in added.fields} if added is not None else {}
+        try:
+            for batch in batches:
+                yield _listen_batch(batch, listener, isinstance(listener, Vectorized), batch_max, pool, log, extra)
+        finally:
+            pool.close()
+
+    return apply
+
+
+def _listen_batch(batch: pa.RecordBatch, listener, vectorised: bool, batch_max: int, pool, log,
+                  extra: dict[str, pa.DataType]) -> pa.RecordBatch:
+    from rocketlake.pipelines.listener import consume_rows
+
+    table = pa.Table.from_batches([batch])
+    errors = table.column(ERROR).to_pylist()
+    pending = [i for i, (m, e, d) in enumerate(zip(table.column("matched").to_pylist(), errors,
+                                                   table.column(DUPLICATE).to_pylist())) if m and e is None and not d]
+    added = {name: [None] * table.num_rows for name in extra}
+    if pending:
+        rows = table.take(pending)
+        if vectorised:
+            verdicts, changes = _call_vectorised(listener, rows, pool, log)
+            if changes is not None:
+                for name in changes.columns:
+                    if name in ("status", "error"):
+                        continue
+                    values = list(changes[name])
+                    if name in added:
+                        for i, v in zip(pending, values):
+                            added[name][i] = v
+                    elif name in table.column_names and name not in HELPERS:
+                        column = table.column(name).to_pylist()
+                        for i, v in zip(pending, values):
+                            column[i] = v
+                        table = table.set_column(table.column_names.index(name), name,
+                                                 pa.array(column, type=table.schema.field(name).type))
+        else:
+            messages = [_as_message(r) for r in rows.to_pylist()]
+            verdicts = consume_rows(messages, listener, batch_max, pool, log)
+        for i, verdict in zip(pending, verdicts):
+            errors[i] = verdict
+    table = table.set_column(table.column_names.index(ERROR), ERROR, pa.array(errors, type=pa.string()))
+    for name, values in added.items():
+        table = table.append_column(name, pa.array(values, type=extra[name]))
+    return table.combine_chunks().to_batches()[0] if table.num_rows else pa.RecordBatch.from_pylist([], schema=table.schema)
+
+
+def _call_vectorised(listener, rows: pa.Table, pool, log):
+    from rocketlake.pipelines.listener import judge_frame, timed_out
+
+    frame = rows.drop_columns([c for c in HELPERS if c in rows.column_names]).to_pandas()
+    frame["topic"] = frame["origin_topic"]
+    [(kind, value)] = pool.run([lambda: listener(frame)])
+    if kind == "ok":
+        try:
+            return judge_frame(value, rows.num_rows)
+        except Exception as e:  # noqa: BLE001 - a malformed answer fails these messages, not the window
+            return [f"listener answer unusable: {e}"] * rows.num_rows, None
+    if kind == "error":
+        return [f"listener raised {type(value).__name__}: {value}"[:1000]] * rows.num_rows, None
+    return timed_out(rows.select(["msg_id"]).to_pylist(), value, pool.timeout_s, log), None
+
+
+def _as_message(row: dict) -> dict:
+    """A row as the listener sees it: no rocketlake helper columns, and the original topic (resetRetryAndNamespace)."""
+    message = {k: v for k, v in row.items() if k not in HELPERS}
+    message["topic"] = row["origin_topic"]
+    return message
+
+
+def with_last_error(df: DataFrame, failures_path: str) -> DataFrame:
+    """``last_error`` of each dead letter: the error of the failure that sent it to the DLQ, from the failures
+    table of the ingestion whose dead letters these are (null if that failure is not recorded there)."""
+    from rocketlake.pipelines.delta_writer import is_delta_table
+    from rocketlake.pipelines.failures import DEAD_LETTERED
+
+    spark = df.sparkSession
+    if not is_delta_table(spark, failures_path):
+        return df.withColumn("last_error", F.lit(None).cast("string"))
+    last = (spark.read.format("delta").load(failures_path).where(F.col("outcome") == DEAD_LETTERED)
+            .groupBy(F.col("origin_msg_id").alias("_rl_origin"))
+            .agg(F.max_by("error", F.struct("window_start", "queue_offset")).alias("last_error")))
+    return df.join(last, df["origin_msg_id"] == last["_rl_origin"], "left").drop("_rl_origin")

@@ -1,0 +1,233 @@
+"""User listeners: the ``MessageListenerConcurrently`` of a rocketlake ingestion, and how a task calls them.
+
+An ingestion names ``listener: "package.module:function"``. Two forms:
+
+* **per batch** (RocketMQ's form): ``fn(messages: list[dict], context: ConsumeConcurrentlyContext)`` gets at
+  most ``consume_message_batch_max_size`` messages (a dict per message, every column the table has; ``topic``
+  is the original topic for a redelivered message, as ``resetRetryAndNamespace`` does) and returns
+  ``ConsumeConcurrentlyStatus.CONSUME_SUCCESS`` or ``RECONSUME_LATER``. ``context.ack_index = i`` on success
+  acknowledges messages ``0..i`` only, the rest fail, as in ``ConsumeConcurrentlyContext``. An exception is
+  RECONSUME_LATER.
+* **vectorised** (the fast path): ``@vectorized(columns="amount_eur DOUBLE")`` on ``fn(df: pandas.DataFrame)``
+  that returns a status per row (a Series or list of bools or statuses), or a DataFrame with a ``status``
+  column, optionally an ``error`` column, and the declared ``columns`` (or replaced values of existing ones).
+  One call per Arrow batch (up to ``pull_threshold_for_queue`` rows).
+
+Calls run on at most ``consume_thread_max`` threads of a Spark task (``consume_thread_min`` started up
+front), each limited to ``consume_timeout``: a call still running at its limit counts as RECONSUME_LATER
+for its messages, is reported with their ids, and is abandoned on a daemon thread, so it never holds the
+queue, the task or the Python worker. Everything here runs in Spark's Python workers; nothing needs Spark.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+class ConsumeConcurrentlyStatus(enum.Enum):
+    CONSUME_SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+
+
+@dataclass
+class ConsumeConcurrentlyContext:
+    """What a per-batch listener may set, as in RocketMQ: the last acknowledged index of the batch."""
+
+    batch_size: int
+    ack_index: int = 2**31 - 1  # Integer.MAX_VALUE: every message of a successful batch
+
+
+class ListenerError(ValueError):
+    """The configured listener cannot be loaded or answered something that is not a status."""
+
+
+@dataclass(frozen=True)
+class Vectorized:
+    """A vectorised listener: ``fn(pandas.DataFrame) -> statuses or DataFrame``, adding ``columns`` (Spark DDL)."""
+
+    fn: Callable[[Any], Any]
+    columns: str | None = None
+
+    def __call__(self, df):
+        return self.fn(df)
+
+
+def vectorized(fn: Callable | None = None, *, columns: str | None = None):
+    """Mark ``fn`` as a vectorised listener; ``columns``: the Spark DDL of the columns it adds to each row."""
+    if fn is None:
+        return lambda f: Vectorized(f, columns)
+    return Vectorized(fn, columns)
+
+
+def load_listener(path: str) -> Callable:
+    """The object ``package.module:attribute`` names; a clear error if it cannot be imported."""
+    module_name, _, attribute = path.partition(":")
+    try:
+        target = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as e:
+        raise ListenerError(f"listener {path!r} cannot be loaded ({type(e).__name__}: {e}); it must be importable "
+                            "by the Dagster code location and by Spark's Python workers") from None
+    if not callable(target):
+        raise ListenerError(f"listener {path!r} is a {type(target).__name__}, not a function")
+    return target
+
+
+def _error_of(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:1000]
+
+
+def judge_batch(answer: Any, context: ConsumeConcurrentlyContext) -> list[str | None]:
+    """Per message of a batch: None (consumed) or why it is consumed again later (processConsumeResult)."""
+    n = context.batch_size
+    if answer is ConsumeConcurrentlyStatus.RECONSUME_LATER or answer == "RECONSUME_LATER":
+        return ["listener answered RECONSUME_LATER"] * n
+    if answer is not ConsumeConcurrentlyStatus.CONSUME_SUCCESS and answer != "CONSUME_SUCCESS":
+        # Java's listener returning null counts as RECONSUME_LATER; so does anything that is not a status.
+        return [f"listener answered {answer!r}, not a ConsumeConcurrentlyStatus"] * n
+    ok = min(context.ack_index, n - 1) + 1
+    return [None] * ok + [f"not acknowledged: the listener set ack_index={context.ack_index} in a batch of {n}"] * (n - ok)
+
+
+class CallPool:
+    """Listener calls on daemon threads: at most ``max_threads`` at once, each over after ``timeout_s``.
+
+    A call over its limit is given up (its thread is abandoned and replaced), so capacity stays
+    ``max_threads`` live calls and no call can hold the pool, the task or the worker process.
+    """
+
+    def __init__(self, min_threads: int, max_threads: int, timeout_s: float):
+        self.max_threads = max_threads
+        self.timeout_s = timeout_s
+        self._tasks: queue.SimpleQueue = queue.SimpleQueue()
+        self._done: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._started: dict[int, float] = {}   # call index -> monotonic start
+        self._abandoned: set[int] = set()     # calls given up: their threads exit when (if) they return
+        self._live = 0                        # threads serving the pool (abandoned ones excluded)
+        self._next_id = 0                     # call ids are unique over the pool's life, across ``run``s
+        self.abandoned_calls = 0
+        for _ in range(min_threads):
+            self._spawn()
+
+    def _spawn(self) -> None:
+        self._live += 1
+        threading.Thread(target=self._serve, daemon=True, name="rocketlake-listener").start()
+
+    def _serve(self) -> None:
+        while True:
+            index, fn = self._tasks.get()
+            with self._lock:
+                if index < 0:  # shut down
+                    return
+                self._started[index] = time.monotonic()
+            try:
+                result: tuple[bool, Any] = (True, fn())
+            except BaseException as e:  # noqa: BLE001 - a listener's exception is its answer
+                result = (False, e)
+            with self._lock:
+                if index in self._abandoned:
+                    return  # given up at its limit: a new thread took its place
+                del self._started[index]  # finished in time: no longer a candidate for the timeout
+            self._done.put((index, result))
+
+    def run(self, calls: Sequence[Callable[[], Any]]) -> list[tuple[str, Any]]:
+        """Each call's outcome, in order: ("ok", value), ("error", exception) or ("timeout", seconds)."""
+        first = self._next_id
+        self._next_id += len(calls)
+        outcomes: dict[int, tuple[str, Any]] = {}
+        for i, fn in enumerate(calls):
+            self._tasks.put((first + i, fn))
+        with self._lock:
+            for _ in range(min(len(calls), self.max_threads) - self._live):
+                self._spawn()
+        remaining = len(calls)
+        while remaining:
+            with self._lock:
+                deadlines = [start + self.timeout_s for start in self._started.values()]
+            # Wake at the earliest deadline of a running call; poll briefly while calls are still being picked up.
+            wait = min(deadlines) - time.monotonic() if deadlines else 0.05
+            try:
+                index, (ok, value) = self._done.get(timeout=max(0.001, wait))
+                outcomes[index] = ("ok", value) if ok else ("error", value)
+                remaining -= 1
+            except queue.Empty:
+                pass
+            now = time.monotonic()
+            with self._lock:
+                for index, start in list(self._started.items()):
+                    if now - start >= self.timeout_s:
+                        outcomes[index] = ("timeout", now - start)
+                        remaining -= 1
+                        self._abandoned.add(index)
+                        del self._started[index]
+                        self.abandoned_calls += 1
+                        self._live -= 1
+                        self._spawn()  # keep max_threads live calls possible
+        return [outcomes[first + i] for i in range(len(calls))]
+
+    def close(self) -> None:
+        with self._lock:
+            live = self._live
+        for _ in range(live):
+            self._tasks.put((-1, None))
+
+
+def consume_rows(rows: list[dict], listener: Callable, batch_max: int, pool: CallPool,
+                 log: Callable[[str], None] = lambda _: None) -> list[str | None]:
+    """Per row: None (consumed) or why not, calling a per-batch ``listener`` on batches of ``batch_max``."""
+    batches = [rows[i:i + batch_max] for i in range(0, len(rows), batch_max)]
+    contexts = [ConsumeConcurrentlyContext(len(b)) for b in batches]
+
+    def call(batch: list[dict], context: ConsumeConcurrentlyContext) -> Callable[[], Any]:
+        return lambda: listener(batch, context)
+
+    errors: list[str | None] = []
+    for batch, context, (kind, value) in zip(batches, contexts, pool.run([call(b, c) for b, c in zip(batches, contexts)])):
+        if kind == "ok":
+            errors += judge_batch(value, context)
+        elif kind == "error":
+            errors += [f"listener raised {_error_of(value)}"] * len(batch)
+        else:
+            errors += timed_out(batch, value, pool.timeout_s, log)
+    return errors
+
+
+def timed_out(rows: list[dict], seconds: float, limit_s: float, log: Callable[[str], None]) -> list[str]:
+    ids = [str(r.get("msg_id")) for r in rows]
+    text = f"consume_timeout: the listener call ran {seconds:.1f}s, over the limit of {limit_s:g}s"
+    log(f"{text}; messages consumed again later: {', '.join(ids)}")
+    return [text] * len(rows)
+
+
+def judge_frame(answer: Any, n: int) -> tuple[list[str | None], Any]:
+    """A vectorised listener's answer: (per-row error or None, the DataFrame of changed columns or None)."""
+    import pandas as pd
+
+    frame = None
+    if isinstance(answer, pd.DataFrame):
+        if "status" not in answer.columns:
+            raise ListenerError("a vectorised listener's DataFrame needs a 'status' column (bool or status per row)")
+        frame = answer
+        statuses = list(answer["status"])
+        reasons = list(answer["error"]) if "error" in answer.columns else [None] * len(statuses)
+    else:
+        statuses = list(answer)
+        reasons = [None] * len(statuses)
+    if len(statuses) != n:
+        raise ListenerError(f"a vectorised listener answered {len(statuses)} statuses for {n} rows")
+    errors: list[str | None] = []
+    for status, reason in zip(statuses, reasons):
+        ok = status is True or status == "CONSUME_SUCCESS" or status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS \
+            or (not isinstance(status, str) and bool(status) and status is not ConsumeConcurrentlyStatus.RECONSUME_LATER)
+        errors.append(None if ok else (str(reason) if reason is not None and reason == reason else
+                                       "listener answered RECONSUME_LATER"))
+    return errors, frame

@@ -1,0 +1,71 @@
+"""The consume stage on real Spark (no broker needed): decode failures, listener verdicts, redelivered copies."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+from pyspark.sql import functions as F
+
+from rocketlake.pipelines.config import BodyConfig
+from rocketlake.pipelines.consume import DUPLICATE, ERROR, decode_checked, listen, mark_known, with_origin
+from rocketlake.pipelines.source import MATCHED_COLUMN, SCHEMA_DDL, WINDOW_COLUMN
+from tests.unit.support import ingestion_config
+
+pytestmark = pytest.mark.integration
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def message(offset: int, body: bytes, *, topic: str = "orders", tags: str = "TagA", matched: bool = True,
+            props: dict | None = None, msg_id: str | None = None) -> tuple:
+    properties = {"UNIQ_KEY": msg_id or f"U{offset}", **(props or {})}
+    return (topic, "broker-a", 0, offset, msg_id or f"U{offset}", f"{offset:032X}", tags, None, properties, T0, T0,
+            "127.0.0.1:1", "127.0.0.1:10911", 0, body, matched, T0)
+
+
+def frame(spark, rows):
+    return spark.createDataFrame(rows, f"{SCHEMA_DDL}, {MATCHED_COLUMN}, {WINDOW_COLUMN}")
+
+
+def test_bodies_that_do_not_decode_are_failures_not_nulls(spark):
+    df = with_origin(frame(spark, [message(0, b'{"a": "x"}'), message(1, b'{"a": '), message(2, b"\xff\xfe"),
+                                   message(3, b"{oops", matched=False), message(4, b"")]))
+    out = {r["queue_offset"]: r for r in decode_checked(df, BodyConfig(format="json", schema="a STRING")).collect()}
+    assert out[0][ERROR] is None and out[0]["a"] == "x"
+    assert out[1][ERROR].startswith("body is not JSON matching body.schema (a STRING): {\"a\": ")
+    assert out[2][ERROR] == "body is not valid UTF-8"
+    assert out[3][ERROR] is None  # filtered by tag: not consumed, not failed
+    assert out[4][ERROR].startswith("body is not JSON")
+    text = {r["queue_offset"]: r[ERROR] for r in decode_checked(df, BodyConfig(format="text")).collect()}
+    assert text == {0: None, 1: None, 2: "body is not valid UTF-8", 3: None, 4: None}
+
+
+def test_listeners_judge_only_messages_still_to_consume(spark):
+    rows = [message(0, b"a"), message(1, b"b", tags="poison"), message(2, b"c"), message(3, b"d", tags="poison",
+                                                                                         matched=False)]
+    df = decode_checked(with_origin(frame(spark, rows)), BodyConfig()).withColumn(DUPLICATE, F.lit(False))
+    per_batch = ingestion_config(listener="tests.unit.listeners:fail_poison", consume_message_batch_max_size=1)
+    verdicts = {r["queue_offset"]: r[ERROR] for r in listen(df, per_batch).collect()}
+    assert verdicts == {0: None, 1: "listener answered RECONSUME_LATER", 2: None, 3: None}
+
+    vectorised = ingestion_config(listener="tests.unit.listeners:vectorised_upper")
+    out = {r["queue_offset"]: r for r in listen(df, vectorised).collect()}
+    assert [out[i][ERROR] for i in range(4)] == [None, "listener answered RECONSUME_LATER", None, None]
+    assert (out[0]["shout"], out[2]["shout"], out[3]["shout"]) == ("A", "C", None)
+
+
+def test_a_redelivered_copy_of_a_landed_message_is_a_duplicate(spark, tmp_path):
+    path = str(tmp_path / "t")
+    landed = with_origin(frame(spark, [message(0, b"x", msg_id="M0")]))
+    landed.drop("matched").write.format("delta").save(path)
+    retry = "%RETRY%g"
+    rows = [message(5, b"x", topic=retry, msg_id="M0", props={"RETRY_TOPIC": "orders"}),
+            message(6, b"y", topic=retry, msg_id="M9", props={"RETRY_TOPIC": "orders"}),
+            message(7, b"z", msg_id="M0")]  # the main topic is never a copy
+    df = with_origin(frame(spark, rows))
+    marked = {r["queue_offset"]: r for r in mark_known(df, path, "false", int(T0.timestamp() * 1000)).collect()}
+    assert (marked[5][DUPLICATE], marked[6][DUPLICATE], marked[7][DUPLICATE]) == (True, False, False)
+    assert marked[5]["origin_topic"] == "orders" and marked[5]["origin_msg_id"] == "M0"
+    # The slice being replaced does not count: its rows are about to be rewritten.
+    replaced = mark_known(df, path, "true", int(T0.timestamp() * 1000)).where(F.col(DUPLICATE)).count()
+    assert replaced == 0

@@ -1,0 +1,107 @@
+"""The listener contract on plain data: statuses, ack_index, exceptions, consume_timeout, thread bounds."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pandas as pd
+import pytest
+
+from rocketlake.pipelines.listener import (
+    CallPool,
+    ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
+    ListenerError,
+    consume_rows,
+    judge_batch,
+    judge_frame,
+    load_listener,
+)
+
+OK, LATER = ConsumeConcurrentlyStatus.CONSUME_SUCCESS, ConsumeConcurrentlyStatus.RECONSUME_LATER
+
+
+def test_success_acknowledges_the_whole_batch_unless_ack_index_says_less():
+    assert judge_batch(OK, ConsumeConcurrentlyContext(3)) == [None, None, None]
+    partial = judge_batch(OK, ConsumeConcurrentlyContext(4, ack_index=1))
+    assert partial[:2] == [None, None] and all(e and "ack_index=1" in e for e in partial[2:])
+    assert judge_batch(OK, ConsumeConcurrentlyContext(2, ack_index=-1)) == [partial[2].replace("=1 in a batch of 4", "=-1 in a batch of 2")] * 2
+
+
+def test_reconsume_later_and_non_statuses_fail_the_whole_batch():
+    assert judge_batch(LATER, ConsumeConcurrentlyContext(2)) == ["listener answered RECONSUME_LATER"] * 2
+    assert all("not a ConsumeConcurrentlyStatus" in e for e in judge_batch(None, ConsumeConcurrentlyContext(2)))
+
+
+def test_batches_are_at_most_batch_max_and_exceptions_are_reconsume_later():
+    seen = []
+
+    def listener(messages, context):
+        seen.append(len(messages))
+        if any(m["n"] == 4 for m in messages):
+            raise RuntimeError("no 4s")
+        return OK
+
+    pool = CallPool(1, 2, timeout_s=10)
+    errors = consume_rows([{"n": i, "msg_id": str(i)} for i in range(7)], listener, 3, pool)
+    pool.close()
+    assert sorted(seen) == [1, 3, 3]
+    assert errors[:3] == [None] * 3 and errors[6] is None
+    assert errors[3:6] == ["listener raised RuntimeError: no 4s"] * 3
+
+
+def test_a_call_over_consume_timeout_fails_within_a_second_and_frees_the_pool():
+    release = threading.Event()
+    logged = []
+
+    def listener(messages, context):
+        if messages[0]["msg_id"] == "slow":
+            release.wait(60)
+        return OK
+
+    pool = CallPool(1, 1, timeout_s=1.0)
+    started = time.monotonic()
+    errors = consume_rows([{"msg_id": "slow"}, {"msg_id": "fast"}], listener, 1, pool, logged.append)
+    elapsed = time.monotonic() - started
+    assert errors[0].startswith("consume_timeout") and errors[1] is None
+    assert 1.0 <= elapsed < 2.0, elapsed  # the limit, to the second; the second batch ran on a new thread
+    assert pool.abandoned_calls == 1 and "slow" in logged[0]
+    release.set()
+    pool.close()
+
+
+def test_at_most_max_threads_calls_run_at_once():
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def listener(messages, context):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.05)  # work, not synchronisation: the bound is what is asserted
+        with lock:
+            running[0] -= 1
+        return OK
+
+    pool = CallPool(1, 3, timeout_s=10)
+    assert consume_rows([{"msg_id": str(i)} for i in range(12)], listener, 1, pool) == [None] * 12
+    pool.close()
+    assert peak[0] == 3
+
+
+def test_vectorised_answers():
+    errors, frame = judge_frame(pd.Series([True, False]), 2)
+    assert errors == [None, "listener answered RECONSUME_LATER"] and frame is None
+    errors, frame = judge_frame(pd.DataFrame({"status": ["CONSUME_SUCCESS", "RECONSUME_LATER"],
+                                              "error": [None, "bad amount"]}), 2)
+    assert errors == [None, "bad amount"] and list(frame.columns) == ["status", "error"]
+    with pytest.raises(ListenerError, match="1 statuses for 2 rows"):
+        judge_frame([True], 2)
+    with pytest.raises(ListenerError, match="'status' column"):
+        judge_frame(pd.DataFrame({"x": [1]}), 1)
+
+
+def test_load_listener_names_what_is_wrong():
+    assert load_listener("tests.unit.listeners:fail_poison").__name__ == "fail_poison"
+    with pytest.raises(ListenerError, match="cannot be loaded"):
+        load_listener("tests.unit.listeners:missing")
