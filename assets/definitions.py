@@ -5,6 +5,7 @@ from __future__ import annotations
 from dagster import Definitions, EnvVar
 
 from rocketlake.assets.ingestion import build_dead_letter_asset, build_ingestion_asset, rocketmq_resource_key
+from rocketlake.assets.backlog import build_backlog_sensor
 from rocketlake.assets.run_guard import rocketlake_executor
 from rocketlake.assets.rebalance import build_rebalance_sensor
 from rocketlake.assets.schedules import build_window_schedule
@@ -28,7 +29,9 @@ def build_definitions(config: RocketLakeConfig) -> Definitions:
                   if ing.message_model is MessageModel.CLUSTERING)],
         schedules=[build_window_schedule(ing) for ing in config.ingestions.values()],
         sensors=[dead_runs_sensor, *(build_rebalance_sensor(ing, config.lake.table_path(ing.table))
-                                     for ing in config.ingestions.values())],
+                                     for ing in config.ingestions.values()),
+                 *(build_backlog_sensor(ing) for ing in config.ingestions.values()
+                   if ing.message_model is MessageModel.CLUSTERING)],
         resources=resources,
         # One process per run, which reclaims the pool slots of runs that died (see run_guard).
         executor=rocketlake_executor,

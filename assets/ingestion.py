@@ -23,11 +23,14 @@ from dagster import (
     AssetObservation,
     AssetRecordsFilter,
     AssetsDefinition,
+    Backoff,
     BackfillPolicy,
     BetaWarning,
     Failure,
+    Jitter,
     MaterializeResult,
     MetadataValue,
+    RetryPolicy,
     asset,
 )
 
@@ -108,6 +111,7 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, *, dead_lett
         pool=consumer_group_pool(cfg.consumer_group),
         required_resource_keys={"spark", rocketmq_key},
         check_specs=checks,
+        retry_policy=retry_policy(cfg),
         kinds={"rocketmq", "spark", "delta"},
         group_name="rocketlake",
         description=description,
@@ -120,11 +124,29 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, *, dead_lett
         rocketmq = getattr(context.resources, rocketmq_key)
         try:
             yield from run(context, name, cfg, table_path, spark, rocketmq, failures_path, dead_letters)
-        except (ConnectionFailed, RequestTimeout, TopicNotExist, MessagesDeleted, QueuesLocked, OutOfOrder,
-                LockLost, OffsetStoreCorrupt, OrderlyConsumeFailed, ListenerError, BodySchemaError) as e:
+        except TRANSIENT as e:
             raise Failure(description=explain(e, cfg, rocketmq.namesrv)) from e
+        except PERMANENT as e:
+            # A retry cannot fix these: fail at once, with the one line a person needs.
+            raise Failure(description=explain(e, cfg, rocketmq.namesrv), allow_retries=False) from e
 
     return ingestion_asset
+
+
+# Errors a later attempt may not meet again (a broker back up, a lock released), and those it would meet again.
+TRANSIENT = (ConnectionFailed, RequestTimeout, QueuesLocked, LockLost)
+PERMANENT = (TopicNotExist, MessagesDeleted, OutOfOrder, OffsetStoreCorrupt, OrderlyConsumeFailed, ListenerError,
+             BodySchemaError)
+
+
+def retry_policy(cfg: IngestionConfig) -> RetryPolicy | None:
+    """Dagster retries a failed window run's step without a person: ``run_retry.delay_seconds`` doubled per attempt,
+    with jitter, ``run_retry.max_retries`` times; the run then fails. Every attempt starts from the ledger, so a
+    retry after a failure anywhere is an ordinary re-run."""
+    if cfg.run_retry.max_retries == 0:
+        return None
+    return RetryPolicy(max_retries=cfg.run_retry.max_retries, delay=cfg.run_retry.delay_seconds,
+                       backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS)
 
 
 def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_path: str,

@@ -148,6 +148,14 @@ class BodyConfig(_Strict):
         return self
 
 
+class RunRetryConfig(_Strict):
+    """A failed window run is retried in the same run by Dagster, after ``delay_seconds`` doubled per attempt (with
+    jitter), at most ``max_retries`` times, then reported failed. Errors a retry cannot fix are not retried."""
+
+    max_retries: int = Field(default=3, ge=0, le=20)
+    delay_seconds: float = Field(default=10, ge=0, le=3600)
+
+
 # DefaultMQPushConsumerImpl.checkConfig's inclusive ranges.
 PUSH_CONSUMER_RANGES = {
     "consume_thread_min": _range(1, 1000),
@@ -211,6 +219,7 @@ class IngestionConfig(_Strict):
     body: BodyConfig = BodyConfig()
     # A MessageListenerConcurrently: "package.module:function" (``pipelines.listener``); None: every message is consumed.
     listener: str | None = None
+    run_retry: RunRetryConfig = RunRetryConfig()
     allocate_message_queue_strategy: AllocateStrategy = AllocateStrategy.AVG
     # What the strategies need (``pipelines.allocation``): CONFIG's queues ("broker_name/queue_id", or
     # "topic/broker_name/queue_id" for another subscribed topic such as the retry topic), MACHINE_ROOM's rooms,

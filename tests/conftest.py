@@ -58,10 +58,15 @@ def _running_cluster(tmp_path_factory: pytest.TempPathFactory, version: str, **s
         cluster.down(wipe=True)
 
 
+#: Retry delays of the test brokers: level n waits n seconds (RocketMQ's default goes from 1 s to 2 h), so a message
+#: sent back comes back in seconds, and each level is still told apart from the next.
+SHORT_DELAY_LEVELS = (("messageDelayLevel", " ".join(f"{n}s" for n in range(1, 19))),)
+
+
 @pytest.fixture(scope="session")
 def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """A 5.x name server and two brokers for the whole test session, stopped and wiped at the end."""
-    yield from _running_cluster(tmp_path_factory, ROCKETMQ_VERSION)
+    yield from _running_cluster(tmp_path_factory, ROCKETMQ_VERSION, extra_broker_properties=SHORT_DELAY_LEVELS)
 
 
 @pytest.fixture(scope="session")

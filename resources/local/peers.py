@@ -114,3 +114,14 @@ def start_push_member(namesrv: str, state_dir: Path, group: str, topic: str, *, 
             "--instance-name", instance_name]
     return subprocess.Popen(java_command("PushMemberPeer", state_dir, args, version), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+
+
+def start_retry_consumer(namesrv: str, state_dir: Path, group: str, topic: str, *, max_reconsume_times: int,
+                         fail_until: dict[str, int], version: str = jars.ROCKETMQ_VERSION) -> subprocess.Popen:
+    """A Java DefaultMQPushConsumer whose listener answers RECONSUME_LATER for a message tagged ``t`` while its
+    reconsumeTimes is below ``fail_until[t]``; it prints each delivery until its stdin closes (see RetryPeer.java)."""
+    args = ["--namesrv", namesrv, "--group", group, "--topic", topic, "--max-reconsume-times", str(max_reconsume_times)]
+    for tag, times in fail_until.items():
+        args += ["--fail", f"{tag}={times}"]
+    return subprocess.Popen(java_command("RetryPeer", state_dir, args, version), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)

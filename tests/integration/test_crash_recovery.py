@@ -172,3 +172,43 @@ def test_runs_killed_at_random_instants_never_block_the_next(tmp_path, local_clu
           "(trial, kill at s, killed, table left, slot reclaimed, re-run s):")
     print("\n".join(map(str, report)))
     assert sum(r[2] for r in report) >= TRIALS * 3 // 4  # most trials really were crashes
+
+
+def test_runs_killed_during_or_after_send_back_land_every_message_once(tmp_path, local_cluster, produced,
+                                                                        instance_home):
+    """A listener fails every third message once. The run of each window is killed while it sends failures back
+    (window 1) and after it sent them all, before the materialization (window 2); each re-run sends back again. The
+    copies come back, some twice, in the windows of the following minutes: landing those, every message is in the
+    table exactly once, and the offsets are where they belong."""
+    from tests.integration.ingestion_support import minute_key, wait_until
+
+    ingestion = Ingestion(tmp_path, local_cluster, produced, instance_home,
+                          listener="tests.unit.listeners:fail_every_third_once")
+    first_retry_ms = int(time.time()) // 60 * 60_000
+    failing = {w: [m for m in produced.in_window(w) if int(m["properties"]["seq"]) % 3 == 0]
+               for w in produced.windows()}
+    for window, point in zip(produced.windows(), ("during_send_back", "after_send_back")):
+        code, output, _ = materialize_cli(dict(ingestion.env, ROCKETLAKE_FAILPOINT=point), ingestion.table, window)
+        assert code == -signal.SIGKILL, output[-2000:]
+        assert ingestion.committed() == {}  # killed before the materialization: no offset moved
+        code, output, _ = materialize_cli(ingestion.env, ingestion.table, window)
+        assert code == 0, output[-3000:]
+        assert f"sent back {len(failing[window])} failed message(s)" in output
+    # The failed messages are not in the table yet; the rest are, once each.
+    rows = DeltaTable(str(ingestion.path)).to_pyarrow_table(columns=["origin_msg_id"]).to_pylist()
+    failed_ids = {m["msgId"] for ms in failing.values() for m in ms}
+    assert Counter(r["origin_msg_id"] for r in rows) == Counter(
+        m for m in produced.by_msg_id if m not in failed_ids)
+
+    # Every copy sent back is in the retry topic now (1 s delay levels); land the minutes they were stored in.
+    last_retry_ms = int(time.time()) // 60 * 60_000
+    wait_until((last_retry_ms + 60_000) / 1000 + 3)
+    span = f"{minute_key(first_retry_ms)}...{minute_key(last_retry_ms)}"
+    proc = subprocess.run([DAGSTER, "asset", "materialize", "-m", "rocketlake.definitions", "--select",
+                           ingestion.table, "--partition-range", span], cwd=ROOT, env=ingestion.env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    rows = DeltaTable(str(ingestion.path)).to_pyarrow_table(columns=["origin_msg_id", "reconsume_times"]).to_pylist()
+    assert Counter(r["origin_msg_id"] for r in rows) == Counter(produced.by_msg_id)  # each exactly once
+    assert {r["origin_msg_id"] for r in rows if r["reconsume_times"] == 1} == failed_ids
+    ingestion.assert_landed_exactly_once(produced.windows())  # and the group's offsets on the topic are its ends

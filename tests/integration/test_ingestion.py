@@ -192,7 +192,7 @@ def test_rocketlake_backfill_lands_a_range_given_by_store_times(tmp_path, local_
     assert int(total[2]) == sum(lag for _, _, lag in rows.values())
 
 
-def test_a_dead_name_server_fails_the_run_in_one_clear_line(tmp_path):
+def test_a_dead_name_server_fails_the_run_in_one_clear_line_after_its_retries(tmp_path):
     from tests.conftest import free_ports
 
     [port] = free_ports(1)  # nothing listens there
@@ -203,7 +203,7 @@ lake: {{root: "{tmp_path / 'lake'}"}}
 ingestions:
   orders:
     {{cluster: dead, topic: orders, consumer_group: g_dead, table: t_dead,
-     window: {{cron: "0 * * * *", start: "2026-11-01T00:00:00Z"}}}}
+     window: {{cron: "0 * * * *", start: "2026-11-01T00:00:00Z"}}, run_retry: {{max_retries: 2, delay_seconds: 0.2}}}}
 """)
     with instance_for_test() as instance:
         result = run_partitions(definitions(config), "t_dead", instance, "2026-11-01-00:00")
@@ -213,3 +213,5 @@ ingestions:
     assert "cannot reach RocketMQ" in message and f"127.0.0.1:{port}" in message
     assert "rocketlake local status" in message
     assert not (tmp_path / "lake" / "t_dead").exists()  # nothing written
+    # Retried without a person, as often as run_retry allows, then reported failed.
+    assert len([e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]) == 2

@@ -17,3 +17,23 @@ def vectorised_upper(df):
     out = df.assign(shout=df["body"].map(lambda b: bytes(b).decode("utf-8", "replace").upper()))
     out["status"] = out["tags"] != "poison"
     return out[["status", "shout"]]
+
+
+#: tag -> fail while reconsume_times is below this (RetryPeer's --fail rules, the same on both sides)
+FAIL_UNTIL = {"poison": 99, "flaky": 1}
+
+
+def fail_by_tag(messages, context):
+    """RECONSUME_LATER for a batch holding a message that ``FAIL_UNTIL`` still fails."""
+    for m in messages:
+        if m["reconsume_times"] < FAIL_UNTIL.get(m["tags"], 0):
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER
+    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+
+def fail_every_third_once(messages, context):
+    """RECONSUME_LATER the first time for a batch holding a message whose ``seq`` property is a multiple of 3."""
+    for m in messages:
+        if m["reconsume_times"] == 0 and int(dict(m["properties"]).get("seq", 1)) % 3 == 0:
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER
+    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS

@@ -219,7 +219,7 @@ def test_every_field_either_works_or_is_refused():
                 "allocate_message_queue_strategy", "allocate_message_queue_list", "consumer_machine_rooms",
                 "machine_room_resolver", "machine_room_nearby_strategy", "virtual_node_count", "listener",
                 "consume_thread_min", "consume_thread_max", "consume_message_batch_max_size", "max_reconsume_times",
-                "consume_timeout"}
+                "consume_timeout", "run_retry"}
     assert set(IngestionConfig.model_fields) == honoured | set(NOT_SUPPORTED_YET)
     assert not honoured & set(NOT_SUPPORTED_YET)
 

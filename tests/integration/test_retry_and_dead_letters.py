@@ -1,0 +1,157 @@
+"""Listeners, retry and dead letters on real brokers, next to a Java DefaultMQPushConsumer with the same failures.
+
+The test brokers use delay levels of n seconds (``SHORT_DELAY_LEVELS``), so a message sent back returns within
+seconds; each window run lands what came back in the window before.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+
+import pytest
+from dagster import AssetCheckKey, AssetKey, build_sensor_context, instance_for_test
+from deltalake import DeltaTable
+
+from rocketlake.assets.backlog import DLQ_OLDEST_AGE, DLQ_WAITING, RETRY_WAITING
+from rocketlake.resources.local import peers
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.errors import TopicNotExist
+from rocketlake.resources.rocketmq_resource import RocketMQResource
+from tests.integration.ingestion_support import (
+    definitions,
+    minute_key,
+    run_partitions,
+    unique,
+    wait_for_next_minute,
+    wait_until,
+    write_config,
+)
+from tests.unit.listeners import FAIL_UNTIL
+
+pytestmark = pytest.mark.integration
+MAX_RECONSUME = 2
+
+
+def dead_letters(client: RocketMQClient, group: str) -> list:
+    """Every message in %DLQ%<group>, as the broker holds it."""
+    try:
+        queues = client.queues(f"%DLQ%{group}")
+    except TopicNotExist:
+        return []
+    found = []
+    for mq in queues:
+        offset, end = client.get_min_offset(mq), client.get_max_offset(mq)
+        while offset < end:
+            result = client.pull(mq, offset, 32, consumer_group=group)
+            found += result.messages
+            offset = result.next_begin_offset
+    return found
+
+
+def backlog_metadata(defs, instance, table: str, cluster) -> dict:
+    """What the retry-backlog sensor records, evaluated as the daemon does."""
+    sensor = defs.get_sensor_def(f"{table}_retry_backlog")
+    resources = {"rocketmq_test": RocketMQResource(namesrv=cluster.spec.namesrv_address)}
+    result = sensor.evaluate_tick(build_sensor_context(instance=instance, resources=resources, definitions=defs,
+                                                       sensor_name=sensor.name))
+    (observation,) = result.asset_events
+    return observation.metadata
+
+
+def test_failures_come_back_then_land_once_or_end_in_the_dead_letter_table(tmp_path, local_cluster):
+    namesrv = local_cluster.spec.namesrv_address
+    topic, group, java_group, table = unique("retries"), unique("g"), unique("j"), unique("t")
+    local_cluster.create_topic(topic, 2)
+    config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake", {"orders": {
+        "topic": topic, "consumer_group": group, "table": table, "listener": "tests.unit.listeners:fail_by_tag",
+        "max_reconsume_times": MAX_RECONSUME, "consume_message_batch_max_size": 1}})
+    defs = definitions(config)
+
+    # The Java peer fails the same messages: poison always, flaky once, and the malformed body (tag "bad") always,
+    # as a listener that parses JSON would.
+    java = peers.start_retry_consumer(namesrv, local_cluster.spec.state_dir, java_group, topic,
+                                      max_reconsume_times=MAX_RECONSUME, fail_until={**FAIL_UNTIL, "bad": 99})
+    deliveries: list[dict] = []
+    threading.Thread(target=lambda: deliveries.extend(json.loads(line) for line in java.stdout
+                                                      if line.startswith("{")), daemon=True).start()
+    try:
+        wait_for_next_minute(offset_s=1)
+        messages = [{"topic": topic, "tags": "good", "keys": [f"k{i}"], "body": json.dumps({"order_id": f"o{i}",
+                                                                                              "amount": i})}
+                    for i in range(8)]
+        messages += [{"topic": topic, "tags": "flaky", "keys": [f"f{i}"], "body": json.dumps({"order_id": f"f{i}",
+                                                                                                "amount": 1})}
+                     for i in range(2)]
+        messages += [{"topic": topic, "tags": "poison", "keys": [f"p{i}"], "body": json.dumps({"order_id": f"p{i}",
+                                                                                                 "amount": 2})}
+                     for i in range(2)]
+        messages.append({"topic": topic, "tags": "bad", "keys": ["b0"], "body": '{"order_id": "b0", "amount": '})
+        sent = peers.produce(namesrv, local_cluster.spec.state_dir, messages)
+        tag_of = {s.msg_id: m["tags"] for s, m in zip(sent, messages)}
+        first_window_ms = int(time.time()) // 60 * 60_000
+
+        path = str(tmp_path / "lake" / table)
+        with instance_for_test() as instance:
+            # Window 0 fails 5 messages (retry copies come back seconds later, in window 1); window 1 lands the
+            # flaky ones and fails the rest again; window 2 dead-letters them; window 3 lands the dead letters.
+            for n in range(4):
+                start_ms = first_window_ms + n * 60_000
+                wait_until((start_ms + 60_000) / 1000 + 3)
+                if n == 3:  # the dead letters are in the broker's DLQ, not landed yet: the sensor says so
+                    waiting = backlog_metadata(defs, instance, table, local_cluster)
+                    assert waiting[DLQ_WAITING].value == 3 and waiting[RETRY_WAITING].value == 0
+                    assert waiting[DLQ_OLDEST_AGE].value > 0
+                result = run_partitions(defs, table, instance, minute_key(start_ms))
+                assert result.success, [e.message for e in result.all_events if e.is_failure]
+                checks = [c for c in result.get_asset_check_evaluations() if c.check_name == "offsets_accounted"]
+                assert checks and all(c.passed for c in checks)
+
+            landed = DeltaTable(path).to_pyarrow_table().to_pylist()
+            by_origin = Counter(r["origin_msg_id"] for r in landed)
+            expected = {s.msg_id for s in sent if tag_of[s.msg_id] in ("good", "flaky")}
+            assert by_origin == Counter(expected)  # each consumed message exactly once, no failed one
+            for row in landed:
+                assert row["origin_topic"] == topic
+                if tag_of[row["origin_msg_id"]] == "flaky":
+                    # It came back through the retry topic and the broker's delay service, counted once.
+                    assert row["topic"] == f"%RETRY%{group}" and row["reconsume_times"] == 1
+                    assert dict(row["properties"])["REAL_TOPIC"] == f"%RETRY%{group}"
+                else:
+                    assert row["topic"] == topic and row["reconsume_times"] == 0
+
+            dlq = DeltaTable(str(tmp_path / "lake" / f"{table}_dlq")).to_pyarrow_table().to_pylist()
+            ours = sorted((r["origin_msg_id"], r["reconsume_times"], r["origin_topic"]) for r in dlq)
+            assert ours == sorted((s.msg_id, MAX_RECONSUME + 1, topic) for s in sent
+                                  if tag_of[s.msg_id] in ("poison", "bad"))
+            errors = {tag_of[r["origin_msg_id"]]: r["last_error"] for r in dlq}
+            assert errors["poison"] == "listener answered RECONSUME_LATER"
+            assert errors["bad"].startswith("body is not JSON matching body.schema")
+            warn = instance.get_latest_asset_check_evaluation_record(
+                AssetCheckKey(AssetKey(f"{table}_dlq"), "no_dead_letters"))
+            assert warn is not None and warn.event.dagster_event.event_specific_data.passed is False
+
+            assert backlog_metadata(defs, instance, table, local_cluster)[DLQ_WAITING].value == 0  # landed now
+            failures = DeltaTable(str(tmp_path / "lake" / f"{table}_failures")).to_pyarrow_table().to_pylist()
+            assert Counter(r["outcome"] for r in failures) == Counter({"sent_back": 3 * 2 + 2, "dead_lettered": 3})
+
+        # The Java consumer, same failures on the same brokers: the same dead letters, counted the same.
+        with RocketMQClient(namesrv) as client:
+            deadline = time.monotonic() + 120
+            while len(dead_letters(client, java_group)) < 3:
+                assert time.monotonic() < deadline, "the Java consumer did not dead-letter its 3 messages"
+                time.sleep(0.5)
+            java_dlq = sorted((m.msg_id, m.reconsume_times, m.properties.get("RETRY_TOPIC"))
+                              for m in dead_letters(client, java_group))
+            assert java_dlq == ours
+            assert sorted((m.msg_id, m.reconsume_times) for m in dead_letters(client, group)) == \
+                sorted((o, t) for o, t, _ in ours)
+        java_ok = Counter(d["msgId"] for d in deliveries if d["status"] == "CONSUME_SUCCESS")
+        assert java_ok == Counter(expected)
+        assert {d["reconsumeTimes"] for d in deliveries if d["status"] == "CONSUME_SUCCESS" and
+                tag_of[d["msgId"]] == "flaky"} == {1}
+    finally:
+        java.stdin.close()
+        java.wait(timeout=60)
