@@ -19,6 +19,10 @@ ROWS = "rocketlake/rows"
 BODY_BYTES = "rocketlake/body_bytes"
 PLANNED = "rocketlake/planned_offsets"
 FILTERED = "rocketlake/filtered_by_tag"
+SENT_BACK = "rocketlake/sent_back"
+DEAD_LETTERED = "rocketlake/dead_lettered"
+FAILED = "rocketlake/failed"
+DUPLICATES = "rocketlake/duplicate_copies"
 ACCOUNTED = "rocketlake/offsets_accounted"
 RANGES = "rocketlake/ranges"
 DELTA_VERSION = "rocketlake/delta_version"
@@ -45,6 +49,10 @@ def window_metadata(window: WindowEntry, accounting: WindowAccounting, m: Materi
         BODY_BYTES: MetadataValue.int(accounting.body_bytes),
         PLANNED: MetadataValue.int(accounting.planned),
         FILTERED: MetadataValue.int(accounting.filtered),
+        SENT_BACK: MetadataValue.int(accounting.sent_back),
+        DEAD_LETTERED: MetadataValue.int(accounting.dead_lettered),
+        FAILED: MetadataValue.int(accounting.failed),
+        DUPLICATES: MetadataValue.int(accounting.duplicates),
         ACCOUNTED: MetadataValue.bool(accounting.balanced),
         RANGES: MetadataValue.table(ranges, schema=RANGE_SCHEMA),
         LEDGER_RUN: m.ledger.run_id,
@@ -68,14 +76,18 @@ def windows_metadata(m: Materialization, assignment: str | None = None) -> dict[
 
 ACCOUNTING_SCHEMA = TableSchema(columns=[
     TableColumn("window", "string"), TableColumn("planned", "int"), TableColumn("seen", "int"),
-    TableColumn("rows", "int"), TableColumn("filtered", "int"), TableColumn("balanced", "bool"),
+    TableColumn("rows", "int"), TableColumn("filtered", "int"), TableColumn("sent_back", "int"),
+    TableColumn("dead_lettered", "int"), TableColumn("failed", "int"), TableColumn("duplicates", "int"),
+    TableColumn("balanced", "bool"),
 ])
 
 
 def accounting_table(m: Materialization) -> MetadataValue:
     """The check's evidence, one row per window, readable in the UI."""
     return MetadataValue.table([TableRecord({"window": a.partition_key, "planned": a.planned, "seen": a.seen,
-                                             "rows": a.rows, "filtered": a.filtered, "balanced": a.balanced})
+                                             "rows": a.rows, "filtered": a.filtered, "sent_back": a.sent_back,
+                                             "dead_lettered": a.dead_lettered, "failed": a.failed,
+                                             "duplicates": a.duplicates, "balanced": a.balanced})
                                 for a in m.accounting], schema=ACCOUNTING_SCHEMA)
 
 

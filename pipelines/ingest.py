@@ -67,6 +67,7 @@ class WindowAccounting:
     dead_lettered: int = 0  # failed for the last time, sent back to %DLQ%<group> (CLUSTERING)
     failed: int = 0         # failed, kept in the failures table (BROADCASTING: never sent back)
     duplicates: int = 0     # redelivered copies of messages landed already
+    queue_problems: tuple[str, ...] = ()  # queues of the window whose offsets do not add up (see materialize)
 
     @property
     def not_landed(self) -> int:
@@ -74,7 +75,7 @@ class WindowAccounting:
 
     @property
     def balanced(self) -> bool:
-        return self.seen == self.planned and self.rows + self.not_landed == self.planned
+        return self.seen == self.planned and self.rows + self.not_landed == self.planned and not self.queue_problems
 
 
 @dataclass(frozen=True)

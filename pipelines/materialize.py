@@ -74,11 +74,18 @@ class SparkLake:
         return read_ledger(self.spark, self.table_path, group)
 
     def land(self, entry: LedgerEntry, queue_count: int, log: Log) -> Landing:
+        if not entry.queues:
+            # No queue at all (a dead-letter queue the broker has not created yet): nothing to read, nothing at
+            # stake, no commit to make; the table appears with the first dead letter.
+            log(f"{self.cfg.topic} has no queue yet: nothing to land")
+            return Landing(tuple(WindowAccounting(w.partition_key, 0, 0, 0, 0) for w in entry.windows), {}, 0, None)
         return land_entry(self.spark, self.source_options, self.cfg, self.table_path, entry, queue_count, log,
                           self.failures_path, self.last_errors_from)
 
     def compact(self, entry: LedgerEntry, closed_before_ms: int) -> list[tuple[str, int, int]]:
         """OPTIMIZE the days of ``entry``'s windows that are over: ``(day, files removed, files added)``."""
+        if not is_delta_table(self.spark, self.table_path):
+            return []
         return compact_days(self.spark, self.table_path, closed_days((w.start_ms for w in entry.windows), closed_before_ms))
 
 
@@ -116,6 +123,7 @@ def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: Ingesti
     log(f"Delta commit version {version} of {table_path} holds the slice and its ledger")
 
     rows = _rows_in_slice(spark, table_path, planned)
+    problems = _queue_problems(planned, rows, figures)
     accounting = tuple(
         WindowAccounting(
             partition_key=w.partition_key,
@@ -128,12 +136,37 @@ def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: Ingesti
             dead_lettered=figures.get((w.start_ms, DEAD_LETTERED), 0),
             failed=figures.get((w.start_ms, FAILED), 0),
             duplicates=figures.get((w.start_ms, "duplicates"), 0),
+            queue_problems=problems.get(w.start_ms, ()),
         )
         for w in planned)
     by_queue: dict[MessageQueue, int] = defaultdict(int)
     for (_, mq), n in rows.items():
         by_queue[mq] += n
     return Landing(accounting, dict(by_queue), int(figures.get("bytes", 0)), version, failed)
+
+
+NOT_LANDED = ("filtered", "duplicates", SENT_BACK, DEAD_LETTERED, FAILED)
+
+
+def _queue_problems(planned: tuple[WindowEntry, ...], rows: dict[tuple[int, MessageQueue], int],
+                    figures: dict) -> dict[int, tuple[str, ...]]:
+    """Per window, the queues whose offsets do not add up: rows in the table + offsets not landed = range size.
+
+    Where the verdicts were counted per queue (a listener or a body that can fail) that is exact; otherwise only
+    the window's filtered count is known, and a queue must at least not hold more rows than its range."""
+    problems: dict[int, tuple[str, ...]] = {}
+    for w in planned:
+        found = []
+        for r in w.ranges:
+            landed = rows.get((w.start_ms, r.queue), 0)
+            counted = (w.start_ms, r.queue, "seen") in figures
+            other = sum(figures.get((w.start_ms, r.queue, name), 0) for name in NOT_LANDED)
+            if (counted and (landed + other != r.size or figures[(w.start_ms, r.queue, "seen")] != r.size)) \
+                    or landed > r.size:
+                found.append(f"{r.queue.key}: {landed} rows + {other} not landed, range of {r.size}")
+        if found:
+            problems[w.start_ms] = tuple(found)
+    return problems
 
 
 def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log) -> dict:
@@ -197,14 +230,15 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
                .otherwise(F.lit(SENT_BACK)))
     judged = judged.withColumn(OUTCOME, outcome)
     figures: dict = {}
-    for row in (judged.groupBy(F.unix_millis("window_start").alias("w"), OUTCOME)
+    for row in (judged.groupBy(F.unix_millis("window_start").alias("w"), "topic", "broker_name", "queue_id", OUTCOME)
                 .agg(F.count(F.lit(1)).alias("n"), F.sum(BODY_LENGTH).alias("bytes"),
                      F.sum(F.length("body")).alias("landed_bytes")).collect()):
-        figures[(row["w"], row[OUTCOME])] = row["n"]
-        figures[(row["w"], "seen")] = figures.get((row["w"], "seen"), 0) + row["n"]
+        w, mq, outcome_name = row["w"], MessageQueue(row["topic"], row["broker_name"], row["queue_id"]), row[OUTCOME]
+        for key in ((w, outcome_name), (w, "seen"), (w, mq, outcome_name), (w, mq, "seen")):
+            figures[key] = figures.get(key, 0) + row["n"]
         figures["bytes"] = figures.get("bytes", 0) + (row["bytes"] or 0)
-        if row[OUTCOME] == "rows":
-            figures[(row["w"], "landed_bytes")] = row["landed_bytes"] or 0
+        if outcome_name == "rows":
+            figures[(w, "landed_bytes")] = figures.get((w, "landed_bytes"), 0) + (row["landed_bytes"] or 0)
 
     failed_rows = judged.where(F.col(OUTCOME).isin(SENT_BACK, DEAD_LETTERED, FAILED))
     failures = tuple(

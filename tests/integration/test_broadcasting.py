@@ -12,6 +12,7 @@ from deltalake import DeltaTable
 
 from rocketlake.pipelines.offset_store import LocalOffsetStore, store_path
 from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.errors import TopicNotExist
 from tests.integration.ingestion_support import definitions, run_partitions, unique, write_config
 
 pytestmark = pytest.mark.integration
@@ -66,3 +67,31 @@ def test_two_broadcasting_members_each_land_every_message_with_their_own_progres
             assert Counter(r["msg_id"] for r in rows) == Counter(m["msgId"] for m in expected)
     finally:
         client.close()
+
+
+def test_broadcasting_failures_are_kept_not_sent_back(tmp_path, local_cluster, produced):
+    """A member whose listener fails every third message once: those are not landed and not sent back (RocketMQ
+    drops them in BROADCASTING); they are rows of its failures table, and the windows' accounting counts them."""
+    group, table = unique("g"), unique("t")
+    config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake", {"eu3": {
+        "topic": produced.topic, "consumer_group": group, "table": table, "message_model": "BROADCASTING",
+        "client_ip": "127.0.0.1", "instance_name": "eu3", "local_offset_store_dir": str(tmp_path / "offsets"),
+        "listener": "tests.unit.listeners:fail_every_third_once"}})
+    w1, w2 = produced.windows()
+    expected = produced.in_window(w1) + produced.in_window(w2)
+    failing = {m["msgId"] for m in expected if int(m["properties"]["seq"]) % 3 == 0}
+    with instance_for_test() as instance:
+        result = run_partitions(definitions(config), table, instance, w1, w2)
+        assert result.success
+        [check] = result.get_asset_check_evaluations()
+        assert check.passed
+        windows = {r["window"]: r for r in check.metadata["windows"].value.records}
+    assert sum(w.data["failed"] for w in windows.values()) == len(failing)
+    rows = DeltaTable(str(tmp_path / "lake" / table)).to_pyarrow_table(columns=["msg_id"]).to_pylist()
+    assert Counter(r["msg_id"] for r in rows) == Counter(m["msgId"] for m in expected if m["msgId"] not in failing)
+    kept = DeltaTable(str(tmp_path / "lake" / f"{table}_failures")).to_pyarrow_table().to_pylist()
+    assert sorted(r["msg_id"] for r in kept) == sorted(failing)
+    assert {(r["outcome"], r["error"]) for r in kept} == {("failed", "listener answered RECONSUME_LATER")}
+    with RocketMQClient(local_cluster.spec.namesrv_address) as client:
+        with pytest.raises(TopicNotExist):
+            client.queues(f"%RETRY%{group}")  # nothing was ever sent back

@@ -69,3 +69,15 @@ def test_a_redelivered_copy_of_a_landed_message_is_a_duplicate(spark, tmp_path):
     # The slice being replaced does not count: its rows are about to be rewritten.
     replaced = mark_known(df, path, "true", int(T0.timestamp() * 1000)).where(F.col(DUPLICATE)).count()
     assert replaced == 0
+
+
+def test_a_listener_call_over_consume_timeout_is_a_retry_and_the_task_finishes(spark):
+    import re
+
+    rows = [message(0, b"a"), message(1, b"b", tags="slow"), message(2, b"c")]
+    df = decode_checked(with_origin(frame(spark, rows)), BodyConfig()).withColumn(DUPLICATE, F.lit(False))
+    cfg = ingestion_config(listener="tests.unit.listeners:sleep_on_slow", consume_timeout=0.05)  # 3 s
+    verdicts = {r["queue_offset"]: r[ERROR] for r in listen(df, cfg).collect()}  # returns: nothing hangs
+    assert verdicts[0] is None and verdicts[2] is None
+    ran = float(re.match(r"consume_timeout: the listener call ran ([\d.]+)s, over the limit of 3s", verdicts[1])[1])
+    assert 3.0 <= ran < 4.0  # counted as a retry within a second of the limit

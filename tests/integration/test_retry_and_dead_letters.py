@@ -16,6 +16,7 @@ from dagster import AssetCheckKey, AssetKey, build_sensor_context, instance_for_
 from deltalake import DeltaTable
 
 from rocketlake.assets.backlog import DLQ_OLDEST_AGE, DLQ_WAITING, RETRY_WAITING
+from rocketlake.assets.metadata import DEAD_LETTERED as DEAD_LETTERED_KEY
 from rocketlake.resources.local import peers
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.errors import TopicNotExist
@@ -51,6 +52,10 @@ def dead_letters(client: RocketMQClient, group: str) -> list:
     return found
 
 
+def dlq_rows(path) -> list[dict]:
+    return DeltaTable(str(path)).to_pyarrow_table().to_pylist() if (path / "_delta_log").exists() else []
+
+
 def backlog_metadata(defs, instance, table: str, cluster) -> dict:
     """What the retry-backlog sensor records, evaluated as the daemon does."""
     sensor = defs.get_sensor_def(f"{table}_retry_backlog")
@@ -76,7 +81,7 @@ def test_failures_come_back_then_land_once_or_end_in_the_dead_letter_table(tmp_p
                                       max_reconsume_times=MAX_RECONSUME, fail_until={**FAIL_UNTIL, "bad": 99})
     deliveries: list[dict] = []
     threading.Thread(target=lambda: deliveries.extend(json.loads(line) for line in java.stdout
-                                                      if line.startswith("{")), daemon=True).start()
+                                                      if line.startswith('{"msgId"')), daemon=True).start()
     try:
         wait_for_next_minute(offset_s=1)
         messages = [{"topic": topic, "tags": "good", "keys": [f"k{i}"], "body": json.dumps({"order_id": f"o{i}",
@@ -95,19 +100,30 @@ def test_failures_come_back_then_land_once_or_end_in_the_dead_letter_table(tmp_p
 
         path = str(tmp_path / "lake" / table)
         with instance_for_test() as instance:
-            # Window 0 fails 5 messages (retry copies come back seconds later, in window 1); window 1 lands the
-            # flaky ones and fails the rest again; window 2 dead-letters them; window 3 lands the dead letters.
-            for n in range(4):
+            # Window by window, as the schedule runs them: what fails is sent back and returns seconds later, in
+            # the window being written then, which a later run lands (and fails again, or not). Runs go on until the
+            # dead letters are landed, at most 8 windows.
+            dlq_path = tmp_path / "lake" / f"{table}_dlq"
+            dead_lettered, sensor_checked = 0, False
+            for n in range(8):
                 start_ms = first_window_ms + n * 60_000
                 wait_until((start_ms + 60_000) / 1000 + 3)
-                if n == 3:  # the dead letters are in the broker's DLQ, not landed yet: the sensor says so
-                    waiting = backlog_metadata(defs, instance, table, local_cluster)
-                    assert waiting[DLQ_WAITING].value == 3 and waiting[RETRY_WAITING].value == 0
-                    assert waiting[DLQ_OLDEST_AGE].value > 0
                 result = run_partitions(defs, table, instance, minute_key(start_ms))
                 assert result.success, [e.message for e in result.all_events if e.is_failure]
                 checks = [c for c in result.get_asset_check_evaluations() if c.check_name == "offsets_accounted"]
-                assert checks and all(c.passed for c in checks)
+                assert len(checks) == 2 and all(c.passed for c in checks)
+                [main] = [m for m in result.asset_materializations_for_node(table)]
+                dead_lettered += main.metadata[DEAD_LETTERED_KEY].value
+                landed_dead = dlq_rows(dlq_path)
+                if dead_lettered == 3 and not sensor_checked:
+                    # In the broker's DLQ, not all landed yet: the backlog sensor says how many wait.
+                    waiting = backlog_metadata(defs, instance, table, local_cluster)
+                    assert waiting[DLQ_WAITING].value == 3 - len(landed_dead) > 0
+                    assert waiting[RETRY_WAITING].value == 0 and waiting[DLQ_OLDEST_AGE].value > 0
+                    sensor_checked = True
+                if len(landed_dead) == 3:
+                    break
+            assert sensor_checked and len(dlq_rows(dlq_path)) == 3
 
             landed = DeltaTable(path).to_pyarrow_table().to_pylist()
             by_origin = Counter(r["origin_msg_id"] for r in landed)
@@ -122,7 +138,7 @@ def test_failures_come_back_then_land_once_or_end_in_the_dead_letter_table(tmp_p
                 else:
                     assert row["topic"] == topic and row["reconsume_times"] == 0
 
-            dlq = DeltaTable(str(tmp_path / "lake" / f"{table}_dlq")).to_pyarrow_table().to_pylist()
+            dlq = dlq_rows(dlq_path)
             ours = sorted((r["origin_msg_id"], r["reconsume_times"], r["origin_topic"]) for r in dlq)
             assert ours == sorted((s.msg_id, MAX_RECONSUME + 1, topic) for s in sent
                                   if tag_of[s.msg_id] in ("poison", "bad"))

@@ -37,3 +37,12 @@ def fail_every_third_once(messages, context):
         if m["reconsume_times"] == 0 and int(dict(m["properties"]).get("seq", 1)) % 3 == 0:
             return ConsumeConcurrentlyStatus.RECONSUME_LATER
     return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+
+def sleep_on_slow(messages, context):
+    """Hangs for a minute on a message tagged 'slow' (a stuck downstream call), succeeds on the others."""
+    import time
+
+    if any(m["tags"] == "slow" for m in messages):
+        time.sleep(60)
+    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
