@@ -160,7 +160,7 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
         try:
             window.check_closed(now_ms, cfg.window.grace_seconds * 1000)
         except WindowNotClosed as e:
-            raise Failure(description=f"partition {key}: {e}") from None
+            raise Failure(description=f"partition {key}: {e}", allow_retries=False) from None
         windows.append((key, window))
 
     timeout = cfg.mq_client_api_timeout

@@ -85,8 +85,9 @@ def test_broadcasting_failures_are_kept_not_sent_back(tmp_path, local_cluster, p
         assert result.success
         [check] = result.get_asset_check_evaluations()
         assert check.passed
-        windows = {r["window"]: r for r in check.metadata["windows"].value.records}
-    assert sum(w.data["failed"] for w in windows.values()) == len(failing)
+        windows = {r.data["window"]: r.data for r in check.metadata["windows"].value.records}
+    assert sum(w["failed"] for w in windows.values()) == len(failing)
+    assert sum(w["sent_back"] + w["dead_lettered"] for w in windows.values()) == 0
     rows = DeltaTable(str(tmp_path / "lake" / table)).to_pyarrow_table(columns=["msg_id"]).to_pylist()
     assert Counter(r["msg_id"] for r in rows) == Counter(m["msgId"] for m in expected if m["msgId"] not in failing)
     kept = DeltaTable(str(tmp_path / "lake" / f"{table}_failures")).to_pyarrow_table().to_pylist()

@@ -188,9 +188,10 @@ def test_runs_killed_during_or_after_send_back_land_every_message_once(tmp_path,
     failing = {w: [m for m in produced.in_window(w) if int(m["properties"]["seq"]) % 3 == 0]
                for w in produced.windows()}
     for window, point in zip(produced.windows(), ("during_send_back", "after_send_back")):
+        before = ingestion.committed()
         code, output, _ = materialize_cli(dict(ingestion.env, ROCKETLAKE_FAILPOINT=point), ingestion.table, window)
         assert code == -signal.SIGKILL, output[-2000:]
-        assert ingestion.committed() == {}  # killed before the materialization: no offset moved
+        assert ingestion.committed() == before  # killed before the materialization: no offset moved
         code, output, _ = materialize_cli(ingestion.env, ingestion.table, window)
         assert code == 0, output[-3000:]
         assert f"sent back {len(failing[window])} failed message(s)" in output

@@ -209,7 +209,9 @@ ingestions:
         result = run_partitions(definitions(config), "t_dead", instance, "2026-11-01-00:00")
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure)
-    message = failure.event_specific_data.error.message
+    # After its retries Dagster says "Exceeded max_retries of 2"; the UI shows the last attempt's failure below it.
+    assert failure.event_specific_data.error.message.startswith("Exceeded max_retries of 2")
+    message = failure.event_specific_data.user_failure_data.description
     assert "cannot reach RocketMQ" in message and f"127.0.0.1:{port}" in message
     assert "rocketlake local status" in message
     assert not (tmp_path / "lake" / "t_dead").exists()  # nothing written
