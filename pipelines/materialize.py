@@ -221,7 +221,9 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
         first = Window.partitionBy("origin_msg_id", fresh).orderBy(
             "window_start", is_retry(F.col("topic")), "topic", "broker_name", "queue_id", "queue_offset")
         rank = F.when(fresh, F.row_number().over(first))
-        judged = judged.withColumn(DUPLICATE, F.col(DUPLICATE) | F.coalesce(rank > 1, F.lit(False)))
+        # Only a redelivered copy can be a duplicate: two main-topic messages are two offsets, landed both.
+        later_copy = is_retry(F.col("topic")) & F.coalesce(rank > 1, F.lit(False))
+        judged = judged.withColumn(DUPLICATE, F.col(DUPLICATE) | later_copy)
     outcome = (F.when(~F.col("matched"), F.lit("filtered"))
                .when(F.col(ERROR).isNull() & F.col(DUPLICATE), F.lit("duplicates"))
                .when(F.col(ERROR).isNull(), F.lit("rows"))

@@ -180,6 +180,7 @@ def test_runs_killed_during_or_after_send_back_land_every_message_once(tmp_path,
     (window 1) and after it sent them all, before the materialization (window 2); each re-run sends back again. The
     copies come back, some twice, in the windows of the following minutes: landing those, every message is in the
     table exactly once, and the offsets are where they belong."""
+    from rocketlake.resources.rocketmq.client import RocketMQClient
     from tests.integration.ingestion_support import minute_key, wait_until
 
     ingestion = Ingestion(tmp_path, local_cluster, produced, instance_home,
@@ -201,7 +202,16 @@ def test_runs_killed_during_or_after_send_back_land_every_message_once(tmp_path,
     assert Counter(r["origin_msg_id"] for r in rows) == Counter(
         m for m in produced.by_msg_id if m not in failed_ids)
 
-    # Every copy sent back is in the retry topic now (1 s delay levels); land the minutes they were stored in.
+    # Wait for the broker to deliver every copy sent back into the retry topic (3 s delay on the test brokers): half
+    # of window 1's failures by the killed run, all by its re-run, all of window 2's twice. Then land the minutes
+    # they were stored in.
+    copies = len(failing[produced.windows()[0]]) // 2 + len(failing[produced.windows()[0]]) \
+        + 2 * len(failing[produced.windows()[1]])
+    with RocketMQClient(local_cluster.spec.namesrv_address) as client:
+        deadline = time.monotonic() + 60
+        while sum(client.get_max_offset(q) for q in client.queues(f"%RETRY%{ingestion.group}")) < copies:
+            assert time.monotonic() < deadline, "the broker did not deliver the copies sent back"
+            time.sleep(0.5)
     last_retry_ms = int(time.time()) // 60 * 60_000
     wait_until((last_retry_ms + 60_000) / 1000 + 3)
     span = f"{minute_key(first_retry_ms)}...{minute_key(last_retry_ms)}"
