@@ -226,8 +226,15 @@ def judge_frame(answer: Any, n: int) -> tuple[list[str | None], Any]:
         raise ListenerError(f"a vectorised listener answered {len(statuses)} statuses for {n} rows")
     errors: list[str | None] = []
     for status, reason in zip(statuses, reasons):
-        ok = status is True or status == "CONSUME_SUCCESS" or status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS \
-            or (not isinstance(status, str) and bool(status) and status is not ConsumeConcurrentlyStatus.RECONSUME_LATER)
-        errors.append(None if ok else (str(reason) if reason is not None and reason == reason else
-                                       "listener answered RECONSUME_LATER"))
+        errors.append(None if _consumed(status) else (str(reason) if reason is not None and reason == reason else
+                                                      "listener answered RECONSUME_LATER"))
     return errors, frame
+
+
+def _consumed(status: Any) -> bool:
+    """A vectorised status: CONSUME_SUCCESS (the enum or its name) or a true value (NaN and None are not)."""
+    if isinstance(status, ConsumeConcurrentlyStatus):
+        return status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+    if isinstance(status, str):
+        return status == "CONSUME_SUCCESS"
+    return status is not None and status == status and bool(status)
