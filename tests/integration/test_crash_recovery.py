@@ -220,6 +220,6 @@ def test_runs_killed_during_or_after_send_back_land_every_message_once(tmp_path,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     rows = DeltaTable(str(ingestion.path)).to_pyarrow_table(columns=["origin_msg_id", "reconsume_times"]).to_pylist()
-    assert Counter(r["origin_msg_id"] for r in rows) == Counter(produced.by_msg_id)  # each exactly once
+    assert Counter(r["origin_msg_id"] for r in rows) == Counter(list(produced.by_msg_id))  # each exactly once
     assert {r["origin_msg_id"] for r in rows if r["reconsume_times"] == 1} == failed_ids
     ingestion.assert_landed_exactly_once(produced.windows())  # and the group's offsets on the topic are its ends
