@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from rocketlake.pipelines.body import BodySchemaError, decode_body
+from rocketlake.pipelines.body import METADATA_COLUMNS, BodySchemaError, decode_body
 from rocketlake.pipelines.config import DLQ_GROUP_TOPIC_PREFIX, BodyConfig, IngestionConfig
 from rocketlake.resources.rocketmq.message import RETRY_GROUP_TOPIC_PREFIX
 
@@ -62,16 +62,22 @@ def decode_checked(df: DataFrame, body: BodyConfig) -> DataFrame:
         schema = StructType.fromDDL(body.schema_ or "")
     except Exception as e:  # Spark raises its own parse exception types
         raise BodySchemaError(f"body.schema {body.schema_!r} is not valid Spark DDL: {e}") from None
-    decoded = decode_body(df, "json", body.schema_)
-    # Spark's PERMISSIVE mode keeps the text of a record that does not match the schema in this column.
-    probe = F.from_json(F.col("body").cast("string"), StructType(schema.fields + StructType.fromDDL(f"{CORRUPT} STRING").fields),
-                        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+    clashes = sorted({f.name for f in schema.fields} & METADATA_COLUMNS)
+    if clashes:
+        raise BodySchemaError(f"body.schema fields {clashes} clash with rocketlake's own columns; rename them")
+    # One parse per body: Spark's PERMISSIVE mode gives the schema's fields and, for a record that does not match
+    # the schema, keeps its text in the corrupt-record column.
+    parsed = F.col("_rl_json")
+    with_json = df.withColumn("_rl_json", F.from_json(
+        F.col("body").cast("string"), StructType(schema.fields + StructType.fromDDL(f"{CORRUPT} STRING").fields),
+        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}))
     malformed = F.concat(F.lit(f"body is not JSON matching body.schema ({body.schema_}): "),
                          F.substring(F.col("body").cast("string"), 1, 200))
     error = (F.when(~F.col("matched"), F.lit(None))
              .when(~utf8, bad_utf8)
-             .when(probe.isNull() | probe.getField(CORRUPT).isNotNull(), malformed))
-    return decoded.withColumn(ERROR, error.cast("string"))
+             .when(parsed.isNull() | parsed.getField(CORRUPT).isNotNull(), malformed))
+    return with_json.select(*df.columns, *[parsed.getField(f.name).alias(f.name) for f in schema.fields],
+                            error.cast("string").alias(ERROR))
 
 
 def mark_known(df: DataFrame, table_path: str | None, replaced: str, earliest_ms: int) -> DataFrame:

@@ -52,12 +52,5 @@ def commit_log_offset_of(offset_msg_id: str) -> int:
     raise ValueError(f"{offset_msg_id!r} is not an offset message id (32 or 56 hex characters)")
 
 
-def outcome_of(reconsume_times: int, max_reconsume_times: int, clustering: bool) -> str:
-    """What the broker will do with a failure sent back now (AbstractSendMessageProcessor#consumerSendMsgBack)."""
-    if not clustering:
-        return FAILED
-    return DEAD_LETTERED if reconsume_times >= max_reconsume_times else SENT_BACK
-
-
 def failures_table(table: str) -> str:
     return f"{table}_failures"

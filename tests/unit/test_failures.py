@@ -12,7 +12,6 @@ from rocketlake.pipelines.failures import (
     SENT_BACK,
     FailedMessage,
     commit_log_offset_of,
-    outcome_of,
 )
 from rocketlake.pipelines.ingest import Landing, Materialization, WindowAccounting
 from rocketlake.pipelines.ledger import LedgerEntry
@@ -29,14 +28,6 @@ def test_the_commit_log_offset_is_read_back_from_the_offset_message_id():
         assert commit_log_offset_of(create_offset_msg_id("[::1]:10911", offset)) == offset
     with pytest.raises(ValueError, match="not an offset message id"):
         commit_log_offset_of("C0A8")
-
-
-def test_the_outcome_is_what_the_broker_does_with_the_send_back():
-    assert outcome_of(0, 16, clustering=True) == SENT_BACK
-    assert outcome_of(15, 16, clustering=True) == SENT_BACK
-    assert outcome_of(16, 16, clustering=True) == DEAD_LETTERED  # reconsumeTimes >= maxReconsumeTimes
-    assert outcome_of(0, 0, clustering=True) == DEAD_LETTERED
-    assert outcome_of(3, 16, clustering=False) == FAILED  # BROADCASTING never sends back
 
 
 def test_every_category_counts_toward_the_balance():
