@@ -23,7 +23,38 @@ import org.apache.rocketmq.common.message.MessageQueue;
 public final class ConsumerPeer {
     private static final PrintStream OUT = new PrintStream(System.out, false, StandardCharsets.UTF_8);
 
-    public static void main(String[] args) throws Exception {
+    public static void main(String[] args) {
+        // The client's threads are not daemons: an exception leaving main would keep the JVM alive until
+        // the caller's timeout. Any failure ends the process at once, with its stack on stderr.
+        try {
+            run(args);
+        } catch (Throwable t) {
+            t.printStackTrace();
+            System.exit(2);
+        }
+    }
+
+    /**
+     * seek() asks the broker for the queue's min and max offsets; right after commit-log files are
+     * deleted the broker can be slow to answer (its clean service holds the store), so a failed lookup is
+     * retried for up to 30 s before it is an error.
+     */
+    private static void seek(DefaultLitePullConsumer consumer, MessageQueue mq, long offset) throws Exception {
+        long deadline = System.nanoTime() + 30_000_000_000L;
+        while (true) {
+            try {
+                consumer.seek(mq, offset);
+                return;
+            } catch (org.apache.rocketmq.client.exception.MQClientException e) {
+                if (System.nanoTime() > deadline || e.getMessage() == null || !e.getMessage().startsWith("Invoke Broker")) {
+                    throw e;
+                }
+                Thread.sleep(500);
+            }
+        }
+    }
+
+    private static void run(String[] args) throws Exception {
         Map<String, String> opts = new HashMap<>();
         for (int i = 0; i + 1 < args.length; i += 2) {
             opts.put(args[i].replaceFirst("^--", ""), args[i + 1]);
@@ -49,7 +80,7 @@ public final class ConsumerPeer {
         List<MessageQueue> queues = new ArrayList<>(ranges.keySet());
         consumer.assign(queues);
         for (MessageQueue mq : queues) {
-            consumer.seek(mq, ranges.get(mq)[0]);
+            seek(consumer, mq, ranges.get(mq)[0]);
         }
         Map<MessageQueue, Long> done = new HashMap<>();
         // assign() may start pulling before seek() lands, so batches from other offsets can arrive
@@ -77,7 +108,7 @@ public final class ConsumerPeer {
             for (MessageQueue mq : queues) {
                 if (!done.containsKey(mq) && now - progressAt.getOrDefault(mq, start) > 2_000_000_000L) {
                     progressAt.put(mq, now);
-                    consumer.seek(mq, next.get(mq));
+                    seek(consumer, mq, next.get(mq));
                 }
             }
             // Stop when nothing new arrived for 10 s: offsets past the last matching message never arrive
@@ -96,7 +127,7 @@ public final class ConsumerPeer {
                     // (once per position) so the consumer goes back for the offsets in between.
                     if (!next.get(mq).equals(reseekAt.get(mq))) {
                         reseekAt.put(mq, next.get(mq));
-                        consumer.seek(mq, next.get(mq));
+                        seek(consumer, mq, next.get(mq));
                     }
                     continue;
                 }
