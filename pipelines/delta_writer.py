@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, SparkSession
 
-from rocketlake.pipelines.ledger import LedgerEntry, history_of
+from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry, history_of
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
 # How many of the newest commits to read at first; a group's newest entry is nearly always among them.
@@ -25,12 +25,47 @@ def _sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def slice_predicate(window_starts_ms: Iterable[int], queues: Iterable[MessageQueue]) -> str:
-    """The replaceWhere predicate of (these windows) x (these queues)."""
-    windows = ", ".join(f"timestamp_millis({ms})" for ms in sorted(set(window_starts_ms)))
-    keys = ", ".join(_sql_string(mq.key) for mq in sorted(set(queues)))
-    return (f"window_start IN ({windows}) AND "
-            f"concat_ws('/', topic, broker_name, CAST(queue_id AS STRING)) IN ({keys})")
+def _queue_key(mq: MessageQueue) -> str:
+    return _sql_string(mq.key)
+
+
+QUEUE_KEY_SQL = "concat_ws('/', topic, broker_name, CAST(queue_id AS STRING))"
+
+
+def slice_predicate(windows: Iterable[WindowEntry]) -> str:
+    """The replaceWhere predicate of exactly what ``windows``' ranges cover; ``false`` when they cover nothing.
+
+    Windows are functions of store time, so a range that starts where its window starts on its queue covers
+    that (window, queue) slice whole. Only a queue's first non-empty range in an entry can start later (the
+    group's position, or where an orderly queue resumes): its clause keeps the rows below its start, landed
+    by an earlier run. An empty range (a window re-run after the group passed it) replaces nothing.
+    """
+    whole: dict[tuple[int, ...], set[MessageQueue]] = {}
+    by_queue: dict[MessageQueue, list[int]] = {}
+    bounded: list[str] = []
+    seen: set[MessageQueue] = set()
+    for w in sorted(windows, key=lambda w: w.start_ms):
+        for r in w.ranges:
+            if r.size == 0:
+                continue
+            if r.queue not in seen:
+                seen.add(r.queue)
+                bounded.append(f"(window_start = timestamp_millis({w.start_ms}) AND {QUEUE_KEY_SQL} = "
+                               f"{_queue_key(r.queue)} AND queue_offset >= {r.start})")
+            else:
+                by_queue.setdefault(r.queue, []).append(w.start_ms)
+    for mq, starts in by_queue.items():
+        whole.setdefault(tuple(sorted(set(starts))), set()).add(mq)
+    clauses = bounded + [
+        f"(window_start IN ({', '.join(f'timestamp_millis({ms})' for ms in starts)}) AND {QUEUE_KEY_SQL} IN "
+        f"({', '.join(_queue_key(mq) for mq in sorted(queues))}))"
+        for starts, queues in sorted(whole.items())]
+    return "(" + " OR ".join(clauses) + ")" if clauses else "false"
+
+
+def slice_days(windows: Iterable[WindowEntry]) -> list[str]:
+    """The days (UTC) of the windows with a non-empty range: the only partitions a slice touches."""
+    return sorted({_day(w.start_ms) for w in windows if any(r.size for r in w.ranges)})
 
 
 def is_delta_table(spark: SparkSession, path: str) -> bool:
@@ -124,13 +159,13 @@ def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: boo
     if not is_delta_table(spark, path):
         writer_of(df.withColumn(DAY_COLUMN, F.expr(DAY_EXPRESSION))).partitionBy(DAY_COLUMN).mode("append").save(path)
         return
-    queues = ledger.queues
-    predicate = slice_predicate((w.start_ms for w in ledger.windows), queues) if queues else "false"
+    predicate = slice_predicate(ledger.windows)
     if DAY_COLUMN in partition_columns(spark, path):
         df = df.withColumn(DAY_COLUMN, F.expr(DAY_EXPRESSION))
-        if queues:
-            days = ", ".join(f"DATE'{d}'" for d in sorted({_day(w.start_ms) for w in ledger.windows}))
-            predicate = f"{DAY_COLUMN} IN ({days}) AND {predicate}"
+        days = slice_days(ledger.windows)
+        if days:
+            listed = ", ".join("DATE'" + day + "'" for day in days)
+            predicate = f"{DAY_COLUMN} IN ({listed}) AND {predicate}"
     writer_of(df).mode("overwrite").option("replaceWhere", predicate).save(path)
 
 

@@ -201,7 +201,7 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
     clustering = cfg.message_model is MessageModel.CLUSTERING
     max_times = cfg.effective_max_reconsume_times
     queues = entry.queues
-    replaced = slice_predicate((w.start_ms for w in entry.windows), queues) if queues else "false"
+    replaced = slice_predicate(entry.windows)
     with_retry = any(is_retry_topic(mq.topic) for mq in queues)
     # Only matched rows keep their body: filtered ones are counted, nothing more.
     df = (df.withColumn(BODY_LENGTH, F.length("body"))
@@ -269,11 +269,11 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
 
 def _rows_in_slice(spark: SparkSession, table_path: str, windows: tuple[WindowEntry, ...]) -> dict[tuple[int, MessageQueue], int]:
     """(window start ms, queue) -> rows now in the table, read back from Delta."""
-    queues = {r.queue for w in windows for r in w.ranges}
-    if not queues:
+    predicate = slice_predicate(windows)
+    if predicate == "false" or not is_delta_table(spark, table_path):
         return {}
     counted = (spark.read.format("delta").load(table_path)
-               .where(slice_predicate((w.start_ms for w in windows), queues))
+               .where(predicate)
                .groupBy((F.unix_millis("window_start")).alias("w"), "topic", "broker_name", "queue_id").count()
                .collect())
     return {(row["w"], MessageQueue(row["topic"], row["broker_name"], row["queue_id"])): row["count"] for row in counted}

@@ -67,6 +67,27 @@ def test_rerun_with_identical_data_changes_nothing(spark, tmp_path):
     assert table_rows(path) == before and len(before) == 5
 
 
+def test_a_range_that_starts_mid_window_keeps_the_rows_below_it_and_an_empty_range_replaces_nothing(spark, tmp_path):
+    """An orderly queue resuming at offset 3 of a window replaces 3.. only; a window re-run after the group
+    passed it (empty ranges) leaves the window's rows as they are; later windows are replaced whole."""
+    path = str(tmp_path / "t")
+    w0, w1 = 0, MIN
+    write_slice(frame(spark, [("t", "broker-a", 0, o, w0, f"first-{o}") for o in range(3)]
+                      + [("t", "broker-b", 0, o, w0, f"b-{o}") for o in range(4)]),
+                path, ledger("run-1", [(w0, [("broker-a", 0, 0, 5), ("broker-b", 0, 0, 4)])]))
+    write_slice(frame(spark, [("t", "broker-a", 0, o, w0, f"resumed-{o}") for o in range(3, 5)]
+                      + [("t", "broker-a", 0, 5, w1, "w1-5")]),
+                path, ledger("run-2", [(w0, [("broker-a", 0, 3, 5), ("broker-b", 0, 4, 4)]),
+                                       (w1, [("broker-a", 0, 5, 6)])]))
+    assert table_rows(path) == ([("broker-a", 0, o, f"first-{o}") for o in range(3)]
+                                + [("broker-a", 0, 3, "resumed-3"), ("broker-a", 0, 4, "resumed-4"),
+                                   ("broker-a", 0, 5, "w1-5")]
+                                + [("broker-b", 0, o, f"b-{o}") for o in range(4)])
+    write_slice(frame(spark, [])[["topic", "broker_name", "queue_id", "queue_offset", "window_start", "v"]], path,
+                ledger("run-3", [(w0, [("broker-a", 0, 5, 5), ("broker-b", 0, 4, 4)])]))
+    assert len(table_rows(path)) == 10
+
+
 def test_ledger_ignores_foreign_commits(spark, tmp_path):
     path = str(tmp_path / "t")
     frame(spark, [("t", "broker-a", 0, 0, 0, "x")]).write.format("delta").option("userMetadata", "hello").save(path)
