@@ -12,6 +12,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
+from functools import partial
 from dataclasses import replace
 
 from dagster import (
@@ -35,7 +36,7 @@ from dagster import (
 )
 
 from rocketlake.assets.metadata import accounting_table, progress_metadata, windows_metadata
-from rocketlake.assets.partitions import window_partitions
+from rocketlake.assets.partitions import window_partitions, windows_between
 from rocketlake.pipelines import ingest
 from rocketlake.pipelines.assignment import Assignment, assign, membership
 from rocketlake.pipelines.broker_access import group_broker
@@ -44,7 +45,7 @@ from rocketlake.pipelines.config import IngestionConfig, LakeConfig, MessageMode
 from rocketlake.pipelines.failures import failures_table
 from rocketlake.pipelines.listener import ListenerError
 from rocketlake.pipelines.failpoints import failpoint
-from rocketlake.pipelines.materialize import OrderlyConsumeFailed, SparkLake
+from rocketlake.pipelines.materialize import SparkLake
 from rocketlake.pipelines.offset_store import OffsetStoreCorrupt
 from rocketlake.pipelines.orderly import LockLost, OutOfOrder, QueuesLocked, queues_locked
 from rocketlake.pipelines.windows import MessagesDeleted, Window, WindowNotClosed, to_ms
@@ -135,7 +136,7 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, *, dead_lett
 
 # Errors a later attempt may not meet again (a broker back up, a lock released), and those it would meet again.
 TRANSIENT = (ConnectionFailed, RequestTimeout, QueuesLocked, LockLost)
-PERMANENT = (TopicNotExist, MessagesDeleted, OutOfOrder, OffsetStoreCorrupt, OrderlyConsumeFailed, ListenerError,
+PERMANENT = (TopicNotExist, MessagesDeleted, OutOfOrder, OffsetStoreCorrupt, ListenerError,
              BodySchemaError)
 
 
@@ -178,12 +179,13 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
 
     with locked_if_orderly(cfg, rocketmq.client(timeout), prepared.queues, context.log.info):
         landed = ingest.land(broker, lake, cfg, name, context.run.run_id, windows, prepared,
-                             start_at_group_position=SCHEDULE_TAG in context.run.tags, log=context.log.info)
+                             start_at_group_position=SCHEDULE_TAG in context.run.tags, log=context.log.info,
+                             now_ms=now_ms, windows_between=partial(windows_between, context.assets_def.partitions_def))
     balanced = all(a.balanced for a in landed.accounting)
     if balanced:
         ingest.send_back(broker, cfg, landed, context.log.info)
         failpoint("after_send_back")
-    for key, metadata in windows_metadata(landed, share.describe()).items():
+    for key, metadata in windows_metadata(landed, share.describe(), set(context.partition_keys)).items():
         context.add_asset_metadata(metadata, partition_key=key)  # each window its own figures
     checks = [AssetCheckResult(
         check_name=CHECK_NAME, passed=balanced, metadata={"windows": accounting_table(landed)},

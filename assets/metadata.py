@@ -23,6 +23,8 @@ SENT_BACK = "rocketlake/sent_back"
 DEAD_LETTERED = "rocketlake/dead_lettered"
 FAILED = "rocketlake/failed"
 DUPLICATES = "rocketlake/duplicate_copies"
+HELD = "rocketlake/held"  # orderly: messages at or after a suspended queue's failing message
+SUSPENDED = "rocketlake/suspended_queues"
 ACCOUNTED = "rocketlake/offsets_accounted"
 RANGES = "rocketlake/ranges"
 DELTA_VERSION = "rocketlake/delta_version"
@@ -53,6 +55,7 @@ def window_metadata(window: WindowEntry, accounting: WindowAccounting, m: Materi
         DEAD_LETTERED: MetadataValue.int(accounting.dead_lettered),
         FAILED: MetadataValue.int(accounting.failed),
         DUPLICATES: MetadataValue.int(accounting.duplicates),
+        HELD: MetadataValue.int(accounting.held),
         ACCOUNTED: MetadataValue.bool(accounting.balanced),
         RANGES: MetadataValue.table(ranges, schema=RANGE_SCHEMA),
         LEDGER_RUN: m.ledger.run_id,
@@ -61,6 +64,11 @@ def window_metadata(window: WindowEntry, accounting: WindowAccounting, m: Materi
     }
     if m.ledger.member is not None:
         metadata[MEMBER] = m.ledger.member
+    if m.ledger.suspended:
+        metadata[SUSPENDED] = MetadataValue.json({mq.key: {"offset": s.offset, "attempts": s.attempts,
+                                                           "retry_after_ms": s.until_ms, "window": s.window_key,
+                                                           "msg_id": s.msg_id, "error": s.error}
+                                                  for mq, s in sorted(m.ledger.suspended.items())})
     if assignment is not None:
         metadata[ASSIGNMENT] = assignment
     if m.delta_version is not None:
@@ -68,17 +76,19 @@ def window_metadata(window: WindowEntry, accounting: WindowAccounting, m: Materi
     return metadata
 
 
-def windows_metadata(m: Materialization, assignment: str | None = None) -> dict[str, dict]:
-    """Partition key -> its metadata, for every window the materialization landed."""
+def windows_metadata(m: Materialization, assignment: str | None = None, keys=None) -> dict[str, dict]:
+    """Partition key -> its metadata, for every window the materialization landed (among ``keys``: the run's
+    partitions; an orderly queue resuming lands the rest of earlier windows too, shown in the check's table)."""
     by_key = {a.partition_key: a for a in m.accounting}
-    return {w.partition_key: window_metadata(w, by_key[w.partition_key], m, assignment) for w in m.ledger.windows}
+    return {w.partition_key: window_metadata(w, by_key[w.partition_key], m, assignment) for w in m.ledger.windows
+            if keys is None or w.partition_key in keys}
 
 
 ACCOUNTING_SCHEMA = TableSchema(columns=[
     TableColumn("window", "string"), TableColumn("planned", "int"), TableColumn("seen", "int"),
     TableColumn("rows", "int"), TableColumn("filtered", "int"), TableColumn("sent_back", "int"),
     TableColumn("dead_lettered", "int"), TableColumn("failed", "int"), TableColumn("duplicates", "int"),
-    TableColumn("balanced", "bool"),
+    TableColumn("held", "int"), TableColumn("balanced", "bool"),
 ])
 
 
@@ -87,7 +97,7 @@ def accounting_table(m: Materialization) -> MetadataValue:
     return MetadataValue.table([TableRecord({"window": a.partition_key, "planned": a.planned, "seen": a.seen,
                                              "rows": a.rows, "filtered": a.filtered, "sent_back": a.sent_back,
                                              "dead_lettered": a.dead_lettered, "failed": a.failed,
-                                             "duplicates": a.duplicates, "balanced": a.balanced})
+                                             "duplicates": a.duplicates, "held": a.held, "balanced": a.balanced})
                                 for a in m.accounting], schema=ACCOUNTING_SCHEMA)
 
 

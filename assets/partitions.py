@@ -7,15 +7,16 @@ user typing ``--partition 2026-11-01-10:00`` gets what Dagster's docs show.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from itertools import islice
 from zoneinfo import ZoneInfo
 
-from dagster import TimeWindowPartitionsDefinition
+from dagster import TimeWindow, TimeWindowPartitionsDefinition
 from dagster._utils.partitions import DEFAULT_DATE_FORMAT, DEFAULT_HOURLY_FORMAT_WITHOUT_TIMEZONE
 from dagster._utils.schedules import cron_string_iterator
 
 from rocketlake.pipelines.config import WindowConfig
+from rocketlake.pipelines.windows import Window
 
 
 def partition_format(cron: str, timezone: str) -> str:
@@ -113,3 +114,15 @@ def _closed_range(window: WindowConfig, first: datetime, closed_before: datetime
             break
         last, start = start, end
     return f"windows {first.strftime(fmt)} .. {last.strftime(fmt)} can run now" if last else "no window can run yet"
+
+
+def windows_between(partitions: TimeWindowPartitionsDefinition, start_ms: int, end_ms: int) -> list[tuple[str, Window]]:
+    """The partitions whose windows lie in ``[start_ms, end_ms)``, as ``(key, Window)``: the windows an orderly
+    queue resuming at an earlier window still has to land."""
+    span = TimeWindow(datetime.fromtimestamp(start_ms / 1000, tz=timezone.utc),
+                      datetime.fromtimestamp(end_ms / 1000, tz=timezone.utc))
+    found = []
+    for key in partitions.get_partition_keys_in_time_window(span):
+        tw = partitions.time_window_for_partition_key(key)
+        found.append((key, Window.from_datetimes(tw.start, tw.end)))
+    return found

@@ -109,9 +109,9 @@ class GroupBroker(BrokerStoreTimes):
             self.client.create_subscription_group(self.consumer_group, brokers=[queue.broker_name])
             self.client.update_consumer_offset(self.consumer_group, queue, offset)
 
-    def send_back(self, failure, max_reconsume_times: int) -> None:
+    def send_back(self, failure, max_reconsume_times: int, delay_level: int = 0) -> None:
         # Delay level 0: the broker picks 3 + reconsume_times, as for Java's default delayLevelWhenNextConsume.
-        self.client.consumer_send_msg_back(self.consumer_group, failure.queue, failure, 0, max_reconsume_times)
+        self.client.consumer_send_msg_back(self.consumer_group, failure.queue, failure, delay_level, max_reconsume_times)
 
 
 class MemberBroker(GroupBroker):
@@ -128,7 +128,7 @@ class MemberBroker(GroupBroker):
     def commit_offset(self, queue: MessageQueue, offset: int) -> None:
         self.store.commit_offset(queue, offset)
 
-    def send_back(self, failure, max_reconsume_times: int) -> None:
+    def send_back(self, failure, max_reconsume_times: int, delay_level: int = 0) -> None:
         raise AssertionError("BROADCASTING never sends a message back")
 
 

@@ -182,13 +182,11 @@ def local_ip() -> str:
 
 
 GROUP_WORK = "it comes with consumer-group semantics: members, allocation, rebalancing, orderly queues"
-LISTENER_WORK = "it comes with orderly listeners"
 # DefaultMQPushConsumer settings rocketlake does not honour yet. A key listed here is refused whenever it is
 # present in the file, so that no accepted setting is silently ignored; the work that implements a key deletes
 # its line. Value: why, and when it comes.
 NOT_SUPPORTED_YET = {
     "consume_concurrently_max_span": GROUP_WORK,
-    "suspend_current_queue_time_millis": LISTENER_WORK,
     "pull_interval": "the reader pulls without pauses",
     "pull_batch_size_in_bytes": "pulls are bounded by pull_batch_size and the broker's transfer limits",
     "post_subscription_when_pull": "pulls always carry no subscription: every offset is read and its tag re-checked",
@@ -249,7 +247,9 @@ class IngestionConfig(_Strict):
     post_subscription_when_pull: bool = False
     unit_mode: bool = False
     max_reconsume_times: int = Field(default=-1, ge=-1)  # -1: 16 when concurrent, unbounded when orderly
-    suspend_current_queue_time_millis: int = Field(default=1000, ge=0)
+    # Orderly: how long a queue waits after a message failed before a run tries it again (Java: 1 s, minimum 10 ms
+    # in ConsumeMessageOrderlyService, at most 30 s).
+    suspend_current_queue_time_millis: int = Field(default=1000, ge=10, le=30_000)
     # Minutes, as in RocketMQ, but enforced per listener call to the second: fractions are allowed (0.5 = 30 s).
     consume_timeout: float = Field(default=15, ge=1 / 60)
     pop_invisible_time: int = 60_000
@@ -365,13 +365,17 @@ class IngestionConfig(_Strict):
         """Listener settings change something only where a listener (or a decoding that can fail) runs."""
         if self.listener is not None and not re.fullmatch(r"[\w.]+:[\w.]+", self.listener):
             raise ValueError(f"listener {self.listener!r} must be an import path package.module:function")
-        if self.listener is not None and self.consume_orderly:
-            raise ValueError("listener with consume_orderly: true is not supported yet (orderly listeners, which "
-                             "answer SUSPEND_CURRENT_QUEUE_A_MOMENT, come next); remove one of them")
         for key in ("consume_thread_min", "consume_thread_max", "consume_timeout", "consume_message_batch_max_size"):
             if key in self.model_fields_set and self.listener is None:
                 raise ValueError(f"{key} applies only to a listener (set listener: package.module:function); remove it")
         vectorised = self.listener_is_vectorized  # loads the listener: one that cannot be imported fails here
+        if vectorised and self.consume_orderly:
+            raise ValueError(f"a vectorised listener ({self.listener}) with consume_orderly: true is not supported yet: "
+                             "orderly queues are consumed message batch by message batch, in offset order; use a "
+                             "per-batch listener (fn(messages, context) -> ConsumeOrderlyStatus)")
+        if "suspend_current_queue_time_millis" in self.model_fields_set and not (self.consume_orderly and self.can_fail):
+            raise ValueError("suspend_current_queue_time_millis applies only to consume_orderly: true ingestions whose "
+                             "messages can fail (a listener, or a body.format that can fail to decode); remove it")
         if "consume_message_batch_max_size" in self.model_fields_set and vectorised:
             raise ValueError(f"consume_message_batch_max_size applies to per-batch listeners; {self.listener} is "
                              "vectorised and gets whole Arrow batches (bounded by pull_threshold_for_queue); remove it")

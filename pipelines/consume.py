@@ -8,6 +8,8 @@ Columns added to the rows of a read (``materialize`` then sorts rows by them):
 * ``_rl_error``: null when the message is consumed, else why not (a body that does not decode under
   ``body.format``, a listener's RECONSUME_LATER or exception, a call over ``consume_timeout``).
 * ``_rl_duplicate``: a redelivered copy of a message whose original (or another copy) is already landed.
+* ``_rl_held`` (orderly): the message its queue is suspended at, or a later one of that queue: landed when the
+  queue resumes.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from rocketlake.resources.rocketmq.message import RETRY_GROUP_TOPIC_PREFIX
 ERROR = "_rl_error"
 DUPLICATE = "_rl_duplicate"
 BODY_LENGTH = "_rl_body_length"
-HELPERS = (ERROR, DUPLICATE, BODY_LENGTH, "matched")
+HELD = "_rl_held"
+HELPERS = (ERROR, DUPLICATE, BODY_LENGTH, HELD, "matched")
 CORRUPT = "_rl_corrupt"
 
 #: How far back (days before the earliest window of a run) the table is searched for the original of a
@@ -201,6 +204,67 @@ def _as_message(row: dict) -> dict:
     message = {k: v for k, v in row.items() if k not in HELPERS}
     message["topic"] = row["origin_topic"]
     return message
+
+
+def queue_key(df_topic: str = "topic") -> Column:
+    """``topic/broker_name/queue_id``: ``MessageQueue.key`` as a column."""
+    return F.concat_ws("/", F.col(df_topic), F.col("broker_name"), F.col("queue_id").cast("string"))
+
+
+def listen_orderly(df: DataFrame, cfg: IngestionConfig, prior: dict[str, tuple[int, int]], queue_count: int) -> DataFrame:
+    """Orderly consumption (``listener.consume_in_order``): each queue's rows in one Spark task, in offset order,
+    given to the listener one batch at a time; ``_rl_held`` marks what a suspension holds back.
+
+    ``prior``: queue key -> (offset, failed attempts) of the queues that resume at a suspended message; that
+    message's ``reconsume_times`` is its failed attempts, as the Java consumer's local count is.
+    """
+    key = queue_key()
+    attempts = None
+    for q, (offset, failed) in prior.items():
+        hit = (key == F.lit(q)) & (F.col("queue_offset") == F.lit(offset))
+        attempts = (F.when(hit, F.lit(failed)) if attempts is None else attempts.when(hit, F.lit(failed)))
+    if attempts is not None:
+        df = df.withColumn("reconsume_times", attempts.otherwise(F.col("reconsume_times")).cast("int"))
+    ordered = (df.repartition(max(1, queue_count), "topic", "broker_name", "queue_id")
+               .sortWithinPartitions("topic", "broker_name", "queue_id", "queue_offset"))
+    schema = StructType(df.schema.fields + StructType.fromDDL(f"{HELD} BOOLEAN").fields)
+    return ordered.mapInArrow(_in_order(cfg.listener, cfg.consume_message_batch_max_size, cfg.consume_timeout_seconds,
+                                        prior, cfg.effective_max_reconsume_times), schema)
+
+
+def _in_order(path: str | None, batch_max: int, timeout_s: float, prior: dict[str, tuple[int, int]],
+              max_attempts: int):
+    """The mapInArrow function of ``listen_orderly``: picklable; one listener call at a time per task."""
+
+    def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import sys
+
+        from rocketlake.pipelines.listener import CallPool, consume_in_order, load_listener
+
+        listener = load_listener(path) if path else None
+        pool = CallPool(1, 1, timeout_s)
+        held: set[str] = set()
+
+        def log(line: str) -> None:
+            print(f"rocketlake orderly: {line}", file=sys.stderr, flush=True)
+
+        try:
+            for batch in batches:
+                table = pa.Table.from_batches([batch])
+                rows = [{"queue": f"{r['topic']}/{r['broker_name']}/{r['queue_id']}", "queue_offset": r["queue_offset"],
+                         "matched": r["matched"], "duplicate": r[DUPLICATE], "error": r[ERROR],
+                         "message": _as_message(r)}
+                        for r in table.to_pylist()]
+                verdicts = consume_in_order(rows, listener, batch_max, pool, prior, max_attempts, held, log)
+                table = table.set_column(table.column_names.index(ERROR), ERROR,
+                                         pa.array([e for e, _ in verdicts], type=pa.string()))
+                table = table.append_column(HELD, pa.array([h for _, h in verdicts], type=pa.bool_()))
+                yield (table.combine_chunks().to_batches()[0] if table.num_rows
+                       else pa.RecordBatch.from_pylist([], schema=table.schema))
+        finally:
+            pool.close()
+
+    return apply
 
 
 def with_last_error(df: DataFrame, failures_path: str) -> DataFrame:

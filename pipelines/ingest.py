@@ -17,16 +17,16 @@ dies anywhere leaves the group where the table says it is, and the next run's ``
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from rocketlake.pipelines.config import IngestionConfig
 from rocketlake.pipelines.failpoints import failpoint
 from rocketlake.pipelines.failures import DEAD_LETTERED, SENT_BACK, FailedMessage
-from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry, at_stake, origin_of
+from rocketlake.pipelines.ledger import LedgerEntry, Suspension, WindowEntry, at_stake, origin_of, suspensions
 from rocketlake.pipelines.offsets import OffsetMove, initial_position, moves_from_ledger
 from rocketlake.pipelines.orderly import OutOfOrder, out_of_order
-from rocketlake.pipelines.windows import MessagesDeleted, StoreTimeReader, Window, window_ranges
+from rocketlake.pipelines.windows import MessagesDeleted, StoreTimeReader, Window, iso, window_ranges
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 
 Log = Callable[[str], None]
@@ -46,8 +46,9 @@ class Broker(StoreTimeReader, Protocol):
 
     def commit_offset(self, queue: MessageQueue, offset: int) -> None: ...
 
-    def send_back(self, failure: FailedMessage, max_reconsume_times: int) -> None:
-        """CONSUMER_SEND_MSG_BACK of a failed message to the broker that stores it."""
+    def send_back(self, failure: FailedMessage, max_reconsume_times: int, delay_level: int = 0) -> None:
+        """CONSUMER_SEND_MSG_BACK of a failed message to the broker that stores it (a negative delay level: to
+        the dead-letter queue at once)."""
 
 
 class RecordedRuns(Protocol):
@@ -67,11 +68,12 @@ class WindowAccounting:
     dead_lettered: int = 0  # failed for the last time, sent back to %DLQ%<group> (CLUSTERING)
     failed: int = 0         # failed, kept in the failures table (BROADCASTING: never sent back)
     duplicates: int = 0     # redelivered copies of messages landed already
+    held: int = 0           # orderly: at or after the message a queue is suspended at, landed when it resumes
     queue_problems: tuple[str, ...] = ()  # queues of the window whose offsets do not add up (see materialize)
 
     @property
     def not_landed(self) -> int:
-        return self.filtered + self.sent_back + self.dead_lettered + self.failed + self.duplicates
+        return self.filtered + self.sent_back + self.dead_lettered + self.failed + self.duplicates + self.held
 
     @property
     def balanced(self) -> bool:
@@ -87,6 +89,7 @@ class Landing:
     bytes_read: int            # bytes of every message body read, filtered ones included
     delta_version: int | None  # the Delta commit that replaced the slice and carries the ledger
     failures: tuple[FailedMessage, ...] = ()  # messages not consumed; CLUSTERING sends them back after the commit
+    entry: LedgerEntry | None = None  # the entry as committed, when landing changed it (orderly suspensions)
 
 
 class Lake(Protocol):
@@ -102,8 +105,13 @@ class Lake(Protocol):
 
 @dataclass(frozen=True)
 class Materialization:
-    ledger: LedgerEntry
+    planned: LedgerEntry
     landing: Landing
+
+    @property
+    def ledger(self) -> LedgerEntry:
+        """The entry committed with the slice: the plan, with the suspensions the landing found."""
+        return self.landing.entry or self.planned
 
     @property
     def accounting(self) -> tuple[WindowAccounting, ...]:
@@ -124,6 +132,7 @@ class Prepared:
     gaps: dict[MessageQueue, tuple[int, int]]  # deleted before they were landed (on_deleted_messages: record)
     member: str | None = None                # this member's client id, written into its entries
     read_version: int | None = None          # the table version the ledger was read at
+    suspended: dict[MessageQueue, Suspension] = field(default_factory=dict)  # orderly queues stopped at a message
 
 
 def _keys(entries: list[LedgerEntry]) -> set[str]:
@@ -183,7 +192,9 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
             f"the broker deleted messages group {group} never landed ({listed}). Nothing was written. "
             "Land them from a backup if you have one; to accept the loss, set on_deleted_messages: record for this "
             "ingestion, which records the gap in the ledger and moves on.")
-    return Prepared(queues, at_stake(ledger, committed_all), repaired, starts, origin, gaps, member, read_version)
+    positions = {mq: max(start, gaps.get(mq, (0, 0))[1]) for mq, start in starts.items()}
+    return Prepared(queues, at_stake(ledger, committed_all), repaired, starts, origin, gaps, member, read_version,
+                    suspensions(ledger, positions) if cfg.consume_orderly else {})
 
 
 def deleted_gaps(broker: Broker, starts: dict[MessageQueue, int]) -> dict[MessageQueue, tuple[int, int]]:
@@ -209,28 +220,71 @@ def plan_windows(times: StoreTimeReader, queues: list[MessageQueue], windows: li
     return tuple(planned)
 
 
+#: The windows of the ingestion between two instants, ``[(partition key, Window)]``; from the partitions.
+WindowsBetween = Callable[[int, int], list[tuple[str, Window]]]
+
+
 def land(broker: Broker, lake: Lake, cfg: IngestionConfig, ingestion: str, run_id: str,
          windows: list[tuple[str, Window]], prepared: Prepared, *, start_at_group_position: bool,
-         log: Log = _no_log) -> Materialization:
+         log: Log = _no_log, now_ms: int = 0, windows_between: WindowsBetween | None = None) -> Materialization:
     """Plan the windows and land them in one commit whose ledger entry carries what is still at stake.
 
     ``start_at_group_position``: scheduled runs start where the group stands; an explicit backfill
     always takes whole windows. An orderly ingestion refuses windows that would skip unlanded messages
-    of a queue (``OutOfOrder``). ``log`` hears one line per step: the planned ranges, the Spark job, the commit.
+    of a queue (``OutOfOrder``), except where a queue is suspended (``orderly_plan``). ``log`` hears one
+    line per step: the planned ranges, the Spark job, the commit.
     """
     planned = plan_windows(broker, prepared.queues, windows, prepared.starts if start_at_group_position else None)
+    suspended: dict[MessageQueue, Suspension] = {}
     if cfg.consume_orderly:
+        planned, suspended = orderly_plan(broker, planned, prepared, now_ms, windows_between, log)
         positions = {mq: max(start, prepared.gaps.get(mq, (0, 0))[1]) for mq, start in prepared.starts.items()}
-        problems = out_of_order(planned, positions)
+        problems = out_of_order(planned, {mq: p for mq, p in positions.items() if mq not in suspended})
         if problems:
             raise OutOfOrder("orderly: a window of a queue cannot land before the earlier ones; land the earlier "
                              "windows first (nothing was read, no offset moved): " + "; ".join(problems))
     entry = LedgerEntry(ingestion, cfg.consumer_group, run_id, planned, dict(prepared.origin), dict(prepared.gaps),
-                        carried=tuple(prepared.at_stake), member=prepared.member, read_version=prepared.read_version)
+                        carried=tuple(prepared.at_stake), member=prepared.member, read_version=prepared.read_version,
+                        suspended=suspended)
     for w in planned:
         log(f"window {w.partition_key}: {w.size} offsets planned: "
             + ", ".join(f"{r.queue.broker_name}/{r.queue.topic}/{r.queue.queue_id} [{r.start}, {r.end})" for r in w.ranges))
     return Materialization(entry, lake.land(entry, len(prepared.queues), log))
+
+
+def orderly_plan(times: StoreTimeReader, planned: tuple[WindowEntry, ...], prepared: Prepared, now_ms: int,
+                 windows_between: WindowsBetween | None, log: Log) -> tuple[tuple[WindowEntry, ...], dict]:
+    """Where orderly queues are suspended: a queue whose pause is not over takes no range in this run (its
+    windows wait); one whose pause is over resumes at its message, in the window that holds it, and takes
+    every window from there on, so it lands in order. Returns the plan and the suspensions it carries (the
+    landing replaces those of the queues it reads with what it finds)."""
+    waiting = {mq: s for mq, s in prepared.suspended.items() if s.until_ms > now_ms and mq in prepared.queues}
+    due = {mq: s for mq, s in prepared.suspended.items() if s.until_ms <= now_ms and mq in prepared.queues}
+    for mq, s in sorted(waiting.items()):
+        log(f"orderly: {mq.key} is suspended at offset {s.offset} ({s.attempts} failed attempt(s), last: "
+            f"{s.error}); it waits until {iso(s.until_ms)} and takes no range in this run")
+    windows = {w.start_ms: w for w in planned}
+    first_ms = min(windows, default=None)
+    for mq, s in sorted(due.items()):
+        log(f"orderly: {mq.key} resumes at offset {s.offset} (window {s.window_key}, attempt {s.attempts + 1})")
+        earlier = [(s.window_key, Window(s.window_start_ms, s.window_end_ms))]
+        if windows_between is not None and first_ms is not None and s.window_end_ms < first_ms:
+            earlier += windows_between(s.window_end_ms, first_ms)
+        for key, window in earlier:
+            if first_ms is not None and window.start_ms >= first_ms:
+                continue
+            (r,) = window_ranges(times, [mq], window)
+            w = windows.get(window.start_ms) or WindowEntry(key, window.start_ms, window.end_ms, ())
+            windows[window.start_ms] = replace(w, ranges=(*(x for x in w.ranges if x.queue != mq), r))
+
+    def from_suspension(r: OffsetRange) -> OffsetRange:
+        offset = due[r.queue].offset if r.queue in due else r.start
+        return OffsetRange(r.queue, min(max(r.start, offset), r.end), r.end)
+
+    resumed = tuple(replace(w, ranges=tuple(sorted((from_suspension(r) for r in w.ranges if r.queue not in waiting),
+                                                   key=lambda r: r.queue)))
+                    for _, w in sorted(windows.items()))
+    return resumed, {**waiting, **due}
 
 
 def send_back(broker: Broker, cfg: IngestionConfig, m: Materialization, log: Log = _no_log) -> int:
@@ -244,7 +298,9 @@ def send_back(broker: Broker, cfg: IngestionConfig, m: Materialization, log: Log
     for i, failure in enumerate(sent):
         if i == len(sent) // 2:
             failpoint("during_send_back")
-        broker.send_back(failure, cfg.effective_max_reconsume_times)
+        # Orderly queues never use the retry topic: a message out of attempts goes to %DLQ% directly, as the
+        # Java consumer's ConsumeMessageOrderlyService.checkReconsumeTimes does.
+        broker.send_back(failure, cfg.effective_max_reconsume_times, -1 if cfg.consume_orderly else 0)
     if sent:
         dead = sum(f.outcome == DEAD_LETTERED for f in sent)
         log(f"sent back {len(sent)} failed message(s) to {cfg.consumer_group}'s retry topic ({dead} of them to "

@@ -39,6 +39,36 @@ class WindowEntry:
 
 
 @dataclass(frozen=True)
+class Suspension:
+    """An orderly queue stopped at a message it could not consume (SUSPEND_CURRENT_QUEUE_A_MOMENT).
+
+    Nothing of the queue at or after ``offset`` is landed; no run tries the queue again before
+    ``until_ms``, and the next that does resumes at ``offset``, in the window that holds it. ``attempts``
+    counts the failed calls of that message so far: the Java consumer's local reconsumeTimes.
+    """
+
+    offset: int
+    attempts: int
+    until_ms: int
+    window_key: str
+    window_start_ms: int
+    window_end_ms: int
+    msg_id: str | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"offset": self.offset, "attempts": self.attempts, "until_ms": self.until_ms,
+                "window": [self.window_key, self.window_start_ms, self.window_end_ms],
+                "msg_id": self.msg_id, "error": self.error}
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> Suspension:
+        key, start, end = raw["window"]
+        return cls(int(raw["offset"]), int(raw["attempts"]), int(raw["until_ms"]), key, int(start), int(end),
+                   raw.get("msg_id"), raw.get("error"))
+
+
+@dataclass(frozen=True)
 class LedgerEntry:
     """What one Delta commit landed: the windows, their ranges, and who landed them."""
 
@@ -59,6 +89,8 @@ class LedgerEntry:
     read_version: int | None = None
     # False for an entry written before ``carried`` existed: the entries before it must be read too.
     self_sufficient: bool = field(default=True, compare=False)
+    # Orderly queues stopped at a message (``Suspension``): the entry lands nothing of them from there on.
+    suspended: dict[MessageQueue, Suspension] = field(default_factory=dict)
 
     @property
     def partition_keys(self) -> list[str]:
@@ -69,10 +101,15 @@ class LedgerEntry:
         return {r.queue for w in self.windows for r in w.ranges}
 
     def spans(self) -> Iterable[tuple[MessageQueue, int, int]]:
-        """Every (queue, start, end) this entry passes the group over: its ranges and its accepted gaps."""
+        """Every (queue, start, end) this entry passes the group over: its ranges, up to where an orderly queue
+        is suspended, and its accepted gaps."""
         for w in self.windows:
             for r in w.ranges:
-                yield r.queue, r.start, r.end
+                stop = self.suspended.get(r.queue)
+                if stop is None:
+                    yield r.queue, r.start, r.end
+                elif r.start < stop.offset:
+                    yield r.queue, r.start, min(r.end, stop.offset)
         for mq, (lo, hi) in self.gaps.items():
             yield mq, lo, hi
 
@@ -84,6 +121,8 @@ class LedgerEntry:
             "origin": {mq.key: offset for mq, offset in sorted(self.origin.items())},
             "gaps": {mq.key: list(gap) for mq, gap in sorted(self.gaps.items())},
             **({"member": self.member} if self.member is not None else {}),
+            **({"suspended": {mq.key: s.to_dict() for mq, s in sorted(self.suspended.items())}}
+               if self.suspended else {}),
         }
 
     def to_json(self) -> str:
@@ -114,8 +153,9 @@ class LedgerEntry:
             for w in raw["windows"])
         origin = {MessageQueue.from_key(k): int(v) for k, v in raw.get("origin", {}).items()}
         gaps = {MessageQueue.from_key(k): (int(v[0]), int(v[1])) for k, v in raw.get("gaps", {}).items()}
+        suspended = {MessageQueue.from_key(k): Suspension.from_dict(v) for k, v in raw.get("suspended", {}).items()}
         return cls(raw["ingestion"], raw["consumer_group"], raw["run_id"], windows, origin, gaps, carried or (),
-                   version, raw.get("member"), self_sufficient=carried is not None)
+                   version, raw.get("member"), self_sufficient=carried is not None, suspended=suspended)
 
     @property
     def identity(self) -> str:
@@ -181,11 +221,22 @@ def at_stake(entries: Iterable[LedgerEntry], committed: dict[MessageQueue, int |
     """
     kept = []
     for entry in entries:
-        for mq, _, end in entry.spans():
+        stops = ((mq, s.offset, s.offset + 1) for mq, s in entry.suspended.items())
+        for mq, _, end in (*entry.spans(), *stops):  # a suspension is at stake until the group passes its message
             if mq in committed and (committed[mq] is None or end > committed[mq]):
                 kept.append(entry)
                 break
     return kept
+
+
+def suspensions(entries: Iterable[LedgerEntry], positions: dict[MessageQueue, int]) -> dict[MessageQueue, Suspension]:
+    """The suspension each orderly queue is under: the newest entry's record at the group's position on it."""
+    found: dict[MessageQueue, Suspension] = {}
+    for entry in entries:  # oldest first: a later record of the same message replaces an earlier one
+        for mq, s in entry.suspended.items():
+            if positions.get(mq) == s.offset:
+                found[mq] = s
+    return found
 
 
 def landed_spans(entries: Iterable[LedgerEntry], recorded_runs: Collection[str]) -> dict[MessageQueue, list[tuple[int, int]]]:

@@ -36,6 +36,20 @@ class ConsumeConcurrentlyStatus(enum.Enum):
     RECONSUME_LATER = "RECONSUME_LATER"
 
 
+class ConsumeOrderlyStatus(enum.Enum):
+    """What an orderly listener answers (``MessageListenerOrderly``)."""
+
+    SUCCESS = "SUCCESS"
+    SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
+
+
+@dataclass(frozen=True)
+class ConsumeOrderlyContext:
+    """The queue an orderly batch comes from (``topic/broker_name/queue_id``)."""
+
+    message_queue: str
+
+
 @dataclass
 class ConsumeConcurrentlyContext:
     """What a per-batch listener may set, as in RocketMQ: the last acknowledged index of the batch."""
@@ -199,6 +213,74 @@ def consume_rows(rows: list[dict], listener: Callable, batch_max: int, pool: Cal
         else:
             errors += timed_out(batch, value, pool.timeout_s, log)
     return errors
+
+
+def consume_in_order(rows: list[dict], listener: Callable | None, batch_max: int, pool: CallPool,
+                     prior: dict[str, tuple[int, int]], max_attempts: int, held: set[str],
+                     log: Callable[[str], None] = lambda _: None) -> list[tuple[str | None, bool]]:
+    """Orderly consumption of rows sorted by queue and offset: per row (error or None, held).
+
+    Rows carry ``queue`` (its key), ``queue_offset``, ``matched``, ``duplicate`` and ``error`` (a body that did not
+    decode). Each queue's consumable messages go to the listener in offset order, in batches of at most
+    ``batch_max``, one call at a time. A failed batch (SUSPEND_CURRENT_QUEUE_A_MOMENT, an exception, a timeout, an
+    undecodable body) stops its queue: it and every later message of the queue are held (``held`` remembers the
+    queue across calls). ``prior``: queue -> (offset, failed attempts) where the queue was suspended before; a
+    batch starting there that fails again after ``max_attempts`` attempts is not held but dead-lettered (its error,
+    not held), and the queue goes on, as ConsumeMessageOrderlyService.checkReconsumeTimes does.
+    """
+    out: list[tuple[str | None, bool]] = [(r["error"], False) for r in rows]
+    i = 0
+    while i < len(rows):
+        row = rows[i]
+        queue_key = row["queue"]
+        if queue_key in held:
+            out[i] = (None, True)
+            i += 1
+            continue
+        if not row["matched"] or row["duplicate"]:
+            i += 1
+            continue
+        batch = [i]
+        if row["error"] is None:
+            while (len(batch) < batch_max and batch[-1] + 1 < len(rows) and rows[batch[-1] + 1]["queue"] == queue_key
+                   and rows[batch[-1] + 1]["matched"] and not rows[batch[-1] + 1]["duplicate"]
+                   and rows[batch[-1] + 1]["error"] is None):
+                batch.append(batch[-1] + 1)
+            error = _call_orderly(listener, [rows[j]["message"] for j in batch], queue_key, pool, log)
+        else:
+            error = row["error"]
+        i = batch[-1] + 1
+        if error is None:
+            continue
+        offset, attempts = prior.get(queue_key, (None, 0))
+        failed_before = attempts if offset == row["queue_offset"] else 0
+        if failed_before >= max_attempts:
+            log(f"{queue_key} offset {row['queue_offset']}: failed {failed_before + 1} times (max_reconsume_times "
+                f"{max_attempts}); sent to the dead-letter queue, the queue goes on")
+            for j in batch:
+                out[j] = (error, False)
+            continue
+        for j in batch:
+            out[j] = (error, True)
+        held.add(queue_key)
+    return out
+
+
+def _call_orderly(listener: Callable | None, messages: list[dict], queue_key: str, pool: CallPool,
+                  log: Callable[[str], None]) -> str | None:
+    """One orderly listener call: None if the batch is consumed, else why not."""
+    if listener is None:
+        return None
+    [(kind, value)] = pool.run([lambda: listener(messages, ConsumeOrderlyContext(queue_key))])
+    if kind == "error":
+        return f"listener raised {_error_of(value)}"
+    if kind == "timeout":
+        return timed_out(messages, value, pool.timeout_s, log)[0]
+    if value is ConsumeOrderlyStatus.SUCCESS or value == "SUCCESS":
+        return None
+    if value is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT or value == "SUSPEND_CURRENT_QUEUE_A_MOMENT":
+        return "listener answered SUSPEND_CURRENT_QUEUE_A_MOMENT"
+    return f"listener answered {value!r}, not a ConsumeOrderlyStatus"
 
 
 def timed_out(rows: list[dict], seconds: float, limit_s: float, log: Callable[[str], None]) -> list[str]:

@@ -12,6 +12,7 @@ Nothing here touches the consumer group's offsets (see ``pipelines.ingest``).
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
@@ -21,10 +22,12 @@ from rocketlake.pipelines.consume import (
     BODY_LENGTH,
     DUPLICATE,
     ERROR,
+    HELD,
     HELPERS,
     decode_checked,
     is_retry,
     listen,
+    listen_orderly,
     mark_known,
     with_last_error,
     with_origin,
@@ -41,7 +44,7 @@ from rocketlake.pipelines.delta_writer import (
 from rocketlake.pipelines.failures import DEAD_LETTERED, FAILED, SENT_BACK, FailedMessage
 from rocketlake.pipelines.failpoints import failpoint
 from rocketlake.pipelines.ingest import Landing, Log, WindowAccounting
-from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry
+from rocketlake.pipelines.ledger import LedgerEntry, Suspension, WindowEntry
 from rocketlake.pipelines.options import encode_plan
 from rocketlake.pipelines.source import register
 from rocketlake.resources.rocketmq.message import is_retry_topic
@@ -49,10 +52,7 @@ from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
 MIB = 1024 * 1024
 OUTCOME = "_rl_outcome"
-
-
-class OrderlyConsumeFailed(RuntimeError):
-    """An orderly ingestion met a message it cannot consume; the message says which and what to do."""
+SUSPENDED = "suspended"  # failures table: the message an orderly queue is suspended at
 
 
 class SparkLake:
@@ -77,7 +77,8 @@ class SparkLake:
         if not entry.queues:
             # No queue at all (a dead-letter queue the broker has not created yet): nothing to read, nothing at
             # stake, no commit to make; the table appears with the first dead letter.
-            log(f"{self.cfg.topic} has no queue yet: nothing to land")
+            log(f"no queue of {self.cfg.topic} to read in these windows (none exists yet, or every one waits): "
+                "nothing to land")
             return Landing(tuple(WindowAccounting(w.partition_key, 0, 0, 0, 0) for w in entry.windows), {}, 0, None)
         return land_entry(self.spark, self.source_options, self.cfg, self.table_path, entry, queue_count, log,
                           self.failures_path, self.last_errors_from)
@@ -115,7 +116,7 @@ def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: Ingesti
     if last_errors_from is not None:
         df = with_last_error(df, last_errors_from)
     if cfg.can_fail:
-        figures, failed = _land_judged(spark, df, cfg, table_path, entry, log, failures_path)
+        figures, failed, entry = _land_judged(spark, df, cfg, table_path, entry, log, failures_path)
     else:
         figures, failed = _land_all(df, table_path, entry, log), ()
     failpoint("after_delta_commit")
@@ -136,16 +137,17 @@ def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: Ingesti
             dead_lettered=figures.get((w.start_ms, DEAD_LETTERED), 0),
             failed=figures.get((w.start_ms, FAILED), 0),
             duplicates=figures.get((w.start_ms, "duplicates"), 0),
+            held=figures.get((w.start_ms, "held"), 0),
             queue_problems=problems.get(w.start_ms, ()),
         )
         for w in planned)
     by_queue: dict[MessageQueue, int] = defaultdict(int)
     for (_, mq), n in rows.items():
         by_queue[mq] += n
-    return Landing(accounting, dict(by_queue), int(figures.get("bytes", 0)), version, failed)
+    return Landing(accounting, dict(by_queue), int(figures.get("bytes", 0)), version, failed, entry)
 
 
-NOT_LANDED = ("filtered", "duplicates", SENT_BACK, DEAD_LETTERED, FAILED)
+NOT_LANDED = ("filtered", "duplicates", SENT_BACK, DEAD_LETTERED, FAILED, "held")
 
 
 def _queue_problems(planned: tuple[WindowEntry, ...], rows: dict[tuple[int, MessageQueue], int],
@@ -191,7 +193,7 @@ def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log) -> d
 
 
 def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table_path: str, entry: LedgerEntry,
-                 log: Log, failures_path: str | None) -> tuple[dict, tuple[FailedMessage, ...]]:
+                 log: Log, failures_path: str | None) -> tuple[dict, tuple[FailedMessage, ...], LedgerEntry]:
     """Messages that may fail (a listener, a body that may not decode): judged once, then split.
 
     The verdicts are computed in one pass and kept (``localCheckpoint``): a listener is called once per
@@ -210,8 +212,14 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
     earliest = min((w.start_ms for w in entry.windows), default=0)
     judged = mark_known(judged, table_path if with_retry and is_delta_table(spark, table_path) else None, replaced,
                         earliest)
-    if cfg.listener is not None:
-        judged = listen(judged, cfg)
+    reading = {r.queue for w in entry.windows for r in w.ranges if r.size}
+    if cfg.consume_orderly:
+        prior = {mq.key: (s.offset, s.attempts) for mq, s in entry.suspended.items() if mq in reading}
+        judged = listen_orderly(judged, cfg, prior, len(reading))
+    else:
+        if cfg.listener is not None:
+            judged = listen(judged, cfg)
+        judged = judged.withColumn(HELD, F.lit(False))
     judged = judged.localCheckpoint(eager=True)
     consumed = F.col("matched") & F.col(ERROR).isNull()
     if with_retry:
@@ -225,9 +233,11 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
         later_copy = is_retry(F.col("topic")) & F.coalesce(rank > 1, F.lit(False))
         judged = judged.withColumn(DUPLICATE, F.col(DUPLICATE) | later_copy)
     outcome = (F.when(~F.col("matched"), F.lit("filtered"))
+               .when(F.col(HELD), F.lit("held"))
                .when(F.col(ERROR).isNull() & F.col(DUPLICATE), F.lit("duplicates"))
                .when(F.col(ERROR).isNull(), F.lit("rows"))
                .when(F.lit(not clustering), F.lit(FAILED))
+               .when(F.lit(cfg.consume_orderly), F.lit(DEAD_LETTERED))
                .when(F.col("reconsume_times") >= max_times, F.lit(DEAD_LETTERED))
                .otherwise(F.lit(SENT_BACK)))
     judged = judged.withColumn(OUTCOME, outcome)
@@ -242,29 +252,53 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
         if outcome_name == "rows":
             figures[(w, "landed_bytes")] = figures.get((w, "landed_bytes"), 0) + (row["landed_bytes"] or 0)
 
-    failed_rows = judged.where(F.col(OUTCOME).isin(SENT_BACK, DEAD_LETTERED, FAILED))
+    entry = with_suspensions(entry, judged, reading, cfg.suspend_current_queue_time_millis, log)
+    stopped = F.col(OUTCOME).isin(SENT_BACK, DEAD_LETTERED, FAILED) | (F.col(HELD) & F.col(ERROR).isNotNull())
+    failed_rows = judged.where(stopped).withColumn(OUTCOME, F.when(F.col(HELD), F.lit(SUSPENDED)).otherwise(F.col(OUTCOME)))
     failures = tuple(
         FailedMessage(MessageQueue(r["topic"], r["broker_name"], r["queue_id"]), r["queue_offset"], r["offset_msg_id"],
                       r["msg_id"], r["origin_topic"], r["reconsume_times"], r[OUTCOME], r[ERROR])
         for r in failed_rows.select("topic", "broker_name", "queue_id", "queue_offset", "offset_msg_id", "msg_id",
                                     "origin_topic", "reconsume_times", OUTCOME, ERROR)
         .orderBy("topic", "broker_name", "queue_id", "queue_offset").collect())
-    if cfg.consume_orderly and failures:
-        first = failures[0]
-        raise OrderlyConsumeFailed(
-            f"orderly: {len(failures)} message(s) could not be consumed, first {first.queue.key} offset "
-            f"{first.queue_offset} ({first.error}); an orderly queue cannot pass a message it has not consumed, so "
-            "nothing was written and no offset moved. Fix the message's producer or the body.schema, or reset the "
-            "group's offset past it (rocketlake offsets reset)")
     if failures_path is not None and (failures or is_delta_table(spark, failures_path)):
-        kept = failed_rows.select(*[c for c in failed_rows.columns if c not in (BODY_LENGTH, DUPLICATE, "matched")])
+        kept = failed_rows.select(*[c for c in failed_rows.columns if c not in (BODY_LENGTH, DUPLICATE, HELD, "matched")])
         kept = kept.withColumnRenamed(ERROR, "error").withColumnRenamed(OUTCOME, "outcome") \
             .withColumn("run_id", F.lit(entry.run_id))
         write_slice(kept, failures_path, entry, log, with_ledger=False)
         log(f"{len(failures)} failure(s) of this run are in {failures_path}")
     landed = judged.where(F.col(OUTCOME) == "rows").drop(*HELPERS, OUTCOME)
     write_slice(landed, table_path, entry, log)
-    return figures, failures
+    return figures, tuple(f for f in failures if f.outcome != SUSPENDED), entry
+
+
+def with_suspensions(entry: LedgerEntry, judged: DataFrame, reading: set[MessageQueue], suspend_ms: int,
+                     log: Log) -> LedgerEntry:
+    """The entry to commit: the suspensions this landing found on the queues it read (the first held message of
+    each, with its failed attempts counted on from the previous suspension at the same offset), and those of the
+    queues it did not read (still waiting), unchanged."""
+    import time
+
+    first_held = (judged.where(F.col(HELD) & F.col(ERROR).isNotNull())
+                  .groupBy("topic", "broker_name", "queue_id")
+                  .agg(F.min_by(F.struct("queue_offset", "msg_id", ERROR, F.unix_millis("window_start").alias("w")),
+                                "queue_offset").alias("first"))
+                  .collect())
+    if not first_held and not entry.suspended:
+        return entry
+    windows = {w.start_ms: w for w in entry.windows}
+    now_ms = int(time.time() * 1000)
+    suspended = {mq: s for mq, s in entry.suspended.items() if mq not in reading}
+    for row in first_held:
+        mq, first = MessageQueue(row["topic"], row["broker_name"], row["queue_id"]), row["first"]
+        before = entry.suspended.get(mq)
+        attempts = (before.attempts if before is not None and before.offset == first["queue_offset"] else 0) + 1
+        w = windows[first["w"]]
+        suspended[mq] = Suspension(first["queue_offset"], attempts, now_ms + suspend_ms, w.partition_key, w.start_ms,
+                                   w.end_ms, first["msg_id"], first[ERROR])
+        log(f"orderly: {mq.key} suspended at offset {first['queue_offset']} (attempt {attempts}: {first[ERROR]}); "
+            f"its later messages wait, the next run after {suspend_ms} ms tries it again")
+    return replace(entry, suspended=suspended)
 
 
 def _rows_in_slice(spark: SparkSession, table_path: str, windows: tuple[WindowEntry, ...]) -> dict[tuple[int, MessageQueue], int]:

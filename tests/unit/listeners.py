@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rocketlake.pipelines.listener import ConsumeConcurrentlyStatus, vectorized
+from rocketlake.pipelines.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, vectorized
 
 
 def fail_poison(messages, context):
@@ -46,3 +46,26 @@ def sleep_on_slow(messages, context):
     if any(m["tags"] == "slow" for m in messages):
         time.sleep(60)
     return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+
+#: orderly: tag -> suspend while the message's failed attempts (reconsume_times) are below this
+ORDERLY_FAIL_UNTIL = {"hold": 1, "poison": 99}
+
+
+def orderly_fail_by_tag(messages, context):
+    """SUSPEND_CURRENT_QUEUE_A_MOMENT for a batch holding a message that ``ORDERLY_FAIL_UNTIL`` still fails. Every
+    call is appended to ``calls_file(topic)`` (queue, offset, attempts per message), so a test can check the order
+    of the calls: Spark's Python workers share the machine's temporary directory, not the test's variables."""
+    with open(calls_file(messages[0]["topic"]), "a") as f:
+        for m in messages:
+            f.write(f"{m['broker_name']}/{m['queue_id']} {m['queue_offset']} {m['reconsume_times']}\n")
+    for m in messages:
+        if m["reconsume_times"] < ORDERLY_FAIL_UNTIL.get(m["tags"], 0):
+            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+    return ConsumeOrderlyStatus.SUCCESS
+
+
+def calls_file(topic: str) -> str:
+    import tempfile
+
+    return f"{tempfile.gettempdir()}/rocketlake-listener-calls-{topic}.txt"

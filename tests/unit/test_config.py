@@ -198,13 +198,13 @@ def test_allocation_keys_accepted_with_their_strategy():
 
 
 def test_every_refusal_is_listed_with_its_ingestion():
-    raw = with_ingestion(consume_concurrently_max_span=100, suspend_current_queue_time_millis=5)
+    raw = with_ingestion(consume_concurrently_max_span=100, pull_interval=5)
     raw["ingestions"]["audit"] = {**raw["ingestions"]["orders"], "table": "audit_raw", "consume_concurrently_max_span": 2000,
-                                  "suspend_current_queue_time_millis": 5}
+                                  "pull_interval": 5}
     refused = problems(raw)
     assert sorted(line.split(":")[0] for line in refused) == [
-        "ingestions.audit.consume_concurrently_max_span", "ingestions.audit.suspend_current_queue_time_millis",
-        "ingestions.orders.consume_concurrently_max_span", "ingestions.orders.suspend_current_queue_time_millis"]
+        "ingestions.audit.consume_concurrently_max_span", "ingestions.audit.pull_interval",
+        "ingestions.orders.consume_concurrently_max_span", "ingestions.orders.pull_interval"]
 
 
 def test_every_field_either_works_or_is_refused():
@@ -219,7 +219,7 @@ def test_every_field_either_works_or_is_refused():
                 "allocate_message_queue_strategy", "allocate_message_queue_list", "consumer_machine_rooms",
                 "machine_room_resolver", "machine_room_nearby_strategy", "virtual_node_count", "listener",
                 "consume_thread_min", "consume_thread_max", "consume_message_batch_max_size", "max_reconsume_times",
-                "consume_timeout", "run_retry"}
+                "consume_timeout", "run_retry", "suspend_current_queue_time_millis"}
     assert set(IngestionConfig.model_fields) == honoured | set(NOT_SUPPORTED_YET)
     assert not honoured & set(NOT_SUPPORTED_YET)
 
@@ -242,6 +242,7 @@ def test_a_refused_key_fails_dagster_definitions_validate(tmp_path):
 
 LISTENER = "tests.unit.listeners:fail_poison"
 VECTORISED = "tests.unit.listeners:vectorised_upper"
+ORDERLY = "tests.unit.listeners:orderly_fail_by_tag"
 
 
 @pytest.mark.parametrize("keys, expected", [
@@ -251,7 +252,10 @@ VECTORISED = "tests.unit.listeners:vectorised_upper"
     ({"listener": VECTORISED, "consume_message_batch_max_size": 4}, "gets whole Arrow batches"),
     ({"listener": "no.such.module:fn"}, "cannot be loaded (ModuleNotFoundError"),
     ({"listener": "not a path"}, "must be an import path"),
-    ({"listener": LISTENER, "consume_orderly": True}, "is not supported yet"),
+    ({"listener": VECTORISED, "consume_orderly": True}, "is not supported yet"),
+    ({"listener": LISTENER, "suspend_current_queue_time_millis": 500}, "applies only to consume_orderly"),
+    ({"listener": LISTENER, "consume_orderly": True, "suspend_current_queue_time_millis": 5},
+     "suspend_current_queue_time_millis"),
     ({"listener": LISTENER, "consume_timeout": 0.001}, "consume_timeout"),
     ({"max_reconsume_times": 3, "body": {"format": "raw"}}, "max_reconsume_times applies only when a message can fail"),
     ({"listener": LISTENER, "message_model": "BROADCASTING", "max_reconsume_times": 3}, "CLUSTERING only"),
@@ -264,6 +268,8 @@ def test_listener_keys_accepted_with_a_listener():
     for keys in [{"listener": LISTENER, "consume_timeout": 0.05, "consume_thread_min": 2, "consume_thread_max": 4,
                   "consume_message_batch_max_size": 8, "max_reconsume_times": 2},
                  {"listener": VECTORISED, "consume_timeout": 1},
+                 {"listener": ORDERLY, "consume_orderly": True, "suspend_current_queue_time_millis": 500,
+                  "max_reconsume_times": 2},
                  {"max_reconsume_times": 0, "body": {"format": "json", "schema": "a STRING"}}]:
         cfg = parse_config(with_ingestion(**keys)).ingestions["orders"]
         assert cfg.can_fail

@@ -43,7 +43,7 @@ class SendBackRecorder:
         self.sent: list[tuple[FailedMessage, int]] = []
         self.fail_at = fail_at
 
-    def send_back(self, failure, max_reconsume_times):
+    def send_back(self, failure, max_reconsume_times, delay_level=0):
         if self.fail_at is not None and len(self.sent) == self.fail_at:
             raise ConnectionError("broker-a is down")
         self.sent.append((failure, max_reconsume_times))

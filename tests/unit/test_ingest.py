@@ -14,7 +14,7 @@ import pytest
 
 from rocketlake.pipelines import ingest
 from rocketlake.pipelines.ingest import Landing, WindowAccounting
-from rocketlake.pipelines.ledger import LedgerEntry, history_of
+from rocketlake.pipelines.ledger import LedgerEntry, Suspension, history_of
 from rocketlake.pipelines.windows import MessagesDeleted, Window
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 from tests.unit.support import ingestion_config
@@ -250,6 +250,79 @@ def test_an_orderly_run_refuses_a_window_that_skips_unlanded_messages_of_a_queue
     one_run(fresh, LakeOnPaper(), Recorded(), config(consume_from_where="CONSUME_FROM_FIRST_OFFSET"), "r5",
             [window(1)], scheduled=False)
     assert fresh.committed == {A: 0, B: 0}
+
+
+@dataclass
+class SuspendingLake(LakeOnPaper):
+    """Lands like ``LakeOnPaper``, but an orderly listener fails the message at ``poison`` (a queue and offset)
+    ``fails`` times: a landing that reads it suspends its queue there, as ``materialize.with_suspensions`` does."""
+
+    poison: tuple[MessageQueue, int] = (A, 0)
+    fails: int = 0
+    now_ms: int = 0
+
+    def land(self, entry, queue_count, log):
+        mq, offset = self.poison
+        before = entry.suspended.get(mq)
+        tried = before.attempts if before is not None and before.offset == offset else 0
+        for w in entry.windows:
+            for r in w.ranges:
+                if r.queue == mq and r.start <= offset < r.end and tried < self.fails:
+                    entry = replace(entry, suspended={**entry.suspended, mq: Suspension(
+                        offset, tried + 1, self.now_ms + 1000, w.partition_key, w.start_ms, w.end_ms, "m", "no")})
+                    break
+            else:
+                continue
+            break
+        else:
+            entry = replace(entry, suspended={q: s for q, s in entry.suspended.items()
+                                              if not any(r.queue == q and r.size for w in entry.windows for r in w.ranges)})
+        landing = super().land(entry, queue_count, log)
+        return replace(landing, entry=entry)
+
+
+def orderly_run(broker, lake, recorded, cfg, run_id, windows, now_ms, log=lambda _: None):
+    def between(start_ms, end_ms):
+        return [window(i) for i in range(start_ms // MIN, end_ms // MIN)]
+
+    lake.now_ms = now_ms
+    prepared = ingest.prepare(broker, lake, recorded, cfg, now_ms=now_ms, first_window_start_ms=0)
+    landed = ingest.land(broker, lake, cfg, "orders", run_id, windows, prepared, start_at_group_position=True,
+                         log=log, now_ms=now_ms, windows_between=between)
+    recorded.record(landed.ledger)
+    ingest.commit(broker, recorded, prepared, landed.ledger)
+    return landed.ledger
+
+
+def test_a_suspended_orderly_queue_waits_then_resumes_at_its_message_and_lands_every_window_it_missed_in_order():
+    broker = QueuesOnPaper({A: minutes(3, 2, 2), B: minutes(1, 4, 1)})
+    lake, recorded = SuspendingLake(poison=(A, 1), fails=2), Recorded()
+    cfg = config(consume_from_where="CONSUME_FROM_FIRST_OFFSET", consume_orderly=True, listener="tests.unit.listeners:orderly_fail_by_tag")
+    t0 = 100 * MIN
+    first = orderly_run(broker, lake, recorded, cfg, "r1", [window(0)], t0)
+    assert first.suspended[A].offset == 1 and first.suspended[A].attempts == 1
+    assert broker.committed == {A: 1, B: 1}  # A acknowledged up to its failing message, B all of minute 0
+
+    lines: list[str] = []
+    waiting = orderly_run(broker, lake, recorded, cfg, "r2", [window(1)], t0 + 500, lines.append)
+    assert [(r.queue, r.start, r.end) for w in waiting.windows for r in w.ranges] == [(B, 1, 5)]  # A's window waits
+    assert waiting.suspended[A] == first.suspended[A]  # carried unchanged: no attempt was made
+    assert any("broker-a/0 is suspended at offset 1" in line and "takes no range" in line for line in lines)
+    assert broker.committed == {A: 1, B: 5}
+
+    again = orderly_run(broker, lake, recorded, cfg, "r3", [window(2)], t0 + 2000)
+    assert [(w.partition_key, r.queue, r.start, r.end) for w in again.windows for r in w.ranges] == [
+        ("m0", A, 1, 3), ("m1", A, 3, 5), ("m2", A, 5, 7), ("m2", B, 5, 6)]  # A resumes at 1 and catches up
+    assert again.suspended[A].attempts == 2
+    assert broker.committed == {A: 1, B: 6}
+
+    done = orderly_run(broker, lake, recorded, cfg, "r4", [window(2)], t0 + 4000)
+    assert [(w.partition_key, r.queue, r.start, r.end) for w in done.windows for r in w.ranges if r.size] == [
+        ("m0", A, 1, 3), ("m1", A, 3, 5), ("m2", A, 5, 7)]
+    assert done.suspended == {}
+    assert broker.committed == {A: 7, B: 6}
+    later = orderly_run(broker, lake, recorded, cfg, "r5", [window(2)], t0 + 6000)
+    assert later.suspended == {} and all(r.size == 0 for w in later.windows for r in w.ranges)
 
 
 def test_a_reset_moves_offsets_forward_only():

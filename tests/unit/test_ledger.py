@@ -110,3 +110,20 @@ def test_two_writers_each_entry_read_past_its_read_version_down_to_what_it_carri
     entries, complete = history_of([a6], "g")
     assert not complete and [e.run_id for e in entries] == ["old", "a6"], "v5 is unread: read further back"
     assert history_of([a6], "g", lowest_version_read=5)[1], "unless the caller read every commit above v4"
+
+
+def test_a_suspension_rides_in_the_json_stops_the_spans_and_stays_at_stake_until_its_message_is_passed():
+    from rocketlake.pipelines.ledger import Suspension, suspensions
+
+    a, b = MessageQueue("t", "broker-a", 0), MessageQueue("t", "broker-b", 0)
+    stop = Suspension(4, 2, 123_000, "k0", 0, 60_000, "MSGID", "listener answered SUSPEND_CURRENT_QUEUE_A_MOMENT")
+    entry = LedgerEntry("orders", "g", "r1", (WindowEntry("k0", 0, 60_000, (OffsetRange(a, 2, 9), OffsetRange(b, 0, 3))),
+                                              WindowEntry("k1", 60_000, 120_000, (OffsetRange(a, 9, 12),))),
+                        suspended={a: stop})
+    back = LedgerEntry.from_json(entry.to_json(), 7)
+    assert back.suspended == {a: stop} and back.identity == entry.identity
+    assert sorted(s for s in back.spans() if s[2] > s[1]) == [(a, 2, 4), (b, 0, 3)]  # nothing of a from 4 on
+    assert at_stake([back], {a: 4, b: 3}) == [back]   # the group stands at the suspended message
+    assert at_stake([back], {a: 5, b: 3}) == []       # passed: landed or dead-lettered since
+    assert suspensions([back], {a: 4, b: 3}) == {a: stop}
+    assert suspensions([back], {a: 5, b: 3}) == {}

@@ -9,6 +9,8 @@ import pandas as pd
 import pytest
 
 from rocketlake.pipelines.listener import (
+    ConsumeOrderlyStatus,
+    consume_in_order,
     CallPool,
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
@@ -105,3 +107,52 @@ def test_load_listener_names_what_is_wrong():
     assert load_listener("tests.unit.listeners:fail_poison").__name__ == "fail_poison"
     with pytest.raises(ListenerError, match="cannot be loaded"):
         load_listener("tests.unit.listeners:missing")
+
+
+def orderly_rows(spec):
+    """(queue, offset, tag, decode error) -> the rows ``consume_in_order`` reads."""
+    return [{"queue": q, "queue_offset": o, "matched": tag != "filtered", "duplicate": False, "error": err,
+             "message": {"queue_offset": o, "tags": tag, "reconsume_times": 0}} for q, o, tag, err in spec]
+
+
+def test_orderly_calls_each_queue_in_offset_order_and_holds_it_at_its_first_failure():
+    calls = []
+
+    def listener(messages, context):
+        calls.append((context.message_queue, [m["queue_offset"] for m in messages]))
+        if any(m["tags"] == "bad" for m in messages):
+            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        return ConsumeOrderlyStatus.SUCCESS
+
+    rows = orderly_rows([("a", 0, "ok", None), ("a", 1, "bad", None), ("a", 2, "ok", None), ("a", 3, "filtered", None),
+                         ("b", 0, "ok", None), ("b", 1, "filtered", None), ("b", 2, "ok", None),
+                         ("c", 0, "ok", None), ("c", 1, "ok", "body is not JSON"), ("c", 2, "ok", None)])
+    held: set[str] = set()
+    pool = CallPool(1, 1, 5)
+    try:
+        out = consume_in_order(rows, listener, 1, pool, {}, 16, held)
+    finally:
+        pool.close()
+    assert calls == [("a", [0]), ("a", [1]), ("b", [0]), ("b", [2]), ("c", [0])]  # nothing after a failure is called
+    assert out == [(None, False), ("listener answered SUSPEND_CURRENT_QUEUE_A_MOMENT", True), (None, True),
+                   (None, True), (None, False), (None, False), (None, False),
+                   (None, False), ("body is not JSON", True), (None, True)]
+    assert held == {"a", "c"}
+    # The next Arrow batch of a held queue is held too, without a call.
+    more = consume_in_order(orderly_rows([("a", 4, "ok", None)]), listener, 1, CallPool(1, 1, 5), {}, 16, held)
+    assert more == [(None, True)] and len(calls) == 5
+
+
+def test_orderly_dead_letters_a_message_out_of_attempts_and_goes_on():
+    def listener(messages, context):
+        ok = all(m["tags"] != "bad" for m in messages)
+        return ConsumeOrderlyStatus.SUCCESS if ok else "SUSPEND_CURRENT_QUEUE_A_MOMENT"
+
+    rows = orderly_rows([("a", 5, "bad", None), ("a", 6, "ok", None), ("a", 7, "bad", None), ("a", 8, "ok", None)])
+    # Suspended at 5 after 2 failed attempts; max 2: the third failure sends it to the DLQ, 6 lands, 7 suspends anew.
+    out = consume_in_order(rows, listener, 2, CallPool(1, 1, 5), {"a": (5, 2)}, 2, set())
+    assert out == [("listener answered SUSPEND_CURRENT_QUEUE_A_MOMENT", False)] * 2 + \
+        [("listener answered SUSPEND_CURRENT_QUEUE_A_MOMENT", True)] * 2
+    # (batches of 2: [5, 6] failed together, so both go to the DLQ as Java's checkReconsumeTimes sends the batch.)
+    out = consume_in_order(rows, listener, 1, CallPool(1, 1, 5), {"a": (5, 1)}, 2, set())
+    assert [h for _, h in out] == [True, True, True, True]
