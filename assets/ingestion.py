@@ -136,7 +136,7 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, *, dead_lett
 
 # Errors a later attempt may not meet again (a broker back up, a lock released), and those it would meet again.
 TRANSIENT = (ConnectionFailed, RequestTimeout, QueuesLocked, LockLost)
-PERMANENT = (TopicNotExist, MessagesDeleted, OutOfOrder, OffsetStoreCorrupt, ListenerError,
+PERMANENT = (TopicNotExist, MessagesDeleted, ingest.LedgerAheadOfBroker, OutOfOrder, OffsetStoreCorrupt, ListenerError,
              BodySchemaError)
 
 

@@ -175,6 +175,7 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
     stake = at_stake(ledger, committed)
     # Only the windows at stake can move an offset: ask Dagster about those, not the asset's whole history.
     repaired = moves_from_ledger(committed, stake, _landed(recorded, stake, member))
+    check_within_broker(broker, repaired, group)
     _apply(broker, repaired)
     committed |= {move.queue: move.after for move in repaired}
     committed_all |= committed
@@ -195,6 +196,24 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
     positions = {mq: max(start, gaps.get(mq, (0, 0))[1]) for mq, start in starts.items()}
     return Prepared(queues, at_stake(ledger, committed_all), repaired, starts, origin, gaps, member, read_version,
                     suspensions(ledger, positions) if cfg.consume_orderly else {})
+
+
+class LedgerAheadOfBroker(RuntimeError):
+    """The table says messages were landed beyond what the broker holds: another cluster, or a store wiped."""
+
+
+def check_within_broker(broker: Broker, moves: list[OffsetMove], group: str) -> None:
+    """Refuse to commit offsets the broker has never had: the table was landed from a store that is gone (a
+    broker whose store was recreated, another cluster under the same name). Nothing is moved."""
+    beyond = [(m, broker.max_offset(m.queue)) for m in moves]
+    beyond = [(m, top) for m, top in beyond if m.after > top]
+    if beyond:
+        listed = "; ".join(f"{m.queue.key}: landed up to {m.after}, the broker holds up to {top}" for m, top in beyond)
+        raise LedgerAheadOfBroker(
+            f"the table's ledger says group {group} landed messages the broker does not have ({listed}). The broker's "
+            "store was recreated, or the ingestion now points at another cluster. Nothing was read and no offset "
+            "moved. Land into a new table (or delete this one) to start over from this broker, or point the ingestion "
+            "back at the cluster the table came from.")
 
 
 def deleted_gaps(broker: Broker, starts: dict[MessageQueue, int]) -> dict[MessageQueue, tuple[int, int]]:

@@ -13,6 +13,10 @@ An ingestion names ``listener: "package.module:function"``. Two forms:
   column, optionally an ``error`` column, and the declared ``columns`` (or replaced values of existing ones).
   One call per Arrow batch (up to ``pull_threshold_for_queue`` rows).
 
+Orderly ingestions (``consume_orderly: true``) take a per-batch ``MessageListenerOrderly``: ``fn(messages,
+context: ConsumeOrderlyContext)`` returning ``ConsumeOrderlyStatus.SUCCESS`` or ``SUSPEND_CURRENT_QUEUE_A_MOMENT``;
+``consume_in_order`` calls it on one queue's messages in offset order and stops the queue at a failure.
+
 Calls run on at most ``consume_thread_max`` threads of a Spark task (``consume_thread_min`` started up
 front), each limited to ``consume_timeout``: a call still running at its limit counts as RECONSUME_LATER
 for its messages, is reported with their ids, and is abandoned on a daemon thread, so it never holds the

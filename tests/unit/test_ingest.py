@@ -367,3 +367,17 @@ def test_two_members_share_one_table_and_a_handover_moves_offsets_over_the_other
         "m2's Delta commit is the proof of its slice: m1's instance never heard of run b1"
     land(handover, first, "a2", [window(1), window(2)])
     assert broker.committed == {A: 6, B: 3}
+
+
+def test_a_ledger_ahead_of_the_broker_is_refused_naming_the_queue_and_moves_nothing():
+    """The broker's store was wiped after the table landed: repairing offsets from the ledger would commit
+    offsets the broker never had."""
+    broker = QueuesOnPaper({A: minutes(3, 2), B: minutes(1, 4)})
+    lake, recorded = LakeOnPaper(), Recorded()
+    cfg = config(consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    one_run(broker, lake, recorded, cfg, "r1", [window(0), window(1)], commit=False)  # landed, offsets not committed
+    wiped = QueuesOnPaper({A: minutes(1), B: minutes(1)})
+    with pytest.raises(ingest.LedgerAheadOfBroker) as refused:
+        ingest.prepare(wiped, lake, recorded, cfg, now_ms=100 * MIN, first_window_start_ms=0)
+    assert "broker-a/0: landed up to 5, the broker holds up to 1" in str(refused.value)
+    assert wiped.commits == []
