@@ -7,6 +7,7 @@ from dagster import Definitions, EnvVar
 from rocketlake.assets.ingestion import build_dead_letter_asset, build_ingestion_asset, rocketmq_resource_key
 from rocketlake.assets.backlog import build_backlog_sensor
 from rocketlake.assets.run_guard import rocketlake_executor
+from rocketlake.assets.orderly_resume import build_resume_sensor
 from rocketlake.assets.rebalance import build_rebalance_sensor
 from rocketlake.assets.schedules import build_window_schedule
 from rocketlake.assets.sensors import dead_runs_sensor
@@ -31,7 +32,9 @@ def build_definitions(config: RocketLakeConfig) -> Definitions:
         sensors=[dead_runs_sensor, *(build_rebalance_sensor(ing, config.lake.table_path(ing.table))
                                      for ing in config.ingestions.values()),
                  *(build_backlog_sensor(ing) for ing in config.ingestions.values()
-                   if ing.message_model is MessageModel.CLUSTERING)],
+                   if ing.message_model is MessageModel.CLUSTERING),
+                 # Orderly queues suspended at a message resume once their pause is over, not at the next window.
+                 *(build_resume_sensor(ing) for ing in config.ingestions.values() if ing.consume_orderly and ing.can_fail)],
         resources=resources,
         # One process per run, which reclaims the pool slots of runs that died (see run_guard).
         executor=rocketlake_executor,

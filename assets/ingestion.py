@@ -63,6 +63,8 @@ SCHEDULE_TAG = "dagster/schedule_name"
 # Set by the rebalance sensor on the runs it requests: the queue keys (comma-separated) to land, a subset of
 # the member's share; such a run completes windows other runs left without these queues.
 QUEUES_TAG = "rocketlake/queues"
+# A run the orderly resume sensor asked for: like a scheduled run, it starts where the group stands.
+RESUME_TAG = "rocketlake/resume"
 
 
 def rocketmq_resource_key(cluster: str) -> str:
@@ -179,7 +181,8 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
 
     with locked_if_orderly(cfg, rocketmq.client(timeout), prepared.queues, context.log.info):
         landed = ingest.land(broker, lake, cfg, name, context.run.run_id, windows, prepared,
-                             start_at_group_position=SCHEDULE_TAG in context.run.tags, log=context.log.info,
+                             start_at_group_position=SCHEDULE_TAG in context.run.tags or RESUME_TAG in context.run.tags,
+                             log=context.log.info,
                              now_ms=now_ms, windows_between=partial(windows_between, context.assets_def.partitions_def))
     balanced = all(a.balanced for a in landed.accounting)
     if balanced:

@@ -10,7 +10,7 @@ import time
 from collections import Counter, defaultdict
 
 import pytest
-from dagster import instance_for_test
+from dagster import build_sensor_context, instance_for_test
 from deltalake import DeltaTable
 
 from rocketlake.assets.metadata import HELD, SUSPENDED
@@ -92,22 +92,27 @@ def test_a_suspended_message_holds_only_its_queue_which_resumes_in_order_or_send
         assert {q: [o for o, _ in v] for q, v in table_offsets(path).items()} == {
             A: [0], B: [0], ("broker-a", 1): [0, 1, 2], ("broker-b", 0): [0, 1, 2]}
 
-        # Window 2 (the pause is over): A's message succeeds on its second attempt and A lands the rest of window 1
-        # and window 2, in order; B's fails again and B still waits; the others land window 2.
-        second = run_partitions(defs, table, instance, w2, tags=SCHEDULED)
+        # The pause is over: the resume sensor asks for a run of window 1 from the group's position. A's message
+        # succeeds on its second attempt and A lands the rest of window 1; B's fails again; nothing else moves.
+        sensor = defs.get_sensor_def(f"{table}_orderly_resume")
+        [request] = sensor.evaluate_tick(build_sensor_context(instance=instance, definitions=defs,
+                                                              sensor_name=sensor.name)).run_requests
+        assert request.partition_key == w1
+        second = run_partitions(defs, table, instance, w1, tags=request.tags)
         assert second.success, [e.message for e in second.all_events if e.is_failure]
-        assert group_offsets(local_cluster, group, topic) == {A: 5, B: 1, ("broker-a", 1): 5, ("broker-b", 0): 5}
+        assert group_offsets(local_cluster, group, topic) == {A: 3, B: 1, ("broker-a", 1): 3, ("broker-b", 0): 3}
         landed = table_offsets(path)
-        assert landed[A] == [(0, w1), (1, w1), (2, w1), (3, w2), (4, w2)]  # each row in the window of its store time
+        assert landed[A] == [(0, w1), (1, w1), (2, w1)]
         assert [o for o, _ in landed[B]] == [0]
 
-        # Window 2 again: B's message fails a third time, which is past max_reconsume_times (2): it goes to the DLQ
-        # and B lands the rest.
+        # Window 2 on schedule: B's message fails a third time, past max_reconsume_times (2): it goes to the DLQ and
+        # B lands the rest of window 1 and window 2, in order; every other queue lands window 2.
         third = run_partitions(defs, table, instance, w2, tags=SCHEDULED)
         assert third.success, [e.message for e in third.all_events if e.is_failure]
         assert group_offsets(local_cluster, group, topic) == {q: 5 for q in queues}
         landed = table_offsets(path)
-        assert landed[B] == [(0, w1), (2, w1), (3, w2), (4, w2)]
+        assert landed[B] == [(0, w1), (2, w1), (3, w2), (4, w2)]  # each row in the window of its store time
+        assert landed[A] == [(0, w1), (1, w1), (2, w1), (3, w2), (4, w2)]
         assert all([o for o, _ in landed[q]] == list(range(5)) for q in queues if q != B)
         rows = DeltaTable(str(path)).to_pyarrow_table(columns=["msg_id"]).to_pylist()
         assert Counter(r["msg_id"] for r in rows) == Counter(s.msg_id for s in sent if s.msg_id != poison.msg_id)
