@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import yaml
@@ -37,7 +37,8 @@ def wait_for_next_minute(offset_s: float = 1.0) -> None:
 
 
 def write_config(path: Path, cluster: LocalCluster, lake: Path, ingestions: dict[str, dict]) -> Path:
-    start = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+    # Yesterday's midnight: a test (or a suite) that runs across midnight UTC keeps its windows valid partitions.
+    start = (datetime.now(timezone.utc) - timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
     body = {
         "clusters": {"test": {"namesrv": cluster.spec.namesrv_address}},
         "lake": {"root": str(lake)},
