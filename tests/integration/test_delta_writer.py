@@ -86,6 +86,8 @@ def test_a_range_that_starts_mid_window_keeps_the_rows_below_it_and_an_empty_ran
     write_slice(frame(spark, [])[["topic", "broker_name", "queue_id", "queue_offset", "window_start", "v"]], path,
                 ledger("run-3", [(w0, [("broker-a", 0, 5, 5), ("broker-b", 0, 4, 4)])]))
     assert len(table_rows(path)) == 10
+    # ... and is still a commit: its ledger entry says those queues are landed for the window.
+    assert [e.run_id for e in read_ledger(spark, path)] == ["run-1", "run-2", "run-3"]
 
 
 def test_ledger_ignores_foreign_commits(spark, tmp_path):
