@@ -19,18 +19,24 @@ demo: setup
 	$(BIN)/rocketlake demo
 
 test: setup
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  echo "the UI test needs a headless browser: apt-get install chromium chromium-driver" >&2; exit 1; }
 	$(BIN)/python -m pytest
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not integration"
 
-# The demo's instance, with the demo's configuration once `make demo` has written it.
+# The demo's instance, with the demo's configuration and its downstream asset once `make demo` has written it.
 ui: setup
 	mkdir -p .rocketlake/dagster
 	test -f .rocketlake/dagster/dagster.yaml || cp rocketlake/dagster.yaml .rocketlake/dagster/dagster.yaml
-	DAGSTER_HOME=$(CURDIR)/.rocketlake/dagster \
-	ROCKETLAKE_CONFIG=$${ROCKETLAKE_CONFIG:-$$(test -f .rocketlake/demo/rocketlake.yaml && echo .rocketlake/demo/rocketlake.yaml || echo rocketlake.yaml)} \
-	$(BIN)/dagster dev -w workspace.yaml
+	if test -z "$$ROCKETLAKE_CONFIG" && test -f .rocketlake/demo/rocketlake.yaml; then \
+	  DAGSTER_HOME=$(CURDIR)/.rocketlake/dagster ROCKETLAKE_CONFIG=.rocketlake/demo/rocketlake.yaml \
+	    $(BIN)/dagster dev -m rocketlake.demo_definitions; \
+	else \
+	  DAGSTER_HOME=$(CURDIR)/.rocketlake/dagster ROCKETLAKE_CONFIG=$${ROCKETLAKE_CONFIG:-rocketlake.yaml} \
+	    $(BIN)/dagster dev -w workspace.yaml; \
+	fi
 
 clean:
 	-$(BIN)/rocketlake local down --wipe

@@ -35,7 +35,14 @@ from dagster import (
     asset,
 )
 
-from rocketlake.assets.metadata import accounting_table, progress_metadata, windows_metadata
+from rocketlake.assets.metadata import (
+    accounting_table,
+    column_schema,
+    progress_metadata,
+    table_identity,
+    windows_metadata,
+)
+from rocketlake.assets.topics import ingestion_topic_key
 from rocketlake.assets.partitions import window_partitions, windows_between
 from rocketlake.pipelines import ingest
 from rocketlake.pipelines.assignment import Assignment, assign, membership
@@ -108,7 +115,8 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, *, dead_lett
 
     @asset(
         key=cfg.table,
-        deps=[upstream] if upstream else None,
+        # topic -> table -> dead letters: the lineage graph a person reads.
+        deps=[upstream] if upstream else [ingestion_topic_key(cfg)],
         partitions_def=window_partitions(cfg.window),
         backfill_policy=BackfillPolicy.single_run(),
         pool=consumer_group_pool(cfg.consumer_group),
@@ -120,6 +128,7 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, *, dead_lett
         description=description,
         metadata={"rocketlake/topic": cfg.topic, "rocketlake/consumer_group": cfg.consumer_group,
                   "rocketlake/table_path": MetadataValue.path(table_path),
+                  **table_identity(cfg.table, table_path),
                   **({"rocketlake/failures_table": MetadataValue.path(failures_path)} if failures_path else {})},
     )
     def ingestion_asset(context: AssetExecutionContext) -> Iterator[MaterializeResult]:
@@ -188,8 +197,9 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
     if balanced:
         ingest.send_back(broker, cfg, landed, context.log.info)
         failpoint("after_send_back")
+    table = {**table_identity(cfg.table, table_path), **column_schema(lake.spark, table_path)}
     for key, metadata in windows_metadata(landed, share.describe(), set(context.partition_keys)).items():
-        context.add_asset_metadata(metadata, partition_key=key)  # each window its own figures
+        context.add_asset_metadata({**metadata, **table}, partition_key=key)  # each window its own figures
     checks = [AssetCheckResult(
         check_name=CHECK_NAME, passed=balanced, metadata={"windows": accounting_table(landed)},
         description=None if balanced else "some offsets are not accounted for: see the windows")]

@@ -8,7 +8,9 @@ constants so sensors, checks and users can rely on them.
 
 from __future__ import annotations
 
-from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
+from pathlib import Path
+
+from dagster import MetadataValue, TableColumn, TableColumnConstraints, TableRecord, TableSchema
 
 from rocketlake.pipelines.config import IngestionConfig, MessageModel
 from rocketlake.pipelines.ingest import Materialization, WindowAccounting
@@ -121,3 +123,22 @@ def progress_metadata(cfg: IngestionConfig, committed: dict[MessageQueue, int | 
                           "committed": -1 if offset is None else offset}) for mq, offset in sorted(committed.items())],
             schema=OFFSETS_SCHEMA),
     }
+
+
+def table_identity(table: str, table_path: str) -> dict:
+    """Dagster's standard keys naming the table: the UI shows them on the asset and links the URI."""
+    uri = table_path if "://" in table_path else Path(table_path).absolute().as_uri()
+    return {"dagster/table_name": table, "dagster/uri": MetadataValue.text(uri)}
+
+
+def column_schema(spark, table_path: str) -> dict:
+    """``dagster/column_schema`` of the Delta table as it is now (its schema grows with ``mergeSchema``);
+    nothing when the table does not exist yet (a dead-letter table before its first dead letter)."""
+    from rocketlake.pipelines.delta_writer import is_delta_table
+
+    if not is_delta_table(spark, table_path):
+        return {}
+    fields = spark.read.format("delta").load(table_path).schema.fields
+    return {"dagster/column_schema": MetadataValue.table_schema(TableSchema(columns=[
+        TableColumn(f.name, f.dataType.simpleString(), constraints=TableColumnConstraints(nullable=f.nullable))
+        for f in fields]))}

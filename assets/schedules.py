@@ -9,7 +9,9 @@ deployment with every window since ``window.start``.
 from __future__ import annotations
 
 from dagster import (
+    AssetCheckKey,
     AssetKey,
+    AssetSelection,
     DefaultScheduleStatus,
     RunRequest,
     ScheduleDefinition,
@@ -18,6 +20,7 @@ from dagster import (
     schedule,
 )
 
+from rocketlake.assets.lag import LAG_CHECKS
 from rocketlake.assets.partitions import last_closed_windows, window_partitions
 from rocketlake.pipelines.config import IngestionConfig, MessageModel
 
@@ -33,7 +36,9 @@ def build_window_schedule(cfg: IngestionConfig) -> ScheduleDefinition:
     partitions = window_partitions(cfg.window)
     # A CLUSTERING group's dead letters are landed in the same runs, after the table (``<table>_dlq``).
     dead_letters = [f"{cfg.table}_dlq"] if cfg.message_model is MessageModel.CLUSTERING else []
-    job = define_asset_job(f"{cfg.table}_job", selection=[cfg.table, *dead_letters])
+    # The lag sensor evaluates the freshness and lag checks every minute; a window's run does not.
+    minute_checks = AssetSelection.checks(*(AssetCheckKey(AssetKey(cfg.table), name) for name in LAG_CHECKS))
+    job = define_asset_job(f"{cfg.table}_job", selection=AssetSelection.assets(cfg.table, *dead_letters) - minute_checks)
 
     @schedule(name=f"{cfg.table}_windows", job=job, cron_schedule="* * * * *",
               execution_timezone=cfg.window.timezone, default_status=DefaultScheduleStatus.STOPPED,

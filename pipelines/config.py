@@ -109,6 +109,8 @@ class WindowConfig(_Strict):
     cron: str = "0 * * * *"
     timezone: str = "UTC"
     grace_seconds: int = Field(default=60, ge=0, le=7 * 24 * 3600)
+    # How long after close + grace a window may take to land before the `fresh` check fails.
+    freshness_slack_seconds: int = Field(default=300, ge=0, le=7 * 24 * 3600)
     start: datetime
 
     @field_validator("cron")

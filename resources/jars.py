@@ -13,6 +13,8 @@ import fcntl
 import os
 import shutil
 import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,6 +130,10 @@ def resolve(jar_set: JarSet) -> list[Path]:
         # -U: a "not found" Maven cached from an earlier outage must not stick.
         cmd = [mvn, "-B", "-q", "-U", "-f", str(home / "pom.xml"), f"{DEPENDENCY_PLUGIN}:copy-dependencies",
                "-DincludeScope=runtime", f"-DoutputDirectory={lib}"]
+        # The first resolution downloads tens of megabytes: say so, or a person watches a silent minute.
+        print(f"resolving {jar_set.name} from Maven Central into {lib} (once per machine) ...", file=sys.stderr,
+              flush=True)
+        started = time.monotonic()
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
@@ -138,6 +144,8 @@ def resolve(jar_set: JarSet) -> list[Path]:
         if not jars:
             raise JarResolutionFailed(f"Maven resolved {jar_set.name} but wrote no jar into {lib}")
         marker.write_text("\n".join(jars) + "\n")
+        print(f"resolved {len(jars)} jar(s) of {jar_set.name} in {time.monotonic() - started:.0f}s", file=sys.stderr,
+              flush=True)
         return [lib / j for j in jars]
 
 

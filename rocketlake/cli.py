@@ -36,7 +36,7 @@ def _local(args: argparse.Namespace) -> int:
     cluster = LocalCluster(_cluster_spec(args))
     if args.action == "up":
         print(f"starting the local RocketMQ cluster (state in {cluster.spec.state_dir}) ...", flush=True)
-        status = cluster.up()
+        status = cluster.up(progress=lambda line: print(line, flush=True))
         print(status.render(cluster.spec.cluster_name))
     elif args.action == "down":
         stopped = cluster.down(wipe=args.wipe)

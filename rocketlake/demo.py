@@ -27,6 +27,7 @@ from rocketlake.resources.local.spec import ClusterSpec
 
 REGIONS = ("north", "south", "east", "west")
 DEMO_CONFIG = Path(".rocketlake/demo/rocketlake.yaml")
+DEMO_MODULE = "rocketlake.demo_definitions"  # rocketlake's definitions and the demo's downstream asset
 
 
 def sample_orders(topic: str, count: int, seed: int = 7, first: int = 0) -> list[dict]:
@@ -60,7 +61,7 @@ def run_demo(spec: ClusterSpec, topic: str, messages: int, windows: int = 3) -> 
     os.environ[CONFIG_ENV] = str(demo_config.absolute())
     cluster = LocalCluster(spec)
     print(f"1/5 starting the local RocketMQ cluster (state in {spec.state_dir}) ...", flush=True)
-    cluster.up()
+    cluster.up(progress=lambda line: print(line, flush=True))
     print(f"2/5 creating topic {topic} with 4 queues on each broker ...", flush=True)
     cluster.create_topic(topic, 4)
 
@@ -78,15 +79,19 @@ def run_demo(spec: ClusterSpec, topic: str, messages: int, windows: int = 3) -> 
     print(f"4/5 waiting until window {keys[-1]} is closed (end + {ingestion.window.grace_seconds}s grace) ...", flush=True)
     wait_until(close_at)
 
-    print(f"5/5 materializing {keys[0]} .. {keys[-1]} through Dagster (one run, one Spark job) ...", flush=True)
-    result = run_windows(ingestion.table, sorted(set(keys)))
+    print(f"5/5 materializing {keys[0]} .. {keys[-1]} through Dagster (one run, one Spark job), then the "
+          f"downstream {ingestion.table}_by_region ...", flush=True)
+    result = run_windows(ingestion.table, sorted(set(keys)), module=DEMO_MODULE)
+    if result.success:
+        result = run_windows(ingestion.table, sorted(set(keys)), module=DEMO_MODULE,
+                             job_name=f"{ingestion.table}_by_region_job")
     if not result.success:
         print("the Dagster run failed; see the events above")
         return 1
     _report(config.lake.table_path(ingestion.table), cluster, ingestion)
     print(f"\nopen the Dagster UI on the demo's instance and configuration: make ui\n"
           f"  (DAGSTER_HOME={dagster_home().absolute()} {CONFIG_ENV}={demo_config.absolute()} "
-          f".venv/bin/dagster dev -w workspace.yaml)\n"
+          f".venv/bin/dagster dev -m {DEMO_MODULE})\n"
           f"stop the cluster with: .venv/bin/rocketlake local down   [ingestion {ingestion_name}]")
     return 0
 

@@ -28,14 +28,15 @@ def dagster_home() -> Path:
     return LOCAL_DAGSTER_HOME
 
 
-def run_windows(table: str, keys: list[str]):
-    """One run of ``table``'s job over the partition range ``keys[0]`` .. ``keys[-1]``; the ExecuteJobResult."""
+def run_windows(table: str, keys: list[str], module: str = "rocketlake.definitions", job_name: str | None = None):
+    """One run of ``table``'s job (or ``job_name`` of ``module``) over the partition range ``keys[0]`` ..
+    ``keys[-1]``; the ExecuteJobResult."""
     from dagster import DagsterInstance, execute_job
     from dagster._core.definitions.reconstruct import ReconstructableRepository
 
     dagster_home()
-    job = ReconstructableRepository.for_module("rocketlake.definitions", "defs", os.getcwd()).get_reconstructable_job(
-        f"{table}_job")
+    job = ReconstructableRepository.for_module(module, "defs", os.getcwd()).get_reconstructable_job(
+        job_name or f"{table}_job")
     with DagsterInstance.get() as instance:
         return execute_job(
             job, instance=instance, raise_on_error=False,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,8 +81,11 @@ class LocalCluster:
         return env
 
     # -- up ------------------------------------------------------------------------------------
-    def up(self, timeout: float = START_TIMEOUT_S) -> ClusterStatus:
-        """Start whatever is not running yet, and wait until every broker is registered."""
+    def up(self, timeout: float = START_TIMEOUT_S, progress: Callable[[str], None] | None = None) -> ClusterStatus:
+        """Start whatever is not running yet, and wait until every broker is registered; ``progress`` hears one
+        line per process ready (the CLI and the demo print them)."""
+        report = progress or (lambda line: None)
+        started = time.monotonic()
         java = self.java()
         cp = self.classpath()
         self._prepare_dirs()
@@ -94,6 +98,7 @@ class LocalCluster:
                                 "org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf)], self.java_env())
         self._wait(lambda: accepts_connections(self.spec.namesrv_port), deadline, self.namesrv,
                    f"the name server to listen on {self.spec.namesrv_address}")
+        report(f"  name server listening on {self.spec.namesrv_address} ({time.monotonic() - started:.0f}s)")
         for broker in self.spec.brokers:
             proc = self.broker_processes[broker.name]
             if proc.pid() is not None:
@@ -106,6 +111,7 @@ class LocalCluster:
         for broker in self.spec.brokers:
             self._wait(lambda b=broker: self._registered(b), deadline, self.broker_processes[broker.name],
                        f"{broker.name} to register {broker.address} with the name server")
+            report(f"  {broker.name} registered at {broker.address} ({time.monotonic() - started:.0f}s)")
         return self.status()
 
     def _flags(self, logback: str) -> list[str]:

@@ -1,0 +1,183 @@
+"""How far behind each queue is, every minute, and whether the table is on time: a sensor and two checks.
+
+The sensor ``<table>_lag`` (running by default, every 60 s) reads the group's progress the way
+``rocketlake offsets show`` does (``pipelines.progress``: broker max offset, committed offset, lag in messages =
+mqadmin consumerProgress's Diff, lag in seconds = age of the oldest message not passed) and records it as an
+observation of the table with numeric metadata, per queue and in total, so the UI's Plots tab draws each figure
+over time. The same tick evaluates the table's two checks and reports them with the observation:
+
+- ``fresh`` fails when the newest landed window is older than the newest window past its deadline
+  (close + ``window.grace_seconds`` + ``window.freshness_slack_seconds``);
+- ``lag_not_growing`` warns when the total lag rose at each of the last observations (``pipelines.freshness``).
+
+Both checks can also be executed from the UI: they read the same figures from the instance.
+"""
+
+# No "from __future__ import annotations" here: Dagster inspects the checks' context annotation at runtime.
+import time
+from datetime import datetime, timezone
+
+from dagster import (
+    AssetCheckEvaluation,
+    AssetCheckExecutionContext,
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetKey,
+    AssetObservation,
+    AssetRecordsFilter,
+    DefaultSensorStatus,
+    MetadataValue,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    TableColumn,
+    TableRecord,
+    TableSchema,
+    asset_check,
+    sensor,
+)
+
+from rocketlake.assets.ingestion import rocketmq_resource_key
+from rocketlake.assets.partitions import last_closed_windows, window_partitions
+from rocketlake.pipelines.broker_access import group_broker
+from rocketlake.pipelines.config import IngestionConfig
+from rocketlake.pipelines.freshness import GROWTH_TICKS, Freshness, freshness, lag_keeps_growing
+from rocketlake.pipelines.progress import QueueProgress, group_progress
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.errors import RocketMQError
+
+LAG_MESSAGES = "rocketlake/lag_messages"
+LAG_SECONDS = "rocketlake/lag_seconds"
+BROKER_MAX = "rocketlake/broker_max_offset"
+COMMITTED = "rocketlake/committed_offset"
+LAG_TABLE = "rocketlake/lag_per_queue"
+FRESH_CHECK = "fresh"
+GROWTH_CHECK = "lag_not_growing"
+LAG_CHECKS = (FRESH_CHECK, GROWTH_CHECK)
+
+LAG_SCHEMA = TableSchema(columns=[
+    TableColumn("topic", "string"), TableColumn("broker_name", "string"), TableColumn("queue_id", "int"),
+    TableColumn("broker_max", "int"), TableColumn("committed", "int", description="-1: the group has none yet"),
+    TableColumn("lag", "int", description="messages: broker max - committed (mqadmin's Diff)"),
+    TableColumn("lag_seconds", "float", description="age of the oldest message not passed"),
+])
+
+
+def queue_figure(key: str, queue) -> str:
+    """The metadata key of one queue's figure, e.g. ``rocketlake/lag_messages/orders/broker-a/3``."""
+    return f"{key}/{queue.topic}/{queue.broker_name}/{queue.queue_id}"
+
+
+def lag_metadata(rows: list[QueueProgress], now_ms: int) -> dict:
+    """Totals first (what a person plots), then every queue's four figures, then the table a person reads."""
+    metadata = {
+        LAG_MESSAGES: MetadataValue.int(sum(r.lag for r in rows)),
+        LAG_SECONDS: MetadataValue.float(max((r.lag_seconds(now_ms) for r in rows), default=0.0)),
+        BROKER_MAX: MetadataValue.int(sum(r.max_offset for r in rows)),
+        COMMITTED: MetadataValue.int(sum(r.committed or 0 for r in rows)),
+    }
+    for r in rows:
+        metadata[queue_figure(LAG_MESSAGES, r.queue)] = MetadataValue.int(r.lag)
+        metadata[queue_figure(LAG_SECONDS, r.queue)] = MetadataValue.float(r.lag_seconds(now_ms))
+        metadata[queue_figure(BROKER_MAX, r.queue)] = MetadataValue.int(r.max_offset)
+        metadata[queue_figure(COMMITTED, r.queue)] = MetadataValue.int(-1 if r.committed is None else r.committed)
+    metadata[LAG_TABLE] = MetadataValue.table([TableRecord({
+        "topic": r.queue.topic, "broker_name": r.queue.broker_name, "queue_id": r.queue.queue_id,
+        "broker_max": r.max_offset, "committed": -1 if r.committed is None else r.committed, "lag": r.lag,
+        "lag_seconds": round(r.lag_seconds(now_ms), 1)}) for r in rows], schema=LAG_SCHEMA)
+    return metadata
+
+
+def observed_lag_totals(instance, asset_key: AssetKey, count: int) -> list[int]:
+    """The total lag of the last ``count`` lag observations of the asset, oldest first."""
+    records = instance.fetch_observations(AssetRecordsFilter(asset_key=asset_key), limit=count * 4,
+                                          ascending=False).records
+    totals = []
+    for record in records:
+        value = record.asset_observation.metadata.get(LAG_MESSAGES) if record.asset_observation else None
+        if value is not None:
+            totals.append(int(value.value))
+        if len(totals) == count:
+            break
+    return list(reversed(totals))
+
+
+def table_freshness(cfg: IngestionConfig, instance, now: datetime) -> Freshness:
+    partitions = window_partitions(cfg.window)
+    due = last_closed_windows(partitions, now, cfg.window.grace_seconds + cfg.window.freshness_slack_seconds, 1)
+    landed = instance.get_materialized_partitions(AssetKey(cfg.table))
+    return freshness(due[-1] if due else None, sorted(landed),
+                     lambda key: partitions.time_window_for_partition_key(key).start)
+
+
+def freshness_outcome(cfg: IngestionConfig, instance, now: datetime) -> dict:
+    f = table_freshness(cfg, instance, now)
+    metadata = {"newest_landed_window": MetadataValue.text(f.newest_landed or "none"),
+                "newest_due_window": MetadataValue.text(f.newest_due or "none"),
+                "slack_seconds": MetadataValue.int(cfg.window.freshness_slack_seconds)}
+    return {"passed": f.passed, "severity": AssetCheckSeverity.ERROR, "metadata": metadata,
+            "description": f.describe()}
+
+
+def growth_outcome(totals_oldest_first: list[int]) -> dict:
+    growing = lag_keeps_growing(totals_oldest_first)
+    description = (f"the total lag rose at each of the last {GROWTH_TICKS} observations: "
+                   f"{' -> '.join(map(str, totals_oldest_first[-(GROWTH_TICKS + 1):]))}" if growing else
+                   f"the total lag did not rise at each of the last {GROWTH_TICKS} observations")
+    return {"passed": not growing, "severity": AssetCheckSeverity.WARN, "description": description,
+            "metadata": {"recent_lag_totals": MetadataValue.text(", ".join(map(str, totals_oldest_first)))}}
+
+
+def build_lag_checks(cfg: IngestionConfig) -> list:
+    """The two checks, executable from the UI too (the sensor reports them every minute)."""
+
+    @asset_check(asset=cfg.table, name=FRESH_CHECK, blocking=False,
+                 description=f"Fails when the newest landed window of {cfg.table} is older than the newest window "
+                             f"past close + {cfg.window.grace_seconds}s grace + "
+                             f"{cfg.window.freshness_slack_seconds}s slack.")
+    def fresh(context: AssetCheckExecutionContext) -> AssetCheckResult:
+        return AssetCheckResult(**freshness_outcome(cfg, context.instance, datetime.now(timezone.utc)))
+
+    @asset_check(asset=cfg.table, name=GROWTH_CHECK, blocking=False,
+                 description=f"Warns when the total lag of group {cfg.consumer_group} rose at each of the last "
+                             f"{GROWTH_TICKS} lag observations.")
+    def lag_not_growing(context: AssetCheckExecutionContext) -> AssetCheckResult:
+        return AssetCheckResult(**growth_outcome(
+            observed_lag_totals(context.instance, AssetKey(cfg.table), GROWTH_TICKS + 1)))
+
+    return [fresh, lag_not_growing]
+
+
+def build_lag_sensor(cfg: IngestionConfig) -> SensorDefinition:
+    rocketmq_key = rocketmq_resource_key(cfg.cluster)
+    asset_key = AssetKey(cfg.table)
+
+    @sensor(name=f"{cfg.table}_lag", minimum_interval_seconds=60, required_resource_keys={rocketmq_key},
+            default_status=DefaultSensorStatus.RUNNING,
+            description=f"Every minute: broker max, committed offset and lag (messages, seconds) of group "
+                        f"{cfg.consumer_group} per queue and in total, as observations of {cfg.table}; evaluates its "
+                        "freshness and lag-growth checks.")
+    def lag(context: SensorEvaluationContext):
+        resource = getattr(context.resources, rocketmq_key)
+        now_ms = int(time.time() * 1000)
+        try:
+            with RocketMQClient(resource.namesrv, credentials=resource.credentials(),
+                                timeout=cfg.mq_client_api_timeout / 1000) as client:
+                rows = group_progress(group_broker(client, cfg))
+        except RocketMQError as e:
+            return SkipReason(f"cannot read the progress of group {cfg.consumer_group}: {e}")
+        metadata = lag_metadata(rows, now_ms)
+        total = metadata[LAG_MESSAGES].value
+        summary = (f"group {cfg.consumer_group}: lag {total} message(s) over {len(rows)} queue(s), oldest not "
+                   f"passed {metadata[LAG_SECONDS].value:.0f}s ago")
+        totals = observed_lag_totals(context.instance, asset_key, GROWTH_TICKS) + [total]
+        now = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc)
+        checks = [AssetCheckEvaluation(asset_key=asset_key, check_name=FRESH_CHECK,
+                                       **freshness_outcome(cfg, context.instance, now)),
+                  AssetCheckEvaluation(asset_key=asset_key, check_name=GROWTH_CHECK, **growth_outcome(totals))]
+        return SensorResult(asset_events=[AssetObservation(asset_key=asset_key, metadata=metadata,
+                                                           description=summary), *checks],
+                            skip_reason=SkipReason(summary))
+
+    return lag
