@@ -111,7 +111,7 @@ class LocalCluster:
         for broker in self.spec.brokers:
             self._wait(lambda b=broker: self._registered(b), deadline, self.broker_processes[broker.name],
                        f"{broker.name} to register {broker.address} with the name server")
-            report(f"  {broker.name} registered at {broker.address} ({time.monotonic() - started:.0f}s)")
+            report(f"  {broker.name} is up at {broker.address} ({time.monotonic() - started:.0f}s)")
         return self.status()
 
     def _flags(self, logback: str) -> list[str]:

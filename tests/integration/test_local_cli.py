@@ -37,6 +37,8 @@ def test_up_twice_then_down_leaves_nothing_running(tmp_path):
         first = rocketlake("local", "up", *args)
         assert first.returncode == 0, first.stderr
         assert first.stdout.count("registered") == 2
+        # progress while it starts: one line per process ready
+        assert "name server listening on" in first.stdout and first.stdout.count(" is up at ") == 2, first.stdout
         roles = ["namesrv", "broker-a", "broker-b"]
         pids = {r: ManagedProcess(r, spec.state_dir).pid() for r in roles}
         assert all(pids.values()), pids
