@@ -64,12 +64,14 @@ LAG_SCHEMA = TableSchema(columns=[
 ])
 
 
-def queue_figure(key: str, queue) -> str:
-    """The metadata key of one queue's figure, e.g. ``rocketlake/lag_messages/orders/broker-a/3``."""
-    return f"{key}/{queue.topic}/{queue.broker_name}/{queue.queue_id}"
+def queue_figure(key: str, queue, topic: str) -> str:
+    """The metadata key of one queue's figure: ``rocketlake/lag_messages/broker-a/3`` for a queue of the ingestion's
+    ``topic``, ``rocketlake/lag_messages/%RETRY%group/broker-a/0`` for another (short keys read better in the UI)."""
+    where = f"{queue.broker_name}/{queue.queue_id}"
+    return f"{key}/{where}" if queue.topic == topic else f"{key}/{queue.topic}/{where}"
 
 
-def lag_metadata(rows: list[QueueProgress], now_ms: int) -> dict:
+def lag_metadata(rows: list[QueueProgress], now_ms: int, topic: str) -> dict:
     """Totals first (what a person plots), then every queue's four figures, then the table a person reads."""
     metadata = {
         LAG_MESSAGES: MetadataValue.int(sum(r.lag for r in rows)),
@@ -78,10 +80,11 @@ def lag_metadata(rows: list[QueueProgress], now_ms: int) -> dict:
         COMMITTED: MetadataValue.int(sum(r.committed or 0 for r in rows)),
     }
     for r in rows:
-        metadata[queue_figure(LAG_MESSAGES, r.queue)] = MetadataValue.int(r.lag)
-        metadata[queue_figure(LAG_SECONDS, r.queue)] = MetadataValue.float(r.lag_seconds(now_ms))
-        metadata[queue_figure(BROKER_MAX, r.queue)] = MetadataValue.int(r.max_offset)
-        metadata[queue_figure(COMMITTED, r.queue)] = MetadataValue.int(-1 if r.committed is None else r.committed)
+        metadata[queue_figure(LAG_MESSAGES, r.queue, topic)] = MetadataValue.int(r.lag)
+        metadata[queue_figure(LAG_SECONDS, r.queue, topic)] = MetadataValue.float(r.lag_seconds(now_ms))
+        metadata[queue_figure(BROKER_MAX, r.queue, topic)] = MetadataValue.int(r.max_offset)
+        committed = -1 if r.committed is None else r.committed
+        metadata[queue_figure(COMMITTED, r.queue, topic)] = MetadataValue.int(committed)
     metadata[LAG_TABLE] = MetadataValue.table([TableRecord({
         "topic": r.queue.topic, "broker_name": r.queue.broker_name, "queue_id": r.queue.queue_id,
         "broker_max": r.max_offset, "committed": -1 if r.committed is None else r.committed, "lag": r.lag,
@@ -167,7 +170,7 @@ def build_lag_sensor(cfg: IngestionConfig) -> SensorDefinition:
                 rows = group_progress(group_broker(client, cfg))
         except RocketMQError as e:
             return SkipReason(f"cannot read the progress of group {cfg.consumer_group}: {e}")
-        metadata = lag_metadata(rows, now_ms)
+        metadata = lag_metadata(rows, now_ms, cfg.topic)
         total = metadata[LAG_MESSAGES].value
         summary = (f"group {cfg.consumer_group}: lag {total} message(s) over {len(rows)} queue(s), oldest not "
                    f"passed {metadata[LAG_SECONDS].value:.0f}s ago")

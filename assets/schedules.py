@@ -38,7 +38,8 @@ def build_window_schedule(cfg: IngestionConfig) -> ScheduleDefinition:
     dead_letters = [f"{cfg.table}_dlq"] if cfg.message_model is MessageModel.CLUSTERING else []
     # The lag sensor evaluates the freshness and lag checks every minute; a window's run does not.
     minute_checks = AssetSelection.checks(*(AssetCheckKey(AssetKey(cfg.table), name) for name in LAG_CHECKS))
-    job = define_asset_job(f"{cfg.table}_job", selection=AssetSelection.assets(cfg.table, *dead_letters) - minute_checks)
+    selection = AssetSelection.assets(cfg.table, *dead_letters) - minute_checks
+    job = define_asset_job(f"{cfg.table}_job", selection=selection)
 
     @schedule(name=f"{cfg.table}_windows", job=job, cron_schedule="* * * * *",
               execution_timezone=cfg.window.timezone, default_status=DefaultScheduleStatus.STOPPED,

@@ -27,7 +27,7 @@ class Freshness:
         if self.newest_due is None:
             return "no window is due yet"
         if self.passed:
-            return f"newest landed window {self.newest_landed}; every window due by now (up to {self.newest_due}) can be"
+            return f"newest landed window {self.newest_landed}; every window due by now (up to {self.newest_due}) is in"
         landed = self.newest_landed or "none"
         return f"window {self.newest_due} is due (closed + grace + slack) but the newest landed window is {landed}"
 

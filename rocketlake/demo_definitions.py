@@ -25,7 +25,7 @@ from dagster import (
 
 from rocketlake.assets.metadata import column_schema, table_identity
 from rocketlake.assets.partitions import window_partitions
-from rocketlake.definitions import defs as rocketlake_defs
+from rocketlake import definitions as rocketlake_location  # a module: one Definitions object at module scope
 from rocketlake.pipelines.config import load_config
 
 BY_REGION_SCHEMA = TableSchema(columns=[
@@ -43,7 +43,8 @@ def build_by_region(ingestion, lake):
 
     @asset(key=name, deps=[ingestion.table], partitions_def=window_partitions(ingestion.window),
            backfill_policy=BackfillPolicy.single_run(), required_resource_keys={"spark"}, kinds={"spark", "delta"},
-           group_name="demo", metadata=table_identity(name, path),
+           group_name="rocketlake",  # rocketlake's group: its lineage page shows the whole flow
+           metadata=table_identity(name, path),
            description=f"Orders and amount per region in each window of `{ingestion.table}`, computed with Spark "
                        f"and landed in Delta at `{path}`.")
     def by_region(context: AssetExecutionContext) -> MaterializeResult:
@@ -102,7 +103,7 @@ def body_columns(schema_ddl: str | None) -> set[str]:
 
 
 _assets = demo_assets(load_config())
-defs = Definitions.merge(rocketlake_defs, Definitions(
+defs = Definitions.merge(rocketlake_location.defs, Definitions(
     assets=_assets, jobs=[define_asset_job(f"{a.key.to_user_string()}_job", selection=[a.key]) for a in _assets]))
 
 __all__ = ["defs"]

@@ -55,11 +55,13 @@ def test_lag_metadata_totals_and_per_queue_figures():
     a, b = MessageQueue("t", "broker-a", 0), MessageQueue("t", "broker-b", 1)
     now = 1_000_000
     rows = [QueueProgress(a, 0, 10, 4, now - 30_000), QueueProgress(b, 0, 5, None, now - 90_000)]
-    m = lag_metadata(rows, now)
+    m = lag_metadata(rows, now, "t")
     assert m[LAG_MESSAGES].value == 6 + 5 and m[LAG_SECONDS].value == 90.0
     assert m[BROKER_MAX].value == 15 and m[COMMITTED].value == 4
-    assert m[queue_figure(LAG_MESSAGES, a)].value == 6 and m[queue_figure(COMMITTED, b)].value == -1
-    assert queue_figure(LAG_SECONDS, b) == "rocketlake/lag_seconds/t/broker-b/1"
+    assert m[queue_figure(LAG_MESSAGES, a, "t")].value == 6 and m[queue_figure(COMMITTED, b, "t")].value == -1
+    assert queue_figure(LAG_SECONDS, b, "t") == "rocketlake/lag_seconds/broker-b/1"
+    assert queue_figure(LAG_SECONDS, MessageQueue("%RETRY%g", "broker-a", 0), "t") == \
+        "rocketlake/lag_seconds/%RETRY%g/broker-a/0"
     assert [r.data["lag"] for r in m[LAG_TABLE].value.records] == [6, 5]
 
 
