@@ -67,15 +67,34 @@ def window_metadata(window: WindowEntry, accounting: WindowAccounting, m: Materi
     if m.ledger.member is not None:
         metadata[MEMBER] = m.ledger.member
     if m.ledger.suspended:
-        metadata[SUSPENDED] = MetadataValue.json({mq.key: {"offset": s.offset, "attempts": s.attempts,
-                                                           "retry_after_ms": s.until_ms, "window": s.window_key,
-                                                           "msg_id": s.msg_id, "error": s.error}
-                                                  for mq, s in sorted(m.ledger.suspended.items())})
+        metadata[SUSPENDED] = suspended_table({mq.key: {"offset": s.offset, "attempts": s.attempts,
+                                                        "retry_after_ms": s.until_ms, "window": s.window_key,
+                                                        "msg_id": s.msg_id, "error": s.error}
+                                               for mq, s in sorted(m.ledger.suspended.items())})
     if assignment is not None:
         metadata[ASSIGNMENT] = assignment
     if m.delta_version is not None:
         metadata[DELTA_VERSION] = MetadataValue.int(m.delta_version)
     return metadata
+
+
+SUSPENDED_SCHEMA = TableSchema(columns=[
+    TableColumn("queue", "string"), TableColumn("offset", "int", description="the message the queue stopped at"),
+    TableColumn("attempts", "int", description="failed attempts so far"),
+    TableColumn("retry_after_ms", "int", description="epoch ms when the queue resumes"),
+    TableColumn("window", "string"), TableColumn("msg_id", "string"), TableColumn("error", "string"),
+])
+
+
+def suspended_table(by_queue: dict[str, dict]) -> MetadataValue:
+    """Suspended orderly queues, one row each (a person reads it; the resume sensor parses it back)."""
+    return MetadataValue.table([TableRecord({"queue": q, **fields}) for q, fields in sorted(by_queue.items())],
+                               schema=SUSPENDED_SCHEMA)
+
+
+def suspended_from(value) -> dict[str, dict]:
+    """Queue key -> its suspension's fields, from the ``rocketlake/suspended_queues`` table."""
+    return {r.data["queue"]: {k: v for k, v in r.data.items() if k != "queue"} for r in value.records}
 
 
 def windows_metadata(m: Materialization, assignment: str | None = None, keys=None) -> dict[str, dict]:

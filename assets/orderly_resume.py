@@ -24,7 +24,7 @@ from dagster import (
 )
 
 from rocketlake.assets.ingestion import RESUME_TAG
-from rocketlake.assets.metadata import SUSPENDED
+from rocketlake.assets.metadata import SUSPENDED, suspended_from
 from rocketlake.pipelines.config import IngestionConfig
 from rocketlake.pipelines.windows import iso
 
@@ -42,10 +42,10 @@ def build_resume_sensor(cfg: IngestionConfig) -> SensorDefinition:
             return SkipReason(f"{cfg.table} has no materialization yet")
         materialization = event.asset_materialization
         entry = materialization.metadata.get(SUSPENDED)
-        if entry is None or not entry.value:
+        suspended = suspended_from(entry) if entry is not None else {}
+        if not suspended:
             return SkipReason(f"no queue of {cfg.table} is suspended")
         now_ms = int(time.time() * 1000)
-        suspended = entry.value
         due = sorted(q for q, s in suspended.items() if s["retry_after_ms"] <= now_ms)
         if not due:
             first = min(s["retry_after_ms"] for s in suspended.values())

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import time
 
-from dagster import AssetKey, AssetMaterialization, DagsterInstance, MetadataValue, RunRequest, build_sensor_context
+from dagster import AssetKey, AssetMaterialization, DagsterInstance, RunRequest, build_sensor_context
 
 from rocketlake.assets.definitions import build_definitions
 from rocketlake.assets.ingestion import RESUME_TAG
-from rocketlake.assets.metadata import SUSPENDED
+from rocketlake.assets.metadata import SUSPENDED, suspended_table
 from rocketlake.pipelines.config import parse_config
 
 ORDERLY = {"listener": "tests.unit.listeners:orderly_fail_by_tag", "consume_orderly": True,
@@ -30,7 +30,7 @@ def tick(defs, instance):
 
 
 def report(instance, partition: str, suspended: dict | None):
-    metadata = {SUSPENDED: MetadataValue.json(suspended)} if suspended is not None else {}
+    metadata = {SUSPENDED: suspended_table(suspended)} if suspended is not None else {}
     instance.report_runless_asset_event(AssetMaterialization(AssetKey("orders"), partition=partition, metadata=metadata))
 
 

@@ -1,0 +1,181 @@
+"""What a person sees in the Dagster UI, in a real headless browser (Debian's chromium through chromium-driver).
+
+The README's first command runs for real (`rocketlake demo`, one window, on free ports): its own name server and
+brokers, the Java producer, the raw table and the downstream aggregate through Dagster. Then the Java producer
+sends more orders, `dagster-daemon` runs the lag sensor (its first tick records the new lag), and
+`dagster-webserver` serves the demo's instance. The browser checks that the lineage page shows the topic, the raw
+table, the aggregate and the dead letters; that the partitions view lists the landed window; and that the lag
+plot has points. Screenshots go to ``$ROCKETLAKE_SCREENSHOTS`` (the README's are made this way), else the test's
+temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+from dagster import AssetKey, DagsterInstance
+
+from rocketlake.assets.lag import LAG_MESSAGES
+from rocketlake.demo import sample_orders
+from rocketlake.resources.local.peers import produce
+from tests.conftest import free_ports
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+TOPIC = "rocketlake_demo_orders"
+MORE = 20  # orders sent after the demo: the lag the sensor must see
+
+
+def until(condition, timeout: float, what: str, process: subprocess.Popen | None = None):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"{what}: the process exited ({process.returncode}):\n{process.stdout.read()[-3000:]}")
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)  # polling another process's state (HTTP, the Dagster instance)
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def start(cmd: list[str], env: dict, log: Path) -> subprocess.Popen:
+    # Its own process group: the daemon and the webserver start code servers of their own.
+    return subprocess.Popen(cmd, cwd=log.parent, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def stop(process: subprocess.Popen | None) -> None:
+    if process is None or process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+@pytest.fixture
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1600,1100"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"),
+                              options=options)
+    driver.implicitly_wait(20)  # the UI renders after its GraphQL queries answer
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def colored_pixels(driver, canvas) -> int:
+    """Pixels of the plot's line and points (chart.js draws them in the theme's blue; axes and grid are grey)."""
+    return driver.execute_script("""
+        const c = arguments[0], data = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let n = 0;
+        for (let i = 0; i < data.length; i += 4) {
+            const [r, g, b, a] = [data[i], data[i + 1], data[i + 2], data[i + 3]];
+            if (a > 0 && b > 150 && b - r > 60 && b - g > 60) n++;
+        }
+        return n;""", canvas)
+
+
+def test_lineage_partitions_and_lag_plot_in_a_real_browser(tmp_path, browser):
+    from selenium.webdriver.common.by import By
+
+    shots = Path(os.environ.get("ROCKETLAKE_SCREENSHOTS") or tmp_path / "screenshots")
+    shots.mkdir(parents=True, exist_ok=True)
+    namesrv_port, broker_a, broker_b, web_port = free_ports(4, block=2)
+    config = yaml.safe_load((ROOT / "rocketlake.yaml").read_text())
+    config["clusters"]["local"]["namesrv"] = f"127.0.0.1:{namesrv_port}"
+    config["lake"]["root"] = str(tmp_path / "lake")
+    (tmp_path / "rocketlake.yaml").write_text(yaml.safe_dump(config))
+    home = tmp_path / "dagster"
+    home.mkdir()
+    shutil.copy(ROOT / "rocketlake" / "dagster.yaml", home / "dagster.yaml")
+    cluster = ["--state-dir", str(tmp_path / "state"), "--namesrv-port", str(namesrv_port),
+               "--broker-ports", f"{broker_a},{broker_b}"]
+    env = dict(os.environ, DAGSTER_HOME=str(home))
+    env.pop("ROCKETLAKE_CONFIG", None)
+    daemon = web = None
+    try:
+        demo = subprocess.run([str(BIN / "rocketlake"), "demo", "--windows", "1", "--messages", "40", *cluster],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+        assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
+        assert "1/5 starting the local RocketMQ cluster" in demo.stdout and " is up at " in demo.stdout
+        # "rows per window": one line "  2026-11-24 04:23      40"
+        (window_key,) = [f"{p[0]}-{p[1]}" for p in map(str.split, demo.stdout.splitlines())
+                         if len(p) == 3 and p[0].startswith("20") and p[2] == "40"]
+
+        # More orders after the demo: the lag the sensor reports and the UI plots.
+        produce(f"127.0.0.1:{namesrv_port}", tmp_path / "state", sample_orders(TOPIC, MORE, first=10_000))
+        env["ROCKETLAKE_CONFIG"] = str(tmp_path / ".rocketlake" / "demo" / "rocketlake.yaml")
+        location = ["-m", "rocketlake.demo_definitions"]
+        daemon = start([str(BIN / "dagster-daemon"), "run", *location], env, tmp_path / "daemon.log")
+        with DagsterInstance.from_config(str(home)) as instance:
+            def lag_observed():
+                records = instance.fetch_observations(AssetKey("orders_raw"), limit=5).records
+                return [r.asset_observation.metadata[LAG_MESSAGES].value for r in records
+                        if LAG_MESSAGES in r.asset_observation.metadata]
+            assert until(lag_observed, 180, "the lag sensor's first observation") == [MORE]
+
+        web = start([str(BIN / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(web_port), *location], env,
+                    tmp_path / "webserver.log")
+        base = f"http://127.0.0.1:{web_port}"
+        until(lambda: answers(f"{base}/server_info"), 120, "dagster-webserver to answer")
+
+        browser.get(base + "/asset-groups")
+        browser.execute_script("localStorage.setItem('communityNux', '1')")  # the newsletter pop-up, seen
+        # The lineage of rocketlake's group: topic -> raw table -> aggregate, and -> dead letters.
+        browser.get(f"{base}/locations/rocketlake.demo_definitions/asset-groups/rocketlake")
+        for node in ("rocketlake_demo_orders", "orders_raw", "orders_raw_by_region", "orders_raw_dlq"):
+            assert browser.find_elements(By.XPATH, f"//*[normalize-space(text())='{node}']"), f"no node {node}"
+        browser.implicitly_wait(0)
+        until(lambda: not browser.find_elements(By.XPATH, "//*[starts-with(normalize-space(text()), 'Loading')]"),
+              60, "the nodes' status to load")
+        browser.implicitly_wait(20)
+        browser.save_screenshot(str(shots / "lineage.png"))
+
+        # The partitions view lists the landed window as materialized.
+        browser.get(f"{base}/assets/orders_raw?view=partitions")
+        browser.find_element(By.XPATH, "//*[contains(text(), 'Materialized (1)')]")
+        assert browser.find_elements(By.XPATH, f"//*[normalize-space(text())='{window_key}']"), window_key
+
+        # The lag plot: Overview -> Metadata -> Plots, over events (observations included).
+        browser.get(f"{base}/assets/orders_raw?view=overview")
+        browser.find_element(By.XPATH, "//button[normalize-space()='Plots']").click()
+        browser.find_elements(By.XPATH, "//button[normalize-space()='Events']")[-1].click()
+        title = browser.find_element(By.XPATH, f"//*[normalize-space(text())='{LAG_MESSAGES}']")
+        canvas = title.find_element(By.XPATH, "./ancestor::*[.//canvas][1]//canvas")
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", canvas)
+        assert until(lambda: colored_pixels(browser, canvas), 30, "the lag plot to draw its points") > 20
+        browser.save_screenshot(str(shots / "lag-plot.png"))
+    finally:
+        stop(web)
+        stop(daemon)
+        subprocess.run([str(BIN / "rocketlake"), "local", "down", "--wipe", *cluster], cwd=tmp_path, env=env,
+                       capture_output=True, timeout=120)
