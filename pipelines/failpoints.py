@@ -21,6 +21,7 @@ POINTS = frozenset({
     "during_send_back",        # half of the run's failures are sent back to the retry topic, half not yet
     "after_send_back",         # every failure is sent back, the materialization not yet recorded
     "before_offset_commit",    # the materialization is recorded, the broker offsets not yet committed
+    "offset_store_between_renames",  # BROADCASTING: the old store moved to .bak, the new one not yet in place
 })
 
 

@@ -125,6 +125,47 @@ def test_killed_at_the_worst_places_is_repaired_by_the_next(point, tmp_path, loc
     ingestion.assert_landed_exactly_once([window])
 
 
+def test_a_broadcasting_member_killed_while_writing_its_offset_store_restarts_from_a_valid_store(
+        tmp_path, local_cluster, produced, instance_home):
+    """SIGKILL between the store write's two renames (the old file moved to ``.bak``, the new one not in place):
+    the store left behind is readable and one commit behind, and the re-run lands the window once and moves the
+    store to the queues' ends; the brokers hold no offset of the group."""
+    from rocketlake.pipelines.offset_store import LocalOffsetStore, store_path
+
+    stores = tmp_path / "offsets"
+    ingestion = Ingestion(tmp_path, local_cluster, produced, instance_home, message_model="BROADCASTING",
+                          client_ip="127.0.0.1", instance_name="eu9", local_offset_store_dir=str(stores))
+    store = store_path(stores, "127.0.0.1@eu9", ingestion.group)
+    w1, w2 = produced.windows()
+
+    def ends(windows):
+        last = Counter()
+        for m in (m for w in windows for m in produced.in_window(w)):
+            last[(m["brokerName"], m["queueId"])] = max(last[(m["brokerName"], m["queueId"])], m["queueOffset"] + 1)
+        return dict(last)
+
+    def offsets(path=store):
+        return {(mq.broker_name, mq.queue_id): o for mq, o in LocalOffsetStore(path).offsets.items()
+                if mq.topic == produced.topic}
+
+    code, output, _ = materialize_cli(ingestion.env, ingestion.table, w1)
+    assert code == 0, output[-3000:]
+    assert offsets() == ends([w1])
+
+    code, output, _ = materialize_cli(dict(ingestion.env, ROCKETLAKE_FAILPOINT="offset_store_between_renames"),
+                                      ingestion.table, w2)
+    assert code == -signal.SIGKILL, output[-2000:]
+    assert not store.exists() and store.with_name("offsets.json.bak").exists()  # killed between the renames
+    assert offsets() == ends([w1])  # what is left is a valid store, one commit behind
+
+    code, output, _ = materialize_cli(ingestion.env, ingestion.table, w2)
+    assert code == 0, output[-3000:]
+    assert offsets() == ends([w1, w2])
+    rows = DeltaTable(str(ingestion.path)).to_pyarrow_table(columns=["msg_id"]).to_pylist()
+    assert Counter(r["msg_id"] for r in rows) == Counter(m["msgId"] for w in (w1, w2) for m in produced.in_window(w))
+    assert ingestion.committed() == {}  # BROADCASTING commits nothing to the brokers
+
+
 def test_runs_killed_at_random_instants_never_block_the_next(tmp_path, local_cluster, produced, instance_home):
     """``TRIALS`` kills at uniformly random instants of a run, half in a table's first run, half in a later one."""
     seed = int(os.environ.get("ROCKETLAKE_CRASH_SEED", time.time_ns() % 1_000_000))

@@ -1,0 +1,134 @@
+"""The seeds' experiment with `dagster-daemon` doing the work: two deployments of one group, each with its own
+Dagster instance, member process, schedule and daemon, and nobody launching runs by hand.
+
+Both schedules run the window on a 16-queue topic: the members split it 8/8 under AVG (the first 8 of the sorted
+list and the last 8), writing one table. Then the first deployment stops (its member process unregisters, its
+daemon ends): the second's next scheduled run takes all 16 queues, and its rebalance sensor, evaluated by its
+daemon, records the new share. Every message lands exactly once and the committed offsets are the queues' ends.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from dagster import AssetKey, DagsterInstance
+from deltalake import DeltaTable
+
+from rocketlake.assets.metadata import ASSIGNMENT
+from rocketlake.resources.local.peers import produce
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from tests.integration.ingestion_support import minute_key, order, unique, wait_for_next_minute
+from tests.integration.test_consumer_group import Deployment, ledger
+from tests.integration.test_member import until
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+DAGSTER = str(Path(sys.executable).parent / "dagster")
+
+
+def dagster_cli(deployment: Deployment, *args: str) -> None:
+    result = subprocess.run([DAGSTER, *args, "-m", "rocketlake.definitions"], cwd=ROOT, env=deployment.env,
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+
+
+def start_daemon(deployment: Deployment) -> subprocess.Popen:
+    log = (deployment.home / "daemon.log").open("w")
+    daemon = str(Path(sys.executable).parent / "dagster-daemon")
+    return subprocess.Popen([daemon, "run", "-m", "rocketlake.definitions"], cwd=ROOT, env=deployment.env,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def stop_daemon(process: subprocess.Popen | None) -> None:
+    # Its session holds the code server and any run it launched.
+    if process is None or process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def materialized(deployment: Deployment, table: str) -> set[str]:
+    with DagsterInstance.from_config(str(deployment.home)) as instance:
+        return set(instance.get_materialized_partitions(AssetKey(table)))
+
+
+def test_two_deployments_run_by_their_daemons_split_the_queues_and_hand_them_over(tmp_path, local_cluster):
+    topic, group, table = unique("wide"), unique("g"), unique("t")
+    local_cluster.create_topic(topic, 8)
+    # Windows start at the next minute (no older window to catch up), closed at their end (grace 0), so the
+    # schedule's tick at the end of a window asks for it.
+    start = (datetime.now(timezone.utc) + timedelta(minutes=1)).replace(second=0, microsecond=0)
+    window = {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": 0, "start": start.isoformat()}
+    ingestions = {"wide": {"topic": topic, "consumer_group": group, "table": table, "window": window}}
+    first = Deployment(tmp_path, local_cluster, "d1", ingestions)
+    second = Deployment(tmp_path, local_cluster, "d2", ingestions)
+    peer = RocketMQClient(local_cluster.spec.namesrv_address)
+    daemons: dict[str, subprocess.Popen] = {}
+    try:
+        for d in (first, second):
+            d.join()
+            dagster_cli(d, "schedule", "start", f"{table}_windows")
+        dagster_cli(second, "sensor", "start", f"{table}_rebalance")
+        until(lambda: peer.get_consumer_list_by_group(group, topic) == [first.client_id, second.client_id], 60,
+              "both members listed by the brokers")
+        for name, d in (("d1", first), ("d2", second)):
+            daemons[name] = start_daemon(d)
+
+        wait_for_next_minute(offset_s=1)
+        w1 = minute_key(int(datetime.now(timezone.utc).timestamp() * 1000))
+        sent = produce(local_cluster.spec.namesrv_address, local_cluster.spec.state_dir,
+                       [order(i, topic) for i in range(64)])
+        # The daemons' schedules launch the window's runs once it closes; wait on their instances' records.
+        until(lambda: w1 in materialized(first, table) and w1 in materialized(second, table), 300,
+              f"both deployments' daemons to land window {w1}")
+        path = tmp_path / "lake" / table
+        queues = sorted(peer.queues(topic))
+        by_member = {e.member: sorted(r.queue for w in e.windows for r in w.ranges if r.queue.topic == topic)
+                     for e in ledger(path) if w1 in e.partition_keys}
+        assert by_member == {first.client_id: queues[:8], second.client_id: queues[8:]}
+
+        # The first deployment stops: member process, daemon. The second's next window takes every queue.
+        first.leave()
+        stop_daemon(daemons.pop("d1"))
+        until(lambda: peer.get_consumer_list_by_group(group, topic) == [second.client_id], 60, "d1 to leave")
+        wait_for_next_minute(offset_s=1)
+        w2 = minute_key(int(datetime.now(timezone.utc).timestamp() * 1000))
+        sent += produce(local_cluster.spec.namesrv_address, local_cluster.spec.state_dir,
+                        [order(i, topic) for i in range(100, 148)])
+        until(lambda: w2 in materialized(second, table), 300, f"d2's daemon to land window {w2}")
+        w2_entries = [e for e in ledger(path) if w2 in e.partition_keys]
+        assert {e.member for e in w2_entries} == {second.client_id}
+        assert sorted(r.queue for e in w2_entries for w in e.windows if w.partition_key == w2
+                      for r in w.ranges if r.queue.topic == topic) == queues
+        with DagsterInstance.from_config(str(second.home)) as instance:
+            said = [r.asset_observation.metadata[ASSIGNMENT].value
+                    for r in instance.fetch_observations(AssetKey(table), limit=50).records
+                    if ASSIGNMENT in r.asset_observation.metadata]
+        # (the retry topic's queues, rebalanced on their own, may be in the share too)
+        assert any(s.startswith(f"member {second.client_id} takes ") and f"(members: {second.client_id})" in s
+                   and all(q.key in s for q in queues) for s in said), said
+
+        rows = DeltaTable(str(path)).to_pyarrow_table(columns=["msg_id"]).to_pylist()
+        assert Counter(r["msg_id"] for r in rows) == Counter(s.msg_id for s in sent), "every message exactly once"
+        ends = Counter()
+        for s in sent:
+            ends[(s.broker_name, s.queue_id)] = max(ends[(s.broker_name, s.queue_id)], s.queue_offset + 1)
+        assert {q: peer.query_consumer_offset(group, q) for q in queues} == \
+            {q: ends.get((q.broker_name, q.queue_id), 0) for q in queues}
+    finally:
+        for process in daemons.values():
+            stop_daemon(process)
+        for d in (first, second):
+            d.kill()
+        peer.close()
