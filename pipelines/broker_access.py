@@ -16,6 +16,7 @@ from rocketlake.pipelines.offset_store import LocalOffsetStore
 from rocketlake.pipelines.options import SourceOptions
 from rocketlake.pipelines.windows import first_offset_at_or_after
 from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.columnar import RawRecords
 from rocketlake.resources.rocketmq.errors import RangeUnreadable, SubscriptionGroupNotExist, TopicNotExist
 from rocketlake.resources.rocketmq.filter import Subscription
 from rocketlake.resources.rocketmq.message import Message, is_retry_topic, retry_topic
@@ -23,7 +24,7 @@ from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRang
 from rocketlake.resources.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT, read_ranges
 
 __all__ = ["BrokerStoreTimes", "GroupBroker", "MemberBroker", "RangeUnreadable", "group_broker", "make_client",
-           "pull_range", "resolve_ranges"]
+           "pull_chunks", "range_subscription", "resolve_ranges"]
 
 
 _clients: dict[tuple, RocketMQClient] = {}
@@ -170,20 +171,19 @@ def _bound(bound, mq: MessageQueue, lo: int, hi: int, default: int) -> int:
     return bound.get(mq.broker_name, {}).get(mq.queue_id, default)
 
 
-def pull_range(opts: SourceOptions, offsets: OffsetRange) -> Iterator[tuple[Message, bool]]:
-    """Every message of ``[start, end)`` in offset order with its subscription verdict.
+def range_subscription(opts: SourceOptions, offsets: OffsetRange) -> Subscription:
+    """What the messages of ``offsets`` are matched against: the retry topic is subscribed with "*" whatever
+    the main topic's expression (as the push consumer does)."""
+    topic = offsets.queue.topic
+    return Subscription.parse(topic, "*" if is_retry_topic(topic) else opts.subscription)
 
-    Several pulls are in flight at once, as many as fit the push consumer's per-queue cache
-    (``pullThresholdForQueue`` / ``pullBatchSize``) up to the reader's default; a missing offset
-    raises :class:`RangeUnreadable`.
-    """
+
+def pull_chunks(opts: SourceOptions, offsets: OffsetRange) -> Iterator[list[Message] | RawRecords]:
+    """The messages of ``[start, end)`` in offset order, one pull answer at a time, unfiltered: indexed
+    records for :mod:`columnar <rocketlake.resources.rocketmq.columnar>` where it can read them, decoded
+    messages otherwise."""
     client = make_client(opts)
-    mq = offsets.queue
-    # The retry topic is subscribed with "*" whatever the main topic's expression (as the push consumer does).
-    subscription = Subscription.parse(mq.topic, "*" if is_retry_topic(mq.topic) else opts.subscription)
     in_flight = max(1, min(DEFAULT_PULLS_IN_FLIGHT, opts.pull_threshold_for_queue // opts.pull_batch_size))
-    matches = subscription.matches
     for _, messages in read_ranges(client, [offsets], consumer_group=opts.consumer_group,
-                                   batch_size=opts.pull_batch_size, pulls_in_flight=in_flight):
-        for message in messages:
-            yield message, matches(message)
+                                   batch_size=opts.pull_batch_size, pulls_in_flight=in_flight, columnar=True):
+        yield messages

@@ -29,6 +29,9 @@ from pyspark.sql.types import StructType
 from rocketlake.pipelines.failpoints import failpoint
 from rocketlake.pipelines.options import SourceOptions, parse_options
 from rocketlake.pipelines.planning import split_ranges
+from rocketlake.resources.rocketmq.columnar import RawRecords, record_batch
+from rocketlake.resources.rocketmq.filter import Subscription
+from rocketlake.resources.rocketmq.message import Message
 from rocketlake.resources.rocketmq.message_queue import OffsetRange
 
 SCHEMA_DDL = (
@@ -110,25 +113,74 @@ class RocketMQReader(DataSourceReader):
         return [Chunk(r) for r in split_ranges(resolve_ranges(opts), opts.max_messages_per_partition)]
 
     def read(self, partition: Chunk) -> Iterator[pa.RecordBatch]:
-        from rocketlake.pipelines.broker_access import pull_range
+        from rocketlake.pipelines.broker_access import pull_chunks, range_subscription
 
         if not isinstance(partition, Chunk):
             return  # an empty plan: Spark still runs one task, with its own default partition
         opts = self.options
         schema = arrow_schema(opts.include_filtered, opts.plan is not None, opts.body_format == "text")
-        builder = _BatchBuilder(schema, partition.offsets.queue.broker_name, partition.window_start_ms)
-        for message, matched in pull_range(opts, partition.offsets):
-            if builder.rows == 0:
+        batches = _TaskBatches(schema, partition.offsets.queue.broker_name, partition.window_start_ms,
+                               range_subscription(opts, partition.offsets), opts.include_filtered)
+        for chunk in pull_chunks(opts, partition.offsets):
+            if batches.rows == 0:
                 failpoint("during_pull")
-            if not matched and not opts.include_filtered:
-                continue
-            builder.add(message, matched)
-            # What a task holds at once stays within the push consumer's per-queue cache limits.
-            if builder.rows >= opts.pull_threshold_for_queue or builder.bytes >= opts.pull_threshold_size_for_queue_bytes:
-                yield builder.flush()
-        if builder.rows:
-            yield builder.flush()
+            batches.add(chunk)
+            # What a task holds at once stays within the push consumer's per-queue cache limits (give or take
+            # the one pull answer that crossed them, as the push consumer checks before it pulls).
+            if batches.rows >= opts.pull_threshold_for_queue or batches.bytes >= opts.pull_threshold_size_for_queue_bytes:
+                yield from batches.flush()
+        yield from batches.flush()
         failpoint("during_write")  # this task's file is being written; other tasks' may be done
+
+
+class _TaskBatches:
+    """A task's pull answers until the next flush: indexed records go to Arrow in one step
+    (:func:`record_batch`); decoded messages, and records it declines, row by row."""
+
+    def __init__(self, schema: pa.Schema, broker_name: str, window_start_ms: int | None,
+                 subscription: Subscription, include_filtered: bool):
+        self.schema = schema
+        self.broker_name = broker_name
+        self.window_us = None if window_start_ms is None else window_start_ms * 1000
+        self.subscription = subscription
+        self.include_filtered = include_filtered
+        self.rows_builder = _BatchBuilder(schema, broker_name, window_start_ms)
+        self.records: list[RawRecords] = []
+        self.rows = 0
+        self.bytes = 0
+
+    def add(self, chunk: list[Message] | RawRecords) -> None:
+        if isinstance(chunk, RawRecords):
+            self.records.append(chunk)
+            self.rows += len(chunk)
+            self.bytes += chunk.nbytes
+        else:
+            self._add_messages(chunk)
+            self.rows, self.bytes = self.rows_builder.rows, self.rows_builder.bytes + self._records_bytes()
+
+    def _records_bytes(self) -> int:
+        return sum(r.nbytes for r in self.records)
+
+    def _add_messages(self, messages: list[Message]) -> None:
+        matches = self.subscription.matches
+        for message in messages:
+            matched = matches(message)
+            if matched or self.include_filtered:
+                self.rows_builder.add(message, matched)
+
+    def flush(self) -> Iterator[pa.RecordBatch]:
+        if self.records:
+            records = RawRecords.concat(self.records)
+            self.records = []
+            batch = record_batch(records, self.schema, broker_name=self.broker_name, subscription=self.subscription,
+                                 include_filtered=self.include_filtered, window_start_us=self.window_us)
+            if batch is None:
+                self._add_messages(records.messages())
+            elif batch.num_rows:
+                yield batch
+        if self.rows_builder.rows:
+            yield self.rows_builder.flush()
+        self.rows = self.bytes = 0
 
 
 class _BatchBuilder:

@@ -205,6 +205,7 @@ class BrokerClient:
         suspend_timeout_ms: int = 0,
         post_subscription: bool = True,
         timeout: float | None = None,
+        columnar: bool = False,
     ) -> PullResult:
         """PULL_MESSAGE from ``offset``: at most ``max_msgs`` (the broker also stops at 32 hot /
         8 cold messages and 256 / 64 KiB, reference 7).
@@ -218,6 +219,7 @@ class BrokerClient:
             topic, queue_id, offset, max_msgs, consumer_group=consumer_group, sub_expression=sub_expression,
             expression_type=expression_type, subscription=subscription, commit_offset=commit_offset,
             suspend_timeout_ms=suspend_timeout_ms, post_subscription=post_subscription, timeout=timeout,
+            columnar=columnar,
         ).result()
 
     def pull_async(
@@ -235,11 +237,13 @@ class BrokerClient:
         suspend_timeout_ms: int = 0,
         post_subscription: bool = True,
         timeout: float | None = None,
+        columnar: bool = False,
     ) -> PendingPull:
         """:meth:`pull`, sent now; :meth:`PendingPull.result` waits for and reads the answer.
 
         Several pulls can be in flight on the broker's one connection at once (Java's
-        ``pullMessageAsync``); the timeout counts from the send.
+        ``pullMessageAsync``); the timeout counts from the send. ``columnar`` leaves the records
+        undecoded for :mod:`.columnar` where it can take them (see :func:`parse_pull_response`).
         """
         sub = subscription or Subscription.parse(topic, sub_expression, expression_type)
         if sub.topic != topic:
@@ -265,7 +269,7 @@ class BrokerClient:
             broker_name=self.broker_name,
         )
         pending = self.connections(self.address).invoke_async(request, timeout, rpc_hook=self.rpc_hook)
-        return PendingPull(self, pending, sub)
+        return PendingPull(self, pending, sub, columnar)
 
     # ------------------------------------------------------------------ offsets
 
@@ -580,12 +584,14 @@ def _rebuild(address: str, broker_name: str | None, timeout: float, rpc_hook: RP
 class PendingPull:
     """A PULL_MESSAGE on the wire (from :meth:`BrokerClient.pull_async`)."""
 
-    __slots__ = ("_broker", "_pending", "_subscription")
+    __slots__ = ("_broker", "_columnar", "_pending", "_subscription")
 
-    def __init__(self, broker: BrokerClient, pending: PendingResponse, subscription: Subscription) -> None:
+    def __init__(self, broker: BrokerClient, pending: PendingResponse, subscription: Subscription,
+                 columnar: bool = False) -> None:
         self._broker = broker
         self._pending = pending
         self._subscription = subscription
+        self._columnar = columnar
 
     def done(self) -> bool:
         return self._pending.done()
@@ -599,7 +605,8 @@ class PendingPull:
         if response.code == ResponseCode.TOPIC_NOT_EXIST:
             hint = (f"topic {self._subscription.topic!r} does not exist on broker {broker.label}; "
                     "create it first (mqadmin updateTopic)")
-        return parse_pull_response(response, self._subscription, address=broker.address, hint=hint)
+        return parse_pull_response(response, self._subscription, address=broker.address, hint=hint,
+                                   columnar=self._columnar)
 
     def cancel(self) -> None:
         """Stop waiting for the answer (it is dropped when it arrives)."""

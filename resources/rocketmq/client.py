@@ -284,6 +284,7 @@ class RocketMQClient:
         commit_offset: int | None = None,
         suspend_timeout_ms: int = 0,
         timeout: float | None = None,
+        columnar: bool = False,
     ) -> PullResult:
         """:meth:`BrokerClient.pull` on ``mq``'s broker (see there)."""
         return self._run(
@@ -292,6 +293,7 @@ class RocketMQClient:
                 mq.topic, mq.queue_id, offset, max_msgs, consumer_group=consumer_group,
                 sub_expression=sub_expression, expression_type=expression_type, subscription=subscription,
                 commit_offset=commit_offset, suspend_timeout_ms=suspend_timeout_ms, timeout=timeout,
+                columnar=columnar,
             ),
             topic=mq.topic,
         )

@@ -24,6 +24,7 @@ import enum
 from dataclasses import dataclass, field
 
 from .codes import RequestCode, ResponseCode
+from .columnar import RawRecords, scan_records
 from .errors import InvalidArgument, ProtocolError, error_for_response
 from .filter import EXPRESSION_TYPE_TAG, Subscription
 from .frame import RemotingCommand
@@ -87,7 +88,8 @@ _STORE_STATUS = {s.value: s for s in GetMessageStatus}
 class PullResult:
     """The answer to one pull.
 
-    ``messages`` passed the client-side tag re-check; ``filtered_out`` counts the decoded
+    ``messages`` passed the client-side tag re-check (with ``columnar``, they may be
+    :class:`RawRecords`, not yet decoded); ``filtered_out`` counts the decoded
     messages it dropped (tag hash collisions). Every offset in ``[request offset,
     next_begin_offset)`` is either in ``messages``, dropped by that re-check, or was skipped by
     the broker's own tag-code filter. ``max_offset`` is one past the queue's last message.
@@ -98,7 +100,7 @@ class PullResult:
     min_offset: int
     max_offset: int
     suggest_which_broker_id: int = 0
-    messages: list[Message] = field(default_factory=list, repr=False)
+    messages: list[Message] | RawRecords = field(default_factory=list, repr=False)
     filtered_out: int = 0
     store_status: GetMessageStatus | None = None
 
@@ -178,8 +180,13 @@ def parse_pull_response(
     *,
     address: str,
     hint: str | None = None,
+    columnar: bool = False,
 ) -> PullResult:
-    """Map one PULL_MESSAGE response to a :class:`PullResult`, or raise its error."""
+    """Map one PULL_MESSAGE response to a :class:`PullResult`, or raise its error.
+
+    ``columnar``: where every record is of the shape :mod:`.columnar` reads and no tag re-check
+    applies, ``messages`` are the indexed :class:`RawRecords` instead of decoded messages.
+    """
     status = _STATUS_BY_CODE.get(response.code)
     if status is None:
         raise error_for_response(
@@ -189,9 +196,14 @@ def parse_pull_response(
             remark=response.remark,
             hint=hint,
         )
-    messages: list[Message] = []
+    messages: list[Message] | RawRecords = []
     filtered = 0
-    if status is PullStatus.FOUND and response.body:
+    records = None
+    if columnar and status is PullStatus.FOUND and response.body and not subscription.tags_set:
+        records = scan_records(response.body)
+    if records is not None:
+        messages = records
+    elif status is PullStatus.FOUND and response.body:
         try:
             messages = decode_messages(response.body)
         except ProtocolError as exc:

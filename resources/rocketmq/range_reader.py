@@ -26,6 +26,9 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from .columnar import RawRecords
 from .errors import InvalidArgument, RangeUnreadable
 from .filter import Subscription
 from .message import Message
@@ -91,7 +94,7 @@ class QueueCursor:
         self.in_flight.append(span)
         return span
 
-    def accept(self, result: PullResult) -> tuple[list[Message], _Span | None]:
+    def accept(self, result: PullResult) -> tuple[list[Message] | RawRecords, _Span | None]:
         """Take the answer to the head span: its messages, and a span for what it lacked (already
         placed at the head of :attr:`in_flight`, to be asked for before anything else)."""
         span = self.in_flight.popleft()
@@ -101,13 +104,13 @@ class QueueCursor:
             raise RangeUnreadable(self._describe_empty(start, result))
         if len(messages) > span.end - start:  # more than asked: never from a broker, cut to the span
             messages = messages[: span.end - start]
-        for index, message in enumerate(messages):
-            if message.queue_offset != start + index:
-                raise RangeUnreadable(
-                    f"{self.mq}: expected offset {start + index} of the range [{self.start}, {self.end}), "
-                    f"the broker returned {message.queue_offset}; offsets [{start + index}, "
-                    f"{message.queue_offset}) are missing"
-                )
+        gap = _first_gap(messages, start)
+        if gap is not None:
+            index, found = gap
+            raise RangeUnreadable(
+                f"{self.mq}: expected offset {start + index} of the range [{self.start}, {self.end}), "
+                f"the broker returned {found}; offsets [{start + index}, {found}) are missing"
+            )
         self.delivered = start + len(messages)
         rest = None
         if self.delivered < span.end:
@@ -127,6 +130,17 @@ class QueueCursor:
                 f"queue min {result.min_offset}, max {result.max_offset}): {why}")
 
 
+def _first_gap(messages: list[Message] | RawRecords, start: int) -> tuple[int, int] | None:
+    """(index, offset found there) of the first message not at ``start + index``, or None."""
+    if isinstance(messages, RawRecords):
+        wrong = np.flatnonzero(messages.queue_offsets != np.arange(start, start + len(messages)))
+        return (int(wrong[0]), int(messages.queue_offsets[wrong[0]])) if len(wrong) else None
+    for index, message in enumerate(messages):
+        if message.queue_offset != start + index:
+            return index, message.queue_offset
+    return None
+
+
 def read_ranges(
     client: RocketMQClient,
     ranges: Iterable[OffsetRange],
@@ -136,8 +150,12 @@ def read_ranges(
     pulls_in_flight: int = DEFAULT_PULLS_IN_FLIGHT,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     timeout: float | None = None,
-) -> Iterator[tuple[MessageQueue, list[Message]]]:
+    columnar: bool = False,
+) -> Iterator[tuple[MessageQueue, list[Message] | RawRecords]]:
     """Every message of ``ranges``, as ``(queue, consecutive messages)`` in offset order per queue.
+
+    With ``columnar``, an answer whose records :mod:`.columnar` can read comes as
+    :class:`RawRecords` (indexed, not decoded), any other as decoded messages.
 
     Queues are served in turn, one pull's answer each. At most ``pulls_in_flight`` pulls of
     ``batch_size`` messages are outstanding per queue and about ``max_in_flight`` in all (each
@@ -165,6 +183,7 @@ def read_ranges(
             span.pending = broker.pull_async(
                 mq.topic, mq.queue_id, span.start, span.end - span.start,
                 consumer_group=consumer_group, subscription=subscriptions[mq.topic], timeout=timeout,
+                columnar=columnar,
             )
         except Exception as exc:
             if not is_retriable(exc):
@@ -185,7 +204,7 @@ def read_ranges(
         # One at a time through the client's retries (route refresh, back-off), then pipelined again.
         brokers.clear()
         return client.pull(cursor.mq, span.start, span.end - span.start,
-                           consumer_group=consumer_group, timeout=timeout)
+                           consumer_group=consumer_group, timeout=timeout, columnar=columnar)
 
     try:
         for cursor in cursors:

@@ -1,0 +1,305 @@
+"""PULL_MESSAGE bodies decoded straight into Arrow columns, with no Python object per message.
+
+:func:`decode_messages` builds one :class:`Message` per record, and a Spark task then copied every
+field of it into Python lists before Arrow saw them: about 25 us per message, which held the whole
+landing path to a fraction of what Spark and Delta can write. Here a pull answer is only indexed
+(:func:`scan_records`: one size read per record, to find where each starts), the answers of a
+queue are kept as they came, and :func:`record_batch` reads every fixed field of all records at
+once with numpy, cuts bodies, topics and properties as slices of the answers' buffers, and parses
+properties with Arrow's string kernels.
+
+It covers the records a broker stores for ordinary messages: V1 magic, IPv4 hosts, bodies not
+compressed, no 5.x inner batch, properties valid UTF-8 without a repeated name. Anything else
+(and a record that does not even parse) makes these functions return None, and the caller takes
+the exact decoder, which handles every case and names what is wrong: the fast path never guesses.
+The columns equal what :class:`Message` gives field for field (``tests/unit/test_columnar.py``).
+"""
+
+from __future__ import annotations
+
+from struct import Struct
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .filter import Subscription
+from .message import (
+    BORNHOST_V6_FLAG,
+    COMPRESSED_FLAG,
+    INNER_BATCH_FLAG,
+    MESSAGE_MAGIC_CODE_V1,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_KEYS,
+    PROPERTY_SEPARATOR,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    STOREHOSTADDRESS_V6_FLAG,
+    Message,
+    _format_host,
+    decode_messages,
+)
+
+__all__ = ["RawRecords", "record_batch", "scan_records"]
+
+_SIZE = Struct(">i")
+# Head (40 bytes) and the IPv4 tail up to and including BODYLEN (48): the body starts here.
+_BODY_AT = 88
+# A record also holds the topic's 1-byte length and the properties' 2-byte length.
+_MIN_RECORD = _BODY_AT + 3
+_OUTSIDE_FAST_SHAPE = COMPRESSED_FLAG | INNER_BATCH_FLAG | BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
+_HEX = np.array([f"{i:02X}".encode() for i in range(256)], dtype="S2")
+_TS = pa.timestamp("us", tz="UTC")
+
+
+class RawRecords:
+    """Message records of one queue, in offset order, indexed but not decoded.
+
+    ``buffer`` holds whole pull answers; ``starts`` are the records' positions in it. Slicing keeps
+    the buffer and narrows the index, as cutting a list of messages would.
+    """
+
+    __slots__ = ("buffer", "queue_offsets", "starts")
+
+    def __init__(self, buffer: np.ndarray, starts: np.ndarray, queue_offsets: np.ndarray) -> None:
+        self.buffer = buffer
+        self.starts = starts
+        self.queue_offsets = queue_offsets
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, index: slice) -> RawRecords:
+        if not isinstance(index, slice):
+            raise TypeError("RawRecords are cut with slices only")
+        return RawRecords(self.buffer, self.starts[index], self.queue_offsets[index])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the records themselves (what the push consumer's size threshold counts)."""
+        return int(_be(self.buffer, self.starts, 4, ">i4").sum()) if len(self) else 0
+
+    def record_bytes(self) -> bytes:
+        """The records back to back, as a pull answer carries them."""
+        view = memoryview(self.buffer)
+        sizes = _be(self.buffer, self.starts, 4, ">i4").tolist()
+        return b"".join(view[s:s + n] for s, n in zip(self.starts.tolist(), sizes))
+
+    def messages(self) -> list[Message]:
+        """The same records through the exact decoder."""
+        return decode_messages(self.record_bytes())
+
+    @staticmethod
+    def concat(parts: list[RawRecords]) -> RawRecords:
+        if len(parts) == 1:
+            return parts[0]
+        bases = np.cumsum([0] + [len(p.buffer) for p in parts[:-1]])
+        return RawRecords(
+            np.concatenate([p.buffer for p in parts]),
+            np.concatenate([p.starts + base for p, base in zip(parts, bases)]),
+            np.concatenate([p.queue_offsets for p in parts]),
+        )
+
+
+def _be(buffer: np.ndarray, at: np.ndarray, width: int, dtype: str) -> np.ndarray:
+    """Big-endian integers of ``width`` bytes at positions ``at`` of ``buffer``, as native int64."""
+    if not len(at):
+        return np.zeros(0, np.int64)
+    return buffer[at[:, None] + np.arange(width)].view(dtype)[:, 0].astype(np.int64)
+
+
+def scan_records(body: bytes) -> RawRecords | None:
+    """Index the records of a PULL_MESSAGE body, or None if one of them is outside the fast shape
+    (or malformed: the exact decoder then says how)."""
+    size = len(body)
+    starts: list[int] = []
+    pos = 0
+    unpack = _SIZE.unpack_from
+    while pos < size:
+        if size - pos < _MIN_RECORD:
+            return None
+        total = unpack(body, pos)[0]
+        if total < _MIN_RECORD or total > size - pos:
+            return None
+        starts.append(pos)
+        pos += total
+    buffer = np.frombuffer(body, np.uint8)
+    at = np.array(starts, np.int64)
+    if not _well_formed(buffer, at):
+        return None
+    return RawRecords(buffer, at, _be(buffer, at + 20, 8, ">i8"))
+
+
+def _well_formed(buffer: np.ndarray, at: np.ndarray) -> bool:
+    """Every record is V1, IPv4, uncompressed, not a batch, and its lengths add up to its size."""
+    totals = _be(buffer, at, 4, ">i4")
+    if (_be(buffer, at + 4, 4, ">i4") != MESSAGE_MAGIC_CODE_V1).any():
+        return False
+    if (_be(buffer, at + 36, 4, ">i4") & _OUTSIDE_FAST_SHAPE).any():
+        return False
+    for port_at in (52, 68):  # born and store port: Java refuses a record whose port is out of range
+        ports = _be(buffer, at + port_at, 4, ">i4")
+        if ((ports < 0) | (ports > 0xFFFF)).any():
+            return False
+    body_len = _be(buffer, at + 84, 4, ">i4")
+    if ((body_len < 0) | (body_len > totals - _MIN_RECORD)).any():
+        return False
+    topic_at = at + _BODY_AT + body_len
+    topic_len = buffer[topic_at].view(np.int8).astype(np.int64)  # signed, as Java reads it
+    if ((topic_len < 0) | (topic_at + 3 + topic_len > at + totals)).any():
+        return False
+    props_len = _be(buffer, topic_at + 1 + topic_len, 2, ">i2")
+    return bool(((props_len >= 0) & (topic_at + 3 + topic_len + props_len == at + totals)).all())
+
+
+def _slices(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, bytes]:
+    """Arrow offsets and data of the byte strings ``buffer[start:start + length]``."""
+    view = memoryview(buffer)
+    data = b"".join(view[s:s + n] for s, n in zip(starts.tolist(), lengths.tolist()))
+    offsets = np.zeros(len(starts) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:], dtype=np.int32)
+    return offsets, data
+
+
+def _array(kind: pa.DataType, offsets: np.ndarray, data: bytes) -> pa.Array:
+    return pa.Array.from_buffers(kind, len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def record_batch(records: RawRecords, schema: pa.Schema, *, broker_name: str, subscription: Subscription,
+                 include_filtered: bool, window_start_us: int | None) -> pa.RecordBatch | None:
+    """The records as one batch of ``schema`` (the ``rocketmq`` source's columns), or None when a
+    record needs the exact decoder (see the module's text). Messages the subscription's tags do
+    not match are dropped, or kept with ``matched`` false when ``include_filtered``."""
+    buffer, at, n = records.buffer, records.starts, len(records)
+    body_len = _be(buffer, at + 84, 4, ">i4")
+    topic_at = at + _BODY_AT + body_len
+    topic_len = buffer[topic_at].astype(np.int64)
+    props_at = topic_at + 3 + topic_len
+    props_len = _be(buffer, topic_at + 1 + topic_len, 2, ">i2")
+    if int(body_len.sum()) >= 1 << 31 or int(props_len.sum()) >= 1 << 31:
+        return None  # beyond 32-bit Arrow offsets: the exact path builds it in pieces
+
+    topic = _one_topic(buffer, topic_at, topic_len)
+    if topic is None:
+        return None
+    try:
+        properties = _array(pa.string(), *_slices(buffer, props_at, props_len))
+        properties.validate(full=True)  # UTF-8; the exact decoder replaces bad bytes instead
+    except pa.ArrowInvalid:
+        return None
+    props = _properties_map(properties)
+    if props is None:
+        return None
+
+    tags = pc.map_lookup(props, PROPERTY_TAGS, "first")
+    columns = {
+        "topic": _repeat(topic, n),
+        "broker_name": _repeat(broker_name, n),
+        "queue_id": pa.array(_be(buffer, at + 12, 4, ">i4").astype(np.int32)),
+        "queue_offset": pa.array(records.queue_offsets),
+        "offset_msg_id": _offset_msg_ids(buffer, at),
+        "tags": tags,
+        "keys": _keys(pc.map_lookup(props, PROPERTY_KEYS, "first")),
+        "properties": props,
+        "born_timestamp": pa.array(_be(buffer, at + 40, 8, ">i8") * 1000, _TS),
+        "store_timestamp": pa.array(_be(buffer, at + 56, 8, ">i8") * 1000, _TS),
+        "born_host": _hosts(buffer, at + 48),
+        "store_host": _hosts(buffer, at + 64),
+        "reconsume_times": pa.array(_be(buffer, at + 72, 4, ">i4").astype(np.int32)),
+        "body": _array(pa.binary(), *_slices(buffer, at + _BODY_AT, body_len)),
+    }
+    # MessageClientExt#getMsgId: the producer's UNIQ_KEY, else the broker's offset id.
+    columns["msg_id"] = pc.coalesce(pc.map_lookup(props, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "first"),
+                                     columns["offset_msg_id"])
+    if "body_text" in schema.names:
+        columns["body_text"] = _text(columns["body"])
+    if window_start_us is not None:
+        columns["window_start"] = pa.array(np.full(n, window_start_us, np.int64), _TS)
+    matched = _matched(tags, subscription)
+    if "matched" in schema.names:
+        columns["matched"] = matched if matched is not None else pa.array(np.ones(n, bool))
+    batch = pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+    if matched is not None and not include_filtered:
+        batch = batch.filter(matched)
+    return batch
+
+
+def _repeat(text: str, n: int) -> pa.Array:
+    return pa.array([text], pa.string()).take(np.zeros(n, np.int32))
+
+
+def _one_topic(buffer: np.ndarray, topic_at: np.ndarray, topic_len: np.ndarray) -> str | None:
+    """The topic all records share (one queue's answers always do), or None."""
+    if not len(topic_at):
+        return ""
+    length = int(topic_len[0])
+    if (topic_len != length).any():
+        return None
+    names = buffer[topic_at[:, None] + 1 + np.arange(length)]
+    if (names != names[0]).any():
+        return None
+    try:
+        return names[0].tobytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _properties_map(properties: pa.Array) -> pa.MapArray | None:
+    """``MessageDecoder#string2messageProperties`` on every row at once: split on \\x02, then each
+    piece on its first \\x01; pieces without one, or with an empty name or value, are skipped. A
+    row naming a property twice (Java keeps the last) goes to the exact decoder."""
+    pieces_of_rows = pc.split_pattern(properties, PROPERTY_SEPARATOR)
+    rows = pc.list_parent_indices(pieces_of_rows)
+    pieces = pc.list_flatten(pieces_of_rows)
+    has_separator = pc.match_substring(pieces, NAME_VALUE_SEPARATOR)
+    pieces, rows = pieces.filter(has_separator), rows.filter(has_separator)
+    pairs = pc.list_flatten(pc.split_pattern(pieces, NAME_VALUE_SEPARATOR, max_splits=1))
+    names = pairs.take(np.arange(0, len(pairs), 2))
+    values = pairs.take(np.arange(1, len(pairs), 2))
+    keep = pc.and_(pc.greater(pc.utf8_length(names), 0), pc.greater(pc.utf8_length(values), 0))
+    names, values = names.filter(keep), values.filter(keep)
+    row_of = rows.filter(keep).to_numpy(zero_copy_only=False).astype(np.int64)
+    if len(names):
+        codes = pc.dictionary_encode(names).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        pairs_of_rows = np.sort(row_of * (int(codes.max()) + 1) + codes)
+        if (pairs_of_rows[1:] == pairs_of_rows[:-1]).any():
+            return None
+    offsets = np.zeros(len(properties) + 1, np.int32)
+    np.cumsum(np.bincount(row_of, minlength=len(properties)), out=offsets[1:], dtype=np.int32)
+    return pa.MapArray.from_arrays(pa.array(offsets), names, values)
+
+
+def _keys(raw: pa.Array) -> pa.Array:
+    """KEYS as the source shows it: split on spaces, empty pieces dropped, joined by one space."""
+    joined = pc.utf8_trim(pc.replace_substring_regex(raw, " +", " "), " ")
+    return pc.if_else(pc.equal(joined, ""), pa.scalar(None, pa.string()), joined)
+
+
+def _offset_msg_ids(buffer: np.ndarray, at: np.ndarray) -> pa.Array:
+    """``MessageDecoder#createMessageId`` for IPv4: hex of store ip, port and commit-log offset."""
+    raw = np.concatenate([buffer[at[:, None] + 64 + np.arange(8)], buffer[at[:, None] + 28 + np.arange(8)]], axis=1)
+    data = _HEX[raw].tobytes()
+    return _array(pa.string(), np.arange(0, 32 * len(at) + 1, 32, dtype=np.int32), data)
+
+
+def _hosts(buffer: np.ndarray, host_at: np.ndarray) -> pa.Array:
+    """``ip:port`` of each record, formatted once per distinct address."""
+    raw = np.ascontiguousarray(buffer[host_at[:, None] + np.arange(8)]).view(np.uint64)[:, 0]
+    distinct, which = np.unique(raw, return_inverse=True)
+    texts = [_format_host(value.tobytes()) for value in distinct.view(np.uint8).reshape(-1, 8)]
+    return pa.array(texts, pa.string()).take(which.astype(np.int32))
+
+
+def _text(body: pa.Array) -> pa.Array:
+    try:
+        return body.cast(pa.string())
+    except pa.ArrowInvalid:  # not UTF-8: replaced character by character, as bytes.decode(errors="replace")
+        return pa.array([None if b is None else b.decode("utf-8", errors="replace") for b in body.to_pylist()],
+                        pa.string())
+
+
+def _matched(tags: pa.Array, subscription: Subscription) -> pa.Array | None:
+    """The client-side tag re-check (``Subscription.matches``) per row; None when nothing is filtered."""
+    if not subscription.tags_set:
+        return None
+    return pc.fill_null(pc.is_in(tags, value_set=pa.array(sorted(subscription.tags_set), pa.string())), False)
