@@ -8,8 +8,8 @@ queue are kept as they came, and :func:`record_batch` reads every fixed field of
 once with numpy, cuts bodies, topics and properties as slices of the answers' buffers, and parses
 properties with Arrow's string kernels.
 
-It covers the records a broker stores for ordinary messages: V1 magic, IPv4 hosts, bodies not
-compressed, no 5.x inner batch, properties valid UTF-8 without a repeated name. Anything else
+It covers the records a broker stores for ordinary and batch-sent messages: V1 magic, IPv4 hosts,
+bodies not compressed, no 5.x inner batch, properties valid UTF-8. Anything else
 (and a record that does not even parse) makes these functions return None, and the caller takes
 the exact decoder, which handles every case and names what is wrong: the fast path never guesses.
 The columns equal what :class:`Message` gives field for field (``tests/unit/test_columnar.py``).
@@ -188,8 +188,6 @@ def record_batch(records: RawRecords, schema: pa.Schema, *, broker_name: str, su
     except pa.ArrowInvalid:
         return None
     props = _properties_map(properties)
-    if props is None:
-        return None
 
     tags = pc.map_lookup(props, PROPERTY_TAGS, "first")
     columns = {
@@ -244,10 +242,11 @@ def _one_topic(buffer: np.ndarray, topic_at: np.ndarray, topic_len: np.ndarray) 
         return None
 
 
-def _properties_map(properties: pa.Array) -> pa.MapArray | None:
+def _properties_map(properties: pa.Array) -> pa.MapArray:
     """``MessageDecoder#string2messageProperties`` on every row at once: split on \\x02, then each
-    piece on its first \\x01; pieces without one, or with an empty name or value, are skipped. A
-    row naming a property twice (Java keeps the last) goes to the exact decoder."""
+    piece on its first \\x01; pieces without one, or with an empty name or value, are skipped; a name
+    given twice keeps its first place and its last value (a Java HashMap's put; brokers store batch
+    messages with UNIQ_KEY and WAIT twice)."""
     pieces_of_rows = pc.split_pattern(properties, PROPERTY_SEPARATOR)
     rows = pc.list_parent_indices(pieces_of_rows)
     pieces = pc.list_flatten(pieces_of_rows)
@@ -261,9 +260,16 @@ def _properties_map(properties: pa.Array) -> pa.MapArray | None:
     row_of = rows.filter(keep).to_numpy(zero_copy_only=False).astype(np.int64)
     if len(names):
         codes = pc.dictionary_encode(names).indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        pairs_of_rows = np.sort(row_of * (int(codes.max()) + 1) + codes)
-        if (pairs_of_rows[1:] == pairs_of_rows[:-1]).any():
-            return None
+        pair_of = row_of * (int(codes.max()) + 1) + codes  # one number per (row, name)
+        order = np.argsort(pair_of, kind="stable")  # a pair's pieces stay in their order
+        sorted_pairs = pair_of[order]
+        first_of_pair = np.flatnonzero(np.r_[True, sorted_pairs[1:] != sorted_pairs[:-1]])
+        if len(first_of_pair) != len(names):
+            last_of_pair = np.r_[first_of_pair[1:], len(order)] - 1
+            first, last = order[first_of_pair], order[last_of_pair]
+            place = np.argsort(first)
+            first, last = first[place], last[place]
+            names, values, row_of = names.take(first), values.take(last), row_of[first]
     offsets = np.zeros(len(properties) + 1, np.int32)
     np.cumsum(np.bincount(row_of, minlength=len(properties)), out=offsets[1:], dtype=np.int32)
     return pa.MapArray.from_arrays(pa.array(offsets), names, values)
