@@ -8,9 +8,12 @@ another environment's site-packages.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import threading
+import zipfile
+from pathlib import Path
 
 from dagster import ConfigurableResource
 from pydantic import Field
@@ -46,7 +49,11 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None,
     Spark allows one active session per JVM; asking again returns it, with ``conf`` applied where
     Spark allows runtime changes.
     """
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    settings = {**(LOCAL_DEFAULTS if master.startswith("local") else {}), **DELTA_CONF, **(conf or {})}
+    # PySpark reads the executors' interpreter from PYSPARK_PYTHON when the context starts (spark-submit turns
+    # spark.pyspark.python into it); by default the executors run this very interpreter, which suits one image
+    # for driver and executors. A cluster whose executors keep Python elsewhere names it in spark.pyspark.python.
+    os.environ["PYSPARK_PYTHON"] = settings.pop("spark.pyspark.python", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     with _lock:
         active = SparkSession.getActiveSession()
@@ -54,12 +61,49 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None,
             return active
         delta_jars = jars.resolve(jars.delta_jar_set())
         builder = SparkSession.builder.master(master).appName(app_name)
-        settings = {**(LOCAL_DEFAULTS if master.startswith("local") else {}), **DELTA_CONF, **(conf or {})}
         extra = settings.pop("spark.jars", "")
         settings["spark.jars"] = ",".join([*map(str, delta_jars), *filter(None, extra.split(","))])
         for key, value in settings.items():
             builder = builder.config(key, value)
-        return builder.getOrCreate()
+        session = builder.getOrCreate()
+        if not master.startswith("local"):
+            # Executors elsewhere have rocketlake's dependencies but not necessarily rocketlake, and never the
+            # driver's working directory: the reader and its client travel with the application.
+            session.sparkContext.addPyFile(str(package_zip()))
+        return session
+
+
+def package_zip(cache_dir: Path | None = None) -> Path:
+    """The ``rocketlake`` package as a zip for ``addPyFile``: every module of it and of its subpackages (the
+    design card's folders, mapped under ``rocketlake``), named by a digest of their contents so a changed
+    checkout never reuses a stale zip."""
+    import rocketlake
+
+    root = Path(rocketlake.__file__).resolve().parent
+    subpackages = {"rocketlake": root}
+    for name in ("assets", "pipelines", "resources"):
+        module = __import__(f"rocketlake.{name}", fromlist=["_"])
+        subpackages[f"rocketlake/{name}"] = Path(module.__file__).resolve().parent
+    files: list[tuple[str, Path]] = []
+    for prefix, folder in subpackages.items():
+        for path in sorted(folder.rglob("*.py")):
+            relative = path.relative_to(folder)
+            if prefix == "rocketlake" and relative.parts[0] in ("assets", "pipelines", "resources"):
+                continue  # an installed package already nests them; take each once, from its own folder
+            files.append((f"{prefix}/{relative.as_posix()}", path))
+    digest = hashlib.sha256()
+    for name, path in files:
+        digest.update(name.encode() + b"\0" + path.read_bytes())
+    folder = cache_dir or jars.cache_dir() / "pyfiles"
+    target = folder / f"rocketlake-{digest.hexdigest()[:16]}.zip"
+    if not target.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = target.with_suffix(f".{os.getpid()}.tmp")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+            for name, path in files:
+                archive.write(path, name)
+        partial.replace(target)
+    return target
 
 
 class SparkResource(ConfigurableResource):
