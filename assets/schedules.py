@@ -1,9 +1,11 @@
 """A schedule per ingestion: every window once it is closed (end + grace), exactly once.
 
-It ticks every minute and asks for the most recent closed windows that are not materialized yet,
-with the partition key as the run key, so a window is requested once even if ticks overlap, and a
-short outage of the daemon is caught up (``CATCH_UP`` windows back) without flooding a new
-deployment with every window since ``window.start``.
+It ticks every minute and asks for the most recent closed windows that are neither materialized nor
+already asked for: a window with a run of the job queued or in progress is left to that run. (A schedule's
+run key only deduplicates within one tick, so without that a window whose run waits for its group's pool
+slot, or outlasts a tick, would be asked for again at every tick.) A short outage of the daemon is caught up
+(``CATCH_UP`` windows back) without flooding a new deployment with every window since ``window.start``;
+a window whose run failed is asked for again while it is among those.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from dagster import (
     AssetCheckKey,
     AssetKey,
     AssetSelection,
+    DagsterRunStatus,
     DefaultScheduleStatus,
     RunRequest,
+    RunsFilter,
     ScheduleDefinition,
     ScheduleEvaluationContext,
     define_asset_job,
@@ -25,6 +29,7 @@ from rocketlake.assets.partitions import last_closed_windows, window_partitions
 from rocketlake.pipelines.config import IngestionConfig, MessageModel
 
 CATCH_UP = 3
+PENDING = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
 
 
 def closed_windows_to_run(partitions, now, grace_seconds: int, materialized: set[str]) -> list[str]:
@@ -47,8 +52,10 @@ def build_window_schedule(cfg: IngestionConfig) -> ScheduleDefinition:
                           f"+{cfg.window.grace_seconds}s grace).")
     def windows(context: ScheduleEvaluationContext):
         materialized = context.instance.get_materialized_partitions(AssetKey(cfg.table))
+        pending = {run.tags.get("dagster/partition")
+                   for run in context.instance.get_runs(RunsFilter(job_name=job.name, statuses=PENDING))}
         return [RunRequest(run_key=key, partition_key=key)
                 for key in closed_windows_to_run(partitions, context.scheduled_execution_time,
-                                                 cfg.window.grace_seconds, materialized)]
+                                                 cfg.window.grace_seconds, materialized | pending)]
 
     return windows

@@ -41,3 +41,24 @@ def test_schedule_emits_run_requests_keyed_by_partition():
         requests = schedule(context)
     assert [(r.run_key, r.partition_key) for r in requests] == [
         ("2026-11-01-00:00", "2026-11-01-00:00"), ("2026-11-01-01:00", "2026-11-01-01:00")]
+
+
+def test_a_window_with_a_run_queued_or_in_progress_is_not_asked_for_again():
+    """A run waiting for its group's pool slot (or outlasting a tick) is not doubled at the next tick; a window
+    whose run failed is asked for again."""
+    from dagster import DagsterRunStatus
+    from dagster._core.test_utils import create_run_for_test
+
+    schedule = build_window_schedule(ingestion())
+    job = "orders_raw_job"
+    with instance_for_test() as instance:
+        create_run_for_test(instance, job_name=job, status=DagsterRunStatus.STARTED,
+                            tags={"dagster/partition": "2026-11-01-00:00"})
+        create_run_for_test(instance, job_name=job, status=DagsterRunStatus.FAILURE,
+                            tags={"dagster/partition": "2026-11-01-01:00"})
+        create_run_for_test(instance, job_name="another_job", status=DagsterRunStatus.STARTED,
+                            tags={"dagster/partition": "2026-11-01-01:00"})
+        context = build_schedule_context(instance=instance,
+                                         scheduled_execution_time=START + timedelta(hours=2, minutes=2))
+        requests = schedule(context)
+    assert [r.partition_key for r in requests] == ["2026-11-01-01:00"]
