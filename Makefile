@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-fast ui clean
+.PHONY: setup demo test test-fast ui stack stack-down clean
 
 setup: $(VENV)/.installed
 
@@ -21,6 +21,8 @@ demo: setup
 test: setup
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
 	  echo "the UI test needs a headless browser: apt-get install chromium chromium-driver" >&2; exit 1; }
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null || { \
+	  echo "the deployed-stack test needs PostgreSQL's programs: apt-get install postgresql" >&2; exit 1; }
 	$(BIN)/python -m pytest
 
 test-fast: setup
@@ -37,6 +39,14 @@ ui: setup
 	  DAGSTER_HOME=$(CURDIR)/.rocketlake/dagster ROCKETLAKE_CONFIG=$${ROCKETLAKE_CONFIG:-rocketlake.yaml} \
 	    $(BIN)/dagster dev -w workspace.yaml; \
 	fi
+
+# Everything as production runs it, on this machine: brokers, a Spark standalone cluster, PostgreSQL, dagster-daemon
+# and dagster-webserver (http://127.0.0.1:3000) with the schedules on, loading deploy/rocketlake.yaml.
+stack: setup
+	$(BIN)/rocketlake local up --stack
+
+stack-down:
+	$(BIN)/rocketlake local down --stack
 
 clean:
 	-$(BIN)/rocketlake local down --wipe

@@ -9,6 +9,8 @@ cluster used for development and tests, and runs the demo.
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,21 +32,105 @@ def _cluster_spec(args: argparse.Namespace) -> ClusterSpec:
     )
 
 
+def _spark_cluster(args: argparse.Namespace):
+    """The standalone Spark cluster `--spark` names: the one `up` recorded in the state directory, if any."""
+    from rocketlake.resources.local.spark_cluster import LocalSparkCluster, SparkClusterSpec
+
+    state_dir = Path(args.state_dir).absolute() / "spark"
+    saved = SparkClusterSpec.saved(state_dir)
+    if saved is not None and args.action != "up":
+        return LocalSparkCluster(saved)
+    ui = args.spark_ui_port
+    return LocalSparkCluster(SparkClusterSpec(state_dir, master_port=args.spark_port, master_ui_port=ui,
+                                              worker_ui_ports=tuple(ui + 1 + i for i in range(args.spark_workers))))
+
+
+def _postgres(args: argparse.Namespace):
+    from rocketlake.resources.local.postgres import LocalPostgres
+
+    return LocalPostgres(Path(args.state_dir).absolute() / "postgres", port=args.postgres_port)
+
+
+def _dagster(args: argparse.Namespace, postgres):
+    from rocketlake.resources.local.dagster_stack import LocalDagster
+
+    config = Path(args.config or os.environ.get("ROCKETLAKE_CONFIG") or "deploy/rocketlake.yaml")
+    return LocalDagster(Path(args.state_dir).absolute() / "dagster", config, postgres, webserver_port=args.dagster_port)
+
+
+def _create_topics(cluster, config_path: Path) -> None:
+    """Topics of the configuration's ingestions on this local cluster, created when missing (4 queues a broker)."""
+    from rocketlake.pipelines.config import load_config
+    from rocketlake.resources.rocketmq.client import RocketMQClient
+    from rocketlake.resources.rocketmq.errors import TopicNotExist
+
+    config = load_config(config_path)
+    client = RocketMQClient(cluster.spec.namesrv_address)
+    try:
+        for ingestion in config.ingestions.values():
+            if config.clusters[ingestion.cluster].namesrv != cluster.spec.namesrv_address:
+                continue
+            try:
+                client.queues(ingestion.topic)
+            except TopicNotExist:
+                cluster.create_topic(ingestion.topic, 4)
+                print(f"  created topic {ingestion.topic} (4 queues on each broker)", flush=True)
+    finally:
+        client.close()
+
+
 def _local(args: argparse.Namespace) -> int:
     from rocketlake.resources.local.cluster import LocalCluster
 
     cluster = LocalCluster(_cluster_spec(args))
+    spark = _spark_cluster(args) if args.spark or args.stack else None
+    postgres = _postgres(args) if args.postgres or args.stack else None
+    dagster = _dagster(args, postgres) if args.stack else None
     if args.action == "up":
         print(f"starting the local RocketMQ cluster (state in {cluster.spec.state_dir}) ...", flush=True)
         status = cluster.up(progress=lambda line: print(line, flush=True))
         print(status.render(cluster.spec.cluster_name))
+        if spark is not None:
+            print(f"starting a Spark standalone master and {spark.spec.workers} workers ...", flush=True)
+            print(spark.up(progress=lambda line: print(line, flush=True)).render())
+            print(f"use it with spark: {{master: \"{spark.spec.master_url}\"}} in rocketlake.yaml")
+        if postgres is not None:
+            print("starting PostgreSQL for Dagster's storage ...", flush=True)
+            postgres.up(progress=lambda line: print(line, flush=True))
+            print(postgres.status())
+            print(f"deploy/dagster.yaml reads {', '.join(sorted(postgres.dagster_env()))}; "
+                  f"`rocketlake local env --postgres` prints them for a shell")
+        if dagster is not None:
+            _create_topics(cluster, dagster.config)
+            print(f"starting dagster-daemon and dagster-webserver on {dagster.config} ...", flush=True)
+            dagster.up(progress=lambda line: print(line, flush=True))
+            print(dagster.status())
+    elif args.action == "env":
+        # For `eval "$(rocketlake local env --postgres)"`: the password goes to the shell, not to a log.
+        if postgres is None:
+            raise _Refused("local env prints the DAGSTER_PG_* variables: add --postgres")
+        for key, value in sorted(postgres.dagster_env().items()):
+            print(f"export {key}={shlex.quote(value)}")
     elif args.action == "down":
-        stopped = cluster.down(wipe=args.wipe)
+        stopped = ((dagster.down() if dagster is not None else [])
+                   + (postgres.down(wipe=args.wipe) if postgres is not None else [])
+                   + (spark.down() if spark is not None else []) + cluster.down(wipe=args.wipe))
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
     else:
         status = cluster.status()
         print(status.render(cluster.spec.cluster_name))
-        return 0 if status.ready else 3
+        ready = status.ready
+        if spark is not None:
+            spark_status = spark.status()
+            print(spark_status.render())
+            ready = ready and spark_status.ready
+        if postgres is not None:
+            print(postgres.status())
+            ready = ready and postgres.process.pid() is not None
+        if dagster is not None:
+            print(dagster.status())
+            ready = ready and dagster.daemon.pid() is not None and dagster.webserver.pid() is not None
+        return 0 if ready else 3
     return 0
 
 
@@ -254,6 +340,11 @@ EXAMPLES = """examples:
   rocketlake local up             name server on 127.0.0.1:9876, brokers on :10911 and :10921
   rocketlake local status         what the name server reports (exit 3 when not ready)
   rocketlake local down --wipe    stop what `up` started (by pid) and delete the broker store
+  rocketlake local up --spark     the same, and a Spark standalone master (spark://127.0.0.1:7077) with two workers
+  rocketlake local up --spark --postgres
+                                  ... and PostgreSQL on 127.0.0.1:5432 for Dagster's storage (deploy/dagster.yaml)
+  rocketlake local up --stack     all of it, plus dagster-daemon and dagster-webserver (:3000) with the schedules
+                                  on, loading deploy/rocketlake.yaml; `rocketlake local down --stack` stops it all
   rocketlake backfill orders 2026-11-01-10:00 2026-11-01-11:59
                                   land two hours of one-minute windows of ingestion orders in one run
   rocketlake offsets show orders  per queue: broker min/max, the group's committed offset, lag in messages
@@ -291,9 +382,30 @@ def build_parser() -> argparse.ArgumentParser:
                "  up      resolve the jars (cached), start the cluster, return once the name server lists every broker;\n"
                "          harmless when it is already up\n"
                "  down    stop exactly the processes `up` started (checked by pid and start time)\n"
-               "  status  print what the name server reports; exit 0 when ready, 3 when not")
-    local.add_argument("action", choices=["up", "down", "status"], help="up, down or status (see below)")
+               "  status  print what the name server reports; exit 0 when ready, 3 when not\n"
+               "  env     with --postgres: print `export DAGSTER_PG_...=...` lines for deploy/dagster.yaml")
+    local.add_argument("action", choices=["up", "down", "status", "env"], help="up, down, status or env (see below)")
     local.add_argument("--wipe", action="store_true", help="with down: also delete the broker store")
+    local.add_argument("--spark", action="store_true",
+                       help="also a Spark standalone master and workers from the installed pyspark (state in "
+                            "<state-dir>/spark)")
+    local.add_argument("--spark-port", type=int, default=7077, help="with --spark: the master's port (default: 7077)")
+    local.add_argument("--spark-ui-port", type=int, default=8080,
+                       help="with --spark: the master's web UI port; workers take the next ones (default: 8080)")
+    local.add_argument("--spark-workers", type=int, default=2, help="with --spark: how many workers (default: 2)")
+    local.add_argument("--postgres", action="store_true",
+                       help="also a PostgreSQL server for Dagster's storage (Debian's postgresql; data in "
+                            "<state-dir>/postgres, or /var/tmp/rocketlake-postgres when run as root)")
+    local.add_argument("--postgres-port", type=int, default=5432,
+                       help="with --postgres: its port on 127.0.0.1 (default: 5432)")
+    local.add_argument("--stack", action="store_true",
+                       help="the whole stack as production runs it: brokers, --spark, --postgres, and dagster-daemon "
+                            "plus dagster-webserver on deploy/dagster.yaml with every schedule on")
+    local.add_argument("--dagster-port", type=int, default=3000,
+                       help="with --stack: dagster-webserver's port on 127.0.0.1 (default: 3000)")
+    local.add_argument("--config", default=None,
+                       help="with --stack: the rocketlake.yaml Dagster loads (default: $ROCKETLAKE_CONFIG or "
+                            "deploy/rocketlake.yaml)")
     cluster_options(local)
     local.set_defaults(func=_local)
 

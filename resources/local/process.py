@@ -110,8 +110,8 @@ class ManagedProcess:
         return stop_all([self], timeout) == [self.role]
 
 
-def stop_all(processes: list[ManagedProcess], timeout: float = 30.0) -> list[str]:
-    """Stop several processes at once (SIGTERM to all, then wait, then SIGKILL what is left).
+def stop_all(processes: list[ManagedProcess], timeout: float = 30.0, sig: int = signal.SIGTERM) -> list[str]:
+    """Stop several processes at once (``sig``, SIGTERM by default, to all, then wait, then SIGKILL what is left).
 
     Returns the roles that were running. Brokers flush and unmap their stores on SIGTERM, which
     takes seconds each: signalling them together keeps `down` as quick as the slowest one.
@@ -123,7 +123,7 @@ def stop_all(processes: list[ManagedProcess], timeout: float = 30.0) -> list[str
             proc.pid_file.unlink(missing_ok=True)
         else:
             running[proc] = (pid, start_time(pid))
-            _signal(pid, signal.SIGTERM)
+            _signal(pid, sig)
     deadline = time.monotonic() + timeout
     alive = dict(running)
     while alive:

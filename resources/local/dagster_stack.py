@@ -1,0 +1,120 @@
+"""`rocketlake local up --stack`: Dagster as production runs it, on this machine.
+
+``dagster-daemon`` (schedules, sensors, the run queue, run retries and monitoring) and ``dagster-webserver``
+on an instance configured by ``deploy/dagster.yaml`` (PostgreSQL storage, queued runs, pools, run retries),
+both loading the code location ``rocketlake.definitions`` with the given ``rocketlake.yaml``; every schedule is
+turned on. The processes are recorded and stopped by pid like the rest of the local stack; each leads its own
+process group, so ``down`` also ends the code servers and run workers they started.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocketlake.resources.local.postgres import LocalPostgres
+from rocketlake.resources.local.process import LocalClusterError, ManagedProcess, port_in_use, stop_all
+
+LOOPBACK = "127.0.0.1"
+MODULE = "rocketlake.definitions"
+START_TIMEOUT_S = 180.0
+
+
+def production_instance() -> Path:
+    """The production instance settings, shipped in the package (``deploy/dagster.yaml`` in the repository
+    links to it)."""
+    import rocketlake
+
+    return Path(rocketlake.__file__).with_name("dagster.production.yaml")
+
+
+@dataclass(frozen=True)
+class LocalDagster:
+    state_dir: Path          # <state>/dagster: DAGSTER_HOME, pid files, logs
+    config: Path             # the rocketlake.yaml the code location loads
+    postgres: LocalPostgres
+    webserver_port: int = 3000
+
+    @property
+    def home(self) -> Path:
+        return self.state_dir / "home"
+
+    @property
+    def daemon(self) -> ManagedProcess:
+        return ManagedProcess("dagster-daemon", self.state_dir)
+
+    @property
+    def webserver(self) -> ManagedProcess:
+        return ManagedProcess("dagster-webserver", self.state_dir)
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.webserver_port}"
+
+    def env(self) -> dict[str, str]:
+        return dict(os.environ, DAGSTER_HOME=str(self.home), ROCKETLAKE_CONFIG=str(self.config.absolute()),
+                    **self.postgres.dagster_env())
+
+    def _bin(self, name: str) -> str:
+        return str(Path(sys.executable).parent / name)
+
+    def up(self, timeout: float = START_TIMEOUT_S, progress: Callable[[str], None] | None = None) -> None:
+        report = progress or (lambda line: None)
+        started = time.monotonic()
+        self.home.mkdir(parents=True, exist_ok=True)
+        shutil.copy(production_instance(), self.home / "dagster.yaml")
+        env = self.env()
+        if self.daemon.pid() is None:
+            self.daemon.start([self._bin("dagster-daemon"), "run", "-m", MODULE], env)
+        if self.webserver.pid() is None:
+            if port_in_use(self.webserver_port):
+                raise LocalClusterError(f"cannot start dagster-webserver: port {self.webserver_port} on {LOOPBACK} is in "
+                                        "use; stop that process or choose another port (--dagster-port)")
+            self.webserver.start([self._bin("dagster-webserver"), "-h", LOOPBACK, "-p", str(self.webserver_port),
+                                  "-m", MODULE], env)
+        deadline = time.monotonic() + timeout
+        while not self._serving():
+            for proc in (self.daemon, self.webserver):
+                if proc.pid() is None:
+                    raise LocalClusterError(f"{proc.role} exited while starting; its log ({proc.log_file}) ends with:"
+                                            f"\n{proc.log_tail()}")
+            if time.monotonic() > deadline:
+                raise LocalClusterError(f"timed out waiting for dagster-webserver on {self.url}; its log "
+                                        f"({self.webserver.log_file}) ends with:\n{self.webserver.log_tail()}")
+            time.sleep(0.5)  # polling the webserver's own answer
+        result = subprocess.run([self._bin("dagster"), "schedule", "start", "--start-all", "-m", MODULE], env=env,
+                                capture_output=True, text=True, timeout=300)
+        if result.returncode != 0:
+            raise LocalClusterError(f"turning the schedules on failed:\n{(result.stdout + result.stderr)[-2000:]}")
+        report(f"  dagster-daemon and dagster-webserver up on {self.url}, schedules on "
+               f"({time.monotonic() - started:.0f}s)")
+
+    def _serving(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/server_info", timeout=2) as answer:
+                return answer.status == 200
+        except OSError:
+            return False
+
+    def status(self) -> str:
+        return "\n".join(f"{p.role}: {'running' if p.pid() else 'down'} (pid {p.pid() or '-'})"
+                         for p in (self.daemon, self.webserver)) + f"; UI {self.url}"
+
+    def down(self) -> list[str]:
+        # Each leads its own process group: code servers and run workers end with it.
+        for proc in (self.daemon, self.webserver):
+            pid = proc.pid()
+            if pid is not None:
+                try:
+                    os.killpg(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        return stop_all([self.daemon, self.webserver])

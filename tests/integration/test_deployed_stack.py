@@ -1,0 +1,185 @@
+"""rocketlake as production runs it: Dagster on PostgreSQL with its daemon, runs queued, pools and run retries.
+
+The instance is `deploy/dagster.yaml` as shipped, its storage a real PostgreSQL (`LocalPostgres`, what
+`rocketlake local up --postgres` starts) on a free port. Nobody launches the scheduled runs: `dagster-daemon`
+ticks the schedule and launches them through the queued run coordinator.
+
+1. The schedule materializes a closed window by itself.
+2. A backfill (`rocketlake backfill`, in its own process) and the schedule's run of the same consumer group,
+   started together, both succeed, and their ingestion steps never overlap: the pool `rocketmq_group_<group>`
+   (limit 1) holds one until the other is done.
+3. A scheduled run killed with SIGKILL while it works is failed by the `rocketlake_dead_runs` sensor and retried
+   by the instance's run-retry policy; the retry lands the window.
+
+Across all of it every message lands exactly once (against the Java producer's answers) and the committed offsets
+are the queues' ends.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
+from deltalake import DeltaTable
+
+from rocketlake.assets.run_guard import PROCESS_TAG, RunProcess
+from rocketlake.assets.schedules import PENDING
+from rocketlake.resources.local.peers import produce
+from rocketlake.resources.local.postgres import LocalPostgres
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from tests.conftest import free_ports
+from tests.integration.ingestion_support import minute_key, order, unique, wait_until, write_config
+from tests.integration.test_consumer_group_daemon import start_daemon, stop_daemon
+from tests.integration.test_member import until
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture
+def postgres(tmp_path):
+    (port,) = free_ports(1)
+    server = LocalPostgres(tmp_path / "postgres", port=port)
+    server.up()
+    try:
+        yield server
+    finally:
+        assert server.down(wipe=True) == ["postgres"]
+
+
+class Stack:
+    """A deployment: its DAGSTER_HOME (deploy/dagster.yaml on PostgreSQL), its configuration, its daemon."""
+
+    def __init__(self, tmp_path: Path, cluster, postgres: LocalPostgres, ingestion: dict):
+        self.config = write_config(tmp_path / "rocketlake.yaml", cluster, tmp_path / "lake", {"orders": ingestion})
+        self.home = tmp_path / "dagster_home"
+        self.home.mkdir()
+        (self.home / "dagster.yaml").write_text((ROOT / "deploy" / "dagster.yaml").read_text())
+        self.env = dict(os.environ, ROCKETLAKE_CONFIG=str(self.config), DAGSTER_HOME=str(self.home),
+                        **postgres.dagster_env())
+        self.daemon: subprocess.Popen | None = None
+
+    def cli(self, *args: str) -> str:
+        result = subprocess.run([str(BIN / "dagster"), *args, "-m", "rocketlake.definitions"], cwd=ROOT, env=self.env,
+                                capture_output=True, text=True, timeout=180)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        return result.stdout
+
+
+WINDOW_S = 120  # two-minute windows: a scheduled run (30-70 s here) ends well before the next one is due
+
+
+def step_spans(instance: DagsterInstance, run_id: str) -> list[tuple[float, float, str]]:
+    """(start, end, run and step) of each step of a run, as its event log says. Each step of an ingestion claims
+    the group's pool slot on its own (the table's, then the dead letters'), so steps are what must not overlap."""
+    events = instance.all_logs(run_id, of_type={DagsterEventType.STEP_START, DagsterEventType.STEP_SUCCESS})
+    starts = {e.step_key: e.timestamp for e in events if e.dagster_event_type == DagsterEventType.STEP_START}
+    ends = {e.step_key: e.timestamp for e in events if e.dagster_event_type == DagsterEventType.STEP_SUCCESS}
+    assert starts and starts.keys() == ends.keys(), f"run {run_id}: steps started {starts}, ended {ends}"
+    return [(starts[k], ends[k], f"{run_id[:8]}/{k}") for k in starts]
+
+
+def next_window_end(margin_s: float = 30.0) -> float:
+    """The end of the window we are in, or of the next one when fewer than ``margin_s`` seconds are left."""
+    end = (int(time.time()) // WINDOW_S + 1) * WINDOW_S
+    return end if end - time.time() >= margin_s else end + WINDOW_S
+
+
+def test_daemon_schedule_pools_and_run_retries_on_postgres(tmp_path, local_cluster, postgres, monkeypatch):
+    topic, group, table = unique("stack"), unique("g"), unique("t")
+    local_cluster.create_topic(topic, 2)
+    # Windows start at the next window boundary, closed at their end (grace 0): the schedule's tick at a window's
+    # end asks for it, and there is no older window to catch up.
+    start = datetime.fromtimestamp(next_window_end(margin_s=0), timezone.utc)
+    stack = Stack(tmp_path, local_cluster, postgres, {
+        "topic": topic, "consumer_group": group, "table": table,
+        "window": {"cron": "*/2 * * * *", "timezone": "UTC", "grace_seconds": 0, "start": start.isoformat()}})
+    for key, value in postgres.dagster_env().items():  # what deploy/dagster.yaml reads, for this process too
+        monkeypatch.setenv(key, value)
+    namesrv, state = local_cluster.spec.namesrv_address, local_cluster.spec.state_dir
+    sent = []
+    try:
+        stack.cli("schedule", "start", f"{table}_windows")
+        stack.daemon = start_daemon(stack)
+        with DagsterInstance.from_config(str(stack.home)) as instance:
+            # 1. The schedule lands window 1 by itself.
+            wait_until(start.timestamp() + 1)
+            w1 = minute_key(int(start.timestamp() * 1000))
+            sent += produce(namesrv, state, [order(i, topic) for i in range(20)])
+            until(lambda: w1 in instance.get_materialized_partitions(AssetKey(table)), 300,
+                  f"the daemon's schedule to land window {w1}")
+
+            # 2. Window 2's scheduled run, and a backfill of window 1 started the moment the schedule launched it.
+            w2_end = next_window_end()
+            w2 = minute_key(int((w2_end - WINDOW_S) * 1000))
+            wait_until(w2_end - WINDOW_S + 5)
+            sent += produce(namesrv, state, [order(i, topic) for i in range(100, 120)])
+
+            def scheduled_run(key: str):
+                return next((r for r in instance.get_runs(RunsFilter(tags={"dagster/partition": key}))), None)
+
+            scheduled = until(lambda: scheduled_run(w2), 300, f"the daemon's schedule to launch window {w2}")
+            backfill = subprocess.run([str(BIN / "rocketlake"), "backfill", "orders", w1, "--config", str(stack.config)],
+                                      cwd=ROOT, env=stack.env, capture_output=True, text=True, timeout=600)
+            assert backfill.returncode == 0, backfill.stdout[-3000:] + backfill.stderr[-3000:]
+            until(lambda: instance.get_run_by_id(scheduled.run_id).status in (DagsterRunStatus.SUCCESS,
+                                                                               DagsterRunStatus.FAILURE), 300,
+                  f"the scheduled run of {w2} to end")
+            assert instance.get_run_by_id(scheduled.run_id).status == DagsterRunStatus.SUCCESS
+            (backfilled,) = instance.get_runs(RunsFilter(tags={"dagster/asset_partition_range_start": w1}))
+            assert backfilled.status == DagsterRunStatus.SUCCESS
+            a, b = instance.get_run_records(RunsFilter(run_ids=[scheduled.run_id, backfilled.run_id]))
+            # Both were in progress at once (each created before the other ended) ...
+            assert a.create_timestamp.timestamp() < b.end_time and b.create_timestamp.timestamp() < a.end_time
+            # ... and their steps worked one after the other: the pool held each until the other's was done.
+            steps = sorted(span for r in (a, b) for span in step_spans(instance, r.dagster_run.run_id))
+            assert len(steps) >= 2 and all(earlier[1] <= later[0] for earlier, later in zip(steps, steps[1:])), steps
+
+            # 3. Window 3's scheduled run is killed (SIGKILL) while it works; the retry lands the window.
+            w3_end = next_window_end()
+            w3 = minute_key(int((w3_end - WINDOW_S) * 1000))
+            wait_until(w3_end - WINDOW_S + 5)
+            sent += produce(namesrv, state, [order(i, topic) for i in range(200, 220)])
+
+            def working_run():
+                run = scheduled_run(w3)
+                return run if run is not None and PROCESS_TAG in run.tags else None  # recorded by the run itself
+
+            victim = until(working_run, 300, f"the scheduled run of {w3} to start working")
+            os.kill(RunProcess.from_tag(victim.tags[PROCESS_TAG]).pid, signal.SIGKILL)
+            until(lambda: instance.get_run_by_id(victim.run_id).status == DagsterRunStatus.FAILURE, 120,
+                  "the dead-runs sensor to fail the killed run")
+            retry = until(lambda: next(iter(instance.get_runs(RunsFilter(
+                tags={"dagster/parent_run_id": victim.run_id}, statuses=[DagsterRunStatus.SUCCESS]))), None),
+                300, f"a retry of the killed run to land {w3}")
+            assert retry.tags.get("dagster/retry_number") == "1"
+            assert w3 in instance.get_materialized_partitions(AssetKey(table))
+            assert len(instance.get_runs(RunsFilter(tags={"dagster/parent_run_id": victim.run_id}))) == 1
+
+            # Quiesce before stopping: no schedule tick, no run left working.
+            stack.cli("schedule", "stop", f"{table}_windows")
+            until(lambda: not instance.get_runs(RunsFilter(statuses=PENDING)), 300, "the runs in flight to end")
+
+        rows = DeltaTable(str(tmp_path / "lake" / table)).to_pyarrow_table(columns=["msg_id"]).to_pylist()
+        assert Counter(r["msg_id"] for r in rows) == Counter(s.msg_id for s in sent), "every message exactly once"
+        peer = RocketMQClient(namesrv)
+        try:
+            ends = Counter()
+            for s in sent:
+                ends[(s.broker_name, s.queue_id)] = max(ends[(s.broker_name, s.queue_id)], s.queue_offset + 1)
+            queues = sorted(peer.queues(topic))
+            assert {q: peer.query_consumer_offset(group, q) for q in queues} == \
+                {q: ends.get((q.broker_name, q.queue_id), 0) for q in queues}
+        finally:
+            peer.close()
+    finally:
+        stop_daemon(stack.daemon)
