@@ -161,3 +161,26 @@ def test_extra_broker_properties_override_the_defaults():
     assert text.count("fileReservedTime=") == 1  # overridden in place, not rendered twice
     default = parse_properties(ClusterSpec(state_dir=Path("/s")).broker_properties(spec.brokers[0]))
     assert default["fileReservedTime"] == "168" and "deleteWhen" not in default
+
+
+def test_a_spark_cluster_spec_is_found_again_by_down_and_status(tmp_path):
+    from rocketlake.resources.local.spark_cluster import SparkClusterSpec
+
+    spec = SparkClusterSpec(tmp_path, master_port=17077, master_ui_port=18080, worker_ui_ports=(18081, 18082, 18083))
+    tmp_path.mkdir(exist_ok=True)
+    spec.save()
+    assert SparkClusterSpec.saved(tmp_path) == spec
+    assert spec.master_url == "spark://127.0.0.1:17077" and spec.workers == 3
+    assert SparkClusterSpec.saved(tmp_path / "elsewhere") is None
+
+
+def test_local_env_needs_postgres_and_never_prints_the_password_elsewhere(tmp_path, capsys, monkeypatch):
+    from rocketlake.cli import main
+
+    monkeypatch.setenv("ROCKETLAKE_POSTGRES_PASSWORD", "s3cret-for-the-shell")
+    assert main(["local", "env", "--state-dir", str(tmp_path)]) != 0
+    assert "add --postgres" in capsys.readouterr().err
+    assert main(["local", "env", "--postgres", "--postgres-port", "15432", "--state-dir", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "export DAGSTER_PG_PORT=15432" in lines and "export DAGSTER_PG_PASSWORD=s3cret-for-the-shell" in lines
+    assert not (tmp_path / "postgres" / "password").exists()  # taken from the environment, not written
