@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocketlake.resources.local.postgres import LocalPostgres
-from rocketlake.resources.local.process import LocalClusterError, ManagedProcess, port_in_use, stop_all
+from rocketlake.resources.local.process import LocalClusterError, ManagedProcess, port_in_use, stop_all, wait_for
 
 LOOPBACK = "127.0.0.1"
 MODULE = "rocketlake.definitions"
@@ -80,16 +80,8 @@ class LocalDagster:
                                         "use; stop that process or choose another port (--dagster-port)")
             self.webserver.start([self._bin("dagster-webserver"), "-h", LOOPBACK, "-p", str(self.webserver_port),
                                   "-m", MODULE], env)
-        deadline = time.monotonic() + timeout
-        while not self._serving():
-            for proc in (self.daemon, self.webserver):
-                if proc.pid() is None:
-                    raise LocalClusterError(f"{proc.role} exited while starting; its log ({proc.log_file}) ends with:"
-                                            f"\n{proc.log_tail()}")
-            if time.monotonic() > deadline:
-                raise LocalClusterError(f"timed out waiting for dagster-webserver on {self.url}; its log "
-                                        f"({self.webserver.log_file}) ends with:\n{self.webserver.log_tail()}")
-            time.sleep(0.5)  # polling the webserver's own answer
+        wait_for(self._serving, time.monotonic() + timeout, [self.daemon, self.webserver],
+                 f"dagster-webserver to serve {self.url}")
         result = subprocess.run([self._bin("dagster"), "schedule", "start", "--start-all", "-m", MODULE], env=env,
                                 capture_output=True, text=True, timeout=300)
         if result.returncode != 0:

@@ -29,7 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocketlake.resources.local.process import LocalClusterError, ManagedProcess, accepts_connections, port_in_use, stop_all
+from rocketlake.resources.local.process import (
+    LocalClusterError,
+    ManagedProcess,
+    accepts_connections,
+    port_in_use,
+    stop_all,
+    wait_for,
+)
 
 LOOPBACK = "127.0.0.1"
 ROLE = "rocketlake"
@@ -134,15 +141,8 @@ class LocalPostgres:
             settings = [arg for key, value in SERVER_SETTINGS.items() for arg in ("-c", f"{key}={value}")]
             self.process.start(self._as_server_user([str(server_binaries() / "postgres"), "-D", str(self.data_dir),
                                                      "-p", str(self.port), *settings]), dict(os.environ))
-        deadline = time.monotonic() + timeout
-        while not (accepts_connections(self.port) and self._database_ready()):
-            if self.process.pid() is None:
-                raise LocalClusterError(f"PostgreSQL exited while starting; its log ({self.process.log_file}) ends "
-                                        f"with:\n{self.process.log_tail()}")
-            if time.monotonic() > deadline:
-                raise LocalClusterError(f"timed out waiting for PostgreSQL on {LOOPBACK}:{self.port}; its log "
-                                        f"({self.process.log_file}) ends with:\n{self.process.log_tail()}")
-            time.sleep(0.3)  # polling the server's own answer; it has no readiness notification for us
+        wait_for(lambda: accepts_connections(self.port) and self._database_ready(), time.monotonic() + timeout,
+                 [self.process], f"PostgreSQL on {LOOPBACK}:{self.port}", interval=0.3)
         report(f"  postgresql listening on {LOOPBACK}:{self.port}, database {DATABASE!r} owned by {ROLE!r} "
                f"({time.monotonic() - started:.0f}s)")
 

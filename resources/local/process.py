@@ -110,6 +110,21 @@ class ManagedProcess:
         return stop_all([self], timeout) == [self.role]
 
 
+def wait_for(ready, deadline: float, processes: list[ManagedProcess], what: str, interval: float = 0.5) -> None:
+    """Poll ``ready()`` (a process's own answer: a port, a page, a query) until it is true; fail in one message
+    with the log tail when one of ``processes`` exits or ``deadline`` (time.monotonic) passes."""
+    while not ready():
+        for proc in processes:
+            if proc.pid() is None:
+                raise LocalClusterError(f"{proc.role} exited while waiting for {what}; its log ({proc.log_file}) "
+                                        f"ends with:\n{proc.log_tail()}")
+        if time.monotonic() > deadline:
+            culprit = processes[-1]
+            raise LocalClusterError(f"timed out waiting for {what}; {culprit.role}'s log ({culprit.log_file}) ends "
+                                    f"with:\n{culprit.log_tail()}")
+        time.sleep(interval)  # polling: none of these servers notifies readiness
+
+
 def stop_all(processes: list[ManagedProcess], timeout: float = 30.0, sig: int = signal.SIGTERM) -> list[str]:
     """Stop several processes at once (``sig``, SIGTERM by default, to all, then wait, then SIGKILL what is left).
 

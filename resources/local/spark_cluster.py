@@ -20,7 +20,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rocketlake.resources import jars
-from rocketlake.resources.local.process import LocalClusterError, ManagedProcess, accepts_connections, port_in_use, stop_all
+from rocketlake.resources.local.process import (
+    LocalClusterError,
+    ManagedProcess,
+    accepts_connections,
+    port_in_use,
+    stop_all,
+    wait_for,
+)
 
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 120.0
@@ -124,8 +131,8 @@ class LocalSparkCluster:
             self.master.start(self._spark_class("org.apache.spark.deploy.master.Master", "--host", LOOPBACK,
                                                 "--port", str(self.spec.master_port),
                                                 "--webui-port", str(self.spec.master_ui_port)), self._env())
-        self._wait(lambda: accepts_connections(self.spec.master_port) and self._master_json() is not None,
-                   deadline, self.master, f"the Spark master to listen on {self.spec.master_url}")
+        wait_for(lambda: accepts_connections(self.spec.master_port) and self._master_json() is not None,
+                 deadline, [self.master], f"the Spark master to listen on {self.spec.master_url}")
         report(f"  spark master listening on {self.spec.master_url} ({time.monotonic() - started:.0f}s)")
         for worker, ui_port in zip(self.workers, self.spec.worker_ui_ports):
             if worker.pid() is not None:
@@ -137,8 +144,8 @@ class LocalSparkCluster:
                                            "--webui-port", str(ui_port), "--cores", str(self.spec.worker_cores),
                                            "--memory", self.spec.worker_memory, "--work-dir", str(work_dir),
                                            self.spec.master_url), self._env())
-        self._wait(lambda: self._alive_workers() >= self.spec.workers, deadline, self.workers[-1],
-                   f"{self.spec.workers} workers to register with {self.spec.master_url}")
+        wait_for(lambda: self._alive_workers() >= self.spec.workers, deadline, [self.master, *self.workers],
+                 f"{self.spec.workers} workers to register with {self.spec.master_url}")
         report(f"  {self.spec.workers} spark workers registered, {self.spec.worker_cores} core(s) and "
                f"{self.spec.worker_memory} each ({time.monotonic() - started:.0f}s)")
         return self.status()
@@ -169,13 +176,3 @@ class LocalSparkCluster:
         if busy:
             raise LocalClusterError(f"cannot start {what}: port(s) {', '.join(map(str, busy))} on {LOOPBACK} are in "
                                     "use by another process; stop it, or choose other ports (--spark-port)")
-
-    def _wait(self, ready: Callable[[], bool], deadline: float, proc: ManagedProcess, what: str) -> None:
-        while not ready():
-            if proc.pid() is None:
-                raise LocalClusterError(f"{proc.role} exited while waiting for {what}; its log "
-                                        f"({proc.log_file}) ends with:\n{proc.log_tail()}")
-            if time.monotonic() > deadline:
-                raise LocalClusterError(f"timed out waiting for {what}; {proc.role}'s log ({proc.log_file}) ends "
-                                        f"with:\n{proc.log_tail()}")
-            time.sleep(0.5)  # polling the master's own state; it offers no push notification
