@@ -66,6 +66,10 @@ DEFAULT_TIMEOUT = 3.0
 #: ``NettyClientConfig#connectTimeoutMillis`` (3000 ms); a call's own timeout caps it further.
 DEFAULT_CONNECT_TIMEOUT = 3.0
 _READ_CHUNK = 256 * 1024
+# A channel nobody used for this long is replaced before its next request: brokers close connections idle for
+# 120 s, and a request must never race that close.
+CHANNEL_MAX_IDLE_S = 60.0
+
 # Longest single poll: waiters re-check their deadline and the channel's failure, the idle
 # reader whether callers took over, and a blocked send its deadline this often.
 _POLL_INTERVAL = 0.5
@@ -122,6 +126,7 @@ class _Channel:
         self._stopped = threading.Event()
         self._pending: dict[int, tuple[Future[RemotingCommand], int]] = {}
         self._failure: str | None = None
+        self.last_active = time.monotonic()  # a frame written or read
         # Used under _lead only:
         self._decoder = FrameDecoder(conn.max_frame_size)
         self._chunk = memoryview(bytearray(_READ_CHUNK))
@@ -140,6 +145,18 @@ class _Channel:
     @property
     def alive(self) -> bool:
         return self._failure is None
+
+    def retire_if_idle(self, idle_s: float) -> None:
+        """Fail the channel if nothing crossed it for ``idle_s`` and no call waits on it.
+
+        Brokers close a connection idle for 120 s (``serverChannelMaxIdleTimeSeconds``). A request written just
+        as that close happens is lost without an answer, and a send cannot be retried blindly (it might have
+        been stored), so a channel is retired well before the broker's deadline, as the Java client's own idle
+        handler does, instead of being raced."""
+        with self._lock:
+            if self._failure is not None or self._pending or time.monotonic() - self.last_active < idle_s:
+                return
+        self.fail(f"idle for over {idle_s:.0f}s: retired before the broker's idle timeout could close it")
 
     def register(self, opaque: int, request_code: int) -> Future[RemotingCommand]:
         future: Future[RemotingCommand] = Future()
@@ -175,6 +192,7 @@ class _Channel:
                     self._raise_failed(request_code)
                 try:
                     sent += self._sock.send(view[sent:], socket.MSG_DONTWAIT)
+                    self.last_active = time.monotonic()
                     continue
                 except BlockingIOError:
                     pass
@@ -262,6 +280,7 @@ class _Channel:
                 self.fail("the peer closed the connection")
                 return
             commands = self._decoder.feed(self._chunk[:received])
+            self.last_active = time.monotonic()
         except BlockingIOError:
             return
         except ProtocolError as exc:
@@ -531,8 +550,10 @@ class Connection:
 
     def _open_channel(self, deadline: float, request_code: int) -> _Channel:
         channel = self._channel
-        if channel is not None and channel.alive:
-            return channel
+        if channel is not None:
+            channel.retire_if_idle(CHANNEL_MAX_IDLE_S)
+            if channel.alive:
+                return channel
         with self._lock:
             if self._closed:
                 raise ConnectionFailed(

@@ -322,6 +322,20 @@ def test_without_close_on_timeout_a_late_answer_is_dropped_and_the_socket_kept(p
 # --------------------------------------------------------------------------- broken connections
 
 
+def test_a_channel_idle_past_the_limit_is_replaced_before_the_next_request(peer: FrameEchoPeer, conn: Connection) -> None:
+    """Brokers close a connection idle for 120 s; a request must never race that close, so a channel idle for
+    CHANNEL_MAX_IDLE_S is retired and the request goes out on a new one. A busy channel is kept."""
+    from rocketlake.resources.rocketmq.connection import CHANNEL_MAX_IDLE_S
+
+    assert conn.invoke(request(), WAIT).is_success
+    conn._channel.last_active -= CHANNEL_MAX_IDLE_S / 2  # used a while ago, within the limit: kept
+    assert conn.invoke(request(), WAIT).is_success
+    assert peer.accepted == 1
+    conn._channel.last_active -= CHANNEL_MAX_IDLE_S + 1  # idle past the limit (the clock, not a sleep)
+    assert conn.invoke(request(), WAIT).is_success
+    assert peer.accepted == 2
+
+
 def test_a_broken_connection_fails_every_pending_call_at_once(peer: FrameEchoPeer, conn: Connection) -> None:
     def reply(req: RemotingCommand) -> list[bytes]:
         if req.code == RequestCode.HEART_BEAT:
