@@ -139,6 +139,19 @@ def write_slice(df: DataFrame, path: str, ledger: LedgerEntry, log=None, *, with
     raise AssertionError("unreachable")
 
 
+#: Optimized writes exist for small slices: without them every Spark task (a queue's range, or a piece of one)
+#: writes its own small file. Once the ranges average this many offsets, each task's file is large already
+#: (about 50 MiB of 1 KiB messages), and the shuffle optimized writes add (every row through the shuffle files)
+#: costs more than it saves; the day's compaction still makes one file of the day.
+LARGE_RANGE_OFFSETS = 50_000
+
+
+def optimize_write_for(ledger: LedgerEntry) -> bool:
+    """Whether a slice is small enough per range that optimized writes pay (see ``LARGE_RANGE_OFFSETS``)."""
+    sizes = [r.size for w in ledger.windows for r in w.ranges if r.size > 0]
+    return not sizes or sum(sizes) / len(sizes) < LARGE_RANGE_OFFSETS
+
+
 def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: bool = True) -> None:
     """Replace (ledger windows) x (ledger queues) in the table at ``path`` with ``df``, one commit (carrying the
     ledger entry, unless ``with_ledger`` is False: a side table such as the failures table has no ledger).
@@ -146,7 +159,8 @@ def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: boo
     A new table is created by that same commit, partitioned by day: a window's slice is then found and
     replaced among one day's files, and a day is a unit compaction can finish. Optimized writes bin-pack
     each day's rows into few files, whatever the number of Spark tasks (one per range), instead of one
-    small file per queue per window. Tables created before the day column keep their layout.
+    small file per queue per window; a slice of large ranges skips them (``optimize_write_for``). Tables
+    created before the day column keep their layout.
     """
     from pyspark.sql import functions as F
 
@@ -157,7 +171,8 @@ def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: boo
         spark.conf.set("spark.databricks.delta.skipRecordingEmptyCommits", "false")
 
     def writer_of(frame: DataFrame):
-        writer = frame.write.format("delta").option("mergeSchema", "true").option("optimizeWrite", "true")
+        writer = (frame.write.format("delta").option("mergeSchema", "true")
+                  .option("optimizeWrite", str(optimize_write_for(ledger)).lower()))
         return writer.option("userMetadata", ledger.to_json()) if with_ledger else writer
 
     if not is_delta_table(spark, path):

@@ -127,3 +127,18 @@ def test_a_suspension_rides_in_the_json_stops_the_spans_and_stays_at_stake_until
     assert at_stake([back], {a: 5, b: 3}) == []       # passed: landed or dead-lettered since
     assert suspensions([back], {a: 4, b: 3}) == {a: stop}
     assert suspensions([back], {a: 5, b: 3}) == {}
+
+
+def test_optimized_writes_only_for_slices_of_small_ranges():
+    """Each Spark task writes its own file; optimized writes (a shuffle of every row) pay only while the ranges,
+    and so those files, are small."""
+    from rocketlake.pipelines.delta_writer import LARGE_RANGE_OFFSETS, optimize_write_for
+
+    q1, q2 = MessageQueue("orders", "broker-a", 0), MessageQueue("orders", "broker-b", 0)
+    small = entry("r", OffsetRange(q1, 0, 40), OffsetRange(q2, 10, 10))
+    assert optimize_write_for(small)
+    large = entry("r", OffsetRange(q1, 0, LARGE_RANGE_OFFSETS), OffsetRange(q2, 5, 5 + LARGE_RANGE_OFFSETS + 2))
+    assert not optimize_write_for(large)
+    # the empty range of a quiet queue is no task and does not dilute the average
+    assert not optimize_write_for(entry("r", OffsetRange(q1, 0, LARGE_RANGE_OFFSETS), OffsetRange(q2, 7, 7)))
+    assert optimize_write_for(entry("r"))  # nothing to write: the setting is moot, keep the default
