@@ -82,6 +82,17 @@ def consumer_group_pool(group: str) -> str:
     return f"rocketmq_group_{group}"
 
 
+def dead_letter_pool(group: str) -> str:
+    """The pool of the group's dead-letter steps, apart from its topic's.
+
+    A run's dead-letter step comes after its table step, and each step claims its pool's slot on its own. Were
+    they one pool, a run that finished its table step would wait for the slot again while it still holds its
+    Spark application, and on a cluster another run's table step could hold the slot while waiting for that
+    application's executors: a deadlock (seen on a two-core standalone cluster). The two steps share no queue,
+    no table and no offset, so each kind keeps its own one-at-a-time order instead."""
+    return f"rocketmq_group_{group}_dlq"
+
+
 def build_ingestion_asset(name: str, cfg: IngestionConfig, lake: LakeConfig) -> AssetsDefinition:
     return _build_asset(name, cfg, lake, dead_letters=False)
 
@@ -119,7 +130,7 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, *, dead_lett
         deps=[upstream] if upstream else [ingestion_topic_key(cfg)],
         partitions_def=window_partitions(cfg.window),
         backfill_policy=BackfillPolicy.single_run(),
-        pool=consumer_group_pool(cfg.consumer_group),
+        pool=dead_letter_pool(cfg.consumer_group) if dead_letters else consumer_group_pool(cfg.consumer_group),
         required_resource_keys={"spark", rocketmq_key},
         check_specs=checks,
         retry_policy=retry_policy(cfg),
