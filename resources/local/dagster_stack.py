@@ -101,12 +101,29 @@ class LocalDagster:
                          for p in (self.daemon, self.webserver)) + f"; UI {self.url}"
 
     def down(self) -> list[str]:
-        # Each leads its own process group: code servers and run workers end with it.
-        for proc in (self.daemon, self.webserver):
-            pid = proc.pid()
-            if pid is not None:
-                try:
-                    os.killpg(pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        return stop_all([self.daemon, self.webserver])
+        # Each leads its own session; the code servers and run workers they start stay in it (in process groups of
+        # their own), so the whole session is signalled, not only the leader's group.
+        sessions = [pid for pid in (self.daemon.pid(), self.webserver.pid()) if pid is not None]
+        members = [pid for sid in sessions for pid in session_members(sid) if pid not in sessions]
+        stopped = stop_all([self.daemon, self.webserver])
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        return stopped
+
+
+def session_members(sid: int) -> list[int]:
+    """The pids of the processes in session ``sid`` (field 6 of /proc/<pid>/stat)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat[stat.rindex(")") + 2:].split()[3]) == sid:
+            members.append(int(entry.name))
+    return members
