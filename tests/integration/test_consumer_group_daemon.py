@@ -22,6 +22,7 @@ from dagster import AssetKey, DagsterInstance
 from deltalake import DeltaTable
 
 from rocketlake.assets.metadata import ASSIGNMENT
+from rocketlake.resources.local.dagster_stack import session_members
 from rocketlake.resources.local.peers import produce
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from tests.integration.ingestion_support import minute_key, order, unique, wait_for_next_minute
@@ -47,15 +48,21 @@ def start_daemon(deployment: Deployment) -> subprocess.Popen:
 
 
 def stop_daemon(process: subprocess.Popen | None) -> None:
-    # Its session holds the code server and any run it launched.
+    # Its session holds the code servers and any run it launched, each in a process group of its own.
     if process is None or process.poll() is not None:
         return
+    members = [pid for pid in session_members(process.pid) if pid != process.pid]
     os.killpg(process.pid, signal.SIGTERM)
     try:
         process.wait(timeout=60)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+    for pid in members:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
 
 
 def materialized(deployment: Deployment, table: str) -> set[str]:
