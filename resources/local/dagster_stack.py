@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocketlake.resources.local.postgres import LocalPostgres
-from rocketlake.resources.local.process import LocalClusterError, ManagedProcess, port_in_use, stop_all, wait_for
+from rocketlake.resources.local.process import (
+    LocalClusterError,
+    ManagedProcess,
+    port_in_use,
+    session_members,
+    stop_all,
+    wait_for,
+)
 
 LOOPBACK = "127.0.0.1"
 MODULE = "rocketlake.definitions"
@@ -113,17 +120,3 @@ class LocalDagster:
                 pass
         return stopped
 
-
-def session_members(sid: int) -> list[int]:
-    """The pids of the processes in session ``sid`` (field 6 of /proc/<pid>/stat)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat[stat.rindex(")") + 2:].split()[3]) == sid:
-            members.append(int(entry.name))
-    return members

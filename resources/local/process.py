@@ -65,6 +65,22 @@ def start_time(pid: int) -> str | None:
     return fields[19]
 
 
+def session_members(sid: int) -> list[int]:
+    """The pids of the live processes in session ``sid`` (field 6 of /proc/<pid>/stat): a daemon's children that
+    put themselves in process groups of their own are still in its session."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat[stat.rindex(")") + 2:].split()[3]) == sid:
+            members.append(int(entry.name))
+    return members
+
+
 @dataclass(frozen=True)
 class ManagedProcess:
     """One JVM of the cluster: its pid file and its console log."""

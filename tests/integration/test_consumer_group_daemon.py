@@ -22,7 +22,7 @@ from dagster import AssetKey, DagsterInstance
 from deltalake import DeltaTable
 
 from rocketlake.assets.metadata import ASSIGNMENT
-from rocketlake.resources.local.dagster_stack import session_members
+from rocketlake.resources.local.process import session_members
 from rocketlake.resources.local.peers import produce
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from tests.integration.ingestion_support import minute_key, order, unique, wait_for_next_minute

@@ -65,7 +65,8 @@ def tasks_by_executor(event_log_dir: Path) -> tuple[Counter, dict[tuple[str, str
         # Spark 4 writes each application's log as a folder of rolled files (event log v2).
         files = sorted(app.iterdir()) if app.is_dir() else [app]
         assert not any(f.name.endswith(".inprogress") for f in files), f"{app.name}: the application did not end"
-        for line in (line for f in files if f.name.startswith(("events_", "app")) for line in f.read_text().splitlines()):
+        logs = [f for f in files if f.name.startswith(("events_", "app-"))]  # v2 rolled files, or one v1 file
+        for line in (line for f in logs for line in f.read_text().splitlines()):
             event = json.loads(line)
             if event["Event"] == "SparkListenerTaskEnd":
                 ended[(app.name, event["Task Info"]["Executor ID"])] += 1
