@@ -14,10 +14,12 @@ from rocketlake.resources.local.spec import BrokerSpec, ClusterSpec
 
 
 @contextmanager
-def bench_cluster(state_dir: Path, store_dir: Path | None = None, ports=(29876, 29911, 29921)):
+def bench_cluster(state_dir: Path, store_dir: Path | None = None, ports=(29876, 29911, 29921),
+                  broker_properties: dict[str, object] | None = None):
     """A name server and two brokers of our own, stopped and wiped afterwards."""
     spec = ClusterSpec(state_dir=state_dir, store_root=store_dir, namesrv_port=ports[0],
-                       brokers=(BrokerSpec("broker-a", ports[1]), BrokerSpec("broker-b", ports[2])))
+                       brokers=(BrokerSpec("broker-a", ports[1]), BrokerSpec("broker-b", ports[2])),
+                       extra_broker_properties=tuple((broker_properties or {}).items()))
     cluster = LocalCluster(spec)
     try:
         cluster.up()
@@ -87,6 +89,68 @@ class PeakRss:
         self._stop.set()
         self._thread.join()
         self.peak = max(self.peak, process_tree_rss(self.root, self.exclude))
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_of(pid: int) -> tuple[int, float, str] | None:
+    """(parent pid, CPU seconds of the process and its reaped children, command line)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
+    return int(fields[1]), (utime + stime + cutime + cstime) / _TICK, cmdline
+
+
+class CpuSeconds:
+    """CPU seconds spent while active, per part: the brokers named by pid, and this process tree split into
+    Spark's JVM, its Python workers and this Python process. A child that exits is counted through its parent
+    (the kernel adds it to the parent's children's time), so every second is counted once."""
+
+    def __init__(self, brokers: dict[str, frozenset[int]]):
+        self.brokers = brokers
+        self.seconds: dict[str, float] = {}
+
+    def _snapshot(self) -> dict[int, tuple[str, float]]:
+        infos = {pid: info for pid in (int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit())
+                 if (info := _cpu_of(pid)) is not None}
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, _, _) in infos.items():
+            children.setdefault(ppid, []).append(pid)
+        parts: dict[int, tuple[str, float]] = {}
+        for name, pids in self.brokers.items():
+            stack = list(pids)
+            while stack:  # a broker's whole tree: start scripts fork the JVM
+                pid = stack.pop()
+                if pid in infos:
+                    parts[pid] = (name, infos[pid][1])
+                    stack.extend(children.get(pid, []))
+        stack = [os.getpid()]
+        while stack:
+            pid = stack.pop()
+            if pid in parts or pid not in infos:
+                continue
+            cmdline = infos[pid][2]
+            part = ("this python (driver)" if pid == os.getpid() else "spark jvm" if "java" in cmdline.split(" ")[0]
+                    else "python workers")
+            parts[pid] = (part, infos[pid][1])
+            stack.extend(children.get(pid, []))
+        return parts
+
+    def __enter__(self) -> "CpuSeconds":
+        self._before = self._snapshot()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        totals: dict[str, float] = {}
+        for pid, (part, seconds) in self._snapshot().items():
+            before = self._before.get(pid)
+            totals[part] = totals.get(part, 0.0) + seconds - (before[1] if before and before[0] == part else 0.0)
+        self.seconds = totals
 
 
 def mib(n: float) -> str:

@@ -2,21 +2,26 @@
 
     .venv/bin/python -m benchmarks.ingest_vs_kafka [--messages 1000000] [--rounds 2]
 
-Same machine, same run, same data shape: ``--messages`` x 1 KiB bodies (the RocketMQ Java producer's
-pattern, and the same lines as Kafka's ProducerPerformance payload file) in 16 queues (8 on each of
-two RocketMQ brokers) and in 16 Kafka partitions (one KRaft broker from Maven Central jars). One
-SparkSession on ``local[2]`` serves both, with Delta and the ``spark-sql-kafka-0-10`` jars as files.
+Same machine, same run, same records: ``--messages`` x 1 KiB, message ``k`` with the key ``key-k`` and the
+body ``message-k `` then the alphabet shifted by ``k`` (every body distinct), sent by the RocketMQ Java
+producer (``ProducerPeer``) into 16 queues (8 on each of two brokers) and by Spark's Kafka sink into 16
+partitions of one KRaft broker from Maven Central jars. One SparkSession on ``local[2]`` serves both, with
+Delta and the ``spark-sql-kafka-0-10`` jars as files.
 
-Each round lands the whole topic once per system, interleaved (rocketlake, Kafka, rocketlake, ...):
+Each round lands the whole topic once per system, interleaved:
 
-* rocketlake: ``pipelines.materialize`` as a run does it (plan the window's exact ranges, one Spark
-  job through the ``rocketmq`` Python Data Source, one Delta commit carrying the ledger), a new
-  consumer group and table each round;
+* rocketlake: ``pipelines.materialize`` as a run does it (plan the window's exact ranges, one Spark job
+  through the ``rocketmq`` Python Data Source, one Delta commit carrying the ledger), a new consumer group
+  and table each time, twice: with ``pull_batch_size`` 32 (the Java consumer's default, within the
+  broker's default transfer caps of 32 messages and 256 KiB a pull: what a stock broker gives) and with
+  ``pull_batch_size`` 1024, on brokers whose caps are raised to 1024 messages and 1 MiB a pull, Kafka's
+  default ``max.partition.fetch.bytes`` (the caps are maxima: pulls of 32 are served the same either way);
 * Kafka: ``spark.read.format("kafka")`` earliest..latest, ``.write.format("delta")`` append.
 
 Then, to say where the time goes: each source read alone into Spark's ``noop`` sink, and the ceiling,
 the same rows generated inside the JVM and written to Delta (no source at all). Peak RSS is this
-process tree's (driver, Spark's JVM, its Python workers), brokers excluded, sampled every 250 ms.
+process tree's (driver, Spark's JVM, its Python workers), brokers excluded, sampled every 250 ms; CPU
+seconds are counted per part (brokers, Spark's JVM, Python workers), since all of them share the 2 cores.
 """
 
 from __future__ import annotations
@@ -27,25 +32,24 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import PeakRss, bench_cluster, cluster_pids, mib, produce_bulk
+from benchmarks.common import CpuSeconds, PeakRss, bench_cluster, cluster_pids, mib, produce_bulk
 from benchmarks.ingest_end_to_end import land
-from benchmarks.kafka_peer import LocalKafka, spark_kafka_jars, spark_kafka_read_noop, spark_kafka_to_delta
+from benchmarks.kafka_peer import (
+    LocalKafka,
+    produce_with_spark,
+    producer_peer_records,
+    spark_kafka_jars,
+    spark_kafka_read_noop,
+    spark_kafka_to_delta,
+)
 from rocketlake.pipelines.source import register
 from rocketlake.pipelines.windows import Window
 from rocketlake.resources.spark import spark_session
 
 PARTITIONS = 16  # 8 queues on each RocketMQ broker; 16 Kafka partitions
-
-
-def payload_lines(body_size: int, variants: int = 26) -> bytes:
-    """Bodies shaped like ProducerPeer's (``message-<n> `` then the alphabet shifted by n) for Kafka's
-    ProducerPerformance, which draws one line per record: same size, same compressibility."""
-    lines = []
-    for n in range(variants):
-        stamp = f"message-{n} ".encode()
-        body = bytes(stamp[b] if b < len(stamp) else ord("a") + (n + b) % 26 for b in range(body_size))
-        lines.append(body)
-    return b"\n".join(lines)
+#: Transfer caps of a pull (MessageStoreConfig) raised to Kafka's default fetch size per partition (1 MiB).
+RAISED_TRANSFER_CAPS = {"maxTransferCountOnMessageInMemory": 1024, "maxTransferBytesOnMessageInMemory": 1 << 20}
+CPU_PARTS = ("rocketmq", "kafka", "spark jvm", "python workers", "this python (driver)")
 
 
 def fill_rocketmq(cluster, topic: str, count: int, body_size: int) -> Window:
@@ -62,25 +66,23 @@ def fill_rocketmq(cluster, topic: str, count: int, body_size: int) -> Window:
     return Window(start_ms, end_ms)
 
 
-def timed(fn, exclude: frozenset[int]) -> tuple[object, float, int]:
-    with PeakRss(exclude=exclude) as rss:
+def timed(fn, exclude: frozenset[int], brokers: dict[str, frozenset[int]]) -> tuple[object, float, int, dict]:
+    with PeakRss(exclude=exclude) as rss, CpuSeconds(brokers) as cpu:
         started = time.perf_counter()
         result = fn()
         seconds = time.perf_counter() - started
-    return result, seconds, rss.peak
+    return result, seconds, rss.peak, cpu.seconds
 
 
 def ceiling_frame(spark, count: int, body_size: int):
-    """``count`` rows like a landed message, bodies of ProducerPeer's shape, made inside the JVM."""
+    """``count`` rows like a landed message, with the very keys and bodies the brokers hold, made in the JVM."""
     from pyspark.sql import functions as F
 
-    alphabet = "abcdefghijklmnopqrstuvwxyz" * (body_size // 26 + 2)
-    return spark.range(0, count, 1, PARTITIONS).select(
-        F.lit("bench").alias("topic"), (F.col("id") % PARTITIONS).cast("int").alias("queue_id"),
-        F.col("id").alias("queue_offset"), F.format_string("7F0000010B2D18B4AAC2%012d", "id").alias("msg_id"),
-        F.current_timestamp().alias("store_timestamp"),
-        F.expr(f"cast(substring('{alphabet}', cast(id % 26 as int) + 1, {body_size}) as binary)").alias("body"),
-    )
+    records = producer_peer_records(spark, count, body_size, PARTITIONS)
+    return records.select(
+        F.lit("bench").alias("topic"), F.col("partition").alias("queue_id"), F.monotonically_increasing_id()
+        .alias("queue_offset"), F.col("key").cast("string").alias("keys"), F.current_timestamp()
+        .alias("store_timestamp"), F.col("value").alias("body"))
 
 
 def main() -> None:
@@ -94,61 +96,73 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="rocketlake-vs-kafka-", dir="/dev/shm") as tmp:
         tmp_path = Path(tmp)
-        with bench_cluster(tmp_path / "rocketmq") as cluster, LocalKafka(tmp_path / "kafka") as kafka:
-            brokers = cluster_pids(cluster) | kafka.pids()
+        with bench_cluster(tmp_path / "rocketmq", broker_properties=RAISED_TRANSFER_CAPS) as cluster, \
+                LocalKafka(tmp_path / "kafka") as kafka:
+            parts = {"rocketmq": cluster_pids(cluster), "kafka": kafka.pids()}
+            brokers = parts["rocketmq"] | parts["kafka"]
+            spark = spark_session("local[2]", {"spark.driver.memory": "2g", "spark.jars": ",".join(spark_kafka_jars())})
+            register(spark)
             kafka.create_topic("bench", PARTITIONS)
-            payload = tmp_path / "payload.txt"
-            payload.write_bytes(payload_lines(size))
-            kafka_seconds = kafka.produce("bench", n, payload_file=payload)
+            kafka_seconds = produce_with_spark(spark, kafka.bootstrap, "bench", n, size, PARTITIONS)
             assert sum(kafka.end_offsets("bench").values()) == n
             print(f"kafka: produced {n:,} x {size} B into {PARTITIONS} partitions in {kafka_seconds:.0f}s", flush=True)
             window = fill_rocketmq(cluster, "bench", n, size)
-
-            spark = spark_session("local[2]", {"spark.driver.memory": "2g", "spark.jars": ",".join(spark_kafka_jars())})
-            register(spark)
             # Warm the JVM's Parquet and Delta paths once, untimed, for both systems alike.
             ceiling_frame(spark, 100_000, size).write.format("delta").save(str(tmp_path / "warm"))
 
-            figures: dict[str, list[tuple[float, int]]] = {}
+            figures: dict[str, list[tuple[float, int, dict]]] = {}
 
-            def record(label: str, rows: int, seconds: float, peak: int) -> None:
+            def record(label: str, rows: int, seconds: float, peak: int, cpu: dict) -> None:
                 assert rows == n, f"{label}: {rows:,} rows, expected {n:,}"
-                figures.setdefault(label, []).append((seconds, peak))
-                print(f"  {label:<34} {n / seconds:>9,.0f} msg/s {mb / seconds:>7.1f} MB/s  peak RSS {mib(peak):>10}"
-                      f"  ({seconds:.1f}s)", flush=True)
+                figures.setdefault(label, []).append((seconds, peak, cpu))
+                spent = " ".join(f"{part.split(' ')[0]} {cpu.get(part, 0):.1f}" for part in CPU_PARTS)
+                print(f"  {label:<40} {n / seconds:>9,.0f} msg/s {mb / seconds:>7.1f} MB/s  peak RSS {mib(peak):>10}"
+                      f"  ({seconds:.1f}s; CPU s: {spent})", flush=True)
+
+            def rocketlake(r: int, batch: int):
+                return land(cluster, spark, "bench", tmp_path / "lake", window, f"round{r}_{batch}", batch)[0]
 
             for r in range(args.rounds):
                 print(f"round {r + 1}:", flush=True)
-                (rows, *_), seconds, peak = timed(
-                    lambda: land(cluster, spark, "bench", tmp_path / "lake", window, f"round{r}"), brokers)
-                record("rocketlake -> delta", rows, seconds, peak)
-                rows, seconds, peak = timed(
-                    lambda: spark_kafka_to_delta(spark, kafka.bootstrap, "bench", str(tmp_path / f"kafka{r}")), brokers)
-                record("spark kafka source -> delta", rows, seconds, peak)
+                for batch in (32, 1024):
+                    rows, seconds, peak, cpu = timed(lambda: rocketlake(r, batch), brokers, parts)
+                    record(f"rocketlake -> delta (pulls of {batch})", rows, seconds, peak, cpu)
+                rows, seconds, peak, cpu = timed(
+                    lambda: spark_kafka_to_delta(spark, kafka.bootstrap, "bench", str(tmp_path / f"kafka{r}")),
+                    brokers, parts)
+                record("spark kafka source -> delta", rows, seconds, peak, cpu)
 
             print("where the time goes:", flush=True)
             for r in range(args.rounds):
-                _, seconds, peak = timed(lambda: rocketmq_noop(spark, cluster.spec.namesrv_address, f"noop{r}"), brokers)
-                record("rocketlake source -> noop", n, seconds, peak)
-                _, seconds, peak = timed(lambda: spark_kafka_read_noop(spark, kafka.bootstrap, "bench"), brokers)
-                record("spark kafka source -> noop", n, seconds, peak)
-                _, seconds, peak = timed(lambda: ceiling_frame(spark, n, size).write.format("delta").save(
-                    str(tmp_path / f"ceiling{r}")), brokers)
-                record("generated in the JVM -> delta", n, seconds, peak)
+                for batch in (32, 1024):
+                    _, seconds, peak, cpu = timed(
+                        lambda: rocketmq_noop(spark, cluster.spec.namesrv_address, f"noop{r}_{batch}", batch), brokers,
+                        parts)
+                    record(f"rocketlake source -> noop (pulls of {batch})", n, seconds, peak, cpu)
+                _, seconds, peak, cpu = timed(lambda: spark_kafka_read_noop(spark, kafka.bootstrap, "bench"), brokers,
+                                              parts)
+                record("spark kafka source -> noop", n, seconds, peak, cpu)
+                _, seconds, peak, cpu = timed(lambda: ceiling_frame(spark, n, size).write.format("delta").save(
+                    str(tmp_path / f"ceiling{r}")), brokers, parts)
+                record("generated in the JVM -> delta", n, seconds, peak, cpu)
 
     print(f"\nsummary: {n:,} x {size} B, {PARTITIONS} queues/partitions, Spark local[2], Delta on /dev/shm, "
-          f"median of {args.rounds} rounds")
-    medians = {label: statistics.median(s for s, _ in runs) for label, runs in figures.items()}
+          f"median of {args.rounds} rounds; CPU seconds of the median round")
+    medians = {label: statistics.median(s for s, _, _ in runs) for label, runs in figures.items()}
     for label, runs in figures.items():
-        print(f"  {label:<34} {n / medians[label]:>9,.0f} msg/s {mb / medians[label]:>7.1f} MB/s"
-              f"  peak RSS {mib(max(p for _, p in runs)):>10}")
-    ratio = medians["spark kafka source -> delta"] / medians["rocketlake -> delta"]
-    print(f"  rocketlake / kafka peer, end to end: {ratio:.2f}x")
+        cpu = sorted(runs, key=lambda run: run[0])[(len(runs) - 1) // 2][2]
+        spent = " ".join(f"{part.split(' ')[0]} {cpu.get(part, 0):.1f}" for part in CPU_PARTS)
+        print(f"  {label:<40} {n / medians[label]:>9,.0f} msg/s {mb / medians[label]:>7.1f} MB/s"
+              f"  peak RSS {mib(max(p for _, p, _ in runs)):>10}  CPU s: {spent}")
+    for batch in (32, 1024):
+        ratio = medians["spark kafka source -> delta"] / medians[f"rocketlake -> delta (pulls of {batch})"]
+        print(f"  rocketlake (pulls of {batch}) / kafka peer, end to end: {ratio:.2f}x")
 
 
-def rocketmq_noop(spark, namesrv: str, group: str) -> None:
+def rocketmq_noop(spark, namesrv: str, group: str, batch: int) -> None:
     (spark.read.format("rocketmq").option("namesrv", namesrv).option("topic", "bench")
-     .option("consumerGroup", f"bench_{group}").load().write.format("noop").mode("overwrite").save())
+     .option("consumerGroup", f"bench_{group}").option("pullBatchSize", batch)
+     .load().write.format("noop").mode("overwrite").save())
 
 
 if __name__ == "__main__":

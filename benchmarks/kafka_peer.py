@@ -306,17 +306,15 @@ class LocalKafka:
         """The broker's pid while it runs (for RSS sampling that must leave it out)."""
         return frozenset() if self._proc is None or self._proc.poll() is not None else frozenset({self._proc.pid})
 
-    def produce(self, topic: str, count: int, record_size: int = 1024, payload_file: Path | None = None) -> float:
-        """Fill ``topic`` with ``count`` records of ``record_size`` bytes as fast as the producer goes, or with
-        lines of ``payload_file`` (one drawn at random per record) to give the records a chosen shape.
+    def produce(self, topic: str, count: int, record_size: int = 1024) -> float:
+        """Fill ``topic`` with ``count`` records of ``record_size`` bytes as fast as the producer goes.
 
         Returns wall seconds, JVM start included (as ``benchmarks.common.produce_bulk`` does). Records
         have no key, so the producer spreads batches over all partitions.
         """
-        shape = ["--payload-file", str(payload_file)] if payload_file else ["--record-size", str(record_size)]
         started = time.perf_counter()
         self._tool("org.apache.kafka.tools.ProducerPerformance",
-                   ["--topic", topic, "--num-records", str(count), *shape,
+                   ["--topic", topic, "--num-records", str(count), "--record-size", str(record_size),
                     "--throughput", "-1", "--producer-props", f"bootstrap.servers={self.bootstrap}", "acks=1",
                     "linger.ms=5", "batch.size=262144", "compression.type=none"],
                    heap=PRODUCER_HEAP, timeout=3600)
@@ -357,6 +355,30 @@ def _kafka_batch(spark, bootstrap: str, topic: str):
             .option("endingOffsets", "latest")
             .load()
             .select(*KAFKA_COLUMNS))
+
+
+def producer_peer_records(spark, count: int, body_size: int, partitions: int):
+    """The records ``ProducerPeer --count N --body-size B`` sends to RocketMQ, made in the JVM: message ``k`` has the
+    key ``key-k`` and the body ``message-k `` followed by the alphabet shifted by ``k``, padded to ``body_size``
+    bytes (every body distinct, as a real topic's are), and goes to partition ``k % partitions``."""
+    from pyspark.sql import functions as F
+
+    alphabet = "abcdefghijklmnopqrstuvwxyz" * (body_size // 26 + 2)
+    stamp = "concat('message-', cast(id as string), ' ')"
+    body = (f"cast(substring(concat({stamp}, substring('{alphabet}', cast((id + length({stamp})) % 26 as int) + 1, "
+            f"{body_size})), 1, {body_size}) as binary)")
+    return spark.range(0, count, 1, partitions).select(
+        F.concat(F.lit("key-"), F.col("id").cast("string")).cast("binary").alias("key"),
+        F.expr(body).alias("value"), (F.col("id") % partitions).cast("int").alias("partition"))
+
+
+def produce_with_spark(spark, bootstrap: str, topic: str, count: int, body_size: int, partitions: int) -> float:
+    """Fill ``topic`` with :func:`producer_peer_records` through Spark's Kafka sink; returns wall seconds."""
+    started = time.perf_counter()
+    (producer_peer_records(spark, count, body_size, partitions).write.format("kafka")
+     .option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+     .option("kafka.linger.ms", "5").option("kafka.batch.size", "262144").option("kafka.acks", "1").save())
+    return time.perf_counter() - started
 
 
 def spark_kafka_to_delta(spark, bootstrap: str, topic: str, path: str | Path) -> int:
