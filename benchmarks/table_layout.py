@@ -51,7 +51,7 @@ def earlier_write(df, path: str, ledger: LedgerEntry, first: bool) -> None:
     if first:
         writer.mode("append").save(path)
     else:
-        predicate = slice_predicate([w.start_ms for w in ledger.windows], ledger.queues)
+        predicate = slice_predicate(ledger.windows)
         writer.mode("overwrite").option("replaceWhere", predicate).save(path)
 
 
