@@ -25,11 +25,17 @@ def _sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _queue_key(mq: MessageQueue) -> str:
-    return _sql_string(mq.key)
-
-
-QUEUE_KEY_SQL = "concat_ws('/', topic, broker_name, CAST(queue_id AS STRING))"
+def _queues_sql(queues: Iterable[MessageQueue]) -> str:
+    """Rows of these queues, as comparisons of the columns themselves: Parquet filters can take them, and no row
+    has a key string built for it (a slice's predicate is evaluated on every row read back and, on a replace, on
+    every row written)."""
+    by_broker: dict[tuple[str, str], list[int]] = {}
+    for mq in queues:
+        by_broker.setdefault((mq.topic, mq.broker_name), []).append(mq.queue_id)
+    clauses = [f"(topic = {_sql_string(topic)} AND broker_name = {_sql_string(broker)} AND "
+               + (f"queue_id = {ids[0]})" if len(ids) == 1 else f"queue_id IN ({', '.join(map(str, sorted(set(ids))))}))")
+               for (topic, broker), ids in sorted(by_broker.items())]
+    return clauses[0] if len(clauses) == 1 else "(" + " OR ".join(clauses) + ")"
 
 
 def slice_predicate(windows: Iterable[WindowEntry]) -> str:
@@ -50,15 +56,14 @@ def slice_predicate(windows: Iterable[WindowEntry]) -> str:
                 continue
             if r.queue not in seen:
                 seen.add(r.queue)
-                bounded.append(f"(window_start = timestamp_millis({w.start_ms}) AND {QUEUE_KEY_SQL} = "
-                               f"{_queue_key(r.queue)} AND queue_offset >= {r.start})")
+                bounded.append(f"(window_start = timestamp_millis({w.start_ms}) AND {_queues_sql([r.queue])} "
+                               f"AND queue_offset >= {r.start})")
             else:
                 by_queue.setdefault(r.queue, []).append(w.start_ms)
     for mq, starts in by_queue.items():
         whole.setdefault(tuple(sorted(set(starts))), set()).add(mq)
     clauses = bounded + [
-        f"(window_start IN ({', '.join(f'timestamp_millis({ms})' for ms in starts)}) AND {QUEUE_KEY_SQL} IN "
-        f"({', '.join(_queue_key(mq) for mq in sorted(queues))}))"
+        f"(window_start IN ({', '.join(f'timestamp_millis({ms})' for ms in starts)}) AND {_queues_sql(queues)})"
         for starts, queues in sorted(whole.items())]
     return "(" + " OR ".join(clauses) + ")" if clauses else "false"
 

@@ -142,3 +142,24 @@ def test_optimized_writes_only_for_slices_of_small_ranges():
     # the empty range of a quiet queue is no task and does not dilute the average
     assert not optimize_write_for(entry("r", OffsetRange(q1, 0, LARGE_RANGE_OFFSETS), OffsetRange(q2, 7, 7)))
     assert optimize_write_for(entry("r"))  # nothing to write: the setting is moot, keep the default
+
+
+def test_slice_predicate_compares_the_queue_columns_themselves():
+    """No key string is built per row: topic, broker and queue id are compared as columns, queue ids of one broker
+    grouped in one IN list, and names are quoted as SQL strings."""
+    from rocketlake.pipelines.delta_writer import slice_predicate
+
+    a0, a1 = MessageQueue("orders", "broker-a", 0), MessageQueue("orders", "broker-a", 1)
+    odd = MessageQueue("orders", "it's-b", 3)
+    first = WindowEntry("w1", 60_000, 120_000, (OffsetRange(a0, 5, 9), OffsetRange(a1, 0, 4), OffsetRange(odd, 2, 2)))
+    second = WindowEntry("w2", 120_000, 180_000, (OffsetRange(a0, 9, 12), OffsetRange(a1, 4, 6), OffsetRange(odd, 2, 3)))
+    predicate = slice_predicate([second, first])
+    assert "concat" not in predicate
+    assert ("(window_start = timestamp_millis(60000) AND (topic = 'orders' AND broker_name = 'broker-a' AND "
+            "queue_id = 0) AND queue_offset >= 5)") in predicate
+    # the odd queue's first non-empty range is in the second window: bounded there, with its name escaped
+    assert ("(window_start = timestamp_millis(120000) AND (topic = 'orders' AND broker_name = 'it\\'s-b' AND "
+            "queue_id = 3) AND queue_offset >= 2)") in predicate
+    assert ("(window_start IN (timestamp_millis(120000)) AND (topic = 'orders' AND broker_name = 'broker-a' AND "
+            "queue_id IN (0, 1)))") in predicate
+    assert slice_predicate([WindowEntry("w", 0, 60_000, (OffsetRange(a0, 3, 3),))]) == "false"
