@@ -76,7 +76,7 @@ def main() -> None:
                         for sampler in workers:
                             sampler.__enter__()
                         with PeakRss(exclude=brokers | daemons) as driver:
-                            rows, seconds, _ = land(cluster, spark, "bench_cluster", tmp_path / "lake", window,
+                            rows, seconds, *_ = land(cluster, spark, "bench_cluster", tmp_path / "lake", window,
                                                     f"r{r}_{name}")
                         for sampler in workers:
                             sampler.__exit__(None, None, None)

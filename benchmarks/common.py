@@ -52,9 +52,16 @@ def produce_bulk(cluster: LocalCluster, topic: str, count: int, body_size: int =
     return seconds
 
 
-def process_tree_rss(root_pid: int, exclude: frozenset[int] = frozenset()) -> int:
-    """Resident bytes of ``root_pid`` and its descendants (JVMs and Python workers included),
-    leaving out the subtrees of ``exclude`` (the broker and name server the benchmark started)."""
+def _part_of(pid: int, cmdline: str) -> str:
+    """Which part of this process tree a process is: this Python process, Spark's JVM, or a Python worker."""
+    if pid == os.getpid():
+        return "this python (driver)"
+    return "spark jvm" if "java" in cmdline.split(" ")[0] else "python workers"
+
+
+def process_tree_rss_parts(root_pid: int, exclude: frozenset[int] = frozenset()) -> dict[str, int]:
+    """Resident bytes of ``root_pid`` and its descendants (JVMs and Python workers included) per part
+    (:func:`_part_of`), leaving out the subtrees of ``exclude`` (the broker and name server the benchmark started)."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -65,19 +72,22 @@ def process_tree_rss(root_pid: int, exclude: frozenset[int] = frozenset()) -> in
         except (OSError, ValueError):
             continue
         children.setdefault(ppid, []).append(int(entry.name))
-    total, stack = 0, [root_pid]
+    parts: dict[str, int] = {}
+    stack = [root_pid]
     while stack:
         pid = stack.pop()
         if pid in exclude:
             continue
         stack.extend(children.get(pid, []))
         try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
+                    part = _part_of(pid, cmdline)
+                    parts[part] = parts.get(part, 0) + int(line.split()[1]) * 1024
         except OSError:
             pass
-    return total
+    return parts
 
 
 class PeakRss:
@@ -87,8 +97,15 @@ class PeakRss:
         self.interval = interval
         self.root = root_pid or os.getpid()
         self.exclude = exclude
-        self.peak = 0
+        self.peak = 0  # of the whole tree at one instant
+        self.peaks: dict[str, int] = {}  # of each part, each at its own worst instant
         self._stop = threading.Event()
+
+    def _sample(self) -> None:
+        parts = process_tree_rss_parts(self.root, self.exclude)
+        self.peak = max(self.peak, sum(parts.values()))
+        for part, rss in parts.items():
+            self.peaks[part] = max(self.peaks.get(part, 0), rss)
 
     def __enter__(self) -> "PeakRss":
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -97,12 +114,12 @@ class PeakRss:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            self.peak = max(self.peak, process_tree_rss(self.root, self.exclude))
+            self._sample()
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, process_tree_rss(self.root, self.exclude))
+        self._sample()
 
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -149,9 +166,7 @@ class CpuSeconds:
             if pid in parts or pid not in infos:
                 continue
             cmdline = infos[pid][2]
-            part = ("this python (driver)" if pid == os.getpid() else "spark jvm" if "java" in cmdline.split(" ")[0]
-                    else "python workers")
-            parts[pid] = (part, infos[pid][1])
+            parts[pid] = (_part_of(pid, cmdline), infos[pid][1])
             stack.extend(children.get(pid, []))
         return parts
 
