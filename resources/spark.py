@@ -13,6 +13,7 @@ import os
 import sys
 import threading
 import zipfile
+from collections.abc import MutableMapping
 from pathlib import Path
 
 from dagster import ConfigurableResource
@@ -42,6 +43,20 @@ LOCAL_DEFAULTS = {
 }
 
 
+#: glibc's malloc gives threads arenas of their own (up to 8 per core) and keeps in each what its threads free.
+#: Spark's JVM, fed Arrow batches by the Python workers task after task, grew to 5.1 GB (with a 2 GB heap) landing
+#: a 10,000,000-message backlog that a 1,000,000-message window landed in 1.6 GB; with two arenas, as Hadoop caps
+#: its containers, it stayed at 2.6 GB, at the same speed (benchmarks/README.md).
+MALLOC_ARENA_MAX = "2"
+
+
+def cap_malloc_arenas(settings: dict[str, str], environ: MutableMapping[str, str]) -> None:
+    """``MALLOC_ARENA_MAX`` for the JVM started from ``environ`` (and its Python workers, its children) and, through
+    ``spark.executorEnv``, for executors elsewhere; a value the user set, in either place, is kept."""
+    arenas = environ.setdefault("MALLOC_ARENA_MAX", MALLOC_ARENA_MAX)
+    settings.setdefault("spark.executorEnv.MALLOC_ARENA_MAX", arenas)
+
+
 def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None,
                   app_name: str = "rocketlake") -> SparkSession:
     """The process's SparkSession with Delta configured (created on first call, then reused).
@@ -55,6 +70,7 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None,
     # for driver and executors. A cluster whose executors keep Python elsewhere names it in spark.pyspark.python.
     os.environ["PYSPARK_PYTHON"] = settings.pop("spark.pyspark.python", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    cap_malloc_arenas(settings, os.environ)
     with _lock:
         active = SparkSession.getActiveSession()
         if active is not None:
