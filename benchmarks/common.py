@@ -8,6 +8,7 @@ import tempfile
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from rocketlake.resources.local.cluster import LocalCluster
@@ -52,6 +53,51 @@ def produce_bulk(cluster: LocalCluster, topic: str, count: int, body_size: int =
     return seconds
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True)
+class _Process:
+    ppid: int
+    cpu_seconds: float  # the process's and its reaped children's (the kernel adds an exited child to its parent)
+    rss: int            # resident bytes
+    cmdline: str
+
+
+def _processes() -> dict[int, _Process]:
+    """Every process now, from /proc/<pid>/stat (fields of proc(5)) and cmdline."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # from field 3 (state) on
+        utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
+        found[int(entry.name)] = _Process(int(fields[1]), (utime + stime + cutime + cstime) / _TICK,
+                                          int(fields[21]) * _PAGE, cmdline)
+    return found
+
+
+def _subtrees(processes: dict[int, _Process], roots, exclude=frozenset()) -> list[int]:
+    """The pids of ``roots`` and their descendants, leaving out the subtrees of ``exclude``."""
+    children: dict[int, list[int]] = {}
+    for pid, process in processes.items():
+        children.setdefault(process.ppid, []).append(pid)
+    found, stack = [], [pid for pid in roots if pid in processes]
+    while stack:
+        pid = stack.pop()
+        if pid in exclude:
+            continue
+        found.append(pid)
+        stack.extend(children.get(pid, []))
+    return found
+
+
 def _part_of(pid: int, cmdline: str) -> str:
     """Which part of this process tree a process is: this Python process, Spark's JVM, or a Python worker."""
     if pid == os.getpid():
@@ -62,31 +108,11 @@ def _part_of(pid: int, cmdline: str) -> str:
 def process_tree_rss_parts(root_pid: int, exclude: frozenset[int] = frozenset()) -> dict[str, int]:
     """Resident bytes of ``root_pid`` and its descendants (JVMs and Python workers included) per part
     (:func:`_part_of`), leaving out the subtrees of ``exclude`` (the broker and name server the benchmark started)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        except (OSError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry.name))
+    processes = _processes()
     parts: dict[str, int] = {}
-    stack = [root_pid]
-    while stack:
-        pid = stack.pop()
-        if pid in exclude:
-            continue
-        stack.extend(children.get(pid, []))
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    part = _part_of(pid, cmdline)
-                    parts[part] = parts.get(part, 0) + int(line.split()[1]) * 1024
-        except OSError:
-            pass
+    for pid in _subtrees(processes, [root_pid], exclude):
+        part = _part_of(pid, processes[pid].cmdline)
+        parts[part] = parts.get(part, 0) + processes[pid].rss
     return parts
 
 
@@ -122,21 +148,6 @@ class PeakRss:
         self._sample()
 
 
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_of(pid: int) -> tuple[int, float, str] | None:
-    """(parent pid, CPU seconds of the process and its reaped children, command line)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()
-    utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
-    return int(fields[1]), (utime + stime + cutime + cstime) / _TICK, cmdline
-
-
 class CpuSeconds:
     """CPU seconds spent while active, per part: the brokers named by pid, and this process tree split into
     Spark's JVM, its Python workers and this Python process. A child that exits is counted through its parent
@@ -147,27 +158,12 @@ class CpuSeconds:
         self.seconds: dict[str, float] = {}
 
     def _snapshot(self) -> dict[int, tuple[str, float]]:
-        infos = {pid: info for pid in (int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit())
-                 if (info := _cpu_of(pid)) is not None}
-        children: dict[int, list[int]] = {}
-        for pid, (ppid, _, _) in infos.items():
-            children.setdefault(ppid, []).append(pid)
+        processes = _processes()
         parts: dict[int, tuple[str, float]] = {}
-        for name, pids in self.brokers.items():
-            stack = list(pids)
-            while stack:  # a broker's whole tree: start scripts fork the JVM
-                pid = stack.pop()
-                if pid in infos:
-                    parts[pid] = (name, infos[pid][1])
-                    stack.extend(children.get(pid, []))
-        stack = [os.getpid()]
-        while stack:
-            pid = stack.pop()
-            if pid in parts or pid not in infos:
-                continue
-            cmdline = infos[pid][2]
-            parts[pid] = (_part_of(pid, cmdline), infos[pid][1])
-            stack.extend(children.get(pid, []))
+        for name, pids in self.brokers.items():  # a broker's whole tree: start scripts fork the JVM
+            parts |= {pid: (name, processes[pid].cpu_seconds) for pid in _subtrees(processes, pids)}
+        for pid in _subtrees(processes, [os.getpid()], exclude=frozenset(parts)):
+            parts[pid] = (_part_of(pid, processes[pid].cmdline), processes[pid].cpu_seconds)
         return parts
 
     def __enter__(self) -> "CpuSeconds":
