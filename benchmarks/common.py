@@ -7,13 +7,14 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from rocketlake.resources.local.cluster import LocalCluster
 from rocketlake.resources.local.peers import java_command
-from rocketlake.resources.local.process import LocalClusterError
+from rocketlake.resources.local.process import LocalClusterError, stat_fields
 from rocketlake.resources.local.spec import BrokerSpec, ClusterSpec
 
 
@@ -71,19 +72,21 @@ def _processes() -> dict[int, _Process]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
+        pid = int(entry.name)
         try:
-            stat = (entry / "stat").read_text()
+            fields = stat_fields(pid)
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()  # from field 3 (state) on
+        if fields is None:
+            continue
         utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
-        found[int(entry.name)] = _Process(int(fields[1]), (utime + stime + cutime + cstime) / _TICK,
-                                          int(fields[21]) * _PAGE, cmdline)
+        found[pid] = _Process(int(fields[1]), (utime + stime + cutime + cstime) / _TICK, int(fields[21]) * _PAGE,
+                              cmdline)
     return found
 
 
-def _subtrees(processes: dict[int, _Process], roots, exclude=frozenset()) -> list[int]:
+def _subtrees(processes: dict[int, _Process], roots: Iterable[int], exclude: frozenset[int] = frozenset()) -> list[int]:
     """The pids of ``roots`` and their descendants, leaving out the subtrees of ``exclude``."""
     children: dict[int, list[int]] = {}
     for pid, process in processes.items():

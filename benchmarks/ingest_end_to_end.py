@@ -107,5 +107,6 @@ def main() -> None:
 def _parts(peaks: dict[str, int]) -> str:
     return ", ".join(f"{part} {mib(rss)}" for part, rss in sorted(peaks.items()))
 
+
 if __name__ == "__main__":
     main()

@@ -115,9 +115,8 @@ def main() -> None:
             def record(label: str, rows: int, seconds: float, peak: int, cpu: dict) -> None:
                 assert rows == n, f"{label}: {rows:,} rows, expected {n:,}"
                 figures.setdefault(label, []).append((seconds, peak, cpu))
-                spent = " ".join(f"{part.split(' ')[0]} {cpu.get(part, 0):.1f}" for part in CPU_PARTS)
                 print(f"  {label:<40} {n / seconds:>9,.0f} msg/s {mb / seconds:>7.1f} MB/s  peak RSS {mib(peak):>10}"
-                      f"  ({seconds:.1f}s; CPU s: {spent})", flush=True)
+                      f"  ({seconds:.1f}s; CPU s: {cpu_text(cpu)})", flush=True)
 
             def rocketlake(r: int, batch: int):
                 return land(cluster, spark, "bench", tmp_path / "lake", window, f"round{r}_{batch}", batch)[0]
@@ -151,12 +150,15 @@ def main() -> None:
     medians = {label: statistics.median(s for s, _, _ in runs) for label, runs in figures.items()}
     for label, runs in figures.items():
         cpu = sorted(runs, key=lambda run: run[0])[(len(runs) - 1) // 2][2]
-        spent = " ".join(f"{part.split(' ')[0]} {cpu.get(part, 0):.1f}" for part in CPU_PARTS)
         print(f"  {label:<40} {n / medians[label]:>9,.0f} msg/s {mb / medians[label]:>7.1f} MB/s"
-              f"  peak RSS {mib(max(p for _, p, _ in runs)):>10}  CPU s: {spent}")
+              f"  peak RSS {mib(max(p for _, p, _ in runs)):>10}  CPU s: {cpu_text(cpu)}")
     for batch in (32, 1024):
         ratio = medians["spark kafka source -> delta"] / medians[f"rocketlake -> delta (pulls of {batch})"]
         print(f"  rocketlake (pulls of {batch}) / kafka peer, end to end: {ratio:.2f}x")
+
+
+def cpu_text(cpu: dict[str, float]) -> str:
+    return " ".join(f"{part.split(' ')[0]} {cpu.get(part, 0):.1f}" for part in CPU_PARTS)
 
 
 def rocketmq_noop(spark, namesrv: str, group: str, batch: int) -> None:

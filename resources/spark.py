@@ -44,9 +44,9 @@ LOCAL_DEFAULTS = {
 
 
 #: glibc's malloc gives threads arenas of their own (up to 8 per core) and keeps in each what its threads free.
-#: Spark's JVM, fed Arrow batches by the Python workers task after task, grew to 5.1 GB (with a 2 GB heap) landing
-#: a 10,000,000-message backlog that a 1,000,000-message window landed in 1.6 GB; with two arenas, as Hadoop caps
-#: its containers, it stayed at 2.6 GB, at the same speed (benchmarks/README.md).
+#: Spark's JVM grew to 5.1 GB (with a 2 GB heap) landing a 10,000,000-message backlog that a 1,000,000-message
+#: window landed in 1.6 GB, and handed the native memory back afterwards; with two arenas, as Hadoop caps its
+#: containers, it stayed at 2.6 GB, at the same speed (benchmarks/README.md).
 MALLOC_ARENA_MAX = "2"
 
 

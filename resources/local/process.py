@@ -52,15 +52,20 @@ def jvm_base_flags(user_home: Path, rocketmq_home: Path, logback: str) -> list[s
     ]
 
 
-def start_time(pid: int) -> str | None:
-    """The kernel's start time of ``pid`` (clock ticks since boot), or None if it is gone."""
+def stat_fields(pid: int) -> list[str] | None:
+    """Fields 3 on (state, ppid, ...) of ``/proc/<pid>/stat`` as proc(5) numbers them, or None if it is gone. The
+    command name (field 2) may hold spaces and parentheses: the split starts after its closing one."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+    except OSError:  # gone (FileNotFoundError, ProcessLookupError) or not ours to read
         return None
-    # The command name (field 2) may hold spaces and parentheses: split after its closing one.
-    fields = stat[stat.rindex(")") + 2:].split()
-    if fields[0] == "Z":  # a zombie is dead for our purposes
+    return stat[stat.rindex(")") + 2:].split()
+
+
+def start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot), or None if it is gone."""
+    fields = stat_fields(pid)
+    if fields is None or fields[0] == "Z":  # a zombie is dead for our purposes
         return None
     return fields[19]
 
@@ -68,17 +73,8 @@ def start_time(pid: int) -> str | None:
 def session_members(sid: int) -> list[int]:
     """The pids of the live processes in session ``sid`` (field 6 of /proc/<pid>/stat): a daemon's children that
     put themselves in process groups of their own are still in its session."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat[stat.rindex(")") + 2:].split()[3]) == sid:
-            members.append(int(entry.name))
-    return members
+    return [int(entry.name) for entry in Path("/proc").iterdir()
+            if entry.name.isdigit() and (fields := stat_fields(int(entry.name))) is not None and int(fields[3]) == sid]
 
 
 @dataclass(frozen=True)
