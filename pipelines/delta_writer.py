@@ -157,6 +157,34 @@ def optimize_write_for(ledger: LedgerEntry) -> bool:
     return not sizes or sum(sizes) / len(sizes) < LARGE_RANGE_OFFSETS
 
 
+#: Columns where nearly every row holds a value not seen before: bodies, ids, keys, property values. Parquet's
+#: dictionary encoding probes a hash map with every such value until the dictionary outgrows its page and the
+#: column falls back to plain encoding anyway; written plain from the start, a million 1 KiB messages cost Spark
+#: about 3 CPU seconds less and the files 2-3 % more (``benchmarks/README.md``). Topic, tags, hosts and property
+#: names keep their dictionaries: there they pay.
+PLAIN_COLUMNS = ("body", "body_text", "msg_id", "offset_msg_id", "origin_msg_id", "keys", "properties.key_value.value")
+
+#: Columns Delta keeps no min/max statistics for in tables rocketlake creates. Delta's default takes the first 32
+#: columns, so every row written fed bodies, property maps, hosts and keys into per-file min/max aggregates that
+#: no query prunes files with (about 2 CPU seconds per million 1 KiB messages). Statistics stay on the columns
+#: messages are looked up by (topic, queue, offsets, ids, tags, times, window) and on a decoded body's fields.
+NO_STATS_COLUMNS = frozenset({"body", "body_text", "properties", "keys", "born_host", "store_host", "reconsume_times",
+                              "origin_topic", "origin_msg_id"})
+
+
+def plain_encoding_settings() -> dict[str, str]:
+    """Session settings that reach Parquet's writer (Spark copies SQL settings into the Hadoop configuration of
+    a write) and turn dictionary encoding off for ``PLAIN_COLUMNS`` only: columns of these names in any table."""
+    return {f"parquet.enable.dictionary#{column}": "false" for column in PLAIN_COLUMNS}
+
+
+def stats_columns(columns: Iterable[str]) -> str:
+    """``delta.dataSkippingStatsColumns`` for a new table of ``columns``: all but ``NO_STATS_COLUMNS``, the
+    ``_rl_*`` bookkeeping columns and the partition column."""
+    kept = [c for c in columns if c not in NO_STATS_COLUMNS and not c.startswith("_rl_") and c != DAY_COLUMN]
+    return ",".join("`" + c.replace("`", "``") + "`" for c in kept)
+
+
 def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: bool = True) -> None:
     """Replace (ledger windows) x (ledger queues) in the table at ``path`` with ``df``, one commit (carrying the
     ledger entry, unless ``with_ledger`` is False: a side table such as the failures table has no ledger).
@@ -165,11 +193,14 @@ def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: boo
     replaced among one day's files, and a day is a unit compaction can finish. Optimized writes bin-pack
     each day's rows into few files, whatever the number of Spark tasks (one per range), instead of one
     small file per queue per window; a slice of large ranges skips them (``optimize_write_for``). Tables
-    created before the day column keep their layout.
+    created before the day column keep their layout. A new table keeps statistics on ``stats_columns`` only;
+    every write encodes ``PLAIN_COLUMNS`` without a dictionary.
     """
     from pyspark.sql import functions as F
 
     spark = df.sparkSession
+    for key, value in plain_encoding_settings().items():
+        spark.conf.set(key, value)
     if with_ledger:
         # A slice of empty ranges only (a quiet window, queues added after a window landed) adds and removes no
         # file; Delta would then skip the commit, and with it the ledger entry saying those queues are landed.
@@ -181,7 +212,9 @@ def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: boo
         return writer.option("userMetadata", ledger.to_json()) if with_ledger else writer
 
     if not is_delta_table(spark, path):
-        writer_of(df.withColumn(DAY_COLUMN, F.expr(DAY_EXPRESSION))).partitionBy(DAY_COLUMN).mode("append").save(path)
+        (writer_of(df.withColumn(DAY_COLUMN, F.expr(DAY_EXPRESSION)))
+         .option("delta.dataSkippingStatsColumns", stats_columns(df.columns))
+         .partitionBy(DAY_COLUMN).mode("append").save(path))
         return
     predicate = slice_predicate(ledger.windows)
     if DAY_COLUMN in partition_columns(spark, path):

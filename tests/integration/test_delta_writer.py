@@ -57,6 +57,39 @@ def test_replace_only_the_slice_and_keep_the_ledger(spark, tmp_path):
     assert sorted(rs_history) == ["run-1", "run-2"]
 
 
+def test_a_new_table_keeps_statistics_on_lookup_columns_and_writes_bodies_without_a_dictionary(spark, tmp_path):
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    path = str(tmp_path / "t")
+    df = (frame(spark, [("t", "broker-a", 0, o, 0, f"order-{o}") for o in range(200)])
+          .withColumn("msg_id", F.concat(F.lit("ID"), F.col("queue_offset").cast("string")))
+          .withColumn("body", F.encode(F.concat(F.lit("body-"), F.col("v")), "UTF-8"))
+          .withColumn("properties", F.create_map(F.lit("WAIT"), F.lit("true"), F.lit("UNIQ_KEY"), F.col("msg_id"))))
+    write_slice(df, path, ledger("run-1", [(0, [("broker-a", 0, 0, 200)])]))
+
+    table = DeltaTable(path)
+    assert table.metadata().configuration["delta.dataSkippingStatsColumns"] == \
+        "`topic`,`broker_name`,`queue_id`,`queue_offset`,`v`,`window_start`,`msg_id`"
+    log = [json.loads(line) for commit in sorted((tmp_path / "t" / "_delta_log").glob("*.json"))
+           for line in commit.read_text().splitlines()]
+    stats = [json.loads(action["add"]["stats"]) for action in log if "add" in action]
+    assert stats and all(set(s["maxValues"]) == {"topic", "broker_name", "queue_id", "queue_offset", "window_start",
+                                                  "v", "msg_id"} for s in stats)
+    assert max(s["maxValues"]["queue_offset"] for s in stats) == 199
+    encodings = {}
+    for file in table.file_uris():
+        meta = pq.ParquetFile(file).metadata
+        for i in range(meta.num_columns):
+            column = meta.row_group(0).column(i)
+            encodings.setdefault(column.path_in_schema, set()).update(column.encodings)
+    dictionary = {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}
+    assert not encodings["body"] & dictionary and not encodings["msg_id"] & dictionary
+    assert not encodings["properties.key_value.value"] & dictionary
+    assert encodings["topic"] & dictionary and encodings["properties.key_value.key"] & dictionary
+    assert sorted(r["queue_offset"] for r in table.to_pyarrow_table().to_pylist()) == list(range(200))
+
+
 def test_rerun_with_identical_data_changes_nothing(spark, tmp_path):
     path = str(tmp_path / "t")
     rows = [("t", "broker-a", 1, o, 0, f"m{o}") for o in range(5)]

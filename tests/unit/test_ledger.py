@@ -163,3 +163,13 @@ def test_slice_predicate_compares_the_queue_columns_themselves():
     assert ("(window_start IN (timestamp_millis(120000)) AND (topic = 'orders' AND broker_name = 'broker-a' AND "
             "queue_id IN (0, 1)))") in predicate
     assert slice_predicate([WindowEntry("w", 0, 60_000, (OffsetRange(a0, 3, 3),))]) == "false"
+
+
+def test_new_tables_keep_statistics_on_lookup_columns_and_a_decoded_bodys_fields_only():
+    from rocketlake.pipelines.delta_writer import stats_columns
+
+    columns = ["topic", "broker_name", "queue_id", "queue_offset", "msg_id", "offset_msg_id", "tags", "keys",
+               "properties", "born_timestamp", "store_timestamp", "born_host", "store_host", "reconsume_times", "body",
+               "window_start", "origin_topic", "origin_msg_id", "order_id", "_rl_error", "window_date"]
+    assert stats_columns(columns) == ("`topic`,`broker_name`,`queue_id`,`queue_offset`,`msg_id`,`offset_msg_id`,`tags`,"
+                                      "`born_timestamp`,`store_timestamp`,`window_start`,`order_id`")
