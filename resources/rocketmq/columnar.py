@@ -5,8 +5,8 @@ field of it into Python lists before Arrow saw them: about 25 us per message, wh
 landing path to a fraction of what Spark and Delta can write. Here a pull answer is only indexed
 (:func:`scan_records`: one size read per record, to find where each starts), the answers of a
 queue are kept as they came, and :func:`record_batch` reads every fixed field of all records at
-once with numpy, cuts bodies, topics and properties as slices of the answers' buffers, and parses
-properties with Arrow's string kernels.
+once with numpy, cuts bodies and properties out of the answers' buffers in one Arrow cast each
+(:func:`_views`), and parses properties with Arrow's string kernels.
 
 It covers the records a broker stores for ordinary and batch-sent messages: V1 magic, IPv4 hosts,
 bodies not compressed, no 5.x inner batch, properties valid UTF-8. Anything else
@@ -152,17 +152,29 @@ def _well_formed(buffer: np.ndarray, at: np.ndarray) -> bool:
     return bool(((props_len >= 0) & (topic_at + 3 + topic_len + props_len == at + totals)).all())
 
 
-def _slices(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, bytes]:
-    """Arrow offsets and data of the byte strings ``buffer[start:start + length]``."""
-    view = memoryview(buffer)
-    data = b"".join(view[s:s + n] for s, n in zip(starts.tolist(), lengths.tolist()))
-    offsets = np.zeros(len(starts) + 1, np.int32)
-    np.cumsum(lengths, out=offsets[1:], dtype=np.int32)
-    return offsets, data
+def _views(kind: pa.DataType, buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """The byte strings ``buffer[start:start + length]`` as one array of ``kind`` (binary or string).
 
-
-def _array(kind: pa.DataType, offsets: np.ndarray, data: bytes) -> pa.Array:
-    return pa.Array.from_buffers(kind, len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    They are described as views into ``buffer`` (Arrow's binary-view layout: 16 bytes per string, holding
+    its length and either the string itself, up to 12 bytes, or its first 4 bytes and its position), and
+    Arrow's cast copies them out back to back in C++: no Python step per string. Casting to string checks
+    UTF-8 (``pa.ArrowInvalid`` otherwise)."""
+    n = len(starts)
+    if n == 0:
+        return pa.array([], kind)
+    width = np.arange(12)
+    inline = lengths <= 12
+    if int(starts.max()) + 12 > len(buffer):  # so that every string's first 12 bytes can be read
+        buffer = np.concatenate([buffer, np.zeros(12, np.uint8)])
+    head = np.lib.stride_tricks.sliding_window_view(buffer, 12)[starts]
+    head *= width < np.where(inline, lengths, 4)[:, None]  # zero padded, as the layout wants
+    views = np.empty((n, 4), np.int32)
+    views[:, 0] = lengths
+    views[:, 1:4] = head.view("<i4")
+    views[~inline, 2] = 0  # buffer 0: ``buffer`` itself
+    views[~inline, 3] = starts[~inline]
+    array = pa.Array.from_buffers(pa.binary_view(), n, [None, pa.py_buffer(views), pa.py_buffer(buffer)])
+    return array.cast(kind)
 
 
 def record_batch(records: RawRecords, schema: pa.Schema, *, broker_name: str, subscription: Subscription,
@@ -176,20 +188,19 @@ def record_batch(records: RawRecords, schema: pa.Schema, *, broker_name: str, su
     topic_len = buffer[topic_at].astype(np.int64)
     props_at = topic_at + 3 + topic_len
     props_len = _be(buffer, topic_at + 1 + topic_len, 2, ">i2")
-    if int(body_len.sum()) >= 1 << 31 or int(props_len.sum()) >= 1 << 31:
+    if len(buffer) >= 1 << 31:
         return None  # beyond 32-bit Arrow offsets: the exact path builds it in pieces
 
     topic = _one_topic(buffer, topic_at, topic_len)
     if topic is None:
         return None
     try:
-        properties = _array(pa.string(), *_slices(buffer, props_at, props_len))
-        properties.validate(full=True)  # UTF-8; the exact decoder replaces bad bytes instead
-    except pa.ArrowInvalid:
+        properties = _views(pa.string(), buffer, props_at, props_len)
+    except pa.ArrowInvalid:  # not UTF-8: the exact decoder replaces bad bytes instead
         return None
-    props = _properties_map(properties)
+    props = _Properties(properties)
 
-    tags = pc.map_lookup(props, PROPERTY_TAGS, "first")
+    tags = props.lookup(PROPERTY_TAGS)
     columns = {
         "topic": _repeat(topic, n),
         "broker_name": _repeat(broker_name, n),
@@ -197,17 +208,17 @@ def record_batch(records: RawRecords, schema: pa.Schema, *, broker_name: str, su
         "queue_offset": pa.array(records.queue_offsets),
         "offset_msg_id": _offset_msg_ids(buffer, at),
         "tags": tags,
-        "keys": _keys(pc.map_lookup(props, PROPERTY_KEYS, "first")),
-        "properties": props,
+        "keys": _keys(props.lookup(PROPERTY_KEYS)),
+        "properties": props.map(),
         "born_timestamp": pa.array(_be(buffer, at + 40, 8, ">i8") * 1000, _TS),
         "store_timestamp": pa.array(_be(buffer, at + 56, 8, ">i8") * 1000, _TS),
         "born_host": _hosts(buffer, at + 48),
         "store_host": _hosts(buffer, at + 64),
         "reconsume_times": pa.array(_be(buffer, at + 72, 4, ">i4").astype(np.int32)),
-        "body": _array(pa.binary(), *_slices(buffer, at + _BODY_AT, body_len)),
+        "body": _views(pa.binary(), buffer, at + _BODY_AT, body_len),
     }
     # MessageClientExt#getMsgId: the producer's UNIQ_KEY, else the broker's offset id.
-    columns["msg_id"] = pc.coalesce(pc.map_lookup(props, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "first"),
+    columns["msg_id"] = pc.coalesce(props.lookup(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
                                      columns["offset_msg_id"])
     if "body_text" in schema.names:
         columns["body_text"] = _text(columns["body"])
@@ -242,37 +253,51 @@ def _one_topic(buffer: np.ndarray, topic_at: np.ndarray, topic_len: np.ndarray) 
         return None
 
 
-def _properties_map(properties: pa.Array) -> pa.MapArray:
-    """``MessageDecoder#string2messageProperties`` on every row at once: split on \\x02, then each
-    piece on its first \\x01; pieces without one, or with an empty name or value, are skipped; a name
-    given twice keeps its first place and its last value (a Java HashMap's put; brokers store batch
-    messages with UNIQ_KEY and WAIT twice)."""
-    pieces_of_rows = pc.split_pattern(properties, PROPERTY_SEPARATOR)
-    rows = pc.list_parent_indices(pieces_of_rows)
-    pieces = pc.list_flatten(pieces_of_rows)
-    has_separator = pc.match_substring(pieces, NAME_VALUE_SEPARATOR)
-    pieces, rows = pieces.filter(has_separator), rows.filter(has_separator)
-    pairs = pc.list_flatten(pc.split_pattern(pieces, NAME_VALUE_SEPARATOR, max_splits=1))
-    names = pairs.take(np.arange(0, len(pairs), 2))
-    values = pairs.take(np.arange(1, len(pairs), 2))
-    keep = pc.and_(pc.greater(pc.utf8_length(names), 0), pc.greater(pc.utf8_length(values), 0))
-    names, values = names.filter(keep), values.filter(keep)
-    row_of = rows.filter(keep).to_numpy(zero_copy_only=False).astype(np.int64)
-    if len(names):
-        codes = pc.dictionary_encode(names).indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        pair_of = row_of * (int(codes.max()) + 1) + codes  # one number per (row, name)
-        order = np.argsort(pair_of, kind="stable")  # a pair's pieces stay in their order
-        sorted_pairs = pair_of[order]
-        first_of_pair = np.flatnonzero(np.r_[True, sorted_pairs[1:] != sorted_pairs[:-1]])
-        if len(first_of_pair) != len(names):
-            last_of_pair = np.r_[first_of_pair[1:], len(order)] - 1
-            first, last = order[first_of_pair], order[last_of_pair]
-            place = np.argsort(first)
-            first, last = first[place], last[place]
-            names, values, row_of = names.take(first), values.take(last), row_of[first]
-    offsets = np.zeros(len(properties) + 1, np.int32)
-    np.cumsum(np.bincount(row_of, minlength=len(properties)), out=offsets[1:], dtype=np.int32)
-    return pa.MapArray.from_arrays(pa.array(offsets), names, values)
+class _Properties:
+    """``MessageDecoder#string2messageProperties`` on every row at once, as a map column and per-name lookups.
+
+    A row's text is split on \\x02, then each piece on its first \\x01; pieces without one, or with an empty
+    name or value, are skipped; a name given twice keeps its first place and its last value (a Java HashMap's
+    put; brokers store batch messages with UNIQ_KEY and WAIT twice). The lookups read the pairs, not the map."""
+
+    def __init__(self, properties: pa.StringArray) -> None:
+        self.rows = len(properties)
+        pieces_of_rows = pc.split_pattern(properties, PROPERTY_SEPARATOR)
+        rows = pc.list_parent_indices(pieces_of_rows)
+        pieces = pc.list_flatten(pieces_of_rows)
+        has_separator = pc.match_substring(pieces, NAME_VALUE_SEPARATOR)
+        pieces, rows = pieces.filter(has_separator), rows.filter(has_separator)
+        pairs = pc.list_flatten(pc.split_pattern(pieces, NAME_VALUE_SEPARATOR, max_splits=1))
+        names = pairs.take(np.arange(0, len(pairs), 2))
+        values = pairs.take(np.arange(1, len(pairs), 2))
+        keep = pc.and_(pc.greater(pc.utf8_length(names), 0), pc.greater(pc.utf8_length(values), 0))
+        names, values = names.filter(keep), values.filter(keep)
+        row_of = rows.filter(keep).to_numpy(zero_copy_only=False).astype(np.int64)
+        if len(names):
+            codes = pc.dictionary_encode(names).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            pair_of = row_of * (int(codes.max()) + 1) + codes  # one number per (row, name)
+            order = np.argsort(pair_of, kind="stable")  # a pair's pieces stay in their order
+            sorted_pairs = pair_of[order]
+            first_of_pair = np.flatnonzero(np.r_[True, sorted_pairs[1:] != sorted_pairs[:-1]])
+            if len(first_of_pair) != len(names):
+                last_of_pair = np.r_[first_of_pair[1:], len(order)] - 1
+                first, last = order[first_of_pair], order[last_of_pair]
+                place = np.argsort(first)
+                first, last = first[place], last[place]
+                names, values, row_of = names.take(first), values.take(last), row_of[first]
+        self.names, self.values, self.row_of = names, values, row_of
+
+    def map(self) -> pa.MapArray:
+        offsets = np.zeros(self.rows + 1, np.int32)
+        np.cumsum(np.bincount(self.row_of, minlength=self.rows), out=offsets[1:], dtype=np.int32)
+        return pa.MapArray.from_arrays(pa.array(offsets), self.names, self.values)
+
+    def lookup(self, name: str) -> pa.Array:
+        """Each row's value of ``name``, null where it has none (``map_lookup(..., "first")`` without the map)."""
+        found = np.flatnonzero(pc.equal(self.names, name).to_numpy(zero_copy_only=False))
+        index = np.full(self.rows, -1, np.int64)
+        index[self.row_of[found]] = found
+        return self.values.take(pa.array(index, mask=index < 0))
 
 
 def _keys(raw: pa.Array) -> pa.Array:
@@ -284,8 +309,8 @@ def _keys(raw: pa.Array) -> pa.Array:
 def _offset_msg_ids(buffer: np.ndarray, at: np.ndarray) -> pa.Array:
     """``MessageDecoder#createMessageId`` for IPv4: hex of store ip, port and commit-log offset."""
     raw = np.concatenate([buffer[at[:, None] + 64 + np.arange(8)], buffer[at[:, None] + 28 + np.arange(8)]], axis=1)
-    data = _HEX[raw].tobytes()
-    return _array(pa.string(), np.arange(0, 32 * len(at) + 1, 32, dtype=np.int32), data)
+    offsets = np.arange(0, 32 * len(at) + 1, 32, dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), len(at), [None, pa.py_buffer(offsets), pa.py_buffer(_HEX[raw].tobytes())])
 
 
 def _hosts(buffer: np.ndarray, host_at: np.ndarray) -> pa.Array:

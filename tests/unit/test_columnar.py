@@ -117,3 +117,21 @@ def test_cut_and_joined_records_keep_their_offsets_and_bytes():
     assert joined.queue_offsets.tolist() == [0, 1, 2, 5, 6, 7, 8]
     assert [m.queue_offset for m in joined.messages()] == [0, 1, 2, 5, 6, 7, 8]
     assert joined.nbytes == len(joined.record_bytes())
+
+
+@pytest.mark.parametrize("kind", ["binary", "string"])
+def test_views_cut_any_string_of_a_buffer_including_short_ones_and_ones_at_its_end(kind):
+    import numpy as np
+    import pyarrow as pa
+
+    from rocketlake.resources.rocketmq.columnar import _views
+
+    text = b"0123456789abcdefghijklmnopqrstuvwxyz"
+    cuts = [(0, 0), (0, 12), (1, 13), (5, 4), (20, 16), (30, 6), (35, 1), (36, 0), (24, 12)]
+    starts, lengths = np.array([s for s, _ in cuts]), np.array([n for _, n in cuts])
+    array = _views(getattr(pa, kind)(), np.frombuffer(text, np.uint8), starts, lengths)
+    expected = [text[s:s + n] for s, n in cuts]
+    assert array.to_pylist() == (expected if kind == "binary" else [b.decode() for b in expected])
+    assert _views(pa.binary(), np.frombuffer(text, np.uint8), starts[:0], lengths[:0]).to_pylist() == []
+    with pytest.raises(pa.ArrowInvalid):
+        _views(pa.string(), np.frombuffer(b"ok \xff\xfe", np.uint8), np.array([0, 3]), np.array([3, 2]))
