@@ -91,8 +91,12 @@ class ClusterConfig(_Strict):
         return self
 
 
+#: The lake of a project that names none: beside the local cluster's state, relative to the project directory.
+DEFAULT_LAKE_ROOT = ".rocketlake/lake"
+
+
 class LakeConfig(_Strict):
-    root: str = Field(default=".rocketlake/lake", description="Tables live at <root>/<table>; any Hadoop URI.")
+    root: str = Field(default=DEFAULT_LAKE_ROOT, description="Tables live at <root>/<table>; any Hadoop URI.")
 
     def table_path(self, table: str) -> str:
         if "://" in self.root or self.root.startswith("/"):

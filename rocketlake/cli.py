@@ -79,6 +79,24 @@ def _create_topics(cluster, config_path: Path) -> None:
         client.close()
 
 
+def _wipe_local_landings() -> list[str]:
+    """Delete the project's default lake and local Dagster instance (relative to the working directory, as the
+    configuration resolves them): tables and runs landed from a store ``--wipe`` deletes. Their ledgers would
+    refuse the new, empty store (``LedgerAheadOfBroker``), so the next ``make demo`` could not land. A lake the
+    configuration puts anywhere else is never touched."""
+    import shutil
+
+    from rocketlake.launch import LOCAL_DAGSTER_HOME
+    from rocketlake.pipelines.config import DEFAULT_LAKE_ROOT
+
+    wiped = []
+    for path in (Path(DEFAULT_LAKE_ROOT), LOCAL_DAGSTER_HOME):
+        if path.is_dir():
+            shutil.rmtree(path)
+            wiped.append(str(path))
+    return wiped
+
+
 def _local(args: argparse.Namespace) -> int:
     from rocketlake.resources.local.cluster import LocalCluster
 
@@ -116,6 +134,10 @@ def _local(args: argparse.Namespace) -> int:
                    + (postgres.down(wipe=args.wipe) if postgres is not None else [])
                    + (spark.down() if spark is not None else []) + cluster.down(wipe=args.wipe))
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+        if args.wipe:
+            wiped = _wipe_local_landings()
+            if wiped:
+                print("deleted what was landed from the wiped store: " + ", ".join(wiped))
     else:
         status = cluster.status()
         print(status.render(cluster.spec.cluster_name))
@@ -339,7 +361,8 @@ EXAMPLES = """examples:
   rocketlake demo                 the whole product on its defaults (about four minutes)
   rocketlake local up             name server on 127.0.0.1:9876, brokers on :10911 and :10921
   rocketlake local status         what the name server reports (exit 3 when not ready)
-  rocketlake local down --wipe    stop what `up` started (by pid) and delete the broker store
+  rocketlake local down --wipe    stop what `up` started (by pid), delete the broker store and what was landed
+                                  from it in the project's default places (.rocketlake/lake, .rocketlake/dagster)
   rocketlake local up --spark     the same, and a Spark standalone master (spark://127.0.0.1:7077) with two workers
   rocketlake local up --spark --postgres
                                   ... and PostgreSQL on 127.0.0.1:5432 for Dagster's storage (deploy/dagster.yaml)
@@ -385,7 +408,9 @@ def build_parser() -> argparse.ArgumentParser:
                "  status  print what the name server reports; exit 0 when ready, 3 when not\n"
                "  env     with --postgres: print `export DAGSTER_PG_...=...` lines for deploy/dagster.yaml")
     local.add_argument("action", choices=["up", "down", "status", "env"], help="up, down, status or env (see below)")
-    local.add_argument("--wipe", action="store_true", help="with down: also delete the broker store")
+    local.add_argument("--wipe", action="store_true",
+                       help="with down: also delete the broker store, and the tables and Dagster runs landed from it "
+                            "in the project's default places (.rocketlake/lake, .rocketlake/dagster)")
     local.add_argument("--spark", action="store_true",
                        help="also a Spark standalone master and workers from the installed pyspark (state in "
                             "<state-dir>/spark)")

@@ -19,9 +19,9 @@ from tests.conftest import free_ports, make_spec
 pytestmark = pytest.mark.integration
 
 
-def rocketlake(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def rocketlake(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "rocketlake.cli", *args], capture_output=True, text=True,
-                          env=env or dict(os.environ), timeout=300)
+                          env=env or dict(os.environ), timeout=300, cwd=cwd)
 
 
 def cluster_args(spec: ClusterSpec) -> list[str]:
@@ -33,6 +33,13 @@ def cluster_args(spec: ClusterSpec) -> list[str]:
 def test_up_twice_then_down_leaves_nothing_running(tmp_path):
     spec = make_spec(tmp_path / "state")
     args = cluster_args(spec)
+    # What a project landed from this store in its default places, and what it keeps besides.
+    project = tmp_path / "project"
+    for landed in (".rocketlake/lake/orders/_delta_log/0.json", ".rocketlake/dagster/history/runs.db"):
+        (project / landed).parent.mkdir(parents=True)
+        (project / landed).write_text("{}")
+    (project / ".rocketlake/demo").mkdir()
+    (project / ".rocketlake/demo/rocketlake.yaml").write_text("ingestions: {}")
     try:
         first = rocketlake("local", "up", *args)
         assert first.returncode == 0, first.stderr
@@ -49,9 +56,11 @@ def test_up_twice_then_down_leaves_nothing_running(tmp_path):
 
         assert rocketlake("local", "status", *args).returncode == 0
     finally:
-        down = rocketlake("local", "down", "--wipe", *args)
+        down = rocketlake("local", "down", "--wipe", *args, cwd=project)
     assert down.returncode == 0, down.stderr
     assert "broker-a" in down.stdout and "namesrv" in down.stdout
+    assert "deleted what was landed from the wiped store: .rocketlake/lake, .rocketlake/dagster" in down.stdout
+    assert sorted(p.name for p in (project / ".rocketlake").iterdir()) == ["demo"]
     assert all(start_time(pid) is None for pid in pids.values())
     assert not any(port_in_use(p) for b in spec.brokers for p in b.ports)
     assert not port_in_use(spec.namesrv_port)
