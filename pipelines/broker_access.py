@@ -21,7 +21,7 @@ from rocketlake.resources.rocketmq.errors import RangeUnreadable, SubscriptionGr
 from rocketlake.resources.rocketmq.filter import Subscription
 from rocketlake.resources.rocketmq.message import Message, is_retry_topic, retry_topic
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
-from rocketlake.resources.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT, read_ranges
+from rocketlake.resources.rocketmq.range_reader import read_ranges
 
 __all__ = ["BrokerStoreTimes", "GroupBroker", "MemberBroker", "RangeUnreadable", "group_broker", "make_client",
            "pull_chunks", "range_subscription", "resolve_ranges"]
@@ -183,7 +183,7 @@ def pull_chunks(opts: SourceOptions, offsets: OffsetRange) -> Iterator[list[Mess
     records for :mod:`columnar <rocketlake.resources.rocketmq.columnar>` where it can read them, decoded
     messages otherwise."""
     client = make_client(opts)
-    in_flight = max(1, min(DEFAULT_PULLS_IN_FLIGHT, opts.pull_threshold_for_queue // opts.pull_batch_size))
     for _, messages in read_ranges(client, [offsets], consumer_group=opts.consumer_group,
-                                   batch_size=opts.pull_batch_size, pulls_in_flight=in_flight, columnar=True):
+                                   batch_size=opts.pull_batch_size, max_messages_in_flight=opts.pull_threshold_for_queue,
+                                   columnar=True):
         yield messages

@@ -8,6 +8,12 @@ a queue can already be on the wire while the first is decoded: each queue keeps 
 hand-off between them: in one Python process that is what keeps the GIL busy with decoding
 rather than with switching.
 
+A broker answers at most ``maxTransferCountOnMessageInMemory`` messages and
+``maxTransferBytesOnMessageInMemory`` bytes a pull (32 and 256 KiB by default), whatever the batch
+asks for. A queue learns that from short answers and asks for what the broker gives, so that its
+pulls in flight each bring a full answer instead of one span waiting on its rest
+(:class:`QueueCursor`).
+
 Every range is pulled with the subscription ``*``, so the broker skips nothing and each offset
 of ``[start, end)`` comes back exactly once, in order. A pull may return fewer messages than
 asked (a commit-log file ends, the 256 KiB transfer cap); the rest of its span is asked for
@@ -47,6 +53,10 @@ __all__ = ["DEFAULT_MAX_IN_FLIGHT", "DEFAULT_PULLS_IN_FLIGHT", "QueueCursor", "r
 DEFAULT_PULLS_IN_FLIGHT = 4
 #: Pulls outstanding over all queues at once; with hundreds of queues each gets fewer.
 DEFAULT_MAX_IN_FLIGHT = 64
+#: Full answers in a row after which a queue whose pulls were capped asks for twice as many again (see
+#: ``QueueCursor``). At the broker's real cap, one probe in this many pulls comes back short and its rest costs a
+#: round trip; after a commit-log file's end, the span is back to the batch within a few such rounds.
+FULL_ANSWERS_BEFORE_GROWING = 8
 
 
 class _Span:
@@ -66,9 +76,15 @@ class QueueCursor:
     Spans are handed out in offset order by :meth:`next_span` and must be answered in that order
     by :meth:`accept`, which checks the answer covers the span's first offsets without a hole and
     returns what to deliver. A short answer puts the rest of its span back at the head.
+
+    Spans are ``span_size`` long: ``batch_size`` at first. A short answer is usually the broker's
+    transfer cap, so ``span_size`` comes down to it, but by half at most per answer: the end of a
+    commit-log file also answers short, once. After ``FULL_ANSWERS_BEFORE_GROWING`` full answers in
+    a row it doubles again (up to ``batch_size``), so a cap met by chance is not kept for good.
     """
 
-    __slots__ = ("batch_size", "delivered", "end", "in_flight", "mq", "requested", "start")
+    __slots__ = ("batch_size", "delivered", "end", "full_answers", "in_flight", "mq", "requested", "span_size",
+                 "start")
 
     def __init__(self, mq: MessageQueue, start: int, end: int, batch_size: int) -> None:
         if not 0 <= start <= end:
@@ -77,6 +93,8 @@ class QueueCursor:
         self.start = start
         self.end = end
         self.batch_size = batch_size
+        self.span_size = batch_size  # what one pull is expected to bring back (see the class text)
+        self.full_answers = 0  # in a row, at the current span_size
         self.delivered = start  # every offset below has been returned by accept()
         self.requested = start  # every offset below is delivered or in a span of in_flight
         self.in_flight: deque[_Span] = deque()
@@ -89,7 +107,7 @@ class QueueCursor:
         """The next span to ask for (appended to :attr:`in_flight`), or None when all are asked."""
         if self.requested >= self.end:
             return None
-        span = _Span(self.requested, min(self.requested + self.batch_size, self.end))
+        span = _Span(self.requested, min(self.requested + self.span_size, self.end))
         self.requested = span.end
         self.in_flight.append(span)
         return span
@@ -112,11 +130,22 @@ class QueueCursor:
                 f"the broker returned {found}; offsets [{start + index}, {found}) are missing"
             )
         self.delivered = start + len(messages)
+        self._learn(len(messages), span.end - start)
         rest = None
         if self.delivered < span.end:
             rest = _Span(self.delivered, span.end)
             self.in_flight.appendleft(rest)
         return messages, rest
+
+    def _learn(self, got: int, asked: int) -> None:
+        if got < asked:
+            self.span_size = max(got, self.span_size // 2, 1)
+            self.full_answers = 0
+        elif asked >= self.span_size and self.span_size < self.batch_size:
+            self.full_answers += 1
+            if self.full_answers >= FULL_ANSWERS_BEFORE_GROWING:
+                self.span_size = min(self.batch_size, self.span_size * 2)
+                self.full_answers = 0
 
     def _describe_empty(self, offset: int, result: PullResult) -> str:
         if offset < result.min_offset:
@@ -149,6 +178,7 @@ def read_ranges(
     batch_size: int = 32,
     pulls_in_flight: int = DEFAULT_PULLS_IN_FLIGHT,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    max_messages_in_flight: int | None = None,
     timeout: float | None = None,
     columnar: bool = False,
 ) -> Iterator[tuple[MessageQueue, list[Message] | RawRecords]]:
@@ -158,14 +188,16 @@ def read_ranges(
     :class:`RawRecords` (indexed, not decoded), any other as decoded messages.
 
     Queues are served in turn, one pull's answer each. At most ``pulls_in_flight`` pulls of
-    ``batch_size`` messages are outstanding per queue and about ``max_in_flight`` in all (each
-    queue keeps at least one), so what waits in memory is bounded like the push consumer's
-    process queue. Closing the iterator early abandons the outstanding pulls.
+    ``batch_size`` messages (or the fewer a broker gives, once learned) are outstanding per queue,
+    about ``max_in_flight`` in all, and no more per queue than ``max_messages_in_flight`` messages
+    can answer (each queue keeps at least one pull), so what waits in memory is bounded like the
+    push consumer's process queue. Closing the iterator early abandons the outstanding pulls.
     """
     if not 1 <= batch_size <= 1024:  # pullBatchSize range of checkConfig
         raise InvalidArgument(f"batch_size must be within [1, 1024], got {batch_size}")
-    if pulls_in_flight < 1 or max_in_flight < 1:
-        raise InvalidArgument(f"pulls_in_flight and max_in_flight must be >= 1, got {pulls_in_flight}, {max_in_flight}")
+    if pulls_in_flight < 1 or max_in_flight < 1 or (max_messages_in_flight is not None and max_messages_in_flight < 1):
+        raise InvalidArgument(f"pulls_in_flight, max_in_flight and max_messages_in_flight must be >= 1, got "
+                              f"{pulls_in_flight}, {max_in_flight}, {max_messages_in_flight}")
     cursors = deque(QueueCursor(r.queue, r.start, r.end, batch_size) for r in ranges if r.end > r.start)
     if not cursors:
         return
@@ -191,7 +223,8 @@ def read_ranges(
             span.pending = None  # not sent (e.g. the broker is restarting): answer() pulls it with retries
 
     def top_up(cursor: QueueCursor) -> None:
-        while len(cursor.in_flight) < depth and (span := cursor.next_span()) is not None:
+        most = depth if max_messages_in_flight is None else max(1, min(depth, max_messages_in_flight // cursor.span_size))
+        while len(cursor.in_flight) < most and (span := cursor.next_span()) is not None:
             send(cursor, span)
 
     def answer(cursor: QueueCursor, span: _Span) -> PullResult:

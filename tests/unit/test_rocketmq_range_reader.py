@@ -8,7 +8,7 @@ from rocketlake.resources.rocketmq.errors import InvalidArgument, RangeUnreadabl
 from rocketlake.resources.rocketmq.message import Message
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 from rocketlake.resources.rocketmq.pull import GetMessageStatus, PullResult, PullStatus
-from rocketlake.resources.rocketmq.range_reader import QueueCursor, read_ranges
+from rocketlake.resources.rocketmq.range_reader import FULL_ANSWERS_BEFORE_GROWING, QueueCursor, read_ranges
 
 MQ = MessageQueue("T", "broker-a", 3)
 
@@ -90,10 +90,89 @@ def test_an_empty_answer_fails_saying_why(result: PullResult, why: str) -> None:
 def test_bad_ranges_and_settings_are_refused_before_any_request() -> None:
     with pytest.raises(InvalidArgument, match=r"bad offset range \[5, 4\)"):
         QueueCursor(MQ, 5, 4, batch_size=32)
-    for kwargs, needle in (({"batch_size": 0}, "batch_size"), ({"pulls_in_flight": 0}, "pulls_in_flight")):
+    for kwargs, needle in (({"batch_size": 0}, "batch_size"), ({"pulls_in_flight": 0}, "pulls_in_flight"),
+                           ({"max_messages_in_flight": 0}, "max_messages_in_flight")):
         with pytest.raises(InvalidArgument, match=needle):
             next(read_ranges(None, [OffsetRange(MQ, 0, 10)], consumer_group="g", **kwargs))  # type: ignore[arg-type]
 
 
 def test_empty_ranges_need_no_client() -> None:
     assert list(read_ranges(None, [OffsetRange(MQ, 7, 7)], consumer_group="g")) == []  # type: ignore[arg-type]
+
+
+def answer_head(cursor: QueueCursor, cap: int) -> int:
+    """Answer the head span as a broker capping pulls at ``cap`` messages would; how many it gave."""
+    head = cursor.in_flight[0]
+    given = min(cap, head.end - head.start)
+    cursor.accept(found(*range(head.start, head.start + given), max_offset=cursor.end))
+    return given
+
+
+def test_a_queue_asks_for_what_a_capping_broker_gives_instead_of_waiting_on_each_rest() -> None:
+    # pull_batch_size 1024 against a stock broker (32 a pull): each short answer halves the span size, at most.
+    cursor = QueueCursor(MQ, 0, 100_000, batch_size=1024)
+    cursor.next_span()
+    learned = []
+    while cursor.in_flight:  # the first span, asked for before anything was known: its rest, 32 at a time
+        answer_head(cursor, 32)
+        learned.append(cursor.span_size)
+    assert learned[:6] == [512, 256, 128, 64, 32, 32] and len(learned) == 1024 // 32
+    assert [cursor.next_span().end - cursor.in_flight[-1].start for _ in range(4)] == [32] * 4  # all full answers
+    while cursor.in_flight:
+        answer_head(cursor, 32)
+    # At the cap every answer is full: one probe for twice as many after a run of full answers, back to the cap.
+    seen = []
+    for _ in range(3 * FULL_ANSWERS_BEFORE_GROWING):
+        span = cursor.next_span()
+        seen.append(span.end - span.start)
+        while cursor.in_flight:
+            answer_head(cursor, 32)
+    assert set(seen) == {32, 64} and seen.count(64) <= 3
+
+
+def test_a_short_answer_by_chance_is_not_kept_for_good() -> None:
+    # The end of a commit-log file answers 3 messages once; the broker's real cap is 1024.
+    cursor = QueueCursor(MQ, 0, 1_000_000, batch_size=1024)
+    cursor.next_span()
+    answer_head(cursor, 3)
+    assert cursor.span_size == 512  # at most halved by one answer
+    answers = 0
+    while cursor.span_size < 1024:
+        if not cursor.in_flight:
+            cursor.next_span()
+        answer_head(cursor, 1024)
+        answers += 1
+    assert answers == FULL_ANSWERS_BEFORE_GROWING  # full answers in a row: the batch size again
+
+
+def test_pulls_in_flight_per_queue_stay_within_the_messages_a_queue_may_hold() -> None:
+    from rocketlake.resources.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT
+
+    class Unanswered(Exception):
+        pass
+
+    class Recorder:
+        """Stands in for the client: records the pulls sent; the first answer awaited ends the read."""
+
+        def __init__(self) -> None:
+            self.sizes: list[int] = []
+
+        def broker(self, name):
+            return self
+
+        def pull_async(self, topic, queue_id, offset, max_msgs, **kwargs):
+            self.sizes.append(max_msgs)
+            return self
+
+        def result(self):
+            raise Unanswered()
+
+        def cancel(self) -> None:
+            pass
+
+    for batch, threshold, expected in ((1024, 1000, 1), (32, 1000, DEFAULT_PULLS_IN_FLIGHT), (32, 64, 2)):
+        recorder = Recorder()
+        with pytest.raises(Unanswered):
+            next(read_ranges(recorder, [OffsetRange(MQ, 0, 10_000)], consumer_group="g", batch_size=batch,
+                             max_messages_in_flight=threshold))
+        assert recorder.sizes == [batch] * expected, (batch, threshold, recorder.sizes)
