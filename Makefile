@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-fast ui stack stack-down clean
+.PHONY: setup demo test test-fast soak ui stack stack-down clean
 
 setup: $(VENV)/.installed
 
@@ -25,8 +25,14 @@ test: setup
 	  echo "the deployed-stack test needs PostgreSQL's programs: apt-get install postgresql" >&2; exit 1; }
 	$(BIN)/python -m pytest
 
+# The pure-logic tier alone (tests/conftest.py TIERS): no broker, Spark or Dagster run; under a minute.
 test-fast: setup
-	$(BIN)/python -m pytest -m "not integration"
+	$(BIN)/python -m pytest -m unit
+
+# The crash trials at 50 random instants (CI runs 4); ROCKETLAKE_CRASH_SEED=<seed> replays a printed run.
+soak: setup
+	ROCKETLAKE_CRASH_TRIALS=$${ROCKETLAKE_CRASH_TRIALS:-50} $(BIN)/python -m pytest \
+	  tests/integration/test_crash_recovery.py -k random_instants
 
 # The demo's instance, with the demo's configuration and its downstream asset once `make demo` has written it.
 ui: setup

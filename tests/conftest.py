@@ -23,6 +23,86 @@ from rocketlake.resources.local.spec import BrokerSpec, ClusterSpec, default_sto
 
 _rng = random.Random()
 
+# --------------------------------------------------------------------------------------------
+# Tiers: what a test needs to run. Every test has exactly one; the suite runs them cheapest first, so a broken
+# pure-logic test fails in the first minute, and prints the wall time each tier took at the end.
+
+#: marker -> what a test of that tier needs (registered in pyproject.toml, in this order)
+TIERS = {
+    "unit": "pure logic: plain data, no process or service of its own",
+    "broker": "a real name server and brokers, or the Java RocketMQ client (no Spark)",
+    "engine": "the engine on real brokers, Spark and Delta, without Dagster",
+    "dagster": "Dagster runs (in process) on real brokers, Spark and Delta",
+    "stack": "the whole stack: CLI processes, daemons, PostgreSQL, a browser, runs killed",
+}
+_tier_of: dict[str, str] = {}
+_tier_seconds: dict[str, float] = {tier: 0.0 for tier in TIERS}
+_tier_outcomes: dict[str, dict[str, int]] = {tier: {} for tier in TIERS}
+_session_started: list[float] = []
+_summary_lines: list[str] = []
+
+
+@pytest.fixture
+def summary_line() -> Callable[[str], None]:
+    """``summary_line(text)``: a line the run's summary prints whether the test passes or fails (a seed to replay)."""
+    return _summary_lines.append
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    import time
+
+    _session_started.append(time.time())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        marked = [m.name for m in item.iter_markers() if m.name in TIERS]  # the closest marker first
+        if not marked:
+            if item.path.parent.name != "unit":
+                raise pytest.UsageError(f"{item.nodeid} has no tier marker: mark it with one of {', '.join(TIERS)}")
+            item.add_marker(pytest.mark.unit)
+            marked = ["unit"]
+        _tier_of[item.nodeid] = marked[0]
+        if marked[0] != "unit":
+            item.add_marker(pytest.mark.integration)  # the umbrella of every tier that starts something real
+    order = list(TIERS)
+    items.sort(key=lambda item: order.index(_tier_of[item.nodeid]))  # stable: files keep their order in a tier
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    tier = _tier_of.get(report.nodeid)
+    if tier is None:
+        return
+    _tier_seconds[tier] += report.duration  # setup + call + teardown, session fixtures charged where first used
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        outcomes = _tier_outcomes[tier]
+        outcomes[report.outcome] = outcomes.get(report.outcome, 0) + 1
+
+
+@pytest.hookimpl(trylast=True)  # after the slowest durations: the last thing before pytest's closing line
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    import os
+    import time
+
+    if not any(_tier_outcomes.values()):
+        return  # nothing ran (--collect-only)
+    write = terminalreporter.write_line
+    terminalreporter.section("time per tier")
+    for tier in TIERS:
+        outcomes = _tier_outcomes[tier]
+        if outcomes:
+            counts = ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items()))
+            write(f"{tier:<8} {_tier_seconds[tier] / 60:6.1f} min  {counts}  ({TIERS[tier]})")
+    session_s = time.time() - _session_started[0]
+    write(f"{'tests':<8} {session_s / 60:6.1f} min")
+    for line in _summary_lines:
+        write(line)
+    started = os.environ.get("ROCKETLAKE_CI_STARTED")  # set by .ci/run: setup is charged to the total, not the tests
+    if started:
+        total_s = time.time() - float(started)
+        write(f"{'setup':<8} {(total_s - session_s) / 60:6.1f} min")
+        write(f"{'total':<8} {total_s / 60:6.1f} min (.ci/run from its start)")
+
 
 def free_ports(count: int, *, block: int = 1) -> list[int]:
     """``count`` ports p, each with p-2 .. p+block-1 free too (a broker uses p-2, p and p+1)."""

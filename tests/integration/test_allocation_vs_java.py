@@ -19,7 +19,7 @@ from rocketlake.pipelines.allocation import (AllocationError, PrefixMachineRoomR
 from rocketlake.resources.local import peers
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.broker
 
 CASES = 600
 ROOMS = ["r1", "r2", "r3", "idc-b", "éast", "Zone", "\U0001F600x", "ｚ"]

@@ -15,7 +15,7 @@ from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.errors import TopicNotExist
 from tests.integration.ingestion_support import definitions, run_partitions, unique, write_config
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.dagster
 
 
 def test_two_broadcasting_members_each_land_every_message_with_their_own_progress(tmp_path, local_cluster, produced):

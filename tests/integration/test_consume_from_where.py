@@ -13,7 +13,7 @@ from deltalake import DeltaTable
 
 from tests.integration.ingestion_support import definitions, run_partitions, unique, write_config
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.dagster
 SCHEDULED = {"dagster/schedule_name": "orders_windows"}
 
 

@@ -12,7 +12,7 @@ from rocketlake.pipelines.consume import DUPLICATE, ERROR, decode_checked, liste
 from rocketlake.pipelines.source import MATCHED_COLUMN, SCHEMA_DDL, WINDOW_COLUMN
 from tests.unit.support import ingestion_config
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.engine
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 

@@ -46,7 +46,7 @@ from tests.integration.ingestion_support import (
 )
 from tests.integration.test_member import until
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -29,7 +29,7 @@ from tests.integration.ingestion_support import minute_key, order, unique, wait_
 from tests.integration.test_consumer_group import Deployment, ledger
 from tests.integration.test_member import until
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]
 DAGSTER = str(Path(sys.executable).parent / "dagster")
 

@@ -40,7 +40,7 @@ from tests.integration.ingestion_support import (
     write_config,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.dagster
 
 W1_MESSAGES = 30
 W2_MESSAGES = 200   # about 300 bytes each: several 16 KiB commit-log files per broker

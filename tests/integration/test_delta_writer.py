@@ -11,7 +11,7 @@ from rocketlake.pipelines.delta_writer import read_ledger, write_slice
 from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.engine
 
 MIN = 60_000
 COLUMNS = "topic STRING, broker_name STRING, queue_id INT, queue_offset BIGINT, window_start TIMESTAMP, v STRING"

@@ -40,7 +40,7 @@ from tests.integration.ingestion_support import minute_key, order, unique, wait_
 from tests.integration.test_consumer_group_daemon import start_daemon, stop_daemon
 from tests.integration.test_member import until
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 

@@ -23,7 +23,7 @@ from tests.integration.ingestion_support import (
     write_config,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.dagster
 
 
 def table_rows(path: str) -> list[dict]:
@@ -144,6 +144,7 @@ def test_a_window_that_is_not_closed_is_refused(tmp_path, local_cluster, produce
     assert not Path(path).exists()  # nothing written
 
 
+@pytest.mark.stack  # the public `dagster` CLI in its own process
 def test_dagster_cli_materializes_a_partition(tmp_path, local_cluster, produced):
     _, table, group, path = setup(tmp_path, local_cluster, produced)
     w1, _ = produced.windows()
@@ -158,6 +159,7 @@ def test_dagster_cli_materializes_a_partition(tmp_path, local_cluster, produced)
     assert sorted(r["msg_id"] for r in table_rows(path)) == sorted(m["msgId"] for m in produced.in_window(w1))
 
 
+@pytest.mark.stack  # the `rocketlake backfill` CLI in its own process
 def test_rocketlake_backfill_lands_a_range_given_by_store_times(tmp_path, local_cluster, produced):
     """`rocketlake backfill` with ISO times: the windows holding them, one run, exactly the Java peer's messages."""
     _, table, group, path = setup(tmp_path, local_cluster, produced)

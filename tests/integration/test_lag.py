@@ -19,7 +19,7 @@ from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq_resource import RocketMQResource
 from tests.integration.ingestion_support import definitions, run_partitions, unique, write_config
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.dagster
 SCHEDULED = {"dagster/schedule_name": "orders_windows"}
 
 

@@ -16,7 +16,7 @@ from rocketlake.resources.local.process import LocalClusterError, ManagedProcess
 from rocketlake.resources.local.spec import ClusterSpec
 from tests.conftest import free_ports, make_spec
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.stack
 
 
 def rocketlake(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -14,7 +14,7 @@ import pytest
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from tests.integration.ingestion_support import unique, write_config
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -16,7 +16,7 @@ from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from tests.integration.ingestion_support import unique, write_config
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]
 
 

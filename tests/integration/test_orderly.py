@@ -13,7 +13,7 @@ from rocketlake.pipelines.ledger import LedgerEntry
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from tests.integration.ingestion_support import definitions, run_partitions, unique, write_config
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.dagster
 
 
 def failure_message(result) -> str:

@@ -29,7 +29,7 @@ from tests.integration.ingestion_support import (
 from tests.integration.test_retry_and_dead_letters import dead_letters
 from tests.unit.listeners import calls_file
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.dagster
 SCHEDULED = {"dagster/schedule_name": "every_minute"}  # a scheduled run starts where the group stands
 A, B = ("broker-a", 0), ("broker-b", 1)  # A: a message fails once; B: one always fails
 

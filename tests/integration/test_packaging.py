@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.stack
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 from deltalake import DeltaTable
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.broker
 
 
 def test_both_brokers_register_on_loopback(local_cluster):
@@ -51,6 +51,7 @@ def test_java_peer_stdin_mode_targets_a_queue_and_sends_batches(create_topic, ja
     assert len({s.msg_id for s in sent}) == 4
 
 
+@pytest.mark.engine  # Spark and Delta, no broker
 def test_spark_writes_delta_that_delta_rs_reads(spark, tmp_path):
     path = str(tmp_path / "smoke_table")
     rows = [(i, f"order-{i}", i * 1.5) for i in range(10)]

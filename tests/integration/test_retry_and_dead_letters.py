@@ -32,7 +32,7 @@ from tests.integration.ingestion_support import (
 )
 from tests.unit.listeners import FAIL_UNTIL
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.dagster
 MAX_RECONSUME = 2
 
 

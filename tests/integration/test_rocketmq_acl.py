@@ -46,7 +46,7 @@ from rocketlake.resources.rocketmq.pull import PullStatus
 from rocketlake.resources.rocketmq.send import OutgoingMessage
 from tests.conftest import make_spec
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.broker
 
 ACCESS_KEY = "rocketlake_ak"
 SECRET_KEY = "rl-acl-secret.7c41e9"

@@ -25,7 +25,7 @@ from rocketlake.resources.rocketmq.pull import PullStatus
 from rocketlake.resources.rocketmq.send import OutgoingMessage
 from tests.conftest import make_spec
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.broker
 
 TIMEOUT = 5.0
 HOLD_MS = 20_000  # the in-flight pull is a long poll held this long by the broker

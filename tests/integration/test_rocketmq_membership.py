@@ -14,7 +14,7 @@ from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq.pull import PullStatus
 from rocketlake.resources.rocketmq.send import OutgoingMessage
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.broker
 
 
 def group_name(prefix: str) -> str:

@@ -17,7 +17,7 @@ from rocketlake.resources.rocketmq.heartbeat import ConsumerData, new_client_id
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq.send import OutgoingMessage
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.broker
 
 
 def fill(client, topic: str, counts: dict[tuple[str, int], int]) -> None:

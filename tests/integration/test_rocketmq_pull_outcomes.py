@@ -13,7 +13,7 @@ from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq.pull import GetMessageStatus, PullStatus
 from rocketlake.resources.rocketmq.send import OutgoingMessage
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.broker
 
 GROUP = "g_pull_outcomes"
 # "Aa" and "BB" have the same Java String.hashCode, so the broker's tag-code filter cannot tell them apart.

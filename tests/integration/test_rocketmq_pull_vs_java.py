@@ -23,7 +23,7 @@ import pytest
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from tests.conftest import pull_range
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.broker
 
 COMPRESSED_FLAG = 0x1
 COMPRESSION_TYPE_BITS = 0x700

@@ -18,7 +18,7 @@ from rocketlake.resources.rocketmq.errors import RangeUnreadable
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 from rocketlake.resources.rocketmq.range_reader import read_ranges
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.broker
 
 GROUP = "rocketlake_range_reader"
 BODY_SIZE = 60_000

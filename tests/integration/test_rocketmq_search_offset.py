@@ -14,7 +14,7 @@ from rocketlake.resources.rocketmq.broker import BoundaryType
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from tests.conftest import pull_range
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.broker
 
 
 def probes(store_times: list[int]) -> list[int]:

@@ -16,7 +16,7 @@ from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq.send import OutgoingMessage, SendStatus
 from tests.conftest import pull_range
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.broker
 
 
 def test_java_consumer_reads_what_we_send(rocketmq_client, new_topic, java_peers):

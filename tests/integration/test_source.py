@@ -9,7 +9,7 @@ import pytest
 from rocketlake.pipelines.options import SourceOptionError, parse_options
 from rocketlake.pipelines.source import register
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.engine
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from rocketlake.resources.local.spark_cluster import LocalSparkCluster, SparkClu
 from tests.conftest import free_ports
 from tests.integration.ingestion_support import java_dump, minute_key, order, unique, wait_for_next_minute, write_config
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -43,7 +43,7 @@ from tests.integration.ingestion_support import (
     write_config,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.dagster
 SCHEDULED = {"dagster/schedule_name": "orders_windows"}
 
 

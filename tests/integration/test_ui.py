@@ -29,7 +29,7 @@ from rocketlake.demo import sample_orders
 from rocketlake.resources.local.peers import produce
 from tests.conftest import free_ports
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 TOPIC = "rocketlake_demo_orders"
