@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocketlake.resources import jars
+from rocketlake.resources.local import peers
 from rocketlake.resources.local.process import (
     BROKER_HEAP,
     NAMESRV_HEAP,
@@ -224,6 +225,7 @@ class LocalCluster:
         # Brokers first (they deregister from the name server), then the name server.
         stopped = stop_all(list(self.broker_processes.values()))
         stopped += stop_all([self.namesrv])
+        peers.close_servers(self.spec.state_dir)  # this process's Java peer / mqadmin JVM for the state directory
         if wipe:
             shutil.rmtree(self.spec.store, ignore_errors=True)
         return stopped

@@ -2,18 +2,21 @@
 
 It is the oracle: when our code says a topic has N messages or a group sits at offset X, the
 tests ask mqadmin too. mqadmin exits 0 even when its sub-command fails, so the output is checked
-for the exception it prints instead.
+for the exception it prints instead. Its ``MQAdminStartup.main0`` runs in the state directory's Java
+peer server (peers.py), not in a JVM of its own per call.
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from rocketlake.resources import jars
-from rocketlake.resources.local.process import TOOL_HEAP, LocalClusterError, jvm_base_flags
+from rocketlake.resources.local import peers
+from rocketlake.resources.local.process import LocalClusterError
+
+MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
 
 
 @dataclass(frozen=True)
@@ -44,16 +47,15 @@ class MQAdmin:
         self.version = version
 
     def run(self, *args: str, timeout: float = 120.0) -> str:
-        java = jars.require_tool("java", "run mqadmin")
-        cp = jars.classpath(jars.rocketmq_jar_set(self.version))
-        cmd = [java, *TOOL_HEAP,
-               *jvm_base_flags(self.state_dir, self.state_dir / "home", "rmq.tools.logback.xml"),
-               "-cp", cp, "org.apache.rocketmq.tools.command.MQAdminStartup", *args, "-n", self.namesrv]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        if proc.returncode != 0 or _FAILURE.search(proc.stderr):
-            raise LocalClusterError(f"mqadmin {' '.join(args)} failed (exit {proc.returncode}):\n"
-                                    f"{(proc.stdout + proc.stderr).strip()[-3000:]}")
-        return proc.stdout
+        """``mqadmin <args> -n <namesrv>``: what it prints on stdout. The peer server runs it with the flags a
+        mqadmin JVM of ours had (user.home = the state directory, rocketmq.home.dir = its home/, the tools'
+        logback configuration); an exit code is 1 for a bad option (System.exit, trapped there), else 0."""
+        code, out, err = peers.server(self.state_dir, self.version).call(MAIN, [*args, "-n", self.namesrv],
+                                                                         timeout=timeout)
+        if code != 0 or _FAILURE.search(err):
+            raise LocalClusterError(f"mqadmin {' '.join(args)} failed (exit {code}):\n"
+                                    f"{(out + err).strip()[-3000:]}")
+        return out
 
     def update_topic(self, topic: str, broker_address: str, queues: int) -> None:
         self.run("updateTopic", "-b", broker_address, "-t", topic, "-r", str(queues), "-w", str(queues))

@@ -130,6 +130,6 @@ def test_queue_offsets_and_earliest_time_match_the_java_admin(rocketmq_client, n
             # The broker answers -1 for a queue without messages (the Java admin returns it as is).
             assert earliest is None
             assert not java_earliest["ok"] or java_earliest["value"] == -1
-    # mqadmin topicStatus (its own JVM) sees the same min/max.
+    # mqadmin topicStatus (the Java tools, through the peer server) sees the same min/max.
     status = {(s.broker_name, s.queue_id): (s.min_offset, s.max_offset) for s in java_peers.mqadmin().topic_status(topic)}
     assert status == {(mq.broker_name, mq.queue_id): (0, counts[(mq.broker_name, mq.queue_id)]) for mq in queues}

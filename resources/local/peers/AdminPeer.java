@@ -9,6 +9,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
@@ -23,13 +24,21 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 public final class AdminPeer {
     private static final PrintStream OUT = new PrintStream(System.out, false, StandardCharsets.UTF_8);
 
+    /** Runs of this class in this JVM (PeerServer runs it many times): each run's client is a new instance. */
+    private static final AtomicInteger RUNS = new AtomicInteger();
+
     public static void main(String[] args) throws Exception {
+        System.exit(run(args));
+    }
+
+    /** The program; returns its exit code (PeerServer calls it without ending the JVM). */
+    static int run(String[] args) throws Exception {
         if (args.length != 2 || !args[0].equals("--namesrv")) {
             throw new IllegalArgumentException("usage: AdminPeer --namesrv host:port");
         }
         DefaultMQAdminExt admin = new DefaultMQAdminExt();
         admin.setNamesrvAddr(args[1]);
-        admin.setInstanceName("admin-peer-" + ProcessHandle.current().pid());
+        admin.setInstanceName("admin-peer-" + ProcessHandle.current().pid() + "-" + RUNS.incrementAndGet());
         admin.start();
         try {
             BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -52,7 +61,7 @@ public final class AdminPeer {
         } finally {
             admin.shutdown();
         }
-        System.exit(0);
+        return 0;
     }
 
     private static Object run(DefaultMQAdminExt admin, JSONObject cmd) throws Exception {

@@ -40,6 +40,11 @@ public final class AllocatePeer {
     private static final PrintStream OUT = new PrintStream(System.out, false, StandardCharsets.UTF_8);
 
     public static void main(String[] args) throws Exception {
+        System.exit(run(args));
+    }
+
+    /** The program; returns its exit code (PeerServer calls it without ending the JVM). */
+    static int run(String[] args) throws Exception {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
         while ((line = in.readLine()) != null) {
@@ -49,7 +54,7 @@ public final class AllocatePeer {
             OUT.println(JSON.toJSONString(answer(JSON.parseObject(line))));
         }
         OUT.flush();
-        System.exit(0);
+        return 0;
     }
 
     private static Map<String, Object> answer(JSONObject c) {

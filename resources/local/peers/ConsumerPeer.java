@@ -7,6 +7,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.common.message.MessageClientExt;
 import org.apache.rocketmq.common.message.MessageExt;
@@ -23,14 +24,23 @@ import org.apache.rocketmq.common.message.MessageQueue;
 public final class ConsumerPeer {
     private static final PrintStream OUT = new PrintStream(System.out, false, StandardCharsets.UTF_8);
 
+    /** Runs of this class in this JVM (PeerServer runs it many times): each run's client is a new instance. */
+    private static final AtomicInteger RUNS = new AtomicInteger();
+
     public static void main(String[] args) {
         // The client's threads are not daemons: an exception leaving main would keep the JVM alive until
         // the caller's timeout. Any failure ends the process at once, with its stack on stderr.
+        System.exit(run(args));
+    }
+
+    /** The program; returns its exit code, 2 on any failure (PeerServer calls it without ending the JVM). */
+    static int run(String[] args) {
         try {
-            run(args);
+            consume(args);
+            return 0;
         } catch (Throwable t) {
             t.printStackTrace();
-            System.exit(2);
+            return 2;
         }
     }
 
@@ -54,7 +64,7 @@ public final class ConsumerPeer {
         }
     }
 
-    private static void run(String[] args) throws Exception {
+    private static void consume(String[] args) throws Exception {
         Map<String, String> opts = new HashMap<>();
         for (int i = 0; i + 1 < args.length; i += 2) {
             opts.put(args[i].replaceFirst("^--", ""), args[i + 1]);
@@ -62,16 +72,27 @@ public final class ConsumerPeer {
         String topic = opts.get("topic");
         boolean bench = "bench".equals(opts.getOrDefault("mode", "dump"));
         boolean filtered = opts.containsKey("subscription");
-        DefaultLitePullConsumer consumer = new DefaultLitePullConsumer("rocketlake_peer_consumer_" + ProcessHandle.current().pid());
+        // One group and client instance per run: PeerServer runs this class many times in one JVM.
+        String run = ProcessHandle.current().pid() + "_" + RUNS.incrementAndGet();
+        DefaultLitePullConsumer consumer = new DefaultLitePullConsumer("rocketlake_peer_consumer_" + run);
         consumer.setNamesrvAddr(opts.get("namesrv"));
-        consumer.setInstanceName("consumer-peer-" + ProcessHandle.current().pid());
+        consumer.setInstanceName("consumer-peer-" + run);
         consumer.setAutoCommit(false);
         consumer.setPullBatchSize(Integer.parseInt(opts.getOrDefault("pull-batch-size", "32")));
         if (opts.containsKey("subscription")) {
             consumer.setSubExpressionForAssign(topic, opts.get("subscription"));
         }
         consumer.start();
+        try {
+            read(consumer, opts, topic, bench, filtered);
+        } finally {
+            // In a PeerServer, a consumer left running (after a failure too) would outlive the request.
+            consumer.shutdown();
+        }
+    }
 
+    private static void read(DefaultLitePullConsumer consumer, Map<String, String> opts, String topic, boolean bench,
+                             boolean filtered) throws Exception {
         Map<MessageQueue, long[]> ranges = new LinkedHashMap<>();
         for (String spec : opts.get("queues").split(",")) {
             String[] p = spec.split(":");
@@ -159,8 +180,6 @@ public final class ConsumerPeer {
             OUT.println(JSON.toJSONString(line));
         }
         OUT.flush();
-        consumer.shutdown();
-        System.exit(0);
     }
 
     private static void print(MessageExt m) {

@@ -10,6 +10,7 @@ import java.util.Base64;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.common.message.Message;
@@ -30,12 +31,20 @@ import org.apache.rocketmq.common.message.MessageQueue;
 public final class ProducerPeer {
     private static final PrintStream OUT = new PrintStream(System.out, false, StandardCharsets.UTF_8);
 
+    /** Runs of this class in this JVM (PeerServer runs it many times): each run's client is a new instance. */
+    private static final AtomicInteger RUNS = new AtomicInteger();
+
     public static void main(String[] args) throws Exception {
+        System.exit(run(args));
+    }
+
+    /** The program; returns its exit code (PeerServer calls it without ending the JVM). */
+    static int run(String[] args) throws Exception {
         Map<String, String> opts = parseArgs(args);
         String namesrv = require(opts, "namesrv");
         DefaultMQProducer producer = new DefaultMQProducer(opts.getOrDefault("group", "rocketlake_peer_producer"));
         producer.setNamesrvAddr(namesrv);
-        producer.setInstanceName("peer-" + ProcessHandle.current().pid());
+        producer.setInstanceName("peer-" + ProcessHandle.current().pid() + "-" + RUNS.incrementAndGet());
         producer.setSendMsgTimeout(Integer.parseInt(opts.getOrDefault("send-timeout-ms", "10000")));
         producer.setRetryTimesWhenSendFailed(2);
         if (opts.containsKey("compress-over")) {
@@ -57,7 +66,7 @@ public final class ProducerPeer {
             OUT.flush();
             producer.shutdown();
         }
-        System.exit(exit);
+        return exit;
     }
 
     private static void sendFromStdin(DefaultMQProducer producer) throws Exception {
