@@ -20,6 +20,7 @@ from rocketlake.resources.local.cluster import LocalCluster
 from rocketlake.resources.local.peers import SentMessage, produce
 from rocketlake.resources.local.process import port_in_use
 from rocketlake.resources.local.spec import BrokerSpec, ClusterSpec, default_store_root
+from tests.spark_jvm import SparkJvmOptions
 
 _rng = random.Random()
 
@@ -67,6 +68,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)  # the umbrella of every tier that starts something real
     order = list(TIERS)
     items.sort(key=lambda item: order.index(_tier_of[item.nodeid]))  # stable: files keep their order in a tier
+    if not config.option.collectonly and any(_tier_of[item.nodeid] in SPARK_TIERS for item in items):
+        _spark_jvm.start()  # built (once per JDK and PySpark) while the cheaper tiers run
+
+
+#: tiers whose tests start Spark driver JVMs, in this process or in the processes they start
+SPARK_TIERS = ("engine", "dagster", "stack")
+_spark_jvm = SparkJvmOptions()
+
+
+@pytest.fixture(scope="session")
+def spark_jvm_options() -> str:
+    """Quick-starting Spark driver JVMs (tests/spark_jvm.py) for every driver the session starts from now on."""
+    return _spark_jvm.apply()
+
+
+@pytest.fixture(autouse=True)
+def _spark_jvm_for_spark_tiers(request: pytest.FixtureRequest) -> None:
+    if _tier_of.get(request.node.nodeid) in SPARK_TIERS:
+        request.getfixturevalue("spark_jvm_options")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -182,7 +202,7 @@ def java_producer(local_cluster: LocalCluster) -> Callable[..., list[SentMessage
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark(spark_jvm_options):
     from rocketlake.resources.spark import spark_session
 
     session = spark_session("local[2]")
@@ -285,3 +305,96 @@ def pull_range(client, mq, start: int, end: int, *, group: str = "rocketlake_tes
 def pull_range_fixture() -> Callable[..., list]:
     """:func:`pull_range` as a fixture, for test modules that cannot import conftest."""
     return pull_range
+
+
+# --------------------------------------------------------------------------------------------
+# The disruptable cluster: the tests that stop or kill brokers, delete commit-log files or change topics
+# (test_topic_changes, test_deleted_messages, test_rocketmq_broker_restart) share one 5.x name server and two
+# brokers, in turn, instead of starting one each. Whoever disturbs it hands it over usable (``hand_over``): every
+# broker running again, registered with the name server and answering at its address; topics are unique per test.
+
+import time  # noqa: E402 - this block's own imports
+
+from rocketlake.resources.local.process import LocalClusterError  # noqa: E402
+from rocketlake.resources.local.spec import SHORT_RETENTION  # noqa: E402
+
+#: Hours a commit-log file is kept on the disruptable brokers (the spec's default): nothing expires there unless a
+#: test says so at runtime (test_deleted_messages sets fileReservedTime to 0 around its deletion and back), so
+#: the clean rounds a DELETE_EXPIRED_COMMITLOG arms (20, one a second, still running when that test is over) or a
+#: full /dev/shm never delete what a later test wrote.
+KEEP_FILES_HOURS = 168
+
+#: Largest message body the disruptable brokers take: well below SHORT_RETENTION's 16 KiB commit-log files. A
+#: message that fits no file is answered PUT_OK by 5.3.3 and not stored (CommitLog.asyncPutMessage: END_OF_FILE on
+#: the new file too); with this limit the broker refuses it (MESSAGE_ILLEGAL). The tests here send a few hundred bytes.
+DISRUPTABLE_MAX_BODY = 8 * 1024
+
+#: The session cluster's short delay levels, SHORT_RETENTION's small commit-log files and clean settings (rendered
+#: last, later keys win), files kept until a test expires them, and the body limit.
+DISRUPTABLE_PROPERTIES: tuple[tuple[str, object], ...] = (
+    *SHORT_DELAY_LEVELS,
+    *SHORT_RETENTION,
+    ("fileReservedTime", KEEP_FILES_HOURS),
+    ("maxMessageSize", DISRUPTABLE_MAX_BODY),
+)
+
+HAND_OVER_TIMEOUT_S = 120.0
+
+
+def _answering(cluster: LocalCluster) -> bool:
+    """Whether every broker answers a request at its address: the name server may still list a broker killed a
+    moment ago, so a registration alone does not tell that the restarted process serves."""
+    from rocketlake.resources.rocketmq.broker import BrokerClient
+    from rocketlake.resources.rocketmq.errors import BrokerError, RocketMQError
+
+    for broker in cluster.spec.brokers:
+        try:
+            # The topic named after the broker exists on each (brokerTopicEnable); a refusal is an answer too.
+            BrokerClient(broker.address, broker_name=broker.name, timeout=2.0).get_max_offset(broker.name, 0)
+        except BrokerError:
+            continue
+        except RocketMQError:  # connection refused or reset, no answer in time
+            return False
+    return True
+
+
+def hand_over(cluster: LocalCluster, timeout: float = HAND_OVER_TIMEOUT_S) -> LocalCluster:
+    """``cluster`` as the next test needs it: whatever broker a test stopped or killed started again (same ports,
+    same store), every broker registered with the name server at its address and answering requests there."""
+    cluster.up(timeout=timeout)  # starts only what is not running; returns once the name server lists every broker
+    deadline = time.monotonic() + timeout
+    while not _answering(cluster):
+        if time.monotonic() > deadline:
+            raise LocalClusterError(f"the brokers do not answer after {timeout:g} s:\n"
+                                    f"{cluster.status().render(cluster.spec.cluster_name)}")
+        time.sleep(0.25)  # polls the brokers themselves
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def disruptable_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A 5.x name server and brokers broker-a, broker-b (DISRUPTABLE_PROPERTIES) that tests may stop, kill, expand
+    topics on and delete commit-log files of: started on first use, stopped and wiped at the end of the session.
+    Use it through ``disruptable`` (or ``hand_over`` before and after, from a wider fixture)."""
+    yield from _running_cluster(tmp_path_factory, ROCKETMQ_VERSION, extra_broker_properties=DISRUPTABLE_PROPERTIES)
+
+
+@pytest.fixture
+def disruptable(disruptable_cluster: LocalCluster) -> Iterator[LocalCluster]:
+    """The disruptable cluster for one test: usable when the test starts, and made usable again when it ends
+    (whatever broker the test left stopped, even by failing, is started again and waited for)."""
+    yield hand_over(disruptable_cluster)
+    hand_over(disruptable_cluster)
+
+
+@pytest.fixture
+def disruptable_4x(local_cluster_4x: LocalCluster) -> Iterator[LocalCluster]:
+    """The 4.9 line's session cluster, lent to a test that kills a broker and restarts it, and handed back usable.
+
+    Not a cluster of its own: nothing runs on ``local_cluster_4x`` in the background (the shared minutes go to
+    ``local_cluster``), its tests run one at a time on topics and groups of their own, and a killed broker loses only
+    what it had not flushed of the test that killed it (consumer offsets of the last 5 s): messages are in the page
+    cache of its mapped files, and the restarted broker recovers them from its store on /dev/shm.
+    """
+    yield hand_over(local_cluster_4x)
+    hand_over(local_cluster_4x)

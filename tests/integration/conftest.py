@@ -1,26 +1,122 @@
-"""Data the ingestion tests share: producing across minute windows costs real minutes, so once."""
+"""Data the ingestion tests share: producing across minute windows costs real minutes, so once for all.
+
+The shared minutes are sent in the background from the moment the session's cluster is up: the broker and
+engine tiers run meanwhile, and by the time the first Dagster test asks for them they are usually closed.
+"""
 
 from __future__ import annotations
 
+import threading
+from datetime import datetime, timedelta
+
 import pytest
 
+from rocketlake.resources.local.cluster import LocalCluster
 from rocketlake.resources.local.peers import produce
-from tests.integration.ingestion_support import Produced, java_dump, order, unique, wait_for_next_minute
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from tests.integration.ingestion_support import (
+    SHARED_MINUTES,
+    Produced,
+    SentInMinutes,
+    in_shared_minutes,
+    minute_key,
+    order,
+    unique,
+    wait_for_next_minute,
+)
+
+#: 30 + 45 orders in two consecutive minutes (windows of different sizes), on 2 queues of each broker: the data of
+#: most ingestion tests (fixture ``produced``).
+ORDERS = in_shared_minutes("orders", {"orders": (2, None)},
+                           lambda t: [order(i, t["orders"]) for i in range(30)],
+                           lambda t: [order(i, t["orders"]) for i in range(30, 75)])
+
+
+def send_shared_minutes(cluster: LocalCluster) -> dict[str, SentInMinutes]:
+    """Every registered scenario's messages (``in_shared_minutes``), sent into the same consecutive minutes; returns
+    once the last of them is closed (+ the tests' 2 s grace). Each minute's sends start a second into it."""
+    namesrv = cluster.spec.namesrv_address
+    # A Java peer of its own (peers keep one process per state directory): a long call of a test running meanwhile
+    # cannot hold up a minute's sends.
+    state_dir = cluster.spec.state_dir / "shared-minutes"
+    state_dir.mkdir(exist_ok=True)
+    result: dict[str, SentInMinutes] = {}
+    with RocketMQClient(namesrv, timeout=10.0) as client:
+        for name, scenario in SHARED_MINUTES.items():
+            topics = {alias: unique(alias) for alias in scenario.topics}
+            for alias, (queues, brokers) in scenario.topics.items():
+                client.create_topic(topics[alias], queues, brokers=brokers)
+            result[name] = SentInMinutes(topics, [])
+    for minute in range(max(len(s.minutes) for s in SHARED_MINUTES.values())):
+        wait_for_next_minute(offset_s=1)
+        for name, scenario in SHARED_MINUTES.items():
+            if minute < len(scenario.minutes):
+                result[name].by_minute.append(produce(namesrv, state_dir, scenario.minutes[minute](result[name].topics)))
+    wait_for_next_minute(offset_s=3)  # the last minute closes (+ 2 s grace)
+    return result
+
+
+class MinuteClock(threading.Thread):
+    """``send_shared_minutes`` in the background; ``result()`` waits for it and raises what it raised."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        super().__init__(name="shared-minutes", daemon=True)
+        self.cluster = cluster
+        self._sent: dict[str, SentInMinutes] | None = None
+        self._error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._sent = send_shared_minutes(self.cluster)
+        except BaseException as e:  # noqa: BLE001 - handed to the test that waits for the minutes
+            self._error = e
+
+    def result(self) -> dict[str, SentInMinutes]:
+        self.join()
+        if self._error is not None:
+            raise RuntimeError("sending the shared minutes failed") from self._error
+        return self._sent
+
+
+_clock: list[MinuteClock] = []
+_wanted: list[bool] = []
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _wanted[:] = [any("shared_minutes" in item.fixturenames for item in items)]
+
+
+@pytest.fixture(autouse=True)
+def _shared_minutes_early(request: pytest.FixtureRequest) -> None:
+    """Start the shared minutes with the first test that starts the session's cluster, if any test needs them."""
+    if not _clock and _wanted and _wanted[0] and "local_cluster" in request.fixturenames:
+        clock = MinuteClock(request.getfixturevalue("local_cluster"))
+        _clock.append(clock)
+        clock.start()
 
 
 @pytest.fixture(scope="session")
-def produced(local_cluster) -> Produced:
+def shared_minutes(local_cluster) -> dict[str, SentInMinutes]:
+    """What each registered scenario sent, its minutes closed. A minute's messages that spilled over into the next
+    minute (a send held up for most of a minute) would change the windows the tests expect, so that fails here."""
+    if not _clock:
+        _clock.append(MinuteClock(local_cluster))
+        _clock[0].start()
+    result = _clock[0].result()
+    for name, sent in result.items():
+        store_ms = {m["msgId"]: m["storeTimestamp"] for alias in sent.topics
+                    for m in sent.produced(local_cluster, alias).by_msg_id.values()}
+        keys = [sorted({minute_key(store_ms[s.msg_id]) for s in minute}) for minute in sent.by_minute]
+        assert all(len(k) == 1 for k in keys), f"{name}: a minute's messages spilled over a minute boundary: {keys}"
+        sent.windows = [k[0] for k in keys]
+    minutes = sorted({w for sent in result.values() for w in sent.windows})
+    starts = [datetime.strptime(w, "%Y-%m-%d-%H:%M") for w in minutes]
+    assert all(b - a == timedelta(minutes=1) for a, b in zip(starts, starts[1:])), f"not consecutive: {minutes}"
+    assert all(sent.windows == minutes[:len(sent.windows)] for sent in result.values()), result
+    return result
+
+
+@pytest.fixture(scope="session")
+def produced(local_cluster, shared_minutes) -> Produced:
     """30 + 45 messages in two consecutive one-minute windows (of different sizes), on 2 queues of each broker."""
-    topic = unique("orders")
-    local_cluster.create_topic(topic, 2)
-
-    def send(first: int, count: int) -> list:
-        return produce(local_cluster.spec.namesrv_address, local_cluster.spec.state_dir,
-                       [order(i, topic) for i in range(first, first + count)])
-
-    wait_for_next_minute(offset_s=1)  # leave room so each batch stays inside its minute
-    sent = send(0, 30)
-    wait_for_next_minute(offset_s=1)
-    sent += send(30, 45)
-    wait_for_next_minute(offset_s=3)  # the second window closes (+ 2 s grace)
-    return Produced(topic, java_dump(local_cluster, topic, sent), sent)
+    return shared_minutes[ORDERS].produced(local_cluster, "orders")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -98,3 +99,52 @@ def run_partitions(defs, table: str, instance, first: str, last: str | None = No
     return job.execute_in_process(
         instance=instance, raise_on_error=False,
         tags={"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last, **(tags or {})})
+
+
+# --------------------------------------------------------------------------------------------
+# Shared cron minutes. A Dagster window is a cron minute, so a scenario that needs messages in windows of its own
+# waits for real minutes. Instead, every scenario that only needs its messages in one or two closed minutes says
+# so here, at import, and the session fixture ``shared_minutes`` (conftest.py) sends them all into the same
+# minutes: the suite waits for each of those minutes once, whatever the number of scenarios.
+
+#: topic alias -> (queues on each broker, brokers or None for all)
+Topics = dict[str, tuple[int, tuple[str, ...] | None]]
+#: the scenario's topic names by alias -> the messages it sends in one minute (ProducerPeer's JSON lines)
+Messages = Callable[[dict[str, str]], list[dict]]
+
+
+@dataclass(frozen=True)
+class MinuteScenario:
+    topics: Topics
+    minutes: tuple[Messages, ...]  # the messages of its first, second, ... shared minute
+
+
+SHARED_MINUTES: dict[str, MinuteScenario] = {}
+
+
+def in_shared_minutes(name: str, topics: Topics, *minutes: Messages) -> str:
+    """Register a scenario's messages for the shared minutes; ``shared_minutes[name]`` gives what was sent."""
+    SHARED_MINUTES[name] = MinuteScenario(topics, minutes)
+    return name
+
+
+@dataclass
+class SentInMinutes:
+    """What one scenario sent into the shared minutes: its topics and, minute by minute, the broker's answers."""
+
+    topics: dict[str, str]                      # alias -> topic name
+    windows: list[str]                          # the partition key of each minute it sent in
+    by_minute: list[list[peers.SentMessage]] = field(default_factory=list)
+    _produced: dict[str, Produced] = field(default_factory=dict, repr=False)
+
+    @property
+    def sent(self) -> list[peers.SentMessage]:
+        return [s for minute in self.by_minute for s in minute]
+
+    def produced(self, cluster: LocalCluster, alias: str) -> Produced:
+        """The messages of one topic with the Java consumer's view of them (store times, properties)."""
+        if alias not in self._produced:  # the Java consumer reads each topic once
+            topic = self.topics[alias]
+            sent = [s for s in self.sent if s.topic == topic]
+            self._produced[alias] = Produced(topic, java_dump(cluster, topic, sent), sent)
+        return self._produced[alias]

@@ -1,7 +1,10 @@
 """on_deleted_messages on brokers that really deleted messages the group never landed.
 
-A cluster of its own with tiny commit-log files (resources/local/spec.py SHORT_RETENTION). The
-Java producer sends window 1, then many more messages in window 2, spanning several commit-log
+The disruptable cluster (tests/conftest.py), whose brokers have tiny commit-log files
+(resources/local/spec.py SHORT_RETENTION) but keep every file until told otherwise: fileReservedTime
+is set to 0 at runtime for the deletion (mqadmin updateBrokerConfig, read back with getBrokerConfig)
+and back once it is done, so the clean rounds it arms delete nothing the tests after this one write.
+The Java producer sends window 1, then many more messages in window 2, spanning several commit-log
 files; window 1 is landed (the group commits behind window 2); then DELETE_EXPIRED_COMMITLOG
 makes each broker delete every commit-log file but the one it writes, which takes most of window
 2 with it. The test waits on the brokers' own state: each commit log starting at the file it
@@ -22,13 +25,11 @@ from dagster import instance_for_test
 from deltalake import DeltaTable
 
 from rocketlake.pipelines.delta_writer import read_ledger
-from rocketlake.resources.jars import ROCKETMQ_VERSION
 from rocketlake.resources.local import peers
 from rocketlake.resources.local.cluster import LocalCluster
-from rocketlake.resources.local.spec import SHORT_RETENTION
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
-from tests.conftest import _running_cluster
+from tests.conftest import KEEP_FILES_HOURS, hand_over
 from tests.integration.ingestion_support import (
     definitions,
     minute_key,
@@ -50,8 +51,10 @@ Queue = tuple[str, int]  # (broker name, queue id)
 
 
 @pytest.fixture(scope="module")
-def short_retention_cluster(tmp_path_factory: pytest.TempPathFactory):
-    yield from _running_cluster(tmp_path_factory, ROCKETMQ_VERSION, extra_broker_properties=SHORT_RETENTION)
+def short_retention_cluster(disruptable_cluster: LocalCluster):
+    """The disruptable cluster (SHORT_RETENTION's small commit-log files) for this module, handed over usable."""
+    yield hand_over(disruptable_cluster)
+    hand_over(disruptable_cluster)
 
 
 @dataclass
@@ -94,6 +97,16 @@ def commit_log_files(cluster: LocalCluster, broker: str) -> list[int]:
     """The broker's commit-log files, by the offset each starts at (its name)."""
     folder = cluster.spec.store / broker / "commitlog"
     return sorted(int(f.name) for f in folder.iterdir() if f.name.isdigit())
+
+
+def set_file_reserved_time(cluster: LocalCluster, hours: int) -> None:
+    """Every broker's fileReservedTime, changed at runtime (the clean service reads it each round) and read back."""
+    admin = cluster.mqadmin()
+    for b in cluster.spec.brokers:
+        admin.run("updateBrokerConfig", "-b", b.address, "-k", "fileReservedTime", "-v", str(hours))
+        lines = admin.run("getBrokerConfig", "-b", b.address).splitlines()
+        values = {k.strip(): v.strip() for k, sep, v in (line.partition("=") for line in lines) if sep and k.strip()}
+        assert values.get("fileReservedTime") == str(hours), (b.name, values.get("fileReservedTime"))
 
 
 def wait_for(what: str, condition, deadline: float, state) -> None:
@@ -155,27 +168,33 @@ def scenario(short_retention_cluster: LocalCluster, tmp_path_factory: pytest.Tem
         s.first_kept = {b: max(f for f in commit_log_files(cluster, b) if f <= last_written[b]) for b in brokers}
         assert all(s.first_kept.values()), f"every broker must have files to delete: {s.first_kept}"
         admin = cluster.mqadmin()
-        for b in cluster.spec.brokers:
-            admin.delete_expired_commit_log(b.address)
+        set_file_reserved_time(cluster, 0)  # from now on every file but the one a broker writes is expired
+        try:
+            for b in cluster.spec.brokers:
+                admin.delete_expired_commit_log(b.address)
 
-        deadline = time.monotonic() + DELETION_DEADLINE_S
-        wait_for("each broker to delete every commit-log file before the one it writes",
-                 lambda: all(commit_log_files(cluster, b)[0] == s.first_kept[b] for b in brokers), deadline,
-                 lambda: {b: (commit_log_files(cluster, b), s.first_kept[b]) for b in brokers})
-        # The consume queues' min offsets follow the commit log: the first message of each queue still in it.
-        expected = dict(max_offset)
-        for sm in sent:
-            q = (sm.broker_name, sm.queue_id)
-            if commit_log_offset(sm.offset_msg_id) >= s.first_kept[sm.broker_name]:
-                expected[q] = min(expected[q], sm.queue_offset)
-        client = RocketMQClient(cluster.spec.namesrv_address, timeout=10.0)
-        queues = {(mq.broker_name, mq.queue_id): mq for mq in client.queues(topic)}
+            deadline = time.monotonic() + DELETION_DEADLINE_S
+            wait_for("each broker to delete every commit-log file before the one it writes",
+                     lambda: all(commit_log_files(cluster, b)[0] == s.first_kept[b] for b in brokers), deadline,
+                     lambda: {b: (commit_log_files(cluster, b), s.first_kept[b]) for b in brokers})
+            # The consume queues' min offsets follow the commit log: the first message of each queue still in it.
+            expected = dict(max_offset)
+            for sm in sent:
+                q = (sm.broker_name, sm.queue_id)
+                if commit_log_offset(sm.offset_msg_id) >= s.first_kept[sm.broker_name]:
+                    expected[q] = min(expected[q], sm.queue_offset)
+            client = RocketMQClient(cluster.spec.namesrv_address, timeout=10.0)
+            queues = {(mq.broker_name, mq.queue_id): mq for mq in client.queues(topic)}
 
-        def min_offsets() -> dict[Queue, int]:
-            return {q: client.get_min_offset(mq) for q, mq in queues.items()}
+            def min_offsets() -> dict[Queue, int]:
+                return {q: client.get_min_offset(mq) for q, mq in queues.items()}
 
-        wait_for("every queue's min offset to reach the first message left in the commit log",
-                 lambda: min_offsets() == expected, deadline, lambda: {"min offsets": min_offsets(), "expected": expected})
+            wait_for("every queue's min offset to reach the first message left in the commit log",
+                     lambda: min_offsets() == expected, deadline,
+                     lambda: {"min offsets": min_offsets(), "expected": expected})
+        finally:
+            # The request armed 20 clean rounds, one a second: with nothing expired they delete nothing more.
+            set_file_reserved_time(cluster, KEEP_FILES_HOURS)
         s.min_offset = expected
         assert s.gaps(), "the deletion must take messages the group never landed"
         yield s

@@ -6,7 +6,6 @@ at its suspended message until the message is passed."""
 from __future__ import annotations
 
 import os
-import time
 from collections import Counter, defaultdict
 
 import pytest
@@ -14,16 +13,13 @@ from dagster import build_sensor_context, instance_for_test
 from deltalake import DeltaTable
 
 from rocketlake.assets.metadata import HELD, SUSPENDED, suspended_from
-from rocketlake.resources.local import peers
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from tests.integration.ingestion_support import (
     definitions,
-    minute_key,
+    in_shared_minutes,
     order,
     run_partitions,
     unique,
-    wait_for_next_minute,
-    wait_until,
     write_config,
 )
 from tests.integration.test_retry_and_dead_letters import dead_letters
@@ -49,10 +45,26 @@ def table_offsets(path) -> dict[tuple[str, int], list[tuple[int, str]]]:
     return {q: sorted(v) for q, v in found.items()}
 
 
+QUEUES = [("broker-a", 0), ("broker-a", 1), ("broker-b", 0), ("broker-b", 1)]
+
+
+def orders_on_each_queue(topic: str, first: int, tags_at: dict) -> list[dict]:
+    """3 orders (window 1) or 2 (window 2) on each queue, tagged "ok" but where ``tags_at`` says otherwise."""
+    return [{**order(i, topic, tags_at.get((broker, queue_id, i), "ok")), "broker": broker, "queue_id": queue_id}
+            for broker, queue_id in QUEUES for i in range(first, first + (3 if first == 0 else 2))]
+
+
+#: window 1: A's message at offset 1 fails once ("hold"), B's always ("poison"); window 2: all pass
+ORDERLY = in_shared_minutes("orderly_failures", {"orderly": (2, None)},
+                            lambda t: orders_on_each_queue(t["orderly"], 0, {(*A, 1): "hold", (*B, 1): "poison"}),
+                            lambda t: orders_on_each_queue(t["orderly"], 3, {}))
+
+
 def test_a_suspended_message_holds_only_its_queue_which_resumes_in_order_or_sends_it_to_the_dlq(tmp_path,
-                                                                                                local_cluster):
-    topic, group, table = unique("orderly"), unique("g"), unique("t")
-    local_cluster.create_topic(topic, 2)
+                                                                                                local_cluster,
+                                                                                                shared_minutes):
+    shared = shared_minutes[ORDERLY]  # both windows closed
+    topic, group, table = shared.topics["orderly"], unique("g"), unique("t")
     config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake", {"orders": {
         "topic": topic, "consumer_group": group, "table": table, "consume_orderly": True,
         "listener": "tests.unit.listeners:orderly_fail_by_tag", "max_reconsume_times": 2,
@@ -61,23 +73,8 @@ def test_a_suspended_message_holds_only_its_queue_which_resumes_in_order_or_send
     calls = calls_file(topic)
     if os.path.exists(calls):
         os.remove(calls)
-    queues = [("broker-a", 0), ("broker-a", 1), ("broker-b", 0), ("broker-b", 1)]
-
-    def send(first: int, tags_at: dict) -> list:
-        messages = []
-        for broker, queue_id in queues:
-            for i in range(first, first + (3 if first == 0 else 2)):
-                tags = tags_at.get((broker, queue_id, i), "ok")
-                messages.append({**order(i, topic, tags), "broker": broker, "queue_id": queue_id})
-        return peers.produce(local_cluster.spec.namesrv_address, local_cluster.spec.state_dir, messages)
-
-    wait_for_next_minute(offset_s=1)
-    sent = send(0, {(*A, 1): "hold", (*B, 1): "poison"})
-    w1 = minute_key(int(time.time() * 1000))  # sent within the minute that started a second ago
-    wait_for_next_minute(offset_s=1)
-    sent += send(3, {})
-    w2 = minute_key(int(time.time() * 1000))
-    wait_until((int(time.time()) // 60 + 1) * 60 + 3)
+    queues = QUEUES
+    sent, (w1, w2) = shared.sent, shared.windows
     poison = next(s for s in sent if (s.broker_name, s.queue_id, s.queue_offset) == (*B, 1))
     assert {(s.broker_name, s.queue_id) for s in sent} == set(queues)
 

@@ -22,10 +22,9 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
-from rocketlake.resources.local.peers import produce
 from rocketlake.resources.local.spark_cluster import LocalSparkCluster, SparkClusterSpec
 from tests.conftest import free_ports
-from tests.integration.ingestion_support import java_dump, minute_key, order, unique, wait_for_next_minute, write_config
+from tests.integration.ingestion_support import in_shared_minutes, order, unique, write_config
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,9 +74,14 @@ def tasks_by_executor(event_log_dir: Path) -> tuple[Counter, dict[tuple[str, str
     return ended, hosts
 
 
-def test_windows_land_through_the_executors_of_a_standalone_cluster(tmp_path, local_cluster, spark_cluster):
-    topic, group, table = unique("cluster"), unique("g"), unique("t")
-    local_cluster.create_topic(topic, 4)  # 4 queues on each broker
+#: 40 orders over 4 queues on each broker, in one shared minute
+ORDERS = in_shared_minutes("spark_cluster", {"cluster": (4, None)}, lambda t: [order(i, t["cluster"]) for i in range(40)])
+
+
+def test_windows_land_through_the_executors_of_a_standalone_cluster(tmp_path, local_cluster, spark_cluster,
+                                                                     shared_minutes):
+    shared = shared_minutes[ORDERS]  # its window closed
+    topic, group, table = shared.topics["cluster"], unique("g"), unique("t")
     events = tmp_path / "spark-events"
     events.mkdir()
     config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake",
@@ -95,13 +99,8 @@ def test_windows_land_through_the_executors_of_a_standalone_cluster(tmp_path, lo
     elsewhere = tmp_path / "elsewhere"  # not the checkout: nothing may rely on the driver's working directory
     elsewhere.mkdir()
 
-    wait_for_next_minute(offset_s=1)
-    sent = produce(local_cluster.spec.namesrv_address, local_cluster.spec.state_dir,
-                   [order(i, topic) for i in range(40)])
-    dump = java_dump(local_cluster, topic, sent)
-    windows = sorted({minute_key(m["storeTimestamp"]) for m in dump.values()})
+    sent, dump, windows = shared.sent, shared.produced(local_cluster, "cluster").by_msg_id, shared.windows
     assert len({(s.broker_name, s.queue_id) for s in sent}) == 8, "both brokers' queues carry messages"
-    wait_for_next_minute(offset_s=4)  # every window closed (grace 2 s)
 
     env = dict(os.environ, ROCKETLAKE_CONFIG=str(config), DAGSTER_HOME=str(home))
     for window in windows:
