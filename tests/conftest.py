@@ -36,7 +36,13 @@ TIERS = {
     "dagster": "Dagster runs (in process) on real brokers, Spark and Delta",
     "stack": "the whole stack: CLI processes, daemons, PostgreSQL, a browser, runs killed",
 }
-_tier_of: dict[str, str] = {}
+#: the tests that spend their minutes waiting for the wall clock (cron minutes, daemons' ticks, a broker's delay
+#: levels): `make test` runs them in a second pytest-xdist worker (group "clock"), beside everything else ("main"),
+#: so their waits overlap the other tests' work instead of adding to it
+CLOCK_BOUND = ("test_consumer_group_daemon.py", "test_retry_and_dead_letters.py", "test_topic_changes.py",
+               "test_deployed_stack.py", "test_deleted_messages.py")
+TIER = pytest.StashKey[str]()
+GROUP = pytest.StashKey[str]()
 _tier_seconds: dict[str, float] = {tier: 0.0 for tier in TIERS}
 _tier_outcomes: dict[str, dict[str, int]] = {tier: {} for tier in TIERS}
 _session_started: list[float] = []
@@ -44,9 +50,10 @@ _summary_lines: list[str] = []
 
 
 @pytest.fixture
-def summary_line() -> Callable[[str], None]:
-    """``summary_line(text)``: a line the run's summary prints whether the test passes or fails (a seed to replay)."""
-    return _summary_lines.append
+def summary_line(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """``summary_line(text)``: a line the run's summary prints whether the test passes or fails (a seed to replay).
+    It travels with the test's reports, so it reaches the summary from a pytest-xdist worker too."""
+    return lambda text: request.node.user_properties.append(("summary", text))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -55,6 +62,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     _session_started.append(time.time())
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         marked = [m.name for m in item.iter_markers() if m.name in TIERS]  # the closest marker first
@@ -63,13 +71,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 raise pytest.UsageError(f"{item.nodeid} has no tier marker: mark it with one of {', '.join(TIERS)}")
             item.add_marker(pytest.mark.unit)
             marked = ["unit"]
-        _tier_of[item.nodeid] = marked[0]
+        item.stash[TIER] = marked[0]
+        item.user_properties.append(("tier", marked[0]))  # for the summary, in whichever process reports it
         if marked[0] != "unit":
             item.add_marker(pytest.mark.integration)  # the umbrella of every tier that starts something real
+        item.stash[GROUP] = "clock" if item.path.name in CLOCK_BOUND else "main"
+        item.add_marker(pytest.mark.xdist_group(item.stash[GROUP]))
     order = list(TIERS)
-    items.sort(key=lambda item: order.index(_tier_of[item.nodeid]))  # stable: files keep their order in a tier
-    if not config.option.collectonly and any(_tier_of[item.nodeid] in SPARK_TIERS for item in items):
+    items.sort(key=lambda item: order.index(item.stash[TIER]))  # stable: files keep their order in a tier
+    if not config.option.collectonly and any(item.stash[TIER] in SPARK_TIERS for item in items):
         _spark_jvm.start()  # built (once per JDK and PySpark) while the cheaper tiers run
+
+
+def tier_of(item: pytest.Item) -> str:
+    return item.stash[TIER]
+
+
+def group_of(item: pytest.Item) -> str:
+    return item.stash[GROUP]
+
+
+@pytest.fixture(autouse=True)
+def _no_dagster_state_storage_left_over() -> Iterator[None]:
+    """Each test starts with no Dagster instance's state storage as the current one.
+
+    A DagsterInstance makes its state storage the current one (a context variable) while it is entered; an instance
+    exited from another context (a step retried in process does that) leaves it set, and once that instance is
+    collected, the next test's first use of a Definitions fails with "Attempted to resolve undefined DagsterInstance
+    weakref". Clearing it here keeps a test's outcome independent of the tests before it."""
+    yield
+    from dagster._core.storage.defs_state.base import _current_storage  # no public API resets it
+
+    _current_storage.set(None)
 
 
 #: tiers whose tests start Spark driver JVMs, in this process or in the processes they start
@@ -85,14 +118,17 @@ def spark_jvm_options() -> str:
 
 @pytest.fixture(autouse=True)
 def _spark_jvm_for_spark_tiers(request: pytest.FixtureRequest) -> None:
-    if _tier_of.get(request.node.nodeid) in SPARK_TIERS:
+    if request.node.stash.get(TIER, None) in SPARK_TIERS:
         request.getfixturevalue("spark_jvm_options")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    tier = _tier_of.get(report.nodeid)
+    properties = dict(p for p in report.user_properties if p[0] == "tier")
+    tier = properties.get("tier")
     if tier is None:
         return
+    if report.when == "teardown":
+        _summary_lines.extend(text for key, text in report.user_properties if key == "summary")
     _tier_seconds[tier] += report.duration  # setup + call + teardown, session fixtures charged where first used
     if report.when == "call" or (report.when == "setup" and not report.passed):
         outcomes = _tier_outcomes[tier]
@@ -114,7 +150,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             counts = ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items()))
             write(f"{tier:<8} {_tier_seconds[tier] / 60:6.1f} min  {counts}  ({TIERS[tier]})")
     session_s = time.time() - _session_started[0]
-    write(f"{'tests':<8} {session_s / 60:6.1f} min")
+    workers = getattr(config.option, "numprocesses", None)
+    write(f"{'tests':<8} {session_s / 60:6.1f} min (wall time"
+          + (f"; the tiers add up their tests' times, in {workers} workers at once)" if workers else ")"))
     for line in _summary_lines:
         write(line)
     started = os.environ.get("ROCKETLAKE_CI_STARTED")  # set by .ci/run: setup is charged to the total, not the tests

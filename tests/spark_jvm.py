@@ -81,10 +81,15 @@ class SparkJvmOptions:
             self._thread.start()
 
     def _build(self) -> None:
+        import fcntl
+
         try:
             path = archive_path()
-            if not path.exists():
-                build_archive(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path.with_name(path.name + ".lock"), "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # one build, whatever the number of pytest-xdist workers
+                if not path.exists():
+                    build_archive(path)
             self._path = path
         except BaseException as e:  # noqa: BLE001 - reported by apply()
             self._error = e

@@ -14,6 +14,7 @@ import pytest
 from rocketlake.resources.local.cluster import LocalCluster
 from rocketlake.resources.local.peers import produce
 from rocketlake.resources.rocketmq.client import RocketMQClient
+from tests.conftest import group_of
 from tests.integration.ingestion_support import (
     SHARED_MINUTES,
     Produced,
@@ -79,17 +80,19 @@ class MinuteClock(threading.Thread):
 
 
 _clock: list[MinuteClock] = []
-_wanted: list[bool] = []
+_wanted_by: set[str] = set()  # the xdist groups (tests/conftest.py) of the tests that use the shared minutes
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    _wanted[:] = [any("shared_minutes" in item.fixturenames for item in items)]
+    _wanted_by.clear()
+    _wanted_by.update(group_of(item) for item in items if "shared_minutes" in item.fixturenames)
 
 
 @pytest.fixture(autouse=True)
 def _shared_minutes_early(request: pytest.FixtureRequest) -> None:
-    """Start the shared minutes with the first test that starts the session's cluster, if any test needs them."""
-    if not _clock and _wanted and _wanted[0] and "local_cluster" in request.fixturenames:
+    """Start the shared minutes with the first test that starts the session's cluster, if a test of its group (the
+    process that runs it, under pytest-xdist) needs them."""
+    if not _clock and group_of(request.node) in _wanted_by and "local_cluster" in request.fixturenames:
         clock = MinuteClock(request.getfixturevalue("local_cluster"))
         _clock.append(clock)
         clock.start()

@@ -24,6 +24,7 @@ from deltalake import DeltaTable
 
 from rocketlake.resources.local.spark_cluster import LocalSparkCluster, SparkClusterSpec
 from tests.conftest import free_ports
+from tests.integration.test_member import until
 from tests.integration.ingestion_support import in_shared_minutes, order, unique, write_config
 
 pytestmark = pytest.mark.stack
@@ -117,6 +118,9 @@ def test_windows_land_through_the_executors_of_a_standalone_cluster(tmp_path, lo
     assert len(progress) == 8
     assert all(q.consumer_offset == q.broker_offset for q in progress.values()), progress
 
+    # The CLI has exited; its Spark driver JVM ends the application as it exits (stdin closed), a moment later.
+    until(lambda: not any(f.name.endswith(".inprogress") for f in events.rglob("*")), 120,
+          "the runs' Spark applications to end (event logs complete)")
     ended, hosts = tasks_by_executor(events)
     assert ended and all(executor != "driver" for _, executor in ended), ended
     assert set(ended) <= set(hosts) and set(hosts.values()) == {"127.0.0.1"}, (ended, hosts)
