@@ -23,7 +23,7 @@ test: setup
 	  echo "the UI test needs a headless browser: apt-get install chromium chromium-driver" >&2; exit 1; }
 	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null || { \
 	  echo "the deployed-stack test needs PostgreSQL's programs: apt-get install postgresql" >&2; exit 1; }
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # The pure-logic tier alone (tests/conftest.py TIERS): no broker, Spark or Dagster run; under a minute.
 test-fast: setup

@@ -36,13 +36,7 @@ TIERS = {
     "dagster": "Dagster runs (in process) on real brokers, Spark and Delta",
     "stack": "the whole stack: CLI processes, daemons, PostgreSQL, a browser, runs killed",
 }
-#: the tests that spend their minutes waiting for the wall clock (cron minutes, daemons' ticks, a broker's delay
-#: levels): `make test` runs them in a second pytest-xdist worker (group "clock"), beside everything else ("main"),
-#: so their waits overlap the other tests' work instead of adding to it
-CLOCK_BOUND = ("test_consumer_group_daemon.py", "test_retry_and_dead_letters.py", "test_topic_changes.py",
-               "test_deployed_stack.py", "test_deleted_messages.py")
 TIER = pytest.StashKey[str]()
-GROUP = pytest.StashKey[str]()
 _tier_seconds: dict[str, float] = {tier: 0.0 for tier in TIERS}
 _tier_outcomes: dict[str, dict[str, int]] = {tier: {} for tier in TIERS}
 _session_started: list[float] = []
@@ -62,7 +56,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     _session_started.append(time.time())
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         marked = [m.name for m in item.iter_markers() if m.name in TIERS]  # the closest marker first
@@ -75,8 +69,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.user_properties.append(("tier", marked[0]))  # for the summary, in whichever process reports it
         if marked[0] != "unit":
             item.add_marker(pytest.mark.integration)  # the umbrella of every tier that starts something real
-        item.stash[GROUP] = "clock" if item.path.name in CLOCK_BOUND else "main"
-        item.add_marker(pytest.mark.xdist_group(item.stash[GROUP]))
     order = list(TIERS)
     items.sort(key=lambda item: order.index(item.stash[TIER]))  # stable: files keep their order in a tier
     if not config.option.collectonly and any(item.stash[TIER] in SPARK_TIERS for item in items):
@@ -85,10 +77,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def tier_of(item: pytest.Item) -> str:
     return item.stash[TIER]
-
-
-def group_of(item: pytest.Item) -> str:
-    return item.stash[GROUP]
 
 
 @pytest.fixture(autouse=True)

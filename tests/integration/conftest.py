@@ -14,7 +14,6 @@ import pytest
 from rocketlake.resources.local.cluster import LocalCluster
 from rocketlake.resources.local.peers import produce
 from rocketlake.resources.rocketmq.client import RocketMQClient
-from tests.conftest import group_of
 from tests.integration.ingestion_support import (
     SHARED_MINUTES,
     Produced,
@@ -80,19 +79,20 @@ class MinuteClock(threading.Thread):
 
 
 _clock: list[MinuteClock] = []
-_wanted_by: set[str] = set()  # the xdist groups (tests/conftest.py) of the tests that use the shared minutes
+_wanted: list[bool] = [False]  # does a collected test use the shared minutes?
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    _wanted_by.clear()
-    _wanted_by.update(group_of(item) for item in items if "shared_minutes" in item.fixturenames)
+    # Under pytest-xdist each worker collects every test and cannot know which files it will be sent, so each
+    # worker with a cluster sends the minutes on its own cluster: a few background sends, cheaper than waiting.
+    _wanted[0] = any("shared_minutes" in item.fixturenames for item in items)
 
 
 @pytest.fixture(autouse=True)
 def _shared_minutes_early(request: pytest.FixtureRequest) -> None:
-    """Start the shared minutes with the first test that starts the session's cluster, if a test of its group (the
-    process that runs it, under pytest-xdist) needs them."""
-    if not _clock and group_of(request.node) in _wanted_by and "local_cluster" in request.fixturenames:
+    """Start the shared minutes with the first test that starts the session's cluster, if a collected test needs
+    them, so they are sent while the cheaper tiers run."""
+    if not _clock and _wanted[0] and "local_cluster" in request.fixturenames:
         clock = MinuteClock(request.getfixturevalue("local_cluster"))
         _clock.append(clock)
         clock.start()
