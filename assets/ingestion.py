@@ -11,9 +11,7 @@ backfill, UI or ``dagster asset materialize``), with no daemon involved.
 import time
 import warnings
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, nullcontext
 from functools import partial
-from dataclasses import replace
 
 from dagster import (
     AssetCheckResult,
@@ -45,16 +43,16 @@ from rocketlake.assets.metadata import (
 from rocketlake.assets.topics import ingestion_topic_key
 from rocketlake.assets.partitions import window_partitions, windows_between
 from rocketlake.pipelines import ingest
-from rocketlake.pipelines.assignment import Assignment, assign, membership
-from rocketlake.pipelines.broker_access import group_broker
+from rocketlake.pipelines.broker_access import LiveGroup, group_broker
 from rocketlake.pipelines.body import BodySchemaError
-from rocketlake.pipelines.config import IngestionConfig, LakeConfig, MessageModel, dead_letter_config
+from rocketlake.pipelines.config import IngestionConfig, LakeConfig, dead_letter_config
 from rocketlake.pipelines.failures import failures_table
 from rocketlake.pipelines.listener import ListenerError
-from rocketlake.pipelines.failpoints import failpoint
 from rocketlake.pipelines.materialize import SparkLake
 from rocketlake.pipelines.offset_store import OffsetStoreCorrupt
-from rocketlake.pipelines.orderly import LockLost, OutOfOrder, QueuesLocked, queues_locked
+from rocketlake.pipelines.orderly import LockLost, OutOfOrder, QueuesLocked
+from rocketlake.pipelines.run import Committed, Landed, RunRequest, Unbalanced
+from rocketlake.pipelines.run import run as engine_run
 from rocketlake.pipelines.windows import MessagesDeleted, Window, WindowNotClosed, to_ms
 from rocketlake.resources.rocketmq.errors import ConnectionFailed, RequestTimeout, TopicNotExist
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
@@ -174,97 +172,62 @@ def retry_policy(cfg: IngestionConfig) -> RetryPolicy | None:
 
 def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_path: str,
         spark_resource: SparkResource, rocketmq, failures_path: str | None = None,
-        dead_letters: bool = False) -> Iterator[MaterializeResult]:
+        dead_letters: bool = False) -> Iterator[MaterializeResult | AssetCheckResult]:
+    """Translate Dagster's context into the engine's run (``pipelines.run``) and its events into Dagster's."""
     now_ms = int(time.time() * 1000)
+    partitions = context.assets_def.partitions_def
     windows = []
     for key in context.partition_keys:
-        tw = context.assets_def.partitions_def.time_window_for_partition_key(key)
-        window = Window.from_datetimes(tw.start, tw.end)
-        try:
-            window.check_closed(now_ms, cfg.window.grace_seconds * 1000)
-        except WindowNotClosed as e:
-            raise Failure(description=f"partition {key}: {e}", allow_retries=False) from None
-        windows.append((key, window))
-
+        tw = partitions.time_window_for_partition_key(key)
+        windows.append((key, Window.from_datetimes(tw.start, tw.end)))
+    only = context.run.tags.get(QUEUES_TAG)
+    request = RunRequest(
+        ingestion=name, run_id=context.run.run_id, windows=windows, now_ms=now_ms,
+        first_window_start_ms=to_ms(cfg.window.start),
+        start_at_group_position=SCHEDULE_TAG in context.run.tags or RESUME_TAG in context.run.tags,
+        only_queues=None if only is None else {MessageQueue.from_key(k) for k in only.split(",") if k},
+        windows_between=partial(windows_between, partitions))
     timeout = cfg.mq_client_api_timeout
     client = rocketmq.client(timeout)
-    broker = group_broker(client, cfg)
-    share = member_share(client, broker, cfg, context.run.tags.get(QUEUES_TAG))
-    context.log.info(share.describe())
     lake = SparkLake(spark_resource.session(), rocketmq.source_options(timeout), cfg, table_path,
                      None if dead_letters else failures_path, last_errors_from=failures_path if dead_letters else None)
     recorded = DagsterRecordedRuns(context.instance, context.asset_key)
-    prepared = ingest.prepare(broker, lake, recorded, cfg, now_ms, to_ms(cfg.window.start), member=cfg.client_id,
-                              taken=share.taken)
-    for move in prepared.repaired:
-        context.log.info(f"repaired offset of {move.queue}: {move.before} -> {move.after} (landed by an earlier run)")
+    engine = engine_run(group_broker(client, cfg), lake, recorded, LiveGroup(rocketmq.client(timeout), cfg), cfg,
+                        request, context.log)
+    try:
+        for event in engine:
+            if isinstance(event, Landed):
+                yield from landed_events(context, cfg, table_path, event, dead_letters)
+            elif isinstance(event, Committed):
+                context.log_event(AssetObservation(asset_key=context.asset_key,
+                                                   metadata=progress_metadata(cfg, event.positions)))
+    except WindowNotClosed as e:
+        raise Failure(description=str(e), allow_retries=False) from None
+    except Unbalanced as e:
+        raise Failure(description=str(e)) from None
 
-    with locked_if_orderly(cfg, rocketmq.client(timeout), prepared.queues, context.log.info):
-        landed = ingest.land(broker, lake, cfg, name, context.run.run_id, windows, prepared,
-                             start_at_group_position=SCHEDULE_TAG in context.run.tags or RESUME_TAG in context.run.tags,
-                             log=context.log.info,
-                             now_ms=now_ms, windows_between=partial(windows_between, context.assets_def.partitions_def))
-    balanced = all(a.balanced for a in landed.accounting)
-    if balanced:
-        ingest.send_back(broker, cfg, landed, context.log.info)
-        failpoint("after_send_back")
-    table = {**table_identity(cfg.table, table_path), **column_schema(lake.spark, table_path)}
-    for key, metadata in windows_metadata(landed, share.describe(), set(context.partition_keys)).items():
-        context.add_asset_metadata({**metadata, **table}, partition_key=key)  # each window its own figures
+
+def landed_events(context: AssetExecutionContext, cfg: IngestionConfig, table_path: str, landed: Landed,
+                  dead_letters: bool) -> Iterator[MaterializeResult | AssetCheckResult]:
+    """A balanced landing: the materialization with its windows' metadata and its checks. An unbalanced one: the
+    failed check alone, so Dagster records no materialization and nothing moves an offset over it."""
+    m = landed.materialization
     checks = [AssetCheckResult(
-        check_name=CHECK_NAME, passed=balanced, metadata={"windows": accounting_table(landed)},
-        description=None if balanced else "some offsets are not accounted for: see the windows")]
+        check_name=CHECK_NAME, passed=landed.balanced, metadata={"windows": accounting_table(m)},
+        description=None if landed.balanced else "some offsets are not accounted for: see the windows")]
     if dead_letters:
-        arrived = sum(a.rows for a in landed.accounting)
+        arrived = sum(a.rows for a in m.accounting)
         checks.append(AssetCheckResult(
             check_name=DEAD_LETTER_CHECK, passed=arrived == 0, severity=AssetCheckSeverity.WARN,
             metadata={"dead_letters": MetadataValue.int(arrived)},
             description=f"{arrived} dead letter(s) arrived in these windows" if arrived else None))
+    if not landed.balanced:
+        yield checks[0]
+        return
+    table = {**table_identity(cfg.table, table_path), **column_schema(landed.columns)}
+    for key, metadata in windows_metadata(m, landed.share.describe(), set(context.partition_keys)).items():
+        context.add_asset_metadata({**metadata, **table}, partition_key=key)  # each window its own figures
     yield MaterializeResult(check_results=checks)
-    if not balanced:
-        raise Failure(description="the accounting check failed; the group's offsets were not committed")
-    # The materialization is recorded once the yield returns; commit only what Dagster shows recorded.
-    if context.run.run_id not in recorded.among(landed.ledger.partition_keys):
-        context.log.warning("the materialization is not visible in the instance yet; offsets will be committed "
-                            "by the next run")
-        return
-    failpoint("before_offset_commit")
-    for move in ingest.commit(broker, recorded, prepared, landed.ledger):
-        context.log.info(f"committed offset of {move.queue}: {move.before} -> {move.after}")
-    context.log_event(AssetObservation(asset_key=context.asset_key, metadata=progress_metadata(
-        cfg, {mq: broker.committed_offset(mq) for mq in prepared.queues})))
-    compact(context, lake, landed.ledger, now_ms - cfg.window.grace_seconds * 1000)
-
-
-def member_share(client, broker, cfg: IngestionConfig, only: str | None) -> Assignment:
-    """This member's queues now (the membership the brokers list, divided by the strategy), narrowed to the
-    queues a rebalance sensor asked for (tag ``rocketlake/queues``) when it requested the run."""
-    members = membership(client, cfg) if cfg.message_model is MessageModel.CLUSTERING else []
-    share = assign(cfg, cfg.client_id, broker.subscribed_queues(), members)
-    if only is None:
-        return share
-    asked = {MessageQueue.from_key(key) for key in only.split(",") if key}
-    return replace(share, taken=tuple(q for q in share.taken if q in asked))
-
-
-def locked_if_orderly(cfg: IngestionConfig, client, queues, log) -> AbstractContextManager:
-    """Orderly ingestions hold the broker locks of every queue they read, from planning to the Delta commit."""
-    if not cfg.consume_orderly:
-        return nullcontext()
-    return queues_locked(client, cfg.consumer_group, cfg.client_id, queues, log=log)
-
-
-def compact(context: AssetExecutionContext, lake: SparkLake, entry, closed_before_ms: int) -> None:
-    """Compact the days this run finished, still holding the group's pool slot, so that no replace of the
-    table races the OPTIMIZE. A failure leaves the table as it was (one Delta commit or none) and is retried
-    when a later run lands a window of that day; it does not fail a run whose data and offsets are landed."""
-    try:
-        done = lake.compact(entry, closed_before_ms)
-    except Exception as e:  # noqa: BLE001 - any failure of an optional maintenance step is reported, not raised
-        context.log.warning(f"compaction of {lake.table_path} skipped: {type(e).__name__}: {str(e)[:300]}")
-        return
-    for day, removed, added in done:
-        context.log.info(f"compacted day {day} of {lake.table_path}: {removed} files -> {added}")
 
 
 def explain(error: Exception, cfg: IngestionConfig, namesrv: str) -> str:

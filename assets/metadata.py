@@ -150,14 +150,11 @@ def table_identity(table: str, table_path: str) -> dict:
     return {"dagster/table_name": table, "dagster/uri": MetadataValue.text(uri)}
 
 
-def column_schema(spark, table_path: str) -> dict:
-    """``dagster/column_schema`` of the Delta table as it is now (its schema grows with ``mergeSchema``);
-    nothing when the table does not exist yet (a dead-letter table before its first dead letter)."""
-    from rocketlake.pipelines.delta_writer import is_delta_table
-
-    if not is_delta_table(spark, table_path):
+def column_schema(columns: list[tuple[str, str, bool]]) -> dict:
+    """``dagster/column_schema`` of the Delta table as it is now (``Lake.columns``: its schema grows with
+    ``mergeSchema``); nothing when the table does not exist yet (a dead-letter table before its first dead letter)."""
+    if not columns:
         return {}
-    fields = spark.read.format("delta").load(table_path).schema.fields
     return {"dagster/column_schema": MetadataValue.table_schema(TableSchema(columns=[
-        TableColumn(f.name, f.dataType.simpleString(), constraints=TableColumnConstraints(nullable=f.nullable))
-        for f in fields]))}
+        TableColumn(name, kind, constraints=TableColumnConstraints(nullable=nullable))
+        for name, kind, nullable in columns]))}

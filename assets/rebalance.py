@@ -31,10 +31,11 @@ from dagster import (
     sensor,
 )
 
-from rocketlake.assets.ingestion import QUEUES_TAG, member_share, rocketmq_resource_key
+from rocketlake.assets.ingestion import QUEUES_TAG, rocketmq_resource_key
 from rocketlake.assets.metadata import ASSIGNMENT, MEMBER
 from rocketlake.assets.partitions import last_closed_windows, window_partitions
-from rocketlake.pipelines.broker_access import group_broker
+from rocketlake.pipelines.assignment import member_share
+from rocketlake.pipelines.broker_access import LiveGroup, group_broker
 from rocketlake.pipelines.completeness import landed_queues, missing_slices, recent_entries
 from rocketlake.pipelines.config import IngestionConfig
 from rocketlake.resources.rocketmq.client import RocketMQClient
@@ -69,7 +70,7 @@ def build_rebalance_sensor(cfg: IngestionConfig, table_path: str) -> SensorDefin
             # A client of its own, closed at the end of the tick (the resource's clients are cached for runs).
             with RocketMQClient(resource.namesrv, credentials=resource.credentials(),
                                 timeout=cfg.mq_client_api_timeout / 1000) as client:
-                share = member_share(client, group_broker(client, cfg), cfg, None)
+                share = member_share(cfg, group_broker(client, cfg).subscribed_queues(), LiveGroup(client, cfg).members())
         except RocketMQError as e:
             return SkipReason(f"cannot ask RocketMQ for the route and the members of {cfg.consumer_group}: {e}")
         cursor = json.loads(context.cursor) if context.cursor else {}

@@ -15,8 +15,8 @@ in the offsets' eyes, and dividing them with itself included would disagree with
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, replace
 
 from rocketlake.pipelines.allocation import PrefixMachineRoomResolver, Strategy, make_strategy, rebalance
 from rocketlake.pipelines.config import AllocateStrategy, IngestionConfig, MessageModel
@@ -105,6 +105,17 @@ def assign(cfg: IngestionConfig, client_id: str, queues: Iterable[MessageQueue],
 def membership(client, cfg: IngestionConfig) -> list[str]:
     """The group's client ids as a broker of the topic lists them (one broker, as the Java client asks)."""
     return list(client.get_consumer_list_by_group(cfg.consumer_group, cfg.membership_topic))
+
+
+def member_share(cfg: IngestionConfig, queues: Iterable[MessageQueue], members: Iterable[str],
+                 only: Collection[MessageQueue] | None = None) -> Assignment:
+    """This member's queues now (the membership the brokers list, divided by the strategy), narrowed to
+    ``only`` (the queues a rebalance sensor asked a run for) when given."""
+    members = members if cfg.message_model is MessageModel.CLUSTERING else []
+    share = assign(cfg, cfg.client_id, queues, members)
+    if only is None:
+        return share
+    return replace(share, taken=tuple(q for q in share.taken if q in set(only)))
 
 
 def owners(cfg: IngestionConfig, queues: Iterable[MessageQueue], members: Iterable[str]) -> dict[MessageQueue, str]:

@@ -23,7 +23,7 @@ from rocketlake.resources.rocketmq.message import Message, is_retry_topic, retry
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 from rocketlake.resources.rocketmq.range_reader import read_ranges
 
-__all__ = ["BrokerStoreTimes", "GroupBroker", "MemberBroker", "RangeUnreadable", "group_broker", "make_client",
+__all__ = ["BrokerStoreTimes", "GroupBroker", "LiveGroup", "MemberBroker", "RangeUnreadable", "group_broker", "make_client",
            "pull_chunks", "range_subscription", "resolve_ranges"]
 
 
@@ -131,6 +131,24 @@ class MemberBroker(GroupBroker):
 
     def send_back(self, failure, max_reconsume_times: int, delay_level: int = 0) -> None:
         raise AssertionError("BROADCASTING never sends a message back")
+
+
+class LiveGroup:
+    """``run.Group`` over a live cluster: the members a broker of the topic lists, and the orderly locks."""
+
+    def __init__(self, client: RocketMQClient, cfg: IngestionConfig):
+        self.client = client
+        self.cfg = cfg
+
+    def members(self) -> list[str]:
+        from rocketlake.pipelines.assignment import membership
+
+        return membership(self.client, self.cfg) if self.cfg.message_model is MessageModel.CLUSTERING else []
+
+    def locked(self, queues, log):
+        from rocketlake.pipelines.orderly import queues_locked
+
+        return queues_locked(self.client, self.cfg.consumer_group, self.cfg.client_id, queues, log=log)
 
 
 def group_broker(client: RocketMQClient, cfg: IngestionConfig) -> GroupBroker:

@@ -144,6 +144,19 @@ def write_slice(df: DataFrame, path: str, ledger: LedgerEntry, log=None, *, with
     raise AssertionError("unreachable")
 
 
+def commit_ledger(spark: SparkSession, path: str, ledger: LedgerEntry) -> None:
+    """A commit of the table at ``path`` that adds and removes nothing and carries ``ledger`` (a verdict): an
+    empty append, retried on conflicts like a slice (an append conflicts with nothing a member writes)."""
+    empty = spark.read.format("delta").load(path).limit(0)
+    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        try:
+            empty.write.format("delta").mode("append").option("userMetadata", ledger.to_json()).save(path)
+            return
+        except _conflicts():
+            if attempt == CONFLICT_ATTEMPTS:
+                raise
+
+
 #: Optimized writes exist for small slices: without them every Spark task (a queue's range, or a piece of one)
 #: writes its own small file. Once the ranges average this many offsets, each task's file is large already
 #: (about 50 MiB of 1 KiB messages), and the shuffle optimized writes add (every row through the shuffle files)

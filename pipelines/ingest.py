@@ -23,7 +23,17 @@ from typing import Protocol
 from rocketlake.pipelines.config import IngestionConfig
 from rocketlake.pipelines.failpoints import failpoint
 from rocketlake.pipelines.failures import DEAD_LETTERED, SENT_BACK, FailedMessage
-from rocketlake.pipelines.ledger import LedgerEntry, Suspension, WindowEntry, at_stake, origin_of, suspensions
+from rocketlake.pipelines.ledger import (
+    BALANCED,
+    PENDING,
+    UNBALANCED,
+    LedgerEntry,
+    Suspension,
+    WindowEntry,
+    at_stake,
+    origin_of,
+    suspensions,
+)
 from rocketlake.pipelines.offsets import OffsetMove, initial_position, moves_from_ledger
 from rocketlake.pipelines.orderly import OutOfOrder, out_of_order
 from rocketlake.pipelines.windows import MessagesDeleted, StoreTimeReader, Window, iso, window_ranges
@@ -100,7 +110,17 @@ class Lake(Protocol):
         """The group's entries a run needs (at least those still at stake), oldest first."""
 
     def land(self, entry: LedgerEntry, queue_count: int, log: Log) -> Landing:
-        """Read ``entry``'s ranges, replace its windows x queues with them in one commit carrying ``entry``."""
+        """Read ``entry``'s ranges, replace its windows x queues with them in one commit carrying ``entry``
+        (verdict PENDING), and count what the table holds of them after that commit."""
+
+    def record_verdict(self, verdict: LedgerEntry) -> None:
+        """Commit ``verdict`` (an entry without windows carrying the decided copy of the landed one), no data."""
+
+    def columns(self) -> list[tuple[str, str, bool]]:
+        """The table's columns now (name, type, nullable); none before the table exists."""
+
+    def compact(self, entry: LedgerEntry, closed_before_ms: int) -> list[tuple[str, int, int]]:
+        """Compact the days of ``entry``'s windows that are over: ``(day, files removed, files added)``."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +141,20 @@ class Materialization:
     def delta_version(self) -> int | None:
         return self.landing.delta_version
 
+    @property
+    def balanced(self) -> bool:
+        return all(a.balanced for a in self.accounting)
+
+
+def verdict_of(m: Materialization) -> LedgerEntry | None:
+    """The commit that decides ``m``'s landing: an entry without windows (it never stays at stake) carrying the
+    landed entry with its verdict; None when the landing made no commit."""
+    if m.delta_version is None:
+        return None
+    decided = replace(m.ledger, verdict=BALANCED if m.balanced else UNBALANCED, carried=(), version=None)
+    return replace(m.ledger, windows=(), origin={}, gaps={}, suspended={}, verdict=None, version=None,
+                   carried=(*m.ledger.carried, decided))
+
 
 @dataclass(frozen=True)
 class Prepared:
@@ -139,15 +173,31 @@ def _keys(entries: list[LedgerEntry]) -> set[str]:
     return {key for e in entries for key in e.partition_keys}
 
 
-def _landed(recorded: RecordedRuns, entries: list[LedgerEntry], member: str | None) -> set[str]:
-    """Runs whose entries may move offsets: those Dagster recorded, and those of other members.
+def _foreign(entry: LedgerEntry, member: str | None) -> bool:
+    return entry.member is not None and member is not None and entry.member != member
+
+
+def trusted_entries(recorded: RecordedRuns, entries: list[LedgerEntry], member: str | None
+                    ) -> Callable[[LedgerEntry], bool]:
+    """Which entries may move offsets: never an unbalanced one; this member's when Dagster recorded their run
+    (a run reports its materialization only once its landing balanced), another member's when its verdict
+    says balanced.
 
     Another member's run may be recorded in another Dagster instance, which this one cannot ask; its
-    Delta commit is the proof that its slice is in the table (slices are pure functions of store time,
-    so landing it again could only produce the same rows).
+    balanced verdict in the table is the proof that its slice is in the table (slices are pure functions of
+    store time, so landing it again could only produce the same rows). One whose verdict is still pending
+    (its run died between its two commits) moves nothing: its windows are landed again.
     """
     runs = recorded.among(_keys(entries)) if entries else set()
-    return runs | {e.run_id for e in entries if e.member is not None and member is not None and e.member != member}
+
+    def trusted(entry: LedgerEntry) -> bool:
+        if entry.verdict == UNBALANCED:
+            return False
+        if entry.run_id in runs:
+            return True
+        return _foreign(entry, member) and entry.verdict != PENDING
+
+    return trusted
 
 
 def _apply(broker: Broker, moves: list[OffsetMove]) -> None:
@@ -174,7 +224,7 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
     committed = {mq: committed_all[mq] for mq in queues}
     stake = at_stake(ledger, committed)
     # Only the windows at stake can move an offset: ask Dagster about those, not the asset's whole history.
-    repaired = moves_from_ledger(committed, stake, _landed(recorded, stake, member))
+    repaired = moves_from_ledger(committed, stake, trusted_entries(recorded, stake, member))
     check_within_broker(broker, repaired, group)
     _apply(broker, repaired)
     committed |= {move.queue: move.after for move in repaired}
@@ -264,7 +314,7 @@ def land(broker: Broker, lake: Lake, cfg: IngestionConfig, ingestion: str, run_i
                              "windows first (nothing was read, no offset moved): " + "; ".join(problems))
     entry = LedgerEntry(ingestion, cfg.consumer_group, run_id, planned, dict(prepared.origin), dict(prepared.gaps),
                         carried=tuple(prepared.at_stake), member=prepared.member, read_version=prepared.read_version,
-                        suspended=suspended)
+                        suspended=suspended, verdict=PENDING)
     for w in planned:
         log(f"window {w.partition_key}: {w.size} offsets planned: "
             + ", ".join(f"{r.queue.broker_name}/{r.queue.topic}/{r.queue.queue_id} [{r.start}, {r.end})" for r in w.ranges))
@@ -331,6 +381,6 @@ def commit(broker: Broker, recorded: RecordedRuns, prepared: Prepared, landed: L
     """Move the group's offsets over every recorded entry at stake, this run's included."""
     entries = [*prepared.at_stake, landed]
     committed = {mq: broker.committed_offset(mq) for mq in prepared.queues}
-    moves = moves_from_ledger(committed, entries, _landed(recorded, entries, prepared.member))
+    moves = moves_from_ledger(committed, entries, trusted_entries(recorded, entries, prepared.member))
     _apply(broker, moves)
     return moves

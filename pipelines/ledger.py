@@ -17,13 +17,21 @@ without losing anything a run relies on. With a single writer that is the newest
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 
 LEDGER_KEY = "rocketlake"
 LEDGER_VERSION = 1
+
+# An entry's verdict: whether the rows its commit left in the table add up to its ranges (the accounting check).
+# A run commits its slice first (``pending``), reads the slice back, then commits the verdict (an entry without
+# windows that carries the decided copy); other members move offsets only over ``balanced`` entries. Entries
+# written before verdicts existed have none (None) and are trusted as they were.
+PENDING = "pending"
+BALANCED = "balanced"
+UNBALANCED = "unbalanced"
 
 
 @dataclass(frozen=True)
@@ -91,10 +99,17 @@ class LedgerEntry:
     self_sufficient: bool = field(default=True, compare=False)
     # Orderly queues stopped at a message (``Suspension``): the entry lands nothing of them from there on.
     suspended: dict[MessageQueue, Suspension] = field(default_factory=dict)
+    # PENDING, BALANCED or UNBALANCED (see above); not part of the identity: a verdict decides an entry's copies.
+    verdict: str | None = field(default=None, compare=False)
 
     @property
     def partition_keys(self) -> list[str]:
         return [w.partition_key for w in self.windows]
+
+    @property
+    def is_verdict(self) -> bool:
+        """A verdict commit's entry (``ingest.verdict_of``): no windows of its own, only the decided copy."""
+        return not self.windows
 
     @property
     def queues(self) -> set[MessageQueue]:
@@ -125,8 +140,11 @@ class LedgerEntry:
                if self.suspended else {}),
         }
 
+    def _with_verdict(self) -> dict:
+        return {**self._body(), **({"verdict": self.verdict} if self.verdict is not None else {})}
+
     def to_json(self) -> str:
-        body = {LEDGER_KEY: LEDGER_VERSION, **self._body(), "carried": [e._body() for e in self.carried]}
+        body = {LEDGER_KEY: LEDGER_VERSION, **self._with_verdict(), "carried": [e._with_verdict() for e in self.carried]}
         if self.read_version is not None:
             body["read_version"] = self.read_version
         return json.dumps(body, separators=(",", ":"))
@@ -155,7 +173,8 @@ class LedgerEntry:
         gaps = {MessageQueue.from_key(k): (int(v[0]), int(v[1])) for k, v in raw.get("gaps", {}).items()}
         suspended = {MessageQueue.from_key(k): Suspension.from_dict(v) for k, v in raw.get("suspended", {}).items()}
         return cls(raw["ingestion"], raw["consumer_group"], raw["run_id"], windows, origin, gaps, carried or (),
-                   version, raw.get("member"), self_sufficient=carried is not None, suspended=suspended)
+                   version, raw.get("member"), self_sufficient=carried is not None, suspended=suspended,
+                   verdict=raw.get("verdict"))
 
     @property
     def identity(self) -> str:
@@ -195,12 +214,17 @@ def history_of(entries_newest_first: Iterable[LedgerEntry], group: str,
     if not complete and floor is not None and lowest_version_read is not None:
         complete = lowest_version_read <= floor + 1
     entries: list[LedgerEntry] = []
-    seen: set[str] = set()
+    seen: dict[str, int] = {}
     for entry in reversed(read):  # oldest first: the first origin of a queue wins (``origin_of``)
-        for e in (*entry.carried, entry):
-            if e.identity not in seen:
-                seen.add(e.identity)
+        for e in (*entry.carried, *(() if entry.is_verdict else (entry,))):
+            at = seen.get(e.identity)
+            if at is None:
+                seen[e.identity] = len(entries)
                 entries.append(e)
+            elif e.verdict not in (None, PENDING):
+                # A decided verdict read later replaces what an earlier copy said (a copy carried before the
+                # verdict was committed says PENDING; a slice landed again by the same run decides again).
+                entries[at] = replace(entries[at], verdict=e.verdict)
     return entries, complete
 
 
@@ -239,11 +263,12 @@ def suspensions(entries: Iterable[LedgerEntry], positions: dict[MessageQueue, in
     return found
 
 
-def landed_spans(entries: Iterable[LedgerEntry], recorded_runs: Collection[str]) -> dict[MessageQueue, list[tuple[int, int]]]:
-    """Per queue, the spans of the entries whose run Dagster recorded: what the group may pass over."""
+def landed_spans(entries: Iterable[LedgerEntry], trusted: Callable[[LedgerEntry], bool]) -> dict[MessageQueue, list[tuple[int, int]]]:
+    """Per queue, the spans of the entries ``trusted`` accepts (recorded by Dagster, balanced): what the group may
+    pass over."""
     spans: dict[MessageQueue, list[tuple[int, int]]] = {}
     for entry in entries:
-        if entry.run_id in recorded_runs:
+        if trusted(entry):
             for mq, start, end in entry.spans():
                 spans.setdefault(mq, []).append((start, end))
     return spans

@@ -34,6 +34,7 @@ from rocketlake.pipelines.consume import (
 )
 from rocketlake.pipelines.delta_writer import (
     closed_days,
+    commit_ledger,
     compact_days,
     is_delta_table,
     last_commit_version,
@@ -82,6 +83,15 @@ class SparkLake:
             return Landing(tuple(WindowAccounting(w.partition_key, 0, 0, 0, 0) for w in entry.windows), {}, 0, None)
         return land_entry(self.spark, self.source_options, self.cfg, self.table_path, entry, queue_count, log,
                           self.failures_path, self.last_errors_from)
+
+    def record_verdict(self, verdict: LedgerEntry) -> None:
+        commit_ledger(self.spark, self.table_path, verdict)
+
+    def columns(self) -> list[tuple[str, str, bool]]:
+        if not is_delta_table(self.spark, self.table_path):
+            return []
+        fields = self.spark.read.format("delta").load(self.table_path).schema.fields
+        return [(f.name, f.dataType.simpleString(), f.nullable) for f in fields]
 
     def compact(self, entry: LedgerEntry, closed_before_ms: int) -> list[tuple[str, int, int]]:
         """OPTIMIZE the days of ``entry``'s windows that are over: ``(day, files removed, files added)``."""

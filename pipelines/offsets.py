@@ -10,6 +10,7 @@ therefore repaired by simply committing again at the start of the next run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -59,9 +60,9 @@ def initial_position(times: StoreTimeReader, cfg: IngestionConfig, mq: MessageQu
 
 
 def moves_from_ledger(committed: dict[MessageQueue, int | None], entries: list[LedgerEntry],
-                      recorded_runs: set[str]) -> list[OffsetMove]:
-    """Where each queue's committed offset may move over the recorded entries (gaps count as passed)."""
-    moved = watermarks(committed, origin_of(entries), landed_spans(entries, recorded_runs))
+                      trusted: Callable[[LedgerEntry], bool]) -> list[OffsetMove]:
+    """Where each queue's committed offset may move over the entries ``trusted`` accepts (gaps count as passed)."""
+    moved = watermarks(committed, origin_of(entries), landed_spans(entries, trusted))
     return [OffsetMove(mq, before, after) for mq, (before, after) in sorted(moved.items())]
 
 

@@ -74,7 +74,7 @@ def build_by_region(ingestion, lake):
             "per_region": MetadataValue.table(
                 [TableRecord({"window_start": str(r["window_start"]), "region": r["region"], "orders": r["orders"],
                               "amount": float(r["amount"])}) for r in rows], schema=BY_REGION_SCHEMA),
-            **column_schema(spark, path)})
+            **column_schema([(f.name, f.dataType.simpleString(), f.nullable) for f in totals.schema.fields])})
 
     return by_region
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from rocketlake.pipelines.config import IngestionConfig, parse_config
 
 
@@ -12,3 +14,31 @@ def ingestion_config(**ingestion) -> IngestionConfig:
         "ingestions": {"orders": {"cluster": "local", "topic": "orders", "consumer_group": "g", "table": "orders",
                                   "window": {"cron": "* * * * *", "start": "1970-01-01"}, **ingestion}},
     }).ingestions["orders"]
+
+
+@dataclass
+class Recorded:
+    """``ingest.RecordedRuns`` as plain data: the runs a caller recorded, per partition key (Dagster's part)."""
+
+    runs: dict[str, set[str]] = field(default_factory=dict)  # partition key -> runs recorded for it
+    asked: list[set[str]] = field(default_factory=list)
+
+    def among(self, partition_keys):
+        self.asked.append(set(partition_keys))
+        return {run for key in partition_keys for run in self.runs.get(key, ())}
+
+    def record(self, entry):
+        for key in entry.partition_keys:
+            self.runs.setdefault(key, set()).add(entry.run_id)
+
+
+class Lines:
+    """A run's log (``pipelines.run.RunLog``) kept as lines."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def info(self, msg):
+        self.lines.append(msg)
+
+    warning = info

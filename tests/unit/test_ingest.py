@@ -1,23 +1,26 @@
-"""The run loop on plain data: repair, origin, gaps, watermarks, windows at stake, the carried ledger.
+"""The run on plain data: repair, origin, gaps, watermarks, windows at stake, the carried ledger, verdicts.
 
 The queues here are lists of store timestamps on paper, the lake a list of ledger entries, and the
 recorded runs a set: each a plain-data stand-in for an interface of ``pipelines.ingest``, so every
-branch of the protocol is exercised without a broker, Spark or Dagster. The same loop runs on real
-ones in tests/integration.
+branch of the protocol is exercised without a broker, Spark or Dagster. The runs are
+``pipelines.run.run``, the sequence the Dagster asset drives in production; the same runs on real
+brokers, Spark and Delta are in tests/integration/test_engine_runs.py.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import pytest
 
 from rocketlake.pipelines import ingest
 from rocketlake.pipelines.ingest import Landing, WindowAccounting
-from rocketlake.pipelines.ledger import LedgerEntry, Suspension, history_of
+from rocketlake.pipelines.ledger import BALANCED, PENDING, UNBALANCED, LedgerEntry, Suspension, history_of
+from rocketlake.pipelines.run import Alone, Committed, Landed, RunRequest, Unbalanced, run
 from rocketlake.pipelines.windows import MessagesDeleted, Window
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
-from tests.unit.support import ingestion_config
+from tests.unit.support import Lines, Recorded, ingestion_config
 
 MIN = 60_000
 A, B = MessageQueue("orders", "broker-a", 0), MessageQueue("orders", "broker-b", 0)
@@ -72,24 +75,23 @@ class LakeOnPaper:
         # What delta_writer.read_ledger returns: the history newest first, as far as history_of needs.
         return history_of(reversed(self.entries), group, 0 if self.entries else None)[0]
 
+    lost_rows: int = 0  # rows the next landing loses between read and write (its accounting does not balance)
+
     def land(self, entry, queue_count, log):
         self.entries.append(replace(entry, version=len(self.entries)))  # as Delta numbers its commits
-        accounting = tuple(WindowAccounting(w.partition_key, w.size, w.size, w.size, 0) for w in entry.windows)
+        lost, self.lost_rows = self.lost_rows, 0
+        accounting = tuple(WindowAccounting(w.partition_key, w.size, w.size, w.size - (lost if i == 0 else 0), 0)
+                           for i, w in enumerate(entry.windows))
         return Landing(accounting, {}, 0, len(self.entries) - 1)
 
+    def record_verdict(self, verdict):
+        self.entries.append(replace(verdict, version=len(self.entries)))
 
-@dataclass
-class Recorded:
-    runs: dict[str, set[str]] = field(default_factory=dict)  # partition key -> runs recorded for it
-    asked: list[set[str]] = field(default_factory=list)
+    def columns(self):
+        return []
 
-    def among(self, partition_keys):
-        self.asked.append(set(partition_keys))
-        return {run for key in partition_keys for run in self.runs.get(key, ())}
-
-    def record(self, entry: LedgerEntry):
-        for key in entry.partition_keys:
-            self.runs.setdefault(key, set()).add(entry.run_id)
+    def compact(self, entry, closed_before_ms):
+        return []
 
 
 def minutes(*counts: int) -> list[int]:
@@ -101,13 +103,23 @@ def window(i: int) -> tuple[str, Window]:
     return f"m{i}", Window(i * MIN, (i + 1) * MIN)
 
 
-def one_run(broker, lake, recorded, cfg, run_id, windows, *, scheduled=True, record=True, commit=True):
-    prepared = ingest.prepare(broker, lake, recorded, cfg, now_ms=100 * MIN, first_window_start_ms=0)
-    landed = ingest.land(broker, lake, cfg, "orders", run_id, windows, prepared, start_at_group_position=scheduled)
-    if record:
-        recorded.record(landed.ledger)
-    moves = ingest.commit(broker, recorded, prepared, landed.ledger) if record and commit else []
-    return prepared, landed, moves
+def one_run(broker, lake, recorded, cfg, run_id, windows, *, scheduled=True, record=True, commit=True,
+            now_ms=100 * MIN, only=None, log=None, windows_between=None):
+    """``pipelines.run.run`` as the asset drives it: the caller records a balanced landing (unless ``record`` is
+    False: Dagster never recorded it) and resumes the run to commit (unless ``commit`` is False: the process
+    died right after the record)."""
+    request = RunRequest("orders", run_id, windows, now_ms, 0, scheduled, only, windows_between)
+    events = run(broker, lake, recorded, Alone(), cfg, request, log or Lines())
+    landed = next(events)
+    assert isinstance(landed, Landed)
+    if record and landed.balanced:
+        recorded.record(landed.materialization.ledger)
+    moves = []
+    if commit:
+        for event in events:
+            if isinstance(event, Committed):
+                moves = event.moves
+    return landed.prepared, landed.materialization, moves
 
 
 def test_a_run_lands_its_windows_and_commits_their_ends():
@@ -281,16 +293,13 @@ class SuspendingLake(LakeOnPaper):
         return replace(landing, entry=entry)
 
 
-def orderly_run(broker, lake, recorded, cfg, run_id, windows, now_ms, log=lambda _: None):
+def orderly_run(broker, lake, recorded, cfg, run_id, windows, now_ms, log=None):
     def between(start_ms, end_ms):
         return [window(i) for i in range(start_ms // MIN, end_ms // MIN)]
 
     lake.now_ms = now_ms
-    prepared = ingest.prepare(broker, lake, recorded, cfg, now_ms=now_ms, first_window_start_ms=0)
-    landed = ingest.land(broker, lake, cfg, "orders", run_id, windows, prepared, start_at_group_position=True,
-                         log=log, now_ms=now_ms, windows_between=between)
-    recorded.record(landed.ledger)
-    ingest.commit(broker, recorded, prepared, landed.ledger)
+    _, landed, _ = one_run(broker, lake, recorded, cfg, run_id, windows, now_ms=now_ms, log=log,
+                           windows_between=between)
     return landed.ledger
 
 
@@ -303,8 +312,9 @@ def test_a_suspended_orderly_queue_waits_then_resumes_at_its_message_and_lands_e
     assert first.suspended[A].offset == 1 and first.suspended[A].attempts == 1
     assert broker.committed == {A: 1, B: 1}  # A acknowledged up to its failing message, B all of minute 0
 
-    lines: list[str] = []
-    waiting = orderly_run(broker, lake, recorded, cfg, "r2", [window(1)], t0 + 500, lines.append)
+    log = Lines()
+    lines = log.lines
+    waiting = orderly_run(broker, lake, recorded, cfg, "r2", [window(1)], t0 + 500, log)
     assert [(r.queue, r.start, r.end) for w in waiting.windows for r in w.ranges] == [(B, 1, 5)]  # A's window waits
     assert waiting.suspended[A] == first.suspended[A]  # carried unchanged: no attempt was made
     assert any("broker-a/0 is suspended at offset 1" in line and "takes no range" in line for line in lines)
@@ -335,38 +345,105 @@ def test_a_reset_moves_offsets_forward_only():
     assert plan_reset({A: 5}, {A: 5}).unchanged == [A]
 
 
-def test_two_members_share_one_table_and_a_handover_moves_offsets_over_the_other_members_landing():
-    """Two deployments (two Dagster instances) of one group write one table, each its own queues."""
+@dataclass
+class RacedLake:
+    """The shared lake, where another member's whole run lands between this run's read of the ledger and its
+    own landing (``race``, once)."""
+
+    lake: LakeOnPaper
+    race: Callable[[], object]
+
+    def __getattr__(self, name):
+        return getattr(self.lake, name)
+
+    def land(self, entry, queue_count, log):
+        race, self.race = self.race, lambda: None
+        race()
+        return self.lake.land(entry, queue_count, log)
+
+
+class Died(Exception):
+    """The process of a run was killed here."""
+
+
+@dataclass
+class DiesBeforeVerdict(LakeOnPaper):
+    def record_verdict(self, verdict):
+        raise Died
+
+
+def members_of_one_group():
+    """Two deployments (two Dagster instances) of one group: their configurations and their records."""
+    return config(instance_name="m1"), config(instance_name="m2"), Recorded(), Recorded()
+
+
+def test_two_members_share_one_table_and_a_handover_moves_offsets_over_the_other_members_balanced_landing():
     broker = QueuesOnPaper({A: minutes(2, 2, 2), B: minutes(1, 1, 1)}, committed={A: 0, B: 0})
-    lake, cfg = LakeOnPaper(), config()
-    first, second = Recorded(), Recorded()
-
-    def prepare(recorded, member, taken):
-        return ingest.prepare(broker, lake, recorded, cfg, now_ms=100 * MIN, first_window_start_ms=0,
-                              member=member, taken=taken)
-
-    def land(prepared, recorded, run_id, windows, commit=True):
-        landed = ingest.land(broker, lake, cfg, "orders", run_id, windows, prepared, start_at_group_position=True)
-        recorded.record(landed.ledger)
-        if commit:
-            ingest.commit(broker, recorded, prepared, landed.ledger)
-        return landed.ledger
-
-    m1 = prepare(first, "m1", {A})  # m1 reads the table, then m2 lands and commits before m1 writes
-    assert m1.queues == [A]
-    b0 = land(prepare(second, "m2", {B}), second, "b0", [window(0)])
-    a0 = land(m1, first, "a0", [window(0)])
-    assert b0.windows[0].ranges == (OffsetRange(B, 0, 1),) and a0.windows[0].ranges == (OffsetRange(A, 0, 2),)
-    assert a0.read_version == b0.read_version == -1 and broker.committed == {A: 2, B: 1}
+    lake = LakeOnPaper()
+    m1, m2, first, second = members_of_one_group()
+    b0 = []
+    raced = RacedLake(lake, lambda: b0.append(one_run(broker, lake, second, m2, "b0", [window(0)], only={B})[1].ledger))
+    prepared, a0, _ = one_run(broker, raced, first, m1, "a0", [window(0)], only={A})  # m2 lands while m1 runs
+    assert prepared.queues == [A]
+    assert b0[0].windows[0].ranges == (OffsetRange(B, 0, 1),) and a0.ledger.windows[0].ranges == (OffsetRange(A, 0, 2),)
+    assert a0.ledger.read_version == b0[0].read_version == -1 and broker.committed == {A: 2, B: 1}
     assert {e.run_id for e in lake.ledger("g")} == {"a0", "b0"}, "a0 does not carry b0, yet both are read"
-    # m2 lands window 1 of B and dies before its Dagster records it; m1, alone now, takes both queues.
-    land(prepare(second, "m2", {B}), Recorded(), "b1", [window(1)], commit=False)
-    assert broker.committed[B] == 1
-    handover = prepare(first, "m1", {A, B})
+    # m2 lands window 1 of B, commits its verdict (balanced) and dies before its Dagster records the run; m1,
+    # alone now, takes both queues.
+    one_run(broker, lake, Recorded(), m2, "b1", [window(1)], only={B}, record=False)
+    assert broker.committed[B] == 1 and lake.ledger("g")[-1].verdict == BALANCED
+    handover = ingest.prepare(broker, lake, first, m1, 100 * MIN, 0, member=m1.client_id, taken={A, B})
     assert [(m.queue, m.before, m.after) for m in handover.repaired] == [(B, 1, 2)], \
-        "m2's Delta commit is the proof of its slice: m1's instance never heard of run b1"
-    land(handover, first, "a2", [window(1), window(2)])
+        "m2's balanced verdict is the proof of its slice: m1's instance never heard of run b1"
+    one_run(broker, lake, first, m1, "a2", [window(1), window(2)])
     assert broker.committed == {A: 6, B: 3}
+
+
+def test_another_members_landing_whose_verdict_never_came_moves_no_offset_and_is_landed_again():
+    broker = QueuesOnPaper({A: minutes(2, 2, 2), B: minutes(1, 1, 1)}, committed={A: 2, B: 1})
+    lake = DiesBeforeVerdict()
+    m1, m2, first, _ = members_of_one_group()
+    with pytest.raises(Died):  # killed between its Delta commit and its verdict
+        one_run(broker, lake, Recorded(), m2, "b1", [window(1)], only={B})
+    assert [e.verdict for e in lake.ledger("g")] == [PENDING]
+    handover = ingest.prepare(broker, lake, first, m1, 100 * MIN, 0, member=m1.client_id, taken={A, B})
+    assert handover.repaired == [], "nobody knows whether b1's rows add up: its landing may not move an offset"
+    lake.__class__ = LakeOnPaper  # m1's own run lives on
+    _, landed, _ = one_run(broker, lake, first, m1, "a1", [window(1)])
+    assert landed.ledger.windows[0].ranges == (OffsetRange(A, 2, 4), OffsetRange(B, 1, 2)), "m1 lands B's window again"
+    assert broker.committed == {A: 4, B: 2}
+
+
+def test_an_unbalanced_landing_is_never_recorded_never_moves_an_offset_and_a_balanced_rerun_does():
+    broker = QueuesOnPaper({A: minutes(3, 2), B: minutes(1, 4)}, committed={A: 0, B: 0})
+    lake, recorded = LakeOnPaper(lost_rows=1), Recorded()
+    m1, m2, _, other = members_of_one_group()
+    with pytest.raises(Unbalanced, match="no offset moved"):
+        one_run(broker, lake, recorded, m1, "r1", [window(0)])
+    assert recorded.runs == {} and broker.commits == []
+    assert [e.verdict for e in lake.ledger("g")] == [UNBALANCED]
+    # Whoever runs next: this member's next run, or another member's, moves nothing over it.
+    assert ingest.prepare(broker, lake, recorded, m1, 100 * MIN, 0, member=m1.client_id).repaired == []
+    assert ingest.prepare(broker, lake, other, m2, 100 * MIN, 0, member=m2.client_id).repaired == []
+    assert broker.commits == []
+    # A later balanced run of the same windows lands them anew and moves the offsets.
+    one_run(broker, lake, recorded, m1, "r2", [window(0)])
+    assert broker.committed == {A: 3, B: 1}
+
+
+def test_a_copy_carried_as_pending_by_a_member_that_read_before_the_verdict_does_not_undo_it():
+    broker = QueuesOnPaper({A: minutes(2, 2), B: minutes(1, 1)}, committed={A: 0, B: 0})
+    lake = LakeOnPaper()
+    m1, m2, first, second = members_of_one_group()
+    one_run(broker, lake, first, m1, "a0", [window(0)], only={A}, commit=False)  # v0: slice, v1: verdict
+    assert [e.verdict for e in lake.entries] == [PENDING, None] and lake.entries[1].carried[-1].verdict == BALANCED
+    one_run(broker, lake, second, m2, "b0", [window(0)], only={B}, commit=False)  # v2, v3
+    # As if m2 had read the table at v0, before a0's verdict: its entry carries a0 as it was then.
+    stale = replace(lake.entries[0], version=None, carried=())
+    lake.entries[2] = replace(lake.entries[2], read_version=0, carried=(stale,))
+    assert [e.verdict for e in lake.ledger("g") if e.run_id == "a0"] == [BALANCED]
+    assert [(m.queue, m.after) for m in ingest.prepare(broker, lake, second, m2, 100 * MIN, 0, member=m2.client_id,
+                                                        taken={A, B}).repaired] == [(A, 2), (B, 1)]
 
 
 def test_a_ledger_ahead_of_the_broker_is_refused_naming_the_queue_and_moves_nothing():

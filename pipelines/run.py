@@ -1,0 +1,157 @@
+"""The one run of an ingestion, in order: the sequence production runs and the unit tests drive.
+
+``run`` is a generator. It makes every decision of the exactly-once protocol itself and hands its
+caller (the Dagster asset, or a test) two events to translate:
+
+* ``Landed``: the slice is committed and its accounting known. A balanced landing must be recorded
+  by the caller (Dagster: the ``MaterializeResult``) before the caller asks for the next event; an
+  unbalanced one must not be recorded: ``run`` raises ``Unbalanced`` when resumed, and no offset moves.
+* ``Committed``: the group's offsets moved over what the record covers; the positions, for an observation.
+
+Nothing here knows Dagster or Spark: the run talks to ``ingest.Broker``, ``ingest.Lake``,
+``ingest.RecordedRuns`` and ``Group`` (membership and the orderly locks).
+
+The order, and why:
+1. every window is closed (its store-time range can no longer grow);
+2. this member's share of the queues (membership, strategy, a rebalance sensor's narrowing);
+3. ``prepare``: repair offsets an earlier recorded landing did not commit, decide where the group stands;
+4. ``land`` under the orderly locks: plan exact ranges, one Delta commit of slice and ledger entry
+   (verdict pending), then the read-back accounting;
+5. the verdict commit: whether that slice balanced, for every member that reads the ledger;
+6. send back the failures (CLUSTERING), only for a balanced landing;
+7. ``Landed``: the caller records the materialization, or not;
+8. commit the offsets, only over entries the record (or a balanced verdict of another member) covers;
+9. ``Committed``, then compaction of the days that are over (best effort, still in the group's slot).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterator
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Protocol
+
+from rocketlake.pipelines import ingest
+from rocketlake.pipelines.assignment import Assignment, member_share
+from rocketlake.pipelines.config import IngestionConfig
+from rocketlake.pipelines.failpoints import failpoint
+from rocketlake.pipelines.ingest import Broker, Lake, Materialization, RecordedRuns, WindowsBetween
+from rocketlake.pipelines.offsets import OffsetMove
+from rocketlake.pipelines.windows import Window, WindowNotClosed
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
+
+
+class RunLog(Protocol):
+    """Where a run's lines go: Dagster's ``context.log`` or a ``logging.Logger``."""
+
+    def info(self, msg: str) -> None: ...
+
+    def warning(self, msg: str) -> None: ...
+
+
+class Group(Protocol):
+    """What a run needs of the consumer group beyond its queues: who its members are, and the orderly locks."""
+
+    def members(self) -> list[str]:
+        """The group's client ids as the brokers list them (empty for BROADCASTING)."""
+
+    def locked(self, queues: list[MessageQueue], log: Callable[[str], None]) -> AbstractContextManager:
+        """Hold the broker locks of ``queues`` for this member while the body runs."""
+
+
+class Alone:
+    """A ``Group`` of one member that takes every queue and locks nothing (a test's, a backfill's own)."""
+
+    def members(self) -> list[str]:
+        return []
+
+    def locked(self, queues, log) -> AbstractContextManager:
+        return nullcontext()
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What the caller asks of one run."""
+
+    ingestion: str
+    run_id: str
+    windows: list[tuple[str, Window]]  # (partition key, window), in any order
+    now_ms: int
+    first_window_start_ms: int         # where the ingestion's windows begin (cfg.window.start)
+    start_at_group_position: bool      # scheduled runs start where the group stands; a backfill takes whole windows
+    only_queues: Collection[MessageQueue] | None = None  # a rebalance sensor's narrowing of this member's share
+    windows_between: WindowsBetween | None = None         # orderly resumes reach back to earlier windows
+
+
+@dataclass(frozen=True)
+class Landed:
+    materialization: Materialization
+    share: Assignment
+    columns: list[tuple[str, str, bool]]  # the table's columns after the commit (``Lake.columns``)
+    prepared: ingest.Prepared              # where the group stood before the landing
+
+    @property
+    def balanced(self) -> bool:
+        return self.materialization.balanced
+
+
+@dataclass(frozen=True)
+class Committed:
+    moves: list[OffsetMove]
+    positions: dict[MessageQueue, int | None]  # the group's offsets after the commit, per queue of this member
+
+
+class Unbalanced(RuntimeError):
+    """The landing's rows do not add up to its ranges: nothing was recorded, no offset moved."""
+
+
+def run(broker: Broker, lake: Lake, recorded: RecordedRuns, group: Group, cfg: IngestionConfig,
+        request: RunRequest, log: RunLog) -> Iterator[Landed | Committed]:
+    for key, window in request.windows:
+        try:
+            window.check_closed(request.now_ms, cfg.window.grace_seconds * 1000)
+        except WindowNotClosed as e:
+            raise WindowNotClosed(f"partition {key}: {e}") from None
+
+    share = member_share(cfg, broker.subscribed_queues(), group.members(), request.only_queues)
+    log.info(share.describe())
+    prepared = ingest.prepare(broker, lake, recorded, cfg, request.now_ms, request.first_window_start_ms,
+                              member=cfg.client_id, taken=share.taken)
+    for move in prepared.repaired:
+        log.info(f"repaired offset of {move.queue}: {move.before} -> {move.after} (landed by an earlier run)")
+
+    with group.locked(prepared.queues, log.info) if cfg.consume_orderly else nullcontext():
+        landed = ingest.land(broker, lake, cfg, request.ingestion, request.run_id, request.windows, prepared,
+                             start_at_group_position=request.start_at_group_position, log=log.info,
+                             now_ms=request.now_ms, windows_between=request.windows_between)
+    verdict = ingest.verdict_of(landed)
+    if verdict is not None:
+        lake.record_verdict(verdict)
+    if landed.balanced:
+        ingest.send_back(broker, cfg, landed, log.info)
+        failpoint("after_send_back")
+    yield Landed(landed, share, lake.columns(), prepared)
+    if not landed.balanced:
+        raise Unbalanced("the accounting check failed: the table's rows of these windows do not add up to their "
+                         "ranges (see the check's windows); the landing is marked unbalanced in the ledger and no "
+                         "offset moved. Running the windows again lands them anew.")
+
+    if request.run_id not in recorded.among(landed.ledger.partition_keys):
+        log.warning("the materialization is not visible in the instance yet; offsets will be committed by the next run")
+        return
+    failpoint("before_offset_commit")
+    moves = ingest.commit(broker, recorded, prepared, landed.ledger)
+    for move in moves:
+        log.info(f"committed offset of {move.queue}: {move.before} -> {move.after}")
+    yield Committed(moves, {mq: broker.committed_offset(mq) for mq in prepared.queues})
+
+    closed_before_ms = request.now_ms - cfg.window.grace_seconds * 1000
+    try:
+        done = lake.compact(landed.ledger, closed_before_ms)
+    except Exception as e:  # noqa: BLE001 - any failure of an optional maintenance step is reported, not raised
+        # A failure leaves the table as it was (one Delta commit or none) and is retried when a later run lands
+        # a window of that day; it does not fail a run whose data and offsets are landed.
+        log.warning(f"compaction skipped: {type(e).__name__}: {str(e)[:300]}")
+        return
+    for day, removed, added in done:
+        log.info(f"compacted day {day}: {removed} files -> {added}")
