@@ -43,7 +43,6 @@ from rocketlake.pipelines.delta_writer import (
     write_slice,
 )
 from rocketlake.pipelines.failures import DEAD_LETTERED, FAILED, SENT_BACK, FailedMessage
-from rocketlake.pipelines.failpoints import failpoint
 from rocketlake.pipelines.ingest import Landing, Log, WindowAccounting
 from rocketlake.pipelines.ledger import LedgerEntry, Suspension, WindowEntry
 from rocketlake.pipelines.options import encode_plan
@@ -129,7 +128,6 @@ def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: Ingesti
         figures, failed, entry = _land_judged(spark, df, cfg, table_path, entry, log, failures_path)
     else:
         figures, failed = _land_all(df, table_path, entry, log), ()
-    failpoint("after_delta_commit")
     version = last_commit_version(spark, table_path)
     log(f"Delta commit version {version} of {table_path} holds the slice and its ledger")
 

@@ -17,7 +17,6 @@ import json
 import os
 from pathlib import Path
 
-from rocketlake.pipelines.failpoints import failpoint
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
 FILE = "offsets.json"
@@ -70,5 +69,4 @@ class LocalOffsetStore:
             os.fsync(f.fileno())
         if self.path.exists():
             os.replace(self.path, bak)
-            failpoint("offset_store_between_renames")
         os.replace(tmp, self.path)

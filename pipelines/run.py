@@ -34,7 +34,6 @@ from typing import Protocol
 from rocketlake.pipelines import ingest
 from rocketlake.pipelines.assignment import Assignment, member_share
 from rocketlake.pipelines.config import IngestionConfig
-from rocketlake.pipelines.failpoints import failpoint
 from rocketlake.pipelines.ingest import Broker, Lake, Materialization, RecordedRuns, WindowsBetween
 from rocketlake.pipelines.offsets import OffsetMove
 from rocketlake.pipelines.windows import Window, WindowNotClosed
@@ -129,7 +128,6 @@ def run(broker: Broker, lake: Lake, recorded: RecordedRuns, group: Group, cfg: I
         lake.record_verdict(verdict)
     if landed.balanced:
         ingest.send_back(broker, cfg, landed, log.info)
-        failpoint("after_send_back")
     yield Landed(landed, share, lake.columns(), prepared)
     if not landed.balanced:
         raise Unbalanced("the accounting check failed: the table's rows of these windows do not add up to their "
@@ -139,7 +137,6 @@ def run(broker: Broker, lake: Lake, recorded: RecordedRuns, group: Group, cfg: I
     if request.run_id not in recorded.among(landed.ledger.partition_keys):
         log.warning("the materialization is not visible in the instance yet; offsets will be committed by the next run")
         return
-    failpoint("before_offset_commit")
     moves = ingest.commit(broker, recorded, prepared, landed.ledger)
     for move in moves:
         log.info(f"committed offset of {move.queue}: {move.before} -> {move.after}")

@@ -26,7 +26,6 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from rocketlake.pipelines.failpoints import failpoint
 from rocketlake.pipelines.options import SourceOptions, parse_options
 from rocketlake.pipelines.planning import split_ranges
 from rocketlake.resources.rocketmq.columnar import RawRecords, record_batch
@@ -122,15 +121,12 @@ class RocketMQReader(DataSourceReader):
         batches = _TaskBatches(schema, partition.offsets.queue.broker_name, partition.window_start_ms,
                                range_subscription(opts, partition.offsets), opts.include_filtered)
         for chunk in pull_chunks(opts, partition.offsets):
-            if batches.rows == 0:
-                failpoint("during_pull")
             batches.add(chunk)
             # What a task holds at once stays within the push consumer's per-queue cache limits (give or take
             # the one pull answer that crossed them, as the push consumer checks before it pulls).
             if batches.rows >= opts.pull_threshold_for_queue or batches.bytes >= opts.pull_threshold_size_for_queue_bytes:
                 yield from batches.flush()
         yield from batches.flush()
-        failpoint("during_write")  # this task's file is being written; other tasks' may be done
 
 
 class _TaskBatches:

@@ -44,6 +44,15 @@ def rerun_bound(normal_s: float) -> float:
     return normal_s + max(RERUN_SLACK_S, normal_s)
 
 
+CRASH_POINTS = ROOT / "tests" / "crash_points"  # the sitecustomize that arms a named point (nothing in the product)
+
+
+def armed(env: dict, point: str) -> dict:
+    """``env`` with the named crash point armed in every Python process of the run (Spark's workers included)."""
+    return dict(env, ROCKETLAKE_FAILPOINT=point,
+                PYTHONPATH=os.pathsep.join(p for p in (str(CRASH_POINTS), env.get("PYTHONPATH")) if p))
+
+
 def start_cli(env: dict, table: str, partition: str) -> subprocess.Popen:
     return subprocess.Popen([DAGSTER, "asset", "materialize", "-m", "rocketlake.definitions", "--select", table,
                              "--partition", partition], cwd=ROOT, env=env, stdout=subprocess.PIPE,
@@ -112,7 +121,7 @@ def test_killed_at_the_worst_places_is_repaired_by_the_next(point, tmp_path, loc
                           max_messages_per_task=3)  # small tasks: a kill mid-write finds some files written
     window, _ = produced.windows()
 
-    code, output, _ = materialize_cli(dict(ingestion.env, ROCKETLAKE_FAILPOINT=point), ingestion.table, window)
+    code, output, _ = materialize_cli(armed(ingestion.env, point), ingestion.table, window)
     assert code == -signal.SIGKILL, output[-2000:]
     assert ingestion.committed() == {}  # no offset moved before the data was recorded
     if point in ("during_pull", "during_write"):
@@ -153,7 +162,7 @@ def test_a_broadcasting_member_killed_while_writing_its_offset_store_restarts_fr
     assert code == 0, output[-3000:]
     assert offsets() == ends([w1])
 
-    code, output, _ = materialize_cli(dict(ingestion.env, ROCKETLAKE_FAILPOINT="offset_store_between_renames"),
+    code, output, _ = materialize_cli(armed(ingestion.env, "offset_store_between_renames"),
                                       ingestion.table, w2)
     assert code == -signal.SIGKILL, output[-2000:]
     assert not store.exists() and store.with_name("offsets.json.bak").exists()  # killed between the renames
@@ -235,7 +244,7 @@ def test_runs_killed_during_or_after_send_back_land_every_message_once(tmp_path,
                for w in produced.windows()}
     for window, point in zip(produced.windows(), ("during_send_back", "after_send_back")):
         before = ingestion.committed()
-        code, output, _ = materialize_cli(dict(ingestion.env, ROCKETLAKE_FAILPOINT=point), ingestion.table, window)
+        code, output, _ = materialize_cli(armed(ingestion.env, point), ingestion.table, window)
         assert code == -signal.SIGKILL, output[-2000:]
         assert ingestion.committed() == before  # killed before the materialization: no offset moved
         code, output, _ = materialize_cli(ingestion.env, ingestion.table, window)
