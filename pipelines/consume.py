@@ -229,25 +229,32 @@ def listen_orderly(df: DataFrame, cfg: IngestionConfig, prior: dict[str, tuple[i
                .sortWithinPartitions("topic", "broker_name", "queue_id", "queue_offset"))
     schema = StructType(df.schema.fields + StructType.fromDDL(f"{HELD} BOOLEAN").fields)
     return ordered.mapInArrow(_in_order(cfg.listener, cfg.consume_message_batch_max_size, cfg.consume_timeout_seconds,
-                                        prior, cfg.effective_max_reconsume_times), schema)
+                                        prior, cfg.effective_max_reconsume_times, cfg.consume_thread_max), schema)
 
 
 def _in_order(path: str | None, batch_max: int, timeout_s: float, prior: dict[str, tuple[int, int]],
-              max_attempts: int):
-    """The mapInArrow function of ``listen_orderly``: picklable; one listener call at a time per task."""
+              max_attempts: int, threads: int = 1):
+    """The mapInArrow function of ``listen_orderly``: picklable. A task holds one queue or several (hashed to the
+    same partition): its queues are consumed side by side on up to ``threads`` threads (``consume_thread_max``, as
+    the Java consumer's pool serves many queues), each queue one listener call at a time, in offset order."""
 
     def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import sys
+        from concurrent.futures import ThreadPoolExecutor
 
         from rocketlake.pipelines.listener import CallPool, consume_in_order, load_listener
 
         listener = load_listener(path) if path else None
-        pool = CallPool(1, 1, timeout_s)
+        pools: dict[str, CallPool] = {}  # one call at a time per queue, each within consume_timeout
         held: set[str] = set()
 
         def log(line: str) -> None:
             print(f"rocketlake orderly: {line}", file=sys.stderr, flush=True)
 
+        def consume_queue(rows: list[dict]) -> list[tuple[str | None, bool]]:
+            return consume_in_order(rows, listener, batch_max, pools[rows[0]["queue"]], prior, max_attempts, held, log)
+
+        workers = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="rocketlake-orderly")
         try:
             for batch in batches:
                 table = pa.Table.from_batches([batch])
@@ -255,14 +262,26 @@ def _in_order(path: str | None, batch_max: int, timeout_s: float, prior: dict[st
                          "matched": r["matched"], "duplicate": r[DUPLICATE], "error": r[ERROR],
                          "message": _as_message(r)}
                         for r in table.to_pylist()]
-                verdicts = consume_in_order(rows, listener, batch_max, pool, prior, max_attempts, held, log)
+                at: dict[str, list[int]] = {}
+                for i, row in enumerate(rows):  # sorted by queue and offset: each queue's rows stay in order
+                    at.setdefault(row["queue"], []).append(i)
+                for key in at:
+                    if key not in pools:
+                        pools[key] = CallPool(1, 1, timeout_s)
+                verdicts: list = [None] * len(rows)
+                for indexes, found in zip(at.values(), workers.map(consume_queue, ([rows[i] for i in ix]
+                                                                                   for ix in at.values()))):
+                    for i, verdict in zip(indexes, found):
+                        verdicts[i] = verdict
                 table = table.set_column(table.column_names.index(ERROR), ERROR,
                                          pa.array([e for e, _ in verdicts], type=pa.string()))
                 table = table.append_column(HELD, pa.array([h for _, h in verdicts], type=pa.bool_()))
                 yield (table.combine_chunks().to_batches()[0] if table.num_rows
                        else pa.RecordBatch.from_pylist([], schema=table.schema))
         finally:
-            pool.close()
+            workers.shutdown(wait=False)
+            for pool in pools.values():
+                pool.close()
 
     return apply
 

@@ -69,3 +69,13 @@ def calls_file(topic: str) -> str:
     import tempfile
 
     return f"{tempfile.gettempdir()}/rocketlake-listener-calls-{topic}.txt"
+
+
+#: set by the test that names ``orderly_meeting``: the calls of how many queues must be in flight at once
+MEETING: list = []
+
+
+def orderly_meeting(messages, context):
+    """Waits for the other queues' calls at a barrier: it passes only if those calls run at the same time."""
+    MEETING[0].wait()
+    return ConsumeOrderlyStatus.SUCCESS

@@ -156,3 +156,40 @@ def test_orderly_dead_letters_a_message_out_of_attempts_and_goes_on():
     # (batches of 2: [5, 6] failed together, so both go to the DLQ as Java's checkReconsumeTimes sends the batch.)
     out = consume_in_order(rows, listener, 1, CallPool(1, 1, 5), {"a": (5, 1)}, 2, set())
     assert [h for _, h in out] == [True, True, True, True]
+
+
+def orderly_task(queues: int, threads: int) -> list[str | None]:
+    """One Spark task's rows of ``queues`` queues (two offsets each) through ``listen_orderly``'s function."""
+    import pyarrow as pa
+
+    from rocketlake.pipelines.consume import DUPLICATE, ERROR, _in_order
+
+    rows = [{"topic": "orders", "broker_name": "broker-a", "queue_id": q, "queue_offset": o, "origin_topic": "orders",
+             "tags": "t", "reconsume_times": 0, "matched": True, DUPLICATE: False, ERROR: None}
+            for q in range(queues) for o in range(2)]
+    batch = pa.RecordBatch.from_pylist(rows, schema=pa.schema([
+        ("topic", pa.string()), ("broker_name", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()),
+        ("origin_topic", pa.string()), ("tags", pa.string()), ("reconsume_times", pa.int32()), ("matched", pa.bool_()),
+        (DUPLICATE, pa.bool_()), (ERROR, pa.string())]))
+    apply = _in_order("tests.unit.listeners:orderly_meeting", 2, 30.0, {}, 16, threads)
+    return [e for out in apply(iter([batch])) for e in out.column(ERROR).to_pylist()]
+
+
+@pytest.mark.parametrize("threads", [3, 4])
+def test_orderly_queues_of_one_task_are_consumed_side_by_side_up_to_consume_thread_max(threads):
+    import threading
+
+    from tests.unit import listeners
+
+    listeners.MEETING[:] = [threading.Barrier(3, timeout=20)]  # three queues' calls must meet
+    assert orderly_task(queues=3, threads=threads) == [None] * 6
+
+
+def test_orderly_with_one_consume_thread_calls_one_queue_at_a_time():
+    import threading
+
+    from tests.unit import listeners
+
+    listeners.MEETING[:] = [threading.Barrier(2, timeout=0.5)]  # never met: the second queue waits for the first
+    errors = orderly_task(queues=2, threads=1)
+    assert all(e is not None and "BrokenBarrierError" in e for e in errors[::2]), errors
