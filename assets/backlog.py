@@ -27,7 +27,6 @@ from dagster import (
 from rocketlake.assets.ingestion import rocketmq_resource_key
 from rocketlake.pipelines.backlog import backlog_of
 from rocketlake.pipelines.config import DLQ_GROUP_TOPIC_PREFIX, IngestionConfig
-from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.errors import RocketMQError
 from rocketlake.resources.rocketmq.message import retry_topic
 
@@ -50,8 +49,7 @@ def build_backlog_sensor(cfg: IngestionConfig) -> SensorDefinition:
         resource = getattr(context.resources, rocketmq_key)
         now_ms = int(time.time() * 1000)
         try:
-            with RocketMQClient(resource.namesrv, credentials=resource.credentials(),
-                                timeout=cfg.mq_client_api_timeout / 1000) as client:
+            with resource.open_client(cfg.mq_client_api_timeout) as client:
                 retry = backlog_of(client, cfg.consumer_group, retry_topic(cfg.consumer_group))
                 dead = backlog_of(client, cfg.consumer_group, DLQ_GROUP_TOPIC_PREFIX + cfg.consumer_group)
         except RocketMQError as e:

@@ -44,7 +44,6 @@ from rocketlake.pipelines.broker_access import group_broker
 from rocketlake.pipelines.config import IngestionConfig
 from rocketlake.pipelines.freshness import GROWTH_TICKS, Freshness, freshness, lag_keeps_growing
 from rocketlake.pipelines.progress import QueueProgress, group_progress
-from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.errors import RocketMQError
 
 LAG_MESSAGES = "rocketlake/lag_messages"
@@ -165,8 +164,7 @@ def build_lag_sensor(cfg: IngestionConfig) -> SensorDefinition:
         resource = getattr(context.resources, rocketmq_key)
         now_ms = int(time.time() * 1000)
         try:
-            with RocketMQClient(resource.namesrv, credentials=resource.credentials(),
-                                timeout=cfg.mq_client_api_timeout / 1000) as client:
+            with resource.open_client(cfg.mq_client_api_timeout) as client:
                 rows = group_progress(group_broker(client, cfg))
         except RocketMQError as e:
             return SkipReason(f"cannot read the progress of group {cfg.consumer_group}: {e}")

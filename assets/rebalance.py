@@ -38,7 +38,6 @@ from rocketlake.pipelines.assignment import member_share
 from rocketlake.pipelines.broker_access import LiveGroup, group_broker
 from rocketlake.pipelines.completeness import landed_queues, missing_slices, recent_entries
 from rocketlake.pipelines.config import IngestionConfig
-from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.errors import RocketMQError
 
 #: How many of the most recent closed windows are checked for slices nobody landed.
@@ -68,8 +67,7 @@ def build_rebalance_sensor(cfg: IngestionConfig, table_path: str) -> SensorDefin
         resource = getattr(context.resources, rocketmq_key)
         try:
             # A client of its own, closed at the end of the tick (the resource's clients are cached for runs).
-            with RocketMQClient(resource.namesrv, credentials=resource.credentials(),
-                                timeout=cfg.mq_client_api_timeout / 1000) as client:
+            with resource.open_client(cfg.mq_client_api_timeout) as client:
                 share = member_share(cfg, group_broker(client, cfg).subscribed_queues(), LiveGroup(client, cfg).members())
         except RocketMQError as e:
             return SkipReason(f"cannot ask RocketMQ for the route and the members of {cfg.consumer_group}: {e}")

@@ -42,6 +42,11 @@ class RocketMQResource(ConfigurableResource):
                                                        timeout=timeout_ms / 1000)
         return self._clients[timeout_ms]
 
+    def open_client(self, timeout_ms: int | None = None) -> RocketMQClient:
+        """A client of its own for a short task (a sensor's tick), to close at its end (``with``); the run's
+        clients (``client``) are cached for the process."""
+        return RocketMQClient(self.namesrv, credentials=self.credentials(), timeout=(timeout_ms or self.timeout_ms) / 1000)
+
     def source_options(self, timeout_ms: int | None = None) -> dict[str, str]:
         """Options for ``spark.read.format("rocketmq")``: the executors' clients get the driver's settings
         (credentials included: keep out of logs)."""

@@ -61,9 +61,11 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None,
                   app_name: str = "rocketlake") -> SparkSession:
     """The process's SparkSession with Delta configured (created on first call, then reused).
 
-    Spark allows one active session per JVM; asking again returns it, with ``conf`` applied where
-    Spark allows runtime changes.
+    Spark allows one active session per JVM; asking again returns it, with ``conf`` applied where Spark
+    allows runtime changes (SQL settings). A master, application name or static setting that differs from
+    the active session's cannot apply and is refused (``SparkSessionConflict``), never silently dropped.
     """
+    asked = dict(conf or {})
     settings = {**(LOCAL_DEFAULTS if master.startswith("local") else {}), **DELTA_CONF, **(conf or {})}
     # PySpark reads the executors' interpreter from PYSPARK_PYTHON when the context starts (spark-submit turns
     # spark.pyspark.python into it); by default the executors run this very interpreter, which suits one image
@@ -74,6 +76,7 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None,
     with _lock:
         active = SparkSession.getActiveSession()
         if active is not None:
+            apply_to_active(active, master, app_name, asked)
             return active
         delta_jars = jars.resolve(jars.delta_jar_set())
         builder = SparkSession.builder.master(master).appName(app_name)
@@ -87,6 +90,38 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None,
             # driver's working directory: the reader and its client travel with the application.
             session.sparkContext.addPyFile(str(package_zip()))
         return session
+
+
+class SparkSessionConflict(RuntimeError):
+    """A setting asked of the process's SparkSession that the session already running cannot take."""
+
+
+def apply_to_active(active: SparkSession, master: str, app_name: str, conf: dict[str, str]) -> None:
+    """Apply ``conf`` to the session already running: runtime (SQL) settings are set; a master, name or static
+    setting it already has is fine; one it has otherwise is refused, naming the key and both values."""
+    started = active.sparkContext.getConf()
+    wrong = []
+    if active.sparkContext.master != master:
+        wrong.append(("master", master, active.sparkContext.master))
+    if active.sparkContext.appName != app_name:
+        wrong.append(("app_name", app_name, active.sparkContext.appName))
+    for key, value in conf.items():
+        if key == "spark.pyspark.python":
+            continue  # read from the environment when the context started: see spark_session
+        if key == "spark.jars":
+            missing = [j for j in filter(None, value.split(",")) if j not in started.get("spark.jars", "").split(",")]
+            if missing:
+                wrong.append((key, ",".join(missing), started.get("spark.jars", "")))
+        elif active.conf.isModifiable(key):
+            active.conf.set(key, value)
+        elif started.get(key, None) != value:
+            wrong.append((key, value, started.get(key, None)))
+    if wrong:
+        listed = "; ".join(f"{key}={want!r} (the running session has {have!r})" for key, want, have in wrong)
+        raise SparkSessionConflict(
+            f"SparkResource: a SparkSession is already running in this process and cannot take {listed}: these are "
+            "fixed when a session starts. Give the resource the running session's values, or stop that session "
+            "(spark.stop()) before the run starts its own.")
 
 
 def package_zip(cache_dir: Path | None = None) -> Path:
@@ -134,7 +169,9 @@ class SparkResource(ConfigurableResource):
 
     master: str = Field(default="local[*]", description="Spark master URL: local[N], spark://, k8s://, yarn.")
     app_name: str = Field(default="rocketlake", description="Application name shown in Spark's UI.")
-    conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark configuration, applied last.")
+    conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark configuration, applied last. When a "
+                                 "SparkSession is already running in the process, SQL settings are applied to it "
+                                 "and a different master, name or static setting is refused.")
 
     def session(self) -> SparkSession:
         return spark_session(self.master, self.conf, self.app_name)

@@ -1,0 +1,27 @@
+"""SparkResource on a process whose SparkSession is already running (a notebook's, a test's): its settings apply
+where Spark can change them and are refused, naming them, where it cannot; never silently dropped."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocketlake.resources.spark import SparkResource, SparkSessionConflict
+
+pytestmark = pytest.mark.engine
+
+
+def test_runtime_settings_apply_to_the_running_session_and_fixed_ones_are_refused_by_name(spark):
+    master = spark.sparkContext.master
+    before = spark.conf.get("spark.sql.session.timeZone")
+    try:
+        session = SparkResource(master=master, conf={"spark.sql.session.timeZone": "Asia/Shanghai"}).session()
+        assert session is spark and spark.conf.get("spark.sql.session.timeZone") == "Asia/Shanghai"
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", before)
+
+    with pytest.raises(SparkSessionConflict, match=r"master='spark://elsewhere:7077' \(the running session has "):
+        SparkResource(master="spark://elsewhere:7077").session()
+    with pytest.raises(SparkSessionConflict, match=r"spark.executor.memory='7g' \(the running session has None\)"):
+        SparkResource(master=master, conf={"spark.executor.memory": "7g"}).session()
+    with pytest.raises(SparkSessionConflict, match=r"app_name='other'"):
+        SparkResource(master=master, app_name="other").session()
