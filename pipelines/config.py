@@ -187,12 +187,14 @@ def local_ip() -> str:
         return "127.0.0.1"
 
 
-GROUP_WORK = "it comes with consumer-group semantics: members, allocation, rebalancing, orderly queues"
 # DefaultMQPushConsumer settings rocketlake does not honour yet. A key listed here is refused whenever it is
 # present in the file, so that no accepted setting is silently ignored; the work that implements a key deletes
 # its line. Value: why, and when it comes.
 NOT_SUPPORTED_YET = {
-    "consume_concurrently_max_span": GROUP_WORK,
+    "consume_concurrently_max_span": (
+        "a run reads exact ranges and moves offsets only over whole landed windows, so no span of unacknowledged "
+        "messages builds up behind a slow one for it to limit; what a task holds is bounded by "
+        "pull_threshold_for_queue and max_messages_per_task"),
     "pull_interval": "the reader pulls without pauses",
     "pull_batch_size_in_bytes": "pulls are bounded by pull_batch_size and the broker's transfer limits",
     "post_subscription_when_pull": "pulls always carry no subscription: every offset is read and its tag re-checked",
@@ -266,7 +268,8 @@ class IngestionConfig(_Strict):
     # bounded by the pull thresholds above); longer ranges become several tasks.
     max_messages_per_task: int = Field(default=200_000, ge=1)
     # ClientConfig settings a batch pipeline still uses.
-    mq_client_api_timeout: int = Field(default=3000, ge=1)  # ms, per broker call
+    # ms, per broker call; unset: the cluster's RocketMQResource timeout_ms (3000 unless the project sets another).
+    mq_client_api_timeout: int | None = Field(default=None, ge=1)
     instance_name: str = "DEFAULT"
     client_ip: str | None = None
     unit_name: str | None = None
