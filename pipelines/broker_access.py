@@ -80,6 +80,7 @@ class GroupBroker(BrokerStoreTimes):
     def __init__(self, client: RocketMQClient, topic: str, consumer_group: str, with_retry_topic: bool,
                  topic_may_be_absent: bool = False):
         super().__init__(client, consumer_group)
+        self.cluster = client.namesrv_address  # written into the ledger: where the table's messages came from
         self.topic = topic
         self.with_retry_topic = with_retry_topic
         self.topic_may_be_absent = topic_may_be_absent  # %DLQ%<group>: created by the broker's first dead letter

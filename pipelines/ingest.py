@@ -21,7 +21,6 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from rocketlake.pipelines.config import IngestionConfig
-from rocketlake.pipelines.failpoints import failpoint
 from rocketlake.pipelines.failures import DEAD_LETTERED, SENT_BACK, FailedMessage
 from rocketlake.pipelines.ledger import (
     BALANCED,
@@ -31,6 +30,8 @@ from rocketlake.pipelines.ledger import (
     Suspension,
     WindowEntry,
     at_stake,
+    landed_spans,
+    merged,
     origin_of,
     suspensions,
 )
@@ -48,6 +49,9 @@ def _no_log(_: str) -> None:
 
 class Broker(StoreTimeReader, Protocol):
     """What a run needs from RocketMQ for one consumer group (store times included, for windows)."""
+
+    #: the cluster's name server address(es); each ledger entry records it (``rocketlake local down --wipe``)
+    cluster: str | None
 
     def subscribed_queues(self) -> list[MessageQueue]: ...
 
@@ -152,14 +156,14 @@ def verdict_of(m: Materialization) -> LedgerEntry | None:
     if m.delta_version is None:
         return None
     decided = replace(m.ledger, verdict=BALANCED if m.balanced else UNBALANCED, carried=(), version=None)
-    return replace(m.ledger, windows=(), origin={}, gaps={}, suspended={}, verdict=None, version=None,
+    return replace(m.ledger, windows=(), origin={}, gaps={}, suspended={}, verdict=None, version=None, landed={},
                    carried=(*m.ledger.carried, decided))
 
 
 @dataclass(frozen=True)
 class Prepared:
     queues: list[MessageQueue]               # the queues this member takes
-    at_stake: list[LedgerEntry]              # earlier entries the group's offsets have not passed yet
+    at_stake: list[LedgerEntry]              # earlier entries at stake this run does not trust (kept whole)
     repaired: list[OffsetMove]               # offsets a previous run landed but did not commit
     starts: dict[MessageQueue, int]          # where the group stands on each queue (committed or origin)
     origin: dict[MessageQueue, int]          # where the group started, known or decided now
@@ -167,6 +171,7 @@ class Prepared:
     member: str | None = None                # this member's client id, written into its entries
     read_version: int | None = None          # the table version the ledger was read at
     suspended: dict[MessageQueue, Suspension] = field(default_factory=dict)  # orderly queues stopped at a message
+    landed: dict[MessageQueue, tuple[tuple[int, int], ...]] = field(default_factory=dict)  # trusted spans, merged
 
 
 def _keys(entries: list[LedgerEntry]) -> set[str]:
@@ -222,9 +227,11 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
     queues = every if taken is None else sorted(set(every) & set(taken))
     committed_all = {mq: broker.committed_offset(mq) for mq in every}
     committed = {mq: committed_all[mq] for mq in queues}
-    stake = at_stake(ledger, committed)
+    stake = at_stake(ledger, committed_all)
     # Only the windows at stake can move an offset: ask Dagster about those, not the asset's whole history.
-    repaired = moves_from_ledger(committed, stake, trusted_entries(recorded, stake, member))
+    trusted = trusted_entries(recorded, stake, member)
+    summaries = [e for e in ledger if e.landed]
+    repaired = moves_from_ledger(committed, stake + summaries, trusted)
     check_within_broker(broker, repaired, group)
     _apply(broker, repaired)
     committed |= {move.queue: move.after for move in repaired}
@@ -244,8 +251,13 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
             "Land them from a backup if you have one; to accept the loss, set on_deleted_messages: record for this "
             "ingestion, which records the gap in the ledger and moves on.")
     positions = {mq: max(start, gaps.get(mq, (0, 0))[1]) for mq, start in starts.items()}
-    return Prepared(queues, at_stake(ledger, committed_all), repaired, starts, origin, gaps, member, read_version,
-                    suspensions(ledger, positions) if cfg.consume_orderly else {})
+    still = at_stake(ledger, committed_all)
+    # What this run trusts is kept merged, the rest whole: the entry it writes stays bounded (see ``ledger``).
+    # An entry with an orderly suspension stays whole: only it says where another member's queue waits.
+    kept_whole = [e for e in still if not trusted(e) or e.suspended]
+    landed = merged(landed_spans(still + summaries, trusted), committed_all)
+    return Prepared(queues, kept_whole, repaired, starts, origin, gaps, member, read_version,
+                    suspensions(ledger, positions) if cfg.consume_orderly else {}, landed)
 
 
 class LedgerAheadOfBroker(RuntimeError):
@@ -314,7 +326,7 @@ def land(broker: Broker, lake: Lake, cfg: IngestionConfig, ingestion: str, run_i
                              "windows first (nothing was read, no offset moved): " + "; ".join(problems))
     entry = LedgerEntry(ingestion, cfg.consumer_group, run_id, planned, dict(prepared.origin), dict(prepared.gaps),
                         carried=tuple(prepared.at_stake), member=prepared.member, read_version=prepared.read_version,
-                        suspended=suspended, verdict=PENDING)
+                        suspended=suspended, verdict=PENDING, namesrv=broker.cluster, landed=dict(prepared.landed))
     for w in planned:
         log(f"window {w.partition_key}: {w.size} offsets planned: "
             + ", ".join(f"{r.queue.broker_name}/{r.queue.topic}/{r.queue.queue_id} [{r.start}, {r.end})" for r in w.ranges))
@@ -364,9 +376,7 @@ def send_back(broker: Broker, cfg: IngestionConfig, m: Materialization, log: Log
     twice; the table lands it once (``consume.mark_known`` and the in-run dedupe, by original msgId).
     """
     sent = [f for f in m.landing.failures if f.outcome in (SENT_BACK, DEAD_LETTERED)]
-    for i, failure in enumerate(sent):
-        if i == len(sent) // 2:
-            failpoint("during_send_back")
+    for failure in sent:
         # Orderly queues never use the retry topic: a message out of attempts goes to %DLQ% directly, as the
         # Java consumer's ConsumeMessageOrderlyService.checkReconsumeTimes does.
         broker.send_back(failure, cfg.effective_max_reconsume_times, -1 if cfg.consume_orderly else 0)
@@ -379,7 +389,7 @@ def send_back(broker: Broker, cfg: IngestionConfig, m: Materialization, log: Log
 
 def commit(broker: Broker, recorded: RecordedRuns, prepared: Prepared, landed: LedgerEntry) -> list[OffsetMove]:
     """Move the group's offsets over every recorded entry at stake, this run's included."""
-    entries = [*prepared.at_stake, landed]
+    entries = [*prepared.at_stake, landed]  # ``landed`` keeps the trusted spans of the rest, merged
     committed = {mq: broker.committed_offset(mq) for mq in prepared.queues}
     moves = moves_from_ledger(committed, entries, trusted_entries(recorded, entries, prepared.member))
     _apply(broker, moves)

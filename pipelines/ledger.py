@@ -6,8 +6,11 @@ landed them, where the group started on each queue (``origin``) and the deleted 
 as lost (``gaps``).
 
 A run needs only the entries still *at stake*: those with a range (or gap) the group's committed
-offset has not passed yet, on any queue of the group. Each entry repeats them (``carried``) as the
-run saw them when it read the table at version ``read_version``; commits made after that by other
+offset has not passed yet, on any queue of the group. Those its run trusted (recorded by Dagster, or
+another member's balanced landing) each entry keeps only as merged spans per queue (``landed``): a
+queue stuck behind a gap keeps one span above it, however many windows land meanwhile, so an entry's
+size stays bounded. The others it repeats whole (``carried``) as the run saw them when it read the
+table at version ``read_version``; commits made after that by other
 members of the group (concurrent writers) are read on their own. So a reader needs the group's
 newest entry, its carried entries and every entry committed between its ``read_version`` and it
 (recursively); older commits may be cleaned from the Delta log (``delta.logRetentionDuration``)
@@ -99,6 +102,11 @@ class LedgerEntry:
     self_sufficient: bool = field(default=True, compare=False)
     # Orderly queues stopped at a message (``Suspension``): the entry lands nothing of them from there on.
     suspended: dict[MessageQueue, Suspension] = field(default_factory=dict)
+    # Spans (per queue, merged) of the entries at stake that this entry's run trusted, above the group's offsets:
+    # every reader may pass over them. Not part of the identity: only the entry itself holds it, never a copy.
+    landed: dict[MessageQueue, tuple[tuple[int, int], ...]] = field(default_factory=dict, compare=False)
+    # The name server address(es) of the cluster the ranges were read from; None for entries written before.
+    namesrv: str | None = None
     # PENDING, BALANCED or UNBALANCED (see above); not part of the identity: a verdict decides an entry's copies.
     verdict: str | None = field(default=None, compare=False)
 
@@ -136,6 +144,7 @@ class LedgerEntry:
             "origin": {mq.key: offset for mq, offset in sorted(self.origin.items())},
             "gaps": {mq.key: list(gap) for mq, gap in sorted(self.gaps.items())},
             **({"member": self.member} if self.member is not None else {}),
+            **({"namesrv": self.namesrv} if self.namesrv is not None else {}),
             **({"suspended": {mq.key: s.to_dict() for mq, s in sorted(self.suspended.items())}}
                if self.suspended else {}),
         }
@@ -145,6 +154,8 @@ class LedgerEntry:
 
     def to_json(self) -> str:
         body = {LEDGER_KEY: LEDGER_VERSION, **self._with_verdict(), "carried": [e._with_verdict() for e in self.carried]}
+        if self.landed:
+            body["landed"] = {mq.key: [list(s) for s in spans] for mq, spans in sorted(self.landed.items())}
         if self.read_version is not None:
             body["read_version"] = self.read_version
         return json.dumps(body, separators=(",", ":"))
@@ -161,7 +172,13 @@ class LedgerEntry:
         carried = raw.get("carried")
         entry = cls._from_body(raw, version, None if carried is None else tuple(cls._from_body(c, None, ()) for c in carried))
         read_version = raw.get("read_version")
-        return replace(entry, read_version=int(read_version)) if read_version is not None else entry
+        if read_version is not None:
+            entry = replace(entry, read_version=int(read_version))
+        landed = raw.get("landed")
+        if landed:
+            entry = replace(entry, landed={MessageQueue.from_key(k): tuple((int(a), int(b)) for a, b in v)
+                                           for k, v in landed.items()})
+        return entry
 
     @classmethod
     def _from_body(cls, raw: dict, version: int | None, carried: tuple[LedgerEntry, ...] | None) -> LedgerEntry:
@@ -174,7 +191,7 @@ class LedgerEntry:
         suspended = {MessageQueue.from_key(k): Suspension.from_dict(v) for k, v in raw.get("suspended", {}).items()}
         return cls(raw["ingestion"], raw["consumer_group"], raw["run_id"], windows, origin, gaps, carried or (),
                    version, raw.get("member"), self_sufficient=carried is not None, suspended=suspended,
-                   verdict=raw.get("verdict"))
+                   verdict=raw.get("verdict"), namesrv=raw.get("namesrv"))
 
     @property
     def identity(self) -> str:
@@ -263,10 +280,39 @@ def suspensions(entries: Iterable[LedgerEntry], positions: dict[MessageQueue, in
     return found
 
 
-def landed_spans(entries: Iterable[LedgerEntry], trusted: Callable[[LedgerEntry], bool]) -> dict[MessageQueue, list[tuple[int, int]]]:
-    """Per queue, the spans of the entries ``trusted`` accepts (recorded by Dagster, balanced): what the group may
-    pass over."""
+def summarized(entries: Iterable[LedgerEntry]) -> dict[MessageQueue, list[tuple[int, int]]]:
+    """The trusted spans the entries keep merged (``LedgerEntry.landed``), per queue."""
     spans: dict[MessageQueue, list[tuple[int, int]]] = {}
+    for entry in entries:
+        for mq, kept in entry.landed.items():
+            spans.setdefault(mq, []).extend(kept)
+    return spans
+
+
+def merged(spans: dict[MessageQueue, list[tuple[int, int]]], committed: dict[MessageQueue, int | None]
+           ) -> dict[MessageQueue, tuple[tuple[int, int], ...]]:
+    """Spans above the committed offsets of the group's queues, overlapping and touching ones joined."""
+    out: dict[MessageQueue, tuple[tuple[int, int], ...]] = {}
+    for mq, found in spans.items():
+        if mq not in committed:
+            continue  # left the subscription: it can never move an offset again
+        floor = committed[mq]
+        joined: list[list[int]] = []
+        for start, end in sorted(s for s in found if floor is None or s[1] > floor):
+            if joined and start <= joined[-1][1]:
+                joined[-1][1] = max(joined[-1][1], end)
+            else:
+                joined.append([start, end])
+        if joined:
+            out[mq] = tuple((a, b) for a, b in joined)
+    return out
+
+
+def landed_spans(entries: Iterable[LedgerEntry], trusted: Callable[[LedgerEntry], bool]) -> dict[MessageQueue, list[tuple[int, int]]]:
+    """Per queue, what the group may pass over: the spans of the entries ``trusted`` accepts (recorded by Dagster,
+    balanced), and the trusted spans entries keep merged."""
+    entries = list(entries)
+    spans = summarized(entries)
     for entry in entries:
         if trusted(entry):
             for mq, start, end in entry.spans():

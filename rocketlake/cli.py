@@ -79,21 +79,28 @@ def _create_topics(cluster, config_path: Path) -> None:
         client.close()
 
 
-def _wipe_local_landings() -> list[str]:
-    """Delete the project's default lake and local Dagster instance (relative to the working directory, as the
-    configuration resolves them): tables and runs landed from a store ``--wipe`` deletes. Their ledgers would
-    refuse the new, empty store (``LedgerAheadOfBroker``), so the next ``make demo`` could not land. A lake the
-    configuration puts anywhere else is never touched."""
+def _wipe_local_landings(namesrv: str) -> list[str]:
+    """Delete what the project landed, in its default places (relative to the working directory, as the
+    configuration resolves them), from the cluster at ``namesrv`` whose store ``--wipe`` deletes: those tables'
+    ledgers would refuse the new, empty store (``LedgerAheadOfBroker``), so the next ``make demo`` could not land.
+    Tables landed from another cluster stay; the local Dagster instance goes only with the last table of the lake.
+    A lake the configuration puts anywhere else is never touched."""
     import shutil
 
     from rocketlake.launch import LOCAL_DAGSTER_HOME
     from rocketlake.pipelines.config import DEFAULT_LAKE_ROOT
+    from rocketlake.resources.local.landings import landed_from
 
+    lake = Path(DEFAULT_LAKE_ROOT)
     wiped = []
-    for path in (Path(DEFAULT_LAKE_ROOT), LOCAL_DAGSTER_HOME):
-        if path.is_dir():
-            shutil.rmtree(path)
-            wiped.append(str(path))
+    for table in landed_from(lake, namesrv):
+        shutil.rmtree(table)
+        wiped.append(str(table))
+    if wiped and not any(lake.iterdir()):
+        lake.rmdir()
+        if LOCAL_DAGSTER_HOME.is_dir():
+            shutil.rmtree(LOCAL_DAGSTER_HOME)
+            wiped.append(str(LOCAL_DAGSTER_HOME))
     return wiped
 
 
@@ -135,7 +142,7 @@ def _local(args: argparse.Namespace) -> int:
                    + (spark.down() if spark is not None else []) + cluster.down(wipe=args.wipe))
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
         if args.wipe:
-            wiped = _wipe_local_landings()
+            wiped = _wipe_local_landings(cluster.spec.namesrv_address)
             if wiped:
                 print("deleted what was landed from the wiped store: " + ", ".join(wiped))
     else:
@@ -206,6 +213,7 @@ def _client(config, ingestion):
 
     from rocketlake.resources.rocketmq.acl import Credentials
     from rocketlake.resources.rocketmq.client import RocketMQClient
+    from rocketlake.resources.rocketmq_resource import RocketMQResource
 
     cluster = config.clusters[ingestion.cluster]
     credentials = None
@@ -215,7 +223,8 @@ def _client(config, ingestion):
             raise _Refused(f"cluster {ingestion.cluster!r} uses ACL: set ${cluster.access_key_env} and "
                            f"${cluster.secret_key_env}")
         credentials = Credentials(key, secret)
-    return RocketMQClient(cluster.namesrv, credentials=credentials, timeout=ingestion.mq_client_api_timeout / 1000)
+    timeout_ms = ingestion.mq_client_api_timeout or RocketMQResource.model_fields["timeout_ms"].default
+    return RocketMQClient(cluster.namesrv, credentials=credentials, timeout=timeout_ms / 1000)
 
 
 @contextmanager

@@ -97,6 +97,8 @@ class RocketMQClient:
         self._sleep = sleep
         self._rpc_hook = AclClientRPCHook(credentials) if credentials is not None else None
         self.namesrv = NameServerClient(namesrv, timeout=timeout, rpc_hook=self._rpc_hook)
+        #: the name server address(es) as one string, ``host:port[;host:port]``: which cluster this is
+        self.namesrv_address = namesrv if isinstance(namesrv, str) else ";".join(namesrv)
         self._lock = threading.Lock()
         self._routes: dict[str, tuple[TopicRoute, float]] = {}
         self._cluster: ClusterInfo | None = None

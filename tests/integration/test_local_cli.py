@@ -15,6 +15,7 @@ from rocketlake.resources.local.cluster import LocalCluster
 from rocketlake.resources.local.process import LocalClusterError, ManagedProcess, port_in_use, start_time
 from rocketlake.resources.local.spec import ClusterSpec
 from tests.conftest import free_ports, make_spec
+from tests.unit.support import land_table
 
 pytestmark = pytest.mark.stack
 
@@ -33,11 +34,15 @@ def cluster_args(spec: ClusterSpec) -> list[str]:
 def test_up_twice_then_down_leaves_nothing_running(tmp_path):
     spec = make_spec(tmp_path / "state")
     args = cluster_args(spec)
-    # What a project landed from this store in its default places, and what it keeps besides.
+    # What a project landed from this store in its default places, from another cluster (the demo's), and what
+    # it keeps besides.
     project = tmp_path / "project"
-    for landed in (".rocketlake/lake/orders/_delta_log/0.json", ".rocketlake/dagster/history/runs.db"):
-        (project / landed).parent.mkdir(parents=True)
-        (project / landed).write_text("{}")
+    lake = project / ".rocketlake/lake"
+    land_table(lake / "orders", spec.namesrv_address)
+    land_table(lake / "orders_failures", None)  # a failures table has no ledger: it follows its table
+    land_table(lake / "demo_orders", "127.0.0.1:9876")
+    (project / ".rocketlake/dagster/history").mkdir(parents=True)
+    (project / ".rocketlake/dagster/history/runs.db").write_text("{}")
     (project / ".rocketlake/demo").mkdir()
     (project / ".rocketlake/demo/rocketlake.yaml").write_text("ingestions: {}")
     try:
@@ -59,8 +64,10 @@ def test_up_twice_then_down_leaves_nothing_running(tmp_path):
         down = rocketlake("local", "down", "--wipe", *args, cwd=project)
     assert down.returncode == 0, down.stderr
     assert "broker-a" in down.stdout and "namesrv" in down.stdout
-    assert "deleted what was landed from the wiped store: .rocketlake/lake, .rocketlake/dagster" in down.stdout
-    assert sorted(p.name for p in (project / ".rocketlake").iterdir()) == ["demo"]
+    assert ("deleted what was landed from the wiped store: .rocketlake/lake/orders, .rocketlake/lake/orders_failures"
+            in down.stdout)
+    assert sorted(p.name for p in lake.iterdir()) == ["demo_orders"], "the other cluster's landing stays"
+    assert sorted(p.name for p in (project / ".rocketlake").iterdir()) == ["dagster", "demo", "lake"]
     assert all(start_time(pid) is None for pid in pids.values())
     assert not any(port_in_use(p) for b in spec.brokers for p in b.ports)
     assert not port_in_use(spec.namesrv_port)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from rocketlake.pipelines.config import IngestionConfig, parse_config
 
@@ -42,3 +43,15 @@ class Lines:
         self.lines.append(msg)
 
     warning = info
+
+
+def land_table(path: Path, namesrv: str | None) -> None:
+    """A Delta table whose commit carries a ledger entry landed from ``namesrv`` (none: a table without a ledger)."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, write_deltalake
+
+    from rocketlake.pipelines.ledger import LedgerEntry
+
+    metadata = {} if namesrv is None else {
+        "userMetadata": LedgerEntry("orders", "g", "r1", (), namesrv=namesrv).to_json()}
+    write_deltalake(str(path), pa.table({"msg_id": ["m1"]}), commit_properties=CommitProperties(custom_metadata=metadata))

@@ -37,6 +37,7 @@ class QueuesOnPaper:
     committed: dict[MessageQueue, int] = field(default_factory=dict)
     deleted_below: dict[MessageQueue, int] = field(default_factory=dict)
     commits: list[tuple[MessageQueue, int]] = field(default_factory=list)
+    cluster: str | None = "127.0.0.1:9876"
 
     def subscribed_queues(self):
         return sorted(self.stores)
@@ -458,3 +459,30 @@ def test_a_ledger_ahead_of_the_broker_is_refused_naming_the_queue_and_moves_noth
         ingest.prepare(wiped, lake, recorded, cfg, now_ms=100 * MIN, first_window_start_ms=0)
     assert "broker-a/0: landed up to 5, the broker holds up to 1" in str(refused.value)
     assert wiped.commits == []
+
+
+def test_thousands_of_windows_behind_one_stuck_queue_keep_the_entry_and_the_planning_flat():
+    """Queue B's first window is never landed (a member that took it died; no rebalance run came): B's offset stays
+    at 0 and every later landing of B stays at stake. The entries keep those landings as one merged span, so what a
+    commit carries, what a run reads and what it asks Dagster stay the same from the 100th window to the 2000th."""
+    windows = 2000
+    broker = QueuesOnPaper({A: minutes(*[1] * windows), B: minutes(*[1] * windows)},
+                           committed={A: 0, B: 0})
+    lake, recorded = LakeOnPaper(), Recorded()
+    one_run(broker, lake, recorded, config(), "r0", [window(0)], only={A}, now_ms=(windows + 1) * MIN)
+    figures = {}
+    for i in range(1, windows):
+        recorded.asked.clear()
+        prepared, landed, _ = one_run(broker, lake, recorded, config(), f"r{i}", [window(i)], now_ms=(windows + 1) * MIN)
+        if i in (100, windows - 1):
+            figures[i] = (len(landed.ledger.to_json()), len(lake.ledger("g")), len(prepared.at_stake),
+                          sorted(len(keys) for keys in recorded.asked))
+    assert broker.committed == {A: windows, B: 0}, "B is stuck behind its first window"
+    assert lake.entries[-2].landed == {B: ((1, windows - 1),)}, "B's landings after the gap: one span"
+    (size_100, read_100, whole_100, asked_100), (size_last, read_last, whole_last, asked_last) = figures.values()
+    assert size_last <= size_100 + 64, "the commit's ledger entry does not grow (a few more digits at most)"
+    assert (read_last, whole_last, asked_last) == (read_100, whole_100, asked_100)
+    assert whole_last == 0
+    # Landing B's first window at last moves B over everything landed after it.
+    one_run(broker, lake, recorded, config(), "late", [window(0)], scheduled=False, only={B}, now_ms=(windows + 1) * MIN)
+    assert broker.committed == {A: windows, B: windows}
