@@ -28,7 +28,7 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from .admin import (
     ConsumeStats,
@@ -88,6 +88,34 @@ class BoundaryType(enum.Enum):
 
     LOWER = "LOWER"
     UPPER = "UPPER"
+
+
+class PullOptions(TypedDict, total=False):
+    """How a PULL_MESSAGE asks, beyond queue, offset, count and group: the one list of them (the client's and the
+    broker client's pulls take the same keywords; ``PULL_DEFAULTS`` holds their defaults).
+
+    The subscription is ``subscription`` or ``sub_expression`` (``"*"``, ``"TagA || TagB"``, or SQL92 with
+    ``expression_type="SQL92"``); ``post_subscription`` sends it with the pull (FLAG_SUBSCRIPTION), else the
+    broker uses the group's registered one. ``commit_offset`` commits the group's offset on the way
+    (FLAG_COMMIT_OFFSET). ``suspend_timeout_ms > 0`` long-polls; the call's timeout then defaults to the
+    client's timeout *plus* the hold, and an explicit ``timeout`` must exceed the hold. ``columnar`` leaves the
+    records undecoded for :mod:`.columnar` where it can take them (see :func:`parse_pull_response`).
+    """
+
+    sub_expression: str | None
+    expression_type: str
+    subscription: Subscription | None
+    commit_offset: int | None
+    suspend_timeout_ms: int
+    post_subscription: bool
+    timeout: float | None
+    columnar: bool
+
+
+PULL_DEFAULTS: PullOptions = {
+    "sub_expression": "*", "expression_type": EXPRESSION_TYPE_TAG, "subscription": None, "commit_offset": None,
+    "suspend_timeout_ms": 0, "post_subscription": True, "timeout": None, "columnar": False,
+}
 
 
 class BrokerClient:
@@ -190,61 +218,26 @@ class BrokerClient:
 
     # ------------------------------------------------------------------ pull
 
-    def pull(
-        self,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        max_msgs: int = 32,
-        *,
-        consumer_group: str,
-        sub_expression: str | None = "*",
-        expression_type: str = EXPRESSION_TYPE_TAG,
-        subscription: Subscription | None = None,
-        commit_offset: int | None = None,
-        suspend_timeout_ms: int = 0,
-        post_subscription: bool = True,
-        timeout: float | None = None,
-        columnar: bool = False,
-    ) -> PullResult:
+    def pull(self, topic: str, queue_id: int, offset: int, max_msgs: int = 32, *, consumer_group: str,
+             **options: Unpack[PullOptions]) -> PullResult:
         """PULL_MESSAGE from ``offset``: at most ``max_msgs`` (the broker also stops at 32 hot /
-        8 cold messages and 256 / 64 KiB, reference 7).
+        8 cold messages and 256 / 64 KiB, reference 7). ``options``: see :class:`PullOptions`."""
+        return self.pull_async(topic, queue_id, offset, max_msgs, consumer_group=consumer_group, **options).result()
 
-        The subscription is ``subscription`` or ``sub_expression`` (``"*"``, ``"TagA || TagB"``, or
-        SQL92 with ``expression_type="SQL92"``). ``commit_offset`` commits the group's offset on the
-        way (FLAG_COMMIT_OFFSET). ``suspend_timeout_ms > 0`` long-polls; the call's timeout then
-        defaults to the client's timeout *plus* the hold, and an explicit one must exceed the hold.
-        """
-        return self.pull_async(
-            topic, queue_id, offset, max_msgs, consumer_group=consumer_group, sub_expression=sub_expression,
-            expression_type=expression_type, subscription=subscription, commit_offset=commit_offset,
-            suspend_timeout_ms=suspend_timeout_ms, post_subscription=post_subscription, timeout=timeout,
-            columnar=columnar,
-        ).result()
-
-    def pull_async(
-        self,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        max_msgs: int = 32,
-        *,
-        consumer_group: str,
-        sub_expression: str | None = "*",
-        expression_type: str = EXPRESSION_TYPE_TAG,
-        subscription: Subscription | None = None,
-        commit_offset: int | None = None,
-        suspend_timeout_ms: int = 0,
-        post_subscription: bool = True,
-        timeout: float | None = None,
-        columnar: bool = False,
-    ) -> PendingPull:
+    def pull_async(self, topic: str, queue_id: int, offset: int, max_msgs: int = 32, *, consumer_group: str,
+                   **options: Unpack[PullOptions]) -> PendingPull:
         """:meth:`pull`, sent now; :meth:`PendingPull.result` waits for and reads the answer.
 
         Several pulls can be in flight on the broker's one connection at once (Java's
-        ``pullMessageAsync``); the timeout counts from the send. ``columnar`` leaves the records
-        undecoded for :mod:`.columnar` where it can take them (see :func:`parse_pull_response`).
+        ``pullMessageAsync``); the timeout counts from the send.
         """
+        unknown = sorted(set(options) - set(PullOptions.__annotations__))
+        if unknown:
+            raise TypeError(f"pull() got unexpected option(s) {unknown}; the options are {sorted(PullOptions.__annotations__)}")
+        o = {**PULL_DEFAULTS, **options}
+        sub_expression, expression_type, subscription = o["sub_expression"], o["expression_type"], o["subscription"]
+        commit_offset, suspend_timeout_ms, timeout = o["commit_offset"], o["suspend_timeout_ms"], o["timeout"]
+        post_subscription, columnar = o["post_subscription"], o["columnar"]
         sub = subscription or Subscription.parse(topic, sub_expression, expression_type)
         if sub.topic != topic:
             raise InvalidArgument(f"subscription is for topic {sub.topic!r}, the pull for {topic!r}")

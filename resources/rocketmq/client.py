@@ -22,14 +22,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from .acl import AclClientRPCHook, Credentials
 from .admin import ConsumeStats, SubscriptionGroupConfig
-from .broker import BoundaryType, BrokerClient
+from .broker import BoundaryType, BrokerClient, PullOptions
 from .connection import DEFAULT_TIMEOUT, get_connection
 from .errors import BrokerError, InvalidArgument, RocketMQError, TopicNotExist
-from .filter import EXPRESSION_TYPE_TAG, Subscription
 from .heartbeat import ConsumerData
 from .message import Message
 from .message_queue import MessageQueue
@@ -273,30 +272,12 @@ class RocketMQClient:
 
     # ------------------------------------------------------------------ pull and offsets
 
-    def pull(
-        self,
-        mq: MessageQueue,
-        offset: int,
-        max_msgs: int = 32,
-        *,
-        consumer_group: str,
-        sub_expression: str | None = "*",
-        expression_type: str = EXPRESSION_TYPE_TAG,
-        subscription: Subscription | None = None,
-        commit_offset: int | None = None,
-        suspend_timeout_ms: int = 0,
-        timeout: float | None = None,
-        columnar: bool = False,
-    ) -> PullResult:
-        """:meth:`BrokerClient.pull` on ``mq``'s broker (see there)."""
+    def pull(self, mq: MessageQueue, offset: int, max_msgs: int = 32, *, consumer_group: str,
+             **options: Unpack[PullOptions]) -> PullResult:
+        """:meth:`BrokerClient.pull` on ``mq``'s broker (``options``: :class:`PullOptions`)."""
         return self._run(
             mq.broker_name,
-            lambda b: b.pull(
-                mq.topic, mq.queue_id, offset, max_msgs, consumer_group=consumer_group,
-                sub_expression=sub_expression, expression_type=expression_type, subscription=subscription,
-                commit_offset=commit_offset, suspend_timeout_ms=suspend_timeout_ms, timeout=timeout,
-                columnar=columnar,
-            ),
+            lambda b: b.pull(mq.topic, mq.queue_id, offset, max_msgs, consumer_group=consumer_group, **options),
             topic=mq.topic,
         )
 

@@ -218,131 +218,51 @@ class BrokerError(RocketMQError):
         return text
 
 
-class BrokerSystemError(BrokerError):
-    """SYSTEM_ERROR(1): uncaught broker exception or rejected input (4.9.x uses it for bad queueIds)."""
-
-    code = ResponseCode.SYSTEM_ERROR
-
-
-class SystemBusy(BrokerError):
-    """SYSTEM_BUSY(2): broker flow control ("[REJECTREQUEST]"/"[OVERLOAD]system busy"); back off."""
-
-    code = ResponseCode.SYSTEM_BUSY
-    retriable = True
+def _broker_error(name: str, code: int, meaning: str = "", *, retriable: bool = False) -> type[BrokerError]:
+    """The :class:`BrokerError` subclass standing for one response code: what the code means, and whether
+    repeating the call may succeed. Every such class is one line of the table below."""
+    doc = f"{response_name(code)}({code})" + (f": {meaning}" if meaning else ".")
+    return type(name, (BrokerError,), {"code": code, "retriable": retriable, "__doc__": doc, "__module__": __name__,
+                                       "__qualname__": name})
 
 
-class RequestCodeNotSupported(BrokerError):
-    """REQUEST_CODE_NOT_SUPPORTED(3): the server version does not know this request."""
-
-    code = ResponseCode.REQUEST_CODE_NOT_SUPPORTED
-
-
-class MessageIllegal(BrokerError):
-    """MESSAGE_ILLEGAL(13)."""
-
-    code = ResponseCode.MESSAGE_ILLEGAL
-
-
-class ServiceNotAvailable(BrokerError):
-    """SERVICE_NOT_AVAILABLE(14): broker starting, shutting down or not writable right now."""
-
-    code = ResponseCode.SERVICE_NOT_AVAILABLE
-    retriable = True
-
-
-class VersionNotSupported(BrokerError):
-    """VERSION_NOT_SUPPORTED(15)."""
-
-    code = ResponseCode.VERSION_NOT_SUPPORTED
-
-
-class NoPermission(BrokerError):
-    """NO_PERMISSION(16): broker/topic/group not readable or writable, or ACL denied."""
-
-    code = ResponseCode.NO_PERMISSION
-
-
-class TopicNotExist(BrokerError):
-    """TOPIC_NOT_EXIST(17): the topic is unknown to the broker or name server; create it first."""
-
-    code = ResponseCode.TOPIC_NOT_EXIST
-
-
-class TopicExistAlready(BrokerError):
-    """TOPIC_EXIST_ALREADY(18)."""
-
-    code = ResponseCode.TOPIC_EXIST_ALREADY
-
-
-class QueryNotFound(BrokerError):
-    """QUERY_NOT_FOUND(22): e.g. no committed offset for this group and queue."""
-
-    code = ResponseCode.QUERY_NOT_FOUND
-
-
-class SubscriptionParseFailed(BrokerError):
-    """SUBSCRIPTION_PARSE_FAILED(23): the subscription expression is invalid."""
-
-    code = ResponseCode.SUBSCRIPTION_PARSE_FAILED
-
-
-class SubscriptionNotExist(BrokerError):
-    """SUBSCRIPTION_NOT_EXIST(24): pull without FLAG_SUBSCRIPTION and no heartbeat state."""
-
-    code = ResponseCode.SUBSCRIPTION_NOT_EXIST
-
-
-class SubscriptionNotLatest(BrokerError):
-    """SUBSCRIPTION_NOT_LATEST(25): broker has an older subscription until the next heartbeat."""
-
-    code = ResponseCode.SUBSCRIPTION_NOT_LATEST
-    retriable = True
-
-
-class SubscriptionGroupNotExist(BrokerError):
-    """SUBSCRIPTION_GROUP_NOT_EXIST(26): group unknown and not auto-created by the broker."""
-
-    code = ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
-
-
-class InvalidParameter(BrokerError):
-    """INVALID_PARAMETER(29, 5.x): e.g. a queueId outside the topic's queues."""
-
-    code = ResponseCode.INVALID_PARAMETER
-
-
-class ConsumerNotOnline(BrokerError):
-    """CONSUMER_NOT_ONLINE(206): no live client of the group is connected to the broker."""
-
-    code = ResponseCode.CONSUMER_NOT_ONLINE
-
-
-class FlowControl(BrokerError):
-    """FLOW_CONTROL(215): broker-side flow control; the Java client retries after 20 ms."""
-
-    code = ResponseCode.FLOW_CONTROL
-    retriable = True
-
-
-class NotLeaderForQueue(BrokerError):
-    """NOT_LEADER_FOR_QUEUE(501): refresh the route and retry on the leader."""
-
-    code = ResponseCode.NOT_LEADER_FOR_QUEUE
-    retriable = True
-
-
-class IllegalOperation(BrokerError):
-    """ILLEGAL_OPERATION(604)."""
-
-    code = ResponseCode.ILLEGAL_OPERATION
-
-
-class GoAway(BrokerError):
-    """GO_AWAY(1500, 5.x): the server is shutting down; reconnect and retry elsewhere."""
-
-    code = ResponseCode.GO_AWAY
-    retriable = True
-
+R = ResponseCode
+BrokerSystemError = _broker_error("BrokerSystemError", R.SYSTEM_ERROR,
+                                  "uncaught broker exception or rejected input (4.9.x uses it for bad queueIds)")
+SystemBusy = _broker_error("SystemBusy", R.SYSTEM_BUSY,
+                           "broker flow control ('[REJECTREQUEST]'/'[OVERLOAD]system busy'); back off", retriable=True)
+RequestCodeNotSupported = _broker_error("RequestCodeNotSupported", R.REQUEST_CODE_NOT_SUPPORTED,
+                                        "the server version does not know this request")
+MessageIllegal = _broker_error("MessageIllegal", R.MESSAGE_ILLEGAL)
+ServiceNotAvailable = _broker_error("ServiceNotAvailable", R.SERVICE_NOT_AVAILABLE,
+                                    "broker starting, shutting down or not writable right now", retriable=True)
+VersionNotSupported = _broker_error("VersionNotSupported", R.VERSION_NOT_SUPPORTED)
+NoPermission = _broker_error("NoPermission", R.NO_PERMISSION,
+                             "broker/topic/group not readable or writable, or ACL denied")
+TopicNotExist = _broker_error("TopicNotExist", R.TOPIC_NOT_EXIST,
+                              "the topic is unknown to the broker or name server; create it first")
+TopicExistAlready = _broker_error("TopicExistAlready", R.TOPIC_EXIST_ALREADY)
+QueryNotFound = _broker_error("QueryNotFound", R.QUERY_NOT_FOUND, "e.g. no committed offset for this group and queue")
+SubscriptionParseFailed = _broker_error("SubscriptionParseFailed", R.SUBSCRIPTION_PARSE_FAILED,
+                                        "the subscription expression is invalid")
+SubscriptionNotExist = _broker_error("SubscriptionNotExist", R.SUBSCRIPTION_NOT_EXIST,
+                                     "pull without FLAG_SUBSCRIPTION and no heartbeat state")
+SubscriptionNotLatest = _broker_error("SubscriptionNotLatest", R.SUBSCRIPTION_NOT_LATEST,
+                                      "broker has an older subscription until the next heartbeat", retriable=True)
+SubscriptionGroupNotExist = _broker_error("SubscriptionGroupNotExist", R.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                          "group unknown and not auto-created by the broker")
+InvalidParameter = _broker_error("InvalidParameter", R.INVALID_PARAMETER,
+                                 "(5.x) e.g. a queueId outside the topic's queues")
+ConsumerNotOnline = _broker_error("ConsumerNotOnline", R.CONSUMER_NOT_ONLINE,
+                                  "no live client of the group is connected to the broker")
+FlowControl = _broker_error("FlowControl", R.FLOW_CONTROL,
+                            "broker-side flow control; the Java client retries after 20 ms", retriable=True)
+NotLeaderForQueue = _broker_error("NotLeaderForQueue", R.NOT_LEADER_FOR_QUEUE,
+                                  "refresh the route and retry on the leader", retriable=True)
+IllegalOperation = _broker_error("IllegalOperation", R.ILLEGAL_OPERATION)
+GoAway = _broker_error("GoAway", R.GO_AWAY, "(5.x) the server is shutting down; reconnect and retry elsewhere",
+                       retriable=True)
+del R
 
 _BROKER_ERRORS: dict[int, type[BrokerError]] = {
     cls.code: cls
@@ -368,7 +288,6 @@ _BROKER_ERRORS: dict[int, type[BrokerError]] = {
         IllegalOperation,
         GoAway,
     )
-    if cls.code is not None
 }
 
 

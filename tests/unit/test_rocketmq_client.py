@@ -28,6 +28,7 @@ from rocketlake.resources.rocketmq.errors import (
 )
 from rocketlake.resources.rocketmq.frame import RemotingCommand, encode
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.resources.rocketmq.pull import FLAG_COMMIT_OFFSET
 from rocketlake.resources.rocketmq.retry import NO_RETRY, ExponentialBackoff, call_with_retries
 from rocketlake.resources.rocketmq.send import OutgoingMessage
 from tests.unit.test_rocketmq_connection import CLOSE, FrameEchoPeer
@@ -303,3 +304,21 @@ def test_heartbeat_skips_topics_without_a_route_yet(cluster: Cluster, client: Ro
     client.forget_route("T")
     assert set(client.heart_beat("c1", [ConsumerData.of("g", {"T": "*"})])) == {"broker-a", "broker-b"}
     assert cluster.cluster_requests >= 1  # no route at all: every broker of the cluster
+
+
+def test_every_pull_option_reaches_the_broker_through_the_client(cluster: Cluster, client: RocketMQClient) -> None:
+    seen: list[RemotingCommand] = []
+
+    def script(request: RemotingCommand) -> list[bytes]:
+        seen.append(request)
+        return [encode(answer(request, code=19, nextBeginOffset="3", minOffset="0", maxOffset="3"))]  # NO_NEW_MSG
+
+    cluster.broker_script["broker-a"] = script
+    mq = MessageQueue("T", "broker-a", 0)
+    client.pull(mq, 3, 8, consumer_group="g", sub_expression="TagA", post_subscription=False, commit_offset=2)
+    fields = seen[-1].ext_fields
+    assert "subscription" not in fields and int(fields["sysFlag"]) == FLAG_COMMIT_OFFSET  # no FLAG_SUBSCRIPTION
+    client.pull(mq, 3, 8, consumer_group="g", sub_expression="TagA")
+    assert seen[-1].ext_fields["subscription"] == "TagA"
+    with pytest.raises(TypeError, match="post_subscriptions"):
+        client.pull(mq, 3, 8, consumer_group="g", post_subscriptions=False)
