@@ -36,7 +36,8 @@ from rocketlake.assets.metadata import ASSIGNMENT, MEMBER
 from rocketlake.assets.partitions import last_closed_windows, window_partitions
 from rocketlake.pipelines.assignment import member_share
 from rocketlake.pipelines.broker_access import LiveGroup, group_broker
-from rocketlake.pipelines.completeness import landed_queues, missing_slices, recent_entries
+from rocketlake.pipelines.completeness import landed_queues, missing_slices
+from rocketlake.pipelines.ledger_log import recent_entries
 from rocketlake.pipelines.config import IngestionConfig
 from rocketlake.resources.rocketmq.errors import RocketMQError
 

@@ -15,10 +15,6 @@ from collections.abc import Iterable
 from rocketlake.pipelines.ledger import LedgerEntry
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
-#: How many of the newest commits a sensor reads: enough for the windows it checks, with every member writing.
-RECENT_COMMITS = 200
-
-
 def landed_queues(entries: Iterable[LedgerEntry], group: str) -> dict[str, set[MessageQueue]]:
     """Partition key -> the queues some entry of ``group`` has a range for (carried entries included)."""
     landed: dict[str, set[MessageQueue]] = {}
@@ -41,16 +37,3 @@ def missing_slices(landed: dict[str, set[MessageQueue]], window_keys: Iterable[s
         if lacking:
             missing[key] = lacking
     return missing
-
-
-def recent_entries(table_path: str, limit: int = RECENT_COMMITS) -> list[LedgerEntry]:
-    """The ledger entries among the table's newest ``limit`` commits, newest first ([] when no table yet)."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        history = DeltaTable(table_path).history(limit)
-    except TableNotFoundError:
-        return []
-    entries = (LedgerEntry.from_json(h.get("userMetadata"), h.get("version")) for h in history)
-    return sorted((e for e in entries if e is not None), key=lambda e: -(e.version or 0))

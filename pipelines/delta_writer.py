@@ -14,12 +14,8 @@ from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, SparkSession
 
-from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry, history_of
+from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
-
-# How many of the newest commits to read at first; a group's newest entry is nearly always among them.
-FIRST_HISTORY_PAGE = 20
-
 
 def _sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -262,33 +258,6 @@ def compact_days(spark: SparkSession, path: str, days: list[str]) -> list[tuple[
                    .executeCompaction().collect()[0]["metrics"])
         done.append((day, int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"])))
     return done
-
-
-def read_ledger(spark: SparkSession, path: str, group: str | None = None) -> list[LedgerEntry]:
-    """The ledger entries a run of ``group`` needs, oldest first (every readable one if ``group`` is None).
-
-    Reads the history newest first, a page at a time, only as far as ``ledger.history_of`` needs (with one
-    writer, the group's newest entry: it carries every earlier entry still at stake), so commits cleaned from
-    the Delta log are never needed.
-    """
-    if not is_delta_table(spark, path):
-        return []
-    from delta.tables import DeltaTable
-
-    table = DeltaTable.forPath(spark, path)
-    limit = FIRST_HISTORY_PAGE
-    while True:
-        rows = table.history(limit).select("version", "userMetadata").collect()
-        newest_first = [e for e in (LedgerEntry.from_json(r["userMetadata"], r["version"])
-                                    for r in sorted(rows, key=lambda r: -r["version"]) if r["userMetadata"]) if e]
-        if group is None:
-            if len(rows) < limit:
-                return list(reversed(newest_first))
-        else:
-            entries, complete = history_of(newest_first, group, min((r["version"] for r in rows), default=None))
-            if complete or len(rows) < limit:
-                return entries
-        limit *= 10
 
 
 def last_commit_version(spark: SparkSession, path: str) -> int | None:

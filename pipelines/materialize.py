@@ -38,13 +38,13 @@ from rocketlake.pipelines.delta_writer import (
     compact_days,
     is_delta_table,
     last_commit_version,
-    read_ledger,
     slice_predicate,
     write_slice,
 )
 from rocketlake.pipelines.failures import DEAD_LETTERED, FAILED, SENT_BACK, FailedMessage
 from rocketlake.pipelines.ingest import Landing, Log, WindowAccounting
 from rocketlake.pipelines.ledger import LedgerEntry, Suspension, WindowEntry
+from rocketlake.pipelines.ledger_log import read_ledger
 from rocketlake.pipelines.options import encode_plan
 from rocketlake.pipelines.source import register
 from rocketlake.resources.rocketmq.message import is_retry_topic
@@ -71,7 +71,7 @@ class SparkLake:
         return last_commit_version(self.spark, self.table_path)
 
     def ledger(self, group: str) -> list[LedgerEntry]:
-        return read_ledger(self.spark, self.table_path, group)
+        return read_ledger(self.table_path, group)
 
     def land(self, entry: LedgerEntry, queue_count: int, log: Log) -> Landing:
         if not entry.queues:

@@ -259,7 +259,8 @@ def _offsets(args: argparse.Namespace) -> int:
     from rocketlake.pipelines.progress import group_progress, render
 
     from rocketlake.pipelines.assignment import membership, owners
-    from rocketlake.pipelines.completeness import landed_queues, recent_entries
+    from rocketlake.pipelines.completeness import landed_queues
+    from rocketlake.pipelines.ledger_log import recent_entries
     from rocketlake.pipelines.config import MessageModel
     from rocketlake.pipelines.progress import last_landed
 

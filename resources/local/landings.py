@@ -10,31 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from rocketlake.pipelines.failures import failures_table
-from rocketlake.pipelines.ledger import LedgerEntry
-
-#: how many of a table's newest commits are searched for a ledger entry (OPTIMIZE and verdict commits come between)
-COMMITS_SEARCHED = 50
-
+from rocketlake.pipelines.ledger_log import source_of
 
 def _addresses(namesrv: str) -> set[str]:
     return {a.strip().replace("localhost:", "127.0.0.1:") for a in namesrv.split(";") if a.strip()}
-
-
-def source_of(table: Path) -> str | None:
-    """The name server the table's newest ledger entry was landed from; None when no entry says (a table of
-    someone else, or landed before entries named it)."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        history = DeltaTable(str(table)).history(COMMITS_SEARCHED)
-    except (TableNotFoundError, OSError, ValueError):
-        return None
-    for commit in history:  # newest first
-        entry = LedgerEntry.from_json(commit.get("userMetadata"))
-        if entry is not None and entry.namesrv:
-            return entry.namesrv
-    return None
 
 
 def landed_from(lake_root: Path, namesrv: str) -> list[Path]:

@@ -24,7 +24,7 @@ import pytest
 from dagster import instance_for_test
 from deltalake import DeltaTable
 
-from rocketlake.pipelines.delta_writer import read_ledger
+from rocketlake.pipelines.ledger_log import read_ledger
 from rocketlake.resources.local import peers
 from rocketlake.resources.local.cluster import LocalCluster
 from rocketlake.resources.rocketmq.client import RocketMQClient
@@ -219,7 +219,7 @@ def test_record_lands_what_survives_records_the_gaps_and_moves_past_them(scenari
     _, rows_before = s.table_state()
     assert run_partitions(s.defs["record"], s.table, s.instance, s.w2).success
 
-    entry = read_ledger(spark, s.path)[-1]
+    entry = read_ledger(s.path)[-1]
     assert [w.partition_key for w in entry.windows] == [s.w2]
     assert entry.gaps == s.gaps()
     # Window 2 is the last one: the group now stands at the end of every queue, past every gap.

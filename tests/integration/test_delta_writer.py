@@ -7,7 +7,8 @@ import json
 import pytest
 from deltalake import DeltaTable
 
-from rocketlake.pipelines.delta_writer import read_ledger, write_slice
+from rocketlake.pipelines.delta_writer import write_slice
+from rocketlake.pipelines.ledger_log import read_ledger
 from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 
@@ -49,7 +50,7 @@ def test_replace_only_the_slice_and_keep_the_ledger(spark, tmp_path):
                 ledger("run-2", [(w0, [("broker-a", 0, 0, 1)])]))
     assert table_rows(path) == [("broker-a", 0, 0, "a0-again"), ("broker-a", 0, 1, "a1"), ("broker-b", 0, 0, "b0")]
 
-    entries = read_ledger(spark, path)
+    entries = read_ledger(path)
     assert [e.run_id for e in entries] == ["run-1", "run-2"]
     assert entries[1].windows[0].ranges == (OffsetRange(MessageQueue("t", "broker-a", 0), 0, 1),)
     # delta-rs, an independent reader, sees the same ledger in the commit history.
@@ -120,13 +121,13 @@ def test_a_range_that_starts_mid_window_keeps_the_rows_below_it_and_an_empty_ran
                 ledger("run-3", [(w0, [("broker-a", 0, 5, 5), ("broker-b", 0, 4, 4)])]))
     assert len(table_rows(path)) == 10
     # ... and is still a commit: its ledger entry says those queues are landed for the window.
-    assert [e.run_id for e in read_ledger(spark, path)] == ["run-1", "run-2", "run-3"]
+    assert [e.run_id for e in read_ledger(path)] == ["run-1", "run-2", "run-3"]
 
 
 def test_ledger_ignores_foreign_commits(spark, tmp_path):
     path = str(tmp_path / "t")
     frame(spark, [("t", "broker-a", 0, 0, 0, "x")]).write.format("delta").option("userMetadata", "hello").save(path)
-    assert read_ledger(spark, path) == []
+    assert read_ledger(path) == []
     assert LedgerEntry.from_json("not json") is None
 
 
@@ -167,7 +168,7 @@ def test_the_ledger_survives_delta_log_cleanup(spark, tmp_path):
 
     versions = sorted(r["version"] for r in SparkDeltaTable.forPath(spark, path).history().collect())
     assert {0, 1} & set(versions) == set(), versions  # r0's and dead's own commits are gone
-    entries = read_ledger(spark, path, "g")
+    entries = read_ledger(path, "g")
     assert [e.run_id for e in entries] == ["dead", "r4"]
     assert entries[0].windows == dead.windows
     assert table_rows(path)[0] == ("broker-a", 0, 0, "r0")  # the data is all there, of course

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 import rocketlake.pipelines.materialize as materialize
 from rocketlake.pipelines import ingest
 from rocketlake.pipelines.broker_access import group_broker
-from rocketlake.pipelines.delta_writer import read_ledger
+from rocketlake.pipelines.ledger_log import read_ledger
 from rocketlake.pipelines.ledger import BALANCED, UNBALANCED
 from rocketlake.pipelines.materialize import SparkLake
 from rocketlake.pipelines.run import Alone, Committed, Landed, RunRequest, Unbalanced, run
@@ -106,7 +106,7 @@ def test_an_unbalanced_landing_moves_no_offset_whoever_runs_next_and_a_balanced_
     with pytest.raises(Unbalanced, match="no offset moved"):
         engine.run("r1", windows)
     assert engine.recorded.runs == {} and engine.offsets(topic) == before
-    assert [e.verdict for e in read_ledger(spark, engine.lake.table_path, group)] == [UNBALANCED]
+    assert [e.verdict for e in read_ledger(engine.lake.table_path, group)] == [UNBALANCED]
     assert DeltaTable(engine.lake.table_path).to_pyarrow_table().num_rows == 23, "the short slice is in the table"
     # Whoever runs next, this member or another (its own Dagster instance), moves nothing over that landing.
     other = ingestion_config(topic=topic, consumer_group=group, instance_name="another_member")
@@ -118,7 +118,7 @@ def test_an_unbalanced_landing_moves_no_offset_whoever_runs_next_and_a_balanced_
     monkeypatch.undo()  # the fault is gone: the same windows run again and balance
     landed = engine.run("r2", windows, backfill=True)
     assert landed.balanced and sum(a.rows for a in landed.materialization.accounting) == 24
-    assert [e.verdict for e in read_ledger(spark, engine.lake.table_path, group) if e.run_id == "r2"] == [BALANCED]
+    assert [e.verdict for e in read_ledger(engine.lake.table_path, group) if e.run_id == "r2"] == [BALANCED]
     progress = local_cluster.mqadmin().consumer_progress(group, topic)
     assert {(p.broker_name, p.queue_id): p.consumer_offset for p in progress if p.topic == topic} == {
         (p.broker_name, p.queue_id): p.broker_offset for p in progress if p.topic == topic}, \

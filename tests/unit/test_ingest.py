@@ -73,7 +73,7 @@ class LakeOnPaper:
     def ledger(self, group):
         if self.whole_history:
             return [e for e in self.entries if e.consumer_group == group]
-        # What delta_writer.read_ledger returns: the history newest first, as far as history_of needs.
+        # What ledger_log.read_ledger returns: the history newest first, as far as history_of needs.
         return history_of(reversed(self.entries), group, 0 if self.entries else None)[0]
 
     lost_rows: int = 0  # rows the next landing loses between read and write (its accounting does not balance)
