@@ -97,7 +97,7 @@ def test_two_deployments_run_by_their_daemons_split_the_queues_and_hand_them_ove
         sent = produce(local_cluster.spec.namesrv_address, local_cluster.spec.state_dir,
                        [order(i, topic) for i in range(64)])
         # The daemons' schedules launch the window's runs once it closes; wait on their instances' records.
-        until(lambda: w1 in materialized(first, table) and w1 in materialized(second, table), 300,
+        until(lambda: w1 in materialized(first, table) and w1 in materialized(second, table), 480,
               f"both deployments' daemons to land window {w1}")
         path = tmp_path / "lake" / table
         queues = sorted(peer.queues(topic))
@@ -113,7 +113,7 @@ def test_two_deployments_run_by_their_daemons_split_the_queues_and_hand_them_ove
         w2 = minute_key(int(datetime.now(timezone.utc).timestamp() * 1000))
         sent += produce(local_cluster.spec.namesrv_address, local_cluster.spec.state_dir,
                         [order(i, topic) for i in range(100, 148)])
-        until(lambda: w2 in materialized(second, table), 300, f"d2's daemon to land window {w2}")
+        until(lambda: w2 in materialized(second, table), 480, f"d2's daemon to land window {w2}")
         w2_entries = [e for e in ledger(path) if w2 in e.partition_keys]
         assert {e.member for e in w2_entries} == {second.client_id}
         assert sorted(r.queue for e in w2_entries for w in e.windows if w.partition_key == w2
