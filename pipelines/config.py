@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 from pathlib import Path
@@ -177,6 +178,19 @@ PUSH_CONSUMER_RANGES = {
     "pop_invisible_time": _range(5000, 300000),
     "pop_batch_nums": _range(1, 32),
 }
+
+
+def deployment_instance_name(environ: Mapping[str, str] | None = None) -> str:
+    """The instance name of a consumer whose ``instance_name`` is ``DEFAULT``: its Dagster instance's (a digest of
+    ``DAGSTER_HOME``: the same for a deployment's member process and every run it launches, different for another
+    deployment on the host), or, for a process without a Dagster instance, its pid, as the Java client's."""
+    import hashlib
+
+    environ = os.environ if environ is None else environ
+    home = environ.get("DAGSTER_HOME")
+    if not home:
+        return str(os.getpid())
+    return "dagster-" + hashlib.sha1(os.path.realpath(os.path.expanduser(home)).encode()).hexdigest()[:10]
 
 
 def local_ip() -> str:
@@ -441,12 +455,17 @@ class IngestionConfig(_Strict):
     def client_id(self) -> str:
         """The member's client id, built as ClientConfig.buildMQClientId does: ``ip@instanceName[@unitName]``.
 
-        Unlike the Java client, an ``instance_name`` left at ``DEFAULT`` is not replaced by the pid: a run is
-        a short process, and a stable id lets the next run of a deployment take over its broker locks at
-        once instead of waiting for them to lapse.
+        As the Java client does for CLUSTERING (``changeInstanceNameToPID``), an ``instance_name`` left at
+        ``DEFAULT`` is replaced by a name of this consumer (``deployment_instance_name``), so two deployments on
+        one host with one configuration are two members. A rocketlake consumer is a deployment, not one process:
+        its ``rocketlake member`` process and its runs share the name, so the runs find themselves among the
+        members and take over their own broker locks at once.
         """
         ip = self.client_ip or local_ip()
-        return f"{ip}@{self.instance_name}" + (f"@{self.unit_name}" if self.unit_name else "")
+        name = self.instance_name
+        if name == "DEFAULT" and self.message_model is MessageModel.CLUSTERING:
+            name = deployment_instance_name()
+        return f"{ip}@{name}" + (f"@{self.unit_name}" if self.unit_name else "")
 
     @property
     def offset_store_path(self) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 
 import pytest
@@ -275,3 +276,22 @@ def test_listener_keys_accepted_with_a_listener():
         assert cfg.can_fail
     assert parse_config(with_ingestion(listener=LISTENER, consume_timeout=0.05)).ingestions["orders"] \
         .consume_timeout_seconds == pytest.approx(3.0)
+
+
+def test_a_default_instance_name_becomes_the_deployments_own_in_clustering(monkeypatch, tmp_path):
+    from tests.unit.support import ingestion_config
+
+    from rocketlake.pipelines.config import deployment_instance_name
+
+    cfg = ingestion_config(client_ip="10.0.0.1")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "d1"))
+    d1 = cfg.client_id
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "d1" / ".." / "d1"))  # the same instance, spelled otherwise
+    assert cfg.client_id == d1 and d1.startswith("10.0.0.1@dagster-")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "d2"))
+    assert cfg.client_id != d1, "another deployment on the host is another member"
+    monkeypatch.delenv("DAGSTER_HOME")
+    assert cfg.client_id == f"10.0.0.1@{os.getpid()}", "a process without a Dagster instance: its pid, as Java"
+    assert deployment_instance_name({}) == str(os.getpid())
+    assert ingestion_config(client_ip="10.0.0.1", instance_name="eu1").client_id == "10.0.0.1@eu1"
+    assert ingestion_config(client_ip="10.0.0.1", message_model="BROADCASTING").client_id == "10.0.0.1@DEFAULT"
