@@ -245,6 +245,13 @@ def history_of(entries_newest_first: Iterable[LedgerEntry], group: str,
     return entries, complete
 
 
+def with_verdicts(entries_oldest_first: list[LedgerEntry]) -> list[LedgerEntry]:
+    """The landings' entries, each with the verdict a later verdict commit decided, verdict commits left out."""
+    decided = {e.identity: e.verdict for v in entries_oldest_first if v.is_verdict for e in v.carried
+               if e.verdict not in (None, PENDING)}
+    return [replace(e, verdict=decided.get(e.identity, e.verdict)) for e in entries_oldest_first if not e.is_verdict]
+
+
 def origin_of(entries: Iterable[LedgerEntry]) -> dict[MessageQueue, int]:
     """The origin each queue got from the first run that saw the group without an offset."""
     origin: dict[MessageQueue, int] = {}

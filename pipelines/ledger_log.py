@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocketlake.pipelines.ledger import LedgerEntry, history_of
+from rocketlake.pipelines.ledger import LedgerEntry, history_of, with_verdicts
 
 #: How many of the newest commits to read at first; a group's newest entry is nearly always among them.
 FIRST_HISTORY_PAGE = 20
@@ -35,7 +35,8 @@ def _entries(history: list[dict]) -> list[LedgerEntry]:
 
 
 def read_ledger(path: str, group: str | None = None) -> list[LedgerEntry]:
-    """The ledger entries a run of ``group`` needs, oldest first (every readable one if ``group`` is None)."""
+    """The ledger entries a run of ``group`` needs, oldest first (if ``group`` is None, every landing's entry of the
+    log, with the verdicts committed after it)."""
     limit = FIRST_HISTORY_PAGE
     while True:
         history = _history(path, limit)
@@ -44,7 +45,7 @@ def read_ledger(path: str, group: str | None = None) -> list[LedgerEntry]:
         newest_first = _entries(history)
         if group is None:
             if len(history) < limit:
-                return list(reversed(newest_first))
+                return with_verdicts(list(reversed(newest_first)))
         else:
             lowest = min((c["version"] for c in history), default=None)
             entries, complete = history_of(newest_first, group, lowest)

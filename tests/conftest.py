@@ -70,9 +70,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if marked[0] != "unit":
             item.add_marker(pytest.mark.integration)  # the umbrella of every tier that starts something real
     order = list(TIERS)
-    items.sort(key=lambda item: order.index(item.stash[TIER]))  # stable: files keep their order in a tier
+    if _distributed(config):
+        # pytest-xdist hands out whole files in this order: the longest first (after the pure-logic tier), so that
+        # no worker starts a long file while the other runs out of work.
+        items.sort(key=lambda item: (item.stash[TIER] != "unit", _longest_first(item), order.index(item.stash[TIER])))
+    else:
+        items.sort(key=lambda item: order.index(item.stash[TIER]))  # stable: files keep their order in a tier
     if not config.option.collectonly and any(item.stash[TIER] in SPARK_TIERS for item in items):
         _spark_jvm.start()  # built (once per JDK and PySpark) while the cheaper tiers run
+
+
+#: The files that take longest (minutes, measured by `make test`'s durations), longest first.
+LONGEST = ("test_crash_recovery.py", "test_deployed_stack.py", "test_consumer_group_daemon.py", "test_ingestion.py",
+           "test_topic_changes.py", "test_retry_and_dead_letters.py", "test_ui.py", "test_consumer_group.py",
+           "test_deleted_messages.py")
+
+
+def _longest_first(item: pytest.Item) -> int:
+    name = item.path.name
+    return LONGEST.index(name) if name in LONGEST else len(LONGEST)
+
+
+def _distributed(config: pytest.Config) -> bool:
+    return getattr(config.option, "dist", "no") != "no" and bool(getattr(config.option, "numprocesses", None))
 
 
 def tier_of(item: pytest.Item) -> str:

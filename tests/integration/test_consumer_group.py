@@ -89,8 +89,9 @@ class Deployment:
 
 
 def ledger(path) -> list[LedgerEntry]:
+    """Every landing's entry, oldest first (verdict commits, which land nothing, left out)."""
     return [e for e in (LedgerEntry.from_json(c.get("userMetadata")) for c in reversed(DeltaTable(str(path)).history()))
-            if e is not None]
+            if e is not None and not e.is_verdict]
 
 
 def test_two_deployments_split_the_queues_and_a_sensor_completes_what_a_departed_member_left(

@@ -173,3 +173,15 @@ def test_new_tables_keep_statistics_on_lookup_columns_and_a_decoded_bodys_fields
                "window_start", "origin_topic", "origin_msg_id", "order_id", "_rl_error", "window_date"]
     assert stats_columns(columns) == ("`topic`,`broker_name`,`queue_id`,`queue_offset`,`msg_id`,`offset_msg_id`,`tags`,"
                                       "`born_timestamp`,`store_timestamp`,`window_start`,`order_id`")
+
+
+def test_the_whole_log_read_shows_each_landing_once_with_its_verdict():
+    from dataclasses import replace as with_
+
+    from rocketlake.pipelines.ledger import BALANCED, PENDING, UNBALANCED, with_verdicts
+
+    landed = with_(entry("r1", OffsetRange(A, 0, 1)), verdict=PENDING)
+    verdict = with_(landed, windows=(), carried=(with_(landed, verdict=UNBALANCED),), verdict=None)
+    again = with_(verdict, carried=(with_(landed, verdict=BALANCED),))  # the same slice landed again, balanced
+    assert [e.verdict for e in with_verdicts([landed, verdict])] == [UNBALANCED]
+    assert [(e.run_id, e.verdict) for e in with_verdicts([landed, verdict, landed, again])] == [("r1", BALANCED)] * 2
