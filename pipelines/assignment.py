@@ -115,7 +115,8 @@ def member_share(cfg: IngestionConfig, queues: Iterable[MessageQueue], members: 
     share = assign(cfg, cfg.client_id, queues, members)
     if only is None:
         return share
-    return replace(share, taken=tuple(q for q in share.taken if q in set(only)))
+    asked = set(only)
+    return replace(share, taken=tuple(q for q in share.taken if q in asked))
 
 
 def owners(cfg: IngestionConfig, queues: Iterable[MessageQueue], members: Iterable[str]) -> dict[MessageQueue, str]:

@@ -62,8 +62,10 @@ def recent_entries(path: str, limit: int = RECENT_COMMITS) -> list[LedgerEntry]:
 def source_of(table: Path | str, limit: int = 50) -> str | None:
     """The name server the table's newest ledger entry among its ``limit`` newest commits was landed from; None
     when none says (a table of someone else, or one landed before entries named it)."""
+    from deltalake.exceptions import DeltaError
+
     try:
         entries = recent_entries(str(table), limit)
-    except (OSError, ValueError):
-        return None  # not a readable Delta table
+    except (DeltaError, OSError, ValueError):
+        return None  # not a readable Delta table: not rocketlake's to delete
     return next((e.namesrv for e in entries if e.namesrv), None)
