@@ -13,7 +13,6 @@ import json
 import time
 
 from dagster import (
-    AssetKey,
     AssetObservation,
     DefaultSensorStatus,
     MetadataValue,
@@ -29,6 +28,7 @@ from rocketlake.pipelines.backlog import backlog_of
 from rocketlake.pipelines.config import DLQ_GROUP_TOPIC_PREFIX, IngestionConfig
 from rocketlake.resources.rocketmq.errors import RocketMQError
 from rocketlake.resources.rocketmq.message import retry_topic
+from rocketlake.assets.translator import IngestionAssets
 
 RETRY_WAITING = "rocketlake/retry_waiting"
 RETRY_OLDEST_AGE = "rocketlake/retry_oldest_age_seconds"
@@ -38,11 +38,12 @@ DLQ_TOTAL = "rocketlake/dead_letters_total"
 RETRY_AGE_WARNING_S = 3 * 3600
 
 
-def build_backlog_sensor(cfg: IngestionConfig) -> SensorDefinition:
+def build_backlog_sensor(cfg: IngestionConfig, assets: IngestionAssets) -> SensorDefinition:
+    asset_key = assets.table_key
     rocketmq_key = rocketmq_resource_key(cfg.cluster)
 
-    @sensor(name=f"{cfg.table}_retry_backlog", minimum_interval_seconds=60, required_resource_keys={rocketmq_key},
-            asset_selection=[AssetKey(cfg.table)], default_status=DefaultSensorStatus.STOPPED,
+    @sensor(name=assets.name("retry_backlog"), minimum_interval_seconds=60, required_resource_keys={rocketmq_key},
+            asset_selection=[asset_key], default_status=DefaultSensorStatus.STOPPED,
             description=f"Reports the messages waiting in %RETRY%{cfg.consumer_group} and "
                         f"%DLQ%{cfg.consumer_group} (count and age of the oldest) on {cfg.table}.")
     def retry_backlog(context: SensorEvaluationContext):
@@ -57,7 +58,7 @@ def build_backlog_sensor(cfg: IngestionConfig) -> SensorDefinition:
         summary = f"{retry.describe(now_ms)}; {dead.describe(now_ms)}"
         if dead.waiting:
             context.log.warning(f"{dead.waiting} dead letter(s) of {cfg.consumer_group} wait to be landed in "
-                                f"{cfg.table}_dlq: {summary}")
+                                f"{assets.dead_letters.key.to_user_string()}: {summary}")
         if retry.waiting and (retry.age_seconds(now_ms) or 0) > RETRY_AGE_WARNING_S:
             context.log.warning(f"the retry topic of {cfg.consumer_group} backs up: {summary}")
         figures = {"retry": [retry.waiting, retry.oldest_store_ms], "dlq": [dead.waiting, dead.oldest_store_ms,
@@ -70,7 +71,7 @@ def build_backlog_sensor(cfg: IngestionConfig) -> SensorDefinition:
             age = backlog.age_seconds(now_ms)
             if age is not None:
                 metadata[key] = MetadataValue.float(age)
-        return SensorResult(asset_events=[AssetObservation(asset_key=AssetKey(cfg.table), metadata=metadata,
+        return SensorResult(asset_events=[AssetObservation(asset_key=asset_key, metadata=metadata,
                                                            description=summary)],
                             skip_reason=SkipReason(summary), cursor=json.dumps(figures))
 

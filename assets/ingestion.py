@@ -21,6 +21,7 @@ from dagster import (
     AssetKey,
     AssetObservation,
     AssetRecordsFilter,
+    AssetSpec,
     AssetsDefinition,
     Backoff,
     BackfillPolicy,
@@ -40,7 +41,8 @@ from rocketlake.assets.metadata import (
     table_identity,
     windows_metadata,
 )
-from rocketlake.assets.topics import ingestion_topic_key
+from rocketlake.assets.run_guard import record_process
+from rocketlake.assets.translator import IngestionAssets
 from rocketlake.assets.partitions import window_partitions, windows_between
 from rocketlake.pipelines import ingest
 from rocketlake.pipelines.broker_access import LiveGroup, group_broker
@@ -91,53 +93,51 @@ def dead_letter_pool(group: str) -> str:
     return f"rocketmq_group_{group}_dlq"
 
 
-def build_ingestion_asset(name: str, cfg: IngestionConfig, lake: LakeConfig) -> AssetsDefinition:
-    return _build_asset(name, cfg, lake, dead_letters=False)
+def build_ingestion_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, assets: IngestionAssets) -> AssetsDefinition:
+    return _build_asset(name, cfg, lake, assets.table, upstream=assets.topic.key, dead_letters=False)
 
 
-def build_dead_letter_asset(name: str, cfg: IngestionConfig, lake: LakeConfig) -> AssetsDefinition:
+def build_dead_letter_asset(name: str, cfg: IngestionConfig, lake: LakeConfig,
+                            assets: IngestionAssets) -> AssetsDefinition:
     """``<table>_dlq``: the group's ``%DLQ%<group>`` landed the same way (windows, ledger, offsets after the
     materialization), downstream of the main table, with the original topic, msgId, reconsume count and last error."""
-    return _build_asset(name, dead_letter_config(cfg), lake, dead_letters=True, upstream=cfg.table,
-                        failures_path=lake.table_path(failures_table(cfg.table)))
+    return _build_asset(name, dead_letter_config(cfg), lake, assets.dead_letters, upstream=assets.table_key,
+                        dead_letters=True, failures_path=lake.table_path(failures_table(cfg.table)))
 
 
-def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, *, dead_letters: bool, upstream: str | None = None,
-                 failures_path: str | None = None) -> AssetsDefinition:
+def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetSpec, *, upstream: AssetKey,
+                 dead_letters: bool, failures_path: str | None = None) -> AssetsDefinition:
     rocketmq_key = rocketmq_resource_key(cfg.cluster)
     table_path = lake.table_path(cfg.table)
-    checks = [AssetCheckSpec(CHECK_NAME, asset=cfg.table, blocking=True,
+    checks = [AssetCheckSpec(CHECK_NAME, asset=spec.key, blocking=True,
                              description="Every offset of every window's range is a row, filtered by tag, sent back, "
                                          "dead-lettered, kept as a failure or a duplicate copy: they add up to the "
                                          "sum of range sizes.")]
     if dead_letters:
-        checks.append(AssetCheckSpec(DEAD_LETTER_CHECK, asset=cfg.table,
+        checks.append(AssetCheckSpec(DEAD_LETTER_CHECK, asset=spec.key,
                                      description="Warns when dead letters arrive: messages that failed "
                                                  "max_reconsume_times times."))
-        description = (f"Dead letters of group `{cfg.consumer_group}` (`{cfg.topic}`): messages its listener failed "
-                       f"{cfg.effective_max_reconsume_times} times, landed in Delta at `{table_path}` with their "
-                       f"last error.")
     else:
-        description = (f"RocketMQ topic `{cfg.topic}` (group `{cfg.consumer_group}`, {cfg.message_model.value}) "
-                       f"landed in Delta at `{table_path}`, one partition per window `{cfg.window.cron}`.")
         failures_path = lake.table_path(failures_table(cfg.table)) if cfg.can_fail else None
 
     @asset(
-        key=cfg.table,
-        # topic -> table -> dead letters: the lineage graph a person reads.
-        deps=[upstream] if upstream else [ingestion_topic_key(cfg)],
+        key=spec.key,
+        # topic -> table -> dead letters: the lineage graph a person reads (beside any deps the translator adds).
+        deps=[upstream, *(d.asset_key for d in spec.deps if d.asset_key != upstream)],
         partitions_def=window_partitions(cfg.window),
         backfill_policy=BackfillPolicy.single_run(),
         pool=dead_letter_pool(cfg.consumer_group) if dead_letters else consumer_group_pool(cfg.consumer_group),
         required_resource_keys={"spark", rocketmq_key},
         check_specs=checks,
         retry_policy=retry_policy(cfg),
-        kinds={"rocketmq", "spark", "delta"},
-        group_name="rocketlake",
-        description=description,
-        metadata={"rocketlake/topic": cfg.topic, "rocketlake/consumer_group": cfg.consumer_group,
-                  "rocketlake/table_path": MetadataValue.path(table_path),
-                  **table_identity(cfg.table, table_path),
+        kinds=spec.kinds,
+        group_name=spec.group_name,
+        owners=spec.owners,
+        tags=spec.tags,
+        code_version=spec.code_version,
+        automation_condition=spec.automation_condition,
+        description=spec.description,
+        metadata={**spec.metadata, **table_identity(cfg.table, table_path),
                   **({"rocketlake/failures_table": MetadataValue.path(failures_path)} if failures_path else {})},
     )
     def ingestion_asset(context: AssetExecutionContext) -> Iterator[MaterializeResult]:
@@ -174,6 +174,8 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
         spark_resource: SparkResource, rocketmq, failures_path: str | None = None,
         dead_letters: bool = False) -> Iterator[MaterializeResult | AssetCheckResult]:
     """Translate Dagster's context into the engine's run (``pipelines.run``) and its events into Dagster's."""
+    # A run of another job than rocketlake's (the UI's Materialize button) is recorded here, for the dead-runs sensor.
+    record_process(context.instance, context.run)
     now_ms = int(time.time() * 1000)
     partitions = context.assets_def.partitions_def
     windows = []

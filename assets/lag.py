@@ -45,6 +45,7 @@ from rocketlake.pipelines.config import IngestionConfig
 from rocketlake.pipelines.freshness import GROWTH_TICKS, Freshness, freshness, lag_keeps_growing
 from rocketlake.pipelines.progress import QueueProgress, group_progress
 from rocketlake.resources.rocketmq.errors import RocketMQError
+from rocketlake.assets.translator import IngestionAssets
 
 LAG_MESSAGES = "rocketlake/lag_messages"
 LAG_SECONDS = "rocketlake/lag_seconds"
@@ -105,16 +106,16 @@ def observed_lag_totals(instance, asset_key: AssetKey, count: int) -> list[int]:
     return list(reversed(totals))
 
 
-def table_freshness(cfg: IngestionConfig, instance, now: datetime) -> Freshness:
+def table_freshness(cfg: IngestionConfig, instance, now: datetime, asset_key: AssetKey | None = None) -> Freshness:
     partitions = window_partitions(cfg.window)
     due = last_closed_windows(partitions, now, cfg.window.grace_seconds + cfg.window.freshness_slack_seconds, 1)
-    landed = instance.get_materialized_partitions(AssetKey(cfg.table))
+    landed = instance.get_materialized_partitions(asset_key or AssetKey(cfg.table))
     return freshness(due[-1] if due else None, sorted(landed),
                      lambda key: partitions.time_window_for_partition_key(key).start)
 
 
-def freshness_outcome(cfg: IngestionConfig, instance, now: datetime) -> dict:
-    f = table_freshness(cfg, instance, now)
+def freshness_outcome(cfg: IngestionConfig, instance, now: datetime, asset_key: AssetKey) -> dict:
+    f = table_freshness(cfg, instance, now, asset_key)
     metadata = {"newest_landed_window": MetadataValue.text(f.newest_landed or "none"),
                 "newest_due_window": MetadataValue.text(f.newest_due or "none"),
                 "slack_seconds": MetadataValue.int(cfg.window.freshness_slack_seconds)}
@@ -131,31 +132,32 @@ def growth_outcome(totals_oldest_first: list[int]) -> dict:
             "metadata": {"recent_lag_totals": MetadataValue.text(", ".join(map(str, totals_oldest_first)))}}
 
 
-def build_lag_checks(cfg: IngestionConfig) -> list:
+def build_lag_checks(cfg: IngestionConfig, assets: IngestionAssets) -> list:
     """The two checks, executable from the UI too (the sensor reports them every minute)."""
+    asset_key = assets.table_key
 
-    @asset_check(asset=cfg.table, name=FRESH_CHECK, blocking=False,
+    @asset_check(asset=asset_key, name=FRESH_CHECK, blocking=False,
                  description=f"Fails when the newest landed window of {cfg.table} is older than the newest window "
                              f"past close + {cfg.window.grace_seconds}s grace + "
                              f"{cfg.window.freshness_slack_seconds}s slack.")
     def fresh(context: AssetCheckExecutionContext) -> AssetCheckResult:
-        return AssetCheckResult(**freshness_outcome(cfg, context.instance, datetime.now(timezone.utc)))
+        return AssetCheckResult(**freshness_outcome(cfg, context.instance, datetime.now(timezone.utc), asset_key))
 
-    @asset_check(asset=cfg.table, name=GROWTH_CHECK, blocking=False,
+    @asset_check(asset=asset_key, name=GROWTH_CHECK, blocking=False,
                  description=f"Warns when the total lag of group {cfg.consumer_group} rose at each of the last "
                              f"{GROWTH_TICKS} lag observations.")
     def lag_not_growing(context: AssetCheckExecutionContext) -> AssetCheckResult:
         return AssetCheckResult(**growth_outcome(
-            observed_lag_totals(context.instance, AssetKey(cfg.table), GROWTH_TICKS + 1)))
+            observed_lag_totals(context.instance, asset_key, GROWTH_TICKS + 1)))
 
     return [fresh, lag_not_growing]
 
 
-def build_lag_sensor(cfg: IngestionConfig) -> SensorDefinition:
+def build_lag_sensor(cfg: IngestionConfig, assets: IngestionAssets) -> SensorDefinition:
     rocketmq_key = rocketmq_resource_key(cfg.cluster)
-    asset_key = AssetKey(cfg.table)
+    asset_key = assets.table_key
 
-    @sensor(name=f"{cfg.table}_lag", minimum_interval_seconds=60, required_resource_keys={rocketmq_key},
+    @sensor(name=assets.name("lag"), minimum_interval_seconds=60, required_resource_keys={rocketmq_key},
             default_status=DefaultSensorStatus.RUNNING,
             description=f"Every minute: broker max, committed offset and lag (messages, seconds) of group "
                         f"{cfg.consumer_group} per queue and in total, as observations of {cfg.table}; evaluates its "
@@ -175,7 +177,7 @@ def build_lag_sensor(cfg: IngestionConfig) -> SensorDefinition:
         totals = observed_lag_totals(context.instance, asset_key, GROWTH_TICKS) + [total]
         now = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc)
         checks = [AssetCheckEvaluation(asset_key=asset_key, check_name=FRESH_CHECK,
-                                       **freshness_outcome(cfg, context.instance, now)),
+                                       **freshness_outcome(cfg, context.instance, now, asset_key)),
                   AssetCheckEvaluation(asset_key=asset_key, check_name=GROWTH_CHECK, **growth_outcome(totals))]
         return SensorResult(asset_events=[AssetObservation(asset_key=asset_key, metadata=metadata,
                                                            description=summary), *checks],

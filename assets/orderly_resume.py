@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 
 from dagster import (
-    AssetKey,
     DefaultSensorStatus,
     RunRequest,
     SensorDefinition,
@@ -27,17 +26,20 @@ from rocketlake.assets.ingestion import RESUME_TAG
 from rocketlake.assets.metadata import SUSPENDED, suspended_from
 from rocketlake.pipelines.config import IngestionConfig
 from rocketlake.pipelines.windows import iso
+from rocketlake.assets.translator import IngestionAssets
 
 CHECK_EVERY_S = 10
 
 
-def build_resume_sensor(cfg: IngestionConfig) -> SensorDefinition:
-    @sensor(name=f"{cfg.table}_orderly_resume", minimum_interval_seconds=CHECK_EVERY_S,
-            asset_selection=[AssetKey(cfg.table)], default_status=DefaultSensorStatus.RUNNING,
+def build_resume_sensor(cfg: IngestionConfig, assets: IngestionAssets) -> SensorDefinition:
+    asset_key = assets.table_key
+
+    @sensor(name=assets.name("orderly_resume"), minimum_interval_seconds=CHECK_EVERY_S,
+            asset_selection=[asset_key], default_status=DefaultSensorStatus.RUNNING,
             description=f"Resumes the suspended queues of {cfg.table} (orderly) once their pause of "
                         f"{cfg.suspend_current_queue_time_millis} ms is over, without waiting for the schedule.")
     def orderly_resume(context: SensorEvaluationContext):
-        event = context.instance.get_latest_materialization_event(AssetKey(cfg.table))
+        event = context.instance.get_latest_materialization_event(asset_key)
         if event is None or event.asset_materialization is None:
             return SkipReason(f"{cfg.table} has no materialization yet")
         materialization = event.asset_materialization

@@ -8,21 +8,32 @@ user typing ``--partition 2026-11-01-10:00`` gets what Dagster's docs show.
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from collections.abc import Iterator
 from itertools import islice
 from zoneinfo import ZoneInfo
 
 from dagster import TimeWindow, TimeWindowPartitionsDefinition
-from dagster._utils.partitions import DEFAULT_DATE_FORMAT, DEFAULT_HOURLY_FORMAT_WITHOUT_TIMEZONE
-from dagster._utils.schedules import cron_string_iterator
 
+from rocketlake.assets.dagster_private import cron_string_iterator
 from rocketlake.pipelines.config import WindowConfig
 from rocketlake.pipelines.windows import Window
 
 
+# Dagster's own key formats (dagster's daily and hourly partitions use these).
+DATE_FORMAT = "%Y-%m-%d"
+MINUTE_FORMAT = "%Y-%m-%d-%H:%M"
+_EPOCH = datetime(1970, 1, 2, tzinfo=timezone.utc)
+
+
+def cron_ticks(after: float, cron: str, tz: str) -> Iterator[datetime]:
+    """The cron's instants at or after ``after`` (epoch seconds), in ``tz``: the boundaries Dagster's partition keys
+    are made of, daylight-saving changes included (Dagster's own iterator; see ``dagster_private``)."""
+    return cron_string_iterator(after, cron, tz)
+
+
 def partition_format(cron: str, timezone: str) -> str:
-    ticks = islice(cron_string_iterator(0, cron, timezone), 60)
-    return DEFAULT_DATE_FORMAT if all(t.hour == 0 and t.minute == 0 for t in ticks) else (
-        DEFAULT_HOURLY_FORMAT_WITHOUT_TIMEZONE)
+    ticks = islice(cron_ticks(_EPOCH.timestamp(), cron, timezone), 60)
+    return DATE_FORMAT if all(t.hour == 0 and t.minute == 0 for t in ticks) else MINUTE_FORMAT
 
 
 def window_partitions(window: WindowConfig) -> TimeWindowPartitionsDefinition:
@@ -81,7 +92,7 @@ def launchable_windows(window: WindowConfig, start: str, end: str | None, now: d
     tz = window.timezone
     grace = timedelta(seconds=window.grace_seconds)
     first = window.start if window.start.tzinfo else window.start.replace(tzinfo=ZoneInfo(tz))
-    ticks = cron_string_iterator(first.timestamp(), window.cron, tz)
+    ticks = cron_ticks(first.timestamp(), window.cron, tz)
     first = next(ticks)  # the first window starts at the first tick at or after window.start
     lo = _parse(start, fmt, tz)
     hi = _parse(end, fmt, tz) if end is not None else lo
@@ -107,7 +118,7 @@ def launchable_windows(window: WindowConfig, start: str, end: str | None, now: d
 
 def _closed_range(window: WindowConfig, first: datetime, closed_before: datetime, fmt: str) -> str:
     last, start = None, first
-    for end in cron_string_iterator(first.timestamp(), window.cron, window.timezone):
+    for end in cron_ticks(first.timestamp(), window.cron, window.timezone):
         if end <= first:
             continue
         if end > closed_before:

@@ -20,7 +20,6 @@ import json
 from datetime import datetime, timezone
 
 from dagster import (
-    AssetKey,
     AssetObservation,
     DefaultSensorStatus,
     RunRequest,
@@ -40,6 +39,7 @@ from rocketlake.pipelines.completeness import landed_queues, missing_slices
 from rocketlake.pipelines.ledger_log import recent_entries
 from rocketlake.pipelines.config import IngestionConfig
 from rocketlake.resources.rocketmq.errors import RocketMQError
+from rocketlake.assets.translator import IngestionAssets
 
 #: How many of the most recent closed windows are checked for slices nobody landed.
 WINDOWS_CHECKED = 10
@@ -52,13 +52,14 @@ def next_boundary(partitions, now: datetime) -> str:
     return partitions.get_partition_key_for_timestamp(current.end.timestamp())
 
 
-def build_rebalance_sensor(cfg: IngestionConfig, table_path: str) -> SensorDefinition:
+def build_rebalance_sensor(cfg: IngestionConfig, table_path: str, assets: IngestionAssets) -> SensorDefinition:
+    asset_key = assets.table_key
     partitions = window_partitions(cfg.window)
     rocketmq_key = rocketmq_resource_key(cfg.cluster)
 
     # It targets the asset, not the schedule's job: one job object reached from two definitions is a duplicate
     # to Definitions.merge (a dg project's defs folder).
-    @sensor(name=f"{cfg.table}_rebalance", asset_selection=[AssetKey(cfg.table)], minimum_interval_seconds=30,
+    @sensor(name=assets.name("rebalance"), asset_selection=[asset_key], minimum_interval_seconds=30,
             required_resource_keys={rocketmq_key}, default_status=DefaultSensorStatus.STOPPED,
             description=f"Rebalances group {cfg.consumer_group} on topic {cfg.topic}: this member's share of the "
                         "queues (effective from the next window) and runs for recent windows where a queue of "
@@ -77,9 +78,9 @@ def build_rebalance_sensor(cfg: IngestionConfig, table_path: str) -> SensorDefin
         if cursor.get("share") != share.key:
             effective = next_boundary(partitions, now)
             context.log.info(f"{share.describe()}; effective from window {effective}")
-            events.append(AssetObservation(asset_key=AssetKey(cfg.table), metadata={
+            events.append(AssetObservation(asset_key=asset_key, metadata={
                 MEMBER: cfg.client_id, ASSIGNMENT: share.describe(), EFFECTIVE_FROM: effective}))
-        materialized = context.instance.get_materialized_partitions(AssetKey(cfg.table))
+        materialized = context.instance.get_materialized_partitions(asset_key)
         ran = [key for key in last_closed_windows(partitions, now, cfg.window.grace_seconds, WINDOWS_CHECKED)
                if key in materialized]
         landed = landed_queues(recent_entries(table_path), cfg.consumer_group)

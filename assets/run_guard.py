@@ -7,13 +7,19 @@ group would wait for a slot nobody releases. Dagster's daemon frees the slots of
 its run monitoring needs a run launcher that can check a worker's health; neither sees a run started by
 ``dagster asset materialize`` die.
 
-So every rocketlake run, in its executor, before any step claims a slot:
+So every run of rocketlake's own jobs (``<table>_job``: the schedule's, the sensors', ``rocketlake materialize``'s,
+the job launched from the UI), in its executor, before any step claims a slot:
 
 1. records which process it is (host, boot id, pid, the process's start time) in a run tag;
 2. looks at every run that holds or waits for a pool slot, and every run still marked in progress: one
    that rocketlake recorded on this host whose process is gone (or whose host rebooted since) is marked
    failed and its slots are freed, and the new run says so in one line of its log. A run that already
    ended but still holds slots (killed while its failure was being written) is freed the same way.
+
+The executor is the job's own, not the code location's: a user's project keeps its executor for its own jobs.
+A run of rocketlake's assets through another job (the UI's "Materialize" button, ``dagster asset materialize``)
+records its process when its step starts (``record_process``), and the ``rocketlake_dead_runs`` sensor reclaims
+it within 30 seconds if it dies; such a run does not reclaim others before it starts.
 
 A run recorded on another host cannot be checked from here: it keeps its slot until it ends or
 Dagster's run monitoring fails it (see the README's deployment section). The start time guards against
@@ -28,14 +34,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from dagster import DagsterInstance, DagsterRunStatus, RunsFilter, executor
-from dagster._core.definitions.executor_definition import IN_PROC_CONFIG, _core_in_process_executor_creation
-from dagster._core.events import DagsterEvent, EngineEventData
-from dagster._core.executor.in_process import InProcessExecutor
-from dagster._core.storage.dagster_run import FINISHED_STATUSES, DagsterRun
+from dagster import DagsterEvent, DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter, executor
+
+from rocketlake.assets.dagster_private import (
+    IN_PROC_CONFIG,
+    EngineEventData,
+    InProcessExecutor,
+    _core_in_process_executor_creation,
+)
 
 PROCESS_TAG = "rocketlake/process"
 IN_PROGRESS = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
+FINISHED_STATUSES = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
 
 
 @dataclass(frozen=True)
@@ -120,13 +130,19 @@ def reclaim_dead_runs(instance: DagsterInstance, current_run_id: str | None = No
     return lines
 
 
+def record_process(instance: DagsterInstance, run: DagsterRun) -> None:
+    """Tag ``run`` with the process executing it, unless its executor already did."""
+    if PROCESS_TAG not in run.tags:
+        instance.add_run_tags(run.run_id, {PROCESS_TAG: RunProcess.current().to_tag()})
+
+
 class ReclaimingInProcessExecutor(InProcessExecutor):
     """Dagster's in-process executor, after recording this run's process and reclaiming dead runs' slots."""
 
     def execute(self, plan_context, execution_plan) -> Iterator[DagsterEvent]:
         instance: DagsterInstance = plan_context.instance
         run: DagsterRun = plan_context.dagster_run
-        instance.add_run_tags(run.run_id, {PROCESS_TAG: RunProcess.current().to_tag()})
+        record_process(instance, run)
         for line in reclaim_dead_runs(instance, run.run_id):
             yield DagsterEvent.engine_event(plan_context, line, EngineEventData())
         yield from super().execute(plan_context, execution_plan)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dagster import (
     AssetCheckKey,
-    AssetKey,
     AssetSelection,
     DagsterRunStatus,
     DefaultScheduleStatus,
@@ -25,8 +24,10 @@ from dagster import (
 )
 
 from rocketlake.assets.lag import LAG_CHECKS
+from rocketlake.assets.run_guard import rocketlake_executor
 from rocketlake.assets.partitions import last_closed_windows, window_partitions
-from rocketlake.pipelines.config import IngestionConfig, MessageModel
+from rocketlake.pipelines.config import IngestionConfig
+from rocketlake.assets.translator import IngestionAssets, default_assets
 
 CATCH_UP = 3
 PENDING = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
@@ -37,21 +38,22 @@ def closed_windows_to_run(partitions, now, grace_seconds: int, materialized: set
     return [k for k in last_closed_windows(partitions, now, grace_seconds, CATCH_UP) if k not in materialized]
 
 
-def build_window_schedule(cfg: IngestionConfig) -> ScheduleDefinition:
+def build_window_schedule(cfg: IngestionConfig, assets: IngestionAssets | None = None) -> ScheduleDefinition:
+    assets = assets or default_assets(cfg)
     partitions = window_partitions(cfg.window)
     # A CLUSTERING group's dead letters are landed in the same runs, after the table (``<table>_dlq``).
-    dead_letters = [f"{cfg.table}_dlq"] if cfg.message_model is MessageModel.CLUSTERING else []
+    dead_letters = [assets.dead_letters.key] if assets.dead_letters else []
     # The lag sensor evaluates the freshness and lag checks every minute; a window's run does not.
-    minute_checks = AssetSelection.checks(*(AssetCheckKey(AssetKey(cfg.table), name) for name in LAG_CHECKS))
-    selection = AssetSelection.assets(cfg.table, *dead_letters) - minute_checks
-    job = define_asset_job(f"{cfg.table}_job", selection=selection)
+    minute_checks = AssetSelection.checks(*(AssetCheckKey(assets.table_key, name) for name in LAG_CHECKS))
+    selection = AssetSelection.assets(assets.table_key, *dead_letters) - minute_checks
+    job = define_asset_job(assets.job_name, selection=selection, executor_def=rocketlake_executor)
 
-    @schedule(name=f"{cfg.table}_windows", job=job, cron_schedule="* * * * *",
+    @schedule(name=assets.name("windows"), job=job, cron_schedule="* * * * *",
               execution_timezone=cfg.window.timezone, default_status=DefaultScheduleStatus.STOPPED,
               description=f"Materializes each closed window of {cfg.table} ({cfg.window.cron}, "
                           f"+{cfg.window.grace_seconds}s grace).")
     def windows(context: ScheduleEvaluationContext):
-        materialized = context.instance.get_materialized_partitions(AssetKey(cfg.table))
+        materialized = context.instance.get_materialized_partitions(assets.table_key)
         pending = {run.tags.get("dagster/partition")
                    for run in context.instance.get_runs(RunsFilter(job_name=job.name, statuses=PENDING))}
         return [RunRequest(run_key=key, partition_key=key)

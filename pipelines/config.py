@@ -69,6 +69,12 @@ def _range(lo: int, hi: int, *, unlimited: int | None = None) -> Any:
     return check
 
 
+def _template(value: str) -> bool:
+    """A Dagster template (``{{ env.X }}``) in a Component's attributes: checked once Dagster has resolved it (the
+    component validates the resolved configuration again), not before."""
+    return "{{" in value
+
+
 class ClusterConfig(_Strict):
     namesrv: str = Field(description="Name server address(es), ';'-separated, host:port each.")
     access_key_env: str | None = Field(default=None, description="Environment variable holding the ACL AccessKey.")
@@ -77,6 +83,8 @@ class ClusterConfig(_Strict):
     @field_validator("namesrv")
     @classmethod
     def _addresses(cls, value: str) -> str:
+        if _template(value):
+            return value
         for addr in filter(None, (a.strip() for a in value.split(";"))):
             host, sep, port = addr.rpartition(":")
             if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -121,15 +129,21 @@ class WindowConfig(_Strict):
     @field_validator("cron")
     @classmethod
     def _cron(cls, value: str) -> str:
-        from dagster._utils.schedules import is_valid_cron_string
+        if _template(value):
+            return value
+        from dagster import DagsterInvalidDefinitionError, ScheduleDefinition
 
-        if not is_valid_cron_string(value):
-            raise ValueError("is not a valid cron expression (5 fields, e.g. '0 * * * *' or '* * * * *')")
+        try:  # Dagster's own check, through its public API: the cron a schedule of these windows would get
+            ScheduleDefinition(name="cron_check", cron_schedule=value, job_name="cron_check")
+        except (DagsterInvalidDefinitionError, ValueError):
+            raise ValueError("is not a valid cron expression (5 fields, e.g. '0 * * * *' or '* * * * *')") from None
         return value
 
     @field_validator("timezone")
     @classmethod
     def _tz(cls, value: str) -> str:
+        if _template(value):
+            return value
         try:
             ZoneInfo(value)
         except (ZoneInfoNotFoundError, ValueError) as e:
@@ -298,6 +312,8 @@ class IngestionConfig(_Strict):
     @field_validator("topic")
     @classmethod
     def _topic(cls, value: str) -> str:
+        if _template(value):
+            return value
         try:
             check_topic(value)
         except InvalidName as e:
@@ -307,6 +323,8 @@ class IngestionConfig(_Strict):
     @field_validator("consumer_group")
     @classmethod
     def _group(cls, value: str) -> str:
+        if _template(value):
+            return value
         try:
             check_consumer_group(value)
         except InvalidName as e:

@@ -32,7 +32,8 @@ def run_windows(table: str, keys: list[str], module: str = "rocketlake.definitio
     """One run of ``table``'s job (or ``job_name`` of ``module``) over the partition range ``keys[0]`` ..
     ``keys[-1]``; the ExecuteJobResult."""
     from dagster import DagsterInstance, execute_job
-    from dagster._core.definitions.reconstruct import ReconstructableRepository
+
+    from rocketlake.assets.dagster_private import ReconstructableRepository
 
     dagster_home()
     job = ReconstructableRepository.for_module(module, "defs", os.getcwd()).get_reconstructable_job(

@@ -1,0 +1,28 @@
+"""Every import rocketlake makes from Dagster's private ``dagster._`` modules, each with why no public API serves.
+
+Kept in one place so that a Dagster upgrade that moves one of them breaks here, visibly, and nowhere else
+(``tests/unit/test_dagster_private.py`` fails when another module imports ``dagster._``).
+"""
+
+# The executor of rocketlake's own jobs (``run_guard``) is Dagster's in-process executor with one step added
+# before any step claims its pool slot: reclaiming the slots of dead runs. Dagster has no public hook that runs
+# in the run's process before the slot claims (hooks run after a step; run monitoring needs a run launcher
+# that can check a worker, and none sees a `dagster` CLI run die), so the executor is extended:
+# - the in-process executor class, to subclass its ``execute``;
+from dagster._core.executor.in_process import InProcessExecutor
+# - its config schema and constructor, so the executor takes the same run config as Dagster's ``in_process``;
+from dagster._core.definitions.executor_definition import IN_PROC_CONFIG, _core_in_process_executor_creation
+# - the engine event an executor yields to write a line in the run's log (``context.log`` exists for steps only).
+from dagster._core.events import EngineEventData
+
+# ``rocketlake materialize`` runs a job of the code location in this process with the job's executor:
+# ``execute_job`` needs a reconstructable job, and the public ``reconstructable`` needs a module-level
+# function, which a job made per ingestion from the configuration is not.
+from dagster._core.definitions.reconstruct import ReconstructableRepository
+
+# Window boundaries (``partitions.cron_ticks``): the public partitions definition walks one window per call
+# (``get_next_partition_window``, milliseconds each: minutes for a year of minute windows); this streams them.
+from dagster._utils.schedules import cron_string_iterator
+
+__all__ = ["cron_string_iterator", "InProcessExecutor", "IN_PROC_CONFIG", "_core_in_process_executor_creation", "EngineEventData",
+           "ReconstructableRepository"]
