@@ -2,17 +2,24 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# uv itself, in a folder of its own (the registry's wheel; no system install): it installs the locked environment.
+UV_VERSION := 0.13.9
+UV := .uv/bin/uv
+export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: setup demo test test-fast soak ui stack stack-down clean
+.PHONY: setup demo test test-fast test-lowest soak ui docs stack stack-down clean
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(UV):
+	$(PYTHON) -m venv .uv
+	.uv/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+# The development environment is uv.lock, exactly (`--locked` fails if pyproject.toml changed without `uv lock`).
+$(VENV)/.installed: pyproject.toml uv.lock | $(UV)
 	@command -v java >/dev/null && command -v javac >/dev/null && command -v mvn >/dev/null || { \
 	  echo "rocketlake needs a JDK 17 and Maven: apt-get install openjdk-17-jdk-headless maven" >&2; exit 1; }
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[test]"
+	$(UV) sync --locked --quiet
 	touch $@
 
 demo: setup
@@ -24,6 +31,15 @@ test: setup
 	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null || { \
 	  echo "the deployed-stack test needs PostgreSQL's programs: apt-get install postgresql" >&2; exit 1; }
 	$(BIN)/python -m pytest -n 2 --dist loadfile
+
+# The lowest versions of every range in pyproject.toml (uv's lowest-direct resolution) in an environment of their own,
+# through the unit and engine tiers and the Dagster CLI's run of a window. Not part of `make test`; CI runs it after.
+test-lowest: $(UV)
+	$(UV) venv --quiet --allow-existing .venv-lowest
+	$(UV) pip install --quiet --python .venv-lowest/bin/python --resolution lowest-direct -e . --group test
+	.venv-lowest/bin/python -c "import dagster, pyspark, delta, deltalake; print('lowest:', 'dagster', dagster.__version__, \
+	  'pyspark', pyspark.__version__, 'deltalake', deltalake.__version__)"
+	.venv-lowest/bin/python -m pytest -n 2 --dist loadfile -m "unit or engine" -p no:cacheprovider
 
 # The pure-logic tier alone (tests/conftest.py TIERS): no broker, Spark or Dagster run; under a minute.
 test-fast: setup
@@ -56,4 +72,4 @@ stack-down:
 
 clean:
 	-$(BIN)/rocketlake local down --wipe
-	rm -rf $(VENV) .rocketlake
+	rm -rf $(VENV) .venv-lowest .uv .rocketlake
