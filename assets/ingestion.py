@@ -53,7 +53,7 @@ from rocketlake.pipelines.listener import ListenerError
 from rocketlake.pipelines.materialize import SparkLake
 from rocketlake.pipelines.offset_store import OffsetStoreCorrupt
 from rocketlake.pipelines.orderly import LockLost, OutOfOrder, QueuesLocked
-from rocketlake.pipelines.run import Committed, Landed, RunRequest, Unbalanced
+from rocketlake.pipelines.run import Committed, Landed, RunRequest, Unbalanced, check_closed
 from rocketlake.pipelines.run import run as engine_run
 from rocketlake.pipelines.windows import MessagesDeleted, Window, WindowNotClosed, to_ms
 from rocketlake.resources.rocketmq.errors import ConnectionFailed, RequestTimeout, TopicNotExist
@@ -189,6 +189,10 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
         start_at_group_position=SCHEDULE_TAG in context.run.tags or RESUME_TAG in context.run.tags,
         only_queues=None if only is None else {MessageQueue.from_key(k) for k in only.split(",") if k},
         windows_between=partial(windows_between, partitions))
+    try:
+        check_closed(request, cfg)  # before a Spark session starts: the open window is a partition (window_partitions)
+    except WindowNotClosed as e:
+        raise Failure(description=str(e), allow_retries=False) from None
     timeout = cfg.mq_client_api_timeout
     client = rocketmq.client(timeout)
     lake = SparkLake(spark_resource.session(), rocketmq.source_options(timeout), cfg, table_path,

@@ -37,11 +37,15 @@ def partition_format(cron: str, timezone: str) -> str:
 
 
 def window_partitions(window: WindowConfig) -> TimeWindowPartitionsDefinition:
+    """The windows as Dagster partitions, the open one included (``end_offset=1``): a person who asks Dagster for
+    the current window (``dagster asset materialize --partition <now>``) gets rocketlake's sentence saying when it
+    closes, not Dagster's unknown-partition traceback. Schedules and sensors ask for closed windows only."""
     return TimeWindowPartitionsDefinition(
         cron_schedule=window.cron,
         start=window.start,
         timezone=window.timezone,
         fmt=partition_format(window.cron, window.timezone),
+        end_offset=1,
     )
 
 

@@ -104,13 +104,18 @@ class Unbalanced(RuntimeError):
     """The landing's rows do not add up to its ranges: nothing was recorded, no offset moved."""
 
 
-def run(broker: Broker, lake: Lake, recorded: RecordedRuns, group: Group, cfg: IngestionConfig,
-        request: RunRequest, log: RunLog) -> Iterator[Landed | Committed]:
+def check_closed(request: RunRequest, cfg: IngestionConfig) -> None:
+    """Refuse the run in one sentence if one of its windows is not closed (end + grace) yet."""
     for key, window in request.windows:
         try:
             window.check_closed(request.now_ms, cfg.window.grace_seconds * 1000)
         except WindowNotClosed as e:
             raise WindowNotClosed(f"partition {key}: {e}") from None
+
+
+def run(broker: Broker, lake: Lake, recorded: RecordedRuns, group: Group, cfg: IngestionConfig,
+        request: RunRequest, log: RunLog) -> Iterator[Landed | Committed]:
+    check_closed(request, cfg)
 
     share = member_share(cfg, broker.subscribed_queues(), group.members(), request.only_queues)
     log.info(share.describe())

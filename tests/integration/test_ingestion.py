@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import subprocess
 import sys
+import time
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
@@ -135,12 +137,15 @@ def test_a_window_that_is_not_closed_is_refused(tmp_path, local_cluster, produce
         "orders": {"topic": produced.topic, "consumer_group": unique("g"), "table": table,
                    "window": {"cron": "* * * * *", "grace_seconds": 300, "start": "2026-01-01T00:00:00Z"}}})
     defs, path = definitions(config), str(tmp_path / "lake" / table)
-    last_minute = minute_key(int(time.time() * 1000) - 60_000)
-    with instance_for_test() as instance:
-        result = run_partitions(defs, table, instance, last_minute)
-    assert not result.success
-    failure = next(e for e in result.all_events if e.is_step_failure)
-    assert "is not closed yet" in str(failure.event_specific_data.error)
+    now_ms = int(time.time() * 1000)
+    # The window in its grace, and the window still open (a partition too, so Dagster hands it to rocketlake).
+    for key in (minute_key(now_ms - 60_000), minute_key(now_ms)):
+        with instance_for_test() as instance:
+            result = run_partitions(defs, table, instance, key)
+        assert not result.success
+        failure = next(e for e in result.all_events if e.is_step_failure)
+        assert f"partition {key}: window" in str(failure.event_specific_data.error)
+        assert "is not closed yet" in str(failure.event_specific_data.error)
     assert not Path(path).exists()  # nothing written
 
 
@@ -152,9 +157,20 @@ def test_dagster_cli_materializes_a_partition(tmp_path, local_cluster, produced)
     home.mkdir()
     env = dict(os.environ, ROCKETLAKE_CONFIG=str(tmp_path / "rocketlake.yaml"), DAGSTER_HOME=str(home))
     root = Path(__file__).resolve().parents[2]
-    result = subprocess.run([str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m", "rocketlake.definitions",
-                             "--select", table, "--partition", w1], cwd=root, env=env, capture_output=True, text=True,
-                            timeout=600)
+
+    def materialize(partition: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m",
+                               "rocketlake.definitions", "--select", table, "--partition", partition], cwd=root,
+                              env=env, capture_output=True, text=True, timeout=600)
+
+    # A person asking for the window that is still open gets rocketlake's sentence, not Dagster's traceback.
+    current = minute_key(int(time.time() * 1000))
+    refused = materialize(current)
+    said = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "DagsterUnknownPartitionError" not in said, said[-3000:]
+    assert re.search(rf"partition {current}: window .* is not closed yet: it closes at .*, in \d+s", said), said[-3000:]
+    assert not Path(path).exists()
+    result = materialize(w1)
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(r["msg_id"] for r in table_rows(path)) == sorted(m["msgId"] for m in produced.in_window(w1))
 
