@@ -41,6 +41,11 @@ test-lowest: $(UV)
 	  'pyspark', pyspark.__version__, 'deltalake', deltalake.__version__)"
 	.venv-lowest/bin/python -m pytest -n 2 --dist loadfile -m "unit or engine" -p no:cacheprovider
 
+# The documentation site (MkDocs, Material theme) into site/; --strict: a broken link or anchor fails the build.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -d site
+	@echo "open site/index.html"
+
 # The pure-logic tier alone (tests/conftest.py TIERS): no broker, Spark or Dagster run; under a minute.
 test-fast: setup
 	$(BIN)/python -m pytest -m unit

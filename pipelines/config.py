@@ -66,6 +66,7 @@ def _range(lo: int, hi: int, *, unlimited: int | None = None) -> Any:
             raise ValueError(f"is out of range [{lo}, {hi}]{extra}")
         return value
 
+    check.allowed = f"[{lo}, {hi}]" + (f", or {unlimited} (no limit)" if unlimited is not None else "")
     return check
 
 
