@@ -55,17 +55,9 @@ soak: setup
 	ROCKETLAKE_CRASH_TRIALS=$${ROCKETLAKE_CRASH_TRIALS:-50} $(BIN)/python -m pytest \
 	  tests/integration/test_crash_recovery.py -k random_instants
 
-# The demo's instance, with the demo's configuration and its downstream asset once `make demo` has written it.
+# The Dagster UI (dg dev) on the local instance; after `make demo`, the demo's, with orders flowing and windows landing.
 ui: setup
-	mkdir -p .rocketlake/dagster
-	test -f .rocketlake/dagster/dagster.yaml || cp rocketlake/dagster.yaml .rocketlake/dagster/dagster.yaml
-	if test -z "$$ROCKETLAKE_CONFIG" && test -f .rocketlake/demo/rocketlake.yaml; then \
-	  DAGSTER_HOME=$(CURDIR)/.rocketlake/dagster ROCKETLAKE_CONFIG=.rocketlake/demo/rocketlake.yaml \
-	    $(BIN)/dagster dev -m rocketlake.demo_definitions; \
-	else \
-	  DAGSTER_HOME=$(CURDIR)/.rocketlake/dagster ROCKETLAKE_CONFIG=$${ROCKETLAKE_CONFIG:-rocketlake.yaml} \
-	    $(BIN)/dagster dev -w workspace.yaml; \
-	fi
+	$(BIN)/rocketlake ui
 
 # Everything as production runs it, on this machine: brokers, a Spark standalone cluster, PostgreSQL, dagster-daemon
 # and dagster-webserver (http://127.0.0.1:3000) with the schedules on, loading deploy/rocketlake.yaml.

@@ -17,10 +17,12 @@ from rocketlake.resources.rocketmq_resource import RocketMQResource
 from rocketlake.resources.spark import SparkResource
 
 
-def build_definitions(config: RocketLakeConfig, translator: RocketlakeTranslator | None = None) -> Definitions:
+def build_definitions(config: RocketLakeConfig, translator: RocketlakeTranslator | None = None, *,
+                      schedules_running: bool = False) -> Definitions:
     """Every asset, check, job, schedule, sensor and resource of ``config``'s ingestions, the assets shaped by
     ``translator`` (``assets.translator``). No executor: the user's project keeps its own for its own jobs;
-    rocketlake's jobs carry theirs (``assets.run_guard``)."""
+    rocketlake's jobs carry theirs (``assets.run_guard``). The schedules start stopped unless
+    ``schedules_running`` (the demo's UI runs them)."""
     resources: dict = {"spark": SparkResource(master=config.spark.master, conf=config.spark.conf)}
     for name, cluster in config.clusters.items():
         keys = {}
@@ -37,7 +39,7 @@ def build_definitions(config: RocketLakeConfig, translator: RocketlakeTranslator
                 *(build_dead_letter_asset(name, ing, config.lake, assets) for name, ing, assets in ingestions
                   if assets.dead_letters is not None)],
         asset_checks=[check for _, ing, assets in ingestions for check in build_lag_checks(ing, assets)],
-        schedules=[build_window_schedule(ing, assets) for _, ing, assets in ingestions],
+        schedules=[build_window_schedule(ing, assets, running=schedules_running) for _, ing, assets in ingestions],
         sensors=[dead_runs_sensor, *(build_lag_sensor(ing, assets) for _, ing, assets in ingestions),
                  *(build_rebalance_sensor(ing, config.lake.table_path(ing.table), assets)
                    for _, ing, assets in ingestions),

@@ -38,7 +38,8 @@ def closed_windows_to_run(partitions, now, grace_seconds: int, materialized: set
     return [k for k in last_closed_windows(partitions, now, grace_seconds, CATCH_UP) if k not in materialized]
 
 
-def build_window_schedule(cfg: IngestionConfig, assets: IngestionAssets | None = None) -> ScheduleDefinition:
+def build_window_schedule(cfg: IngestionConfig, assets: IngestionAssets | None = None,
+                          running: bool = False) -> ScheduleDefinition:
     assets = assets or default_assets(cfg)
     partitions = window_partitions(cfg.window)
     # A CLUSTERING group's dead letters are landed in the same runs, after the table (``<table>_dlq``).
@@ -49,7 +50,7 @@ def build_window_schedule(cfg: IngestionConfig, assets: IngestionAssets | None =
     job = define_asset_job(assets.job_name, selection=selection, executor_def=rocketlake_executor)
 
     @schedule(name=assets.name("windows"), job=job, cron_schedule="* * * * *",
-              execution_timezone=cfg.window.timezone, default_status=DefaultScheduleStatus.STOPPED,
+              execution_timezone=cfg.window.timezone, default_status=DefaultScheduleStatus.RUNNING if running else DefaultScheduleStatus.STOPPED,
               description=f"Materializes each closed window of {cfg.table} ({cfg.window.cron}, "
                           f"+{cfg.window.grace_seconds}s grace).")
     def windows(context: ScheduleEvaluationContext):

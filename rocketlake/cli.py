@@ -163,6 +163,12 @@ def _local(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ui(args: argparse.Namespace) -> int:
+    from rocketlake.ui import run_ui
+
+    return run_ui(_cluster_spec(args), port=args.port, topic=args.topic, per_minute=args.per_minute)
+
+
 def _demo(args: argparse.Namespace) -> int:
     from rocketlake.demo import run_demo
 
@@ -369,6 +375,7 @@ def _member(args: argparse.Namespace) -> int:
 
 EXAMPLES = """examples:
   rocketlake demo                 the whole product on its defaults (about four minutes)
+  rocketlake ui                   the Dagster UI; after the demo, with orders flowing and windows landing
   rocketlake local up             name server on 127.0.0.1:9876, brokers on :10911 and :10921
   rocketlake local status         what the name server reports (exit 3 when not ready)
   rocketlake local down --wipe    stop what `up` started (by pid), delete the broker store and what was landed
@@ -458,6 +465,19 @@ def build_parser() -> argparse.ArgumentParser:
                       help="one-minute windows to spread the messages over (default: 3)")
     cluster_options(demo)
     demo.set_defaults(func=_demo)
+
+    ui = sub.add_parser(
+        "ui", help="the Dagster UI (dg dev) on the local instance; after `rocketlake demo`, with orders flowing",
+        description="Open the Dagster UI with `dg dev` on the local instance. After `rocketlake demo` it loads the "
+                    "demo's configuration with its schedules running and sends a trickle of orders to the demo "
+                    "topic while it is open, so windows land each minute; otherwise it loads workspace.yaml.")
+    ui.add_argument("--port", type=int, default=3000, help="the UI's port on 127.0.0.1 (default: 3000)")
+    ui.add_argument("--topic", default="rocketlake_demo_orders",
+                    help="the demo topic the trickle goes to (default: rocketlake_demo_orders)")
+    ui.add_argument("--per-minute", type=int, default=40,
+                    help="orders a minute while the UI is open; 0 sends none (default: 40)")
+    cluster_options(ui)
+    ui.set_defaults(func=_ui)
 
     backfill = sub.add_parser(
         "backfill", help="land a range of closed windows of one ingestion in one Dagster run",

@@ -89,9 +89,9 @@ def run_demo(spec: ClusterSpec, topic: str, messages: int, windows: int = 3) -> 
         print("the Dagster run failed; see the events above")
         return 1
     _report(config.lake.table_path(ingestion.table), cluster, ingestion)
-    print(f"\nopen the Dagster UI on the demo's instance and configuration: make ui\n"
-          f"  (DAGSTER_HOME={dagster_home().absolute()} {CONFIG_ENV}={demo_config.absolute()} "
-          f".venv/bin/dagster dev -m {DEMO_MODULE})\n"
+    print(f"\nopen the Dagster UI on the demo's instance, with orders flowing and windows landing: make ui\n"
+          f"  (.venv/bin/rocketlake ui: dg dev on DAGSTER_HOME={dagster_home().absolute()} with {CONFIG_ENV}="
+          f"{demo_config.absolute()})\n"
           f"stop the cluster with: .venv/bin/rocketlake local down   [ingestion {ingestion_name}]")
     return 0
 

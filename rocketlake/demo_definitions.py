@@ -12,6 +12,11 @@ the raw table changed is a plain re-materialization.
 # No "from __future__ import annotations" here: Dagster inspects the context annotation at runtime.
 from dagster import (
     AssetExecutionContext,
+    AssetKey,
+    DefaultScheduleStatus,
+    RunRequest,
+    ScheduleEvaluationContext,
+    schedule,
     BackfillPolicy,
     Definitions,
     MaterializeResult,
@@ -25,7 +30,7 @@ from dagster import (
 
 from rocketlake.assets.metadata import column_schema, table_identity
 from rocketlake.assets.partitions import window_partitions
-from rocketlake import definitions as rocketlake_location  # a module: one Definitions object at module scope
+from rocketlake.assets.definitions import build_definitions
 from rocketlake.pipelines.config import load_config
 
 BY_REGION_SCHEMA = TableSchema(columns=[
@@ -102,8 +107,30 @@ def body_columns(schema_ddl: str | None) -> set[str]:
     return names
 
 
-_assets = demo_assets(load_config())
-defs = Definitions.merge(rocketlake_location.defs, Definitions(
-    assets=_assets, jobs=[define_asset_job(f"{a.key.to_user_string()}_job", selection=[a.key]) for a in _assets]))
+_config = load_config()
+_assets = demo_assets(_config)
+# The UI of the demo (`make ui`) lands each new window as it closes: its schedules run from the start.
+_jobs = [define_asset_job(f"{a.key.to_user_string()}_job", selection=[a.key]) for a in _assets]
+
+
+def follow(job, upstream: AssetKey, downstream: AssetKey, recent: int = 3):
+    """Every minute, the downstream job for the recent windows its upstream landed and it did not: what a user's
+    own schedule (or an automation condition) would do for an asset that reads the landed table."""
+
+    @schedule(name=f"{job.name}_follows", job=job, cron_schedule="* * * * *",
+              default_status=DefaultScheduleStatus.RUNNING,
+              description=f"Materializes {downstream.to_user_string()} for the windows {upstream.to_user_string()} "
+                          "landed since.")
+    def follows(context: ScheduleEvaluationContext):
+        todo = (context.instance.get_materialized_partitions(upstream)
+                - context.instance.get_materialized_partitions(downstream))
+        return [RunRequest(run_key=key, partition_key=key) for key in sorted(todo)[-recent:]]
+
+    return follows
+
+
+defs = Definitions.merge(build_definitions(_config, schedules_running=True), Definitions(
+    assets=_assets, jobs=_jobs,
+    schedules=[follow(job, AssetKey(next(iter(a.dependency_keys)).path), a.key) for job, a in zip(_jobs, _assets)]))
 
 __all__ = ["defs"]

@@ -11,7 +11,6 @@ import typing
 from enum import Enum
 
 from pydantic import BaseModel
-from pydantic_core import PydanticUndefined
 
 MARKER = "<!-- configuration-reference -->"
 

@@ -1,0 +1,72 @@
+"""``rocketlake ui`` (``make ui``): the Dagster UI, through ``dg dev``, on the local instance.
+
+After ``rocketlake demo`` it loads the demo's configuration and code location (its schedules running: each new
+window lands as it closes, and the downstream aggregate follows) and keeps a trickle of orders flowing into the
+demo topic while the UI is open, so a newcomer sees windows land each minute, the lag rise and fall and the checks
+stay green, instead of a table that goes stale. Without the demo's configuration it loads the project's
+(``$ROCKETLAKE_CONFIG`` or ``rocketlake.yaml``) through ``workspace.yaml``, schedules as they are, and sends nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from rocketlake.demo import DEMO_CONFIG, DEMO_MODULE, sample_orders
+from rocketlake.launch import dagster_home
+from rocketlake.pipelines.config import CONFIG_ENV, load_config
+from rocketlake.resources.local.peers import produce
+from rocketlake.resources.local.spec import ClusterSpec
+
+
+class Trickle(threading.Thread):
+    """``per_batch`` orders every ``every_s`` seconds into ``topic``, with the Java producer, until stopped."""
+
+    def __init__(self, spec: ClusterSpec, topic: str, per_batch: int, every_s: float):
+        super().__init__(name="rocketlake-trickle", daemon=True)
+        self.spec, self.topic, self.per_batch, self.every_s = spec, topic, per_batch, every_s
+        self.stopped = threading.Event()
+        self.sent = 0
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                produce(self.spec.namesrv_address, self.spec.state_dir,
+                        sample_orders(self.topic, self.per_batch, seed=11, first=100_000 + self.sent))
+                self.sent += self.per_batch
+            except Exception as e:  # the cluster went down: the UI stays, the trickle says why it stopped
+                print(f"rocketlake ui: the trickle into {self.topic} stopped: {e}", file=sys.stderr, flush=True)
+                return
+            self.stopped.wait(self.every_s)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+
+def run_ui(spec: ClusterSpec, port: int, topic: str, per_minute: int) -> int:
+    home = dagster_home().absolute()
+    env = dict(os.environ, DAGSTER_HOME=str(home))
+    dg = str(Path(sys.executable).parent / "dg")
+    trickle = None
+    if not os.environ.get(CONFIG_ENV) and DEMO_CONFIG.exists():
+        env[CONFIG_ENV] = str(DEMO_CONFIG.absolute())
+        command = [dg, "dev", "-m", DEMO_MODULE, "-p", str(port)]
+        if any(i.topic == topic for i in load_config(DEMO_CONFIG).ingestions.values()) and per_minute > 0:
+            trickle = Trickle(spec, topic, per_batch=max(1, per_minute // 4), every_s=15)
+            trickle.start()
+            print(f"rocketlake ui: sending about {per_minute} orders a minute to {topic} while the UI is open; "
+                  "the schedule lands each window once it closes", flush=True)
+    else:
+        env.setdefault(CONFIG_ENV, "rocketlake.yaml")
+        command = [dg, "dev", "-w", "workspace.yaml", "-p", str(port)]
+    print(f"rocketlake ui: http://127.0.0.1:{port} (DAGSTER_HOME={home}, {CONFIG_ENV}={env[CONFIG_ENV]})", flush=True)
+    try:
+        return subprocess.call(command, env=env)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        if trickle:
+            trickle.stop()
