@@ -26,6 +26,7 @@ from dagster import (
     TableSchema,
     asset,
     define_asset_job,
+    in_process_executor,
 )
 
 from rocketlake.assets.metadata import column_schema, table_identity
@@ -110,7 +111,9 @@ def body_columns(schema_ddl: str | None) -> set[str]:
 _config = load_config()
 _assets = demo_assets(_config)
 # The UI of the demo (`make ui`) lands each new window as it closes: its schedules run from the start.
-_jobs = [define_asset_job(f"{a.key.to_user_string()}_job", selection=[a.key]) for a in _assets]
+# In process, as a user's small Spark job would run: one Spark session per run, no step subprocess.
+_jobs = [define_asset_job(f"{a.key.to_user_string()}_job", selection=[a.key], executor_def=in_process_executor)
+         for a in _assets]
 
 
 def follow(job, upstream: AssetKey, downstream: AssetKey, recent: int = 3):
