@@ -118,3 +118,79 @@ def test_a_not_supported_key_in_defs_yaml_fails_the_project_load_naming_it(insta
                           cwd=project, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode != 0
     assert "ingestions.orders.consume_concurrently_max_span" in done.stdout + done.stderr and "not supported yet" in done.stdout + done.stderr
+
+
+USER_JOB = textwrap.dedent("""\
+    from pathlib import Path
+
+    import dagster as dg
+
+    from assets import user_report
+
+
+    # The project's own job, on the executor the project chose for it.
+    user_job = dg.define_asset_job("user_job", selection=[user_report], executor_def=dg.multiprocess_executor)
+
+
+    @dg.definitions
+    def defs():
+        return dg.Definitions.merge(dg.Definitions(assets=[user_report], jobs=[user_job]),
+                                    dg.load_from_defs_folder(path_within_project=Path(__file__).parent))
+    """)
+
+
+def test_in_a_dg_project_the_users_job_keeps_its_executor_and_a_killed_rocketlake_run_blocks_nothing(
+        installed: Path, tmp_path: Path, local_cluster, create_topic):
+    """The project's job runs on the executor it chose; rocketlake's job, killed outright while it holds its group's
+    pool slot, is failed and its slot freed by the next run of that job, which lands the window."""
+    import json
+    import signal
+    import time
+
+    from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+
+    from rocketlake.assets.run_guard import PROCESS_TAG
+
+    topic = create_topic(2)
+    defs_yaml = DEFS_YAML.replace("127.0.0.1:9876", local_cluster.spec.namesrv_address).replace(
+        "topic: orders", f"topic: {topic}").replace('"*/5 * * * *"', '"* * * * *"')
+    project = user_project(tmp_path / "project", defs_yaml)
+    (project / "user_project" / "definitions.py").write_text(USER_JOB)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text((ROOT / "rocketlake" / "dagster.yaml").read_text())  # pools: 1 per group
+    env = {**os.environ, "PYTHONPATH": str(project), "DAGSTER_HOME": str(home)}
+    env.pop("ROCKETLAKE_CONFIG", None)
+
+    def job(name: str, tags: dict | None = None) -> list[str]:
+        return [str(installed), "-m", "dagster", "job", "execute", "-m", "user_project.definitions", "-j", name,
+                *(["--tags", json.dumps(tags)] if tags else [])]
+
+    def execute(args: list[str]) -> str:
+        done = subprocess.run(args, cwd=project, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"{args} failed ({done.returncode}):\n{(done.stdout + done.stderr)[-3000:]}"
+        return done.stdout + done.stderr  # Dagster logs to stderr
+
+    mine = execute(job("user_job"))
+    assert "multiprocess executor" in mine, mine[-3000:]
+
+    window = time.strftime("%Y-%m-%d-%H:%M", time.gmtime(time.time() - 180))
+    proc = subprocess.Popen(job("user_orders_job", {"dagster/partition": window}), cwd=project, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    with DagsterInstance.from_config(str(home)) as instance:
+        deadline = time.monotonic() + 300
+        while True:  # until the run recorded its process and holds the group's slot
+            runs = instance.get_runs(RunsFilter(job_name="user_orders_job", statuses=[DagsterRunStatus.STARTED]))
+            holders = instance.event_log_storage.get_concurrency_run_ids()
+            if runs and PROCESS_TAG in runs[0].tags and runs[0].run_id in holders:
+                killed = runs[0].run_id
+                break
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0][-3000:]
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        rerun = execute(job("user_orders_job", {"dagster/partition": window}))
+        assert f"run {killed} died without finishing" in rerun, rerun[-3000:]
+        assert instance.get_run_by_id(killed).status is DagsterRunStatus.FAILURE
+        assert killed not in instance.event_log_storage.get_concurrency_run_ids()
+        assert window in instance.get_materialized_partitions(__import__("dagster").AssetKey("user_orders"))
