@@ -22,7 +22,7 @@ records its process when its step starts (``record_process``), and the ``rocketl
 it within 30 seconds if it dies; such a run does not reclaim others before it starts.
 
 A run recorded on another host cannot be checked from here: it keeps its slot until it ends or
-Dagster's run monitoring fails it (see the README's deployment section). The start time guards against
+Dagster's run monitoring fails it (see docs/guide/deploying.md). The start time guards against
 a recycled pid; the boot id against a reboot.
 """
 

@@ -595,7 +595,7 @@ def _describe(err: dict, raw: Any) -> str:
     where = ".".join(loc) or "(top level)"
     message = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
-        return f"{where}: unknown key (misspelt? see the README for every accepted key)"
+        return f"{where}: unknown key (misspelt? every accepted key: docs/reference/configuration.md, `make docs`)"
     if err["type"] == "missing":
         return f"{where}: required key is missing"
     if err["type"] == "enum":

@@ -1,4 +1,4 @@
-"""The README's first command: the whole product on its embedded defaults.
+"""The README's first command (`make demo`): the whole product on its embedded defaults.
 
 Start the local cluster, write the demo's configuration (the project's, with windows starting a few
 minutes before the demo's data, so the UI's partitions show them), create the demo topic (4 queues on each broker), produce JSON orders

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 LOCAL_DAGSTER_HOME = Path(".rocketlake/dagster")
-RECOMMENDED_INSTANCE = Path(__file__).with_name("dagster.yaml")  # the README's recommended instance
+RECOMMENDED_INSTANCE = Path(__file__).with_name("dagster.yaml")  # the docs' recommended instance (docs/files.md)
 
 
 def dagster_home() -> Path:
