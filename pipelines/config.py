@@ -67,6 +67,7 @@ def _range(lo: int, hi: int, *, unlimited: int | None = None) -> Any:
         return value
 
     check.allowed = f"[{lo}, {hi}]" + (f", or {unlimited} (no limit)" if unlimited is not None else "")
+    check.bounds = (lo, hi, unlimited)
     return check
 
 
@@ -236,8 +237,24 @@ NOT_SUPPORTED_YET = {
 NOT_SUPPORTED_VALUES: dict[tuple[str, str], tuple[str, str]] = {}
 
 
+def _ranges_in_schema(schema: dict) -> None:
+    """RocketMQ's ranges in the JSON schema too, so a schema check (``dg check yaml``) refuses what a load refuses."""
+    for key, check in PUSH_CONSUMER_RANGES.items():
+        prop = schema.get("properties", {}).get(key)
+        if prop is None:
+            continue
+        lo, hi, unlimited = check.bounds
+        if unlimited is None:
+            prop.update(minimum=lo, maximum=hi)
+        else:
+            prop.pop("type", None)
+            prop["anyOf"] = [{"const": unlimited}, {"type": "integer", "minimum": lo, "maximum": hi}]
+
+
 class IngestionConfig(_Strict):
     """One topic landed in one table by one consumer group: a DefaultMQPushConsumer, as a batch pipeline."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False, json_schema_extra=_ranges_in_schema)
 
     _dead_letters_of: str | None = PrivateAttr(default=None)
 

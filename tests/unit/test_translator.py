@@ -12,7 +12,7 @@ from dagster import AssetKey
 
 from rocketlake.assets.definitions import build_definitions
 from rocketlake.assets.translator import RocketlakeAssetData, RocketlakeTranslator
-from rocketlake.pipelines.config import parse_config
+from rocketlake.pipelines.config import IngestionConfig, parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -171,6 +171,10 @@ def test_the_component_in_a_dg_project_shapes_assets_from_yaml_beside_the_users_
 def test_the_component_attributes_are_typed_and_checked_with_their_position(tmp_path, monkeypatch):
     schema = __import__("rocketlake.component", fromlist=["x"]).RocketlakeComponent.model().model_json_schema()
     assert "pull_batch_size" in str(schema) and "consume_from_where" in str(schema)  # dg can show every key
+    # RocketMQ's ranges are in the schema too, so `dg check yaml` refuses what a load refuses, before the load.
+    ingestion = IngestionConfig.model_json_schema()["properties"]
+    assert (ingestion["pull_batch_size"]["minimum"], ingestion["pull_batch_size"]["maximum"]) == (1, 1024)
+    assert {"const": -1} in ingestion["pull_threshold_for_topic"]["anyOf"]
     bad = DEFS_YAML.replace("consume_orderly: true", "consume_orderly: true, pull_batch_size: 5000")
     with pytest.raises(Exception) as failure:
         load_project(tmp_path, monkeypatch, bad)
