@@ -32,6 +32,7 @@ from dagster import (
 from rocketlake.assets.metadata import column_schema, table_identity
 from rocketlake.assets.partitions import window_partitions
 from rocketlake.assets.definitions import build_definitions
+from rocketlake.assets.run_guard import rocketlake_executor
 from rocketlake.pipelines.config import load_config
 
 BY_REGION_SCHEMA = TableSchema(columns=[
@@ -132,8 +133,9 @@ def follow(job, upstream: AssetKey, downstream: AssetKey, recent: int = 3):
     return follows
 
 
+# rocketlake's own location (see rocketlake.definitions): rocketlake's executor for every job.
 defs = Definitions.merge(build_definitions(_config, schedules_running=True), Definitions(
-    assets=_assets, jobs=_jobs,
+    assets=_assets, jobs=_jobs, executor=rocketlake_executor,
     schedules=[follow(job, AssetKey(next(iter(a.dependency_keys)).path), a.key) for job, a in zip(_jobs, _assets)]))
 
 __all__ = ["defs"]
