@@ -36,7 +36,7 @@ test: setup
 # through the unit and engine tiers and the Dagster CLI's run of a window. Not part of `make test`; CI runs it after.
 test-lowest: $(UV)
 	$(UV) venv --quiet --allow-existing .venv-lowest
-	$(UV) pip install --quiet --python .venv-lowest/bin/python --resolution lowest-direct -e . --group test
+	$(UV) pip install --quiet --python .venv-lowest/bin/python --resolution lowest-direct -e . --group test --group docs
 	.venv-lowest/bin/python -c "import dagster, pyspark, delta, deltalake; print('lowest:', 'dagster', dagster.__version__, \
 	  'pyspark', pyspark.__version__, 'deltalake', deltalake.__version__)"
 	.venv-lowest/bin/python -m pytest -n 2 --dist loadfile -m "unit or engine" -p no:cacheprovider
