@@ -1,7 +1,7 @@
 """Runs killed at any instant: the next run is never blocked, and repairs everything, exactly once.
 
-Every run here is the real ``dagster job execute`` CLI running the ingestion's own job (``<table>_job``, the one
-its schedule launches, with rocketlake's executor) on one Dagster instance configured as the docs recommend (``rocketlake/dagster.yaml``: pools on, limit 1 per consumer group), started as the
+Every run here is the real ``dagster asset materialize`` CLI (on rocketlake's own code location, whose executor
+reclaims dead runs' pool slots) on one Dagster instance configured as the docs recommend (``rocketlake/dagster.yaml``: pools on, limit 1 per consumer group), started as the
 leader of a session of its own, so a kill takes the Dagster process and Spark's JVM with it (PySpark's
 Python workers exit with the JVM). After each kill the same command runs again and must finish within
 the normal run time plus ``RERUN_SLACK_S`` (or twice the normal time, if longer), leave exactly one row
@@ -11,7 +11,6 @@ mqadmin says they belong.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
@@ -54,13 +53,9 @@ def armed(env: dict, point: str) -> dict:
                 PYTHONPATH=os.pathsep.join(p for p in (str(CRASH_POINTS), env.get("PYTHONPATH")) if p))
 
 
-def job_cli(table: str, tags: dict) -> list[str]:
-    """``dagster job execute`` of the ingestion's job (its executor reclaims dead runs' pool slots before it starts)."""
-    return [DAGSTER, "job", "execute", "-m", "rocketlake.definitions", "-j", f"{table}_job", "--tags", json.dumps(tags)]
-
-
 def start_cli(env: dict, table: str, partition: str) -> subprocess.Popen:
-    return subprocess.Popen(job_cli(table, {"dagster/partition": partition}), cwd=ROOT, env=env, stdout=subprocess.PIPE,
+    return subprocess.Popen([DAGSTER, "asset", "materialize", "-m", "rocketlake.definitions", "--select", table,
+                             "--partition", partition], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
@@ -273,9 +268,9 @@ def test_runs_killed_during_or_after_send_back_land_every_message_once(tmp_path,
             time.sleep(0.5)
     last_retry_ms = int(time.time()) // 60 * 60_000
     wait_until((last_retry_ms + 60_000) / 1000 + 3)
-    span = {"dagster/asset_partition_range_start": minute_key(first_retry_ms),
-            "dagster/asset_partition_range_end": minute_key(last_retry_ms)}
-    proc = subprocess.run(job_cli(ingestion.table, span), cwd=ROOT, env=ingestion.env,
+    span = f"{minute_key(first_retry_ms)}...{minute_key(last_retry_ms)}"
+    proc = subprocess.run([DAGSTER, "asset", "materialize", "-m", "rocketlake.definitions", "--select",
+                           ingestion.table, "--partition-range", span], cwd=ROOT, env=ingestion.env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     rows = DeltaTable(str(ingestion.path)).to_pyarrow_table(columns=["origin_msg_id", "reconsume_times"]).to_pylist()
