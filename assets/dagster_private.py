@@ -20,7 +20,7 @@ from dagster._core.events import EngineEventData
 # function, which a job made per ingestion from the configuration is not.
 from dagster._core.definitions.reconstruct import ReconstructableRepository
 
-# Window boundaries (``partitions.cron_ticks``): the public partitions definition walks one window per call
+# Window boundaries (``partitions``): the public partitions definition walks one window per call
 # (``get_next_partition_window``, milliseconds each: minutes for a year of minute windows); this streams them.
 from dagster._utils.schedules import cron_string_iterator
 

@@ -8,7 +8,6 @@ user typing ``--partition 2026-11-01-10:00`` gets what Dagster's docs show.
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from collections.abc import Iterator
 from itertools import islice
 from zoneinfo import ZoneInfo
 
@@ -25,14 +24,8 @@ MINUTE_FORMAT = "%Y-%m-%d-%H:%M"
 _EPOCH = datetime(1970, 1, 2, tzinfo=timezone.utc)
 
 
-def cron_ticks(after: float, cron: str, tz: str) -> Iterator[datetime]:
-    """The cron's instants at or after ``after`` (epoch seconds), in ``tz``: the boundaries Dagster's partition keys
-    are made of, daylight-saving changes included (Dagster's own iterator; see ``dagster_private``)."""
-    return cron_string_iterator(after, cron, tz)
-
-
 def partition_format(cron: str, timezone: str) -> str:
-    ticks = islice(cron_ticks(_EPOCH.timestamp(), cron, timezone), 60)
+    ticks = islice(cron_string_iterator(_EPOCH.timestamp(), cron, timezone), 60)
     return DATE_FORMAT if all(t.hour == 0 and t.minute == 0 for t in ticks) else MINUTE_FORMAT
 
 
@@ -96,7 +89,7 @@ def launchable_windows(window: WindowConfig, start: str, end: str | None, now: d
     tz = window.timezone
     grace = timedelta(seconds=window.grace_seconds)
     first = window.start if window.start.tzinfo else window.start.replace(tzinfo=ZoneInfo(tz))
-    ticks = cron_ticks(first.timestamp(), window.cron, tz)
+    ticks = cron_string_iterator(first.timestamp(), window.cron, tz)
     first = next(ticks)  # the first window starts at the first tick at or after window.start
     lo = _parse(start, fmt, tz)
     hi = _parse(end, fmt, tz) if end is not None else lo
@@ -122,7 +115,7 @@ def launchable_windows(window: WindowConfig, start: str, end: str | None, now: d
 
 def _closed_range(window: WindowConfig, first: datetime, closed_before: datetime, fmt: str) -> str:
     last, start = None, first
-    for end in cron_ticks(first.timestamp(), window.cron, window.timezone):
+    for end in cron_string_iterator(first.timestamp(), window.cron, window.timezone):
         if end <= first:
             continue
         if end > closed_before:

@@ -27,7 +27,7 @@ from rocketlake.assets.lag import LAG_CHECKS
 from rocketlake.assets.run_guard import rocketlake_executor
 from rocketlake.assets.partitions import last_closed_windows, window_partitions
 from rocketlake.pipelines.config import IngestionConfig
-from rocketlake.assets.translator import IngestionAssets, default_assets
+from rocketlake.assets.translator import IngestionAssets
 
 CATCH_UP = 3
 PENDING = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
@@ -38,9 +38,7 @@ def closed_windows_to_run(partitions, now, grace_seconds: int, materialized: set
     return [k for k in last_closed_windows(partitions, now, grace_seconds, CATCH_UP) if k not in materialized]
 
 
-def build_window_schedule(cfg: IngestionConfig, assets: IngestionAssets | None = None,
-                          running: bool = False) -> ScheduleDefinition:
-    assets = assets or default_assets(cfg)
+def build_window_schedule(cfg: IngestionConfig, assets: IngestionAssets, running: bool = False) -> ScheduleDefinition:
     partitions = window_partitions(cfg.window)
     # A CLUSTERING group's dead letters are landed in the same runs, after the table (``<table>_dlq``).
     dead_letters = [assets.dead_letters.key] if assets.dead_letters else []

@@ -28,7 +28,7 @@ from typing import Literal
 
 from dagster import AssetKey, AssetSpec, MetadataValue
 
-from rocketlake.pipelines.config import ClusterConfig, IngestionConfig, LakeConfig, MessageModel, RocketLakeConfig, dead_letter_config
+from rocketlake.pipelines.config import IngestionConfig, LakeConfig, MessageModel, RocketLakeConfig, dead_letter_config
 
 TOPIC_KEY_PREFIX = "rocketmq"
 DEFAULT_GROUP = "rocketlake"
@@ -141,9 +141,3 @@ def _checked(spec: AssetSpec, role: str, ingestion: str) -> AssetSpec:
     return spec
 
 
-
-def default_assets(cfg: IngestionConfig, name: str = "ingestion") -> IngestionAssets:
-    """One ingestion's assets as the default translator makes them, for a configuration without its neighbours
-    (a schedule or a sensor built on its own)."""
-    config = RocketLakeConfig(clusters={cfg.cluster: ClusterConfig(namesrv="127.0.0.1:9876")}, ingestions={name: cfg})
-    return translate(config)[name]

@@ -26,7 +26,6 @@ from dagster import (
     TableSchema,
     asset,
     define_asset_job,
-    in_process_executor,
 )
 
 from rocketlake.assets.metadata import column_schema, table_identity
@@ -112,9 +111,7 @@ def body_columns(schema_ddl: str | None) -> set[str]:
 _config = load_config()
 _assets = demo_assets(_config)
 # The UI of the demo (`make ui`) lands each new window as it closes: its schedules run from the start.
-# In process, as a user's small Spark job would run: one Spark session per run, no step subprocess.
-_jobs = [define_asset_job(f"{a.key.to_user_string()}_job", selection=[a.key], executor_def=in_process_executor)
-         for a in _assets]
+_jobs = [define_asset_job(f"{a.key.to_user_string()}_job", selection=[a.key]) for a in _assets]
 
 
 def follow(job, upstream: AssetKey, downstream: AssetKey, recent: int = 3):
@@ -136,6 +133,6 @@ def follow(job, upstream: AssetKey, downstream: AssetKey, recent: int = 3):
 # rocketlake's own location (see rocketlake.definitions): rocketlake's executor for every job.
 defs = Definitions.merge(build_definitions(_config, schedules_running=True), Definitions(
     assets=_assets, jobs=_jobs, executor=rocketlake_executor,
-    schedules=[follow(job, AssetKey(next(iter(a.dependency_keys)).path), a.key) for job, a in zip(_jobs, _assets)]))
+    schedules=[follow(job, next(iter(a.dependency_keys)), a.key) for job, a in zip(_jobs, _assets)]))
 
 __all__ = ["defs"]

@@ -6,15 +6,25 @@ from dagster import build_schedule_context, instance_for_test
 
 from rocketlake.assets.partitions import window_partitions
 from rocketlake.assets.schedules import CATCH_UP, build_window_schedule, closed_windows_to_run
+from rocketlake.assets.translator import translate
 from rocketlake.pipelines.config import parse_config
 from tests.unit.test_config import with_ingestion
 
 START = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
 
+def config(grace: int = 60):
+    return parse_config(with_ingestion(window={"cron": "0 * * * *", "grace_seconds": grace,
+                                               "start": START.isoformat()}))
+
+
 def ingestion(grace: int = 60):
-    raw = with_ingestion(window={"cron": "0 * * * *", "grace_seconds": grace, "start": START.isoformat()})
-    return parse_config(raw).ingestions["orders"]
+    return config(grace).ingestions["orders"]
+
+
+def schedule_of(grace: int = 60):
+    config_ = config(grace)
+    return build_window_schedule(config_.ingestions["orders"], translate(config_)["orders"])
 
 
 def test_only_windows_closed_with_grace_are_due():
@@ -34,7 +44,7 @@ def test_catch_up_is_bounded_and_skips_materialized_windows():
 
 
 def test_schedule_emits_run_requests_keyed_by_partition():
-    schedule = build_window_schedule(ingestion())
+    schedule = schedule_of()
     with instance_for_test() as instance:
         context = build_schedule_context(instance=instance,
                                          scheduled_execution_time=START + timedelta(hours=2, minutes=2))
@@ -49,7 +59,7 @@ def test_a_window_with_a_run_queued_or_in_progress_is_not_asked_for_again():
     from dagster import DagsterRunStatus
     from dagster._core.test_utils import create_run_for_test
 
-    schedule = build_window_schedule(ingestion())
+    schedule = schedule_of()
     job = "orders_raw_job"
     with instance_for_test() as instance:
         create_run_for_test(instance, job_name=job, status=DagsterRunStatus.STARTED,
