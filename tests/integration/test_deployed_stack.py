@@ -161,17 +161,27 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(tmp_path, local_clust
 
             victim = until(working_run, 300, f"the scheduled run of {w3} to start working")
             os.kill(RunProcess.from_tag(victim.tags[PROCESS_TAG]).pid, signal.SIGKILL)
+            # No more scheduled runs: on a busy machine a run of a cold Spark driver can take about a minute, and
+            # the schedule's next ones would queue for the group's pool ahead of the retry.
+            stack.cli("schedule", "stop", f"{table}_windows")
             until(lambda: instance.get_run_by_id(victim.run_id).status == DagsterRunStatus.FAILURE, 120,
                   "the dead-runs sensor to fail the killed run")
+
+            def runs_since_the_kill() -> str:
+                killed_at = instance.get_run_record_by_id(victim.run_id).create_timestamp
+                runs = instance.get_runs(RunsFilter(created_after=killed_at))
+                return f"a retry of the killed run to land {w3}; runs since: " + "; ".join(
+                    f"{r.run_id[:8]} {r.status.value} parent={r.tags.get('dagster/parent_run_id', '-')[:8]} "
+                    f"partition={r.tags.get('dagster/partition')}" for r in runs)
+
             retry = until(lambda: next(iter(instance.get_runs(RunsFilter(
                 tags={"dagster/parent_run_id": victim.run_id}, statuses=[DagsterRunStatus.SUCCESS]))), None),
-                300, f"a retry of the killed run to land {w3}")
+                300, runs_since_the_kill)
             assert retry.tags.get("dagster/retry_number") == "1"
             assert w3 in instance.get_materialized_partitions(AssetKey(table))
             assert len(instance.get_runs(RunsFilter(tags={"dagster/parent_run_id": victim.run_id}))) == 1
 
-            # Quiesce before stopping: no schedule tick, no run left working.
-            stack.cli("schedule", "stop", f"{table}_windows")
+            # Quiesce before stopping: no run left working.
             until(lambda: not instance.get_runs(RunsFilter(statuses=PENDING)), 300, "the runs in flight to end")
 
         rows = DeltaTable(str(tmp_path / "lake" / table)).to_pyarrow_table(columns=["msg_id"]).to_pylist()
