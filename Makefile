@@ -30,7 +30,7 @@ test: setup
 	  echo "the UI test needs a headless browser: apt-get install chromium chromium-driver" >&2; exit 1; }
 	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null || { \
 	  echo "the deployed-stack test needs PostgreSQL's programs: apt-get install postgresql" >&2; exit 1; }
-	$(BIN)/python -m pytest -n 3 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # The lowest versions of every range in pyproject.toml (uv's lowest-direct resolution) in an environment of their own,
 # through the unit and engine tiers and the Dagster CLI's run of a window. Not part of `make test`; CI runs it after.

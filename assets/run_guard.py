@@ -56,20 +56,21 @@ class RunProcess:
     boot_id: str
     pid: int
     start_ticks: int  # field 22 of /proc/<pid>/stat: when the process started, in clock ticks since boot
+    run_id: str = ""  # the run it recorded itself for (a re-execution inherits its parent's tag: see recorded_process)
 
     @classmethod
-    def current(cls) -> "RunProcess":
+    def current(cls, run_id: str = "") -> "RunProcess":
         pid = os.getpid()
-        return cls(socket.gethostname(), _boot_id(), pid, _start_ticks(pid) or 0)
+        return cls(socket.gethostname(), _boot_id(), pid, _start_ticks(pid) or 0, run_id)
 
     def to_tag(self) -> str:
-        return f"{self.host}|{self.boot_id}|{self.pid}|{self.start_ticks}"
+        return f"{self.host}|{self.boot_id}|{self.pid}|{self.start_ticks}|{self.run_id}"
 
     @classmethod
     def from_tag(cls, value: str | None) -> "RunProcess | None":
         try:
-            host, boot_id, pid, ticks = (value or "").split("|")
-            return cls(host, boot_id, int(pid), int(ticks))
+            host, boot_id, pid, ticks, run_id = (value or "").split("|")
+            return cls(host, boot_id, int(pid), int(ticks), run_id)
         except ValueError:
             return None
 
@@ -80,6 +81,14 @@ class RunProcess:
         if self.boot_id != _boot_id():
             return False  # the host rebooted: no process of before survives that
         return _start_ticks(self.pid) == self.start_ticks
+
+
+def recorded_process(run: DagsterRun) -> RunProcess | None:
+    """The process that recorded itself as executing ``run``, or None while none has. A re-execution (Dagster's run
+    retries, the UI's "Re-execute") is created with its parent's tags, this one among them: a tag recorded for another
+    run names the parent's process, which is not this run's and is likely dead, so it does not count."""
+    process = RunProcess.from_tag(run.tags.get(PROCESS_TAG))
+    return process if process is not None and process.run_id == run.run_id else None
 
 
 def _boot_id() -> str:
@@ -111,7 +120,7 @@ def reclaim_dead_runs(instance: DagsterInstance, current_run_id: str | None = No
         runs.update((r.run_id, r) for r in instance.get_runs(RunsFilter(run_ids=sorted(ended_holders))))
     lines = []
     for run_id, run in sorted(runs.items()):
-        process = RunProcess.from_tag(run.tags.get(PROCESS_TAG))
+        process = recorded_process(run)
         if run_id == current_run_id or process is None:
             continue  # not a rocketlake run (or not yet one that recorded itself): not ours to judge
         if run.status in FINISHED_STATUSES:
@@ -131,9 +140,10 @@ def reclaim_dead_runs(instance: DagsterInstance, current_run_id: str | None = No
 
 
 def record_process(instance: DagsterInstance, run: DagsterRun) -> None:
-    """Tag ``run`` with the process executing it, unless its executor already did."""
-    if PROCESS_TAG not in run.tags:
-        instance.add_run_tags(run.run_id, {PROCESS_TAG: RunProcess.current().to_tag()})
+    """Tag ``run`` with the process executing it, unless its executor already did (a tag inherited from the run it
+    re-executes is replaced)."""
+    if recorded_process(run) is None:
+        instance.add_run_tags(run.run_id, {PROCESS_TAG: RunProcess.current(run.run_id).to_tag()})
 
 
 class ReclaimingInProcessExecutor(InProcessExecutor):

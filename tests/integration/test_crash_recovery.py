@@ -26,7 +26,7 @@ from dagster import DagsterInstance
 from dagster._core.storage.dagster_run import DagsterRunStatus
 from deltalake import DeltaTable
 
-from rocketlake.assets.run_guard import PROCESS_TAG
+from rocketlake.assets.run_guard import recorded_process
 from tests.integration.ingestion_support import unique, write_config
 
 pytestmark = pytest.mark.stack
@@ -218,7 +218,7 @@ def test_runs_killed_at_random_instants_never_block_the_next(tmp_path, local_clu
             # Nothing holds or waits for a slot once the re-run is done, and no dead run is left STARTED.
             assert instance.event_log_storage.get_concurrency_run_ids() == set(), context
             stuck = [r.run_id for r in instance.get_runs() if r.status == DagsterRunStatus.STARTED
-                     and PROCESS_TAG in r.tags]
+                     and recorded_process(r)]
             assert stuck == [], context
         report.append((trial, round(kill_at, 1), killed, left, "died without finishing" in rerun_output,
                        round(rerun_s, 1)))

@@ -30,7 +30,7 @@ import pytest
 from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 from deltalake import DeltaTable
 
-from rocketlake.assets.run_guard import PROCESS_TAG, RunProcess
+from rocketlake.assets.run_guard import recorded_process
 from rocketlake.assets.schedules import PENDING
 from rocketlake.resources.local.peers import produce
 from rocketlake.resources.local.postgres import LocalPostgres
@@ -157,10 +157,10 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(tmp_path, local_clust
 
             def working_run():
                 run = scheduled_run(w3)
-                return run if run is not None and PROCESS_TAG in run.tags else None  # recorded by the run itself
+                return run if run is not None and recorded_process(run) else None  # recorded by the run itself
 
             victim = until(working_run, 300, f"the scheduled run of {w3} to start working")
-            os.kill(RunProcess.from_tag(victim.tags[PROCESS_TAG]).pid, signal.SIGKILL)
+            os.kill(recorded_process(victim).pid, signal.SIGKILL)
             # No more scheduled runs: on a busy machine a run of a cold Spark driver can take about a minute, and
             # the schedule's next ones would queue for the group's pool ahead of the retry.
             stack.cli("schedule", "stop", f"{table}_windows")
@@ -170,9 +170,15 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(tmp_path, local_clust
             def runs_since_the_kill() -> str:
                 killed_at = instance.get_run_record_by_id(victim.run_id).create_timestamp
                 runs = instance.get_runs(RunsFilter(created_after=killed_at))
+
+                def why(run) -> str:
+                    failures = instance.all_logs(run.run_id, of_type={DagsterEventType.RUN_FAILURE,
+                                                                      DagsterEventType.STEP_FAILURE})
+                    return " | ".join(e.message or "" for e in failures)[-600:]
+
                 return f"a retry of the killed run to land {w3}; runs since: " + "; ".join(
                     f"{r.run_id[:8]} {r.status.value} parent={r.tags.get('dagster/parent_run_id', '-')[:8]} "
-                    f"partition={r.tags.get('dagster/partition')}" for r in runs)
+                    f"partition={r.tags.get('dagster/partition')} {why(r)}" for r in runs)
 
             retry = until(lambda: next(iter(instance.get_runs(RunsFilter(
                 tags={"dagster/parent_run_id": victim.run_id}, statuses=[DagsterRunStatus.SUCCESS]))), None),

@@ -149,7 +149,7 @@ def test_in_a_dg_project_the_users_job_keeps_its_executor_and_a_killed_rocketlak
 
     from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-    from rocketlake.assets.run_guard import PROCESS_TAG
+    from rocketlake.assets.run_guard import recorded_process
 
     topic = create_topic(2)
     defs_yaml = DEFS_YAML.replace("127.0.0.1:9876", local_cluster.spec.namesrv_address).replace(
@@ -182,7 +182,7 @@ def test_in_a_dg_project_the_users_job_keeps_its_executor_and_a_killed_rocketlak
         while True:  # until the run recorded its process and holds the group's slot
             runs = instance.get_runs(RunsFilter(job_name="user_orders_job", statuses=[DagsterRunStatus.STARTED]))
             holders = instance.event_log_storage.get_concurrency_run_ids()
-            if runs and PROCESS_TAG in runs[0].tags and runs[0].run_id in holders:
+            if runs and recorded_process(runs[0]) and runs[0].run_id in holders:
                 killed = runs[0].run_id
                 break
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0][-3000:]

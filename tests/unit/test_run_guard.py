@@ -7,7 +7,17 @@ import pytest
 from dagster import DagsterRunStatus, instance_for_test
 from dagster._core.test_utils import create_run_for_test
 
-from rocketlake.assets.run_guard import PROCESS_TAG, RunProcess, _boot_id, _start_ticks, reclaim_dead_runs
+import dataclasses
+
+from rocketlake.assets.run_guard import (
+    PROCESS_TAG,
+    RunProcess,
+    _boot_id,
+    _start_ticks,
+    reclaim_dead_runs,
+    record_process,
+    recorded_process,
+)
 
 POOL = "rocketmq_group_g"
 
@@ -22,7 +32,7 @@ def dead_process() -> RunProcess:
 
 
 def test_process_identity_round_trips_and_tells_alive_from_dead():
-    me = RunProcess.current()
+    me = RunProcess.current("a-run")
     assert RunProcess.from_tag(me.to_tag()) == me
     assert me.alive() is True
     assert dead_process().alive() is False
@@ -39,9 +49,11 @@ def instance():
         yield instance
 
 
-def started_run(instance, process: RunProcess | None, holds_slot: bool = True):
-    tags = {PROCESS_TAG: process.to_tag()} if process else {}
-    run = create_run_for_test(instance, job_name="orders_raw_job", status=DagsterRunStatus.STARTED, tags=tags)
+def started_run(instance, process: RunProcess | None, holds_slot: bool = True, tags: dict | None = None):
+    """A run in progress; ``process`` recorded as executing it."""
+    run = create_run_for_test(instance, job_name="orders_raw_job", status=DagsterRunStatus.STARTED, tags=tags or {})
+    if process is not None:
+        instance.add_run_tags(run.run_id, {PROCESS_TAG: dataclasses.replace(process, run_id=run.run_id).to_tag()})
     if holds_slot:
         assert instance.event_log_storage.claim_concurrency_slot(POOL, run.run_id, "orders_raw").is_claimed
     return run
@@ -97,3 +109,18 @@ def test_the_daemon_sensor_reclaims_dead_runs(instance):
     assert dead.run_id in result.skip_message and "died without finishing" in result.skip_message
     assert instance.event_log_storage.get_concurrency_run_ids() == set()
     assert "no dead rocketlake run" in dead_runs_sensor(build_sensor_context(instance=instance)).skip_message
+
+
+def test_a_re_execution_is_not_judged_by_the_process_tag_it_inherited(instance):
+    """Dagster's run retries create the new run with its parent's tags: the dead parent's process among them. Until
+    the new run records its own process it is not judged, and then its own process counts."""
+    parent = dead_process()
+    inherited = {PROCESS_TAG: dataclasses.replace(parent, run_id="the-killed-run").to_tag()}
+    retry = started_run(instance, None, tags=inherited)
+    assert recorded_process(retry) is None
+    assert reclaim_dead_runs(instance, "the-new-run") == []
+    assert instance.get_run_by_id(retry.run_id).status == DagsterRunStatus.STARTED
+    record_process(instance, retry)
+    assert recorded_process(instance.get_run_by_id(retry.run_id)) == RunProcess.current(retry.run_id)
+    assert reclaim_dead_runs(instance, "the-new-run") == []  # alive: it keeps its slot
+    assert instance.event_log_storage.get_concurrency_run_ids() == {retry.run_id}
