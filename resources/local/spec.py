@@ -207,6 +207,9 @@ class ClusterSpec:
             "transientStorePoolEnable": "false",
             "warmMapedFileEnable": "false",
             "traceTopicEnable": "false",
+            # Timer messages (TIMER_DELIVER_MS): their services wake up hundreds of times a second while the broker
+            # is idle, and rocketlake never sends one (retries' delay levels are another service).
+            "timerWheelEnable": "false",
             **self.acl_properties(),
             **dict(self.extra_broker_properties),
         }))
@@ -234,7 +237,7 @@ SHORT_RETENTION: tuple[tuple[str, object], ...] = (
     ("deleteConsumeQueueFilesInterval", 0),
 )
 
-_5X_ONLY_KEYS = {"bindAddress", "enableControllerMode", "mappedFileSizeTimerLog"}
+_5X_ONLY_KEYS = {"bindAddress", "enableControllerMode", "mappedFileSizeTimerLog", "timerWheelEnable"}
 
 _LOGBACK_4X = """<configuration>
   <appender name="FILE" class="ch.qos.logback.core.FileAppender">
