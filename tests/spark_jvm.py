@@ -2,7 +2,7 @@
 
 A cold Spark driver (every `dagster asset materialize` the crash tests kill, every run a daemon launches) spends
 most of its first half-minute loading and compiling Spark's and Delta's classes, on two cores. The suite gives
-every driver JVM it starts two options through ``SPARK_SUBMIT_OPTS`` (read by ``spark-submit``, which PySpark
+every driver JVM it starts three options through ``SPARK_SUBMIT_OPTS`` (read by ``spark-submit``, which PySpark
 runs to start its JVM, and inherited by every process the tests start):
 
 * ``-XX:SharedArchiveFile``: a class-data archive (JDK's AppCDS) of the classes a landing loads, made once per
@@ -10,6 +10,7 @@ runs to start its JVM, and inherited by every process the tests start):
   A JVM that cannot use it (another JDK, another class path) runs without it: it is an optimisation only.
 * ``-XX:TieredStopAtLevel=1``: the quick compiler only; the runs of a test land tens of messages, never long
   enough for the optimising compiler to pay for the CPU it takes from the run.
+* ``-Dspark.ui.enabled=false``: no driver web UI.
 
 Production drivers keep the JVM's defaults: these options suit short test runs, not long landings.
 """
@@ -26,6 +27,9 @@ from pathlib import Path
 from rocketlake.resources import jars
 
 QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
+#: No web UI for the drivers the tests start: nobody looks at it, and its Jetty server costs every driver a second of
+#: CPU to start (Spark reads ``spark.*`` system properties into its configuration).
+NO_SPARK_UI = "-Dspark.ui.enabled=false"
 
 # A landing's classes: a Delta table written, read back and replaced, as an ingestion run does.
 _TRAINING_RUN = """
@@ -100,7 +104,7 @@ class SparkJvmOptions:
         self._thread.join()
         if self._error is not None:
             raise RuntimeError("the Spark class-data archive for the tests could not be built") from self._error
-        options = f"-XX:SharedArchiveFile={self._path} {QUICK_COMPILER}"
+        options = f"-XX:SharedArchiveFile={self._path} {QUICK_COMPILER} {NO_SPARK_UI}"
         current = os.environ.get("SPARK_SUBMIT_OPTS", "")
         if options not in current:
             os.environ["SPARK_SUBMIT_OPTS"] = f"{current} {options}".strip()
