@@ -22,8 +22,9 @@ $(VENV)/.installed: pyproject.toml uv.lock | $(UV)
 	$(UV) sync --locked --quiet
 	touch $@
 
+# `make demo S3=1`: the same, landed in the local S3 server's bucket (rocketlake local up --s3).
 demo: setup
-	$(BIN)/rocketlake demo
+	$(BIN)/rocketlake demo $(if $(S3),--s3)
 
 test: setup
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \

@@ -13,6 +13,7 @@ from rocketlake.assets.schedules import build_window_schedule
 from rocketlake.assets.sensors import dead_runs_sensor
 from rocketlake.assets.translator import RocketlakeTranslator, translate
 from rocketlake.pipelines.config import MessageModel, RocketLakeConfig
+from rocketlake.pipelines.storage import on_s3
 from rocketlake.resources.rocketmq_resource import RocketMQResource
 from rocketlake.resources.spark import SparkResource
 
@@ -23,7 +24,10 @@ def build_definitions(config: RocketLakeConfig, translator: RocketlakeTranslator
     ``translator`` (``assets.translator``). No executor: the user's project keeps its own for its own jobs;
     rocketlake's jobs carry theirs (``assets.run_guard``). The schedules start stopped unless
     ``schedules_running`` (the demo's UI runs them)."""
-    resources: dict = {"spark": SparkResource(master=config.spark.master, conf=config.spark.conf)}
+    # An S3 lake needs S3A's jars when the session starts; its settings and keys reach the session when a run starts
+    # (pipelines.storage.apply_lake).
+    resources: dict = {"spark": SparkResource(master=config.spark.master, s3a=on_s3(config.lake.root),
+                                              conf=config.spark.conf)}
     for name, cluster in config.clusters.items():
         keys = {}
         if cluster.access_key_env:
@@ -41,7 +45,7 @@ def build_definitions(config: RocketLakeConfig, translator: RocketlakeTranslator
         asset_checks=[check for _, ing, assets in ingestions for check in build_lag_checks(ing, assets)],
         schedules=[build_window_schedule(ing, assets, running=schedules_running) for _, ing, assets in ingestions],
         sensors=[dead_runs_sensor, *(build_lag_sensor(ing, assets) for _, ing, assets in ingestions),
-                 *(build_rebalance_sensor(ing, config.lake.table_path(ing.table), assets)
+                 *(build_rebalance_sensor(ing, config.lake.table_path(ing.table), assets, config.lake)
                    for _, ing, assets in ingestions),
                  *(build_backlog_sensor(ing, assets) for _, ing, assets in ingestions
                    if ing.message_model is MessageModel.CLUSTERING),

@@ -42,6 +42,7 @@ from rocketlake.assets.metadata import (
     windows_metadata,
 )
 from rocketlake.assets.run_guard import record_process
+from rocketlake.pipelines.storage import apply_lake, delta_rs_options
 from rocketlake.assets.translator import IngestionAssets
 from rocketlake.assets.partitions import window_partitions, windows_between
 from rocketlake.pipelines import ingest
@@ -144,7 +145,7 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetS
         spark: SparkResource = context.resources.spark
         rocketmq = getattr(context.resources, rocketmq_key)
         try:
-            yield from run(context, name, cfg, table_path, spark, rocketmq, failures_path, dead_letters)
+            yield from run(context, name, cfg, table_path, spark, rocketmq, failures_path, dead_letters, lake)
         except TRANSIENT as e:
             raise Failure(description=explain(e, cfg, rocketmq.namesrv)) from e
         except PERMANENT as e:
@@ -172,7 +173,7 @@ def retry_policy(cfg: IngestionConfig) -> RetryPolicy | None:
 
 def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_path: str,
         spark_resource: SparkResource, rocketmq, failures_path: str | None = None,
-        dead_letters: bool = False) -> Iterator[MaterializeResult | AssetCheckResult]:
+        dead_letters: bool = False, storage: LakeConfig | None = None) -> Iterator[MaterializeResult | AssetCheckResult]:
     """Translate Dagster's context into the engine's run (``pipelines.run``) and its events into Dagster's."""
     # A run of another job than rocketlake's (the UI's Materialize button) is recorded here, for the dead-runs sensor.
     record_process(context.instance, context.run)
@@ -195,8 +196,12 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
         raise Failure(description=str(e), allow_retries=False) from None
     timeout = cfg.mq_client_api_timeout
     client = rocketmq.client(timeout)
-    lake = SparkLake(spark_resource.session(), rocketmq.source_options(timeout), cfg, table_path,
-                     None if dead_letters else failures_path, last_errors_from=failures_path if dead_letters else None)
+    spark = spark_resource.session()
+    if storage is not None:
+        apply_lake(spark, storage)  # S3A's settings and keys in the session's Hadoop configuration, not Spark's
+    lake = SparkLake(spark, rocketmq.source_options(timeout), cfg, table_path,
+                     None if dead_letters else failures_path, last_errors_from=failures_path if dead_letters else None,
+                     storage_options=None if storage is None else delta_rs_options(storage))
     recorded = DagsterRecordedRuns(context.instance, context.asset_key)
     engine = engine_run(group_broker(client, cfg), lake, recorded, LiveGroup(rocketmq.client(timeout), cfg), cfg,
                         request, context.log)

@@ -37,7 +37,8 @@ from rocketlake.pipelines.assignment import member_share
 from rocketlake.pipelines.broker_access import LiveGroup, group_broker
 from rocketlake.pipelines.completeness import landed_queues, missing_slices
 from rocketlake.pipelines.ledger_log import recent_entries
-from rocketlake.pipelines.config import IngestionConfig
+from rocketlake.pipelines.config import IngestionConfig, LakeConfig
+from rocketlake.pipelines.storage import delta_rs_options
 from rocketlake.resources.rocketmq.errors import RocketMQError
 from rocketlake.assets.translator import IngestionAssets
 
@@ -52,7 +53,8 @@ def next_boundary(partitions, now: datetime) -> str:
     return partitions.get_partition_key_for_timestamp(current.end.timestamp())
 
 
-def build_rebalance_sensor(cfg: IngestionConfig, table_path: str, assets: IngestionAssets) -> SensorDefinition:
+def build_rebalance_sensor(cfg: IngestionConfig, table_path: str, assets: IngestionAssets,
+                           storage: LakeConfig | None = None) -> SensorDefinition:
     asset_key = assets.table_key
     partitions = window_partitions(cfg.window)
     rocketmq_key = rocketmq_resource_key(cfg.cluster)
@@ -83,7 +85,8 @@ def build_rebalance_sensor(cfg: IngestionConfig, table_path: str, assets: Ingest
         materialized = context.instance.get_materialized_partitions(asset_key)
         ran = [key for key in last_closed_windows(partitions, now, cfg.window.grace_seconds, WINDOWS_CHECKED)
                if key in materialized]
-        landed = landed_queues(recent_entries(table_path), cfg.consumer_group)
+        landed = landed_queues(recent_entries(table_path, storage_options=storage and delta_rs_options(storage)),
+                               cfg.consumer_group)
         requests = []
         for key, lacking in missing_slices(landed, ran, share.taken).items():
             queues = ",".join(q.key for q in lacking)

@@ -17,13 +17,14 @@ FIRST_HISTORY_PAGE = 20
 RECENT_COMMITS = 200
 
 
-def _history(path: str, limit: int) -> list[dict] | None:
-    """The ``limit`` newest commits (None when there is no table yet)."""
+def _history(path: str, limit: int, storage_options: dict[str, str] | None = None) -> list[dict] | None:
+    """The ``limit`` newest commits (None when there is no table yet); ``storage_options`` reach an S3 lake
+    (``pipelines.storage.delta_rs_options``)."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        return DeltaTable(str(path)).history(limit)
+        return DeltaTable(str(path), storage_options=storage_options).history(limit)
     except TableNotFoundError:
         return None
 
@@ -34,12 +35,13 @@ def _entries(history: list[dict]) -> list[LedgerEntry]:
     return sorted((e for e in found if e is not None), key=lambda e: -(e.version or 0))
 
 
-def read_ledger(path: str, group: str | None = None) -> list[LedgerEntry]:
+def read_ledger(path: str, group: str | None = None, storage_options: dict[str, str] | None = None
+                ) -> list[LedgerEntry]:
     """The ledger entries a run of ``group`` needs, oldest first (if ``group`` is None, every landing's entry of the
     log, with the verdicts committed after it)."""
     limit = FIRST_HISTORY_PAGE
     while True:
-        history = _history(path, limit)
+        history = _history(path, limit, storage_options)
         if history is None:
             return []
         newest_first = _entries(history)
@@ -54,9 +56,10 @@ def read_ledger(path: str, group: str | None = None) -> list[LedgerEntry]:
         limit *= 10
 
 
-def recent_entries(path: str, limit: int = RECENT_COMMITS) -> list[LedgerEntry]:
+def recent_entries(path: str, limit: int = RECENT_COMMITS, storage_options: dict[str, str] | None = None
+                   ) -> list[LedgerEntry]:
     """The ledger entries among the table's newest ``limit`` commits, newest first ([] when no table yet)."""
-    return _entries(_history(path, limit) or [])
+    return _entries(_history(path, limit, storage_options) or [])
 
 
 def source_of(table: Path | str, limit: int = 50) -> str | None:

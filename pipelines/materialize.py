@@ -45,6 +45,7 @@ from rocketlake.pipelines.failures import DEAD_LETTERED, FAILED, SENT_BACK, Fail
 from rocketlake.pipelines.ingest import Landing, Log, WindowAccounting
 from rocketlake.pipelines.ledger import LedgerEntry, Suspension, WindowEntry
 from rocketlake.pipelines.ledger_log import read_ledger
+from rocketlake.pipelines.storage import LOG_STORE_S3A, several_writers_refusal
 from rocketlake.pipelines.options import encode_plan
 from rocketlake.pipelines.source import register
 from rocketlake.resources.rocketmq.message import is_retry_topic
@@ -59,8 +60,10 @@ class SparkLake:
     """The table at ``table_path``, read and written with Spark and Delta."""
 
     def __init__(self, spark: SparkSession, source_options: dict[str, str], cfg: IngestionConfig, table_path: str,
-                 failures_path: str | None = None, *, last_errors_from: str | None = None):
+                 failures_path: str | None = None, *, last_errors_from: str | None = None,
+                 storage_options: dict[str, str] | None = None):
         self.spark = spark
+        self.storage_options = storage_options  # delta-rs's, for the ledger (``pipelines.storage``)
         self.source_options = source_options
         self.cfg = cfg
         self.table_path = table_path
@@ -70,8 +73,11 @@ class SparkLake:
     def table_version(self) -> int | None:
         return last_commit_version(self.spark, self.table_path)
 
+    def writers_refusal(self, members: tuple[str, ...]) -> str | None:
+        return several_writers_refusal(self.table_path, members, self.spark.conf.get(LOG_STORE_S3A, None))
+
     def ledger(self, group: str) -> list[LedgerEntry]:
-        return read_ledger(self.table_path, group)
+        return read_ledger(self.table_path, group, self.storage_options)
 
     def land(self, entry: LedgerEntry, queue_count: int, log: Log) -> Landing:
         if not entry.queues:

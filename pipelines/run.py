@@ -100,6 +100,10 @@ class Committed:
     positions: dict[MessageQueue, int | None]  # the group's offsets after the commit, per queue of this member
 
 
+class SeveralWriters(RuntimeError):
+    """The group has several members (deployments) and its table's storage is safe with one writer only."""
+
+
 class Unbalanced(RuntimeError):
     """The landing's rows do not add up to its ranges: nothing was recorded, no offset moved."""
 
@@ -119,6 +123,9 @@ def run(broker: Broker, lake: Lake, recorded: RecordedRuns, group: Group, cfg: I
 
     share = member_share(cfg, broker.subscribed_queues(), group.members(), request.only_queues)
     log.info(share.describe())
+    refusal = lake.writers_refusal(share.members)
+    if refusal is not None:
+        raise SeveralWriters(refusal)  # before anything is read or written
     prepared = ingest.prepare(broker, lake, recorded, cfg, request.now_ms, request.first_window_start_ms,
                               member=cfg.client_id, taken=share.taken)
     for move in prepared.repaired:

@@ -96,6 +96,24 @@ def delta_jar_set() -> JarSet:
     )
 
 
+def spark_hadoop_version() -> str:
+    """The Hadoop release the installed pyspark ships (its ``hadoop-client-api-<version>.jar``)."""
+    import pyspark
+
+    found = sorted((Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar"))
+    if not found:
+        raise JarResolutionFailed(f"pyspark {pyspark.__version__} ships no hadoop-client-api jar: cannot tell which "
+                                  "hadoop-aws matches it")
+    return found[-1].name[len("hadoop-client-api-"):-len(".jar")]
+
+
+def s3a_jar_set() -> JarSet:
+    """Hadoop's S3A connector for the installed pyspark's Hadoop: ``hadoop-aws`` of the same release, with the AWS
+    SDK bundle its POM names (a 650 MB jar: the one SDK artifact Hadoop supports; downloaded once per machine)."""
+    hadoop = spark_hadoop_version()
+    return JarSet(f"s3a-hadoop{hadoop}", (Artifact("org.apache.hadoop", "hadoop-aws", hadoop),))
+
+
 def cache_dir() -> Path:
     """``$ROCKETLAKE_CACHE_DIR``, else ``~/.cache/rocketlake``: shared by CLI, tests and CI runs."""
     configured = os.environ.get("ROCKETLAKE_CACHE_DIR")

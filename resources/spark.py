@@ -58,12 +58,13 @@ def cap_malloc_arenas(settings: dict[str, str], environ: MutableMapping[str, str
 
 
 def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None,
-                  app_name: str = "rocketlake") -> SparkSession:
+                  app_name: str = "rocketlake", s3a: bool = False) -> SparkSession:
     """The process's SparkSession with Delta configured (created on first call, then reused).
 
     Spark allows one active session per JVM; asking again returns it, with ``conf`` applied where Spark
     allows runtime changes (SQL settings). A master, application name or static setting that differs from
     the active session's cannot apply and is refused (``SparkSessionConflict``), never silently dropped.
+    ``s3a`` puts Hadoop's S3A connector on the class path (a lake on ``s3a://``).
     """
     asked = dict(conf or {})
     settings = {**(LOCAL_DEFAULTS if master.startswith("local") else {}), **DELTA_CONF, **(conf or {})}
@@ -76,9 +77,14 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None,
     with _lock:
         active = SparkSession.getActiveSession()
         if active is not None:
+            if s3a:  # the running session must have S3A's jars: they cannot be added to it
+                needed = [str(j) for j in jars.resolve(jars.s3a_jar_set())]
+                asked["spark.jars"] = ",".join([*needed, *filter(None, asked.get("spark.jars", "").split(","))])
             apply_to_active(active, master, app_name, asked)
             return active
         delta_jars = jars.resolve(jars.delta_jar_set())
+        if s3a:
+            delta_jars = [*delta_jars, *jars.resolve(jars.s3a_jar_set())]
         builder = SparkSession.builder.master(master).appName(app_name)
         extra = settings.pop("spark.jars", "")
         settings["spark.jars"] = ",".join([*map(str, delta_jars), *filter(None, extra.split(","))])
@@ -173,5 +179,8 @@ class SparkResource(ConfigurableResource):
                                  "SparkSession is already running in the process, SQL settings are applied to it "
                                  "and a different master, name or static setting is refused.")
 
+    s3a: bool = Field(default=False, description="Put Hadoop's S3A connector (hadoop-aws and the AWS SDK it needs) "
+                      "on the class path, for a lake on s3a://.")
+
     def session(self) -> SparkSession:
-        return spark_session(self.master, self.conf, self.app_name)
+        return spark_session(self.master, self.conf, self.app_name, s3a=self.s3a)

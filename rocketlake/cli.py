@@ -51,6 +51,12 @@ def _postgres(args: argparse.Namespace):
     return LocalPostgres(Path(args.state_dir).absolute() / "postgres", port=args.postgres_port)
 
 
+def _s3(args: argparse.Namespace):
+    from rocketlake.resources.local.s3 import LocalS3
+
+    return LocalS3(Path(args.state_dir).absolute() / "s3", port=args.s3_port)
+
+
 def _dagster(args: argparse.Namespace, postgres):
     from rocketlake.resources.local.dagster_stack import LocalDagster
 
@@ -110,6 +116,7 @@ def _local(args: argparse.Namespace) -> int:
     cluster = LocalCluster(_cluster_spec(args))
     spark = _spark_cluster(args) if args.spark or args.stack else None
     postgres = _postgres(args) if args.postgres or args.stack else None
+    s3 = _s3(args) if args.s3 or args.action == "down" else None  # down stops it whenever it runs
     dagster = _dagster(args, postgres) if args.stack else None
     if args.action == "up":
         print(f"starting the local RocketMQ cluster (state in {cluster.spec.state_dir}) ...", flush=True)
@@ -125,20 +132,32 @@ def _local(args: argparse.Namespace) -> int:
             print(postgres.status())
             print(f"deploy/dagster.yaml reads {', '.join(sorted(postgres.dagster_env()))}; "
                   f"`rocketlake local env --postgres` prints them for a shell")
+        if s3 is not None:
+            print("starting the S3-compatible object store for the lake ...", flush=True)
+            s3.up(progress=lambda line: print(line, flush=True))
+            print(s3.status())
+            import yaml
+
+            print(f"use it with {yaml.safe_dump({'lake': s3.lake_settings()}, default_flow_style=True).strip()} "
+                  "in rocketlake.yaml; `rocketlake local env --s3` prints the keys' variables for a shell")
         if dagster is not None:
             _create_topics(cluster, dagster.config)
             print(f"starting dagster-daemon and dagster-webserver on {dagster.config} ...", flush=True)
             dagster.up(progress=lambda line: print(line, flush=True))
             print(dagster.status())
     elif args.action == "env":
-        # For `eval "$(rocketlake local env --postgres)"`: the password goes to the shell, not to a log.
-        if postgres is None:
-            raise _Refused("local env prints the DAGSTER_PG_* variables: add --postgres")
-        for key, value in sorted(postgres.dagster_env().items()):
+        # For `eval "$(rocketlake local env --postgres --s3)"`: the secrets go to the shell, not to a log.
+        if postgres is None and s3 is None:
+            raise _Refused("local env prints the DAGSTER_PG_* variables (--postgres) or the local S3 server's keys "
+                           "(--s3): add one of them")
+        variables = {**(postgres.dagster_env() if postgres is not None else {}),
+                     **(s3.credentials_env() if s3 is not None else {})}
+        for key, value in sorted(variables.items()):
             print(f"export {key}={shlex.quote(value)}")
     elif args.action == "down":
         stopped = ((dagster.down() if dagster is not None else [])
                    + (postgres.down(wipe=args.wipe) if postgres is not None else [])
+                   + (s3.down(wipe=args.wipe) if s3 is not None else [])
                    + (spark.down() if spark is not None else []) + cluster.down(wipe=args.wipe))
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
         if args.wipe:
@@ -156,6 +175,9 @@ def _local(args: argparse.Namespace) -> int:
         if postgres is not None:
             print(postgres.status())
             ready = ready and postgres.process.pid() is not None
+        if s3 is not None:
+            print(s3.status())
+            ready = ready and s3.process.pid() is not None
         if dagster is not None:
             print(dagster.status())
             ready = ready and dagster.daemon.pid() is not None and dagster.webserver.pid() is not None
@@ -172,7 +194,8 @@ def _ui(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from rocketlake.demo import run_demo
 
-    return run_demo(_cluster_spec(args), topic=args.topic, messages=args.messages, windows=args.windows)
+    return run_demo(_cluster_spec(args), topic=args.topic, messages=args.messages, windows=args.windows,
+                    s3_port=args.s3_port if args.s3 else None)
 
 
 class _Refused(Exception):
@@ -268,6 +291,7 @@ def _offsets(args: argparse.Namespace) -> int:
     from rocketlake.pipelines.completeness import landed_queues
     from rocketlake.pipelines.ledger_log import recent_entries
     from rocketlake.pipelines.config import MessageModel
+    from rocketlake.pipelines.storage import delta_rs_options
     from rocketlake.pipelines.progress import last_landed
 
     config, ingestion = _ingestion(args)
@@ -276,7 +300,7 @@ def _offsets(args: argparse.Namespace) -> int:
         rows = group_progress(group)
         members = membership(group.client, ingestion) if ingestion.message_model is MessageModel.CLUSTERING else []
         owned = owners(ingestion, [r.queue for r in rows], members)
-    entries = recent_entries(config.lake.table_path(ingestion.table))
+    entries = recent_entries(config.lake.table_path(ingestion.table), storage_options=delta_rs_options(config.lake))
     last_windows = last_landed(landed_queues(entries, ingestion.consumer_group))
     where = (f"member {ingestion.client_id}'s local offset store {group.store.path}" if isinstance(group, MemberBroker)
              else "offsets committed on the brokers; lag as mqadmin consumerProgress's Diff")
@@ -440,6 +464,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "<state-dir>/postgres, or /var/tmp/rocketlake-postgres when run as root)")
     local.add_argument("--postgres-port", type=int, default=5432,
                        help="with --postgres: its port on 127.0.0.1 (default: 5432)")
+    local.add_argument("--s3", action="store_true",
+                       help="also an S3-compatible object store for the lake (versitygw, built once from its Go "
+                            "module), with a bucket 'lake'; state in <state-dir>/s3")
+    local.add_argument("--s3-port", type=int, default=7070, help="with --s3: its port on 127.0.0.1 (default: 7070)")
     local.add_argument("--stack", action="store_true",
                        help="the whole stack as production runs it: brokers, --spark, --postgres, and dagster-daemon "
                             "plus dagster-webserver on deploy/dagster.yaml with every schedule on")
@@ -461,6 +489,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--topic", default="rocketlake_demo_orders",
                       help="the topic of one ingestion in rocketlake.yaml (default: rocketlake_demo_orders)")
     demo.add_argument("--messages", type=int, default=300, help="orders to produce in all (default: 300)")
+    demo.add_argument("--s3", action="store_true", help="land in the local S3 server's bucket (started like "
+                      "`rocketlake local up --s3`) instead of the local lake")
+    demo.add_argument("--s3-port", type=int, default=7070, help="with --s3: the server's port (default: 7070)")
     demo.add_argument("--windows", type=int, default=3,
                       help="one-minute windows to spread the messages over (default: 3)")
     cluster_options(demo)

@@ -51,17 +51,25 @@ def minute_key(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, tz=timezone.utc).strftime("%Y-%m-%d-%H:%M")
 
 
-def run_demo(spec: ClusterSpec, topic: str, messages: int, windows: int = 3) -> int:
+def run_demo(spec: ClusterSpec, topic: str, messages: int, windows: int = 3, s3_port: int | None = None) -> int:
+    """``s3_port``: land in the local S3 server's bucket (started on that port) instead of the local lake."""
     from rocketlake.pipelines.config import CONFIG_ENV, config_path, load_config
+    from rocketlake.resources.local.s3 import LocalS3
 
-    config = load_config()
-    ingestion_name, ingestion = next((n, i) for n, i in config.ingestions.items() if i.topic == topic)
+    s3 = None if s3_port is None else LocalS3(spec.state_dir / "s3", port=s3_port)
     # The demo's partitions start a few minutes before its data, so the UI's partition bar shows its windows.
-    demo_config = write_demo_config(config_path(), datetime.fromtimestamp((time.time() // 60 - 3) * 60, tz=timezone.utc))
+    demo_config = write_demo_config(config_path(), datetime.fromtimestamp((time.time() // 60 - 3) * 60, tz=timezone.utc),
+                                    lake=None if s3 is None else s3.lake_settings("demo"))
     os.environ[CONFIG_ENV] = str(demo_config.absolute())
+    config = load_config(demo_config)
+    ingestion_name, ingestion = next((n, i) for n, i in config.ingestions.items() if i.topic == topic)
     cluster = LocalCluster(spec)
     print(f"1/5 starting the local RocketMQ cluster (state in {spec.state_dir}) ...", flush=True)
     cluster.up(progress=lambda line: print(line, flush=True))
+    if s3 is not None:
+        print("    and the local S3 server, the lake's bucket ...", flush=True)
+        s3.up(progress=lambda line: print(line, flush=True))
+        os.environ.update(s3.credentials_env())  # the variables the demo's lake.s3 names, for its runs
     print(f"2/5 creating topic {topic} with 4 queues on each broker ...", flush=True)
     cluster.create_topic(topic, 4)
 
@@ -88,7 +96,7 @@ def run_demo(spec: ClusterSpec, topic: str, messages: int, windows: int = 3) -> 
     if not result.success:
         print("the Dagster run failed; see the events above")
         return 1
-    _report(config.lake.table_path(ingestion.table), cluster, ingestion)
+    _report(config.lake, cluster, ingestion)
     print(f"\nopen the Dagster UI on the demo's instance, with orders flowing and windows landing: make ui\n"
           f"  (.venv/bin/rocketlake ui: dg dev on DAGSTER_HOME={dagster_home().absolute()} with {CONFIG_ENV}="
           f"{demo_config.absolute()})\n"
@@ -96,11 +104,14 @@ def run_demo(spec: ClusterSpec, topic: str, messages: int, windows: int = 3) -> 
     return 0
 
 
-def write_demo_config(source: Path, start: datetime) -> Path:
-    """The project's configuration with every window starting at ``start``, validated, in ``DEMO_CONFIG``."""
+def write_demo_config(source: Path, start: datetime, lake: dict | None = None) -> Path:
+    """The project's configuration with every window starting at ``start`` (and ``lake`` as its lake, if given),
+    validated, in ``DEMO_CONFIG``."""
     from rocketlake.pipelines.config import load_config
 
     raw = yaml.safe_load(source.read_text())
+    if lake is not None:
+        raw["lake"] = lake
     for ingestion in raw.get("ingestions", {}).values():
         ingestion.setdefault("window", {})["start"] = start.isoformat()
     DEMO_CONFIG.parent.mkdir(parents=True, exist_ok=True)
@@ -110,10 +121,14 @@ def write_demo_config(source: Path, start: datetime) -> Path:
     return DEMO_CONFIG
 
 
-def _report(table_path: str, cluster: LocalCluster, ingestion) -> None:
+def _report(lake, cluster: LocalCluster, ingestion) -> None:
     from deltalake import DeltaTable
 
-    rows = DeltaTable(table_path).to_pyarrow_table(columns=["window_start", "broker_name", "queue_id"]).to_pylist()
+    from rocketlake.pipelines.storage import delta_rs_options
+
+    table = DeltaTable(lake.table_path(ingestion.table), storage_options=delta_rs_options(lake))
+    print(f"\nthe table: {lake.table_path(ingestion.table)}")
+    rows = table.to_pyarrow_table(columns=["window_start", "broker_name", "queue_id"]).to_pylist()
     print("\nrows per window (Delta, read with delta-rs):")
     for window, n in sorted(Counter(r["window_start"] for r in rows).items()):
         print(f"  {window:%Y-%m-%d %H:%M}  {n:>6}")

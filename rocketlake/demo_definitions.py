@@ -33,6 +33,7 @@ from rocketlake.assets.partitions import window_partitions
 from rocketlake.assets.definitions import build_definitions
 from rocketlake.assets.run_guard import rocketlake_executor
 from rocketlake.pipelines.config import load_config
+from rocketlake.pipelines.storage import apply_lake
 
 BY_REGION_SCHEMA = TableSchema(columns=[
     TableColumn("window_start", "timestamp"), TableColumn("region", "string"),
@@ -59,6 +60,7 @@ def build_by_region(ingestion, lake):
         from rocketlake.pipelines.delta_writer import is_delta_table
 
         spark = context.resources.spark.session()
+        apply_lake(spark, lake)  # an S3 lake's settings and keys, as the ingestion's run gives them
         window = context.partition_time_window
         start_ms, end_ms = int(window.start.timestamp() * 1000), int(window.end.timestamp() * 1000)
         in_windows = (f"window_start >= timestamp_millis({start_ms}) AND "

@@ -118,6 +118,8 @@ def _no_dagster_state_storage_left_over() -> Iterator[None]:
 
 #: tiers whose tests start Spark driver JVMs, in this process or in the processes they start
 SPARK_TIERS = ("engine", "dagster", "stack")
+#: tiers whose tests drive Spark in the test's own process (the stack tier's runs are processes of their own)
+IN_PROCESS_SPARK_TIERS = ("engine", "dagster")
 _spark_jvm = SparkJvmOptions()
 
 
@@ -129,8 +131,11 @@ def spark_jvm_options() -> str:
 
 @pytest.fixture(autouse=True)
 def _spark_jvm_for_spark_tiers(request: pytest.FixtureRequest) -> None:
-    if request.node.stash.get(TIER, None) in SPARK_TIERS:
+    tier = request.node.stash.get(TIER, None)
+    if tier in SPARK_TIERS:
         request.getfixturevalue("spark_jvm_options")
+    if tier in IN_PROCESS_SPARK_TIERS:
+        request.getfixturevalue("spark")  # the worker's one session, started with every jar any of its tests needs
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -252,11 +257,31 @@ def java_producer(local_cluster: LocalCluster) -> Callable[..., list[SentMessage
 
 @pytest.fixture(scope="session")
 def spark(spark_jvm_options):
+    """The worker's Spark session, with Hadoop's S3A connector on its class path: a session's jars are fixed when it
+    starts, and any test of the worker may land in an S3 lake (``local_s3``)."""
     from rocketlake.resources.spark import spark_session
 
-    session = spark_session("local[2]")
+    session = spark_session("local[2]", s3a=True)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def local_s3(tmp_path_factory: pytest.TempPathFactory):
+    """An S3-compatible server (versitygw, ``rocketlake local up --s3``) on a free port with a bucket ``lake``, for
+    the whole session; its keys are in the environment under the names ``LocalS3.lake_settings()`` gives."""
+    import os
+
+    from rocketlake.resources.local.s3 import LocalS3
+
+    (port,) = free_ports(1)
+    server = LocalS3(tmp_path_factory.mktemp("s3"), port=port)
+    server.up()
+    os.environ.update(server.credentials_env())
+    try:
+        yield server
+    finally:
+        assert server.down(wipe=True) == ["s3"]
 
 
 # --------------------------------------------------------------------------------------------

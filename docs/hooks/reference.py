@@ -60,7 +60,7 @@ def _allowed(name: str, field, ranges: dict, not_supported: dict) -> str:
 def render() -> str:
     from rocketlake.pipelines import config as c
 
-    sections = [("Top level", c.RocketLakeConfig), ("ClusterConfig", c.ClusterConfig), ("LakeConfig", c.LakeConfig),
+    sections = [("Top level", c.RocketLakeConfig), ("ClusterConfig", c.ClusterConfig), ("LakeConfig", c.LakeConfig), ("S3Config", c.S3Config),
                 ("SparkConfig", c.SparkConfig), ("IngestionConfig", c.IngestionConfig),
                 ("WindowConfig", c.WindowConfig), ("BodyConfig", c.BodyConfig), ("RunRetryConfig", c.RunRetryConfig)]
     out = []

@@ -94,6 +94,9 @@ class LakeOnPaper:
     def compact(self, entry, closed_before_ms):
         return []
 
+    def writers_refusal(self, members):
+        return None
+
 
 def minutes(*counts: int) -> list[int]:
     """Store timestamps: ``counts[i]`` messages in minute i."""

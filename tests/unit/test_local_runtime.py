@@ -179,7 +179,7 @@ def test_local_env_needs_postgres_and_never_prints_the_password_elsewhere(tmp_pa
 
     monkeypatch.setenv("ROCKETLAKE_POSTGRES_PASSWORD", "s3cret-for-the-shell")
     assert main(["local", "env", "--state-dir", str(tmp_path)]) != 0
-    assert "add --postgres" in capsys.readouterr().err
+    assert "(--postgres)" in capsys.readouterr().err
     assert main(["local", "env", "--postgres", "--postgres-port", "15432", "--state-dir", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "export DAGSTER_PG_PORT=15432" in lines and "export DAGSTER_PG_PASSWORD=s3cret-for-the-shell" in lines

@@ -1,0 +1,176 @@
+"""The lake on S3: ``lake.root: s3a://lake/...`` on a real S3-compatible server (versitygw, ``local_s3``), written by
+Spark through Hadoop's S3A connector and read by delta-rs with the same configuration.
+
+Below Dagster a window is any store-time interval, so these runs use windows of a few hundred milliseconds around
+what the Java producer just sent (as tests/integration/test_engine_runs.py does).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+
+import pytest
+from deltalake import DeltaTable
+from pyarrow import fs
+
+from rocketlake.pipelines.broker_access import group_broker
+from rocketlake.pipelines.config import LakeConfig, parse_config
+from rocketlake.pipelines.ledger import BALANCED
+from rocketlake.pipelines.ledger_log import read_ledger
+from rocketlake.pipelines.materialize import SparkLake
+from rocketlake.pipelines.run import Alone, Committed, Landed, RunRequest, run
+from rocketlake.pipelines.storage import apply_lake, delta_rs_options
+from rocketlake.pipelines.windows import Window
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq_resource import RocketMQResource
+from tests.integration.ingestion_support import order, unique, wait_until
+from tests.unit.support import Lines, Recorded
+
+pytestmark = pytest.mark.engine
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def send_in_windows(java_producer, topic: str, sizes: list[int]) -> tuple[list[tuple[str, int, int]], list]:
+    """Batches of ``sizes`` messages, each alone in a window of store time; (windows, the producer's answers)."""
+    windows, sent, first = [], [], 0
+    start = now_ms()
+    for i, size in enumerate(sizes):
+        sent += java_producer([order(n, topic) for n in range(first, first + size)])
+        first += size
+        end = now_ms() + 1
+        wait_until(end / 1000)  # closed (grace 0) once this instant has passed
+        windows.append((f"w{i + 1}", start, end))
+        start = end
+    return windows, sent
+
+
+def spec_for(cluster, s3, topic: str, windows, run_id: str, **ingestion) -> dict:
+    return {"namesrv": cluster.spec.namesrv_address, "table": unique("t"), "lake": s3.lake_settings(unique("lake")),
+            "ingestion": {"topic": topic, "consumer_group": unique("g"),
+                          "consume_from_where": "CONSUME_FROM_FIRST_OFFSET", **ingestion},
+            "windows": windows, "run_id": run_id}
+
+
+def lake_of(spec: dict) -> LakeConfig:
+    return LakeConfig(**spec["lake"])
+
+
+def engine_run(spec: dict, spark, recorded: Recorded) -> Landed:
+    """The spec's windows run to the end (offsets committed), as the asset drives the engine."""
+    config = parse_config({"clusters": {"local": {"namesrv": spec["namesrv"]}}, "lake": spec["lake"],
+                           "ingestions": {"orders": {"cluster": "local", "table": spec["table"],
+                                                     "window": {"cron": "* * * * *", "start": "1970-01-01",
+                                                                "grace_seconds": 0},
+                                                     **spec["ingestion"]}}})
+    cfg, lake_cfg = config.ingestions["orders"], config.lake
+    apply_lake(spark, lake_cfg)
+    with RocketMQClient(spec["namesrv"]) as client:
+        lake = SparkLake(spark, RocketMQResource(namesrv=spec["namesrv"]).source_options(), cfg,
+                         lake_cfg.table_path(cfg.table), storage_options=delta_rs_options(lake_cfg))
+        windows = [(key, Window(start, end)) for key, start, end in spec["windows"]]
+        request = RunRequest("orders", spec["run_id"], windows, now_ms(), 0, start_at_group_position=True)
+        events = run(group_broker(client, cfg), lake, recorded, Alone(), cfg, request, Lines())
+        landed = next(events)
+        assert isinstance(landed, Landed) and landed.balanced, landed
+        recorded.record(landed.materialization.ledger)  # Dagster's materialization, before the offsets move
+        assert [e for e in events if isinstance(e, Committed)]
+    return landed
+
+
+def table_of(spec: dict) -> DeltaTable:
+    lake = lake_of(spec)
+    return DeltaTable(lake.table_path(spec["table"]), storage_options=delta_rs_options(lake))
+
+
+def committed(cluster, spec: dict, topic: str) -> dict:
+    progress = cluster.mqadmin().consumer_progress(spec["ingestion"]["consumer_group"], topic)
+    return {(p.broker_name, p.queue_id): p.consumer_offset for p in progress if p.topic == topic and p.consumer_offset}
+
+
+def ends(sent) -> dict:
+    last = Counter()
+    for s in sent:
+        last[(s.broker_name, s.queue_id)] = max(last[(s.broker_name, s.queue_id)], s.queue_offset + 1)
+    return dict(last)
+
+
+def test_windows_land_in_an_s3_lake_once_and_delta_rs_reads_them_with_the_same_settings(
+        local_cluster, local_s3, create_topic, java_producer, spark):
+    topic = create_topic(queues=2)
+    windows, sent = send_in_windows(java_producer, topic, [12, 20, 7])
+    spec = spec_for(local_cluster, local_s3, topic, windows, "r1", max_messages_per_task=5)
+    path = lake_of(spec).table_path(spec["table"])
+    assert path.startswith("s3a://lake/")
+    recorded = Recorded()
+    for i, window in enumerate(windows):
+        landed = engine_run({**spec, "windows": [window], "run_id": f"r{i + 1}"}, spark, recorded)
+        assert sum(a.rows for a in landed.materialization.accounting) == [12, 20, 7][i]
+
+    # delta-rs, with the storage options the configuration gives it, reads what Spark wrote through S3A.
+    rows = table_of(spec).to_pyarrow_table(columns=["msg_id", "window_start"]).to_pylist()
+    assert Counter(r["msg_id"] for r in rows) == Counter(s.msg_id for s in sent), "every message exactly once"
+    assert [e.verdict for e in read_ledger(path, None, delta_rs_options(lake_of(spec)))] == [BALANCED] * 3
+    assert committed(local_cluster, spec, topic) == ends(sent)
+    # The objects are in the server's bucket (its own listing), under the table's prefix.
+    listed = local_s3.filesystem().get_file_info(fs.FileSelector(path[len("s3a://"):], recursive=True))
+    assert any(info.path.endswith(".parquet") for info in listed)
+    assert any("/_delta_log/" in info.path and info.path.endswith(".json") for info in listed)
+
+    # Compaction rewrites the day's small files (max_messages_per_task=5: several per window) on S3 too.
+    from rocketlake.pipelines.delta_writer import compact_days
+
+    before = len(table_of(spec).file_uris())
+    day = rows[0]["window_start"].date().isoformat()
+    compact_days(spark, path, [day])
+    after = table_of(spec)
+    assert len(after.file_uris()) < before
+    assert Counter(r["msg_id"] for r in after.to_pyarrow_table(columns=["msg_id"]).to_pylist()) == \
+        Counter(s.msg_id for s in sent)
+
+    # The keys are in no Spark setting and no plan a person or the event log sees.
+    secret = os.environ[lake_of(spec).s3.secret_key_env]
+    assert secret not in repr(spark.sparkContext.getConf().getAll())
+    plan = spark.read.format("delta").load(path)._jdf.queryExecution().toString()
+    assert "s3a://lake/" in plan and secret not in plan
+
+
+def test_a_group_with_two_deployments_is_refused_an_s3_table_before_it_reads(
+        local_cluster, local_s3, create_topic, java_producer, spark):
+    """Two members heartbeat in the group (two deployments, each with its own pool): Delta's default S3 log store
+    cannot keep their commits apart, so the run refuses, naming both, and leaves no table and no offset behind."""
+    from rocketlake.pipelines.broker_access import LiveGroup
+    from rocketlake.pipelines.run import SeveralWriters
+    from rocketlake.resources.rocketmq.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+
+    topic = create_topic(queues=2)
+    windows, _ = send_in_windows(java_producer, topic, [6])
+    spec = spec_for(local_cluster, local_s3, topic, windows, "r1")
+    config = parse_config({"clusters": {"local": {"namesrv": spec["namesrv"]}}, "lake": spec["lake"],
+                           "ingestions": {"orders": {"cluster": "local", "table": spec["table"],
+                                                     "window": {"cron": "* * * * *", "start": "1970-01-01",
+                                                                "grace_seconds": 0},
+                                                     "instance_name": "here", **spec["ingestion"]}}})
+    cfg, lake_cfg = config.ingestions["orders"], config.lake
+    consumer = ConsumerData.of(cfg.consumer_group, {topic: "*"}, message_model=MessageModel.CLUSTERING,
+                               consume_type=ConsumeType.CONSUME_PASSIVELY,
+                               consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    namesrv = spec["namesrv"]
+    with RocketMQClient(namesrv, private_connections=True) as here, \
+            RocketMQClient(namesrv, private_connections=True) as elsewhere, RocketMQClient(namesrv) as client:
+        here.heart_beat(cfg.client_id, [consumer])
+        elsewhere.heart_beat("10.9.9.9@other_deployment", [consumer])
+        lake = SparkLake(spark, RocketMQResource(namesrv=namesrv).source_options(), cfg,
+                         lake_cfg.table_path(cfg.table), storage_options=delta_rs_options(lake_cfg))
+        request = RunRequest("orders", "r1", [(k, Window(s, e)) for k, s, e in windows], now_ms(), 0,
+                             start_at_group_position=True)
+        with pytest.raises(SeveralWriters) as refused:
+            next(run(group_broker(client, cfg), lake, Recorded(), LiveGroup(client, cfg), cfg, request, Lines()))
+        assert "10.9.9.9@other_deployment" in str(refused.value) and cfg.client_id in str(refused.value)
+        assert "S3DynamoDBLogStore" in str(refused.value)
+    assert local_s3.filesystem().get_file_info(lake_cfg.table_path(cfg.table)[len("s3a://"):]).type == fs.FileType.NotFound
+    assert committed(local_cluster, spec, topic) == {}

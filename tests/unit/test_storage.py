@@ -1,0 +1,80 @@
+"""The lake's storage settings: what Spark and delta-rs are given for a local and an S3 lake, refused roots and
+missing keys in one sentence that names the variable and never shows a key."""
+
+import pytest
+from pydantic import ValidationError
+
+from rocketlake.pipelines.config import LakeConfig
+from rocketlake.pipelines.storage import (
+    DYNAMODB_LOG_STORE,
+    StorageKeysMissing,
+    delta_rs_options,
+    several_writers_refusal,
+    hadoop_settings,
+)
+
+SECRET = "s3cr3t-value-never-shown"
+S3 = {"endpoint": "http://127.0.0.1:7070", "path_style_access": True, "access_key_env": "LAKE_KEY",
+      "secret_key_env": "LAKE_SECRET"}
+
+
+def lake(**changes) -> LakeConfig:
+    return LakeConfig(**{"root": "s3a://lake/prefix", "s3": S3, **changes})
+
+
+def test_an_s3_lake_gives_spark_its_endpoint_and_delta_rs_the_same_with_the_keys():
+    settings = hadoop_settings(lake())
+    assert settings == {
+        "fs.s3a.bucket.lake.endpoint.region": "us-east-1",
+        "fs.s3a.bucket.lake.path.style.access": "true",
+        "fs.s3a.bucket.lake.endpoint": "http://127.0.0.1:7070",
+        "fs.s3a.bucket.lake.connection.ssl.enabled": "false",
+        "fs.s3a.bucket.lake.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+    }
+    assert SECRET not in repr(settings)
+    options = delta_rs_options(lake(), {"LAKE_KEY": "rocketlake", "LAKE_SECRET": SECRET})
+    assert options == {"AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": "http://127.0.0.1:7070", "AWS_ALLOW_HTTP": "true",
+                       "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false", "AWS_ACCESS_KEY_ID": "rocketlake",
+                       "AWS_SECRET_ACCESS_KEY": SECRET}
+
+
+def test_a_local_lake_needs_nothing():
+    local = LakeConfig(root="/tmp/lake")
+    assert hadoop_settings(local) == {} and delta_rs_options(local, {}) is None
+
+
+def test_aws_without_keys_uses_the_default_credential_chains():
+    aws = LakeConfig(root="s3a://bucket/tables", s3={"region": "eu-west-1"})
+    assert "fs.s3a.bucket.bucket.aws.credentials.provider" not in hadoop_settings(aws)
+    assert delta_rs_options(aws, {}) == {"AWS_REGION": "eu-west-1", "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "true"}
+
+
+def test_missing_keys_name_the_variables_never_a_value():
+    with pytest.raises(StorageKeysMissing) as e:
+        delta_rs_options(lake(), {"LAKE_KEY": "rocketlake"})
+    assert "$LAKE_SECRET is not set" in str(e.value) and "lake.s3.secret_key_env" in str(e.value)
+    assert "rocketlake" not in str(e.value).replace("rocketlake's", "")
+
+
+@pytest.mark.parametrize(("root", "s3", "says"), [
+    ("s3://lake/x", None, "write s3a://lake/x"),
+    ("s3n://lake/x", None, "write s3a://lake/x"),
+    ("gs://lake/x", None, "does not support yet"),
+    ("s3a:///x", None, "names no bucket"),
+    ("/tmp/lake", S3, "not on S3"),
+    ("s3a://lake/x", {**S3, "endpoint": "127.0.0.1:7070"}, "is not an endpoint URL"),
+    ("s3a://lake/x", {"access_key_env": "ONLY_ONE"}, "go together"),
+])
+def test_roots_and_settings_that_cannot_work_are_refused_at_load(root, s3, says):
+    with pytest.raises(ValidationError) as e:
+        LakeConfig(root=root, s3=s3)
+    assert says in str(e.value)
+
+
+def test_several_deployments_may_not_write_one_s3_table_with_the_single_driver_log_store():
+    two = ("10.0.0.1@a", "10.0.0.2@b")
+    refusal = several_writers_refusal("s3a://lake/orders", two, None)
+    assert refusal is not None and "10.0.0.1@a, 10.0.0.2@b" in refusal and DYNAMODB_LOG_STORE in refusal
+    assert several_writers_refusal("s3a://lake/orders", two[:1], None) is None  # one deployment: its pool serializes
+    assert several_writers_refusal("/tmp/lake/orders", two, None) is None  # a filesystem with atomic renames
+    assert several_writers_refusal("s3a://lake/orders", two, DYNAMODB_LOG_STORE) is None
