@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import os
 import pwd
-import secrets
 import shutil
 import signal
 import subprocess
@@ -33,6 +32,7 @@ from rocketlake.resources.local.process import (
     LocalClusterError,
     ManagedProcess,
     accepts_connections,
+    kept_secret,
     port_in_use,
     stop_all,
     wait_for,
@@ -82,16 +82,7 @@ class LocalPostgres:
         return Path("/var/tmp/rocketlake-postgres") / digest
 
     def password(self) -> str:
-        configured = os.environ.get(PASSWORD_ENV)
-        if configured:
-            return configured
-        path = self.state_dir / "password"
-        if not path.exists():
-            self.state_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(secrets.token_urlsafe(18))
-        return path.read_text().strip()
+        return kept_secret(PASSWORD_ENV, self.state_dir / "password", length=18)
 
     def dagster_env(self) -> dict[str, str]:
         """What ``deploy/dagster.yaml`` reads from the environment."""

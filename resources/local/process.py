@@ -8,6 +8,7 @@ outlive the command that started them and a Ctrl-C in that terminal does not rea
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -120,6 +121,24 @@ class ManagedProcess:
     def stop(self, timeout: float = 30.0) -> bool:
         """SIGTERM, then SIGKILL after ``timeout``; True if a process of ours was running."""
         return stop_all([self], timeout) == [self.role]
+
+
+def kept_secret(env_var: str, path: Path, length: int = 24) -> str:
+    """``$env_var`` if set, else a secret generated once into ``path`` (mode 0600, created exclusively) and read back
+    from there afterwards: a local service's password that is never printed."""
+    configured = os.environ.get(env_var)
+    if configured:
+        return configured
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass  # another process wrote it first: read theirs
+        else:
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_urlsafe(length))
+    return path.read_text().strip()
 
 
 def wait_for(ready, deadline: float, processes: list[ManagedProcess], what: str, interval: float = 0.5) -> None:

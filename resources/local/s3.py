@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import secrets
 import shutil
 import subprocess
 import time
@@ -29,6 +28,7 @@ from rocketlake.resources.local.process import (
     LocalClusterError,
     ManagedProcess,
     accepts_connections,
+    kept_secret,
     port_in_use,
     stop_all,
     wait_for,
@@ -95,16 +95,7 @@ class LocalS3:
         return f"http://{LOOPBACK}:{self.port}"
 
     def secret_key(self) -> str:
-        configured = os.environ.get(SECRET_ENV)
-        if configured:
-            return configured
-        path = self.state_dir / "secret"
-        if not path.exists():
-            self.state_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(secrets.token_urlsafe(24))
-        return path.read_text().strip()
+        return kept_secret(SECRET_ENV, self.state_dir / "secret")
 
     def credentials_env(self) -> dict[str, str]:
         """The variables the local configuration's ``lake.s3`` names, with this server's keys."""

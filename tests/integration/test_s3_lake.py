@@ -60,14 +60,19 @@ def lake_of(spec: dict) -> LakeConfig:
     return LakeConfig(**spec["lake"])
 
 
-def engine_run(spec: dict, spark, recorded: Recorded) -> Landed:
-    """The spec's windows run to the end (offsets committed), as the asset drives the engine."""
+def config_of(spec: dict, **extra):
+    """(the ingestion, the lake) the spec describes, ``extra`` keys added to the ingestion."""
     config = parse_config({"clusters": {"local": {"namesrv": spec["namesrv"]}}, "lake": spec["lake"],
                            "ingestions": {"orders": {"cluster": "local", "table": spec["table"],
                                                      "window": {"cron": "* * * * *", "start": "1970-01-01",
                                                                 "grace_seconds": 0},
-                                                     **spec["ingestion"]}}})
-    cfg, lake_cfg = config.ingestions["orders"], config.lake
+                                                     **spec["ingestion"], **extra}}})
+    return config.ingestions["orders"], config.lake
+
+
+def engine_run(spec: dict, spark, recorded: Recorded) -> Landed:
+    """The spec's windows run to the end (offsets committed), as the asset drives the engine."""
+    cfg, lake_cfg = config_of(spec)
     apply_lake(spark, lake_cfg)
     with RocketMQClient(spec["namesrv"]) as client:
         lake = SparkLake(spark, RocketMQResource(namesrv=spec["namesrv"]).source_options(), cfg,
@@ -150,12 +155,7 @@ def test_a_group_with_two_deployments_is_refused_an_s3_table_before_it_reads(
     topic = create_topic(queues=2)
     windows, _ = send_in_windows(java_producer, topic, [6])
     spec = spec_for(local_cluster, local_s3, topic, windows, "r1")
-    config = parse_config({"clusters": {"local": {"namesrv": spec["namesrv"]}}, "lake": spec["lake"],
-                           "ingestions": {"orders": {"cluster": "local", "table": spec["table"],
-                                                     "window": {"cron": "* * * * *", "start": "1970-01-01",
-                                                                "grace_seconds": 0},
-                                                     "instance_name": "here", **spec["ingestion"]}}})
-    cfg, lake_cfg = config.ingestions["orders"], config.lake
+    cfg, lake_cfg = config_of(spec, instance_name="here")
     consumer = ConsumerData.of(cfg.consumer_group, {topic: "*"}, message_model=MessageModel.CLUSTERING,
                                consume_type=ConsumeType.CONSUME_PASSIVELY,
                                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
