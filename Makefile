@@ -31,7 +31,7 @@ test: setup
 	  echo "the UI test needs a headless browser: apt-get install chromium chromium-driver" >&2; exit 1; }
 	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null || { \
 	  echo "the deployed-stack test needs PostgreSQL's programs: apt-get install postgresql" >&2; exit 1; }
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # The lowest versions of every range in pyproject.toml (uv's lowest-direct resolution) in an environment of their own,
 # through the unit and engine tiers and the Dagster CLI's run of a window. Not part of `make test`; CI runs it after.
@@ -40,7 +40,7 @@ test-lowest: $(UV)
 	$(UV) pip install --quiet --python .venv-lowest/bin/python --resolution lowest-direct -e . --group test --group docs
 	.venv-lowest/bin/python -c "import dagster, pyspark, delta, deltalake; print('lowest:', 'dagster', dagster.__version__, \
 	  'pyspark', pyspark.__version__, 'deltalake', deltalake.__version__)"
-	.venv-lowest/bin/python -m pytest -n 2 --dist loadfile -m "unit or engine" -p no:cacheprovider
+	.venv-lowest/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m "unit or engine" -p no:cacheprovider
 
 # The documentation site (MkDocs, Material theme) into site/; --strict: a broken link or anchor fails the build.
 docs: setup
