@@ -27,6 +27,7 @@ from dagster._core.storage.dagster_run import DagsterRunStatus
 import yaml
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
+from pyarrow import fs
 
 from rocketlake.assets.run_guard import recorded_process
 from rocketlake.pipelines.config import LakeConfig
@@ -106,10 +107,14 @@ class Ingestion:
         config = write_config(folder / "rocketlake.yaml", cluster, tmp_path / "lake", {
             "orders": {"topic": produced.topic, "consumer_group": self.group, "table": self.table, **extra}})
         self.lake = LakeConfig(root=str(tmp_path / "lake"))
+        self.events = folder / "spark_events"  # Spark's event log (on S3 only): what a history server shows
         if s3 is not None:
             self.lake = LakeConfig(**s3.lake_settings(unique("crash")))
             body = yaml.safe_load(config.read_text())
             body["lake"] = self.lake.model_dump(exclude_none=True)
+            self.events.mkdir()
+            body["spark"]["conf"] = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": self.events.as_uri(),
+                                     "spark.eventLog.compress": "false"}
             config.write_text(yaml.safe_dump(body))
         self.env = dict(os.environ, ROCKETLAKE_CONFIG=str(config), DAGSTER_HOME=str(home))
         self.path = self.lake.table_path(self.table)
@@ -159,11 +164,20 @@ def test_killed_at_the_worst_places_is_repaired_by_the_next(point, tmp_path, loc
     assert code == 0, output[-3000:]
     assert "died without finishing" in output  # the killed run held the group's slot; the user is told
     ingestion.assert_landed_exactly_once([window])
-    # The S3 secret is in no run's output, event log or metadata.
+    # The S3 secret is in no run's output, Dagster event log or metadata, Spark event log (whose environment lists
+    # the Hadoop settings, the S3A keys among them) or object of the table (the ledger is in its commits).
     secret = os.environ[ingestion.lake.s3.secret_key_env]
     assert secret not in output
     with DagsterInstance.from_config(str(instance_home)) as instance:
         assert all(secret not in repr(instance.all_logs(run.run_id)) for run in instance.get_runs())
+    spark_events = [path for path in ingestion.events.rglob("*") if path.is_file()]
+    assert spark_events and any("s3a://" in path.read_text() for path in spark_events)
+    assert all(secret not in path.read_text() for path in spark_events)
+    filesystem = local_s3.filesystem()
+    for info in filesystem.get_file_info(fs.FileSelector(ingestion.path[len("s3a://"):], recursive=True)):
+        if info.type == fs.FileType.File and "/_delta_log/" in info.path:
+            with filesystem.open_input_stream(info.path) as stream:
+                assert secret.encode() not in stream.read(), info.path
 
 
 def test_a_broadcasting_member_killed_while_writing_its_offset_store_restarts_from_a_valid_store(

@@ -16,7 +16,8 @@ from deltalake import DeltaTable
 from pyarrow import fs
 
 from rocketlake.pipelines.broker_access import group_broker
-from rocketlake.pipelines.config import LakeConfig, parse_config
+from rocketlake.pipelines.config import LakeConfig, dead_letter_config, parse_config
+from rocketlake.pipelines.failures import DEAD_LETTERED, failures_table
 from rocketlake.pipelines.ledger import BALANCED
 from rocketlake.pipelines.ledger_log import read_ledger
 from rocketlake.pipelines.materialize import SparkLake
@@ -70,13 +71,19 @@ def config_of(spec: dict, **extra):
     return config.ingestions["orders"], config.lake
 
 
-def engine_run(spec: dict, spark, recorded: Recorded) -> Landed:
-    """The spec's windows run to the end (offsets committed), as the asset drives the engine."""
+def engine_run(spec: dict, spark, recorded: Recorded, dead_letters: bool = False) -> Landed:
+    """The spec's windows run to the end (offsets committed), as the asset drives the engine; with ``dead_letters``,
+    the run of the ingestion's ``<table>_dlq`` (its ``%DLQ%<group>``), as the dead-letter asset drives it."""
     cfg, lake_cfg = config_of(spec)
+    failures_path = lake_cfg.table_path(failures_table(cfg.table)) if cfg.can_fail else None
+    if dead_letters:
+        cfg = dead_letter_config(cfg)
     apply_lake(spark, lake_cfg)
     with RocketMQClient(spec["namesrv"]) as client:
         lake = SparkLake(spark, RocketMQResource(namesrv=spec["namesrv"]).source_options(), cfg,
-                         lake_cfg.table_path(cfg.table), storage_options=delta_rs_options(lake_cfg))
+                         lake_cfg.table_path(cfg.table), None if dead_letters else failures_path,
+                         last_errors_from=failures_path if dead_letters else None,
+                         storage_options=delta_rs_options(lake_cfg))
         windows = [(key, Window(start, end)) for key, start, end in spec["windows"]]
         request = RunRequest("orders", spec["run_id"], windows, now_ms(), 0, start_at_group_position=True)
         events = run(group_broker(client, cfg), lake, recorded, Alone(), cfg, request, Lines())
@@ -87,9 +94,9 @@ def engine_run(spec: dict, spark, recorded: Recorded) -> Landed:
     return landed
 
 
-def table_of(spec: dict) -> DeltaTable:
+def table_of(spec: dict, table: str | None = None) -> DeltaTable:
     lake = lake_of(spec)
-    return DeltaTable(lake.table_path(spec["table"]), storage_options=delta_rs_options(lake))
+    return DeltaTable(lake.table_path(table or spec["table"]), storage_options=delta_rs_options(lake))
 
 
 def committed(cluster, spec: dict, topic: str) -> dict:
@@ -137,11 +144,61 @@ def test_windows_land_in_an_s3_lake_once_and_delta_rs_reads_them_with_the_same_s
     assert Counter(r["msg_id"] for r in after.to_pyarrow_table(columns=["msg_id"]).to_pylist()) == \
         Counter(s.msg_id for s in sent)
 
-    # The keys are in no Spark setting and no plan a person or the event log sees.
+    # The keys are in no Spark setting, no plan a person or the event log sees, and no object of the table (the
+    # ledger is in the commits' metadata).
     secret = os.environ[lake_of(spec).s3.secret_key_env]
     assert secret not in repr(spark.sparkContext.getConf().getAll())
     plan = spark.read.format("delta").load(path)._jdf.queryExecution().toString()
     assert "s3a://lake/" in plan and secret not in plan
+    assert_secret_in_no_object(local_s3, path, secret)
+
+
+def assert_secret_in_no_object(s3, path: str, secret: str) -> None:
+    filesystem = s3.filesystem()
+    listed = filesystem.get_file_info(fs.FileSelector(path[len("s3a://"):], recursive=True))
+    logs = [info.path for info in listed if "/_delta_log/" in info.path and info.type == fs.FileType.File]
+    assert logs
+    for name in logs:
+        with filesystem.open_input_stream(name) as stream:
+            assert secret.encode() not in stream.read(), name
+
+
+def test_failures_and_dead_letters_land_in_their_tables_on_s3(local_cluster, local_s3, create_topic, java_producer,
+                                                              spark):
+    """The failures table (``<table>_failures``) and the dead-letter table (``<table>_dlq``, with each dead letter's
+    last error read from the failures table) are on S3 beside the table, as every table rocketlake writes."""
+    topic = create_topic(queues=2)
+    start = now_ms()
+    sent = java_producer([order(n, topic, tags="poison" if n % 4 == 0 else "TagA") for n in range(12)])
+    end = now_ms() + 1
+    wait_until(end / 1000)
+    spec = spec_for(local_cluster, local_s3, topic, [("w1", start, end)], "r1",
+                    listener="tests.unit.listeners:fail_poison", consume_message_batch_max_size=1,
+                    max_reconsume_times=0)  # a failed message goes straight to %DLQ%<group>
+    engine_run(spec, spark, Recorded())
+    poison = {s.msg_id for s, n in zip(sent, range(12)) if n % 4 == 0}
+    assert {r["msg_id"] for r in table_of(spec).to_pyarrow_table(columns=["msg_id"]).to_pylist()} == \
+        {s.msg_id for s in sent} - poison
+    failures = table_of(spec, failures_table(spec["table"])).to_pyarrow_table().to_pylist()
+    assert sorted((r["msg_id"], r["outcome"]) for r in failures) == sorted((m, DEAD_LETTERED) for m in poison)
+    # Each queue's offset as the broker stores it (mqadmin's consumerProgress would ask only the brokers that host
+    # %RETRY%<group>, here broker-a alone: the send-backs created it there).
+    with RocketMQClient(spec["namesrv"]) as client:
+        assert {(q.broker_name, q.queue_id): client.query_consumer_offset(spec["ingestion"]["consumer_group"], q)
+                for q in client.queues(topic)} == ends(sent)
+
+    # The dead letters were stored by the send-backs above: a window from the table's window end to now holds them.
+    dlq_end = now_ms() + 1
+    wait_until(dlq_end / 1000)
+    landed = engine_run({**spec, "windows": [("d1", end, dlq_end)], "run_id": "d1"}, spark, Recorded(),
+                        dead_letters=True)
+    assert sum(a.rows for a in landed.materialization.accounting) == len(poison)
+    dlq = table_of(spec, f"{spec['table']}_dlq").to_pyarrow_table(
+        columns=["origin_msg_id", "origin_topic", "last_error"]).to_pylist()
+    assert sorted((r["origin_msg_id"], r["origin_topic"], r["last_error"]) for r in dlq) == \
+        sorted((m, topic, "listener answered RECONSUME_LATER") for m in poison)
+    assert_secret_in_no_object(local_s3, lake_of(spec).table_path(f"{spec['table']}_dlq"),
+                               os.environ[lake_of(spec).s3.secret_key_env])
 
 
 def test_a_group_with_two_deployments_is_refused_an_s3_table_before_it_reads(
