@@ -40,7 +40,7 @@ test-lowest: $(UV)
 	$(UV) pip install --quiet --python .venv-lowest/bin/python --resolution lowest-direct -e . --group test --group docs
 	.venv-lowest/bin/python -c "import dagster, pyspark, delta, deltalake; print('lowest:', 'dagster', dagster.__version__, \
 	  'pyspark', pyspark.__version__, 'deltalake', deltalake.__version__)"
-	.venv-lowest/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m "unit or engine" -p no:cacheprovider
+	.venv-lowest/bin/python -m pytest -n 2 --dist loadfile -m "unit or engine" -p no:cacheprovider
 
 # The documentation site (MkDocs, Material theme) into site/; --strict: a broken link or anchor fails the build.
 docs: setup

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dagster import Definitions, EnvVar
+from dagster import Definitions
 
 from rocketlake.assets.backlog import build_backlog_sensor
 from rocketlake.assets.ingestion import build_dead_letter_asset, build_ingestion_asset, rocketmq_resource_key
@@ -31,8 +31,12 @@ def build_definitions(config: RocketLakeConfig, translator: RocketlakeTranslator
     for name, cluster in config.clusters.items():
         keys = {}
         if cluster.access_key_env:
-            keys = {"access_key": EnvVar(cluster.access_key_env), "secret_key": EnvVar(cluster.secret_key_env)}
-        resources[rocketmq_resource_key(name)] = RocketMQResource(namesrv=cluster.namesrv, **keys)
+            # The variables' names: each process that needs the keys (a run, a sensor, a Spark worker) reads them.
+            keys = {"access_key_env": cluster.access_key_env, "secret_key_env": cluster.secret_key_env}
+        if cluster.tls is not None:
+            keys |= {"tls": True, "tls_ca_file": cluster.tls.ca_file, "tls_cert_file": cluster.tls.cert_file,
+                     "tls_key_file": cluster.tls.key_file, "tls_verify_hostname": cluster.tls.verify_hostname}
+        resources[rocketmq_resource_key(name)] = RocketMQResource(namesrv=cluster.namesrv, cluster=name, **keys)
     shaped = translate(config, translator)
     ingestions = [(name, ing, shaped[name]) for name, ing in config.ingestions.items()]
     topics = {a.topic.key: a.topic for _, _, a in ingestions}  # several ingestions of one topic share its node

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from rocketlake.pipelines.config import IngestionConfig, MessageModel
 from rocketlake.pipelines.offset_store import LocalOffsetStore
-from rocketlake.pipelines.options import SourceOptions
+from rocketlake.pipelines.options import SourceOptionError, SourceOptions
 from rocketlake.pipelines.windows import first_offset_at_or_after
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.columnar import RawRecords
@@ -38,16 +38,32 @@ def make_client(opts: SourceOptions) -> RocketMQClient:
     the driver's client) and each worker builds its client from them once: Spark reuses its Python
     workers across tasks, and a fresh client per task would refetch routes and reopen connections.
     """
-    key = (os.getpid(), opts.namesrv, opts.access_key, opts.secret_key, opts.timeout_ms)
+    credentials = _credentials(opts)
+    key = (os.getpid(), opts.namesrv, credentials, opts.timeout_ms, opts.tls)
     client = _clients.get(key)
     if client is None:
-        credentials = None
-        if opts.access_key and opts.secret_key:
-            from rocketlake.resources.rocketmq.acl import Credentials
-
-            credentials = Credentials(opts.access_key, opts.secret_key)
-        client = _clients[key] = RocketMQClient(opts.namesrv, credentials=credentials, timeout=opts.timeout_ms / 1000)
+        client = _clients[key] = RocketMQClient(opts.namesrv, credentials=credentials, timeout=opts.timeout_ms / 1000,
+                                                tls=opts.tls)
     return client
+
+
+def _credentials(opts: SourceOptions):
+    """The ACL keys: given in the options, or read from this worker's environment by the variables' names."""
+    from rocketlake.resources.rocketmq.acl import Credentials
+
+    if opts.access_key_env or opts.secret_key_env:
+        names = (opts.access_key_env, opts.secret_key_env)
+        missing = [name for name in names if not name or not os.environ.get(name)]
+        if missing:
+            raise SourceOptionError(
+                f"the RocketMQ ACL keys are read from the environment variables {' and '.join(map(str, names))}, "
+                f"and {' and '.join(map(str, missing))} is not set in this Spark worker (pid {os.getpid()}): set it "
+                "where the executors start (spark-env.sh, the worker's service), or in local mode in the process "
+                "before its Spark session starts")
+        return Credentials(os.environ[opts.access_key_env], os.environ[opts.secret_key_env])
+    if opts.access_key and opts.secret_key:
+        return Credentials(opts.access_key, opts.secret_key)
+    return None
 
 
 class BrokerStoreTimes:

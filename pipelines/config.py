@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from rocketlake.resources.rocketmq.errors import InvalidName
 # One definition of each, the wire's: a config value is the name the Java client and the broker use.
 from rocketlake.resources.rocketmq.heartbeat import ConsumeFromWhere, MessageModel
+from rocketlake.resources.rocketmq.tls import TlsSettings
 from rocketlake.resources.rocketmq.validators import check_consumer_group, check_topic
 
 CONFIG_ENV = "ROCKETLAKE_CONFIG"
@@ -77,10 +78,38 @@ def _template(value: str) -> bool:
     return "{{" in value
 
 
+class TlsConfig(_Strict):
+    """TLS to every name server and broker of the cluster (the Java client's ``useTLS``), for servers started with
+    ``tls.server.mode`` ``enforcing`` (or ``permissive``). The files are PEM and must be readable where the code
+    location, the runs and the Spark tasks run."""
+
+    ca_file: str | None = Field(default=None, description="CA certificate(s) the servers' certificates chain to "
+                                                           "(their tls.server.certPath); default: the system's trust store.")
+    cert_file: str | None = Field(default=None, description="Client certificate, for servers that require one "
+                                                             "(tls.server.need.client.auth=require).")
+    key_file: str | None = Field(default=None, description="The client certificate's private key (PEM, unencrypted).")
+    verify_hostname: bool = Field(default=True, description="Check that the server's certificate names the address "
+                                                            "connected to; false only for test clusters.")
+
+    @model_validator(mode="after")
+    def _files(self) -> "TlsConfig":
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file go together (a client certificate needs its key)")
+        for key in ("ca_file", "cert_file", "key_file"):
+            value = getattr(self, key)
+            if value is not None and not _template(value) and not Path(value).is_file():
+                raise ValueError(f"{key}: {value!r} is not a readable file")
+        return self
+
+    def settings(self) -> TlsSettings:
+        return TlsSettings(self.ca_file, self.cert_file, self.key_file, self.verify_hostname)
+
+
 class ClusterConfig(_Strict):
     namesrv: str = Field(description="Name server address(es), ';'-separated, host:port each.")
     access_key_env: str | None = Field(default=None, description="Environment variable holding the ACL AccessKey.")
     secret_key_env: str | None = Field(default=None, description="Environment variable holding the ACL SecretKey.")
+    tls: TlsConfig | None = Field(default=None, description="TLS to the name servers and brokers; absent: in clear.")
 
     @field_validator("namesrv")
     @classmethod

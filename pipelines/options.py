@@ -16,6 +16,10 @@
 | bodyFormat | ``raw`` (default) or ``text`` (adds ``body_text``) |
 | includeFiltered | ``true``: also rows for messages the subscription filters out, with ``matched = false`` |
 | accessKey / secretKey | RocketMQ ACL credentials (prefer the Dagster resource, which reads them from the environment) |
+| accessKeyEnv / secretKeyEnv | instead: the environment variables holding them, read by each Spark worker (the keys never travel in Spark) |
+| tls | true: TLS to the name servers and brokers (default false) |
+| tlsCaFile / tlsCertFile / tlsKeyFile | PEM files (paths readable where the tasks run): the CA to trust (default: the system's), the client certificate and its key for servers that require one |
+| tlsVerifyHostname | false turns the check of the server certificate's name off (test clusters only; default true) |
 | plan | internal: an explicit JSON list of chunks, used by rocketlake's pipeline |
 """
 
@@ -27,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocketlake.resources.rocketmq.message_queue import OffsetRange
+from rocketlake.resources.rocketmq.tls import TlsSettings
 
 
 class SourceOptionError(ValueError):
@@ -70,6 +75,9 @@ class SourceOptions:
     include_filtered: bool = False
     access_key: str | None = field(default=None, repr=False)
     secret_key: str | None = field(default=None, repr=False)
+    access_key_env: str | None = None  # ... or the environment variables holding them, read in each worker
+    secret_key_env: str | None = None
+    tls: TlsSettings | None = None
     plan: list[PlannedRange] | None = field(default=None, repr=False)
 
     @property
@@ -145,5 +153,29 @@ def parse_options(raw: Any) -> SourceOptions:
         include_filtered=options.get("includefiltered", "false").lower() == "true",
         access_key=options.get("accesskey"),
         secret_key=options.get("secretkey"),
+        access_key_env=options.get("accesskeyenv"),
+        secret_key_env=options.get("secretkeyenv"),
+        tls=_tls(options),
         plan=plan,
     )
+
+
+def _tls(options: dict[str, str]) -> TlsSettings | None:
+    """``tls`` (true/false) with ``tlsCaFile``, ``tlsCertFile``, ``tlsKeyFile``, ``tlsVerifyHostname`` (the cluster's
+    TLS settings, ``TlsSettings.options``): paths, which must be readable where the tasks run."""
+    flag = options.get("tls", "false").lower()
+    if flag not in ("true", "false"):
+        raise SourceOptionError(f"option tls={options['tls']!r} is not allowed; allowed: true, false")
+    if flag == "false":
+        extra = [k for k in ("tlscafile", "tlscertfile", "tlskeyfile", "tlsverifyhostname") if k in options]
+        if extra:
+            raise SourceOptionError(f"options {', '.join(extra)} need tls=true")
+        return None
+    verify = options.get("tlsverifyhostname", "true").lower()
+    if verify not in ("true", "false"):
+        raise SourceOptionError(f"option tlsVerifyHostname={verify!r} is not allowed; allowed: true, false")
+    try:
+        return TlsSettings(options.get("tlscafile"), options.get("tlscertfile"), options.get("tlskeyfile"),
+                           verify == "true")
+    except ValueError as exc:
+        raise SourceOptionError(f"options tlsCertFile/tlsKeyFile: {exc}") from None

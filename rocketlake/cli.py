@@ -22,13 +22,21 @@ from rocketlake.resources.local.spec import BrokerSpec, ClusterSpec, default_sta
 
 
 def _cluster_spec(args: argparse.Namespace) -> ClusterSpec:
+    from rocketlake.resources.local.peers import tls_marker
+    from rocketlake.resources.local.process import ManagedProcess
+    from rocketlake.resources.local.spec import TlsSpec
+
     ports = [int(p) for p in args.broker_ports.split(",")]
     names = [f"broker-{chr(ord('a') + i)}" for i in range(len(ports))]
+    state_dir = Path(args.state_dir).absolute()
+    # TLS when asked (`local up --tls`), and for every command while a cluster started that way runs.
+    running_tls = tls_marker(state_dir).exists() and ManagedProcess("namesrv", state_dir).pid() is not None
     return ClusterSpec(
-        state_dir=Path(args.state_dir).absolute(),
+        state_dir=state_dir,
         store_root=Path(args.store_dir).absolute() if args.store_dir else None,
         namesrv_port=args.namesrv_port,
         brokers=tuple(BrokerSpec(n, p) for n, p in zip(names, ports)),
+        tls=TlsSpec() if getattr(args, "tls", False) or running_tls else None,
     )
 
 
@@ -71,7 +79,7 @@ def _create_topics(cluster, config_path: Path) -> None:
     from rocketlake.resources.rocketmq.errors import TopicNotExist
 
     config = load_config(config_path)
-    client = RocketMQClient(cluster.spec.namesrv_address)
+    client = RocketMQClient(cluster.spec.namesrv_address, tls=cluster.spec.tls_settings())
     try:
         for ingestion in config.ingestions.values():
             if config.clusters[ingestion.cluster].namesrv != cluster.spec.namesrv_address:
@@ -122,6 +130,13 @@ def _local(args: argparse.Namespace) -> int:
         print(f"starting the local RocketMQ cluster (state in {cluster.spec.state_dir}) ...", flush=True)
         status = cluster.up(progress=lambda line: print(line, flush=True))
         print(status.render(cluster.spec.cluster_name))
+        if cluster.spec.tls is not None:
+            import yaml
+
+            tls = cluster.spec.tls_settings()
+            block = {"namesrv": cluster.spec.namesrv_address, "tls": {"ca_file": tls.ca_file}}
+            print(f"TLS enforced (CA in {cluster.spec.tls_dir}); use it with "
+                  f"{yaml.safe_dump({'clusters': {'local': block}}, default_flow_style=True).strip()} in rocketlake.yaml")
         if spark is not None:
             print(f"starting a Spark standalone master and {spark.spec.workers} workers ...", flush=True)
             print(spark.up(progress=lambda line: print(line, flush=True)).render())
@@ -253,7 +268,8 @@ def _client(config, ingestion):
                            f"${cluster.secret_key_env}")
         credentials = Credentials(key, secret)
     timeout_ms = ingestion.mq_client_api_timeout or RocketMQResource.model_fields["timeout_ms"].default
-    return RocketMQClient(cluster.namesrv, credentials=credentials, timeout=timeout_ms / 1000)
+    return RocketMQClient(cluster.namesrv, credentials=credentials, timeout=timeout_ms / 1000,
+                          tls=cluster.tls.settings() if cluster.tls is not None else None)
 
 
 @contextmanager
@@ -464,6 +480,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "<state-dir>/postgres, or /var/tmp/rocketlake-postgres when run as root)")
     local.add_argument("--postgres-port", type=int, default=5432,
                        help="with --postgres: its port on 127.0.0.1 (default: 5432)")
+    local.add_argument("--tls", action="store_true",
+                       help="the name server and brokers take TLS only (tls.server.mode=enforcing), with certificates "
+                            "of a CA of their own kept in <state-dir>/tls")
     local.add_argument("--s3", action="store_true",
                        help="also an S3-compatible object store for the lake (versitygw, built once from its Go "
                             "module), with a bucket 'lake'; state in <state-dir>/s3")

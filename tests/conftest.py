@@ -87,7 +87,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 #: that file's first test used to wait minutes for them.
 LONGEST = ("test_deployed_stack.py", "test_consumer_group_daemon.py", "test_crash_recovery.py",
            "test_retry_and_dead_letters.py", "test_topic_changes.py", "test_ingestion.py", "test_consumer_group.py",
-           "test_deleted_messages.py", "test_ui.py")
+           "test_deleted_messages.py", "test_rocketmq_security.py", "test_ui.py")
 
 
 def _longest_first(item: pytest.Item) -> int:

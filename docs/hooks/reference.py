@@ -60,8 +60,8 @@ def _allowed(name: str, field, ranges: dict, not_supported: dict) -> str:
 def render() -> str:
     from rocketlake.pipelines import config as c
 
-    sections = [("Top level", c.RocketLakeConfig), ("ClusterConfig", c.ClusterConfig), ("LakeConfig", c.LakeConfig), ("S3Config", c.S3Config),
-                ("SparkConfig", c.SparkConfig), ("IngestionConfig", c.IngestionConfig),
+    sections = [("Top level", c.RocketLakeConfig), ("ClusterConfig", c.ClusterConfig), ("TlsConfig", c.TlsConfig),
+                ("LakeConfig", c.LakeConfig), ("S3Config", c.S3Config), ("SparkConfig", c.SparkConfig), ("IngestionConfig", c.IngestionConfig),
                 ("WindowConfig", c.WindowConfig), ("BodyConfig", c.BodyConfig), ("RunRetryConfig", c.RunRetryConfig)]
     out = []
     for title, model in sections:

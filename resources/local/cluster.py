@@ -117,6 +117,9 @@ class LocalCluster:
 
     def _flags(self, logback: str) -> list[str]:
         flags = jvm_base_flags(self.spec.state_dir, self.spec.home, logback)
+        if self.spec.tls is not None:
+            flags = [f for f in flags if not f.startswith("-Dtls.server.mode=")]
+            flags += self.spec.tls.server_flags(self.spec.tls_dir)
         if self.spec.is_4x:
             # 4.9 reads its disk-full threshold from a system property, uncapped (5.x clamps it to 0.9).
             flags.append("-Drocketmq.broker.diskSpaceWarningLevelRatio=0.98")
@@ -125,6 +128,14 @@ class LocalCluster:
     def _prepare_dirs(self) -> None:
         for d in (self.spec.state_dir, self.spec.home, self.spec.log_dir, self.spec.state_dir / "namesrv"):
             d.mkdir(parents=True, exist_ok=True)
+        marker = peers.tls_marker(self.spec.state_dir)
+        if self.spec.tls is not None:
+            from rocketlake.resources.local.certificates import local_certificates
+
+            local_certificates(self.spec.tls_dir)  # made once, kept with the state
+            marker.write_text("enforcing\n")  # the Java peers of this state directory speak TLS
+        else:
+            marker.unlink(missing_ok=True)
         for relative, text in self.spec.home_files().items():
             (self.spec.home / relative).parent.mkdir(parents=True, exist_ok=True)
             (self.spec.home / relative).write_text(text)
@@ -170,7 +181,7 @@ class LocalCluster:
         from rocketlake.resources.rocketmq.namesrv import NameServerClient
 
         try:
-            info = NameServerClient(self.spec.namesrv_address, timeout=2.0).cluster_info()
+            info = NameServerClient(self.spec.namesrv_address, timeout=2.0, tls=self.spec.tls_settings()).cluster_info()
         except RocketMQError:
             return {}
         names = set(info.cluster_addr_table.get(self.spec.cluster_name, ()))
@@ -215,7 +226,8 @@ class LocalCluster:
         from rocketlake.resources.rocketmq.namesrv import NameServerClient
 
         try:
-            route = NameServerClient(self.spec.namesrv_address, timeout=2.0).topic_route(topic)
+            route = NameServerClient(self.spec.namesrv_address, timeout=2.0,
+                                     tls=self.spec.tls_settings()).topic_route(topic)
         except RocketMQError:
             return {}
         return {q.broker_name: q.write_queue_nums for q in route.queue_datas}

@@ -84,12 +84,29 @@ def build(program: str = SERVER_MAIN, version: str = jars.ROCKETMQ_VERSION) -> s
     return f"{out}:{lib_cp}"
 
 
+def tls_marker(state_dir: Path) -> Path:
+    """Present while the cluster of ``state_dir`` enforces TLS (``LocalCluster.up`` keeps it): its peers speak TLS."""
+    return state_dir / "tls" / "enforced"
+
+
+def tls_client_flags(state_dir: Path) -> list[str]:
+    """The Java client's TLS switches (TlsSystemConfig: JVM properties only) for the cluster of ``state_dir``: TLS on,
+    the local CA trusted, the local client certificate offered to servers that ask for one; none for a plain one."""
+    if not tls_marker(state_dir).exists():
+        return []
+    folder = state_dir / "tls"
+    return ["-Dtls.enable=true", "-Dtls.test.mode.enable=false", "-Dtls.client.authServer=true",
+            f"-Dtls.client.trustCertPath={folder / 'ca.pem'}", f"-Dtls.client.certPath={folder / 'client.pem'}",
+            f"-Dtls.client.keyPath={folder / 'client.key'}"]
+
+
 def java_command(program: str, state_dir: Path, args: list[str], version: str = jars.ROCKETMQ_VERSION) -> list[str]:
     """A JVM of its own for ``program`` (the push consumers, which live as long as a test needs them)."""
     java = jars.require_tool("java", "run the Java peer programs")
     logs = state_dir / "logs" / "peers"
     return [java, *TOOL_HEAP, f"-Drocketmq.client.logRoot={logs}", "-Drocketmq.client.logUseSlf4j=false",
             f"-Duser.home={state_dir}", "-Drmq.logback.configurationFile=rmq.client.logback.xml",
+            f"-Drocketmq.home.dir={state_dir / 'home'}", *tls_client_flags(state_dir),
             "-cp", build(program, version), program, *args]
 
 
@@ -104,7 +121,7 @@ def server_command(state_dir: Path, version: str, token: str) -> list[str]:
     allow_sm = ["-Djava.security.manager=allow"] if feature is not None and 18 <= feature < 24 else []
     return [java, *TOOL_HEAP, *jvm_base_flags(state_dir, state_dir / "home", "rmq.tools.logback.xml"),
             f"-Drocketmq.client.logRoot={logs}", "-Drocketmq.client.logUseSlf4j=false", "-Dfile.encoding=UTF-8",
-            "-XX:+DisplayVMOutputToStderr", *allow_sm,
+            "-XX:+DisplayVMOutputToStderr", *allow_sm, *tls_client_flags(state_dir),
             "-cp", build(SERVER_MAIN, version), SERVER_MAIN, token, str(SERVER_IDLE_EXIT_S)]
 
 

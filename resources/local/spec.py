@@ -13,8 +13,12 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rocketlake.resources.jars import ROCKETMQ_VERSION
+
+if TYPE_CHECKING:
+    from rocketlake.resources.rocketmq.tls import TlsSettings
 
 LOOPBACK = "127.0.0.1"
 
@@ -59,6 +63,30 @@ class AclSpec:
 _ACL_KEY = re.compile(r"[A-Za-z0-9_.-]{7,}")
 
 
+@dataclass(frozen=True)
+class TlsSpec:
+    """The name server and brokers take TLS only (``tls.server.mode=enforcing``), with certificates of the local
+    runtime's CA kept in ``<state>/tls`` (``resources.local.certificates``): clients must speak TLS and trust that
+    CA. With ``require_client_certificate`` the servers also demand a client certificate the CA signed
+    (``tls.server.need.client.auth=require``). The brokers, clients of the name server, check its certificate too.
+    """
+
+    require_client_certificate: bool = False
+
+    def server_flags(self, folder: Path) -> list[str]:
+        """The JVM system properties (TlsSystemConfig reads nothing else; broker.conf keys have no TLS effect).
+        ``tls.test.mode.enable`` defaults to true, which ignores the certificate files for a self-signed one."""
+        flags = ["-Dtls.server.mode=enforcing", "-Dtls.test.mode.enable=false",
+                 f"-Dtls.server.certPath={folder / 'server.pem'}", f"-Dtls.server.keyPath={folder / 'server.key'}",
+                 # the broker as a client of the name server (TLS on by itself in enforcing mode)
+                 "-Dtls.client.authServer=true", f"-Dtls.client.trustCertPath={folder / 'ca.pem'}"]
+        if self.require_client_certificate:
+            flags += ["-Dtls.server.need.client.auth=require", "-Dtls.server.authClient=true",
+                      f"-Dtls.server.trustCertPath={folder / 'ca.pem'}",
+                      f"-Dtls.client.certPath={folder / 'client.pem'}", f"-Dtls.client.keyPath={folder / 'client.key'}"]
+        return flags
+
+
 def default_state_dir() -> Path:
     return Path(os.environ.get("ROCKETLAKE_LOCAL_DIR", ".rocketlake/local")).absolute()
 
@@ -88,6 +116,8 @@ class ClusterSpec:
     version: str = ROCKETMQ_VERSION
     #: Brokers accept only requests signed for this account (None: no ACL, the default).
     acl: AclSpec | None = None
+    #: The name server and brokers enforce TLS (None: plain TCP, the default).
+    tls: TlsSpec | None = None
     #: Broker properties rendered last, overriding the defaults (e.g. :data:`SHORT_RETENTION`).
     extra_broker_properties: tuple[tuple[str, object], ...] = ()
 
@@ -107,6 +137,22 @@ class ClusterSpec:
     @property
     def log_dir(self) -> Path:
         return self.state_dir / "logs"
+
+    @property
+    def tls_dir(self) -> Path:
+        return self.state_dir / "tls"
+
+    def tls_settings(self) -> "TlsSettings | None":
+        """What a client of this cluster needs: TLS trusting the local CA (and its client certificate when the
+        servers require one); None for a plain cluster."""
+        if self.tls is None:
+            return None
+        from rocketlake.resources.rocketmq.tls import TlsSettings
+
+        folder = self.tls_dir
+        if self.tls.require_client_certificate:
+            return TlsSettings(str(folder / "ca.pem"), str(folder / "client.pem"), str(folder / "client.key"))
+        return TlsSettings(str(folder / "ca.pem"))
 
     def broker(self, name: str) -> BrokerSpec:
         for b in self.brokers:
@@ -136,10 +182,14 @@ class ClusterSpec:
         return {**self.logback_files(), **self.acl_files()}
 
     def acl_files(self) -> dict[str, str]:
-        """``conf/plain_acl.yml``, where the 4.9 broker's PlainPermissionManager reads accounts."""
-        if self.acl is None or not self.is_4x:
+        """``conf/tools.yml``, the account mqadmin (and the Java peers, PeerAcl.java) sign with, and on 4.9
+        ``conf/plain_acl.yml``, where the broker's PlainPermissionManager reads accounts."""
+        if self.acl is None:
             return {}
-        return {"conf/plain_acl.yml": (
+        tools = {"conf/tools.yml": f"accessKey: {self.acl.access_key}\nsecretKey: {self.acl.secret_key}\n"}
+        if not self.is_4x:
+            return tools
+        return {**tools, "conf/plain_acl.yml": (
             "accounts:\n"
             f"  - accessKey: {json.dumps(self.acl.access_key)}\n"
             f"    secretKey: {json.dumps(self.acl.secret_key)}\n"

@@ -17,6 +17,7 @@ Picklable: only the configuration travels (routes and brokers are re-learnt in t
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import threading
@@ -37,6 +38,7 @@ from .pools import PrivateConnections
 from .pull import PullResult
 from .retry import Backoff, ExponentialBackoff, call_with_retries, is_retriable
 from .send import DEFAULT_PRODUCER_GROUP, OutgoingMessage, SendResult
+from .tls import TlsSettings
 
 __all__ = ["DEFAULT_BACKOFF", "BrokerNotFound", "RocketMQClient"]
 
@@ -84,6 +86,7 @@ class RocketMQClient:
         producer_group: str = DEFAULT_PRODUCER_GROUP,
         private_connections: bool = False,
         sleep: Callable[[float], None] = time.sleep,
+        tls: TlsSettings | None = None,
     ) -> None:
         if timeout <= 0:
             raise InvalidArgument(f"timeout must be > 0 seconds, got {timeout}")
@@ -95,7 +98,8 @@ class RocketMQClient:
         self.producer_group = producer_group
         self._sleep = sleep
         self._rpc_hook = AclClientRPCHook(credentials) if credentials is not None else None
-        self.namesrv = NameServerClient(namesrv, timeout=timeout, rpc_hook=self._rpc_hook)
+        self.tls = tls
+        self.namesrv = NameServerClient(namesrv, timeout=timeout, rpc_hook=self._rpc_hook, tls=tls)
         #: the name server address(es) as one string, ``host:port[;host:port]``: which cluster this is
         self.namesrv_address = namesrv if isinstance(namesrv, str) else ";".join(namesrv)
         self._lock = threading.Lock()
@@ -104,16 +108,18 @@ class RocketMQClient:
         self._brokers: dict[str, BrokerClient] = {}  # by address
         self._round_robin = itertools.count()
         self.private_connections = private_connections
-        self._connections = PrivateConnections() if private_connections else get_connection
+        self._connections = PrivateConnections(tls) if private_connections else functools.partial(get_connection,
+                                                                                                  tls=tls)
 
     def __repr__(self) -> str:
-        return f"RocketMQClient({';'.join(self.namesrv.addresses)!r}, timeout={self.timeout:g})"
+        return (f"RocketMQClient({';'.join(self.namesrv.addresses)!r}, timeout={self.timeout:g}"
+                f"{', tls' if self.tls is not None else ''})")
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
             _rebuild,
             (self._namesrv_addrs, self.credentials, self.timeout, self.backoff, self.route_ttl, self.producer_group,
-             self.private_connections),
+             self.private_connections, self.tls),
         )
 
     def close(self) -> None:
@@ -500,8 +506,9 @@ def _rebuild(
     route_ttl: float,
     producer_group: str,
     private_connections: bool,
+    tls: TlsSettings | None = None,
 ) -> RocketMQClient:
     return RocketMQClient(
         namesrv, credentials=credentials, timeout=timeout, backoff=backoff, route_ttl=route_ttl,
-        producer_group=producer_group, private_connections=private_connections,
+        producer_group=producer_group, private_connections=private_connections, tls=tls,
     )

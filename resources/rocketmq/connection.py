@@ -29,6 +29,7 @@ import logging
 import os
 import select
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -46,6 +47,7 @@ from .errors import (
     error_for_response,
 )
 from .frame import FLAG_ONEWAY, FLAG_RESPONSE, FrameDecoder, RemotingCommand, encode
+from .tls import TlsSession, TlsSettings, handshake, tls_failure_advice
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -114,10 +116,12 @@ class _Channel:
     has a bound, and the poll interval lets waiters notice a failure from another thread.
     """
 
-    def __init__(self, conn: Connection, sock: socket.socket) -> None:
+    def __init__(self, conn: Connection, sock: socket.socket, tls: TlsSession | None = None) -> None:
         self._conn = conn
         self._address = conn.address
         self._sock = sock
+        self._tls = tls  # frames are sealed into TLS records before the socket and opened after it
+        self._answered = False  # a frame came in: a close from here on is not a refused plain connection
         self._lock = threading.Lock()  # guards _pending and _failure
         self._send_lock = threading.Lock()  # one frame on the wire at a time
         self._lead = threading.Lock()  # held by the one thread reading the socket
@@ -185,6 +189,12 @@ class _Channel:
         if not self._send_lock.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
             raise self._send_timeout(request_code, "another request was still being written")
         try:
+            if self._tls is not None:
+                try:
+                    data = self._tls.seal(data)  # under the send lock: records go out in the order they were made
+                except ssl.SSLError as exc:  # the reader met the peer's alert or close first
+                    self.fail(f"the TLS session ended: {tls_failure_advice(exc)}{self._early_close_hint()}")
+                    self._raise_failed(request_code, exc)
             view = memoryview(data)
             sent = 0
             while sent < len(view):
@@ -197,7 +207,7 @@ class _Channel:
                 except BlockingIOError:
                     pass
                 except OSError as exc:
-                    self.fail(f"send failed: {exc}")
+                    self.fail(f"send failed: {exc}{self._early_close_hint()}")
                     self._raise_failed(request_code, exc)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -207,6 +217,16 @@ class _Channel:
                 self._write_poll.poll(_millis(min(remaining, _POLL_INTERVAL)))
         finally:
             self._send_lock.release()
+
+    def _early_close_hint(self) -> str:
+        """Why a server drops a connection before its first answer, when the cause is the connection's setup."""
+        if self._answered:
+            return ""
+        if self._tls is None:
+            return (" before answering anything: if the server enforces TLS (tls.server.mode=enforcing), configure "
+                    "tls for this cluster")
+        return (" before answering anything over TLS: if the server requires a client certificate "
+                "(tls.server.need.client.auth=require), set tls.cert_file and tls.key_file")
 
     def _send_timeout(self, request_code: int, why: str) -> RequestTimeout:
         return RequestTimeout(
@@ -277,18 +297,32 @@ class _Channel:
         try:
             received = self._sock.recv_into(self._chunk, 0, socket.MSG_DONTWAIT)
             if not received:
-                self.fail("the peer closed the connection")
+                self.fail(f"the peer closed the connection{self._early_close_hint()}")
                 return
-            commands = self._decoder.feed(self._chunk[:received])
+            data = self._chunk[:received] if self._tls is None else self._tls.open(self._chunk[:received])
+            commands = self._decoder.feed(data)
+            self._answered = self._answered or bool(commands)
             self.last_active = time.monotonic()
         except BlockingIOError:
+            return
+        except ssl.SSLZeroReturnError:
+            self.fail("the peer closed the TLS session")
+            return
+        except ssl.SSLError as exc:
+            self.fail(f"TLS error: {tls_failure_advice(exc)}")
             return
         except ProtocolError as exc:
             self.fail(f"undecodable data from the peer: {exc}")
             return
         except OSError as exc:
-            self.fail(f"read failed: {exc}")
+            self.fail(f"read failed: {exc}{self._early_close_hint()}")
             return
+        if self._tls is not None and self._tls.wants_write:  # the TLS layer answers the peer (a key update)
+            try:
+                self.send(b"", time.monotonic() + DEFAULT_TIMEOUT, 0)
+            except (ConnectionFailed, RequestTimeout) as exc:
+                self.fail(f"could not answer the peer's TLS message: {exc}")
+                return
         try:
             for command in commands:
                 self._dispatch(command)
@@ -415,9 +449,11 @@ class Connection:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         close_on_timeout: bool = True,
         max_frame_size: int = MAX_FRAME_SIZE,
+        tls: TlsSettings | None = None,
     ) -> None:
         self._host, self._port = split_address(address)
         self._address = address
+        self.tls = tls
         self._connect_timeout = connect_timeout
         self._close_on_timeout = close_on_timeout
         self.max_frame_size = max_frame_size
@@ -446,7 +482,7 @@ class Connection:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "connected" if self.connected else "idle"
-        return f"Connection({self._address!r}, {state})"
+        return f"Connection({self._address!r}, {state}{', tls' if self.tls is not None else ''})"
 
     def __reduce__(self) -> NoReturn:
         raise TypeError(
@@ -577,6 +613,10 @@ class Connection:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+                session = None
+                if self.tls is not None:
+                    session = handshake(sock, self.tls, self._host, self._address,
+                                        time.monotonic() + max(timeout, self._connect_timeout), request_code)
                 sock.settimeout(None)  # blocking mode; every wait is a bounded poll (see _Channel)
             except OSError as exc:
                 sock.close()
@@ -585,7 +625,10 @@ class Connection:
                     address=self._address,
                     request_code=request_code,
                 ) from exc
-            channel = _Channel(self, sock)
+            except ConnectionFailed:
+                sock.close()
+                raise
+            channel = _Channel(self, sock, session)
             channel.start()
             self._channel = channel
             return channel
@@ -656,17 +699,18 @@ def _run_listener(listener: ConsumerIdsChangedListener, request: RemotingCommand
 
 # --------------------------------------------------------------------------- pool
 
-_pool: dict[tuple[int, str], Connection] = {}
+_pool: dict[tuple[int, str, TlsSettings | None], Connection] = {}
 _pool_lock = threading.Lock()
 
 
-def get_connection(address: str) -> Connection:
-    """The shared :class:`Connection` for ``address`` in this process (created lazily, no I/O)."""
-    key = (os.getpid(), address)
+def get_connection(address: str, tls: TlsSettings | None = None) -> Connection:
+    """The shared :class:`Connection` for ``address`` (with ``tls``, or in clear) in this process (created lazily,
+    no I/O)."""
+    key = (os.getpid(), address, tls)
     with _pool_lock:
         connection = _pool.get(key)
         if connection is None or connection.closed:
-            connection = _pool[key] = Connection(address)
+            connection = _pool[key] = Connection(address, tls=tls)
         return connection
 
 

@@ -298,7 +298,8 @@ _ACL_REFUSAL = re.compile(
 )
 _ACL_HINT = (
     "the broker has ACL on and refused this client's credentials: check the AccessKey and SecretKey it "
-    "signs with (e.g. the ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY the resources read)"
+    "signs with (the variables the cluster's access_key_env and secret_key_env name), or set those two keys in "
+    "the cluster's configuration if it signs with none"
 )
 
 

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from .codes import RequestCode, ResponseCode
 from .connection import DEFAULT_TIMEOUT, RPCHook, get_connection, split_address
+from .tls import TlsSettings
 from .errors import InvalidArgument, ProtocolError, RocketMQError, describe_request, error_for_response
 from .frame import RemotingCommand
 
@@ -283,10 +284,12 @@ class NameServerClient:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         rpc_hook: RPCHook | None = None,
+        tls: TlsSettings | None = None,
     ) -> None:
         self._addresses = _split_addresses(addrs)
         self.timeout = timeout
         self.rpc_hook = rpc_hook
+        self.tls = tls
 
     @property
     def addresses(self) -> tuple[str, ...]:
@@ -314,7 +317,7 @@ class NameServerClient:
         failures: list[RocketMQError] = []
         for address in self._addresses:
             try:
-                response = get_connection(address).invoke(request, self.timeout, rpc_hook=self.rpc_hook)
+                response = get_connection(address, self.tls).invoke(request, self.timeout, rpc_hook=self.rpc_hook)
                 return handle(address, response)
             except RocketMQError as exc:
                 failures.append(exc)

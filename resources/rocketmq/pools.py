@@ -14,6 +14,7 @@ import threading
 from typing import Any
 
 from .connection import Connection
+from .tls import TlsSettings
 
 __all__ = ["PrivateConnections"]
 
@@ -25,7 +26,8 @@ class PrivateConnections:
     connections are never used.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, tls: TlsSettings | None = None) -> None:
+        self.tls = tls
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._connections: dict[str, Connection] = {}
@@ -36,7 +38,7 @@ class PrivateConnections:
                 self._pid, self._connections = os.getpid(), {}
             connection = self._connections.get(address)
             if connection is None or connection.closed:
-                connection = self._connections[address] = Connection(address)
+                connection = self._connections[address] = Connection(address, tls=self.tls)
             return connection
 
     def close(self) -> None:
@@ -49,4 +51,4 @@ class PrivateConnections:
                 connection.close()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (PrivateConnections, ())
+        return (PrivateConnections, (self.tls,))

@@ -10,8 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from rocketlake.pipelines.config import TlsConfig
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.errors import ConnectionFailed
+from rocketlake.resources.rocketmq.retry import NO_RETRY
+import yaml
+from pyarrow import fs
 
 from rocketlake.resources.local.cluster import LocalCluster
+from rocketlake.resources.local.s3 import LocalS3
 from rocketlake.resources.local.process import LocalClusterError, ManagedProcess, port_in_use, start_time
 from rocketlake.resources.local.spec import ClusterSpec
 from tests.conftest import free_ports, make_spec
@@ -31,7 +38,7 @@ def cluster_args(spec: ClusterSpec) -> list[str]:
             "--broker-ports", ",".join(str(b.port) for b in spec.brokers)]
 
 
-def test_up_twice_then_down_leaves_nothing_running(tmp_path):
+def test_up_twice_then_down_leaves_nothing_running(tmp_path, local_s3, monkeypatch):
     spec = make_spec(tmp_path / "state")
     args = cluster_args(spec)
     # What a project landed from this store in its default places, from another cluster (the demo's), and what
@@ -45,25 +52,55 @@ def test_up_twice_then_down_leaves_nothing_running(tmp_path):
     (project / ".rocketlake/dagster/history/runs.db").write_text("{}")
     (project / ".rocketlake/demo").mkdir()
     (project / ".rocketlake/demo/rocketlake.yaml").write_text("ingestions: {}")
+    (s3_port,) = free_ports(1)
+    s3 = ["--s3", "--s3-port", str(s3_port)]  # and an S3 server of its own (local_s3: its binary is built)
+    monkeypatch.delenv("ROCKETLAKE_S3_SECRET_KEY")  # the session server's: this one generates its own at `up`
+    env = dict(os.environ)
     try:
-        first = rocketlake("local", "up", *args)
+        first = rocketlake("local", "up", "--tls", *args, *s3, env=env)
         assert first.returncode == 0, first.stderr
         assert first.stdout.count("registered") == 2
         # progress while it starts: one line per process ready
         assert "name server listening on" in first.stdout and first.stdout.count(" is up at ") == 2, first.stdout
+        # TLS enforced with the local CA: the printed cluster block reaches it, a plain client is turned away.
+        printed_tls = first.stdout.split("TLS enforced", 1)[1].split("use it with ", 1)[1].split(" in rocketlake.yaml")[0]
+        ca_file = spec.state_dir / "tls" / "ca.pem"
+        assert yaml.safe_load(printed_tls) == {"clusters": {"local": {"namesrv": spec.namesrv_address,
+                                                                      "tls": {"ca_file": str(ca_file)}}}}
+        tls_client = RocketMQClient(spec.namesrv_address, tls=TlsConfig(ca_file=str(ca_file)).settings())
+        assert set(tls_client.cluster_info().broker_addr_table) == {"broker-a", "broker-b"}
+        with pytest.raises(ConnectionFailed, match="tls.server.mode=enforcing"):
+            RocketMQClient(spec.namesrv_address, timeout=5.0, backoff=NO_RETRY).cluster_info()
+        # The S3 server: its lake section printed, the bucket made, the secret kept out of the output.
+        keys = rocketlake("local", "env", *args, *s3, env=env)
+        assert keys.returncode == 0, keys.stderr
+        secret = dict(line.removeprefix("export ").split("=", 1) for line in keys.stdout.splitlines())[
+            "ROCKETLAKE_S3_SECRET_KEY"]
+        assert len(secret) >= 20 and secret not in first.stdout + first.stderr
+        server = LocalS3(spec.state_dir / "s3", s3_port)
+        printed = first.stdout.split("S3-compatible", 1)[1].split("use it with ", 1)[1].split(" in rocketlake.yaml")[0]
+        assert yaml.safe_load(printed) == {"lake": server.lake_settings()}
+        assert server.lake_settings()["s3"]["endpoint"] == f"http://127.0.0.1:{s3_port}"
+        assert server.secret_key() == secret
+        assert server.filesystem().get_file_info("lake").type == fs.FileType.Directory
         roles = ["namesrv", "broker-a", "broker-b"]
         pids = {r: ManagedProcess(r, spec.state_dir).pid() for r in roles}
+        pids["s3"] = server.process.pid()
         assert all(pids.values()), pids
 
-        second = rocketlake("local", "up", *args)
+        second = rocketlake("local", "up", *args, *s3, env=env)
         assert second.returncode == 0, second.stderr
-        assert {r: ManagedProcess(r, spec.state_dir).pid() for r in roles} == pids  # nothing restarted
+        assert {r: ManagedProcess(r, spec.state_dir).pid() for r in roles} | {"s3": server.process.pid()} == pids
+        assert server.secret_key() == secret  # kept: the second up did not make another
 
-        assert rocketlake("local", "status", *args).returncode == 0
+        status = rocketlake("local", "status", *args, *s3, env=env)  # TLS without --tls: the cluster runs with it
+        assert status.returncode == 0 and status.stdout.count("registered") == 2, status.stdout
     finally:
-        down = rocketlake("local", "down", "--wipe", *args, cwd=project)
+        down = rocketlake("local", "down", "--wipe", *args, cwd=project)  # stops the S3 server without --s3
     assert down.returncode == 0, down.stderr
-    assert "broker-a" in down.stdout and "namesrv" in down.stdout
+    stopped_roles = down.stdout.split("stopped: ", 1)[1].splitlines()[0].split(", ")
+    assert {"broker-a", "namesrv", "s3"} <= set(stopped_roles), down.stdout
+    assert not port_in_use(s3_port)
     assert ("deleted what was landed from the wiped store: .rocketlake/lake/orders, .rocketlake/lake/orders_failures"
             in down.stdout)
     assert sorted(p.name for p in lake.iterdir()) == ["demo_orders"], "the other cluster's landing stays"

@@ -1,4 +1,10 @@
-"""Our ACL 1.0 request signing (resources/rocketmq/acl.py) against real brokers that enforce it.
+"""TLS (resources/rocketmq/tls.py) and ACL 1.0 request signing (resources/rocketmq/acl.py) against real name servers
+and brokers that enforce both: TLS only (``tls.server.mode=enforcing``, certificates of a CA the local runtime made)
+and signed requests only.
+
+TLS: our client speaks it to the name server and the brokers; a client without TLS, or trusting another CA, or a
+name server whose certificate has expired, fails at once with a sentence naming the address and what to set. The
+Java client (``-Dtls.enable=true``, signing with the same account) sends through the same cluster what ours reads.
 
 A client with the right :class:`Credentials` creates a topic, sends, pulls and commits offsets; a
 client without credentials, with the wrong secret or with an unknown access key is refused on each
@@ -6,7 +12,7 @@ broker request it tries, with a typed error naming the broker, the request and t
 and neither secret ever shows up in an error or in our logs.
 
 Each RocketMQ line gets its own small cluster (name server + one broker, on free ports), since the
-session clusters run without ACL:
+session clusters run without TLS and ACL:
 
 * 4.9.7: plain ACL (``aclEnable=true`` + ``${rocketmq.home.dir}/conf/plain_acl.yml``, one admin
   account). A refusal is an ``AclException`` thrown by the broker's RPC hook, which 4.9 answers with
@@ -23,28 +29,46 @@ The name server has no ACL on either line: routes are looked up by every client 
 from __future__ import annotations
 
 import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
 import time
 import uuid
+from datetime import datetime, timedelta, timezone
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import pytest
+import yaml
+from dagster import AssetKey, DagsterInstance
 
 from rocketlake.resources.jars import ROCKETMQ_4_VERSION, ROCKETMQ_VERSION
 from rocketlake.resources.local.cluster import LocalCluster
-from rocketlake.resources.local.spec import AclSpec
+from rocketlake.resources.local import peers
+from rocketlake.resources.local.certificates import issue, local_certificates, new_authority
+from rocketlake.resources.local.spec import AclSpec, TlsSpec
 from rocketlake.resources.rocketmq.acl import Credentials
 from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.connection import Connection
 from rocketlake.resources.rocketmq.errors import (
     BrokerError,
     BrokerSystemError,
+    ConnectionFailed,
     NoPermission,
     TopicNotExist,
 )
+from rocketlake.resources.rocketmq.frame import RemotingCommand
+from rocketlake.resources.rocketmq.tls import TlsSettings
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq.pull import PullStatus
 from rocketlake.resources.rocketmq.send import OutgoingMessage
-from tests.conftest import make_spec
+from tests.conftest import SHORT_DELAY_LEVELS, make_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+DAGSTER = str(Path(sys.executable).parent / "dagster")
 
 pytestmark = pytest.mark.broker
 
@@ -99,8 +123,9 @@ class AclCluster:
     def address(self) -> str:
         return self.cluster.spec.brokers[0].address
 
-    def client(self, credentials: Credentials | None) -> RocketMQClient:
-        return RocketMQClient(self.cluster.spec.namesrv_address, credentials=credentials, timeout=TIMEOUT)
+    def client(self, credentials: Credentials | None, tls: TlsSettings | None = None) -> RocketMQClient:
+        return RocketMQClient(self.cluster.spec.namesrv_address, credentials=credentials, timeout=TIMEOUT,
+                              tls=tls or self.cluster.spec.tls_settings())
 
     def signed(self) -> RocketMQClient:
         return self.client(Credentials(ACCESS_KEY, SECRET_KEY))
@@ -110,13 +135,14 @@ class AclCluster:
 def acl_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclCluster]:
     version = request.param
     spec = make_spec(tmp_path_factory.mktemp(f"acl-{version}"), version=version)
-    spec = replace(spec, brokers=spec.brokers[:1], acl=AclSpec(ACCESS_KEY, SECRET_KEY))
+    spec = replace(spec, brokers=spec.brokers[:1], acl=AclSpec(ACCESS_KEY, SECRET_KEY), tls=TlsSpec(),
+                   extra_broker_properties=SHORT_DELAY_LEVELS)
     cluster = LocalCluster(spec)
     try:
         cluster.up()
         topic = f"acl_{uuid.uuid4().hex[:8]}"
         route = RocketMQClient(spec.namesrv_address, credentials=Credentials(ACCESS_KEY, SECRET_KEY),
-                               timeout=TIMEOUT).create_topic(topic, 2)
+                               timeout=TIMEOUT, tls=spec.tls_settings()).create_topic(topic, 2)
         assert {q.broker_name: q.write_queue_nums for q in route.queue_datas} == {"broker-a": 2}
         yield AclCluster(cluster, topic)
     finally:
@@ -207,3 +233,163 @@ def test_unsigned_or_wrongly_signed_requests_are_refused_without_leaking_secrets
     assert signed.query_consumer_offset(group, mq) == 1
     with pytest.raises(TopicNotExist):
         signed.route(f"acl_denied_{kind}")
+
+
+def test_a_client_without_tls_is_told_the_cluster_enforces_it(acl_cluster: AclCluster) -> None:
+    """The servers close a connection whose first byte is not a TLS handshake: the error says so, at once."""
+    for address in (acl_cluster.cluster.spec.namesrv_address, acl_cluster.address):
+        began = time.monotonic()
+        connection = Connection(address)
+        with pytest.raises(ConnectionFailed) as failed:
+            connection.invoke(RemotingCommand.request(105), TIMEOUT)  # GET_BROKER_CLUSTER_INFO, or anything
+        connection.close()
+        assert address in str(failed.value) and "tls.server.mode=enforcing" in str(failed.value), failed.value
+        assert time.monotonic() - began < TIMEOUT / 2  # refused, not timed out
+
+
+def test_a_client_trusting_another_ca_names_the_address_and_the_setting(acl_cluster: AclCluster, tmp_path) -> None:
+    other = new_authority(tmp_path / "other", "not the cluster's CA")
+    client = acl_cluster.client(Credentials(ACCESS_KEY, SECRET_KEY), TlsSettings(str(other.cert_file)))
+    with pytest.raises(ConnectionFailed) as failed:
+        client.cluster_info()
+    text = str(failed.value)
+    assert acl_cluster.cluster.spec.namesrv_address in text and "not trusted" in text and "tls.ca_file" in text
+
+
+def test_the_java_client_sends_over_tls_what_ours_reads(acl_cluster: AclCluster) -> None:
+    """The official producer with ``-Dtls.enable=true`` (trusting the local CA) and the account's signature, then
+    our client over TLS: the same messages, offsets and ids."""
+    spec = acl_cluster.cluster.spec
+    topic = acl_cluster.topic
+    sent = peers.produce(spec.namesrv_address, spec.state_dir,
+                         [{"topic": topic, "tags": "tls", "body": f"over tls {i}", "broker": "broker-a", "queue_id": 0}
+                          for i in range(5)], version=spec.version)
+    assert len(sent) == 5 and all(s.status == "SEND_OK" for s in sent)
+    client = acl_cluster.signed()
+    mq = MessageQueue(topic, "broker-a", 0)
+    first = min(s.queue_offset for s in sent)
+    wait_for_max_offset(client, mq, first + 5)
+    pulled = client.pull(mq, first, 32, consumer_group="g_tls_reader").messages[:5]
+    assert [(m.msg_id, m.queue_offset, m.body) for m in pulled] == \
+        [(s.msg_id, s.queue_offset, f"over tls {i}".encode()) for i, s in enumerate(sent)]
+
+
+def test_a_name_server_with_an_expired_certificate_is_refused_with_the_reason(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A real name server serving a certificate that expired yesterday, signed by the CA the client trusts."""
+    spec = make_spec(tmp_path_factory.mktemp("expired"))
+    spec = replace(spec, brokers=(), tls=TlsSpec())
+    made = local_certificates(spec.tls_dir)
+    now = datetime.now(timezone.utc)
+    issue(made.ca, spec.tls_dir, "server", not_before=now - timedelta(days=30), not_after=now - timedelta(days=1))
+    cluster = LocalCluster(spec)
+    try:
+        cluster.up()
+        with pytest.raises(ConnectionFailed) as failed:
+            RocketMQClient(spec.namesrv_address, timeout=TIMEOUT, tls=spec.tls_settings()).cluster_info()
+        text = str(failed.value)
+        assert spec.namesrv_address in text and "expired" in text and "renew" in text, text
+    finally:
+        cluster.down(wipe=True)
+
+
+# --------------------------------------------------------------------------------------------
+# A whole ingestion through Dagster on the TLS + ACL cluster, its lake on S3. On 5.3.3 only: both lines take the
+# very same signature (the tests above), and TLS is the same code on both (TlsSystemConfig is identical); what a run
+# adds on top (Spark's workers signing and speaking TLS, send-backs, dead letters) does not differ between them.
+
+ACL_ENV = {"ROCKETLAKE_TEST_ACL_AK": ACCESS_KEY, "ROCKETLAKE_TEST_ACL_SK": SECRET_KEY}
+SIGNATURE_FIELD = re.compile(r"""["']Signature["']\s*[:=]|\bSignature=""")
+
+
+@pytest.mark.stack
+@pytest.mark.parametrize("acl_cluster", [ROCKETMQ_VERSION], indirect=True)
+def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no_secret_shows(
+        acl_cluster: AclCluster, local_s3, tmp_path: Path) -> None:
+    from deltalake import DeltaTable
+    from pyarrow import fs
+
+    from rocketlake.pipelines.config import LakeConfig
+    from rocketlake.pipelines.storage import delta_rs_options
+    from tests.integration.ingestion_support import order, unique, wait_for_next_minute, wait_until, write_config
+
+    spec = acl_cluster.cluster.spec
+    client = acl_cluster.signed()
+    topic, group, table = unique("secure"), unique("g"), unique("t")
+    client.create_topic(topic, 2)
+
+    # The ingestion as a user writes it: keys by variable name, the cluster's CA, the lake on S3.
+    config = write_config(tmp_path / "rocketlake.yaml", acl_cluster.cluster, tmp_path / "unused", {"orders": {
+        "topic": topic, "consumer_group": group, "table": table, "listener": "tests.unit.listeners:fail_poison",
+        "consume_message_batch_max_size": 1, "max_reconsume_times": 0}})  # a failure goes straight to %DLQ%
+    body = yaml.safe_load(config.read_text())
+    body["clusters"]["test"] |= {"access_key_env": "ROCKETLAKE_TEST_ACL_AK", "secret_key_env": "ROCKETLAKE_TEST_ACL_SK",
+                                 "tls": {"ca_file": str(spec.tls_dir / "ca.pem")}}
+    lake = LakeConfig(**local_s3.lake_settings(unique("secure")))
+    body["lake"] = lake.model_dump(exclude_none=True)
+    events = tmp_path / "spark_events"
+    events.mkdir()
+    body["spark"]["conf"] = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(),
+                             "spark.eventLog.compress": "false"}
+    config.write_text(yaml.safe_dump(body))
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(ROOT / "rocketlake" / "dagster.yaml", home / "dagster.yaml")
+    env = dict(os.environ, ROCKETLAKE_CONFIG=str(config), DAGSTER_HOME=str(home), **ACL_ENV)
+
+    # The Java producer, over TLS and signed, sends a minute's orders; one in three is poison.
+    if 60 - time.time() % 60 < 15:  # the orders must all be stored within one minute, the window
+        wait_for_next_minute()
+    minute = int(time.time()) // 60 * 60
+    sent = peers.produce(spec.namesrv_address, spec.state_dir,
+                         [order(i, topic, "poison" if i % 3 == 0 else "TagA") for i in range(9)], version=spec.version)
+    assert {s.status for s in sent} == {"SEND_OK"}
+    assert int(time.time()) // 60 * 60 == minute, "the orders were stored across two minutes (two windows)"
+    window = datetime.fromtimestamp(minute, timezone.utc).strftime("%Y-%m-%d-%H:%M")
+    wait_until(minute + 60 + 3)  # closed: its end plus the grace of 2 s
+    run = subprocess.run([DAGSTER, "asset", "materialize", "-m", "rocketlake.definitions", "--select", table,
+                          "--partition", window], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output[-4000:]
+
+    poison = {s.msg_id for s, i in zip(sent, range(9)) if i % 3 == 0}
+    path = lake.table_path(table)
+    rows = DeltaTable(path, storage_options=delta_rs_options(lake)).to_pyarrow_table(columns=["msg_id"]).to_pylist()
+    assert sorted(r["msg_id"] for r in rows) == sorted(s.msg_id for s in sent if s.msg_id not in poison)
+    # Committed after the landing, as the Java admin API (signed, over TLS) reports them.
+    [stats] = peers.admin(spec.namesrv_address, spec.state_dir, [{"op": "consumeStats", "group": group,
+                                                                   "topic": topic}], version=spec.version)
+    assert stats["ok"], stats
+    ends: dict = {}
+    for s in sent:
+        ends[(s.broker_name, s.queue_id)] = max(ends.get((s.broker_name, s.queue_id), 0), s.queue_offset + 1)
+    assert {(r["broker"], r["queue_id"]): r["consumer_offset"] for r in stats["value"]
+            if (r["broker"], r["queue_id"]) in ends} == ends
+    # Sent back through TLS and ACL: the broker dead-lettered each poison message (max_reconsume_times 0).
+    dlq = [m for mq in client.queues(f"%DLQ%{group}")
+           for m in client.pull(mq, client.get_min_offset(mq), 32, consumer_group=group).messages]
+    assert sorted(m.msg_id for m in dlq) == sorted(poison)  # their UNIQ_KEY, kept through the send-back
+
+    # Nothing a person or a log shipper reads holds the ACL secret, the S3 secret or a request signature.
+    secrets = [SECRET_KEY, os.environ[lake.s3.secret_key_env]]
+    readable = {"the CLI's output": output}
+    with DagsterInstance.from_config(str(home)) as instance:
+        for dagster_run in instance.get_runs():
+            readable[f"run {dagster_run.run_id}'s event log"] = repr(instance.all_logs(dagster_run.run_id))
+        materialization = instance.get_latest_materialization_event(AssetKey(table))
+        assert materialization is not None
+        readable["the asset's metadata"] = repr(materialization.asset_materialization.metadata)
+    spark_logs = [p for p in events.rglob("*") if p.is_file()]
+    assert spark_logs
+    for p in spark_logs:
+        readable[f"Spark's event log {p.name}"] = p.read_text()
+    assert any("BatchScan rocketmq" in p.read_text() for p in spark_logs)  # the reads' plans are in it
+    filesystem = local_s3.filesystem()
+    for info in filesystem.get_file_info(fs.FileSelector(path[len("s3a://"):], recursive=True)):
+        if info.type == fs.FileType.File and "/_delta_log/" in info.path:
+            with filesystem.open_input_stream(info.path) as stream:
+                readable[info.path] = stream.read().decode("utf-8", "replace")
+    for where, text in readable.items():
+        for secret in secrets:
+            assert secret not in text, f"a secret is in {where}"
+        assert not SIGNATURE_FIELD.search(text), f"a request signature is in {where}"

@@ -60,7 +60,9 @@ def test_4x_acl_is_plain_acl_yml_in_rocketmq_home():
     assert props["aclEnable"] == "true"
     assert not (_ACL_KEYS - {"aclEnable"}) & props.keys()  # no 5.x authentication keys
     files = spec.home_files()
-    assert files.keys() == {*spec.logback_files(), "conf/plain_acl.yml"}
+    assert files.keys() == {*spec.logback_files(), "conf/plain_acl.yml", "conf/tools.yml"}
+    # mqadmin and the Java peers sign with the same account (conf/tools.yml, AclUtils' format)
+    assert yaml.safe_load(files["conf/tools.yml"]) == {"accessKey": "rocketlake_ak", "secretKey": "s3cret.Key-1"}
     # PlainPermissionManager reads ${rocketmq.home.dir}/conf/plain_acl.yml: one admin account that no
     # remote address is trusted for (an empty whiteRemoteAddress matches nothing).
     assert yaml.safe_load(files["conf/plain_acl.yml"]) == {"accounts": [
@@ -77,7 +79,9 @@ def test_5x_acl_is_authentication_with_an_initial_user():
     assert props["authenticationProvider"].endswith(".DefaultAuthenticationProvider")
     assert json.loads(props["initAuthenticationUser"]) == {"username": "rocketlake_ak", "password": "s3cret.Key-1"}
     assert "authorizationEnabled" not in props  # authentication only: the account may do everything
-    assert spec.home_files() == spec.logback_files() == {}
+    assert spec.logback_files() == {}
+    assert yaml.safe_load(spec.home_files()["conf/tools.yml"]) == {"accessKey": "rocketlake_ak",
+                                                                   "secretKey": "s3cret.Key-1"}
     # Everything else is rendered as without ACL.
     plain = parse_properties(replace(spec, acl=None).broker_properties(spec.brokers[0]))
     assert {k: v for k, v in props.items() if k not in _ACL_KEYS} == plain

@@ -70,3 +70,28 @@ def test_credentials_repr_hides_secrets_but_pickles_them() -> None:
 def test_credentials_need_both_keys(access_key: str, secret_key: str) -> None:
     with pytest.raises(InvalidArgument, match="access key and secret key"):
         Credentials(access_key, secret_key)
+
+
+def test_the_resource_hands_spark_the_variables_names_never_the_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rocketlake.pipelines.broker_access import _credentials
+    from rocketlake.pipelines.options import SourceOptionError, parse_options
+    from rocketlake.resources.rocketmq_resource import MissingCredentials, RocketMQResource
+
+    resource = RocketMQResource(namesrv="127.0.0.1:9876", access_key_env="RL_TEST_AK", secret_key_env="RL_TEST_SK",
+                                cluster="prod")
+    monkeypatch.delenv("RL_TEST_AK", raising=False)
+    monkeypatch.delenv("RL_TEST_SK", raising=False)
+    with pytest.raises(MissingCredentials, match="cluster 'prod' signs its requests.*RL_TEST_AK and RL_TEST_SK"):
+        resource.source_options()
+    monkeypatch.setenv("RL_TEST_AK", "ak-value-1")
+    monkeypatch.setenv("RL_TEST_SK", "sk-value-secret-1")
+    options = resource.source_options()
+    assert options["accessKeyEnv"] == "RL_TEST_AK" and options["secretKeyEnv"] == "RL_TEST_SK"
+    assert "sk-value-secret-1" not in repr(options) and "ak-value-1" not in repr(options)
+    assert resource.credentials() == Credentials("ak-value-1", "sk-value-secret-1")
+    # A Spark worker resolves them in its own environment...
+    assert _credentials(parse_options({"topic": "t", **options})) == Credentials("ak-value-1", "sk-value-secret-1")
+    # ... and one without them says which variable and where to set it.
+    monkeypatch.delenv("RL_TEST_SK")
+    with pytest.raises(SourceOptionError, match="RL_TEST_SK is not set in this Spark worker.*executors"):
+        _credentials(parse_options({"topic": "t", **options}))

@@ -44,7 +44,7 @@ def test_hint_and_missing_remark_are_spelled_out() -> None:
 
 @pytest.mark.parametrize(
     "code, remark",
-    [  # as the real brokers answer (tests/integration/test_rocketmq_acl.py)
+    [  # as the real brokers answer (tests/integration/test_rocketmq_security.py)
         (1, ("org.apache.rocketmq.acl.common.AclException: Check signature failed for accessKey=rocketlake_ak, "
              "org.apache.rocketmq.acl.plain.PlainPermissionManager.validate(PlainPermissionManager.java:683)")),
         (16, "check signature failed."),
@@ -55,8 +55,9 @@ def test_hint_and_missing_remark_are_spelled_out() -> None:
 def test_an_acl_refusal_says_to_check_the_credentials(code: int, remark: str) -> None:
     text = str(error_for_response(address="a:1", request_code=11, response_code=code, remark=remark))
     assert text.startswith("a:1 answered PULL_MESSAGE(11) with ") and remark in text
-    assert text.endswith("check the AccessKey and SecretKey it signs with "
-                         "(e.g. the ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY the resources read)")
+    assert "check the AccessKey and SecretKey it signs with" in text
+    assert text.endswith("set those two keys in the cluster's configuration if it signs with none")
+    assert "access_key_env and secret_key_env" in text
 
 
 def test_other_refusals_get_no_acl_hint() -> None:

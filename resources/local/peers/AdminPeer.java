@@ -36,7 +36,7 @@ public final class AdminPeer {
         if (args.length != 2 || !args[0].equals("--namesrv")) {
             throw new IllegalArgumentException("usage: AdminPeer --namesrv host:port");
         }
-        DefaultMQAdminExt admin = new DefaultMQAdminExt();
+        DefaultMQAdminExt admin = new DefaultMQAdminExt(PeerAcl.hook());
         admin.setNamesrvAddr(args[1]);
         admin.setInstanceName("admin-peer-" + ProcessHandle.current().pid() + "-" + RUNS.incrementAndGet());
         admin.start();

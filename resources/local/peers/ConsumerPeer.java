@@ -74,7 +74,7 @@ public final class ConsumerPeer {
         boolean filtered = opts.containsKey("subscription");
         // One group and client instance per run: PeerServer runs this class many times in one JVM.
         String run = ProcessHandle.current().pid() + "_" + RUNS.incrementAndGet();
-        DefaultLitePullConsumer consumer = new DefaultLitePullConsumer("rocketlake_peer_consumer_" + run);
+        DefaultLitePullConsumer consumer = new DefaultLitePullConsumer("rocketlake_peer_consumer_" + run, PeerAcl.hook());
         consumer.setNamesrvAddr(opts.get("namesrv"));
         consumer.setInstanceName("consumer-peer-" + run);
         consumer.setAutoCommit(false);

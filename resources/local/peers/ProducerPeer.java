@@ -42,7 +42,8 @@ public final class ProducerPeer {
     static int run(String[] args) throws Exception {
         Map<String, String> opts = parseArgs(args);
         String namesrv = require(opts, "namesrv");
-        DefaultMQProducer producer = new DefaultMQProducer(opts.getOrDefault("group", "rocketlake_peer_producer"));
+        DefaultMQProducer producer = new DefaultMQProducer(opts.getOrDefault("group", "rocketlake_peer_producer"),
+            PeerAcl.hook());
         producer.setNamesrvAddr(namesrv);
         producer.setInstanceName("peer-" + ProcessHandle.current().pid() + "-" + RUNS.incrementAndGet());
         producer.setSendMsgTimeout(Integer.parseInt(opts.getOrDefault("send-timeout-ms", "10000")));
