@@ -18,6 +18,7 @@ from pathlib import Path
 from rocketlake.pipelines.config import ConfigError
 from rocketlake.resources.jars import JarResolutionFailed, ToolMissing
 from rocketlake.resources.local.process import LocalClusterError
+from rocketlake.resources.rocketmq.errors import BrokerError, ConnectionFailed
 from rocketlake.resources.local.spec import BrokerSpec, ClusterSpec, default_state_dir
 
 
@@ -283,7 +284,13 @@ def _group_of(config, ingestion):
     client = _client(config, ingestion)
     try:
         yield group_broker(client, ingestion)
+    except BrokerError as e:
+        if e.hint is None:
+            raise
+        raise _Refused(f"cluster {ingestion.cluster!r} ({namesrv}) refused the request: {e}") from None
     except (ConnectionFailed, RequestTimeout) as e:
+        if "TLS" in str(e) or "tls" in str(e):
+            raise _Refused(f"cluster {ingestion.cluster!r} ({namesrv}) turned the connection away: {e}") from None
         raise _Refused(f"cannot reach RocketMQ ({e}): check that the name server {namesrv} of cluster "
                        f"{ingestion.cluster!r} and its brokers are up (`rocketlake local status` for the local one)"
                        ) from None
@@ -583,6 +590,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (LocalClusterError, ToolMissing, JarResolutionFailed, ConfigError, _Refused) as e:
+        print(f"rocketlake: error: {e}", file=sys.stderr)
+        return 2
+    except (ConnectionFailed, BrokerError) as e:  # a cluster that refuses us (TLS, ACL) or is not there: one sentence
         print(f"rocketlake: error: {e}", file=sys.stderr)
         return 2
 

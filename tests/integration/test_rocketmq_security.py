@@ -393,3 +393,38 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
         for secret in secrets:
             assert secret not in text, f"a secret is in {where}"
         assert not SIGNATURE_FIELD.search(text), f"a request signature is in {where}"
+
+
+def test_the_cli_refuses_a_secure_cluster_it_is_not_configured_for_in_one_sentence(
+        acl_cluster: AclCluster, tmp_path: Path) -> None:
+    """`rocketlake offsets show` (no Spark, no Dagster: what an operator types first) with the TLS block missing, then
+    with the ACL variables unset, then with both: two refusals that name the cluster and the key, then the table."""
+    from tests.integration.ingestion_support import unique, write_config
+
+    spec = acl_cluster.cluster.spec
+    config = write_config(tmp_path / "rocketlake.yaml", acl_cluster.cluster, tmp_path / "lake", {"orders": {
+        "topic": acl_cluster.topic, "consumer_group": unique("g"), "table": unique("t")}})
+    body = yaml.safe_load(config.read_text())
+
+    def offsets_show(cluster: dict, env: dict) -> subprocess.CompletedProcess:
+        body["clusters"]["test"] = {"namesrv": spec.namesrv_address, **cluster}
+        config.write_text(yaml.safe_dump(body))
+        return subprocess.run([sys.executable, "-m", "rocketlake.cli", "offsets", "show", "orders", "--config",
+                               str(config)], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+
+    keys = {"access_key_env": "ROCKETLAKE_TEST_ACL_AK", "secret_key_env": "ROCKETLAKE_TEST_ACL_SK"}
+    tls = {"tls": {"ca_file": str(spec.tls_dir / "ca.pem")}}
+    without_tls = offsets_show(keys, dict(os.environ, **ACL_ENV))
+    assert without_tls.returncode == 2, without_tls.stdout + without_tls.stderr
+    assert "cluster 'test'" in without_tls.stderr and "configure tls" in without_tls.stderr, without_tls.stderr
+    without_keys = offsets_show({**keys, **tls}, {k: v for k, v in os.environ.items() if k not in ACL_ENV})
+    assert without_keys.returncode == 2
+    assert "cluster 'test' uses ACL: set $ROCKETLAKE_TEST_ACL_AK and $ROCKETLAKE_TEST_ACL_SK" in without_keys.stderr
+    unsigned = offsets_show(tls, dict(os.environ))
+    assert unsigned.returncode == 2 and "cluster 'test'" in unsigned.stderr and "access_key_env" in unsigned.stderr, \
+        unsigned.stderr
+    both = offsets_show({**keys, **tls}, dict(os.environ, **ACL_ENV))
+    assert both.returncode == 0, both.stderr
+    assert f"{acl_cluster.topic}" in both.stdout
+    for result in (without_tls, without_keys, unsigned, both):
+        assert SECRET_KEY not in result.stdout + result.stderr and "Traceback" not in result.stderr

@@ -8,10 +8,14 @@ what the Java producer just sent (as tests/integration/test_engine_runs.py does)
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import sys
 import time
 from collections import Counter
 
 import pytest
+import yaml
 from deltalake import DeltaTable
 from pyarrow import fs
 
@@ -112,7 +116,7 @@ def ends(sent) -> dict:
 
 
 def test_windows_land_in_an_s3_lake_once_and_delta_rs_reads_them_with_the_same_settings(
-        local_cluster, local_s3, create_topic, java_producer, spark):
+        local_cluster, local_s3, create_topic, java_producer, spark, tmp_path):
     topic = create_topic(queues=2)
     windows, sent = send_in_windows(java_producer, topic, [12, 20, 7])
     spec = spec_for(local_cluster, local_s3, topic, windows, "r1", max_messages_per_task=5)
@@ -132,6 +136,19 @@ def test_windows_land_in_an_s3_lake_once_and_delta_rs_reads_them_with_the_same_s
     listed = local_s3.filesystem().get_file_info(fs.FileSelector(path[len("s3a://"):], recursive=True))
     assert any(info.path.endswith(".parquet") for info in listed)
     assert any("/_delta_log/" in info.path and info.path.endswith(".json") for info in listed)
+
+    # `rocketlake offsets show` reads the ledger from S3 with the same settings: each queue's last landed window.
+    config = tmp_path / "rocketlake.yaml"
+    config.write_text(yaml.safe_dump({
+        "clusters": {"local": {"namesrv": spec["namesrv"]}}, "lake": spec["lake"],
+        "ingestions": {"orders": {"cluster": "local", "table": spec["table"], "window": {
+            "cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0}, **spec["ingestion"]}}}))
+    shown = subprocess.run([sys.executable, "-m", "rocketlake.cli", "offsets", "show", "orders", "--config",
+                            str(config)], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    queue_lines = [line for line in shown.stdout.splitlines() if line.lstrip().startswith(topic)]
+    assert len(queue_lines) == 4 and all(re.search(r" w[123] ", line) for line in queue_lines), shown.stdout
+    assert any(" w3 " in line for line in queue_lines), shown.stdout
 
     # Compaction rewrites the day's small files (max_messages_per_task=5: several per window) on S3 too.
     from rocketlake.pipelines.delta_writer import compact_days
