@@ -18,7 +18,7 @@ from pathlib import Path
 from rocketlake.pipelines.config import ConfigError
 from rocketlake.resources.jars import JarResolutionFailed, ToolMissing
 from rocketlake.resources.local.process import LocalClusterError
-from rocketlake.resources.rocketmq.errors import BrokerError, ConnectionFailed
+from rocketlake.resources.rocketmq.errors import BrokerError, ConnectionFailed, RocketMQError
 from rocketlake.resources.local.spec import BrokerSpec, ClusterSpec, default_state_dir
 
 
@@ -415,6 +415,9 @@ def _member(args: argparse.Namespace) -> int:
         signal.signal(signum, lambda *_: stop.set())
     try:
         Member(client, ingestion, log=lambda line: print(line, flush=True)).run(stop)
+    except RocketMQError as e:  # only a refusal (TLS, ACL) ends a member: Member.run beats again after the others
+        raise _Refused(f"cluster {ingestion.cluster!r} ({config.clusters[ingestion.cluster].namesrv}) turned the "
+                       f"member away: {e}") from None
     finally:
         client.close()
     return 0

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from rocketlake.pipelines.config import IngestionConfig, MessageModel
 from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.errors import RocketMQError
+from rocketlake.resources.rocketmq.errors import ClosedBeforeAnswer, RocketMQError, is_refusal
 from rocketlake.resources.rocketmq.heartbeat import ConsumerData, ConsumeType
 from rocketlake.resources.rocketmq.message import retry_topic
 
@@ -56,6 +56,10 @@ class Member:
             try:
                 now = self.beat()
             except RocketMQError as e:  # a broker restarting must not end the membership: beat again later
+                # ... but a cluster that turns us away (TLS, ACL) will not change its mind, and a first heartbeat
+                # whose connection closes before any answer is what an enforcing TLS server does to a plain client.
+                if is_refusal(e) or (members is None and isinstance(e, ClosedBeforeAnswer)):
+                    raise
                 self.log(f"heartbeat failed ({e}); trying again in {self.every_s:.0f}s")
             else:
                 if now != members:

@@ -39,6 +39,7 @@ from typing import NoReturn, Protocol
 
 from .codes import MAX_FRAME_SIZE, RequestCode, ResponseCode
 from .errors import (
+    ClosedBeforeAnswer,
     ConnectionFailed,
     InvalidArgument,
     ProtocolError,
@@ -122,6 +123,7 @@ class _Channel:
         self._sock = sock
         self._tls = tls  # frames are sealed into TLS records before the socket and opened after it
         self._answered = False  # a frame came in: a close from here on is not a refused plain connection
+        self._closed_unanswered = False  # closed before any answer (``_early_close_hint``)
         self._lock = threading.Lock()  # guards _pending and _failure
         self._send_lock = threading.Lock()  # one frame on the wire at a time
         self._lead = threading.Lock()  # held by the one thread reading the socket
@@ -175,7 +177,7 @@ class _Channel:
             self._pending.pop(opaque, None)
 
     def _raise_failed(self, request_code: int, cause: BaseException | None = None) -> NoReturn:
-        raise ConnectionFailed(
+        raise (ClosedBeforeAnswer if self._closed_unanswered else ConnectionFailed)(
             f"connection to {self._address} broke before {describe_request(request_code)} "
             f"could be sent: {self._failure}",
             address=self._address,
@@ -219,9 +221,11 @@ class _Channel:
             self._send_lock.release()
 
     def _early_close_hint(self) -> str:
-        """Why a server drops a connection before its first answer, when the cause is the connection's setup."""
+        """Why a server drops a connection before its first answer, when the cause is the connection's setup (the
+        channel's failure is then a ``ClosedBeforeAnswer``)."""
         if self._answered:
             return ""
+        self._closed_unanswered = True
         if self._tls is None:
             return (" before answering anything: if the server enforces TLS (tls.server.mode=enforcing), configure "
                     "tls for this cluster")
@@ -353,9 +357,10 @@ class _Channel:
             pending, self._pending = self._pending, {}
             # Every pending call is failed *before* the failure is published: a waiter that sees
             # _failure stop its wait must find its future already done.
+            failed = ClosedBeforeAnswer if self._closed_unanswered else ConnectionFailed
             for future, request_code in pending.values():
                 future.set_exception(
-                    ConnectionFailed(
+                    failed(
                         f"connection to {self._address} broke while waiting for "
                         f"{describe_request(request_code)}: {reason}",
                         address=self._address,

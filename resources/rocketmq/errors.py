@@ -119,6 +119,20 @@ class ConnectionFailed(RocketMQError):
     retriable = True
 
 
+class ConnectionTurnedAway(ConnectionFailed):
+    """The TLS handshake failed: an untrusted or expired certificate, a name the certificate lacks, a client
+    certificate the server wants, TLS off at the server. Repeating the call cannot help: the cluster's ``tls``
+    settings (or the server's certificate) must change."""
+
+    retriable = False
+
+
+class ClosedBeforeAnswer(ConnectionFailed):
+    """The server closed a new connection before answering anything. A server that enforces TLS does this to a plain
+    client at its first byte; so does one that crashed at that moment. Retried like any broken connection; a process
+    whose very first call meets it (a member starting) stops and says what to configure."""
+
+
 class RequestTimeout(RocketMQError):
     """No response arrived within the call's timeout.
 
@@ -301,6 +315,15 @@ _ACL_HINT = (
     "signs with (the variables the cluster's access_key_env and secret_key_env name), or set those two keys in "
     "the cluster's configuration if it signs with none"
 )
+
+
+def is_refusal(exc: BaseException) -> bool:
+    """Whether the cluster turned this client away for what it is, not for a passing state: TLS it lacks or fails
+    (the connection's sentence names tls), an ACL refusal of its signature. Retrying cannot help; a person must
+    change the configuration."""
+    if isinstance(exc, BrokerError):
+        return exc.hint == _ACL_HINT
+    return isinstance(exc, ConnectionTurnedAway)
 
 
 def error_for_response(

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from .errors import InvalidArgument, RocketMQError
+from .errors import InvalidArgument, RocketMQError, is_refusal
 
 __all__ = [
     "NO_RETRY",
@@ -74,8 +74,9 @@ NO_RETRY = ExponentialBackoff(retries=0)
 
 
 def is_retriable(exc: BaseException) -> bool:
-    """True for a :class:`RocketMQError` whose class says a later identical call may succeed."""
-    return isinstance(exc, RocketMQError) and type(exc).retriable
+    """True for a :class:`RocketMQError` whose class says a later identical call may succeed, unless the cluster
+    turned this client away for its TLS or its signature (``errors.is_refusal``): that answer does not change."""
+    return isinstance(exc, RocketMQError) and type(exc).retriable and not is_refusal(exc)
 
 
 def call_with_retries(

@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from .errors import ConnectionFailed, describe_request
+from .errors import ConnectionFailed, ConnectionTurnedAway, describe_request
 
 __all__ = ["TlsSettings", "TlsSession", "handshake"]
 
@@ -126,7 +126,7 @@ def handshake(sock: socket.socket, settings: TlsSettings, host: str, address: st
                 sock.settimeout(max(deadline - time.monotonic(), 0.001))
                 data = sock.recv(_RECORD)
                 if not data:
-                    raise ConnectionFailed(
+                    raise ConnectionTurnedAway(
                         f"the TLS handshake with {address} failed: the server closed the connection without "
                         "answering; its TLS may be off (tls.server.mode=disabled), or it requires a client "
                         "certificate (tls.cert_file and tls.key_file)",
@@ -135,10 +135,10 @@ def handshake(sock: socket.socket, settings: TlsSettings, host: str, address: st
         if outgoing.pending:
             sock.sendall(outgoing.read())
     except ssl.SSLCertVerificationError as exc:
-        raise ConnectionFailed(f"the TLS handshake with {address} failed: {_verify_advice(exc)}", address=address,
+        raise ConnectionTurnedAway(f"the TLS handshake with {address} failed: {_verify_advice(exc)}", address=address,
                                request_code=request_code) from None
     except ssl.SSLError as exc:
-        raise ConnectionFailed(f"the TLS handshake with {address} failed: {exc.reason or exc}; {_alert_advice(exc)}",
+        raise ConnectionTurnedAway(f"the TLS handshake with {address} failed: {exc.reason or exc}; {_alert_advice(exc)}",
                                address=address, request_code=request_code) from None
     except TimeoutError:
         raise ConnectionFailed(
@@ -146,7 +146,7 @@ def handshake(sock: socket.socket, settings: TlsSettings, host: str, address: st
             f"{describe_request(request_code)}): is this a RocketMQ server with TLS on?",
             address=address, request_code=request_code) from None
     except OSError as exc:  # reset mid-handshake: what a server with TLS off does to a ClientHello
-        raise ConnectionFailed(
+        raise ConnectionTurnedAway(
             f"the TLS handshake with {address} failed: {exc}; its TLS may be off (tls.server.mode=disabled), or it "
             "requires a client certificate (tls.cert_file and tls.key_file)",
             address=address, request_code=request_code) from None

@@ -398,7 +398,8 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
 def test_the_cli_refuses_a_secure_cluster_it_is_not_configured_for_in_one_sentence(
         acl_cluster: AclCluster, tmp_path: Path) -> None:
     """`rocketlake offsets show` (no Spark, no Dagster: what an operator types first) with the TLS block missing, then
-    with the ACL variables unset, then with both: two refusals that name the cluster and the key, then the table."""
+    with the ACL variables unset, then unsigned, then with both: refusals that name the cluster and the key, then the
+    table; and `rocketlake member` ends at a refusal instead of beating again forever."""
     from tests.integration.ingestion_support import unique, write_config
 
     spec = acl_cluster.cluster.spec
@@ -406,9 +407,12 @@ def test_the_cli_refuses_a_secure_cluster_it_is_not_configured_for_in_one_senten
         "topic": acl_cluster.topic, "consumer_group": unique("g"), "table": unique("t")}})
     body = yaml.safe_load(config.read_text())
 
-    def offsets_show(cluster: dict, env: dict) -> subprocess.CompletedProcess:
+    def configure(cluster: dict) -> None:
         body["clusters"]["test"] = {"namesrv": spec.namesrv_address, **cluster}
         config.write_text(yaml.safe_dump(body))
+
+    def offsets_show(cluster: dict, env: dict) -> subprocess.CompletedProcess:
+        configure(cluster)
         return subprocess.run([sys.executable, "-m", "rocketlake.cli", "offsets", "show", "orders", "--config",
                                str(config)], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
 
@@ -423,8 +427,16 @@ def test_the_cli_refuses_a_secure_cluster_it_is_not_configured_for_in_one_senten
     unsigned = offsets_show(tls, dict(os.environ))
     assert unsigned.returncode == 2 and "cluster 'test'" in unsigned.stderr and "access_key_env" in unsigned.stderr, \
         unsigned.stderr
+    # A member (`rocketlake member`, heartbeats until stopped) does not beat again and again at a refusal: it ends.
+    configure(keys)  # no tls
+    began = time.monotonic()
+    member = subprocess.run([sys.executable, "-m", "rocketlake.cli", "member", "orders", "--config", str(config)],
+                            capture_output=True, text=True, timeout=120, env=dict(os.environ, **ACL_ENV), cwd=tmp_path)
+    assert member.returncode == 2 and "cluster 'test'" in member.stderr and "turned the member away" in member.stderr, \
+        member.stdout + member.stderr
+    assert time.monotonic() - began < 60
     both = offsets_show({**keys, **tls}, dict(os.environ, **ACL_ENV))
     assert both.returncode == 0, both.stderr
     assert f"{acl_cluster.topic}" in both.stdout
-    for result in (without_tls, without_keys, unsigned, both):
+    for result in (without_tls, without_keys, unsigned, member, both):
         assert SECRET_KEY not in result.stdout + result.stderr and "Traceback" not in result.stderr

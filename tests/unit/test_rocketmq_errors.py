@@ -184,3 +184,16 @@ def test_code_names_for_messages() -> None:
     assert codes.request_name(4242) == "UNKNOWN_REQUEST"
     assert codes.response_name(26) == "SUBSCRIPTION_GROUP_NOT_EXIST"
     assert codes.MAX_FRAME_SIZE == 16_777_216 and codes.CURRENT_VERSION == 479
+
+
+def test_a_refusal_for_tls_or_a_signature_is_not_retried() -> None:
+    from rocketlake.resources.rocketmq.errors import ConnectionFailed, ConnectionTurnedAway, is_refusal
+    from rocketlake.resources.rocketmq.retry import is_retriable
+
+    acl = error_for_response(address="a:1", request_code=34, response_code=16, remark="check signature failed.")
+    untrusted = ConnectionTurnedAway("the TLS handshake with a:1 failed: its certificate is not trusted",
+                                     address="a:1", request_code=34)
+    restart = ConnectionFailed("cannot connect to a:1 for HEART_BEAT(34): [Errno 111] Connection refused",
+                               address="a:1", request_code=34)
+    assert is_refusal(acl) and is_refusal(untrusted) and not is_refusal(restart)
+    assert not is_retriable(untrusted) and not is_retriable(acl) and is_retriable(restart)

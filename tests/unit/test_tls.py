@@ -156,3 +156,16 @@ def test_tls_configuration_errors_name_the_key(tmp_path):
         TlsConfig(ca_file=str(tmp_path / "missing.pem"))
     with pytest.raises(ValueError, match="cert_file and key_file go together"):
         TlsConfig(cert_file=str(tmp_path / "c.pem"))
+
+
+def test_a_failed_handshake_is_not_retried(pki):
+    """A handshake that fails is a ConnectionTurnedAway, which nothing retries: only new settings help."""
+    from rocketlake.resources.rocketmq.errors import ConnectionTurnedAway
+    from rocketlake.resources.rocketmq.retry import is_retriable
+
+    with responder(pki.server) as port, pytest.raises(ConnectionTurnedAway) as failed:
+        call(port, TlsSettings(str(new_authority(pki.ca.cert_file.parent / "x", "x").cert_file)))
+    assert not is_retriable(failed.value)
+    with responder(None) as port, pytest.raises(ConnectionTurnedAway) as failed:
+        call(port, TlsSettings(str(pki.ca.cert_file)))
+    assert not is_retriable(failed.value)
