@@ -305,7 +305,7 @@ SIGNATURE_FIELD = re.compile(r"""["']Signature["']\s*[:=]|\bSignature=""")
 @pytest.mark.stack
 @pytest.mark.parametrize("acl_cluster", [ROCKETMQ_VERSION], indirect=True)
 def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no_secret_shows(
-        acl_cluster: AclCluster, local_s3, tmp_path: Path) -> None:
+        acl_cluster: AclCluster, local_s3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from deltalake import DeltaTable
     from pyarrow import fs
 
@@ -370,9 +370,32 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
            for m in client.pull(mq, client.get_min_offset(mq), 32, consumer_group=group).messages]
     assert sorted(m.msg_id for m in dlq) == sorted(poison)  # their UNIQ_KEY, kept through the send-back
 
+    # The sensors a daemon would tick (lag, retry backlog), through TLS and signed: their observations are read too.
+    from dagster import build_sensor_context
+
+    from rocketlake.pipelines.config import load_config
+    from rocketlake.assets.definitions import build_definitions
+    from rocketlake.resources.rocketmq_resource import RocketMQResource
+
+    for key, value in ACL_ENV.items():
+        monkeypatch.setenv(key, value)
+    defs = build_definitions(load_config(config))
+    resource = RocketMQResource(namesrv=spec.namesrv_address, cluster="test", access_key_env="ROCKETLAKE_TEST_ACL_AK",
+                                secret_key_env="ROCKETLAKE_TEST_ACL_SK", tls=True,
+                                tls_ca_file=str(spec.tls_dir / "ca.pem"))
+    observations = []
+    with DagsterInstance.from_config(str(home)) as instance:
+        for name in ("lag", "retry_backlog"):
+            sensor = defs.get_sensor_def(f"{table}_{name}")
+            result = sensor.evaluate_tick(build_sensor_context(instance=instance, definitions=defs,
+                                                               resources={"rocketmq_test": resource},
+                                                               sensor_name=sensor.name))
+            observations += result.asset_events
+    assert observations and all(o.metadata for o in observations)
+
     # Nothing a person or a log shipper reads holds the ACL secret, the S3 secret or a request signature.
     secrets = [SECRET_KEY, os.environ[lake.s3.secret_key_env]]
-    readable = {"the CLI's output": output}
+    readable = {"the CLI's output": output, "the sensors' observations": repr(observations)}
     with DagsterInstance.from_config(str(home)) as instance:
         for dagster_run in instance.get_runs():
             readable[f"run {dagster_run.run_id}'s event log"] = repr(instance.all_logs(dagster_run.run_id))
