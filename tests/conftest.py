@@ -179,12 +179,24 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         write(f"{'total':<8} {total_s / 60:6.1f} min (.ci/run from its start)")
 
 
+_PORTS_FROM = 12_000
+
+
+def _ephemeral_ports_start() -> int:
+    """Where the kernel's ephemeral ports begin: every outgoing connection (a client of a broker, Spark, Dagster) takes
+    one of those, so a server port chosen among them can be taken between the check and the bind."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
 def free_ports(count: int, *, block: int = 1) -> list[int]:
     """``count`` ports p, each with p-2 .. p+block-1 free too (a broker uses p-2, p and p+1)."""
     chosen: list[int] = []
     taken: set[int] = set()
     for _ in range(10_000):
-        p = _rng.randrange(20_000, 60_000)
+        p = _rng.randrange(_PORTS_FROM, _ephemeral_ports_start() - block)
         span = set(range(p - 2, p + block))
         if span & taken or any(port_in_use(q) for q in span):
             continue
