@@ -57,7 +57,16 @@ from rocketlake.pipelines.orderly import LockLost, OutOfOrder, QueuesLocked
 from rocketlake.pipelines.run import Committed, Landed, RunRequest, Unbalanced, check_closed
 from rocketlake.pipelines.run import run as engine_run
 from rocketlake.pipelines.windows import MessagesDeleted, Window, WindowNotClosed, to_ms
-from rocketlake.resources.rocketmq.errors import ConnectionFailed, RequestTimeout, TopicNotExist
+from rocketlake.resources.rocketmq.errors import (
+    BrokerError,
+    ClosedBeforeAnswer,
+    ConnectionFailed,
+    ConnectionTurnedAway,
+    RequestTimeout,
+    TopicNotExist,
+    is_refusal,
+)
+from rocketlake.resources.rocketmq_resource import MissingCredentials
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.spark import SparkResource
 
@@ -146,6 +155,12 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetS
         rocketmq = getattr(context.resources, rocketmq_key)
         try:
             yield from run(context, name, cfg, table_path, spark, rocketmq, failures_path, dead_letters, lake)
+        except REFUSED as e:  # the cluster turns this run away for its TLS or its keys: only new settings help
+            raise Failure(description=explain(e, cfg, rocketmq.namesrv), allow_retries=False) from e
+        except BrokerError as e:
+            if not is_refusal(e):  # an ACL refusal keeps its hint; other broker errors keep their own handling
+                raise
+            raise Failure(description=explain(e, cfg, rocketmq.namesrv), allow_retries=False) from e
         except TRANSIENT as e:
             raise Failure(description=explain(e, cfg, rocketmq.namesrv)) from e
         except PERMANENT as e:
@@ -156,6 +171,7 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetS
 
 
 # Errors a later attempt may not meet again (a broker back up, a lock released), and those it would meet again.
+REFUSED = (ConnectionTurnedAway, MissingCredentials)
 TRANSIENT = (ConnectionFailed, RequestTimeout, QueuesLocked, LockLost)
 PERMANENT = (TopicNotExist, MessagesDeleted, ingest.LedgerAheadOfBroker, OutOfOrder, OffsetStoreCorrupt, ListenerError,
              BodySchemaError)
@@ -195,7 +211,7 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
     except WindowNotClosed as e:
         raise Failure(description=str(e), allow_retries=False) from None
     timeout = cfg.mq_client_api_timeout
-    client = rocketmq.client(timeout)
+    client = rocketmq.client(timeout)  # the ACL keys' variables are read here: unset, the run stops before Spark
     spark = spark_resource.session()
     if storage is not None:
         apply_lake(spark, storage)  # S3A's settings and keys in the session's Hadoop configuration, not Spark's
@@ -244,6 +260,12 @@ def landed_events(context: AssetExecutionContext, cfg: IngestionConfig, table_pa
 def explain(error: Exception, cfg: IngestionConfig, namesrv: str) -> str:
     """The one line a person needs for the errors people meet, with what to do."""
     consistent = "The table and the group's offsets stay consistent; run the window again once this is fixed."
+    if isinstance(error, MissingCredentials):
+        return f"{error}. {consistent}"
+    if isinstance(error, (ConnectionTurnedAway, BrokerError)):
+        return f"cluster {cfg.cluster!r} ({namesrv}) turned this run away: {error}. {consistent}"
+    if isinstance(error, ClosedBeforeAnswer):  # TLS enforced and none configured, or a server that just crashed
+        return f"cluster {cfg.cluster!r} ({namesrv}) closed the run's connection at once: {error}. {consistent}"
     if isinstance(error, (ConnectionFailed, RequestTimeout)):
         return (f"cannot reach RocketMQ ({error}). Check that the name server {namesrv} of cluster {cfg.cluster!r} "
                 f"and its brokers are up (`rocketlake local status` for the local one). {consistent}")

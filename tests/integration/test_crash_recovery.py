@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -59,10 +60,41 @@ def armed(env: dict, point: str) -> dict:
                 PYTHONPATH=os.pathsep.join(p for p in (str(CRASH_POINTS), env.get("PYTHONPATH")) if p))
 
 
+#: Most a run may print, and most a scanned file may hold, before the test fails instead of reading it: a full CI
+#: run once lost a pytest worker to the kernel's OOM killer (16 GB) in this file, and the reader must never be what
+#: runs out of memory.
+READ_CAP = 64 * 1024 * 1024
+
+
 def start_cli(env: dict, table: str, partition: str) -> subprocess.Popen:
-    return subprocess.Popen([DAGSTER, "asset", "materialize", "-m", "rocketlake.definitions", "--select", table,
-                             "--partition", partition], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    """The CLI, its output going to a file (``proc.output_path``): a pipe nobody reads while the test waits would
+    stall a run that prints more than the pipe holds."""
+    fd, name = tempfile.mkstemp(prefix="dagster-cli-", suffix=".log")
+    with os.fdopen(fd, "w") as out:
+        proc = subprocess.Popen([DAGSTER, "asset", "materialize", "-m", "rocketlake.definitions", "--select", table,
+                                 "--partition", partition], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
+    proc.output_path = Path(name)
+    return proc
+
+
+def text_of(path: Path, what: str) -> str:
+    """``path``'s text, or a failure that shows its two ends when it is larger than ``READ_CAP``."""
+    size = path.stat().st_size
+    if size > READ_CAP:
+        with path.open("rb") as f:
+            head = f.read(3000).decode("utf-8", "replace")
+            f.seek(size - 3000)
+            tail = f.read().decode("utf-8", "replace")
+        pytest.fail(f"{what} holds {size} bytes (more than {READ_CAP}); it begins:\n{head}\n...\nand ends:\n{tail}")
+    return path.read_text(errors="replace")
+
+
+def output_of(proc: subprocess.Popen) -> str:
+    try:
+        return text_of(proc.output_path, "the run's output")
+    finally:
+        proc.output_path.unlink(missing_ok=True)
 
 
 def materialize_cli(env: dict, table: str, partition: str, timeout: float = 600) -> tuple[int, str, float]:
@@ -70,12 +102,12 @@ def materialize_cli(env: dict, table: str, partition: str, timeout: float = 600)
     began = time.monotonic()
     proc = start_cli(env, table, partition)
     try:
-        output, _ = proc.communicate(timeout=timeout)
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        pytest.fail(f"the run of {table} {partition} was still running after {timeout:.0f}s:\n{output[-3000:]}")
-    return proc.returncode, output, time.monotonic() - began
+        proc.wait()
+        pytest.fail(f"the run of {table} {partition} was still running after {timeout:.0f}s:\n{output_of(proc)[-3000:]}")
+    return proc.returncode, output_of(proc), time.monotonic() - began
 
 
 def table_state(path: str) -> str:
@@ -170,12 +202,13 @@ def test_killed_at_the_worst_places_is_repaired_by_the_next(point, tmp_path, loc
     assert secret not in output
     with DagsterInstance.from_config(str(instance_home)) as instance:
         assert all(secret not in repr(instance.all_logs(run.run_id)) for run in instance.get_runs())
-    spark_events = [path for path in ingestion.events.rglob("*") if path.is_file()]
-    assert spark_events and any("s3a://" in path.read_text() for path in spark_events)
-    assert all(secret not in path.read_text() for path in spark_events)
+    spark_events = {path: text_of(path, "Spark's event log") for path in ingestion.events.rglob("*") if path.is_file()}
+    assert spark_events and any("s3a://" in text for text in spark_events.values())
+    assert all(secret not in text for text in spark_events.values())
     filesystem = local_s3.filesystem()
     for info in filesystem.get_file_info(fs.FileSelector(ingestion.path[len("s3a://"):], recursive=True)):
         if info.type == fs.FileType.File and "/_delta_log/" in info.path:
+            assert info.size <= READ_CAP, f"{info.path} holds {info.size} bytes"
             with filesystem.open_input_stream(info.path) as stream:
                 assert secret.encode() not in stream.read(), info.path
 
@@ -252,8 +285,7 @@ def test_runs_killed_at_random_instants_never_block_the_next(tmp_path, local_clu
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             killed = True
-        output = proc.stdout.read()
-        proc.stdout.close()
+        output = output_of(proc)
         left = table_state(ingestion.path)
 
         code, rerun_output, rerun_s = materialize_cli(ingestion.env, ingestion.table, window,

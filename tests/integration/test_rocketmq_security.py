@@ -61,6 +61,7 @@ from rocketlake.resources.rocketmq.errors import (
     TopicNotExist,
 )
 from rocketlake.resources.rocketmq.frame import RemotingCommand
+from rocketlake.resources.rocketmq.retry import NO_RETRY
 from rocketlake.resources.rocketmq.tls import TlsSettings
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq.pull import PullStatus
@@ -293,6 +294,26 @@ def test_a_name_server_with_an_expired_certificate_is_refused_with_the_reason(
         cluster.down(wipe=True)
 
 
+def test_a_name_server_that_requires_client_certificates_takes_ours_and_names_what_is_missing(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A real name server with ``tls.server.need.client.auth=require``: the local client certificate (signed by the
+    CA it trusts) is taken; without one the client is turned away in a sentence that names the two keys."""
+    spec = replace(make_spec(tmp_path_factory.mktemp("mtls")), brokers=(), tls=TlsSpec(require_client_certificate=True))
+    cluster = LocalCluster(spec)
+    try:
+        cluster.up()
+        with_certificate = spec.tls_settings()
+        assert with_certificate.cert_file and with_certificate.key_file
+        assert RocketMQClient(spec.namesrv_address, timeout=TIMEOUT, tls=with_certificate).cluster_info() is not None
+        without = TlsSettings(str(spec.tls_dir / "ca.pem"))
+        with pytest.raises(ConnectionFailed) as failed:
+            RocketMQClient(spec.namesrv_address, timeout=TIMEOUT, tls=without, backoff=NO_RETRY).cluster_info()
+        text = str(failed.value)
+        assert spec.namesrv_address in text and "tls.cert_file" in text and "tls.key_file" in text, text
+    finally:
+        cluster.down(wipe=True)
+
+
 # --------------------------------------------------------------------------------------------
 # A whole ingestion through Dagster on the TLS + ACL cluster, its lake on S3. On 5.3.3 only: both lines take the
 # very same signature (the tests above), and TLS is the same code on both (TlsSystemConfig is identical); what a run
@@ -336,6 +357,21 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
     home.mkdir()
     shutil.copy(ROOT / "rocketlake" / "dagster.yaml", home / "dagster.yaml")
     env = dict(os.environ, ROCKETLAKE_CONFIG=str(config), DAGSTER_HOME=str(home), **ACL_ENV)
+
+    # A run whose configuration lacks the tls block is turned away at its first call, in a sentence naming the
+    # cluster and what to configure, and leaves no table and no offset (the window: the minute before, closed).
+    plain = config.with_name("without_tls.yaml")
+    plain.write_text(yaml.safe_dump({**body, "clusters": {"test": {
+        k: v for k, v in body["clusters"]["test"].items() if k != "tls"}}}))
+    closed = datetime.fromtimestamp(int(time.time()) // 60 * 60 - 60, timezone.utc).strftime("%Y-%m-%d-%H:%M")
+    refused = subprocess.run([DAGSTER, "asset", "materialize", "-m", "rocketlake.definitions", "--select", table,
+                              "--partition", closed], cwd=ROOT, env=dict(env, ROCKETLAKE_CONFIG=str(plain)),
+                             capture_output=True, text=True, timeout=600)
+    refusal = refused.stdout + refused.stderr
+    assert refused.returncode != 0, refusal[-3000:]
+    assert f"cluster 'test' ({spec.namesrv_address}) closed the run's connection at once" in refusal, refusal[-3000:]
+    assert "configure tls for this cluster" in refusal
+    assert local_s3.filesystem().get_file_info(lake.table_path(table)[len("s3a://"):]).type == fs.FileType.NotFound
 
     # The Java producer, over TLS and signed, sends a minute's orders; one in three is poison.
     if 60 - time.time() % 60 < 15:  # the orders must all be stored within one minute, the window
@@ -395,7 +431,8 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
 
     # Nothing a person or a log shipper reads holds the ACL secret, the S3 secret or a request signature.
     secrets = [SECRET_KEY, os.environ[lake.s3.secret_key_env]]
-    readable = {"the CLI's output": output, "the sensors' observations": repr(observations)}
+    readable = {"the CLI's output": output, "the refused run's output": refusal,
+                "the sensors' observations": repr(observations)}
     with DagsterInstance.from_config(str(home)) as instance:
         for dagster_run in instance.get_runs():
             readable[f"run {dagster_run.run_id}'s event log"] = repr(instance.all_logs(dagster_run.run_id))
@@ -405,6 +442,7 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
     spark_logs = [p for p in events.rglob("*") if p.is_file()]
     assert spark_logs
     for p in spark_logs:
+        assert p.stat().st_size <= 64 * 1024 * 1024, f"{p} holds {p.stat().st_size} bytes"
         readable[f"Spark's event log {p.name}"] = p.read_text()
     assert any("BatchScan rocketmq" in p.read_text() for p in spark_logs)  # the reads' plans are in it
     filesystem = local_s3.filesystem()
@@ -412,6 +450,11 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
         if info.type == fs.FileType.File and "/_delta_log/" in info.path:
             with filesystem.open_input_stream(info.path) as stream:
                 readable[info.path] = stream.read().decode("utf-8", "replace")
+    # Every file of the Dagster instance too: its run and event storage, the runs' captured logs.
+    for p in home.rglob("*"):
+        if p.is_file():
+            assert p.stat().st_size <= 64 * 1024 * 1024, f"{p} holds {p.stat().st_size} bytes"
+            readable[f"Dagster's {p.relative_to(home)}"] = p.read_bytes().decode("utf-8", "replace")
     for where, text in readable.items():
         for secret in secrets:
             assert secret not in text, f"a secret is in {where}"
