@@ -18,7 +18,13 @@ from pathlib import Path
 from rocketlake.pipelines.config import ConfigError
 from rocketlake.resources.jars import JarResolutionFailed, ToolMissing
 from rocketlake.resources.local.process import LocalClusterError
-from rocketlake.resources.rocketmq.errors import BrokerError, ConnectionFailed, RocketMQError
+from rocketlake.resources.rocketmq.errors import (
+    BrokerError,
+    ClosedBeforeAnswer,
+    ConnectionFailed,
+    ConnectionTurnedAway,
+    RocketMQError,
+)
 from rocketlake.resources.local.spec import BrokerSpec, ClusterSpec, default_state_dir
 
 
@@ -289,7 +295,7 @@ def _group_of(config, ingestion):
             raise
         raise _Refused(f"cluster {ingestion.cluster!r} ({namesrv}) refused the request: {e}") from None
     except (ConnectionFailed, RequestTimeout) as e:
-        if "TLS" in str(e) or "tls" in str(e):
+        if isinstance(e, (ConnectionTurnedAway, ClosedBeforeAnswer)):  # TLS failed, or the server wants TLS
             raise _Refused(f"cluster {ingestion.cluster!r} ({namesrv}) turned the connection away: {e}") from None
         raise _Refused(f"cannot reach RocketMQ ({e}): check that the name server {namesrv} of cluster "
                        f"{ingestion.cluster!r} and its brokers are up (`rocketlake local status` for the local one)"

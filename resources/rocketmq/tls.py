@@ -78,10 +78,6 @@ class TlsSession:
         self._obj, self._in, self._out = obj, incoming, outgoing
         self._lock = threading.Lock()
 
-    @property
-    def version(self) -> str | None:
-        return self._obj.version()
-
     def seal(self, data: bytes | memoryview) -> bytes:
         """The records to send for ``data`` (and whatever the TLS layer itself still had to send)."""
         with self._lock:
