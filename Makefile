@@ -51,7 +51,7 @@ docs: setup
 test-fast: setup
 	$(BIN)/python -m pytest -m unit
 
-# The crash trials at 50 random instants (CI runs 4); ROCKETLAKE_CRASH_SEED=<seed> replays a printed run.
+# The crash trials at 50 random instants (CI runs 2); ROCKETLAKE_CRASH_SEED=<seed> replays a printed run.
 soak: setup
 	ROCKETLAKE_CRASH_TRIALS=$${ROCKETLAKE_CRASH_TRIALS:-50} $(BIN)/python -m pytest \
 	  tests/integration/test_crash_recovery.py -k random_instants

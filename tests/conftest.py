@@ -53,7 +53,21 @@ def summary_line(request: pytest.FixtureRequest) -> Callable[[str], None]:
 def pytest_sessionstart(session: pytest.Session) -> None:
     import time
 
+    from tests import memory_guard
+
     _session_started.append(time.time())
+    capture = session.config.pluginmanager.getplugin("capturemanager")
+    saved = getattr(getattr(getattr(capture, "_global_capturing", None), "err", None), "targetfd_save", None)
+    memory_guard.start(saved)  # in the controller and in every pytest-xdist worker
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem) -> Iterator[None]:
+    from tests import memory_guard
+
+    memory_guard.current_test[0] = item.nodeid
+    yield
+    memory_guard.current_test[0] = "(between tests)"
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -96,6 +110,10 @@ def _longest_first(item: pytest.Item) -> int:
 
 
 def _distributed(config: pytest.Config) -> bool:
+    """True in pytest-xdist's controller and in its workers: the workers collect, and the order they collect in is
+    the order files are handed out."""
+    if hasattr(config, "workerinput"):
+        return True
     return getattr(config.option, "dist", "no") != "no" and bool(getattr(config.option, "numprocesses", None))
 
 
