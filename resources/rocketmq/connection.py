@@ -333,6 +333,8 @@ class _Channel:
         except Exception as exc:  # a bug must not leave callers waiting for their timeouts
             log.exception("reading from %s failed", self._address)
             self.fail(f"reading failed: {exc!r}")
+        if self._tls is not None and self._tls.closed_by_peer:
+            self.fail("the peer closed the TLS session")
         with self._arrived:
             self._arrived.notify_all()
 

@@ -77,6 +77,7 @@ class TlsSession:
     def __init__(self, obj: ssl.SSLObject, incoming: ssl.MemoryBIO, outgoing: ssl.MemoryBIO) -> None:
         self._obj, self._in, self._out = obj, incoming, outgoing
         self._lock = threading.Lock()
+        self._closed_by_peer = False
 
     def seal(self, data: bytes | memoryview) -> bytes:
         """The records to send for ``data`` (and whatever the TLS layer itself still had to send)."""
@@ -91,14 +92,30 @@ class TlsSession:
 
         Raises ``ssl.SSLZeroReturnError`` when the peer closed the TLS session, ``ssl.SSLError`` on a TLS alert."""
         with self._lock:
+            if self._closed_by_peer:
+                raise ssl.SSLZeroReturnError("the peer closed the TLS session")
             self._in.write(records)
             parts = []
             while True:
                 try:
-                    parts.append(self._obj.read(_RECORD))
+                    part = self._obj.read(_RECORD)
                 except ssl.SSLWantReadError:
                     break
+                if not part:
+                    # The peer's close_notify: OpenSSL answers every read after it with no bytes, not an error, and
+                    # a loop that kept reading grew without end (a test worker reached 16 GB, spinning on the
+                    # connection of a broker that had shut down).
+                    self._closed_by_peer = True
+                    if not parts:
+                        raise ssl.SSLZeroReturnError("the peer closed the TLS session")
+                    break
+                parts.append(part)
             return b"".join(parts)
+
+    @property
+    def closed_by_peer(self) -> bool:
+        """Whether the peer ended the TLS session (what it sent before is delivered first)."""
+        return self._closed_by_peer
 
     @property
     def wants_write(self) -> bool:

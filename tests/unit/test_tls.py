@@ -32,9 +32,11 @@ CODE = 310  # any request code: the responder answers every request with its bod
 
 
 @contextmanager
-def responder(cert: Issued | None, client_ca: Path | None = None) -> Iterator[int]:
+def responder(cert: Issued | None, client_ca: Path | None = None, close_notify_after: int | None = None) -> Iterator[int]:
     """A TLS server on a free loopback port answering each remoting request with a response carrying its body
-    (plain TCP when ``cert`` is None); a client certificate from ``client_ca`` is required when given."""
+    (plain TCP when ``cert`` is None); a client certificate from ``client_ca`` is required when given. After
+    ``close_notify_after`` answers it ends the TLS session (close_notify, as a broker shutting down does) and keeps
+    the TCP connection open until the test ends."""
     listener = socket.create_server(("127.0.0.1", 0))
     context = None
     if cert is not None:
@@ -50,13 +52,19 @@ def responder(cert: Issued | None, client_ca: Path | None = None) -> Iterator[in
             if context is not None:
                 conn = context.wrap_socket(conn, server_side=True)
             decoder = FrameDecoder(64 * 1024 * 1024)
+            answered = 0
             while not stop.is_set():
+                if answered == close_notify_after:
+                    conn = conn.unwrap()  # close_notify sent; the socket stays open
+                    stop.wait()
+                    return
                 data = conn.recv(65536)
                 if not data:
                     return
                 for request in decoder.feed(data):
                     response = dataclasses.replace(request.make_response(0, "ok"), body=request.body)
                     conn.sendall(encode(response))
+                    answered += 1
         except Exception:  # a handshake or a frame the client's test makes fail: the connection just ends
             return
         finally:
@@ -102,6 +110,26 @@ def test_frames_of_any_size_cross_tls_in_order_from_several_threads(pki):
         assert answers == bodies
         assert "tls" in repr(connection)
         connection.close()
+
+
+def test_a_tls_session_the_peer_ends_fails_the_connection_at_once(pki):
+    """A broker shutting down sends close_notify: the connection fails then (its next call opens a new one), and its
+    reading thread stops, where it once spun reading nothing and grew a test worker to 16 GB."""
+    import time
+
+    with responder(pki.server, close_notify_after=1) as port:
+        connection = Connection(f"127.0.0.1:{port}", tls=TlsSettings(str(pki.ca.cert_file)))
+        try:
+            assert connection.invoke(RemotingCommand.request(CODE, body=b"once"), 5.0).body == b"once"
+            deadline = time.monotonic() + 5
+            while connection.connected:
+                assert time.monotonic() < deadline, "the connection outlived its TLS session"
+                time.sleep(0.01)
+            for reader in [t for t in threading.enumerate() if t.name == f"rocketmq-reader[127.0.0.1:{port}]"]:
+                reader.join(5)
+                assert not reader.is_alive(), "the connection's reading thread still runs"
+        finally:
+            connection.close()
 
 
 def test_an_untrusted_certificate_names_the_address_and_the_setting(pki, tmp_path):
