@@ -219,9 +219,9 @@ def main() -> None:
                 top = ", ".join(f"{names.get(code, code)} {n:.0f}" for code, n in requests["per_minute"].most_common(4))
                 print(f"{size} ingestion(s): load {load:.2f} s; sensors {requests['sensors']}; requests per tick "
                       f"{requests['per_tick']}; {total:.0f} broker/name server requests a minute ({top}); "
-                      f"{requests['opened_per_minute']:.0f} connections opened a minute; daemon "
+                      f"{requests['opened_per_minute']:.0f} sockets connected a minute; daemon "
                       f"{cpu:.1f} CPU s a minute", flush=True)
-            print("\n| ingestions | queues | load s | sensors | requests / min | per queue | connections opened / min "
+            print("\n| ingestions | queues | load s | sensors | requests / min | per queue | sockets connected / min "
                   "| daemon CPU s / min |")
             print("|---|---|---|---|---|---|---|---|")
             for size, load, requests, cpu, total in rows:
