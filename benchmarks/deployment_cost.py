@@ -60,31 +60,28 @@ def write_config(path: Path, namesrv: str, lake: Path, count: int) -> Path:
 
 _LOAD = ("import time; began = time.perf_counter(); from rocketlake.definitions import defs; "
          "print(time.perf_counter() - began)")
-
-
-def load_seconds(config: Path, loads: int) -> float:
-    times = []
-    for _ in range(loads):
-        proc = subprocess.run([sys.executable, "-c", _LOAD], cwd=ROOT, env=dict(os.environ, ROCKETLAKE_CONFIG=str(config)),
-                              capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0:
-            raise RuntimeError(f"loading the location failed:\n{proc.stderr[-3000:]}")
-        times.append(float(proc.stdout.strip().splitlines()[-1]))
-    return statistics.median(times)
-
-
 _IMPORT = ("import time; began = time.perf_counter(); import dagster, rocketlake.assets.definitions; "
            "print(time.perf_counter() - began)")
 
 
+def load_seconds(config: Path, loads: int) -> float:
+    return _median_seconds(_LOAD, loads, ROCKETLAKE_CONFIG=str(config))
+
+
 def import_seconds(loads: int) -> float:
-    times = []
-    for _ in range(loads):
-        proc = subprocess.run([sys.executable, "-c", _IMPORT], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return _median_seconds(_IMPORT, loads)
+
+
+def _median_seconds(code: str, times: int, **env: str) -> float:
+    """The median of what ``code`` prints, each time in a fresh Python process."""
+    measured = []
+    for _ in range(times):
+        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, **env),
+                              capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
-            raise RuntimeError(f"importing failed:\n{proc.stderr[-3000:]}")
-        times.append(float(proc.stdout.strip().splitlines()[-1]))
-    return statistics.median(times)
+            raise RuntimeError(f"{code!r} failed:\n{proc.stderr[-3000:]}")
+        measured.append(float(proc.stdout.strip().splitlines()[-1]))
+    return statistics.median(measured)
 
 
 class RequestCounter:
@@ -122,7 +119,6 @@ def sensor_requests(config: Path) -> dict:
     """Each sensor evaluated once: requests and connections per tick, and per minute at its interval."""
     from dagster import build_sensor_context, instance_for_test
 
-    os.environ["ROCKETLAKE_CONFIG"] = str(config)
     from rocketlake.assets.definitions import build_definitions
     from rocketlake.pipelines.config import load_config
 

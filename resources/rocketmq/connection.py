@@ -333,7 +333,7 @@ class _Channel:
         except Exception as exc:  # a bug must not leave callers waiting for their timeouts
             log.exception("reading from %s failed", self._address)
             self.fail(f"reading failed: {exc!r}")
-        if self._tls is not None and self._tls.closed_by_peer:
+        if self._tls is not None and self._tls.closed_by_peer:  # after what it sent before is dispatched
             self.fail("the peer closed the TLS session")
         with self._arrived:
             self._arrived.notify_all()

@@ -88,28 +88,25 @@ class TlsSession:
             return self._out.read()
 
     def open(self, records: bytes | memoryview) -> bytes:
-        """The plaintext in ``records`` received from the peer (possibly none until a record is whole).
+        """The plaintext in ``records`` received from the peer (possibly none until a record is whole). After the
+        peer's close_notify it returns what came before it and ``closed_by_peer`` turns true.
 
-        Raises ``ssl.SSLZeroReturnError`` when the peer closed the TLS session, ``ssl.SSLError`` on a TLS alert."""
+        Raises ``ssl.SSLError`` on a TLS alert."""
         with self._lock:
-            if self._closed_by_peer:
-                raise ssl.SSLZeroReturnError("the peer closed the TLS session")
             self._in.write(records)
             parts = []
-            while True:
+            while not self._closed_by_peer:
                 try:
                     part = self._obj.read(_RECORD)
                 except ssl.SSLWantReadError:
                     break
-                if not part:
+                if part:
+                    parts.append(part)
+                else:
                     # The peer's close_notify: OpenSSL answers every read after it with no bytes, not an error, and
                     # a loop that kept reading grew without end (a test worker reached 16 GB, spinning on the
                     # connection of a broker that had shut down).
                     self._closed_by_peer = True
-                    if not parts:
-                        raise ssl.SSLZeroReturnError("the peer closed the TLS session")
-                    break
-                parts.append(part)
             return b"".join(parts)
 
     @property

@@ -128,6 +128,7 @@ def test_a_tls_session_the_peer_ends_fails_the_connection_at_once(pki):
             for reader in [t for t in threading.enumerate() if t.name == f"rocketmq-reader[127.0.0.1:{port}]"]:
                 reader.join(5)
                 assert not reader.is_alive(), "the connection's reading thread still runs"
+            assert connection.invoke(RemotingCommand.request(CODE, body=b"again"), 5.0).body == b"again"  # reconnects
         finally:
             connection.close()
 
