@@ -57,7 +57,7 @@ def server_binary(progress: Callable[[str], None] | None = None) -> Path:
     go = shutil.which("go")
     if go is None:
         raise LocalClusterError("the local S3 server is built from its Go module and 'go' is not on PATH; install Go "
-                                "1.25 or newer (apt-get install golang, or go.dev/dl) and try again")
+                                "1.25 or newer (go.dev/dl; Debian 12's golang package is 1.19, too old) and try again")
     home.mkdir(parents=True, exist_ok=True)
     with open(home / ".lock", "w") as lock:  # one build at a time on this machine (parallel test workers)
         fcntl.flock(lock, fcntl.LOCK_EX)
