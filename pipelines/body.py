@@ -11,10 +11,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from rocketlake.pipelines.source import SCHEMA_DDL
-
-METADATA_COLUMNS = {part.strip().split(" ")[0] for part in SCHEMA_DDL.split(",") if part.strip()} | {
-    "body_text", "window_start", "matched"}
+from rocketlake.pipelines.columns import OWN_COLUMNS
 
 
 class BodySchemaError(ValueError):
@@ -33,7 +30,7 @@ def decode_body(df: DataFrame, body_format: str, schema_ddl: str | None = None) 
         schema = StructType.fromDDL(schema_ddl or "")
     except Exception as e:  # Spark raises its own parse exception types
         raise BodySchemaError(f"body.schema {schema_ddl!r} is not valid Spark DDL: {e}") from None
-    clashes = sorted({f.name for f in schema.fields} & METADATA_COLUMNS)
+    clashes = sorted({f.name for f in schema.fields} & OWN_COLUMNS)
     if clashes:
         raise BodySchemaError(f"body.schema fields {clashes} clash with rocketlake's own columns; rename them")
     parsed = df.withColumn("_body_json", F.from_json(text, schema))

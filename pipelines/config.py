@@ -22,13 +22,16 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from rocketlake.pipelines.columns import METADATA_COLUMNS
 from rocketlake.resources.rocketmq.errors import InvalidName
 # One definition of each, the wire's: a config value is the name the Java client and the broker use.
 from rocketlake.resources.rocketmq.heartbeat import ConsumeFromWhere, MessageModel
+from rocketlake.resources.rocketmq.message import DLQ_GROUP_TOPIC_PREFIX
 from rocketlake.resources.rocketmq.tls import TlsSettings
 from rocketlake.resources.rocketmq.validators import check_consumer_group, check_topic
 
 CONFIG_ENV = "ROCKETLAKE_CONFIG"
+MetadataColumn = Literal[METADATA_COLUMNS]  # type: ignore[valid-type]
 DEFAULT_CONFIG = "rocketlake.yaml"
 
 
@@ -352,6 +355,12 @@ class IngestionConfig(_Strict):
     table: str
     window: WindowConfig
     body: BodyConfig = BodyConfig()
+    metadata_columns: list[MetadataColumn] = Field(
+        default_factory=list,
+        description="Columns landed besides topic, broker_name, queue_id, queue_offset, msg_id, tags, keys, "
+                    "store_timestamp, body and window_start (pipelines.columns). origin_topic and origin_msg_id are "
+                    "landed anyway when messages can fail (a listener, or a body.format that may not decode), and in "
+                    "dead-letter tables; a column the table already has keeps being landed.")
     # A MessageListenerConcurrently: "package.module:function" (``pipelines.listener``); None: every message is consumed.
     listener: str | None = None
     run_retry: RunRetryConfig = RunRetryConfig()
@@ -621,7 +630,6 @@ class IngestionConfig(_Strict):
         return messages, size_mib * 1024 * 1024
 
 
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"  # MixAll.DLQ_GROUP_TOPIC_PREFIX
 
 
 def dead_letter_config(cfg: IngestionConfig) -> IngestionConfig:

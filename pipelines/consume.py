@@ -1,10 +1,8 @@
 """What becomes of each read message before the table: decoded, checked for an earlier copy, given to the listener.
 
-Columns added to the rows of a read (``materialize`` then sorts rows by them):
+Columns added to the rows of a read (``materialize`` then sorts rows by them), which come from the source with
+``origin_topic`` and ``origin_msg_id`` (``pipelines.columns``): a redelivered copy is known by its origin.
 
-* ``origin_topic``, ``origin_msg_id``: the topic the producer wrote to and the message's original id, the
-  same for a message and every redelivered copy of it (``RETRY_TOPIC``; ``UNIQ_KEY``, else the broker's
-  ``ORIGIN_MESSAGE_ID``, else the offset id). Tables keep both columns.
 * ``_rl_error``: null when the message is consumed, else why not (a body that does not decode under
   ``body.format``, a listener's RECONSUME_LATER or exception, a call over ``consume_timeout``).
 * ``_rl_duplicate``: a redelivered copy of a message whose original (or another copy) is already landed.
@@ -21,8 +19,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from rocketlake.pipelines.body import METADATA_COLUMNS, BodySchemaError, decode_body
-from rocketlake.pipelines.config import DLQ_GROUP_TOPIC_PREFIX, BodyConfig, IngestionConfig
+from rocketlake.pipelines.body import BodySchemaError, decode_body
+from rocketlake.pipelines.columns import OWN_COLUMNS
+from rocketlake.pipelines.config import BodyConfig, IngestionConfig
 from rocketlake.resources.rocketmq.message import RETRY_GROUP_TOPIC_PREFIX
 
 ERROR = "_rl_error"
@@ -42,16 +41,6 @@ def is_retry(topic: Column) -> Column:
     return topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
 
 
-def with_origin(df: DataFrame) -> DataFrame:
-    """``origin_topic`` and ``origin_msg_id`` (see the module text)."""
-    props = F.col("properties")
-    redelivered = is_retry(F.col("topic")) | F.col("topic").startswith(DLQ_GROUP_TOPIC_PREFIX)
-    return (df.withColumn("origin_topic", F.when(redelivered & props.getItem("RETRY_TOPIC").isNotNull(),
-                                                 props.getItem("RETRY_TOPIC")).otherwise(F.col("topic")))
-            .withColumn("origin_msg_id", F.when(props.getItem("UNIQ_KEY").isNotNull(), F.col("msg_id"))
-                        .otherwise(F.coalesce(props.getItem("ORIGIN_MESSAGE_ID"), F.col("msg_id")))))
-
-
 def decode_checked(df: DataFrame, body: BodyConfig) -> DataFrame:
     """``decode_body`` plus ``_rl_error`` for a matched message whose body does not decode under ``body.format``."""
     if body.format == "raw":
@@ -65,7 +54,7 @@ def decode_checked(df: DataFrame, body: BodyConfig) -> DataFrame:
         schema = StructType.fromDDL(body.schema_ or "")
     except Exception as e:  # Spark raises its own parse exception types
         raise BodySchemaError(f"body.schema {body.schema_!r} is not valid Spark DDL: {e}") from None
-    clashes = sorted({f.name for f in schema.fields} & METADATA_COLUMNS)
+    clashes = sorted({f.name for f in schema.fields} & OWN_COLUMNS)
     if clashes:
         raise BodySchemaError(f"body.schema fields {clashes} clash with rocketlake's own columns; rename them")
     # One parse per body: Spark's PERMISSIVE mode gives the schema's fields and, for a record that does not match

@@ -30,8 +30,8 @@ from rocketlake.pipelines.consume import (
     listen_orderly,
     mark_known,
     with_last_error,
-    with_origin,
 )
+from rocketlake.pipelines.columns import landed_metadata, read_metadata
 from rocketlake.pipelines.delta_writer import (
     closed_days,
     commit_ledger,
@@ -106,7 +106,7 @@ class SparkLake:
 
 
 def read_plan(spark: SparkSession, source_options: dict[str, str], cfg: IngestionConfig,
-              windows: tuple[WindowEntry, ...], queue_count: int) -> DataFrame:
+              windows: tuple[WindowEntry, ...], queue_count: int, metadata: tuple[str, ...] = ()) -> DataFrame:
     register(spark)
     plan = encode_plan((r, w.start_ms) for w in windows for r in w.ranges if r.size > 0)
     max_messages, max_bytes = cfg.per_queue_limits(queue_count)
@@ -117,6 +117,7 @@ def read_plan(spark: SparkSession, source_options: dict[str, str], cfg: Ingestio
             .option("pullThresholdSizeForQueue", max(1, max_bytes // MIB))
             .option("maxMessagesPerPartition", cfg.max_messages_per_task)
             .option("consumerGroup", cfg.consumer_group)
+            .option("metadataColumns", ",".join(metadata))
             .load())
 
 
@@ -127,11 +128,15 @@ def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: Ingesti
     tasks = sum(-(-r.size // cfg.max_messages_per_task) for w in planned for r in w.ranges)
     log(f"Spark job: {tasks} tasks (at most {cfg.max_messages_per_task} offsets each) read the ranges and replace "
         f"{len(planned)} window(s) x {queue_count} queue(s) of {table_path} in one Delta commit")
-    df = with_origin(read_plan(spark, source_options, cfg, planned, queue_count))
+    table_columns = spark.read.format("delta").load(table_path).columns if is_delta_table(spark, table_path) else []
+    landed = landed_metadata(cfg, table_columns)
+    read = read_metadata(cfg, landed)
+    df = read_plan(spark, source_options, cfg, planned, queue_count, read)
     if last_errors_from is not None:
         df = with_last_error(df, last_errors_from)
     if cfg.can_fail:
-        figures, failed, entry = _land_judged(spark, df, cfg, table_path, entry, log, failures_path)
+        figures, failed, entry = _land_judged(spark, df, cfg, table_path, entry, log, failures_path,
+                                              not_landed=tuple(c for c in read if c not in landed))
     else:
         figures, failed = _land_all(df, table_path, entry, log), ()
     version = last_commit_version(spark, table_path)
@@ -207,7 +212,8 @@ def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log) -> d
 
 
 def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table_path: str, entry: LedgerEntry,
-                 log: Log, failures_path: str | None) -> tuple[dict, tuple[FailedMessage, ...], LedgerEntry]:
+                 log: Log, failures_path: str | None,
+                 not_landed: tuple[str, ...] = ()) -> tuple[dict, tuple[FailedMessage, ...], LedgerEntry]:
     """Messages that may fail (a listener, a body that may not decode): judged once, then split.
 
     The verdicts are computed in one pass and kept (``localCheckpoint``): a listener is called once per
@@ -281,7 +287,8 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
             .withColumn("run_id", F.lit(entry.run_id))
         write_slice(kept, failures_path, entry, log, with_ledger=False)
         log(f"{len(failures)} failure(s) of this run are in {failures_path}")
-    landed = judged.where(F.col(OUTCOME) == "rows").drop(*HELPERS, OUTCOME)
+    # The failures table keeps every column read (what a person needs to see why); the table, the columns landed.
+    landed = judged.where(F.col(OUTCOME) == "rows").drop(*HELPERS, OUTCOME, *not_landed)
     write_slice(landed, table_path, entry, log)
     return figures, tuple(f for f in failures if f.outcome != SUSPENDED), entry
 

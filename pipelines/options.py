@@ -14,6 +14,7 @@
 | consumerGroup | the group named in pull requests (nothing is committed), default ``rocketlake_reader`` |
 | timeoutMs | per broker call, default 3000 |
 | bodyFormat | ``raw`` (default) or ``text`` (adds ``body_text``) |
+| metadataColumns | comma-separated metadata columns to add (``pipelines.columns.METADATA_COLUMNS``: offset_msg_id, properties, born_timestamp, born_host, store_host, reconsume_times, origin_topic, origin_msg_id), or ``all``; default none |
 | includeFiltered | ``true``: also rows for messages the subscription filters out, with ``matched = false`` |
 | accessKey / secretKey | RocketMQ ACL credentials (prefer the Dagster resource, which reads them from the environment) |
 | accessKeyEnv / secretKeyEnv | instead: the environment variables holding them, read by each Spark worker (the keys never travel in Spark) |
@@ -30,6 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rocketlake.pipelines.columns import METADATA_COLUMNS, UnknownColumn, check_metadata
 from rocketlake.resources.rocketmq.message_queue import OffsetRange
 from rocketlake.resources.rocketmq.tls import TlsSettings
 
@@ -73,6 +75,7 @@ class SourceOptions:
     consumer_group: str = "rocketlake_reader"
     body_format: str = "raw"
     include_filtered: bool = False
+    metadata_columns: tuple[str, ...] = ()
     access_key: str | None = field(default=None, repr=False)
     secret_key: str | None = field(default=None, repr=False)
     access_key_env: str | None = None  # ... or the environment variables holding them, read in each worker
@@ -151,6 +154,7 @@ def parse_options(raw: Any) -> SourceOptions:
         consumer_group=options.get("consumergroup", "rocketlake_reader"),
         body_format=body_format,
         include_filtered=options.get("includefiltered", "false").lower() == "true",
+        metadata_columns=_metadata(options),
         access_key=options.get("accesskey"),
         secret_key=options.get("secretkey"),
         access_key_env=options.get("accesskeyenv"),
@@ -158,6 +162,16 @@ def parse_options(raw: Any) -> SourceOptions:
         tls=_tls(options),
         plan=plan,
     )
+
+
+def _metadata(options: dict[str, str]) -> tuple[str, ...]:
+    raw = options.get("metadatacolumns", "").strip()
+    if raw.lower() == "all":
+        return METADATA_COLUMNS
+    try:
+        return check_metadata([name.strip() for name in raw.split(",") if name.strip()])
+    except UnknownColumn as exc:
+        raise SourceOptionError(f"option metadataColumns={raw!r}: {exc}, or all") from None
 
 
 def _tls(options: dict[str, str]) -> TlsSettings | None:

@@ -26,41 +26,18 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from rocketlake.pipelines.columns import arrow_schema, schema_ddl
 from rocketlake.pipelines.options import SourceOptions, parse_options
 from rocketlake.pipelines.planning import split_ranges
-from rocketlake.resources.rocketmq.columnar import RawRecords, record_batch
+from rocketlake.resources.rocketmq.columnar import RawRecords, origin_topic, record_batch
 from rocketlake.resources.rocketmq.filter import Subscription
-from rocketlake.resources.rocketmq.message import Message
-from rocketlake.resources.rocketmq.message_queue import OffsetRange
-
-SCHEMA_DDL = (
-    "topic STRING, broker_name STRING, queue_id INT, queue_offset BIGINT, msg_id STRING, offset_msg_id STRING, "
-    "tags STRING, keys STRING, properties MAP<STRING, STRING>, born_timestamp TIMESTAMP, store_timestamp TIMESTAMP, "
-    "born_host STRING, store_host STRING, reconsume_times INT, body BINARY"
+from rocketlake.resources.rocketmq.message import (
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    Message,
 )
-# Present only when asked for, to keep the default schema Kafka-like.
-MATCHED_COLUMN = "matched BOOLEAN"  # includeFiltered=true: every offset of the range, with the tag verdict
-WINDOW_COLUMN = "window_start TIMESTAMP"  # plan option: the window each chunk belongs to
-
-_TS = pa.timestamp("us", tz="UTC")
-
-
-def arrow_schema(with_matched: bool, with_window: bool, with_text: bool) -> pa.Schema:
-    fields = [
-        ("topic", pa.string()), ("broker_name", pa.string()), ("queue_id", pa.int32()),
-        ("queue_offset", pa.int64()), ("msg_id", pa.string()), ("offset_msg_id", pa.string()),
-        ("tags", pa.string()), ("keys", pa.string()), ("properties", pa.map_(pa.string(), pa.string())),
-        ("born_timestamp", _TS), ("store_timestamp", _TS), ("born_host", pa.string()), ("store_host", pa.string()),
-        ("reconsume_times", pa.int32()), ("body", pa.binary()),
-    ]
-    if with_text:
-        fields.append(("body_text", pa.string()))
-    if with_matched:
-        fields.append(("matched", pa.bool_()))
-    if with_window:
-        fields.append(("window_start", _TS))
-    return pa.schema(fields)
-
+from rocketlake.resources.rocketmq.message_queue import OffsetRange
 
 @dataclass(frozen=True)
 class Chunk(InputPartition):
@@ -79,18 +56,15 @@ class RocketMQDataSource(DataSource):
         return "rocketmq"
 
     def schema(self) -> str:
-        opts = parse_options(self.options)
-        ddl = SCHEMA_DDL
-        if opts.body_format == "text":
-            ddl += ", body_text STRING"
-        if opts.include_filtered:
-            ddl += ", " + MATCHED_COLUMN
-        if opts.plan is not None:
-            ddl += ", " + WINDOW_COLUMN
-        return ddl
+        return schema_ddl(**_schema_args(parse_options(self.options)))
 
     def reader(self, schema: StructType) -> "RocketMQReader":
         return RocketMQReader(parse_options(self.options))
+
+
+def _schema_args(opts: SourceOptions) -> dict:
+    return {"metadata": opts.metadata_columns, "text": opts.body_format == "text", "matched": opts.include_filtered,
+            "window": opts.plan is not None}
 
 
 def register(spark) -> None:
@@ -117,7 +91,7 @@ class RocketMQReader(DataSourceReader):
         if not isinstance(partition, Chunk):
             return  # an empty plan: Spark still runs one task, with its own default partition
         opts = self.options
-        schema = arrow_schema(opts.include_filtered, opts.plan is not None, opts.body_format == "text")
+        schema = arrow_schema(**_schema_args(opts))
         batches = _TaskBatches(schema, partition.offsets.queue.broker_name, partition.window_start_ms,
                                range_subscription(opts, partition.offsets), opts.include_filtered)
         for chunk in pull_chunks(opts, partition.offsets):
@@ -186,40 +160,36 @@ class _BatchBuilder:
         self.schema = schema
         self.broker_name = broker_name  # not in the stored record: the broker we pulled from
         self.window_us = None if window_start_ms is None else window_start_ms * 1000
-        self.with_text = "body_text" in schema.names
-        self.with_matched = "matched" in schema.names
         self._reset()
 
     def _reset(self) -> None:
         self.columns: dict[str, list] = {name: [] for name in self.schema.names}
+        self.getters = [(self.columns[name], self._getter(name)) for name in self.schema.names]
         self.rows = 0
         self.bytes = 0
 
-    def add(self, m, matched: bool) -> None:
-        c = self.columns
-        c["topic"].append(m.topic)
-        c["broker_name"].append(self.broker_name)
-        c["queue_id"].append(m.queue_id)
-        c["queue_offset"].append(m.queue_offset)
-        c["msg_id"].append(m.msg_id)
-        c["offset_msg_id"].append(m.offset_msg_id)
-        c["tags"].append(m.tags)
-        c["keys"].append(" ".join(m.keys) if m.keys else None)
-        c["properties"].append(list(m.properties.items()))
-        c["born_timestamp"].append(m.born_timestamp * 1000)
-        c["store_timestamp"].append(m.store_timestamp * 1000)
-        c["born_host"].append(m.born_host)
-        c["store_host"].append(m.store_host)
-        c["reconsume_times"].append(m.reconsume_times)
-        c["body"].append(m.body)
-        if self.with_text:
-            c["body_text"].append(m.body.decode("utf-8", errors="replace"))
-        if self.with_matched:
-            c["matched"].append(matched)
-        if self.window_us is not None:
-            c["window_start"].append(self.window_us)
+    def add(self, m: Message, matched: bool) -> None:
+        for column, value_of in self.getters:
+            column.append(value_of(m, matched))
         self.rows += 1
         self.bytes += len(m.body) + 200
+
+    def _getter(self, name: str):
+        """How the column ``name`` is read off a message: as :func:`record_batch` gives it."""
+        special = {
+            "broker_name": lambda m, _: self.broker_name,
+            "keys": lambda m, _: " ".join(m.keys) if m.keys else None,
+            "properties": lambda m, _: list(m.properties.items()),
+            "born_timestamp": lambda m, _: m.born_timestamp * 1000,
+            "store_timestamp": lambda m, _: m.store_timestamp * 1000,
+            "origin_topic": lambda m, _: origin_topic(m.topic, m.properties.get(PROPERTY_RETRY_TOPIC)),
+            "origin_msg_id": lambda m, _: m.msg_id if m.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            else m.properties.get(PROPERTY_ORIGIN_MESSAGE_ID) or m.msg_id,
+            "body_text": lambda m, _: m.body.decode("utf-8", errors="replace"),
+            "matched": lambda m, matched: matched,
+            "window_start": lambda m, _: self.window_us,
+        }
+        return special.get(name) or (lambda m, _: getattr(m, name))
 
     def flush(self) -> pa.RecordBatch:
         arrays = [pa.array(self.columns[f.name], type=f.type) for f in self.schema]

@@ -31,16 +31,20 @@ from .message import (
     MESSAGE_MAGIC_CODE_V1,
     NAME_VALUE_SEPARATOR,
     PROPERTY_KEYS,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_RETRY_TOPIC,
     PROPERTY_SEPARATOR,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     STOREHOSTADDRESS_V6_FLAG,
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
     Message,
     _format_host,
     decode_messages,
 )
 
-__all__ = ["RawRecords", "record_batch", "scan_records"]
+__all__ = ["RawRecords", "origin_topic", "record_batch", "scan_records"]
 
 _SIZE = Struct(">i")
 # Head (40 bytes) and the IPv4 tail up to and including BODYLEN (48): the body starts here.
@@ -181,7 +185,8 @@ def record_batch(records: RawRecords, schema: pa.Schema, *, broker_name: str, su
                  include_filtered: bool, window_start_us: int | None) -> pa.RecordBatch | None:
     """The records as one batch of ``schema`` (the ``rocketmq`` source's columns), or None when a
     record needs the exact decoder (see the module's text). Messages the subscription's tags do
-    not match are dropped, or kept with ``matched`` false when ``include_filtered``."""
+    not match are dropped, or kept with ``matched`` false when ``include_filtered``. Only the
+    columns of ``schema`` are built: the properties map only when it is one of them."""
     buffer, at, n = records.buffer, records.starts, len(records)
     body_len = _be(buffer, at + 84, 4, ">i4")
     topic_at = at + _BODY_AT + body_len
@@ -199,38 +204,73 @@ def record_batch(records: RawRecords, schema: pa.Schema, *, broker_name: str, su
     except pa.ArrowInvalid:  # not UTF-8: the exact decoder replaces bad bytes instead
         return None
     props = _Properties(properties)
+    names = set(schema.names)
+    columns: dict[str, pa.Array] = {}
 
-    tags = props.lookup(PROPERTY_TAGS)
-    columns = {
-        "topic": _repeat(topic, n),
-        "broker_name": _repeat(broker_name, n),
-        "queue_id": pa.array(_be(buffer, at + 12, 4, ">i4").astype(np.int32)),
-        "queue_offset": pa.array(records.queue_offsets),
-        "offset_msg_id": _offset_msg_ids(buffer, at),
-        "tags": tags,
-        "keys": _keys(props.lookup(PROPERTY_KEYS)),
-        "properties": props.map(),
-        "born_timestamp": pa.array(_be(buffer, at + 40, 8, ">i8") * 1000, _TS),
-        "store_timestamp": pa.array(_be(buffer, at + 56, 8, ">i8") * 1000, _TS),
-        "born_host": _hosts(buffer, at + 48),
-        "store_host": _hosts(buffer, at + 64),
-        "reconsume_times": pa.array(_be(buffer, at + 72, 4, ">i4").astype(np.int32)),
-        "body": _views(pa.binary(), buffer, at + _BODY_AT, body_len),
-    }
-    # MessageClientExt#getMsgId: the producer's UNIQ_KEY, else the broker's offset id.
-    columns["msg_id"] = pc.coalesce(props.lookup(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                                     columns["offset_msg_id"])
-    if "body_text" in schema.names:
-        columns["body_text"] = _text(columns["body"])
+    def column(name: str) -> pa.Array:
+        if name not in columns:
+            columns[name] = _COLUMN[name](buffer, at, records, props, topic, body_len, column)
+        return columns[name]
+
+    columns["broker_name"] = _repeat(broker_name, n)
     if window_start_us is not None:
         columns["window_start"] = pa.array(np.full(n, window_start_us, np.int64), _TS)
-    matched = _matched(tags, subscription)
-    if "matched" in schema.names:
+    matched = _matched(column("tags"), subscription)
+    if "matched" in names:
         columns["matched"] = matched if matched is not None else pa.array(np.ones(n, bool))
-    batch = pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+    batch = pa.RecordBatch.from_arrays([column(f.name) for f in schema], schema=schema)
     if matched is not None and not include_filtered:
         batch = batch.filter(matched)
     return batch
+
+
+def _msg_ids(buffer, at, records, props, topic, body_len, column) -> pa.Array:
+    # MessageClientExt#getMsgId: the producer's UNIQ_KEY, else the broker's offset id.
+    return pc.coalesce(props.lookup(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), column("offset_msg_id"))
+
+
+def _origin_msg_ids(buffer, at, records, props, topic, body_len, column) -> pa.Array:
+    return pc.coalesce(props.lookup(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), props.lookup(PROPERTY_ORIGIN_MESSAGE_ID),
+                       column("offset_msg_id"))
+
+
+def _origin_topics(buffer, at, records, props, topic, body_len, column) -> pa.Array:
+    if not _redelivered(topic):
+        return column("topic")
+    return pc.coalesce(props.lookup(PROPERTY_RETRY_TOPIC), column("topic"))
+
+
+def origin_topic(topic: str, retry_topic_property: str | None) -> str:
+    """The topic a message was produced to: ``RETRY_TOPIC`` for a copy in a retry or dead-letter topic."""
+    return retry_topic_property if _redelivered(topic) and retry_topic_property else topic
+
+
+def _redelivered(topic: str) -> bool:
+    return topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
+
+
+#: How each column is built: ``(buffer, starts, records, properties, topic, body lengths, column) -> array``, where
+#: ``column(name)`` gives another column of the same rows (built once).
+_COLUMN = {
+    "topic": lambda buffer, at, records, props, topic, body_len, column: _repeat(topic, len(at)),
+    "queue_id": lambda buffer, at, *_: pa.array(_be(buffer, at + 12, 4, ">i4").astype(np.int32)),
+    "queue_offset": lambda buffer, at, records, *_: pa.array(records.queue_offsets),
+    "msg_id": _msg_ids,
+    "offset_msg_id": lambda buffer, at, *_: _offset_msg_ids(buffer, at),
+    "tags": lambda buffer, at, records, props, *_: props.lookup(PROPERTY_TAGS),
+    "keys": lambda buffer, at, records, props, *_: _keys(props.lookup(PROPERTY_KEYS)),
+    "properties": lambda buffer, at, records, props, *_: props.map(),
+    "born_timestamp": lambda buffer, at, *_: pa.array(_be(buffer, at + 40, 8, ">i8") * 1000, _TS),
+    "store_timestamp": lambda buffer, at, *_: pa.array(_be(buffer, at + 56, 8, ">i8") * 1000, _TS),
+    "born_host": lambda buffer, at, *_: _hosts(buffer, at + 48),
+    "store_host": lambda buffer, at, *_: _hosts(buffer, at + 64),
+    "reconsume_times": lambda buffer, at, *_: pa.array(_be(buffer, at + 72, 4, ">i4").astype(np.int32)),
+    "body": lambda buffer, at, records, props, topic, body_len, column: _views(pa.binary(), buffer, at + _BODY_AT,
+                                                                                body_len),
+    "body_text": lambda *args: _text(args[-1]("body")),
+    "origin_topic": _origin_topics,
+    "origin_msg_id": _origin_msg_ids,
+}
 
 
 def _repeat(text: str, n: int) -> pa.Array:
@@ -272,7 +312,11 @@ class _Properties:
         values = pairs.take(np.arange(1, len(pairs), 2))
         keep = pc.and_(pc.greater(pc.utf8_length(names), 0), pc.greater(pc.utf8_length(values), 0))
         names, values = names.filter(keep), values.filter(keep)
-        row_of = rows.filter(keep).to_numpy(zero_copy_only=False).astype(np.int64)
+        self.names, self.values = names, values
+        self.row_of = rows.filter(keep).to_numpy(zero_copy_only=False).astype(np.int64)
+
+    def map(self) -> pa.MapArray:
+        names, values, row_of = self.names, self.values, self.row_of
         if len(names):
             codes = pc.dictionary_encode(names).indices.to_numpy(zero_copy_only=False).astype(np.int64)
             pair_of = row_of * (int(codes.max()) + 1) + codes  # one number per (row, name)
@@ -285,18 +329,18 @@ class _Properties:
                 place = np.argsort(first)
                 first, last = first[place], last[place]
                 names, values, row_of = names.take(first), values.take(last), row_of[first]
-        self.names, self.values, self.row_of = names, values, row_of
-
-    def map(self) -> pa.MapArray:
         offsets = np.zeros(self.rows + 1, np.int32)
-        np.cumsum(np.bincount(self.row_of, minlength=self.rows), out=offsets[1:], dtype=np.int32)
-        return pa.MapArray.from_arrays(pa.array(offsets), self.names, self.values)
+        np.cumsum(np.bincount(row_of, minlength=self.rows), out=offsets[1:], dtype=np.int32)
+        return pa.MapArray.from_arrays(pa.array(offsets), names, values)
 
     def lookup(self, name: str) -> pa.Array:
-        """Each row's value of ``name``, null where it has none (``map_lookup(..., "first")`` without the map)."""
+        """Each row's value of ``name``, null where it has none (``map_lookup(..., "first")`` without the map): its
+        last piece naming it, as the map keeps."""
         found = np.flatnonzero(pc.equal(self.names, name).to_numpy(zero_copy_only=False))
+        rows = self.row_of[found]
+        last = np.r_[rows[1:] != rows[:-1], True] if len(found) else np.zeros(0, bool)
         index = np.full(self.rows, -1, np.int64)
-        index[self.row_of[found]] = found
+        index[rows[last]] = found[last]
         return self.values.take(pa.array(index, mask=index < 0))
 
 

@@ -111,6 +111,10 @@ INNER_BATCH_FLAG: Final = 0x1 << 7
 RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 
 
+#: ``MixAll.DLQ_GROUP_TOPIC_PREFIX``
+DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
+
+
 def retry_topic(consumer_group: str) -> str:
     """``MixAll.getRetryTopic``: the group's retry topic, ``%RETRY%<group>``."""
     return RETRY_GROUP_TOPIC_PREFIX + consumer_group
@@ -130,6 +134,7 @@ PROPERTY_TAGS: Final = "TAGS"
 PROPERTY_RETRY_TOPIC: Final = "RETRY_TOPIC"
 PROPERTY_TRANSACTION_PREPARED: Final = "TRAN_MSG"
 PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: Final = "UNIQ_KEY"
+PROPERTY_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
 #: ``MessageConst.KEY_SEPARATOR``
 KEY_SEPARATOR: Final = " "
 

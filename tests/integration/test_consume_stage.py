@@ -8,8 +8,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from rocketlake.pipelines.config import BodyConfig
-from rocketlake.pipelines.consume import DUPLICATE, ERROR, decode_checked, listen, mark_known, with_origin
-from rocketlake.pipelines.source import MATCHED_COLUMN, SCHEMA_DDL, WINDOW_COLUMN
+from rocketlake.pipelines.columns import METADATA_COLUMNS, schema_ddl
+from rocketlake.pipelines.consume import DUPLICATE, ERROR, decode_checked, listen, mark_known
 from tests.unit.support import ingestion_config
 
 pytestmark = pytest.mark.engine
@@ -19,17 +19,19 @@ T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 def message(offset: int, body: bytes, *, topic: str = "orders", tags: str = "TagA", matched: bool = True,
             props: dict | None = None, msg_id: str | None = None) -> tuple:
     properties = {"UNIQ_KEY": msg_id or f"U{offset}", **(props or {})}
+    origin_topic = properties.get("RETRY_TOPIC", topic) if topic.startswith("%RETRY%") else topic
     return (topic, "broker-a", 0, offset, msg_id or f"U{offset}", f"{offset:032X}", tags, None, properties, T0, T0,
-            "127.0.0.1:1", "127.0.0.1:10911", 0, body, matched, T0)
+            "127.0.0.1:1", "127.0.0.1:10911", 0, body, origin_topic, msg_id or f"U{offset}", matched, T0)
 
 
 def frame(spark, rows):
-    return spark.createDataFrame(rows, f"{SCHEMA_DDL}, {MATCHED_COLUMN}, {WINDOW_COLUMN}")
+    """Rows as the source gives them with every metadata column (as it reads for a listener)."""
+    return spark.createDataFrame(rows, schema_ddl(METADATA_COLUMNS, matched=True, window=True))
 
 
 def test_bodies_that_do_not_decode_are_failures_not_nulls(spark):
-    df = with_origin(frame(spark, [message(0, b'{"a": "x"}'), message(1, b'{"a": '), message(2, b"\xff\xfe"),
-                                   message(3, b"{oops", matched=False), message(4, b"")]))
+    df = frame(spark, [message(0, b'{"a": "x"}'), message(1, b'{"a": '), message(2, b"\xff\xfe"),
+                       message(3, b"{oops", matched=False), message(4, b"")])
     out = {r["queue_offset"]: r for r in decode_checked(df, BodyConfig(format="json", schema="a STRING")).collect()}
     assert out[0][ERROR] is None and out[0]["a"] == "x"
     assert out[1][ERROR].startswith("body is not JSON matching body.schema (a STRING): {\"a\": ")
@@ -43,7 +45,7 @@ def test_bodies_that_do_not_decode_are_failures_not_nulls(spark):
 def test_listeners_judge_only_messages_still_to_consume(spark):
     rows = [message(0, b"a"), message(1, b"b", tags="poison"), message(2, b"c"), message(3, b"d", tags="poison",
                                                                                          matched=False)]
-    df = decode_checked(with_origin(frame(spark, rows)), BodyConfig()).withColumn(DUPLICATE, F.lit(False))
+    df = decode_checked(frame(spark, rows), BodyConfig()).withColumn(DUPLICATE, F.lit(False))
     per_batch = ingestion_config(listener="tests.unit.listeners:fail_poison", consume_message_batch_max_size=1)
     verdicts = {r["queue_offset"]: r[ERROR] for r in listen(df, per_batch).collect()}
     assert verdicts == {0: None, 1: "listener answered RECONSUME_LATER", 2: None, 3: None}
@@ -56,13 +58,13 @@ def test_listeners_judge_only_messages_still_to_consume(spark):
 
 def test_a_redelivered_copy_of_a_landed_message_is_a_duplicate(spark, tmp_path):
     path = str(tmp_path / "t")
-    landed = with_origin(frame(spark, [message(0, b"x", msg_id="M0")]))
+    landed = frame(spark, [message(0, b"x", msg_id="M0")])
     landed.drop("matched").write.format("delta").save(path)
     retry = "%RETRY%g"
     rows = [message(5, b"x", topic=retry, msg_id="M0", props={"RETRY_TOPIC": "orders"}),
             message(6, b"y", topic=retry, msg_id="M9", props={"RETRY_TOPIC": "orders"}),
             message(7, b"z", msg_id="M0")]  # the main topic is never a copy
-    df = with_origin(frame(spark, rows))
+    df = frame(spark, rows)
     marked = {r["queue_offset"]: r for r in mark_known(df, path, "false", int(T0.timestamp() * 1000)).collect()}
     assert (marked[5][DUPLICATE], marked[6][DUPLICATE], marked[7][DUPLICATE]) == (True, False, False)
     assert marked[5]["origin_topic"] == "orders" and marked[5]["origin_msg_id"] == "M0"
@@ -75,7 +77,7 @@ def test_a_listener_call_over_consume_timeout_is_a_retry_and_the_task_finishes(s
     import re
 
     rows = [message(0, b"a"), message(1, b"b", tags="slow"), message(2, b"c")]
-    df = decode_checked(with_origin(frame(spark, rows)), BodyConfig()).withColumn(DUPLICATE, F.lit(False))
+    df = decode_checked(frame(spark, rows), BodyConfig()).withColumn(DUPLICATE, F.lit(False))
     cfg = ingestion_config(listener="tests.unit.listeners:sleep_on_slow", consume_timeout=0.05)  # 3 s
     verdicts = {r["queue_offset"]: r[ERROR] for r in listen(df, cfg).collect()}  # returns: nothing hangs
     assert verdicts[0] is None and verdicts[2] is None

@@ -332,7 +332,7 @@ def test_runs_killed_during_or_after_send_back_land_every_message_once(tmp_path,
     from tests.integration.ingestion_support import minute_key, wait_until
 
     ingestion = Ingestion(tmp_path, local_cluster, produced, instance_home,
-                          listener="tests.unit.listeners:fail_every_third_once")
+                          listener="tests.unit.listeners:fail_every_third_once", metadata_columns=["reconsume_times"])
     first_retry_ms = int(time.time()) // 60 * 60_000
     failing = {w: [m for m in produced.in_window(w) if int(m["properties"]["seq"]) % 3 == 0]
                for w in produced.windows()}

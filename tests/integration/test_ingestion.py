@@ -41,14 +41,22 @@ def setup(tmp_path: Path, local_cluster, produced, **extra):
     return definitions(config), table, group, str(tmp_path / "lake" / table)
 
 
+#: What every table has: identity, store time, tags, keys, body, the window; here also the JSON body's fields, and the
+#: origin columns (a JSON body can fail to decode, so redelivered copies can land).
+DEFAULT_COLUMNS = ["topic", "broker_name", "queue_id", "queue_offset", "msg_id", "tags", "keys", "store_timestamp",
+                   "body", "window_start", "origin_topic", "origin_msg_id", "order_id", "amount", "window_date"]
+
+
 def test_each_message_lands_once_in_the_window_of_its_store_time(tmp_path, local_cluster, produced):
-    defs, table, group, path = setup(tmp_path, local_cluster, produced)
+    opted_in = ["offset_msg_id", "properties", "born_timestamp"]
+    defs, table, group, path = setup(tmp_path, local_cluster, produced, metadata_columns=opted_in)
     w1, w2 = produced.windows()
     with instance_for_test() as instance:
         for key in (w1, w2):
             assert run_partitions(defs, table, instance, key).success
 
     rows = table_rows(path)
+    assert sorted(rows[0]) == sorted(DEFAULT_COLUMNS + opted_in)
     assert Counter(r["msg_id"] for r in rows) == Counter(produced.by_msg_id.keys())  # each exactly once
     for row in rows:
         java = produced.by_msg_id[row["msg_id"]]
@@ -91,6 +99,7 @@ def test_rematerializing_a_window_changes_nothing(tmp_path, local_cluster, produ
         version = DeltaTable(path).version()
         assert run_partitions(defs, table, instance, w1).success
     assert sorted(table_rows(path), key=lambda r: r["msg_id"]) == before
+    assert sorted(before[0]) == sorted(DEFAULT_COLUMNS)  # no metadata column unless asked for
     assert DeltaTable(path).version() == version + 2  # a new commit (and its verdict), the same rows
     assert len(before) == len(produced.in_window(w1))
 

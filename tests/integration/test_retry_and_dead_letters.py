@@ -72,7 +72,8 @@ def test_failures_come_back_then_land_once_or_end_in_the_dead_letter_table(tmp_p
     local_cluster.create_topic(topic, 2)
     config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake", {"orders": {
         "topic": topic, "consumer_group": group, "table": table, "listener": "tests.unit.listeners:fail_by_tag",
-        "max_reconsume_times": MAX_RECONSUME, "consume_message_batch_max_size": 1}})
+        "max_reconsume_times": MAX_RECONSUME, "consume_message_batch_max_size": 1,
+        "metadata_columns": ["reconsume_times", "properties"]}})
     defs = definitions(config)
 
     # The Java peer fails the same messages: poison always, flaky once, and the malformed body (tag "bad") always,

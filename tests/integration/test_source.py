@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from rocketlake.pipelines.columns import CORE_COLUMNS
 from rocketlake.pipelines.options import SourceOptionError, parse_options
 from rocketlake.pipelines.source import register
 
@@ -33,7 +34,9 @@ def test_reads_exactly_what_the_java_producer_sent(create_topic, java_producer, 
     topic = create_topic(queues=2)
     sent = java_producer([{"topic": topic, "tags": "TagA" if i % 3 else "TagB", "keys": [f"k{i}", "x"],
                            "properties": {"n": str(i)}, "body": f"héllo {i}"} for i in range(60)])
-    rows = rocketmq_reader(topic, bodyFormat="text").collect()
+    rows = rocketmq_reader(topic, bodyFormat="text", metadataColumns="offset_msg_id, properties").collect()
+    assert list(rows[0].asDict()) == ["topic", "broker_name", "queue_id", "queue_offset", "msg_id", "offset_msg_id",
+                                      "tags", "keys", "properties", "store_timestamp", "body", "body_text"]
     assert keys(rows) == sorted((s.broker_name, s.queue_id, s.queue_offset) for s in sent)
     by_id = {r.msg_id: r for r in rows}
     for s in sent:
@@ -53,6 +56,7 @@ def test_subscription_filter_and_included_verdicts(create_topic, java_producer, 
     assert len(verdicts) == 30  # every offset of the range, each with its verdict
     assert sum(r.matched for r in verdicts) == 10
     assert all(r.matched == (r.tags == "T1") for r in verdicts)
+    assert list(verdicts[0].asDict()) == [*CORE_COLUMNS, "matched"]  # no metadata column unless asked for
 
 
 def test_offsets_json_and_split_by_threshold(create_topic, java_producer, rocketmq_reader):
@@ -84,6 +88,8 @@ def test_timestamps_are_exact_store_time_boundaries(create_topic, java_producer,
     ({"namesrv": "x:1", "topic": "t", "startingOffsets": "{bad"}, "keyed by broker name then queue id"),
     ({"namesrv": "x:1", "topic": "t", "startingOffsets": "latest"}, "startingOffsets=latest"),
     ({"namesrv": "x:1", "topic": "t", "bodyFormat": "xml"}, "bodyFormat='xml' is not allowed"),
+    ({"namesrv": "x:1", "topic": "t", "metadataColumns": "properties,tags"},
+     "metadataColumns='properties,tags': 'tags' is not a metadata column (always there); allowed: offset_msg_id, "),
 ])
 def test_bad_options_are_named(options, message):
     with pytest.raises(SourceOptionError, match=message.replace("[", r"\[").replace("]", r"\]")):

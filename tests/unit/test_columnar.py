@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from rocketlake.pipelines.source import _BatchBuilder, arrow_schema
+from rocketlake.pipelines.columns import METADATA_COLUMNS, arrow_schema
+from rocketlake.pipelines.source import _BatchBuilder
 from rocketlake.resources.rocketmq.columnar import RawRecords, record_batch, scan_records
 from rocketlake.resources.rocketmq.filter import Subscription
 from rocketlake.resources.rocketmq.message import (
@@ -18,7 +19,7 @@ from rocketlake.resources.rocketmq.message import (
     encode_message_record,
 )
 
-NAMES = ["UNIQ_KEY", "TAGS", "KEYS", "WAIT", "region", "amount", "a\x01b", "", "é"]
+NAMES = ["UNIQ_KEY", "TAGS", "KEYS", "WAIT", "RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "region", "a\x01b", "", "é"]
 VALUES = ["", "x", "TagA", "TagB", "k1  k2 ", " k3", "a\x01b", "ünï", "7F0000010B2D18B4AAC200000000002A"]
 
 
@@ -74,13 +75,15 @@ def _exact(body: bytes, schema, subscription: Subscription, include_filtered: bo
 def test_columnar_batches_equal_the_exact_decoder_row_for_row(seed):
     rng = random.Random(seed)
     # Rows naming a property twice, as brokers store batch-sent messages: first place, last value.
-    body = b"".join(_record(rng, 100 + i, repeat_a_name=rng.random() < 0.3) for i in range(rng.randint(4, 60)))
+    topic = rng.choice(["orders", "%RETRY%group", "%DLQ%group"])
+    body = b"".join(_record(rng, 100 + i, topic, repeat_a_name=rng.random() < 0.3) for i in range(rng.randint(4, 60)))
     expression = rng.choice(["*", "TagA", "TagA || TagB", "TagC"])
-    subscription = Subscription.parse("orders", expression)
+    subscription = Subscription.parse(topic, expression)
     include_filtered = rng.random() < 0.5
     with_text = rng.random() < 0.5
     window_ms = rng.choice([None, 1_700_000_000_000])
-    schema = arrow_schema(include_filtered, window_ms is not None, with_text)
+    metadata = rng.sample(METADATA_COLUMNS, rng.randint(0, len(METADATA_COLUMNS)))  # any of them, or none
+    schema = arrow_schema(metadata, matched=include_filtered, window=window_ms is not None, text=with_text)
     records = scan_records(body)
     assert records is not None
     assert records.queue_offsets.tolist() == [m.queue_offset for m in decode_messages(body)]

@@ -220,7 +220,7 @@ def test_every_field_either_works_or_is_refused():
                 "allocate_message_queue_strategy", "allocate_message_queue_list", "consumer_machine_rooms",
                 "machine_room_resolver", "machine_room_nearby_strategy", "virtual_node_count", "listener",
                 "consume_thread_min", "consume_thread_max", "consume_message_batch_max_size", "max_reconsume_times",
-                "consume_timeout", "run_retry", "suspend_current_queue_time_millis"}
+                "consume_timeout", "run_retry", "suspend_current_queue_time_millis", "metadata_columns"}
     assert set(IngestionConfig.model_fields) == honoured | set(NOT_SUPPORTED_YET)
     assert not honoured & set(NOT_SUPPORTED_YET)
 
@@ -295,3 +295,21 @@ def test_a_default_instance_name_becomes_the_deployments_own_in_clustering(monke
     assert deployment_instance_name({}) == str(os.getpid())
     assert ingestion_config(client_ip="10.0.0.1", instance_name="eu1").client_id == "10.0.0.1@eu1"
     assert ingestion_config(client_ip="10.0.0.1", message_model="BROADCASTING").client_id == "10.0.0.1@DEFAULT"
+
+
+def test_metadata_columns_are_named_from_the_catalogue_and_the_rules_add_what_the_run_needs():
+    from rocketlake.pipelines.columns import METADATA_COLUMNS, landed_metadata, read_metadata
+
+    cfg = parse_config(with_ingestion(metadata_columns=["properties", "born_host"]), "test.yaml").ingestions["orders"]
+    assert landed_metadata(cfg) == ("properties", "born_host")  # catalogue order
+    assert read_metadata(cfg, landed_metadata(cfg)) == ("properties", "born_host")  # nothing can fail: read = landed
+    # A table that already has a column keeps getting it; origin columns where copies can land; all for a listener.
+    assert landed_metadata(cfg, ["topic", "store_host", "amount"]) == ("properties", "born_host", "store_host")
+    failing = parse_config(with_ingestion(body={"format": "text"}), "test.yaml").ingestions["orders"]
+    assert landed_metadata(failing) == ("origin_topic", "origin_msg_id")
+    assert read_metadata(failing, landed_metadata(failing)) == ("offset_msg_id", "reconsume_times", "origin_topic",
+                                                                 "origin_msg_id")
+    listening = parse_config(with_ingestion(listener="tests.unit.listeners:fail_poison"), "t.yaml").ingestions["orders"]
+    assert read_metadata(listening, landed_metadata(listening)) == METADATA_COLUMNS
+    refused = "\n".join(problems(with_ingestion(metadata_columns=["properties", "msg_id"])))
+    assert "ingestions.orders.metadata_columns.1: 'msg_id'" in refused and "'born_host'" in refused
