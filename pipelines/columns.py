@@ -92,11 +92,14 @@ def schema_ddl(metadata=(), *, text: bool = False, matched: bool = False, window
 
 def landed_metadata(cfg, table_columns=()) -> tuple[str, ...]:
     """The metadata columns an ingestion's table gets: those configured (``metadata_columns``); the origin columns
-    wherever redelivered copies can land (an ingestion whose messages can fail, whose copies are found by them, and a
-    dead-letter table); and those the table already has (left out, they would silently turn null)."""
+    wherever redelivered copies can land (an ingestion whose messages can fail, whose copies are found by them);
+    in a dead-letter table, the origin columns and the attempts made; and those the table already has (left out,
+    they would silently turn null)."""
     names = set(cfg.metadata_columns) | (set(table_columns) & set(METADATA_COLUMNS))
-    if cfg.can_fail or cfg.dead_letters_of is not None:
+    if cfg.can_fail:
         names |= set(ORIGIN_COLUMNS)
+    if cfg.dead_letters_of is not None:
+        names |= {*ORIGIN_COLUMNS, "reconsume_times"}
     return check_metadata(names)
 
 

@@ -309,6 +309,10 @@ def test_metadata_columns_are_named_from_the_catalogue_and_the_rules_add_what_th
     assert landed_metadata(failing) == ("origin_topic", "origin_msg_id")
     assert read_metadata(failing, landed_metadata(failing)) == ("offset_msg_id", "reconsume_times", "origin_topic",
                                                                  "origin_msg_id")
+    from rocketlake.pipelines.config import dead_letter_config
+
+    assert landed_metadata(dead_letter_config(cfg)) == ("properties", "born_host", "reconsume_times", "origin_topic",
+                                                        "origin_msg_id")
     listening = parse_config(with_ingestion(listener="tests.unit.listeners:fail_poison"), "t.yaml").ingestions["orders"]
     assert read_metadata(listening, landed_metadata(listening)) == METADATA_COLUMNS
     refused = "\n".join(problems(with_ingestion(metadata_columns=["properties", "msg_id"])))
