@@ -4,9 +4,11 @@
 field of it into Python lists before Arrow saw them: about 25 us per message, which held the whole
 landing path to a fraction of what Spark and Delta can write. Here a pull answer is only indexed
 (:func:`scan_records`: one size read per record, to find where each starts), the answers of a
-queue are kept as they came, and :func:`record_batch` reads every fixed field of all records at
-once with numpy, cuts bodies and properties out of the answers' buffers in one Arrow cast each
-(:func:`_views`), and parses properties with Arrow's string kernels.
+queue are kept as they came, and :func:`record_batch` checks the shape of all records at once,
+reads every fixed field with numpy, cuts bodies and properties out of the answers' buffers in one
+Arrow cast each (:func:`_views`), and parses properties with Arrow's string kernels. The checks
+run once per batch, not once per pull answer: with a stock broker's 32 messages a pull, checking
+each answer cost a Python worker about 3 us per message, half of it numpy's per-call overhead.
 
 It covers the records a broker stores for ordinary and batch-sent messages: V1 magic, IPv4 hosts,
 bodies not compressed, no 5.x inner batch, properties valid UTF-8. Anything else
@@ -113,8 +115,8 @@ def _be(buffer: np.ndarray, at: np.ndarray, width: int, dtype: str) -> np.ndarra
 
 
 def scan_records(body: bytes) -> RawRecords | None:
-    """Index the records of a PULL_MESSAGE body, or None if one of them is outside the fast shape
-    (or malformed: the exact decoder then says how)."""
+    """Index the records of a PULL_MESSAGE body, or None if their sizes do not add up to it (the exact
+    decoder then says how). Whether each record is of the fast shape is :func:`record_batch`'s check."""
     size = len(body)
     starts: list[int] = []
     pos = 0
@@ -129,8 +131,6 @@ def scan_records(body: bytes) -> RawRecords | None:
         pos += total
     buffer = np.frombuffer(body, np.uint8)
     at = np.array(starts, np.int64)
-    if not _well_formed(buffer, at):
-        return None
     return RawRecords(buffer, at, _be(buffer, at + 20, 8, ">i8"))
 
 
@@ -188,6 +188,8 @@ def record_batch(records: RawRecords, schema: pa.Schema, *, broker_name: str, su
     not match are dropped, or kept with ``matched`` false when ``include_filtered``. Only the
     columns of ``schema`` are built: the properties map only when it is one of them."""
     buffer, at, n = records.buffer, records.starts, len(records)
+    if not _well_formed(buffer, at):
+        return None
     body_len = _be(buffer, at + 84, 4, ">i4")
     topic_at = at + _BODY_AT + body_len
     topic_len = buffer[topic_at].astype(np.int64)

@@ -97,14 +97,24 @@ def test_columnar_batches_equal_the_exact_decoder_row_for_row(seed):
 
 
 def test_records_outside_the_fast_shape_are_left_to_the_exact_decoder():
+    def fast(record: bytes):
+        records = scan_records(record)
+        return records and record_batch(records, arrow_schema(), broker_name="b", subscription=Subscription.parse(
+            "orders", "*"), include_filtered=False, window_start_us=None)
+
     plain = Message("orders", queue_offset=7, born_host="127.0.0.1:1", store_host="127.0.0.1:2", body=b"x")
-    assert scan_records(encode_message_record(plain)) is not None
+    assert fast(encode_message_record(plain)) is not None
     for odd in (
         Message("orders", queue_offset=7, sys_flag=BORNHOST_V6_FLAG, born_host="[::1]:1", store_host="127.0.0.1:2"),
         Message("orders", queue_offset=7, sys_flag=COMPRESSED_FLAG, born_host="127.0.0.1:1", store_host="127.0.0.1:2",
                 body=b"not really deflated"),
     ):
-        assert scan_records(encode_message_record(odd)) is None
+        assert scan_records(encode_message_record(odd)) is not None  # indexed: the sizes add up
+        assert fast(encode_message_record(odd)) is None  # but not decoded here
+        # One odd record among plain ones sends the whole batch to the exact decoder.
+        mixed = RawRecords.concat([scan_records(encode_message_record(plain)), scan_records(encode_message_record(odd))])
+        assert record_batch(mixed, arrow_schema(), broker_name="b", subscription=Subscription.parse("orders", "*"),
+                            include_filtered=False, window_start_us=None) is None
     truncated = encode_message_record(plain)[:-1]
     assert scan_records(truncated) is None
     with pytest.raises(Exception):
