@@ -32,11 +32,13 @@ from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.spark import spark_session
 
 
-def land(cluster, spark, topic: str, lake: Path, window: Window, run: str, pull_batch_size: int = 32):
+def land(cluster, spark, topic: str, lake: Path, window: Window, run: str, pull_batch_size: int = 32,
+         metadata_columns: tuple[str, ...] = ()):
     cfg = parse_config({
         "clusters": {"bench": {"namesrv": cluster.spec.namesrv_address}},
         "ingestions": {"bench": {"cluster": "bench", "topic": topic, "consumer_group": f"bench_{run}",
                                  "table": f"bench_{run}", "pull_batch_size": pull_batch_size,
+                                 "metadata_columns": list(metadata_columns),
                                  "window": {"cron": "* * * * *", "start": "2026-01-01"}}},
     }).ingestions["bench"]
     client = RocketMQClient(cluster.spec.namesrv_address, timeout=10)

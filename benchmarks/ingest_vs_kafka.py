@@ -8,15 +8,22 @@ producer (``ProducerPeer``) into 16 queues (8 on each of two brokers) and by Spa
 partitions of one KRaft broker from Maven Central jars. One SparkSession on ``local[2]`` serves both, with
 Delta and the ``spark-sql-kafka-0-10`` jars as files.
 
-Each round lands the whole topic once per system, interleaved:
+Each round lands the whole topic once per system, interleaved, at equal information:
 
 * rocketlake: ``pipelines.materialize`` as a run does it (plan the window's exact ranges, one Spark job
   through the ``rocketmq`` Python Data Source, one Delta commit carrying the ledger), a new consumer group
-  and table each time, twice: with ``pull_batch_size`` 32 (the Java consumer's default, within the
+  and table each time, with the default columns (queue identity, offset, store time, key, body, plus
+  message id, tags and window), twice: with ``pull_batch_size`` 32 (the Java consumer's default, within the
   broker's default transfer caps of 32 messages and 256 KiB a pull: what a stock broker gives) and with
   ``pull_batch_size`` 1024, on brokers whose caps are raised to 1024 messages and 1 MiB a pull, Kafka's
   default ``max.partition.fetch.bytes`` (the caps are maxima: pulls of 32 are served the same either way);
-* Kafka: ``spark.read.format("kafka")`` earliest..latest, ``.write.format("delta")`` append.
+* Kafka: ``spark.read.format("kafka")`` earliest..latest (its 7 columns), ``.write.format("delta")`` append;
+* the second pair: rocketlake with ``metadata_columns: [properties]`` (pulls of 1024) against Kafka with
+  ``includeHeaders=true`` on a second topic whose records carry, as headers, the property names and values the
+  RocketMQ messages carry (KEYS, UNIQ_KEY, WAIT, ...: listed in the output).
+
+Both systems write with the same Delta settings (``kafka_peer.KAFKA_PLAIN_COLUMNS``): no Parquet dictionary for
+unique-valued columns, statistics on lookup columns only, partitioned by day, no optimized write.
 
 Then, to say where the time goes: each source read alone into Spark's ``noop`` sink, and the ceiling,
 the same rows generated inside the JVM and written to Delta (no source at all). Peak RSS is this
@@ -107,6 +114,12 @@ def main() -> None:
             assert sum(kafka.end_offsets("bench").values()) == n
             print(f"kafka: produced {n:,} x {size} B into {PARTITIONS} partitions in {kafka_seconds:.0f}s", flush=True)
             window = fill_rocketmq(cluster, "bench", n, size)
+            names = property_names(cluster.spec.namesrv_address)
+            kafka.create_topic("bench_headers", PARTITIONS)
+            kafka_seconds = produce_with_spark(spark, kafka.bootstrap, "bench_headers", n, size, PARTITIONS, names)
+            assert sum(kafka.end_offsets("bench_headers").values()) == n
+            print(f"kafka: produced {n:,} records with the headers {names} (the properties of the RocketMQ "
+                  f"messages) in {kafka_seconds:.0f}s", flush=True)
             # Warm the JVM's Parquet and Delta paths once, untimed, for both systems alike.
             ceiling_frame(spark, 100_000, size).write.format("delta").save(str(tmp_path / "warm"))
 
@@ -118,8 +131,9 @@ def main() -> None:
                 print(f"  {label:<40} {n / seconds:>9,.0f} msg/s {mb / seconds:>7.1f} MB/s  peak RSS {mib(peak):>10}"
                       f"  ({seconds:.1f}s; CPU s: {cpu_text(cpu)})", flush=True)
 
-            def rocketlake(r: int, batch: int):
-                return land(cluster, spark, "bench", tmp_path / "lake", window, f"round{r}_{batch}", batch)[0]
+            def rocketlake(r: int, batch: int, metadata: tuple[str, ...] = ()):
+                return land(cluster, spark, "bench", tmp_path / "lake", window, f"round{r}_{batch}{'_'.join(metadata)}",
+                            batch, metadata)[0]
 
             for r in range(args.rounds):
                 print(f"round {r + 1}:", flush=True)
@@ -130,6 +144,12 @@ def main() -> None:
                     lambda: spark_kafka_to_delta(spark, kafka.bootstrap, "bench", str(tmp_path / f"kafka{r}")),
                     brokers, parts)
                 record("spark kafka source -> delta", rows, seconds, peak, cpu)
+                rows, seconds, peak, cpu = timed(lambda: rocketlake(r, 1024, ("properties",)), brokers, parts)
+                record(WITH_PROPERTIES, rows, seconds, peak, cpu)
+                rows, seconds, peak, cpu = timed(
+                    lambda: spark_kafka_to_delta(spark, kafka.bootstrap, "bench_headers",
+                                                 str(tmp_path / f"kafka_headers{r}"), headers=True), brokers, parts)
+                record(WITH_HEADERS, rows, seconds, peak, cpu)
 
             print("where the time goes:", flush=True)
             for r in range(args.rounds):
@@ -152,9 +172,33 @@ def main() -> None:
         cpu = sorted(runs, key=lambda run: run[0])[(len(runs) - 1) // 2][2]
         print(f"  {label:<40} {n / medians[label]:>9,.0f} msg/s {mb / medians[label]:>7.1f} MB/s"
               f"  peak RSS {mib(max(p for _, p, _ in runs)):>10}  CPU s: {cpu_text(cpu)}")
-    for batch in (32, 1024):
-        ratio = medians["spark kafka source -> delta"] / medians[f"rocketlake -> delta (pulls of {batch})"]
-        print(f"  rocketlake (pulls of {batch}) / kafka peer, end to end: {ratio:.2f}x")
+    spark_cpu = {label: spark_side(sorted(runs, key=lambda run: run[0])[(len(runs) - 1) // 2][2])
+                 for label, runs in figures.items()}
+    pairs = [(f"rocketlake -> delta (pulls of {batch})", "spark kafka source -> delta") for batch in (32, 1024)]
+    for ours, theirs in pairs + [(WITH_PROPERTIES, WITH_HEADERS)]:
+        print(f"  {ours} / {theirs}: {medians[theirs] / medians[ours]:.2f}x end to end; Spark-side CPU "
+              f"(JVM + Python workers) {spark_cpu[ours]:.1f} s against {spark_cpu[theirs]:.1f} s, "
+              f"{spark_cpu[ours] / spark_cpu[theirs]:.2f}x")
+
+
+WITH_PROPERTIES = "rocketlake -> delta, + properties (1024)"
+WITH_HEADERS = "spark kafka source -> delta, + headers"
+
+
+def spark_side(cpu: dict[str, float]) -> float:
+    """CPU seconds of Spark's JVM and its Python workers (the brokers run on machines of their own in production)."""
+    return cpu.get("spark jvm", 0) + cpu.get("python workers", 0)
+
+
+def property_names(namesrv: str) -> list[str]:
+    """The property names of the first message of a queue (the same for every message the producer sent; Java
+    stamps MIN_OFFSET and MAX_OFFSET on pulled messages client-side, the broker does not store them)."""
+    from rocketlake.resources.rocketmq.client import RocketMQClient
+
+    with RocketMQClient(namesrv) as client:
+        queue = client.queues("bench")[0]
+        (message,) = client.pull(queue, 0, 1, consumer_group="bench_properties").messages[:1]
+    return sorted(message.properties)
 
 
 def cpu_text(cpu: dict[str, float]) -> str:

@@ -346,15 +346,26 @@ def _killpg(pid: int, sig: int) -> None:
 KAFKA_COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
 
 
-def _kafka_batch(spark, bootstrap: str, topic: str):
-    """Everything in ``topic`` now: earliest to latest offsets, one Spark task per partition."""
+#: The writer settings rocketlake's tables get (``pipelines.delta_writer``), applied to Kafka's columns of the same
+#: kind, so that neither system gains from a setting the other lacks: no Parquet dictionary for the columns where
+#: nearly every value is new (key, value, header values: rocketlake's keys, body, ids and property values);
+#: Delta statistics on the lookup columns only (topic, partition, offset, timestamp); tables partitioned by the UTC
+#: day of the record's time (rocketlake's ``window_date``); no optimized write (rocketlake skips it for large ranges).
+KAFKA_PLAIN_COLUMNS = ("key", "value", "headers.element.value")
+KAFKA_STATS_COLUMNS = "topic,partition,offset,timestamp,timestampType"
+
+
+def _kafka_batch(spark, bootstrap: str, topic: str, headers: bool = False):
+    """Everything in ``topic`` now: earliest to latest offsets, one Spark task per partition; with ``headers``, the
+    source's ``includeHeaders`` (an eighth column)."""
     return (spark.read.format("kafka")
             .option("kafka.bootstrap.servers", bootstrap)
             .option("subscribe", topic)
             .option("startingOffsets", "earliest")
             .option("endingOffsets", "latest")
+            .option("includeHeaders", str(headers).lower())
             .load()
-            .select(*KAFKA_COLUMNS))
+            .select(*KAFKA_COLUMNS, *(["headers"] if headers else [])))
 
 
 def producer_peer_records(spark, count: int, body_size: int, partitions: int):
@@ -372,18 +383,43 @@ def producer_peer_records(spark, count: int, body_size: int, partitions: int):
         F.expr(body).alias("value"), (F.col("id") % partitions).cast("int").alias("partition"))
 
 
-def produce_with_spark(spark, bootstrap: str, topic: str, count: int, body_size: int, partitions: int) -> float:
-    """Fill ``topic`` with :func:`producer_peer_records` through Spark's Kafka sink; returns wall seconds."""
+def with_headers(records, names: list[str]):
+    """``records`` with the headers a RocketMQ message of the same producer carries as properties (``names``): KEYS
+    (the key), UNIQ_KEY (32 hex digits, distinct per record), WAIT ("true"), any other name its literal value."""
+    from pyspark.sql import functions as F
+
+    values = {"KEYS": F.col("key"), "UNIQ_KEY": F.upper(F.md5(F.col("value"))).cast("binary"),
+              "WAIT": F.lit("true").cast("binary")}
+    return records.withColumn("headers", F.array(*[
+        F.struct(F.lit(name).alias("key"), values.get(name, F.lit("DefaultCluster").cast("binary")).alias("value"))
+        for name in names]))
+
+
+def produce_with_spark(spark, bootstrap: str, topic: str, count: int, body_size: int, partitions: int,
+                       headers: list[str] | None = None) -> float:
+    """Fill ``topic`` with :func:`producer_peer_records` (with ``headers``: :func:`with_headers`) through Spark's
+    Kafka sink; returns wall seconds."""
     started = time.perf_counter()
-    (producer_peer_records(spark, count, body_size, partitions).write.format("kafka")
+    records = producer_peer_records(spark, count, body_size, partitions)
+    if headers:
+        records = with_headers(records, headers)
+    (records.write.format("kafka")
      .option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
      .option("kafka.linger.ms", "5").option("kafka.batch.size", "262144").option("kafka.acks", "1").save())
     return time.perf_counter() - started
 
 
-def spark_kafka_to_delta(spark, bootstrap: str, topic: str, path: str | Path) -> int:
-    """Land ``topic`` in the Delta table at ``path`` (append); returns the table's row count read back."""
-    _kafka_batch(spark, bootstrap, topic).write.format("delta").mode("append").save(str(path))
+def spark_kafka_to_delta(spark, bootstrap: str, topic: str, path: str | Path, headers: bool = False) -> int:
+    """Land ``topic`` in the Delta table at ``path`` (append, with ``KAFKA_PLAIN_COLUMNS`` and ``KAFKA_STATS_COLUMNS``,
+    partitioned by day); returns the table's row count read back."""
+    from pyspark.sql import functions as F
+
+    for column in KAFKA_PLAIN_COLUMNS:
+        spark.conf.set(f"parquet.enable.dictionary#{column}", "false")
+    (_kafka_batch(spark, bootstrap, topic, headers)
+     .withColumn("window_date", F.to_date(F.col("timestamp")))
+     .write.format("delta").option("delta.dataSkippingStatsColumns", KAFKA_STATS_COLUMNS)
+     .option("optimizeWrite", "false").partitionBy("window_date").mode("append").save(str(path)))
     return spark.read.format("delta").load(str(path)).count()
 
 
