@@ -65,12 +65,14 @@ class RawRecords:
     the buffer and narrows the index, as cutting a list of messages would.
     """
 
-    __slots__ = ("buffer", "queue_offsets", "starts")
+    __slots__ = ("_nbytes", "buffer", "queue_offsets", "starts")
 
-    def __init__(self, buffer: np.ndarray, starts: np.ndarray, queue_offsets: np.ndarray) -> None:
+    def __init__(self, buffer: np.ndarray, starts: np.ndarray, queue_offsets: np.ndarray,
+                 nbytes: int | None = None) -> None:
         self.buffer = buffer
         self.starts = starts
         self.queue_offsets = queue_offsets
+        self._nbytes = nbytes  # known without reading the sizes again when the records fill ``buffer``
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -83,7 +85,9 @@ class RawRecords:
     @property
     def nbytes(self) -> int:
         """Bytes of the records themselves (what the push consumer's size threshold counts)."""
-        return int(_be(self.buffer, self.starts, 4, ">i4").sum()) if len(self) else 0
+        if self._nbytes is None:
+            self._nbytes = int(_be(self.buffer, self.starts, 4, ">i4").sum()) if len(self) else 0
+        return self._nbytes
 
     def record_bytes(self) -> bytes:
         """The records back to back, as a pull answer carries them."""
@@ -104,6 +108,7 @@ class RawRecords:
             np.concatenate([p.buffer for p in parts]),
             np.concatenate([p.starts + base for p, base in zip(parts, bases)]),
             np.concatenate([p.queue_offsets for p in parts]),
+            sum(p.nbytes for p in parts),
         )
 
 
@@ -131,7 +136,7 @@ def scan_records(body: bytes) -> RawRecords | None:
         pos += total
     buffer = np.frombuffer(body, np.uint8)
     at = np.array(starts, np.int64)
-    return RawRecords(buffer, at, _be(buffer, at + 20, 8, ">i8"))
+    return RawRecords(buffer, at, _be(buffer, at + 20, 8, ">i8"), size)
 
 
 def _well_formed(buffer: np.ndarray, at: np.ndarray) -> bool:
@@ -227,13 +232,14 @@ def record_batch(records: RawRecords, schema: pa.Schema, *, broker_name: str, su
 
 
 def _msg_ids(buffer, at, records, props, topic, body_len, column) -> pa.Array:
-    # MessageClientExt#getMsgId: the producer's UNIQ_KEY, else the broker's offset id.
-    return pc.coalesce(props.lookup(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), column("offset_msg_id"))
+    # MessageClientExt#getMsgId: the producer's UNIQ_KEY, else the broker's offset id (made only when one lacks it).
+    uniq = props.lookup(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    return uniq if not uniq.null_count else pc.coalesce(uniq, column("offset_msg_id"))
 
 
 def _origin_msg_ids(buffer, at, records, props, topic, body_len, column) -> pa.Array:
-    return pc.coalesce(props.lookup(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), props.lookup(PROPERTY_ORIGIN_MESSAGE_ID),
-                       column("offset_msg_id"))
+    known = pc.coalesce(props.lookup(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), props.lookup(PROPERTY_ORIGIN_MESSAGE_ID))
+    return known if not known.null_count else pc.coalesce(known, column("offset_msg_id"))
 
 
 def _origin_topics(buffer, at, records, props, topic, body_len, column) -> pa.Array:

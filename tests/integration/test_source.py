@@ -89,7 +89,7 @@ def test_timestamps_are_exact_store_time_boundaries(create_topic, java_producer,
     ({"namesrv": "x:1", "topic": "t", "startingOffsets": "latest"}, "startingOffsets=latest"),
     ({"namesrv": "x:1", "topic": "t", "bodyFormat": "xml"}, "bodyFormat='xml' is not allowed"),
     ({"namesrv": "x:1", "topic": "t", "metadataColumns": "properties,tags"},
-     "metadataColumns='properties,tags': 'tags' is not a metadata column (always there); allowed: offset_msg_id, "),
+     "metadataColumns='properties,tags': 'tags' is not a metadata column .always there.; allowed: offset_msg_id, "),
 ])
 def test_bad_options_are_named(options, message):
     with pytest.raises(SourceOptionError, match=message.replace("[", r"\[").replace("]", r"\]")):

@@ -23,9 +23,11 @@ NAMES = ["UNIQ_KEY", "TAGS", "KEYS", "WAIT", "RETRY_TOPIC", "ORIGIN_MESSAGE_ID",
 VALUES = ["", "x", "TagA", "TagB", "k1  k2 ", " k3", "a\x01b", "ünï", "7F0000010B2D18B4AAC200000000002A"]
 
 
-def _properties_text(rng: random.Random, repeat_a_name: bool) -> str:
+def _properties_text(rng: random.Random, repeat_a_name: bool, with_uniq_key: bool = False) -> str:
     """Raw properties strings, separators and all, including pieces Java skips."""
     pieces = [f"{name}\x01{rng.choice(VALUES)}" for name in rng.sample(NAMES, rng.randint(0, 6))]
+    if with_uniq_key:  # as a producer's messages all have: no offset id is then needed for msg_id
+        pieces = [p for p in pieces if not p.startswith("UNIQ_KEY")] + [f"UNIQ_KEY\x01{rng.getrandbits(128):032X}"]
     if rng.random() < 0.2:
         pieces.insert(rng.randint(0, len(pieces)), rng.choice(VALUES))  # no separator at all
     if repeat_a_name and pieces:  # again later: a later non-empty value wins, an empty one is skipped
@@ -34,10 +36,11 @@ def _properties_text(rng: random.Random, repeat_a_name: bool) -> str:
     return "\x02".join(pieces) + ("\x02" if rng.random() < 0.7 else "")
 
 
-def _record(rng: random.Random, offset: int, topic: str = "orders", repeat_a_name: bool = False) -> bytes:
+def _record(rng: random.Random, offset: int, topic: str = "orders", repeat_a_name: bool = False,
+            with_uniq_key: bool = False) -> bytes:
     from rocketlake.resources.rocketmq.message import decode_properties
 
-    props_text = _properties_text(rng, repeat_a_name)
+    props_text = _properties_text(rng, repeat_a_name, with_uniq_key)
     message = Message(
         topic, flag=rng.randint(0, 5), queue_id=3, queue_offset=offset, commit_log_offset=rng.randint(0, 1 << 40),
         sys_flag=rng.choice([0, 4, 8]), born_timestamp=rng.randint(1, 1 << 42),
@@ -76,7 +79,9 @@ def test_columnar_batches_equal_the_exact_decoder_row_for_row(seed):
     rng = random.Random(seed)
     # Rows naming a property twice, as brokers store batch-sent messages: first place, last value.
     topic = rng.choice(["orders", "%RETRY%group", "%DLQ%group"])
-    body = b"".join(_record(rng, 100 + i, topic, repeat_a_name=rng.random() < 0.3) for i in range(rng.randint(4, 60)))
+    with_uniq_key = rng.random() < 0.3
+    body = b"".join(_record(rng, 100 + i, topic, repeat_a_name=rng.random() < 0.3, with_uniq_key=with_uniq_key)
+                    for i in range(rng.randint(4, 60)))
     expression = rng.choice(["*", "TagA", "TagA || TagB", "TagC"])
     subscription = Subscription.parse(topic, expression)
     include_filtered = rng.random() < 0.5
