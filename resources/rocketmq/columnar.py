@@ -313,15 +313,18 @@ class _Properties:
         pieces_of_rows = pc.split_pattern(properties, PROPERTY_SEPARATOR)
         rows = pc.list_parent_indices(pieces_of_rows)
         pieces = pc.list_flatten(pieces_of_rows)
-        has_separator = pc.match_substring(pieces, NAME_VALUE_SEPARATOR)
-        pieces, rows = pieces.filter(has_separator), rows.filter(has_separator)
-        pairs = pc.list_flatten(pc.split_pattern(pieces, NAME_VALUE_SEPARATOR, max_splits=1))
+        halves = pc.split_pattern(pieces, NAME_VALUE_SEPARATOR, max_splits=1)
+        has_separator = pc.equal(pc.list_value_length(halves), 2)
+        pairs = pc.list_flatten(halves.filter(has_separator))
+        rows = rows.filter(has_separator)
         names = pairs.take(np.arange(0, len(pairs), 2))
         values = pairs.take(np.arange(1, len(pairs), 2))
-        keep = pc.and_(pc.greater(pc.utf8_length(names), 0), pc.greater(pc.utf8_length(values), 0))
-        names, values = names.filter(keep), values.filter(keep)
+        # Empty names and values, read off the arrays' offsets (no pass over the text).
+        keep = (np.diff(_offsets(names)) > 0) & (np.diff(_offsets(values)) > 0)
+        if not keep.all():
+            names, values, rows = names.filter(keep), values.filter(keep), rows.filter(keep)
         self.names, self.values = names, values
-        self.row_of = rows.filter(keep).to_numpy(zero_copy_only=False).astype(np.int64)
+        self.row_of = rows.to_numpy(zero_copy_only=False).astype(np.int64)
 
     def map(self) -> pa.MapArray:
         names, values, row_of = self.names, self.values, self.row_of
@@ -352,8 +355,16 @@ class _Properties:
         return self.values.take(pa.array(index, mask=index < 0))
 
 
+def _offsets(array: pa.Array) -> np.ndarray:
+    """The value offsets of a string array (``len + 1`` of them), without a copy."""
+    return np.frombuffer(array.buffers()[1], np.int32)[array.offset:array.offset + len(array) + 1]
+
+
 def _keys(raw: pa.Array) -> pa.Array:
     """KEYS as the source shows it: split on spaces, empty pieces dropped, joined by one space."""
+    if not (pc.any(pc.match_substring(raw, "  ")).as_py() or pc.any(pc.starts_with(raw, " ")).as_py()
+            or pc.any(pc.ends_with(raw, " ")).as_py()):
+        return raw  # the usual case: nothing to squeeze (an empty value never gets here: it is not a property)
     joined = pc.utf8_trim(pc.replace_substring_regex(raw, " +", " "), " ")
     return pc.if_else(pc.equal(joined, ""), pa.scalar(None, pa.string()), joined)
 
