@@ -24,7 +24,8 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * <ul>
  *   <li>stdin, one JSON object per line: {"topic","tags","keys":[..],"properties":{..},"body" (UTF-8 text)
  *       or "body_base64","broker","queue_id"}, or {"batch":[messages],"broker","queue_id"} for one batch send;</li>
- *   <li>the command line, for bulk data: --topic T --count N [--body-size B] [--tags X] [--batch K].</li>
+ *   <li>the command line, for bulk data: --topic T --count N [--body-size B] [--tags X] [--batch K]
+ *       [--rate R] (at most R messages a second, paced from the start: a steady producer).</li>
  * </ul>
  * Output per message: {"index","topic","msgId","offsetMsgId","brokerName","queueId","queueOffset","status"}.
  */
@@ -102,8 +103,17 @@ public final class ProducerPeer {
         int bodySize = Integer.parseInt(opts.getOrDefault("body-size", "100"));
         int batch = Integer.parseInt(opts.getOrDefault("batch", "1"));
         String tags = opts.get("tags");
+        double rate = Double.parseDouble(opts.getOrDefault("rate", "0"));
+        long started = System.nanoTime();
         int index = 0;
         while (index < count) {
+            if (rate > 0) {  // message {@code index} goes no earlier than index / rate seconds after the start
+                long due = started + (long) (index / rate * 1e9);
+                long wait = due - System.nanoTime();
+                if (wait > 0) {
+                    Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
+                }
+            }
             List<Message> messages = new ArrayList<>();
             for (int i = 0; i < batch && index + i < count; i++) {
                 byte[] body = new byte[bodySize];
