@@ -31,8 +31,9 @@ from rocketlake.resources.rocketmq.tls import TlsSettings
 from rocketlake.resources.rocketmq.validators import check_consumer_group, check_topic
 
 CONFIG_ENV = "ROCKETLAKE_CONFIG"
-MetadataColumn = Literal[METADATA_COLUMNS]  # type: ignore[valid-type]
 DEFAULT_CONFIG = "rocketlake.yaml"
+#: One name of ``pipelines.columns.METADATA_COLUMNS``: pydantic's refusal then lists them all.
+MetadataColumn = Literal[METADATA_COLUMNS]  # type: ignore[valid-type]
 
 
 class ConfigError(ValueError):
@@ -628,8 +629,6 @@ class IngestionConfig(_Strict):
         if self.pull_threshold_size_for_topic != -1 and queue_count:
             size_mib = min(size_mib, max(1, self.pull_threshold_size_for_topic // queue_count))
         return messages, size_mib * 1024 * 1024
-
-
 
 
 def dead_letter_config(cfg: IngestionConfig) -> IngestionConfig:

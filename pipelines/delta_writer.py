@@ -86,6 +86,13 @@ def _day(start_ms: int) -> str:
     return datetime.fromtimestamp(start_ms // DAY_MS * DAY_MS / 1000, tz=timezone.utc).date().isoformat()
 
 
+def table_fields(spark: SparkSession, path: str) -> list:
+    """The Spark fields of the table at ``path``; none when there is no table yet."""
+    if not is_delta_table(spark, path):
+        return []
+    return list(spark.read.format("delta").load(path).schema.fields)
+
+
 def partition_columns(spark: SparkSession, path: str) -> list[str]:
     from delta.tables import DeltaTable
 

@@ -39,6 +39,7 @@ from rocketlake.pipelines.delta_writer import (
     is_delta_table,
     last_commit_version,
     slice_predicate,
+    table_fields,
     write_slice,
 )
 from rocketlake.pipelines.failures import DEAD_LETTERED, FAILED, SENT_BACK, FailedMessage
@@ -93,10 +94,7 @@ class SparkLake:
         commit_ledger(self.spark, self.table_path, verdict)
 
     def columns(self) -> list[tuple[str, str, bool]]:
-        if not is_delta_table(self.spark, self.table_path):
-            return []
-        fields = self.spark.read.format("delta").load(self.table_path).schema.fields
-        return [(f.name, f.dataType.simpleString(), f.nullable) for f in fields]
+        return [(f.name, f.dataType.simpleString(), f.nullable) for f in table_fields(self.spark, self.table_path)]
 
     def compact(self, entry: LedgerEntry, closed_before_ms: int) -> list[tuple[str, int, int]]:
         """OPTIMIZE the days of ``entry``'s windows that are over: ``(day, files removed, files added)``."""
@@ -128,8 +126,7 @@ def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: Ingesti
     tasks = sum(-(-r.size // cfg.max_messages_per_task) for w in planned for r in w.ranges)
     log(f"Spark job: {tasks} tasks (at most {cfg.max_messages_per_task} offsets each) read the ranges and replace "
         f"{len(planned)} window(s) x {queue_count} queue(s) of {table_path} in one Delta commit")
-    table_columns = spark.read.format("delta").load(table_path).columns if is_delta_table(spark, table_path) else []
-    landed = landed_metadata(cfg, table_columns)
+    landed = landed_metadata(cfg, [f.name for f in table_fields(spark, table_path)])
     read = read_metadata(cfg, landed)
     df = read_plan(spark, source_options, cfg, planned, queue_count, read)
     if last_errors_from is not None:

@@ -29,7 +29,9 @@ from pyspark.sql.types import StructType
 from rocketlake.pipelines.columns import arrow_schema, schema_ddl
 from rocketlake.pipelines.options import SourceOptions, parse_options
 from rocketlake.pipelines.planning import split_ranges
-from rocketlake.resources.rocketmq.columnar import RawRecords, origin_topic, record_batch
+from rocketlake.resources.rocketmq.codes import RequestCode
+from rocketlake.resources.rocketmq.columnar import RawRecords, origin_msg_id, origin_topic, record_batch
+from rocketlake.resources.rocketmq.errors import ProtocolError
 from rocketlake.resources.rocketmq.filter import Subscription
 from rocketlake.resources.rocketmq.message import (
     PROPERTY_ORIGIN_MESSAGE_ID,
@@ -131,6 +133,14 @@ class _TaskBatches:
     def _records_bytes(self) -> int:
         return sum(r.nbytes for r in self.records)
 
+    def _decoded(self, records: RawRecords) -> list[Message]:
+        """The exact decoder on records the fast path declined; one that does not decode names the broker."""
+        try:
+            return records.messages()
+        except ProtocolError as exc:
+            raise ProtocolError(f"broker {self.broker_name} answered PULL_MESSAGE with a body that does not decode: "
+                                f"{exc}", request_code=RequestCode.PULL_MESSAGE) from exc
+
     def _add_messages(self, messages: list[Message]) -> None:
         matches = self.subscription.matches
         for message in messages:
@@ -145,7 +155,7 @@ class _TaskBatches:
             batch = record_batch(records, self.schema, broker_name=self.broker_name, subscription=self.subscription,
                                  include_filtered=self.include_filtered, window_start_us=self.window_us)
             if batch is None:
-                self._add_messages(records.messages())
+                self._add_messages(self._decoded(records))
             elif batch.num_rows:
                 yield batch
         if self.rows_builder.rows:
@@ -183,8 +193,8 @@ class _BatchBuilder:
             "born_timestamp": lambda m, _: m.born_timestamp * 1000,
             "store_timestamp": lambda m, _: m.store_timestamp * 1000,
             "origin_topic": lambda m, _: origin_topic(m.topic, m.properties.get(PROPERTY_RETRY_TOPIC)),
-            "origin_msg_id": lambda m, _: m.msg_id if m.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-            else m.properties.get(PROPERTY_ORIGIN_MESSAGE_ID) or m.msg_id,
+            "origin_msg_id": lambda m, _: origin_msg_id(m.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                                                        m.properties.get(PROPERTY_ORIGIN_MESSAGE_ID), m.offset_msg_id),
             "body_text": lambda m, _: m.body.decode("utf-8", errors="replace"),
             "matched": lambda m, matched: matched,
             "window_start": lambda m, _: self.window_us,

@@ -46,7 +46,7 @@ from .message import (
     decode_messages,
 )
 
-__all__ = ["RawRecords", "origin_topic", "record_batch", "scan_records"]
+__all__ = ["RawRecords", "origin_msg_id", "origin_topic", "record_batch", "scan_records"]
 
 _SIZE = Struct(">i")
 # Head (40 bytes) and the IPv4 tail up to and including BODYLEN (48): the body starts here.
@@ -251,6 +251,12 @@ def _origin_topics(buffer, at, records, props, topic, body_len, column) -> pa.Ar
 def origin_topic(topic: str, retry_topic_property: str | None) -> str:
     """The topic a message was produced to: ``RETRY_TOPIC`` for a copy in a retry or dead-letter topic."""
     return retry_topic_property if _redelivered(topic) and retry_topic_property else topic
+
+
+def origin_msg_id(uniq_key: str | None, origin_message_id: str | None, offset_msg_id: str) -> str:
+    """A message's original id, kept by every redelivered copy: the producer's UNIQ_KEY, else the broker's
+    ORIGIN_MESSAGE_ID, else the offset id (what :func:`_origin_msg_ids` gives column-wise)."""
+    return uniq_key or origin_message_id or offset_msg_id
 
 
 def _redelivered(topic: str) -> bool:

@@ -153,3 +153,16 @@ def test_views_cut_any_string_of_a_buffer_including_short_ones_and_ones_at_its_e
     assert _views(pa.binary(), np.frombuffer(text, np.uint8), starts[:0], lengths[:0]).to_pylist() == []
     with pytest.raises(pa.ArrowInvalid):
         _views(pa.string(), np.frombuffer(b"ok \xff\xfe", np.uint8), np.array([0, 3]), np.array([3, 2]))
+
+
+def test_a_record_that_does_not_decode_names_the_broker_that_served_it():
+    from rocketlake.pipelines.source import _TaskBatches
+    from rocketlake.resources.rocketmq.errors import ProtocolError
+
+    record = bytearray(encode_message_record(Message("orders", queue_offset=7, born_host="127.0.0.1:1",
+                                                     store_host="127.0.0.1:2", body=b"x")))
+    record[4:8] = b"\x00\x00\x00\x01"  # no magic code a broker writes: the fast path declines, the exact decoder fails
+    batches = _TaskBatches(arrow_schema(), "broker-a", None, Subscription.parse("orders", "*"), False)
+    batches.add(scan_records(bytes(record)))
+    with pytest.raises(ProtocolError, match="broker broker-a answered PULL_MESSAGE with a body that does not decode"):
+        list(batches.flush())
