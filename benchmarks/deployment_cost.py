@@ -22,7 +22,6 @@ import argparse
 import collections
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from pathlib import Path
 import yaml
 
 from benchmarks.common import _processes, _subtrees, bench_cluster
+from rocketlake.resources.local.process import ManagedProcess
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.codes import RequestCode
 
@@ -158,24 +158,17 @@ def daemon_cpu_per_minute(config: Path, minutes: float) -> float:
                                  env=env, capture_output=True, text=True, timeout=600)
         if started.returncode != 0:
             raise RuntimeError(f"starting the sensors failed:\n{started.stderr[-3000:]}")
-        with tempfile.TemporaryFile() as out:
-            daemon = subprocess.Popen([str(BIN / "dagster-daemon"), "run", *location], cwd=ROOT, env=env, stdout=out,
-                                      stderr=subprocess.STDOUT, start_new_session=True)
-            try:
-                time.sleep(60)  # the code server's start and the first ticks
-                before = _tree_cpu(daemon.pid)
-                time.sleep(minutes * 60)
-                after = _tree_cpu(daemon.pid)
-                if daemon.poll() is not None:
-                    out.seek(0)
-                    raise RuntimeError(f"the daemon ended:\n{out.read()[-3000:].decode(errors='replace')}")
-            finally:
-                os.killpg(daemon.pid, signal.SIGTERM)
-                try:
-                    daemon.wait(30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(daemon.pid, signal.SIGKILL)
-                    daemon.wait()
+        daemon = ManagedProcess("dagster-daemon", home)
+        pid = daemon.start([str(BIN / "dagster-daemon"), "run", *location], env, cwd=ROOT)
+        try:
+            time.sleep(60)  # the code server's start and the first ticks
+            before = _tree_cpu(pid)
+            time.sleep(minutes * 60)
+            after = _tree_cpu(pid)
+            if daemon.pid() is None:
+                raise RuntimeError(f"the daemon ended; its log ends with:\n{daemon.log_tail()}")
+        finally:
+            daemon.stop()
         return (after - before) / minutes
     finally:
         shutil.rmtree(home, ignore_errors=True)

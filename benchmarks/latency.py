@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -45,6 +44,7 @@ import yaml
 
 from benchmarks.common import bench_cluster
 from rocketlake.resources.local.peers import java_command
+from rocketlake.resources.local.process import ManagedProcess, stop_all, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -169,35 +169,20 @@ def main() -> None:
             count = args.rate * 60 * (total + 3)
             producer_args = ["--namesrv", namesrv, "--topic", "latency", "--count", str(count), "--body-size", "1024",
                              "--batch", "10", "--rate", str(args.rate), "--compress-over", str(1 << 20)]
-            with tempfile.TemporaryFile() as produced, tempfile.TemporaryFile() as daemon_out:
-                producer = subprocess.Popen(java_command("ProducerPeer", cluster.spec.state_dir, producer_args),
-                                            stdout=produced, stderr=subprocess.STDOUT, start_new_session=True)
-                daemon = subprocess.Popen([str(BIN / "dagster-daemon"), "run", *location], cwd=ROOT, env=env,
-                                          stdout=daemon_out, stderr=subprocess.STDOUT, start_new_session=True)
-                keys = [datetime.fromtimestamp(first.timestamp() + 60 * i, timezone.utc).strftime(KEY_FORMAT)
-                        for i in range(total)]
-                print(f"windows {keys[0]} .. {keys[-1]}: {args.rate} msg/s, grace {args.grace}s; "
-                      f"measuring {keys[WARM_UP_WINDOWS]} onwards", flush=True)
-                try:
-                    deadline = first.timestamp() + 60 * (total + 4)
-                    while not set(keys) <= materialized_keys(home):
-                        if time.time() > deadline:
-                            raise RuntimeError(f"windows not landed by the deadline: "
-                                               f"{sorted(set(keys) - materialized_keys(home))}")
-                        for proc, name, out in ((producer, "producer", produced), (daemon, "daemon", daemon_out)):
-                            if proc.poll() is not None:
-                                out.seek(0)
-                                raise RuntimeError(f"the {name} ended:\n{out.read()[-3000:].decode(errors='replace')}")
-                        time.sleep(5)
-                    time.sleep(5)  # the last run's commit and its observation
-                finally:
-                    for proc in (daemon, producer):
-                        os.killpg(proc.pid, signal.SIGTERM)
-                        try:
-                            proc.wait(30)
-                        except subprocess.TimeoutExpired:
-                            os.killpg(proc.pid, signal.SIGKILL)
-                            proc.wait()
+            producer, daemon = (ManagedProcess(role, tmp_path) for role in ("producer", "dagster-daemon"))
+            producer.start(java_command("ProducerPeer", cluster.spec.state_dir, producer_args), dict(os.environ))
+            daemon.start([str(BIN / "dagster-daemon"), "run", *location], env, cwd=ROOT)
+            keys = [datetime.fromtimestamp(first.timestamp() + 60 * i, timezone.utc).strftime(KEY_FORMAT)
+                    for i in range(total)]
+            print(f"windows {keys[0]} .. {keys[-1]}: {args.rate} msg/s, grace {args.grace}s; "
+                  f"measuring {keys[WARM_UP_WINDOWS]} onwards", flush=True)
+            try:
+                # The daemon writes the runs' materializations to the instance: polled, it has no notification.
+                wait_for(lambda: set(keys) <= materialized_keys(home), time.monotonic() + 60 * (total + 4),
+                         [producer, daemon], f"the windows {keys[0]} .. {keys[-1]} to land", interval=5)
+                time.sleep(5)  # the last run's commit and its observation
+            finally:
+                stop_all([daemon, producer])
             runs = collect(home, args.grace, keys[WARM_UP_WINDOWS:])
             check_offsets(namesrv, runs[-1].key)
     report(runs, args)

@@ -102,11 +102,11 @@ class ManagedProcess:
             return None
         return pid if start_time(pid) == started else None
 
-    def start(self, cmd: list[str], env: dict[str, str]) -> int:
+    def start(self, cmd: list[str], env: dict[str, str], cwd: Path | None = None) -> int:
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "wb") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=env, start_new_session=True)
+                                    env=env, cwd=cwd, start_new_session=True)
         started = start_time(proc.pid)
         self.pid_file.write_text(f"{proc.pid} {started}\n")
         return proc.pid
