@@ -27,7 +27,7 @@ def build_definitions(config: RocketLakeConfig, translator: RocketlakeTranslator
     # An S3 lake needs S3A's jars when the session starts; its settings and keys reach the session when a run starts
     # (pipelines.storage.apply_lake).
     resources: dict = {"spark": SparkResource(master=config.spark.master, s3a=on_s3(config.lake.root),
-                                              conf=config.spark.conf)}
+                                              conf=config.spark.conf, remote=config.spark.remote)}
     for name, cluster in config.clusters.items():
         keys = {}
         if cluster.access_key_env:

@@ -7,7 +7,9 @@ A name server and two brokers of our own; one topic of 8 queues fed by the offic
 ``--rate`` messages a second (1 KiB each, batches of 10, paced from its start) for the whole run; one ingestion of
 one-minute windows (``window.grace_seconds`` = ``--grace``) in a code location of its own, its schedule started,
 ``dagster-daemon run`` launching each window's run as a process of its own (the default run launcher, the
-instance settings the project recommends: ``rocketlake/dagster.yaml``), Spark ``local[2]``, Delta on ``/dev/shm``.
+instance settings the project recommends: ``rocketlake/dagster.yaml``), Delta on ``/dev/shm``. Spark ``local[2]``: by
+default one long-lived ``rocketlake spark-server`` the runs open sessions on (``spark.remote``); ``--spark local``
+gives each run a Spark of its own, as before.
 The first two windows are left out (the producer starts within the first, the daemon's code server within the
 second), then ``--windows`` windows are measured.
 
@@ -44,12 +46,13 @@ import yaml
 
 from benchmarks.common import bench_cluster
 from rocketlake.resources.local.peers import java_command
-from rocketlake.resources.local.process import ManagedProcess, stop_all, wait_for
+from rocketlake.resources.local.process import ManagedProcess, accepts_connections, stop_all, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 QUEUES_PER_BROKER = 4
 WARM_UP_WINDOWS = 2
+CONNECT_PORT = 29002  # the Spark Connect server's, with --spark connect
 KEY_FORMAT = "%Y-%m-%d-%H:%M"  # the partition keys of one-minute windows
 #: Marks of a run, in order: (name, how its event is recognised in the run's event log).
 MARKS = ("created", "launch", "plan", "write", "materialized", "committed")
@@ -74,11 +77,11 @@ class WindowRun:
         return out
 
 
-def write_config(path: Path, namesrv: str, lake: Path, grace: int, start: datetime) -> Path:
+def write_config(path: Path, namesrv: str, lake: Path, grace: int, start: datetime, remote: str | None) -> Path:
     path.write_text(yaml.safe_dump({
         "clusters": {"bench": {"namesrv": namesrv}},
         "lake": {"root": str(lake)},
-        "spark": {"master": "local[2]"},
+        "spark": {"master": "local[2]", **({"remote": remote} if remote else {})},
         "ingestions": {"latency": {
             "cluster": "bench", "topic": "latency", "consumer_group": "latency_group", "table": "latency_raw",
             "consume_from_where": "CONSUME_FROM_FIRST_OFFSET",
@@ -146,6 +149,9 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=30)
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--grace", type=int, default=60)  # window.grace_seconds' default
+    parser.add_argument("--spark", choices=["connect", "local"], default="connect",
+                        help="connect: the runs open sessions on one `rocketlake spark-server` (spark.remote); "
+                             "local: each run starts Spark local[2] of its own")
     args = parser.parse_args()
     total = args.windows + WARM_UP_WINDOWS
 
@@ -159,8 +165,14 @@ def main() -> None:
             namesrv = cluster.spec.namesrv_address
             now = datetime.now(timezone.utc)
             first = now.replace(second=0, microsecond=0)
-            config = write_config(tmp_path / "rocketlake.yaml", namesrv, tmp_path / "lake", args.grace, first)
+            remote = f"sc://127.0.0.1:{CONNECT_PORT}" if args.spark == "connect" else None
+            config = write_config(tmp_path / "rocketlake.yaml", namesrv, tmp_path / "lake", args.grace, first, remote)
             env = dict(os.environ, DAGSTER_HOME=str(home), ROCKETLAKE_CONFIG=str(config))
+            server = ManagedProcess("spark-connect", tmp_path)
+            if remote:
+                server.start([str(BIN / "rocketlake"), "spark-server", "--config", str(config)], env, cwd=ROOT)
+                wait_for(lambda: accepts_connections(CONNECT_PORT), time.monotonic() + 180, [server],
+                         "the Spark Connect server")
             location = ["-m", "rocketlake.definitions"]
             started = subprocess.run([str(BIN / "dagster"), "schedule", "start", "--start-all", *location], cwd=ROOT,
                                      env=env, capture_output=True, text=True, timeout=600)
@@ -182,7 +194,7 @@ def main() -> None:
                          [producer, daemon], f"the windows {keys[0]} .. {keys[-1]} to land", interval=5)
                 time.sleep(5)  # the last run's commit and its observation
             finally:
-                stop_all([daemon, producer])
+                stop_all([daemon, producer, server])
             runs = collect(home, args.grace, keys[WARM_UP_WINDOWS:])
             check_offsets(namesrv, runs[-1].key)
     report(runs, args)
@@ -206,7 +218,8 @@ def report(runs: list[WindowRun], args) -> None:
     latencies = sorted(r.latency for r in runs)
     p50 = statistics.median(latencies)
     p95 = latencies[min(len(latencies) - 1, int(round(0.95 * (len(latencies) - 1))))]
-    print(f"\n{len(runs)} windows of one minute, {args.rate} msg/s, grace {args.grace}s: from close to offsets "
+    print(f"\n{len(runs)} windows of one minute, {args.rate} msg/s, grace {args.grace}s, Spark {args.spark}: from "
+          "close to offsets "
           f"committed p50 {p50:.1f}s, p95 {p95:.1f}s, min {latencies[0]:.1f}s, max {latencies[-1]:.1f}s")
     print("window            latency   " + "  ".join(f"{m:>12}" for m in MARKS))
     for r in runs:

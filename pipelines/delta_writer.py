@@ -69,7 +69,26 @@ def slice_days(windows: Iterable[WindowEntry]) -> list[str]:
     return sorted({_day(w.start_ms) for w in windows if any(r.size for r in w.ranges)})
 
 
+def _on_connect(spark: SparkSession) -> bool:
+    """A Spark Connect session (``spark.remote``): delta-spark's ``DeltaTable`` needs Delta Connect's server plugin
+    there, so the same operations go through Delta's SQL, which any session with Delta's extension takes."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _sql_path(path: str) -> str:
+    return "delta.`" + path.replace("`", "``") + "`"
+
+
 def is_delta_table(spark: SparkSession, path: str) -> bool:
+    if _on_connect(spark):
+        from pyspark.errors import AnalysisException
+
+        try:
+            return spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").collect()[0]["format"] == "delta"
+        except AnalysisException as e:
+            if e.getCondition() == "DELTA_MISSING_DELTA_TABLE":
+                return False
+            raise
     from delta.tables import DeltaTable
 
     return DeltaTable.isDeltaTable(spark, path)
@@ -94,6 +113,8 @@ def table_fields(spark: SparkSession, path: str) -> list:
 
 
 def partition_columns(spark: SparkSession, path: str) -> list[str]:
+    if _on_connect(spark):
+        return list(spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").collect()[0]["partitionColumns"])
     from delta.tables import DeltaTable
 
     return list(DeltaTable.forPath(spark, path).detail().collect()[0]["partitionColumns"])
@@ -261,8 +282,11 @@ def compact_days(spark: SparkSession, path: str, days: list[str]) -> list[tuple[
         return []
     done = []
     for day in days:
-        metrics = (DeltaTable.forPath(spark, path).optimize().where(f"{DAY_COLUMN} = DATE'{day}'")
-                   .executeCompaction().collect()[0]["metrics"])
+        if _on_connect(spark):
+            compaction = spark.sql(f"OPTIMIZE {_sql_path(path)} WHERE {DAY_COLUMN} = DATE'{day}'")
+        else:
+            compaction = DeltaTable.forPath(spark, path).optimize().where(f"{DAY_COLUMN} = DATE'{day}'").executeCompaction()
+        metrics = compaction.collect()[0]["metrics"]
         done.append((day, int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"])))
     return done
 
@@ -270,6 +294,8 @@ def compact_days(spark: SparkSession, path: str, days: list[str]) -> list[tuple[
 def last_commit_version(spark: SparkSession, path: str) -> int | None:
     if not is_delta_table(spark, path):
         return None
+    if _on_connect(spark):
+        return spark.sql(f"DESCRIBE HISTORY {_sql_path(path)} LIMIT 1").collect()[0]["version"]
     from delta.tables import DeltaTable
 
     return DeltaTable.forPath(spark, path).history(1).collect()[0]["version"]

@@ -15,7 +15,9 @@ import threading
 import zipfile
 from collections.abc import MutableMapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import pyspark
 from dagster import ConfigurableResource
 from pydantic import Field
 from pyspark.sql import SparkSession
@@ -96,6 +98,70 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None,
             # driver's working directory: the reader and its client travel with the application.
             session.sparkContext.addPyFile(str(package_zip()))
         return session
+
+
+#: Spark Connect's server, in the spark-connect jar pyspark ships (``sbin/start-connect-server.sh`` submits it).
+CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+CONNECT_DEFAULT_PORT = 15002
+
+
+def connect_endpoint(remote: str) -> tuple[str, int]:
+    """The host and port of a Spark Connect URL (``sc://host[:port][/;params]``; Spark's default port 15002)."""
+    parts = urlsplit(remote)
+    return parts.hostname or "localhost", parts.port or CONNECT_DEFAULT_PORT
+
+
+def connect_server_command(remote: str, master: str = "local[*]", conf: dict[str, str] | None = None,
+                           app_name: str = "rocketlake") -> tuple[list[str], dict[str, str]]:
+    """The command and environment of a Spark Connect server for ``remote``, configured as :func:`spark_session`
+    configures a run's own session (Delta, its jars as files, the local defaults, this interpreter for the Python
+    workers, the malloc cap), bound to the URL's host and port."""
+    host, port = connect_endpoint(remote)
+    settings = {**(LOCAL_DEFAULTS if master.startswith("local") else {}), **DELTA_CONF, **(conf or {}),
+                "spark.connect.grpc.binding.address": host, "spark.connect.grpc.binding.port": str(port)}
+    env = dict(os.environ)
+    env["PYSPARK_PYTHON"] = settings.pop("spark.pyspark.python", sys.executable)
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env["SPARK_HOME"] = str(Path(pyspark.__file__).resolve().parent)
+    cap_malloc_arenas(settings, env)
+    extra = settings.pop("spark.jars", "")
+    jar_files = ",".join([*map(str, jars.resolve(jars.delta_jar_set())), *filter(None, extra.split(","))])
+    cmd = [str(Path(env["SPARK_HOME"]) / "bin" / "spark-submit"), "--master", master, "--name", app_name,
+           "--class", CONNECT_SERVER_CLASS, "--jars", jar_files]
+    if not master.startswith("local"):
+        cmd += ["--py-files", str(package_zip())]  # as spark_session's addPyFile: executors elsewhere get rocketlake
+    for key, value in settings.items():
+        cmd += ["--conf", f"{key}={value}"]
+    return [*cmd, "spark-internal"], env
+
+
+def connect_session(remote: str, conf: dict[str, str] | None = None) -> SparkSession:
+    """A session on the Spark Connect server at ``remote``, with ``conf``'s SQL settings set on it; a static
+    setting the server was started with otherwise is refused (``SparkSessionConflict``), naming both values.
+
+    PySpark allows Connect or classic sessions in a process, not both: its functions pick their implementation from
+    the process's mode. A run's process is its own; a process that already runs a classic session is refused."""
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is not None:
+        raise SparkSessionConflict(
+            f"SparkResource: remote={remote!r} asks for a Spark Connect session, but this process already runs a "
+            "classic SparkSession (PySpark keeps one kind per process): stop it first, or leave remote unset.")
+    session = SparkSession.builder.remote(remote).getOrCreate()
+    wrong = []
+    for key, value in (conf or {}).items():
+        if key in ("spark.pyspark.python", "spark.jars"):
+            continue  # the server's, fixed when `rocketlake spark-server` started it from the same configuration
+        if session.conf.isModifiable(key):
+            session.conf.set(key, value)
+        elif session.conf.get(key, None) != value:
+            wrong.append((key, value, session.conf.get(key, None)))
+    if wrong:
+        listed = "; ".join(f"{key}={want!r} (the server has {have!r})" for key, want, have in wrong)
+        raise SparkSessionConflict(
+            f"SparkResource: the Spark Connect server at {remote} cannot take {listed}: these are fixed when the server "
+            "starts. Restart it on this configuration (rocketlake spark-server).")
+    return session
 
 
 class SparkSessionConflict(RuntimeError):
@@ -181,6 +247,11 @@ class SparkResource(ConfigurableResource):
 
     s3a: bool = Field(default=False, description="Put Hadoop's S3A connector (hadoop-aws and the AWS SDK it needs) "
                       "on the class path, for a lake on s3a://.")
+    remote: str | None = Field(default=None, description="A Spark Connect server (sc://host:port) to open sessions on "
+                               "instead of starting Spark in the process; master and static settings are the "
+                               "server's (rocketlake spark-server).")
 
     def session(self) -> SparkSession:
+        if self.remote is not None:
+            return connect_session(self.remote, self.conf)
         return spark_session(self.master, self.conf, self.app_name, s3a=self.s3a)

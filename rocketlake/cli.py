@@ -429,6 +429,20 @@ def _member(args: argparse.Namespace) -> int:
     return 0
 
 
+def _spark_server(args: argparse.Namespace) -> int:
+    from rocketlake.pipelines.config import config_path, load_config
+    from rocketlake.resources.spark import connect_server_command
+
+    config = load_config(args.config)
+    if config.spark.remote is None:
+        raise _Refused(f"{config_path(args.config)}: spark.remote is not set; set it to the URL the server is to "
+                       "listen on (e.g. sc://127.0.0.1:15002), and the runs will open their sessions there")
+    cmd, env = connect_server_command(config.spark.remote, config.spark.master, config.spark.conf)
+    print(f"rocketlake: Spark Connect server on {config.spark.remote} (master {config.spark.master}, Delta), until "
+          "SIGTERM or Ctrl-C", flush=True)
+    os.execve(cmd[0], cmd, env)  # the JVM takes this pid: a supervisor stops it like any server
+
+
 EXAMPLES = """examples:
   rocketlake demo                 the whole product on its defaults (about four minutes)
   rocketlake ui                   the Dagster UI; after the demo, with orders flowing and windows landing
@@ -448,6 +462,7 @@ EXAMPLES = """examples:
   rocketlake offsets reset orders --to-time 2026-11-01T10:00:00Z --dry-run
                                   what skipping to a time would move, queue by queue
   rocketlake member orders        be a member of the group while this runs (heartbeats, as a push consumer)
+  rocketlake spark-server         the long-lived Spark Connect server the runs open sessions on (spark.remote)
 """
 
 
@@ -591,6 +606,15 @@ def build_parser() -> argparse.ArgumentParser:
     member.add_argument("ingestion", help="the ingestion's name in rocketlake.yaml")
     config_option(member)
     member.set_defaults(func=_member)
+
+    server = sub.add_parser(
+        "spark-server", help="run the Spark Connect server of spark.remote, for runs without a Spark start each",
+        description="Run a Spark Connect server in the foreground, bound to spark.remote's host and port, on "
+                    "spark.master with spark.conf, Delta and its jars, and this environment's Python for its workers "
+                    "(so rocketlake's reader is there): each Dagster run then opens a session on it instead of "
+                    "starting a JVM of its own. Restart it after upgrading rocketlake.")
+    config_option(server)
+    server.set_defaults(func=_spark_server)
     return parser
 
 

@@ -17,3 +17,27 @@ def test_a_malloc_arena_cap_the_user_set_is_kept():
     settings, environ = {"spark.executorEnv.MALLOC_ARENA_MAX": "8"}, {}
     cap_malloc_arenas(settings, environ)
     assert settings["spark.executorEnv.MALLOC_ARENA_MAX"] == "8" and environ["MALLOC_ARENA_MAX"] == MALLOC_ARENA_MAX
+
+
+def test_the_spark_connect_server_is_configured_as_a_runs_own_session(monkeypatch):
+    import sys
+    from pathlib import Path
+
+    from rocketlake.resources import jars
+    from rocketlake.resources.spark import CONNECT_SERVER_CLASS, DELTA_CONF, connect_endpoint, connect_server_command
+
+    assert connect_endpoint("sc://10.0.0.5:15010/;token=x") == ("10.0.0.5", 15010)
+    assert connect_endpoint("sc://spark-host") == ("spark-host", 15002)  # Spark Connect's default port
+    monkeypatch.setattr(jars, "resolve", lambda jar_set: [Path("/jars/delta-spark.jar"), Path("/jars/delta-storage.jar")])
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    cmd, env = connect_server_command("sc://127.0.0.1:15010", "local[2]", {"spark.jars": "/mine.jar",
+                                                                           "spark.sql.shuffle.partitions": "4"})
+    assert cmd[0].endswith("/bin/spark-submit") and cmd[-1] == "spark-internal"
+    assert cmd[cmd.index("--class") + 1] == CONNECT_SERVER_CLASS and cmd[cmd.index("--master") + 1] == "local[2]"
+    assert cmd[cmd.index("--jars") + 1] == "/jars/delta-spark.jar,/jars/delta-storage.jar,/mine.jar"
+    confs = dict(c.split("=", 1) for c in cmd[1:] if "=" in c and cmd[cmd.index(c) - 1] == "--conf")
+    assert {**confs, **DELTA_CONF} == confs  # Delta's extension and catalog
+    assert confs["spark.connect.grpc.binding.address"] == "127.0.0.1" and confs["spark.connect.grpc.binding.port"] == "15010"
+    assert confs["spark.sql.shuffle.partitions"] == "4" and confs["spark.driver.host"] == "127.0.0.1"  # local default
+    assert env["PYSPARK_PYTHON"] == sys.executable and env["MALLOC_ARENA_MAX"] == MALLOC_ARENA_MAX
+    assert "--py-files" not in cmd
