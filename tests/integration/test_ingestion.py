@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import subprocess
@@ -13,9 +14,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+import yaml
 from dagster import AssetKey, AssetRecordsFilter, instance_for_test
 from deltalake import DeltaTable
 
+from rocketlake.resources.local.process import ManagedProcess, accepts_connections, stop_all, wait_for
+from tests.conftest import free_ports
 from tests.integration.ingestion_support import (
     definitions,
     minute_floor_ms,
@@ -189,26 +193,52 @@ def test_dagster_cli_materializes_a_partition(tmp_path, local_cluster, produced)
     assert sorted(r["msg_id"] for r in table_rows(path)) == sorted(m["msgId"] for m in produced.in_window(w1))
 
 
-@pytest.mark.stack  # the `rocketlake backfill` CLI in its own process
+@pytest.mark.stack  # the `rocketlake backfill` CLI in its own process, on a `rocketlake spark-server` process
 def test_rocketlake_backfill_lands_a_range_given_by_store_times(tmp_path, local_cluster, produced):
-    """`rocketlake backfill` with ISO times: the windows holding them, one run, exactly the Java peer's messages."""
+    """`rocketlake backfill` with ISO times: the windows holding them, one run, exactly the Java peer's messages. The
+    run opens its session on a Spark Connect server (spark.remote) that `rocketlake spark-server` started."""
     _, table, group, path = setup(tmp_path, local_cluster, produced)
+    [port] = free_ports(1)
+    config = tmp_path / "rocketlake.yaml"
+    body = yaml.safe_load(config.read_text())
+    body["spark"] = {"master": "local[2]", "remote": f"sc://127.0.0.1:{port}",
+                     "conf": {"spark.sql.session.timeZone": "UTC"}}
+    config.write_text(yaml.safe_dump(body))
     w1, w2 = produced.windows()
     first, last = (min(m["storeTimestamp"] for m in produced.in_window(w)) for w in (w1, w2))
     iso = [datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat() for ms in (first, last)]
     home = tmp_path / "dagster_home"
     home.mkdir()
-    env = dict(os.environ, DAGSTER_HOME=str(home))
+    # A run that tried to start Spark of its own would fail: its SPARK_HOME leads nowhere.
+    env = dict(os.environ, DAGSTER_HOME=str(home), SPARK_HOME=str(tmp_path / "no-spark-here"))
     root = Path(__file__).resolve().parents[2]
-    result = subprocess.run([str(Path(sys.executable).parent / "rocketlake"), "backfill", "orders", *iso,
-                             "--config", str(tmp_path / "rocketlake.yaml")], cwd=root, env=env, capture_output=True,
-                            text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    server = ManagedProcess("spark-connect", tmp_path)
+    server.start([str(Path(sys.executable).parent / "rocketlake"), "spark-server", "--config", str(config)],
+                 dict(os.environ), cwd=root)
+    try:
+        wait_for(lambda: accepts_connections(port), time.monotonic() + 180, [server], "the Spark Connect server")
+        result = subprocess.run([str(Path(sys.executable).parent / "rocketlake"), "backfill", "orders", *iso,
+                                 "--config", str(config)], cwd=root, env=env, capture_output=True, text=True,
+                                timeout=600)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        # A static setting the running server lacks cannot apply to a session on it: refused, naming it.
+        refused = subprocess.run([sys.executable, "-c", "from rocketlake.resources.spark import SparkResource; "
+                                  f"SparkResource(remote='sc://127.0.0.1:{port}', "
+                                  "conf={'spark.executor.memory': '7g'}).session()"],
+                                 env=env, capture_output=True, text=True, timeout=120)
+        assert refused.returncode != 0
+        assert f"the Spark Connect server at sc://127.0.0.1:{port} cannot take spark.executor.memory='7g'" \
+            in refused.stderr, refused.stderr[-3000:]
+    finally:
+        stop_all([server], timeout=5)
     assert f"landing 2 window(s) of orders ({w1} .. {w2})" in result.stdout
     landed = Counter(minute_key(int(r["window_start"].timestamp() * 1000)) for r in table_rows(path))
     assert landed == {w: len(produced.in_window(w)) for w in (w1, w2)}
     assert sorted(r["msg_id"] for r in table_rows(path)) == sorted(m["msgId"] for m in produced.in_window(w1)
                                                                      + produced.in_window(w2))
+    # The JSON bodies decoded by Spark's functions, on the server.
+    assert sorted(r["order_id"] for r in table_rows(path)) == sorted(
+        json.loads(base64.b64decode(m["bodyBase64"]))["order_id"] for w in (w1, w2) for m in produced.in_window(w))
 
     # `rocketlake offsets show` says what mqadmin consumerProgress says, queue by queue.
     shown = subprocess.run([str(Path(sys.executable).parent / "rocketlake"), "offsets", "show", "orders",
@@ -225,8 +255,6 @@ def test_rocketlake_backfill_lands_a_range_given_by_store_times(tmp_path, local_
 
 
 def test_a_dead_name_server_fails_the_run_in_one_clear_line_after_its_retries(tmp_path):
-    from tests.conftest import free_ports
-
     [port] = free_ports(1)  # nothing listens there
     config = tmp_path / "rocketlake.yaml"
     config.write_text(f"""
