@@ -40,6 +40,12 @@ def build_definitions(config: RocketLakeConfig, translator: RocketlakeTranslator
     shaped = translate(config, translator)
     ingestions = [(name, ing, shaped[name]) for name, ing in config.ingestions.items()]
     topics = {a.topic.key: a.topic for _, _, a in ingestions}  # several ingestions of one topic share its node
+    # The lag, retry-backlog and rebalance sensors serve a cluster each (assets.cluster_tick).
+    by_cluster: dict[str, list] = {}
+    for _, ing, assets in ingestions:
+        by_cluster.setdefault(ing.cluster, []).append((ing, assets))
+    clustering = {cluster: [(ing, assets) for ing, assets in members if ing.message_model is MessageModel.CLUSTERING]
+                  for cluster, members in by_cluster.items()}
     return Definitions(
         assets=[*topics.values(),  # the topics, upstream of their tables
                 *(build_ingestion_asset(name, ing, config.lake, assets) for name, ing, assets in ingestions),
@@ -48,11 +54,10 @@ def build_definitions(config: RocketLakeConfig, translator: RocketlakeTranslator
                   if assets.dead_letters is not None)],
         asset_checks=[check for _, ing, assets in ingestions for check in build_lag_checks(ing, assets)],
         schedules=[build_window_schedule(ing, assets, running=schedules_running) for _, ing, assets in ingestions],
-        sensors=[dead_runs_sensor, *(build_lag_sensor(ing, assets) for _, ing, assets in ingestions),
-                 *(build_rebalance_sensor(ing, config.lake.table_path(ing.table), assets, config.lake)
-                   for _, ing, assets in ingestions),
-                 *(build_backlog_sensor(ing, assets) for _, ing, assets in ingestions
-                   if ing.message_model is MessageModel.CLUSTERING),
+        sensors=[dead_runs_sensor,
+                 *(build_lag_sensor(cluster, members) for cluster, members in by_cluster.items()),
+                 *(build_rebalance_sensor(cluster, members, config.lake) for cluster, members in by_cluster.items()),
+                 *(build_backlog_sensor(cluster, members) for cluster, members in clustering.items() if members),
                  # Orderly queues suspended at a message resume once their pause is over, not at the next window.
                  *(build_resume_sensor(ing, assets) for _, ing, assets in ingestions
                    if ing.consume_orderly and ing.can_fail)],

@@ -1,9 +1,10 @@
 """How far behind each queue is, every minute, and whether the table is on time: a sensor and two checks.
 
-The sensor ``<table>_lag`` (running by default, every 60 s) reads the group's progress the way
+One sensor per cluster, ``rocketlake_<cluster>_lag`` (running by default, every 60 s), reads each of the cluster's
+ingestions' group progress the way
 ``rocketlake offsets show`` does (``pipelines.progress``: broker max offset, committed offset, lag in messages =
 mqadmin consumerProgress's Diff, lag in seconds = age of the oldest message not passed) and records it as an
-observation of the table with numeric metadata, per queue and in total, so the UI's Plots tab draws each figure
+observation of its table with numeric metadata, per queue and in total, so the UI's Plots tab draws each figure
 over time. The same tick evaluates the table's two checks and reports them with the observation:
 
 - ``fresh`` fails when the newest landed window is older than the newest window past its deadline
@@ -38,14 +39,14 @@ from dagster import (
     sensor,
 )
 
+from rocketlake.assets.cluster_tick import Members, read_each, tick_summary, tick_timeout_ms
 from rocketlake.assets.ingestion import rocketmq_resource_key
 from rocketlake.assets.partitions import last_closed_windows, window_partitions
 from rocketlake.pipelines.broker_access import group_broker
 from rocketlake.pipelines.config import IngestionConfig
 from rocketlake.pipelines.freshness import GROWTH_TICKS, Freshness, freshness, lag_keeps_growing
 from rocketlake.pipelines.progress import QueueProgress, group_progress
-from rocketlake.resources.rocketmq.errors import RocketMQError
-from rocketlake.assets.translator import IngestionAssets
+from rocketlake.assets.translator import IngestionAssets, cluster_sensor_name
 
 LAG_MESSAGES = "rocketlake/lag_messages"
 LAG_SECONDS = "rocketlake/lag_seconds"
@@ -153,34 +154,45 @@ def build_lag_checks(cfg: IngestionConfig, assets: IngestionAssets) -> list:
     return [fresh, lag_not_growing]
 
 
-def build_lag_sensor(cfg: IngestionConfig, assets: IngestionAssets) -> SensorDefinition:
-    rocketmq_key = rocketmq_resource_key(cfg.cluster)
+def lag_events(cfg: IngestionConfig, assets: IngestionAssets, rows: list[QueueProgress], now_ms: int,
+               instance) -> tuple[list, str]:
+    """One ingestion's observation and check evaluations for one tick, and its summary."""
     asset_key = assets.table_key
+    metadata = lag_metadata(rows, now_ms, cfg.topic)
+    total = metadata[LAG_MESSAGES].value
+    summary = (f"group {cfg.consumer_group}: lag {total} message(s) over {len(rows)} queue(s), oldest not "
+               f"passed {metadata[LAG_SECONDS].value:.0f}s ago")
+    totals = observed_lag_totals(instance, asset_key, GROWTH_TICKS) + [total]
+    now = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc)
+    return [AssetObservation(asset_key=asset_key, metadata=metadata, description=summary),
+            AssetCheckEvaluation(asset_key=asset_key, check_name=FRESH_CHECK,
+                                 **freshness_outcome(cfg, instance, now, asset_key)),
+            AssetCheckEvaluation(asset_key=asset_key, check_name=GROWTH_CHECK, **growth_outcome(totals))], summary
 
-    @sensor(name=assets.name("lag"), minimum_interval_seconds=60, required_resource_keys={rocketmq_key},
-            default_status=DefaultSensorStatus.RUNNING,
-            description=f"Every minute: broker max, committed offset and lag (messages, seconds) of group "
-                        f"{cfg.consumer_group} per queue and in total, as observations of {cfg.table}; evaluates its "
-                        "freshness and lag-growth checks.")
+
+def build_lag_sensor(cluster: str, members: Members) -> SensorDefinition:
+    """One sensor for every ingestion of ``cluster``: one client a tick, whose routes and connections all the
+    ingestions share, and one evaluation by the daemon where a sensor per ingestion cost one each."""
+    rocketmq_key = rocketmq_resource_key(cluster)
+    timeout_ms = tick_timeout_ms(members)
+    groups = ", ".join(cfg.consumer_group for cfg, _ in members)
+
+    @sensor(name=cluster_sensor_name(cluster, [a.table_key for _, a in members], "lag"), minimum_interval_seconds=60,
+            required_resource_keys={rocketmq_key}, default_status=DefaultSensorStatus.RUNNING,
+            description=f"Every minute, for each ingestion of cluster {cluster} (groups {groups}): broker max, "
+                        "committed offset and lag (messages, seconds) per queue and in total, as observations of "
+                        "its table; evaluates the table's freshness and lag-growth checks.")
     def lag(context: SensorEvaluationContext):
         resource = getattr(context.resources, rocketmq_key)
         now_ms = int(time.time() * 1000)
-        try:
-            with resource.open_client(cfg.mq_client_api_timeout) as client:
-                rows = group_progress(group_broker(client, cfg))
-        except RocketMQError as e:
-            return SkipReason(f"cannot read the progress of group {cfg.consumer_group}: {e}")
-        metadata = lag_metadata(rows, now_ms, cfg.topic)
-        total = metadata[LAG_MESSAGES].value
-        summary = (f"group {cfg.consumer_group}: lag {total} message(s) over {len(rows)} queue(s), oldest not "
-                   f"passed {metadata[LAG_SECONDS].value:.0f}s ago")
-        totals = observed_lag_totals(context.instance, asset_key, GROWTH_TICKS) + [total]
-        now = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc)
-        checks = [AssetCheckEvaluation(asset_key=asset_key, check_name=FRESH_CHECK,
-                                       **freshness_outcome(cfg, context.instance, now, asset_key)),
-                  AssetCheckEvaluation(asset_key=asset_key, check_name=GROWTH_CHECK, **growth_outcome(totals))]
-        return SensorResult(asset_events=[AssetObservation(asset_key=asset_key, metadata=metadata,
-                                                           description=summary), *checks],
-                            skip_reason=SkipReason(summary))
+        with resource.open_client(timeout_ms) as client:
+            read, failed = read_each(members, lambda cfg: group_progress(group_broker(client, cfg)),
+                                     "read the progress", context.log)
+        events, said = [], []
+        for cfg, assets, rows in read:
+            ingestion_events, summary = lag_events(cfg, assets, rows, now_ms, context.instance)
+            events += ingestion_events
+            said.append(summary)
+        return SensorResult(asset_events=events, skip_reason=SkipReason(tick_summary(said, failed)))
 
     return lag

@@ -1,4 +1,5 @@
-"""A rebalance sensor per ingestion: the member's share of the group's queues, and windows left incomplete.
+"""A rebalance sensor per cluster, ``rocketlake_<cluster>_rebalance``: for each of the cluster's ingestions, the
+member's share of the group's queues, and windows left incomplete.
 
 Evaluated by the Dagster daemon every 30 s (the push consumer rebalances every 20 s and on
 NOTIFY_CONSUMER_IDS_CHANGED), it asks the brokers for the topic route and the group's members and
@@ -30,6 +31,7 @@ from dagster import (
     sensor,
 )
 
+from rocketlake.assets.cluster_tick import Members, read_each, tick_summary, tick_timeout_ms
 from rocketlake.assets.ingestion import QUEUES_TAG, rocketmq_resource_key
 from rocketlake.assets.metadata import ASSIGNMENT, MEMBER
 from rocketlake.assets.partitions import last_closed_windows, window_partitions
@@ -39,8 +41,7 @@ from rocketlake.pipelines.completeness import landed_queues, missing_slices
 from rocketlake.pipelines.ledger_log import recent_entries
 from rocketlake.pipelines.config import IngestionConfig, LakeConfig
 from rocketlake.pipelines.storage import delta_rs_options
-from rocketlake.resources.rocketmq.errors import RocketMQError
-from rocketlake.assets.translator import IngestionAssets
+from rocketlake.assets.translator import IngestionAssets, cluster_sensor_name
 
 #: How many of the most recent closed windows are checked for slices nobody landed.
 WINDOWS_CHECKED = 10
@@ -53,50 +54,70 @@ def next_boundary(partitions, now: datetime) -> str:
     return partitions.get_partition_key_for_timestamp(current.end.timestamp())
 
 
-def build_rebalance_sensor(cfg: IngestionConfig, table_path: str, assets: IngestionAssets,
-                           storage: LakeConfig | None = None) -> SensorDefinition:
+def rebalance_one(context: SensorEvaluationContext, cfg: IngestionConfig, assets: IngestionAssets, share,
+                  cursor: dict, now: datetime, lake: LakeConfig) -> tuple[list, list, str]:
+    """One ingestion's part of a tick: its share observed when it changed (``cursor`` keeps the last, by table),
+    and a run request for each recent window where a queue of the share was landed by nobody."""
     asset_key = assets.table_key
     partitions = window_partitions(cfg.window)
-    rocketmq_key = rocketmq_resource_key(cfg.cluster)
+    events, requests = [], []
+    key = asset_key.to_user_string()
+    if cursor.get(key) != share.key:
+        effective = next_boundary(partitions, now)
+        context.log.info(f"{cfg.table}: {share.describe()}; effective from window {effective}")
+        events.append(AssetObservation(asset_key=asset_key, metadata={
+            MEMBER: cfg.client_id, ASSIGNMENT: share.describe(), EFFECTIVE_FROM: effective}))
+        cursor[key] = share.key
+    materialized = context.instance.get_materialized_partitions(asset_key)
+    ran = [window for window in last_closed_windows(partitions, now, cfg.window.grace_seconds, WINDOWS_CHECKED)
+           if window in materialized]
+    landed = landed_queues(recent_entries(lake.table_path(cfg.table), storage_options=delta_rs_options(lake)),
+                           cfg.consumer_group)
+    for window, lacking in missing_slices(landed, ran, share.taken).items():
+        queues = ",".join(q.key for q in lacking)
+        context.log.info(f"{cfg.table}, window {window}: nobody landed {queues}; requesting a run of this member "
+                         "for them")
+        digest = hashlib.sha1(queues.encode()).hexdigest()[:12]
+        # The table in the run key: two ingestions of one topic (two groups) lack the same queues.
+        requests.append(RunRequest(run_key=f"{key}:{window}:{digest}", partition_key=window,
+                                   asset_selection=[asset_key], tags={QUEUES_TAG: queues}))
+    return events, requests, f"{cfg.table}: {share.describe()}; the last {len(ran)} window(s) run checked"
 
-    # It targets the asset, not the schedule's job: one job object reached from two definitions is a duplicate
-    # to Definitions.merge (a dg project's defs folder).
-    @sensor(name=assets.name("rebalance"), asset_selection=[asset_key], minimum_interval_seconds=30,
-            required_resource_keys={rocketmq_key}, default_status=DefaultSensorStatus.STOPPED,
-            description=f"Rebalances group {cfg.consumer_group} on topic {cfg.topic}: this member's share of the "
-                        "queues (effective from the next window) and runs for recent windows where a queue of "
-                        "the share was landed by nobody.")
+
+def build_rebalance_sensor(cluster: str, members: Members, lake: LakeConfig) -> SensorDefinition:
+    """One sensor for every ingestion of ``cluster``, one client a tick (``assets.cluster_tick``)."""
+    rocketmq_key = rocketmq_resource_key(cluster)
+    timeout_ms = tick_timeout_ms(members)
+    tables = [assets.table_key for _, assets in members]
+
+    # It targets the assets, not the schedules' jobs: one job object reached from two definitions is a duplicate
+    # to Definitions.merge (a dg project's defs folder). Each run request selects its one table.
+    @sensor(name=cluster_sensor_name(cluster, tables, "rebalance"), asset_selection=tables,
+            minimum_interval_seconds=30, required_resource_keys={rocketmq_key},
+            default_status=DefaultSensorStatus.STOPPED,
+            description=f"Rebalances each ingestion of cluster {cluster}: this member's share of the queues "
+                        "(effective from the next window) and runs for recent windows where a queue of the share "
+                        "was landed by nobody.")
     def rebalance(context: SensorEvaluationContext):
         now = datetime.now(timezone.utc)
         resource = getattr(context.resources, rocketmq_key)
-        try:
-            # A client of its own, closed at the end of the tick (the resource's clients are cached for runs).
-            with resource.open_client(cfg.mq_client_api_timeout) as client:
-                share = member_share(cfg, group_broker(client, cfg).subscribed_queues(), LiveGroup(client, cfg).members())
-        except RocketMQError as e:
-            return SkipReason(f"cannot ask RocketMQ for the route and the members of {cfg.consumer_group}: {e}")
+        # A client of its own, closed at the end of the tick (the resource's clients are cached for runs).
+        with resource.open_client(timeout_ms) as client:
+            read, failed = read_each(
+                members, lambda cfg: member_share(cfg, group_broker(client, cfg).subscribed_queues(),
+                                                  LiveGroup(client, cfg).members()),
+                "ask RocketMQ for the route and the members", context.log)
         cursor = json.loads(context.cursor) if context.cursor else {}
-        events = []
-        if cursor.get("share") != share.key:
-            effective = next_boundary(partitions, now)
-            context.log.info(f"{share.describe()}; effective from window {effective}")
-            events.append(AssetObservation(asset_key=asset_key, metadata={
-                MEMBER: cfg.client_id, ASSIGNMENT: share.describe(), EFFECTIVE_FROM: effective}))
-        materialized = context.instance.get_materialized_partitions(asset_key)
-        ran = [key for key in last_closed_windows(partitions, now, cfg.window.grace_seconds, WINDOWS_CHECKED)
-               if key in materialized]
-        landed = landed_queues(recent_entries(table_path, storage_options=storage and delta_rs_options(storage)),
-                               cfg.consumer_group)
-        requests = []
-        for key, lacking in missing_slices(landed, ran, share.taken).items():
-            queues = ",".join(q.key for q in lacking)
-            context.log.info(f"window {key}: nobody landed {queues}; requesting a run of this member for them")
-            digest = hashlib.sha1(queues.encode()).hexdigest()[:12]
-            requests.append(RunRequest(run_key=f"{key}:{digest}", partition_key=key, tags={QUEUES_TAG: queues}))
-        cursor_out = json.dumps({"share": share.key})
+        events, requests, said = [], [], []
+        for cfg, assets, share in read:
+            ingestion_events, ingestion_requests, summary = rebalance_one(context, cfg, assets, share, cursor, now,
+                                                                          lake)
+            events += ingestion_events
+            requests += ingestion_requests
+            said.append(summary)
+        cursor_out = json.dumps(cursor)
         if not events and not requests:
-            return SensorResult(skip_reason=SkipReason(f"{share.describe()}; the last {len(ran)} window(s) run are "
-                                                       "complete"), cursor=cursor_out)
+            return SensorResult(skip_reason=SkipReason(tick_summary(said, failed)), cursor=cursor_out)
         return SensorResult(run_requests=requests, asset_events=events, cursor=cursor_out)
 
     return rebalance

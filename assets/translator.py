@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Iterable, Literal
 
 from dagster import AssetKey, AssetSpec, MetadataValue
 
@@ -105,6 +105,19 @@ class IngestionAssets:
     @property
     def job_name(self) -> str:
         return self.name("job")
+
+
+def cluster_sensor_name(cluster: str, tables: Iterable[AssetKey], suffix: str) -> str:
+    """The name of a sensor that serves every ingestion of ``cluster``: ``rocketlake_<cluster>_<suffix>``, under the
+    key prefix its tables share (``raw__rocketlake_main_lag`` when they are all under ``raw``), so two rocketlake
+    components of one project, each with its own key prefix, never clash."""
+    paths = [key.path[:-1] for key in tables]
+    common: list[str] = []
+    for parts in zip(*paths) if paths else ():
+        if len(set(parts)) != 1:
+            break
+        common.append(parts[0])
+    return AssetKey([*common, f"rocketlake_{_name_part(cluster)}_{suffix}"]).to_python_identifier()
 
 
 def translate(config: RocketLakeConfig, translator: RocketlakeTranslator | None = None) -> dict[str, IngestionAssets]:

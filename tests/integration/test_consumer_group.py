@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance, build_sensor_context
+from dagster import AssetKey, DagsterInstance, build_sensor_context
 from deltalake import DeltaTable
 
 from rocketlake.assets.metadata import ASSIGNMENT
@@ -154,15 +154,17 @@ def test_two_deployments_split_the_queues_and_a_sensor_completes_what_a_departed
             # The first member leaves before landing it: the second's sensor finds the slice nobody landed.
             first.leave()
             assert peer.get_consumer_list_by_group(group, single) == [second.client_id]
-            sensor = second.defs.get_sensor_def(f"{tables['single']}_rebalance")
+            sensor = second.defs.get_sensor_def("rocketlake_test_rebalance")  # one for both ingestions
             resources = {"rocketmq_test": RocketMQResource(namesrv=local_cluster.spec.namesrv_address)}
             # As the daemon evaluates it (a direct call would hand the resources over as arguments).
             result = sensor.evaluate_tick(build_sensor_context(instance=two, resources=resources,
                                                                definitions=second.defs, sensor_name=sensor.name))
             (request,) = [r for r in result.run_requests if r.partition_key == window]
+            assert request.asset_selection == [AssetKey(tables["single"])], "the wide table's window is complete"
             (queue,) = peer.queues(single)
             assert queue.key in request.tags["rocketlake/queues"].split(",")
-            assert result.asset_events and "takes" in result.asset_events[0].metadata[ASSIGNMENT].value
+            shares = {e.asset_key.to_user_string(): e.metadata[ASSIGNMENT].value for e in result.asset_events}
+            assert set(shares) == set(tables.values()) and all("takes" in s for s in shares.values()), shares
             fill = run_partitions(second.defs, tables["single"], two, window, tags=request.tags)
             assert fill.success
             rows = DeltaTable(str(single_path)).to_pyarrow_table(columns=["msg_id"]).to_pylist()

@@ -86,7 +86,7 @@ def test_two_deployments_run_by_their_daemons_split_the_queues_and_hand_them_ove
         for d in (first, second):
             d.join()
             dagster_cli(d, "schedule", "start", f"{table}_windows")
-        dagster_cli(second, "sensor", "start", f"{table}_rebalance")
+        dagster_cli(second, "sensor", "start", "rocketlake_test_rebalance")
         until(lambda: peer.get_consumer_list_by_group(group, topic) == [first.client_id, second.client_id], 60,
               "both members listed by the brokers")
         for name, d in (("d1", first), ("d2", second)):

@@ -31,7 +31,7 @@ def test_lag_equals_mqadmin_and_freshness_fails_until_a_catch_up(tmp_path, local
                    "start": "2026-11-01T00:00:00Z"}}})
     defs = definitions(config)
     cfg = load_config(config).ingestions["orders"]
-    sensor = defs.get_sensor_def(f"{table}_lag")
+    sensor = defs.get_sensor_def("rocketlake_test_lag")  # one a cluster
     resources = {"rocketmq_test": RocketMQResource(namesrv=local_cluster.spec.namesrv_address)}
     w1, _ = produced.windows()
 

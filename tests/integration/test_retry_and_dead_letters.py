@@ -58,7 +58,7 @@ def dlq_rows(path) -> list[dict]:
 
 def backlog_metadata(defs, instance, table: str, cluster) -> dict:
     """What the retry-backlog sensor records, evaluated as the daemon does."""
-    sensor = defs.get_sensor_def(f"{table}_retry_backlog")
+    sensor = defs.get_sensor_def("rocketlake_test_retry_backlog")  # one a cluster
     resources = {"rocketmq_test": RocketMQResource(namesrv=cluster.spec.namesrv_address)}
     result = sensor.evaluate_tick(build_sensor_context(instance=instance, resources=resources, definitions=defs,
                                                        sensor_name=sensor.name))

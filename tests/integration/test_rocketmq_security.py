@@ -422,7 +422,7 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
     observations = []
     with DagsterInstance.from_config(str(home)) as instance:
         for name in ("lag", "retry_backlog"):
-            sensor = defs.get_sensor_def(f"{table}_{name}")
+            sensor = defs.get_sensor_def(f"rocketlake_test_{name}")  # one a cluster
             result = sensor.evaluate_tick(build_sensor_context(instance=instance, definitions=defs,
                                                                resources={"rocketmq_test": resource},
                                                                sensor_name=sensor.name))

@@ -67,7 +67,7 @@ def test_topic_expanded_and_a_broker_restarted_every_message_lands_once(tmp_path
         "topic": topic, "consumer_group": group, "table": table,
         "consume_from_where": "CONSUME_FROM_LAST_OFFSET"}})
     defs = definitions(config)
-    sensor = defs.get_sensor_def(f"{table}_rebalance")
+    sensor = defs.get_sensor_def("rocketlake_test_rebalance")  # one a cluster
     resources = {"rocketmq_test": RocketMQResource(namesrv=namesrv)}
     peer = RocketMQClient(namesrv)
 

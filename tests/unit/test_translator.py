@@ -63,11 +63,14 @@ def assert_shaped_everywhere(defs: dg.Definitions, prefix: list[str], group: str
     schedule = defs.resolve_schedule_def(f"{ident}_windows")
     assert schedule.job_name == job.name
     sensors = {s.name: s for s in defs.sensors}
-    for suffix in ("lag", "rebalance", "retry_backlog", "orderly_resume"):
-        assert f"{ident}_{suffix}" in sensors, sorted(sensors)
-    for suffix in ("rebalance", "retry_backlog", "orderly_resume"):
-        selection = sensors[f"{ident}_{suffix}"].asset_selection.resolve(graph)
-        assert selection == {table}, (suffix, selection)
+    assert sensors[f"{ident}_orderly_resume"].asset_selection.resolve(graph) == {table}
+    # The lag, retry-backlog and rebalance sensors serve the cluster, named under the tables' common prefix.
+    cluster = "__".join([*prefix, "rocketlake_main"])
+    assert sorted(sensors) == sorted(["rocketlake_dead_runs", f"{ident}_orderly_resume", f"{cluster}_lag",
+                                      f"{cluster}_rebalance", f"{cluster}_retry_backlog"])
+    assert sensors[f"{cluster}_rebalance"].asset_selection.resolve(graph) == {table, audit}
+    # Only the CLUSTERING ingestion has a retry topic and a dead-letter queue.
+    assert sensors[f"{cluster}_retry_backlog"].asset_selection.resolve(graph) == {table}
 
 
 def test_a_python_translator_shapes_every_asset_and_what_is_made_from_them():
