@@ -23,6 +23,12 @@ from dagster._core.definitions.reconstruct import ReconstructableRepository
 # Window boundaries (``partitions``): the public partitions definition walks one window per call
 # (``get_next_partition_window``, milliseconds each: minutes for a year of minute windows); this streams them.
 from dagster._utils.schedules import cron_string_iterator
+# ... and keys them as Dagster does, the second of two equal local times (daylight saving time ends) with its
+# UTC offset: the partitions definition keys a window only through lookups that walk from its start.
+from dagster._time import dst_safe_strftime
+# ... and reads a key back to its window's start the same way (``time_window_for_partition_key`` also computes the
+# end, walking the cron: too slow for every landed window of a table, which the freshness check compares).
+from dagster._time import dst_safe_strptime
 
-__all__ = ["cron_string_iterator", "InProcessExecutor", "IN_PROC_CONFIG", "_core_in_process_executor_creation", "EngineEventData",
+__all__ = ["cron_string_iterator", "dst_safe_strftime", "dst_safe_strptime", "InProcessExecutor", "IN_PROC_CONFIG", "_core_in_process_executor_creation", "EngineEventData",
            "ReconstructableRepository"]

@@ -39,6 +39,7 @@ from dagster import (
     sensor,
 )
 
+from rocketlake.assets.dagster_private import dst_safe_strptime
 from rocketlake.assets.cluster_tick import Members, read_each, tick_summary, tick_timeout_ms
 from rocketlake.assets.ingestion import rocketmq_resource_key
 from rocketlake.assets.partitions import last_closed_windows, window_partitions
@@ -112,7 +113,7 @@ def table_freshness(cfg: IngestionConfig, instance, now: datetime, asset_key: As
     due = last_closed_windows(partitions, now, cfg.window.grace_seconds + cfg.window.freshness_slack_seconds, 1)
     landed = instance.get_materialized_partitions(asset_key or AssetKey(cfg.table))
     return freshness(due[-1] if due else None, sorted(landed),
-                     lambda key: partitions.time_window_for_partition_key(key).start)
+                     lambda key: dst_safe_strptime(key, partitions.timezone, partitions.fmt))
 
 
 def freshness_outcome(cfg: IngestionConfig, instance, now: datetime, asset_key: AssetKey) -> dict:

@@ -31,6 +31,7 @@ from dagster import (
     sensor,
 )
 
+from rocketlake.assets.dagster_private import cron_string_iterator, dst_safe_strftime
 from rocketlake.assets.cluster_tick import Members, read_each, tick_summary, tick_timeout_ms
 from rocketlake.assets.ingestion import QUEUES_TAG, rocketmq_resource_key
 from rocketlake.assets.metadata import ASSIGNMENT, MEMBER
@@ -49,17 +50,18 @@ EFFECTIVE_FROM = "rocketlake/effective_from_window"
 
 
 def next_boundary(partitions, now: datetime) -> str:
-    """The key of the window that starts at the next boundary after ``now``."""
-    current = partitions.time_window_for_partition_key(partitions.get_partition_key_for_timestamp(now.timestamp()))
-    return partitions.get_partition_key_for_timestamp(current.end.timestamp())
+    """The key of the window that starts at the next boundary after ``now`` (from the cron, as
+    ``partitions.last_closed_windows``: the partitions definition's lookups walk from its start)."""
+    ticks = cron_string_iterator(now.timestamp(), partitions.cron_schedule, partitions.timezone)
+    boundary = next(tick for tick in ticks if tick > now)
+    return dst_safe_strftime(boundary, partitions.timezone, partitions.fmt, partitions.cron_schedule)
 
 
-def rebalance_one(context: SensorEvaluationContext, cfg: IngestionConfig, assets: IngestionAssets, share,
+def rebalance_one(context: SensorEvaluationContext, cfg: IngestionConfig, assets: IngestionAssets, partitions, share,
                   cursor: dict, now: datetime, lake: LakeConfig) -> tuple[list, list, str]:
     """One ingestion's part of a tick: its share observed when it changed (``cursor`` keeps the last, by table),
     and a run request for each recent window where a queue of the share was landed by nobody."""
     asset_key = assets.table_key
-    partitions = window_partitions(cfg.window)
     events, requests = [], []
     key = asset_key.to_user_string()
     if cursor.get(key) != share.key:
@@ -89,6 +91,7 @@ def build_rebalance_sensor(cluster: str, members: Members, lake: LakeConfig) -> 
     rocketmq_key = rocketmq_resource_key(cluster)
     timeout_ms = tick_timeout_ms(members)
     tables = [assets.table_key for _, assets in members]
+    partitions = {assets.table_key: window_partitions(cfg.window) for cfg, assets in members}
 
     # It targets the assets, not the schedules' jobs: one job object reached from two definitions is a duplicate
     # to Definitions.merge (a dg project's defs folder). Each run request selects its one table.
@@ -110,8 +113,8 @@ def build_rebalance_sensor(cluster: str, members: Members, lake: LakeConfig) -> 
         cursor = json.loads(context.cursor) if context.cursor else {}
         events, requests, said = [], [], []
         for cfg, assets, share in read:
-            ingestion_events, ingestion_requests, summary = rebalance_one(context, cfg, assets, share, cursor, now,
-                                                                          lake)
+            ingestion_events, ingestion_requests, summary = rebalance_one(context, cfg, assets, partitions[assets.table_key],
+                                                                          share, cursor, now, lake)
             events += ingestion_events
             requests += ingestion_requests
             said.append(summary)

@@ -59,6 +59,26 @@ def cap_malloc_arenas(settings: dict[str, str], environ: MutableMapping[str, str
     settings.setdefault("spark.executorEnv.MALLOC_ARENA_MAX", arenas)
 
 
+def session_settings(master: str, conf: dict[str, str] | None, environ: MutableMapping[str, str]) -> dict[str, str]:
+    """The settings a rocketlake session starts with, wherever it starts (a run's own JVM or the Spark Connect
+    server): the local defaults on a local master, Delta's configuration, then ``conf``; and, in ``environ``, the
+    Python interpreter of the workers and the malloc cap."""
+    settings = {**(LOCAL_DEFAULTS if master.startswith("local") else {}), **DELTA_CONF, **(conf or {})}
+    # PySpark reads the executors' interpreter from PYSPARK_PYTHON when the context starts (spark-submit turns
+    # spark.pyspark.python into it); by default the executors run this very interpreter, which suits one image
+    # for driver and executors. A cluster whose executors keep Python elsewhere names it in spark.pyspark.python.
+    environ["PYSPARK_PYTHON"] = settings.pop("spark.pyspark.python", sys.executable)
+    environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    cap_malloc_arenas(settings, environ)
+    return settings
+
+
+def jar_files(settings: dict[str, str], needed: list[Path]) -> str:
+    """``spark.jars`` (taken out of ``settings``) after the jars rocketlake needs, as one comma-separated list."""
+    extra = settings.pop("spark.jars", "")
+    return ",".join([*map(str, needed), *filter(None, extra.split(","))])
+
+
 def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None,
                   app_name: str = "rocketlake", s3a: bool = False) -> SparkSession:
     """The process's SparkSession with Delta configured (created on first call, then reused).
@@ -69,27 +89,19 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None,
     ``s3a`` puts Hadoop's S3A connector on the class path (a lake on ``s3a://``).
     """
     asked = dict(conf or {})
-    settings = {**(LOCAL_DEFAULTS if master.startswith("local") else {}), **DELTA_CONF, **(conf or {})}
-    # PySpark reads the executors' interpreter from PYSPARK_PYTHON when the context starts (spark-submit turns
-    # spark.pyspark.python into it); by default the executors run this very interpreter, which suits one image
-    # for driver and executors. A cluster whose executors keep Python elsewhere names it in spark.pyspark.python.
-    os.environ["PYSPARK_PYTHON"] = settings.pop("spark.pyspark.python", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    cap_malloc_arenas(settings, os.environ)
+    settings = session_settings(master, conf, os.environ)
     with _lock:
         active = SparkSession.getActiveSession()
         if active is not None:
             if s3a:  # the running session must have S3A's jars: they cannot be added to it
-                needed = [str(j) for j in jars.resolve(jars.s3a_jar_set())]
-                asked["spark.jars"] = ",".join([*needed, *filter(None, asked.get("spark.jars", "").split(","))])
+                asked["spark.jars"] = jar_files(asked, jars.resolve(jars.s3a_jar_set()))
             apply_to_active(active, master, app_name, asked)
             return active
         delta_jars = jars.resolve(jars.delta_jar_set())
         if s3a:
             delta_jars = [*delta_jars, *jars.resolve(jars.s3a_jar_set())]
         builder = SparkSession.builder.master(master).appName(app_name)
-        extra = settings.pop("spark.jars", "")
-        settings["spark.jars"] = ",".join([*map(str, delta_jars), *filter(None, extra.split(","))])
+        settings["spark.jars"] = jar_files(settings, delta_jars)
         for key, value in settings.items():
             builder = builder.config(key, value)
         session = builder.getOrCreate()
@@ -117,17 +129,11 @@ def connect_server_command(remote: str, master: str = "local[*]", conf: dict[str
     configures a run's own session (Delta, its jars as files, the local defaults, this interpreter for the Python
     workers, the malloc cap), bound to the URL's host and port."""
     host, port = connect_endpoint(remote)
-    settings = {**(LOCAL_DEFAULTS if master.startswith("local") else {}), **DELTA_CONF, **(conf or {}),
+    env = dict(os.environ, SPARK_HOME=str(Path(pyspark.__file__).resolve().parent))
+    settings = {**session_settings(master, conf, env),
                 "spark.connect.grpc.binding.address": host, "spark.connect.grpc.binding.port": str(port)}
-    env = dict(os.environ)
-    env["PYSPARK_PYTHON"] = settings.pop("spark.pyspark.python", sys.executable)
-    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    env["SPARK_HOME"] = str(Path(pyspark.__file__).resolve().parent)
-    cap_malloc_arenas(settings, env)
-    extra = settings.pop("spark.jars", "")
-    jar_files = ",".join([*map(str, jars.resolve(jars.delta_jar_set())), *filter(None, extra.split(","))])
     cmd = [str(Path(env["SPARK_HOME"]) / "bin" / "spark-submit"), "--master", master, "--name", app_name,
-           "--class", CONNECT_SERVER_CLASS, "--jars", jar_files]
+           "--class", CONNECT_SERVER_CLASS, "--jars", jar_files(settings, jars.resolve(jars.delta_jar_set()))]
     if not master.startswith("local"):
         cmd += ["--py-files", str(package_zip())]  # as spark_session's addPyFile: executors elsewhere get rocketlake
     for key, value in settings.items():

@@ -1,8 +1,10 @@
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from rocketlake.assets.partitions import WindowKeyError, launchable_windows, partition_format, window_partitions
+from rocketlake.assets.rebalance import next_boundary
+from rocketlake.assets.partitions import (WindowKeyError, last_closed_windows, launchable_windows, partition_format,
+                                          window_partitions)
 from rocketlake.pipelines.config import WindowConfig
 
 
@@ -57,3 +59,40 @@ def test_windows_that_cannot_run_are_refused_in_one_line(start, end, message):
 def test_no_window_can_run_before_the_first_closes():
     with pytest.raises(WindowKeyError, match="no window can run yet"):
         launchable_windows(MINUTES, "2026-11-23-08:00", None, datetime(2026, 11, 23, 8, 0, 30, tzinfo=timezone.utc))
+
+
+def _closed_by_dagster(partitions, now, grace_seconds, count):
+    """The last closed windows through the partitions definition's own lookups (each walks from the start)."""
+    cutoff = now - timedelta(seconds=grace_seconds)
+    if cutoff <= partitions.start:
+        return []
+    holding = partitions.time_window_for_partition_key(partitions.get_partition_key_for_timestamp(cutoff.timestamp()))
+    window = holding if holding.end <= cutoff else partitions.get_prev_partition_window(holding.start)
+    keys = []
+    while window is not None and len(keys) < count:
+        keys.append(partitions.get_partition_key_for_timestamp(window.start.timestamp()))
+        window = partitions.get_prev_partition_window(window.start)
+    return list(reversed(keys))
+
+
+@pytest.mark.parametrize("cron,tz,start", [
+    ("* * * * *", "UTC", "2026-11-20T10:00:00"),
+    ("*/5 * * * *", "UTC", "2026-11-20T10:02:00"),  # the first window starts at the first tick after start
+    ("0 * * * *", "America/New_York", "2026-10-30"),  # across the end of daylight saving time (2026-11-01)
+    ("30 2 * * *", "Europe/Paris", "2026-03-20"),  # a daily tick that does not exist on 2026-03-29
+    ("0 9 * * 1-5", "Asia/Kolkata", "2026-10-01"),
+])
+def test_the_last_closed_windows_are_the_partitions_dagster_lists(cron, tz, start):
+    """Walking the cron back from the cut-off gives the windows the partitions definition gives, at every moment
+    around a boundary, a grace and the start."""
+    window = WindowConfig(cron=cron, timezone=tz, start=start, grace_seconds=30)
+    partitions = window_partitions(window)
+    first = partitions.start
+    for now in [first + timedelta(seconds=s) for s in (0, 29, 31, 59, 61, 90)] + \
+               [datetime(2026, 11, 1, 6, 0, 30, tzinfo=timezone.utc) + timedelta(minutes=m, seconds=s)
+                for m in (0, 1, 5, 59, 60, 61, 600, 1440 * 3) for s in (-1, 0, 1, 30, 31)]:
+        for grace, count in ((30, 3), (0, 1), (125, 10)):
+            assert last_closed_windows(partitions, now, grace, count) == \
+                _closed_by_dagster(partitions, now, grace, count), (now, grace, count)
+        current = partitions.time_window_for_partition_key(partitions.get_partition_key_for_timestamp(now.timestamp()))
+        assert next_boundary(partitions, now) == partitions.get_partition_key_for_timestamp(current.end.timestamp())
