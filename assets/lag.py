@@ -42,7 +42,7 @@ from dagster import (
 from rocketlake.assets.dagster_private import dst_safe_strptime
 from rocketlake.assets.cluster_tick import Members, read_each, tick_summary, tick_timeout_ms
 from rocketlake.assets.ingestion import rocketmq_resource_key
-from rocketlake.assets.partitions import last_closed_windows, window_partitions
+from rocketlake.assets.partitions import last_closed_windows, materialized_among, window_partitions, windows_from
 from rocketlake.pipelines.broker_access import group_broker
 from rocketlake.pipelines.config import IngestionConfig
 from rocketlake.pipelines.freshness import GROWTH_TICKS, Freshness, freshness, lag_keeps_growing
@@ -111,7 +111,12 @@ def observed_lag_totals(instance, asset_key: AssetKey, count: int) -> list[int]:
 def table_freshness(cfg: IngestionConfig, instance, now: datetime, asset_key: AssetKey | None = None) -> Freshness:
     partitions = window_partitions(cfg.window)
     due = last_closed_windows(partitions, now, cfg.window.grace_seconds + cfg.window.freshness_slack_seconds, 1)
-    landed = instance.get_materialized_partitions(asset_key or AssetKey(cfg.table))
+    asset_key = asset_key or AssetKey(cfg.table)
+    # On time: the due window or a later one is landed, which a query of those few windows says. Only a table
+    # behind reads every landed window, to name the newest.
+    landed = materialized_among(instance, asset_key, windows_from(partitions, due[-1], now)) if due else set()
+    if due and not landed:
+        landed = instance.get_materialized_partitions(asset_key)
     return freshness(due[-1] if due else None, sorted(landed),
                      lambda key: dst_safe_strptime(key, partitions.timezone, partitions.fmt))
 

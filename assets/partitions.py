@@ -12,7 +12,9 @@ from functools import lru_cache
 from itertools import islice
 from zoneinfo import ZoneInfo
 
-from dagster import TimeWindow, TimeWindowPartitionsDefinition
+from collections.abc import Sequence
+
+from dagster import AssetKey, AssetRecordsFilter, TimeWindow, TimeWindowPartitionsDefinition
 
 from rocketlake.assets.dagster_private import cron_string_iterator, dst_safe_strftime
 from rocketlake.pipelines.config import WindowConfig
@@ -65,6 +67,34 @@ def last_closed_windows(partitions: TimeWindowPartitionsDefinition, now: datetim
             break
         keys.append(dst_safe_strftime(start, partitions.timezone, partitions.fmt, partitions.cron_schedule))
     return list(reversed(keys))
+
+
+def windows_from(partitions: TimeWindowPartitionsDefinition, first: str, now: datetime) -> list[str]:
+    """Keys of the window ``first`` and of every window after it that has started by ``now``."""
+    start = partitions.time_window_for_partition_key(first).start
+    keys = []
+    for tick in cron_string_iterator(start.timestamp(), partitions.cron_schedule, partitions.timezone):
+        if tick > now:
+            break
+        keys.append(dst_safe_strftime(tick, partitions.timezone, partitions.fmt, partitions.cron_schedule))
+    return keys
+
+
+def materialized_among(instance, asset_key: AssetKey, keys: Sequence[str]) -> set[str]:
+    """Which of ``keys`` (a few recent windows) the asset has materialized.
+
+    A query of those partitions only: ``get_materialized_partitions`` groups every materialization the asset
+    ever had (half a million rows after a year of minute windows), and the schedule, the lag and the rebalance
+    sensors of every ingestion ask every minute."""
+    wanted, found, cursor = set(keys), set(), None
+    while wanted - found:
+        page = instance.fetch_materializations(AssetRecordsFilter(asset_key=asset_key, asset_partitions=list(keys)),
+                                               limit=100, cursor=cursor)
+        found |= {record.partition_key for record in page.records} & wanted
+        if not page.has_more:
+            break
+        cursor = page.cursor
+    return found
 
 
 class WindowKeyError(ValueError):

@@ -35,7 +35,7 @@ from rocketlake.assets.dagster_private import cron_string_iterator, dst_safe_str
 from rocketlake.assets.cluster_tick import Members, read_each, tick_summary, tick_timeout_ms
 from rocketlake.assets.ingestion import QUEUES_TAG, rocketmq_resource_key
 from rocketlake.assets.metadata import ASSIGNMENT, MEMBER
-from rocketlake.assets.partitions import last_closed_windows, window_partitions
+from rocketlake.assets.partitions import last_closed_windows, materialized_among, window_partitions
 from rocketlake.pipelines.assignment import member_share
 from rocketlake.pipelines.broker_access import LiveGroup, group_broker
 from rocketlake.pipelines.completeness import landed_queues, missing_slices
@@ -70,9 +70,9 @@ def rebalance_one(context: SensorEvaluationContext, cfg: IngestionConfig, assets
         events.append(AssetObservation(asset_key=asset_key, metadata={
             MEMBER: cfg.client_id, ASSIGNMENT: share.describe(), EFFECTIVE_FROM: effective}))
         cursor[key] = share.key
-    materialized = context.instance.get_materialized_partitions(asset_key)
-    ran = [window for window in last_closed_windows(partitions, now, cfg.window.grace_seconds, WINDOWS_CHECKED)
-           if window in materialized]
+    closed = last_closed_windows(partitions, now, cfg.window.grace_seconds, WINDOWS_CHECKED)
+    materialized = materialized_among(context.instance, asset_key, closed)
+    ran = [window for window in closed if window in materialized]
     landed = landed_queues(recent_entries(lake.table_path(cfg.table), storage_options=delta_rs_options(lake)),
                            cfg.consumer_group)
     for window, lacking in missing_slices(landed, ran, share.taken).items():

@@ -25,7 +25,7 @@ from dagster import (
 
 from rocketlake.assets.lag import LAG_CHECKS
 from rocketlake.assets.run_guard import rocketlake_executor
-from rocketlake.assets.partitions import last_closed_windows, window_partitions
+from rocketlake.assets.partitions import last_closed_windows, materialized_among, window_partitions
 from rocketlake.pipelines.config import IngestionConfig
 from rocketlake.assets.translator import IngestionAssets
 
@@ -52,7 +52,9 @@ def build_window_schedule(cfg: IngestionConfig, assets: IngestionAssets, running
               description=f"Materializes each closed window of {cfg.table} ({cfg.window.cron}, "
                           f"+{cfg.window.grace_seconds}s grace).")
     def windows(context: ScheduleEvaluationContext):
-        materialized = context.instance.get_materialized_partitions(assets.table_key)
+        closed = last_closed_windows(partitions, context.scheduled_execution_time, cfg.window.grace_seconds,
+                                     CATCH_UP)
+        materialized = materialized_among(context.instance, assets.table_key, closed)
         pending = {run.tags.get("dagster/partition")
                    for run in context.instance.get_runs(RunsFilter(job_name=job.name, statuses=PENDING))}
         return [RunRequest(run_key=key, partition_key=key)

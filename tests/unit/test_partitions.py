@@ -3,8 +3,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from rocketlake.assets.rebalance import next_boundary
-from rocketlake.assets.partitions import (WindowKeyError, last_closed_windows, launchable_windows, partition_format,
-                                          window_partitions)
+from rocketlake.assets.partitions import (WindowKeyError, last_closed_windows, launchable_windows, materialized_among,
+                                          partition_format, window_partitions, windows_from)
 from rocketlake.pipelines.config import WindowConfig
 
 
@@ -96,3 +96,23 @@ def test_the_last_closed_windows_are_the_partitions_dagster_lists(cron, tz, star
                 _closed_by_dagster(partitions, now, grace, count), (now, grace, count)
         current = partitions.time_window_for_partition_key(partitions.get_partition_key_for_timestamp(now.timestamp()))
         assert next_boundary(partitions, now) == partitions.get_partition_key_for_timestamp(current.end.timestamp())
+
+
+def test_the_windows_from_one_to_now_include_the_open_one():
+    partitions = window_partitions(WindowConfig(cron="*/5 * * * *", start="2026-11-01"))
+    now = datetime(2026, 11, 1, 0, 17, tzinfo=timezone.utc)
+    assert windows_from(partitions, "2026-11-01-00:05", now) == ["2026-11-01-00:05", "2026-11-01-00:10",
+                                                                "2026-11-01-00:15"]
+
+
+def test_the_materialized_windows_among_a_few_are_found_past_many_runs_of_one():
+    from dagster import AssetKey, AssetMaterialization, instance_for_test
+
+    with instance_for_test() as instance:
+        for _ in range(150):  # one window run again and again: more records than one page
+            instance.report_runless_asset_event(AssetMaterialization("t", partition="2026-11-01-00:05"))
+        instance.report_runless_asset_event(AssetMaterialization("t", partition="2026-11-01-00:00"))
+        instance.report_runless_asset_event(AssetMaterialization("other", partition="2026-11-01-00:10"))
+        keys = ["2026-11-01-00:00", "2026-11-01-00:05", "2026-11-01-00:10"]
+        assert materialized_among(instance, AssetKey("t"), keys) == {"2026-11-01-00:00", "2026-11-01-00:05"}
+        assert materialized_among(instance, AssetKey("t"), ["2026-11-01-00:10"]) == set()
