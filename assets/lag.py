@@ -39,8 +39,8 @@ from dagster import (
     sensor,
 )
 
-from rocketlake.assets.dagster_private import dst_safe_strptime
 from rocketlake.assets.cluster_tick import Members, read_each, tick_summary, tick_timeout_ms
+from rocketlake.assets.dagster_private import dst_safe_strptime
 from rocketlake.assets.ingestion import rocketmq_resource_key
 from rocketlake.assets.partitions import last_closed_windows, materialized_among, window_partitions, windows_from
 from rocketlake.pipelines.broker_access import group_broker

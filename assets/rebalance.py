@@ -31,8 +31,8 @@ from dagster import (
     sensor,
 )
 
-from rocketlake.assets.dagster_private import cron_string_iterator, dst_safe_strftime
 from rocketlake.assets.cluster_tick import Members, read_each, tick_summary, tick_timeout_ms
+from rocketlake.assets.dagster_private import cron_string_iterator, dst_safe_strftime
 from rocketlake.assets.ingestion import QUEUES_TAG, rocketmq_resource_key
 from rocketlake.assets.metadata import ASSIGNMENT, MEMBER
 from rocketlake.assets.partitions import last_closed_windows, materialized_among, window_partitions
