@@ -33,7 +33,7 @@ test: setup
 	  echo "the deployed-stack test needs PostgreSQL's programs: apt-get install postgresql" >&2; exit 1; }
 	@command -v go >/dev/null || { \
 	  echo "the S3 tests build their server from its Go module: install Go 1.25 or newer (go.dev/dl)" >&2; exit 1; }
-	$(BIN)/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # The lowest versions of every range in pyproject.toml (uv's lowest-direct resolution) in an environment of their own,
 # through the unit and engine tiers and the Dagster CLI's run of a window. Not part of `make test`; CI runs it after.
