@@ -95,7 +95,9 @@ def ledger(path) -> list[LedgerEntry]:
 
 
 def test_two_deployments_split_the_queues_and_a_sensor_completes_what_a_departed_member_left(
-        tmp_path, local_cluster):
+        tmp_path, local_cluster, spark):
+    # `spark`: the sensor's runs land in this process, on the worker's one session (started with every jar any of
+    # the worker's tests needs); a stack-tier test does not get it by itself, and a session it started would lack S3A.
     wide, single, group = unique("wide"), unique("single"), unique("g")
     local_cluster.create_topic(wide, 8)                          # 8 queues on each broker: 16
     local_cluster.create_topic(single, 1, brokers=("broker-a",))  # one queue in all
