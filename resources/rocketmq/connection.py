@@ -134,8 +134,8 @@ class _Channel:
         self._failure: str | None = None
         self.last_active = time.monotonic()  # a frame written or read
         # Used under _lead only:
-        self._decoder = FrameDecoder(conn.max_frame_size)
-        self._chunk = memoryview(bytearray(_READ_CHUNK))
+        self._decoder = FrameDecoder(conn.max_frame_size, views=True)  # pull answers are read where they land
+        self._chunk = memoryview(bytearray(_READ_CHUNK)) if tls is not None else None  # TLS records, before opening
         self._read_poll = select.poll()
         self._read_poll.register(sock, select.POLLIN)
         # Used under _send_lock only:
@@ -299,12 +299,15 @@ class _Channel:
         if not self._read_poll.poll(_millis(timeout)):
             return
         try:
-            received = self._sock.recv_into(self._chunk, 0, socket.MSG_DONTWAIT)
+            into = self._decoder.space() if self._tls is None else self._chunk
+            received = self._sock.recv_into(into, 0, socket.MSG_DONTWAIT)
             if not received:
                 self.fail(f"the peer closed the connection{self._early_close_hint()}")
                 return
-            data = self._chunk[:received] if self._tls is None else self._tls.open(self._chunk[:received])
-            commands = self._decoder.feed(data)
+            if self._tls is None:
+                commands = self._decoder.received(received)
+            else:
+                commands = self._decoder.feed(self._tls.open(self._chunk[:received]))
             self._answered = self._answered or bool(commands)
             self.last_active = time.monotonic()
         except BlockingIOError:
@@ -345,8 +348,11 @@ class _Channel:
             if entry is None:  # its caller timed out already; Java logs and drops it too
                 log.debug("%s: dropping response with unknown opaque %d", self._address, command.opaque)
                 return
+            if entry[1] != RequestCode.PULL_MESSAGE:  # only a pull's records are read in place
+                command.take_body_view()
             entry[0].set_result(command)
         else:
+            command.take_body_view()
             self._conn._handle_server_request(self, command)
 
     # ----------------------------------------------------------------- failure

@@ -199,13 +199,14 @@ def parse_pull_response(
     messages: list[Message] | RawRecords = []
     filtered = 0
     records = None
-    if columnar and status is PullStatus.FOUND and response.body and not subscription.tags_set:
-        records = scan_records(response.body)
+    body = response.body_view if response.body_view is not None else response.body  # see FrameDecoder
+    if columnar and status is PullStatus.FOUND and body and not subscription.tags_set:
+        records = scan_records(body)
     if records is not None:
         messages = records
-    elif status is PullStatus.FOUND and response.body:
+    elif status is PullStatus.FOUND and body:
         try:
-            messages = decode_messages(response.body)
+            messages = decode_messages(body)
         except ProtocolError as exc:
             raise ProtocolError(
                 f"{address} answered PULL_MESSAGE with a body that does not decode: {exc}",

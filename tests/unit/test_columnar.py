@@ -10,6 +10,7 @@ import pytest
 from rocketlake.pipelines.columns import METADATA_COLUMNS, arrow_schema
 from rocketlake.pipelines.source import _BatchBuilder
 from rocketlake.resources.rocketmq.columnar import RawRecords, record_batch, scan_records
+from rocketlake.resources.rocketmq.errors import ProtocolError
 from rocketlake.resources.rocketmq.filter import Subscription
 from rocketlake.resources.rocketmq.message import (
     BORNHOST_V6_FLAG,
@@ -19,8 +20,12 @@ from rocketlake.resources.rocketmq.message import (
     encode_message_record,
 )
 
-NAMES = ["UNIQ_KEY", "TAGS", "KEYS", "WAIT", "RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "region", "a\x01b", "", "é"]
-VALUES = ["", "x", "TagA", "TagB", "k1  k2 ", " k3", "a\x01b", "ünï", "7F0000010B2D18B4AAC200000000002A"]
+# Names that end like another ("XTAGS"), values that hold a piece's text ("TAGS\x01TagA"): a lookup must find a name
+# only where a piece starts.
+NAMES = ["UNIQ_KEY", "TAGS", "KEYS", "WAIT", "RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "region", "a\x01b", "", "é", "XTAGS",
+         "AGS"]
+VALUES = ["", "x", "TagA", "TagB", "k1  k2 ", " k3", "a\x01b", "ünï", "7F0000010B2D18B4AAC200000000002A",
+          "TAGS\x01TagB", "KEYS"]
 
 
 def _properties_text(rng: random.Random, repeat_a_name: bool, with_uniq_key: bool = False) -> str:
@@ -135,6 +140,43 @@ def test_cut_and_joined_records_keep_their_offsets_and_bytes():
     assert joined.queue_offsets.tolist() == [0, 1, 2, 5, 6, 7, 8]
     assert [m.queue_offset for m in joined.messages()] == [0, 1, 2, 5, 6, 7, 8]
     assert joined.nbytes == len(joined.record_bytes())
+
+
+def test_answers_read_in_place_are_joined_without_a_copy_into_the_same_batch():
+    """Pull answers that a connection read into one arena (frame.FrameDecoder with views) lie side by side, headers
+    between: a flush joins them with one view and builds the batch the copied answers give."""
+    import numpy as np
+
+    from rocketlake.resources.rocketmq.frame import FrameDecoder, RemotingCommand, encode
+
+    rng = random.Random(5)
+    bodies = [b"".join(_record(rng, 10 * i + j) for j in range(10)) for i in range(4)]
+    stream = b"".join(encode(RemotingCommand(code=0, opaque=i, flag=1, body=body)) for i, body in enumerate(bodies))
+    answers = FrameDecoder(views=True).feed(stream)
+    in_place = [scan_records(answer.body_view) for answer in answers]
+    joined = RawRecords.concat([in_place[0][2:], *in_place[1:]])
+    assert np.shares_memory(joined.buffer, np.frombuffer(in_place[0].arena, np.uint8))  # a view, not a copy
+    copied = RawRecords.concat([scan_records(bodies[0])[2:], *map(scan_records, bodies[1:])])
+    assert joined.queue_offsets.tolist() == copied.queue_offsets.tolist() == [*range(2, 10), *range(10, 40)]
+    assert joined.record_bytes() == copied.record_bytes()
+    args = dict(broker_name="b", subscription=Subscription.parse("orders", "*"), include_filtered=False,
+                window_start_us=None)
+    schema = arrow_schema(list(METADATA_COLUMNS))
+    assert record_batch(joined, schema, **args).to_pylist() == record_batch(copied, schema, **args).to_pylist()
+
+
+def test_queue_offsets_are_read_from_the_records_with_gaps_and_checked_before_a_batch_is_built():
+    rng = random.Random(11)
+    gapped = b"".join(_record(rng, offset) for offset in (10, 11, 15, 16))  # deleted messages: 12..14
+    assert scan_records(gapped).queue_offsets.tolist() == [10, 11, 15, 16]
+    # Endpoints as far apart as the count says but the middle out of order: never from a broker, and refused by name
+    # before anything lands (scan_records takes consecutive endpoints on trust, for speed).
+    shuffled = scan_records(b"".join(_record(rng, offset) for offset in (20, 22, 21, 23)))
+    assert shuffled.queue_offsets.tolist() == [20, 21, 22, 23]
+    with pytest.raises(ProtocolError, match=r"broker broker-a answered PULL_MESSAGE with a queue's records out of "
+                                            r"offset order \(offsets 20 to 23 for 4 records\)"):
+        record_batch(shuffled, arrow_schema(), broker_name="broker-a", subscription=Subscription.parse("orders", "*"),
+                     include_filtered=False, window_start_us=None)
 
 
 @pytest.mark.parametrize("kind", ["binary", "string"])

@@ -298,6 +298,66 @@ def test_frame_decoder_yields_frames_as_they_complete() -> None:
     assert [c.opaque for c in FrameDecoder().feed(stream + stream)] == [1, 2, 1, 2]
 
 
+def _read_in_place(stream: bytes, keep_below: int) -> tuple[list[int], list[RemotingCommand]]:
+    decoder = FrameDecoder(views=True, arena_size=1 << 20)
+    kept, seen, pos = [], [], 0
+    while pos < len(stream):
+        space = decoder.space()
+        count = min(len(space), 50_000, len(stream) - pos)  # reads as a socket gives them
+        space[:count] = stream[pos:pos + count]
+        pos += count
+        for command in decoder.received(count):
+            seen.append(command.opaque)
+            assert command.body == b""
+            view = command.body_view or b""
+            assert bytes(view) == bytes([command.opaque % 251]) * len(view)
+            if command.opaque < keep_below:
+                kept.append(command)  # read later: their arenas must not be written again meanwhile
+    assert decoder.buffered == 0
+    return seen, kept
+
+
+def test_bodies_read_in_place_stay_intact_across_arenas_which_are_reused_only_once_unread(monkeypatch) -> None:
+    """With views, a body is a view of the arena the socket wrote into: frames that cross an arena's end move to the
+    next one whole, a frame larger than an arena gets one of its size, and an arena is written again only when no
+    view of it is left (the records of a flush not landed yet must never change under the reader)."""
+    from rocketlake.resources.rocketmq import frame
+
+    allocated = []
+
+    class Counted(bytearray):
+        def __init__(self, *args):
+            super().__init__(*args)
+            allocated.append(len(self))
+
+    monkeypatch.setattr(frame, "bytearray", Counted, raising=False)
+    frames = [encode(RemotingCommand(code=0, opaque=i, flag=1, body=bytes([i % 251]) * size))
+              for i, size in enumerate([70_000, 300_000, 5, 0, 600_000, 90_000] * 6 + [1_500_000])]
+    stream = b"".join(frames)
+
+    seen, kept = _read_in_place(stream, keep_below=len(frames))  # every body kept: no arena can be reused
+    assert seen == list(range(len(frames)))
+    for command in kept:
+        view = command.body_view or b""
+        assert bytes(view) == bytes([command.opaque % 251]) * len(view)
+    every_arena = allocated.count(1 << 20)  # arenas of the full size (the first ones double up to it)
+    del kept
+    allocated.clear()
+    seen, kept = _read_in_place(stream, keep_below=12)  # the first two rounds kept, the rest dropped once read
+    assert seen == list(range(len(frames)))
+    for command in kept:
+        view = command.body_view or b""
+        assert bytes(view) == bytes([command.opaque % 251]) * len(view)
+    del kept
+    allocated.clear()
+    seen, _ = _read_in_place(stream, keep_below=0)  # each body dropped once read: the arenas come round again
+    assert seen == list(range(len(frames)))
+    assert allocated.count(1 << 20) <= 3 < every_arena, (allocated, every_arena)
+
+    plain = FrameDecoder().feed(frames[0])[0]  # without views: bytes, as before
+    assert plain.body_view is None and plain.body == bytes([0]) * 70_000
+
+
 def test_frame_decoder_rejects_an_oversized_length_before_buffering_it() -> None:
     decoder = FrameDecoder(max_frame_size=1024)
     with pytest.raises(ProtocolError, match="exceeds the maximum frame size 1024"):
