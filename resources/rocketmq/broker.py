@@ -56,11 +56,11 @@ from .errors import (
     error_for_response,
 )
 from .filter import EXPRESSION_TYPE_TAG, Subscription
-from .frame import RemotingCommand
+from .frame import RemotingCommand, RequestTemplate
 from .heartbeat import ConsumerData, encode_heartbeat
 from .message import Message
 from .message_queue import MessageQueue
-from .pull import PullResult, build_pull_request, parse_pull_response
+from .pull import PULL_OPEN_FIELDS, PullResult, build_pull_request, check_pull_numbers, parse_pull_response
 from .send import (
     DEFAULT_PRODUCER_GROUP,
     OutgoingMessage,
@@ -78,6 +78,8 @@ SEARCH_BOUNDARY_MIN_VERSION = 441
 _RESET_REMARK = "Offset has been previously reset"
 #: GET_CONSUMER_LIST_BY_GROUP's SYSTEM_ERROR remark for a group without live members
 _NO_CONSUMER_REMARK = "no consumer for this group"
+#: Pull templates a broker client keeps (one per queue, group and subscription it pulls), cleared when full.
+_PULL_TEMPLATES_KEPT = 4096
 
 
 class BoundaryType(enum.Enum):
@@ -143,6 +145,7 @@ class BrokerClient:
         self.rpc_hook = rpc_hook
         self.connections = connections
         self._server_version: int | None = None
+        self._pull_templates: dict[tuple, RequestTemplate] = {}
 
     def __repr__(self) -> str:
         return f"BrokerClient({self.address!r}, broker_name={self.broker_name!r}, timeout={self.timeout:g})"
@@ -249,20 +252,33 @@ class BrokerClient:
             )
         if timeout <= 0:
             raise InvalidArgument(f"timeout must be > 0 seconds, got {timeout}")
-        request = build_pull_request(
-            consumer_group=consumer_group,
-            topic=topic,
-            queue_id=queue_id,
-            offset=offset,
-            max_msgs=max_msgs,
-            subscription=sub,
-            commit_offset=commit_offset,
-            suspend_timeout_ms=suspend_timeout_ms,
-            post_subscription=post_subscription,
-            broker_name=self.broker_name,
-        )
-        pending = self.connections(self.address).invoke_async(request, timeout, rpc_hook=self.rpc_hook)
+        request = dict(consumer_group=consumer_group, topic=topic, queue_id=queue_id, subscription=sub,
+                       suspend_timeout_ms=suspend_timeout_ms, post_subscription=post_subscription,
+                       broker_name=self.broker_name)
+        connection = self.connections(self.address)
+        if self.rpc_hook is not None:  # a hook signs the fields: the request is encoded whole
+            built = build_pull_request(**request, offset=offset, max_msgs=max_msgs, commit_offset=commit_offset)
+            pending = connection.invoke_async(built, timeout, rpc_hook=self.rpc_hook)
+        else:
+            check_pull_numbers(queue_id, offset, max_msgs, commit_offset, suspend_timeout_ms)
+            template = self._pull_template(request, commit_offset is not None)
+            pending = connection.invoke_template_async(
+                template, (str(offset), str(max_msgs), str(commit_offset or 0)), timeout)
         return PendingPull(self, pending, sub, columnar)
+
+    def _pull_template(self, request: dict[str, Any], commits: bool) -> RequestTemplate:
+        """The encoded pull request of one queue, group and subscription, its numbers left open (a stream of pulls
+        of a queue differs in nothing else)."""
+        sub: Subscription = request["subscription"]
+        key = (*(v for k, v in request.items() if k != "subscription"), commits, sub.sub_string, sub.expression_type,
+               0 if sub.is_tag_type else sub.sub_version)
+        template = self._pull_templates.get(key)
+        if template is None:
+            if len(self._pull_templates) >= _PULL_TEMPLATES_KEPT:
+                self._pull_templates.clear()
+            built = build_pull_request(**request, offset=0, max_msgs=1, commit_offset=0 if commits else None)
+            template = self._pull_templates[key] = RequestTemplate(built, PULL_OPEN_FIELDS)
+        return template
 
     # ------------------------------------------------------------------ offsets
 

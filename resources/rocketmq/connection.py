@@ -47,7 +47,7 @@ from .errors import (
     describe_request,
     error_for_response,
 )
-from .frame import FLAG_ONEWAY, FLAG_RESPONSE, FrameDecoder, RemotingCommand, encode
+from .frame import FLAG_ONEWAY, FLAG_RESPONSE, FrameDecoder, RemotingCommand, RequestTemplate, encode
 from .tls import TlsSession, TlsSettings, handshake, tls_failure_advice
 
 __all__ = [
@@ -537,14 +537,25 @@ class Connection:
         deadline = time.monotonic() + timeout
         command = self._prepare(request, rpc_hook, oneway=False)
         data = encode(command, max_frame_size=self.max_frame_size)
-        channel = self._open_channel(deadline, command.code)
-        future = channel.register(command.opaque, command.code)
+        return self._send_async(command.code, command.opaque, data, deadline, timeout)
+
+    def invoke_template_async(self, template: RequestTemplate, values: tuple[str, ...],
+                              timeout: float = DEFAULT_TIMEOUT) -> PendingResponse:
+        """:meth:`invoke_async` of the request ``template`` makes with ``values`` (no RPC hook: a hook signs the
+        fields, so a signed request is encoded whole)."""
+        deadline = time.monotonic() + timeout
+        opaque = self._next_opaque(template.code)
+        return self._send_async(template.code, opaque, template.encode(opaque, values), deadline, timeout)
+
+    def _send_async(self, code: int, opaque: int, data: bytes, deadline: float, timeout: float) -> PendingResponse:
+        channel = self._open_channel(deadline, code)
+        future = channel.register(opaque, code)
         try:
-            channel.send(data, deadline, command.code)
+            channel.send(data, deadline, code)
         except BaseException:
-            channel.unregister(command.opaque)
+            channel.unregister(opaque)
             raise
-        return PendingResponse(self, channel, command.code, command.opaque, future, deadline, timeout)
+        return PendingResponse(self, channel, code, opaque, future, deadline, timeout)
 
     def invoke_checked(
         self,
@@ -580,16 +591,19 @@ class Connection:
         data = encode(command, max_frame_size=self.max_frame_size)
         self._open_channel(deadline, command.code).send(data, deadline, command.code)
 
-    def _prepare(self, request: RemotingCommand, rpc_hook: RPCHook | None, *, oneway: bool) -> RemotingCommand:
+    def _next_opaque(self, request_code: int) -> int:
         if os.getpid() != self._pid:
             raise ConnectionFailed(
                 f"this Connection to {self._address} belongs to process {self._pid}; "
                 "call get_connection() in this process instead",
                 address=self._address,
-                request_code=request.code,
+                request_code=request_code,
             )
         with self._opaque_lock:
-            opaque = next(self._opaques) & _OPAQUE_MASK
+            return next(self._opaques) & _OPAQUE_MASK
+
+    def _prepare(self, request: RemotingCommand, rpc_hook: RPCHook | None, *, oneway: bool) -> RemotingCommand:
+        opaque = self._next_opaque(request.code)
         flag = request.flag & ~FLAG_RESPONSE
         flag = flag | FLAG_ONEWAY if oneway else flag & ~FLAG_ONEWAY
         command = replace(request, opaque=opaque, flag=flag, ext_fields=dict(request.ext_fields))

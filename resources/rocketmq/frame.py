@@ -48,6 +48,7 @@ __all__ = [
     "FLAG_RESPONSE",
     "FrameDecoder",
     "RemotingCommand",
+    "RequestTemplate",
     "decode",
     "encode",
     "ext_fields",
@@ -230,6 +231,54 @@ def _encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
     ext = b"".join(parts)
     fixed = _BIN_FIXED.pack(cmd.code, language, cmd.version, cmd.opaque, cmd.flag, len(remark))
     return b"".join((fixed, remark, _INT.pack(len(ext)), ext))
+
+
+class RequestTemplate:
+    """A JSON request encoded once with some extFields left open, each send filling them in with its opaque.
+
+    A stream of pulls of one queue differs only in offsets and sizes; encoding each from scratch (a header dict,
+    a copy for the opaque, a JSON encoder) cost a stock broker's 31,250 pulls per million messages about a third
+    of a second. :meth:`encode` gives the bytes :func:`encode` gives for the same request, byte for byte. Open
+    values are decimal numbers (nothing to escape in JSON)."""
+
+    __slots__ = ("_parts", "_slots", "code")
+
+    _OPAQUE_MARK = 1987654321  # written where the opaque goes, then found and cut out
+
+    def __init__(self, command: RemotingCommand, open_fields: tuple[str, ...]) -> None:
+        if command.serialize_type != SerializeType.JSON or command.body or command.flag or command.remark is not None:
+            raise InvalidArgument("a request template is a JSON request without body, flag or remark")
+        marks = {name: f"@@rocketlake-open-{i}@@" for i, name in enumerate(open_fields)}
+        if set(marks) - set(command.ext_fields):
+            raise InvalidArgument(f"open fields {sorted(set(marks) - set(command.ext_fields))} are not in the request")
+        marked = RemotingCommand(code=command.code, ext_fields={**command.ext_fields, **marks},
+                                 opaque=self._OPAQUE_MARK, language=command.language, version=command.version)
+        text = _encode_json_header(marked).decode()
+        where: list[tuple[int, int, int]] = []  # (position, length, slot): slot -1 is the opaque
+        for slot, token in [(-1, f'"opaque":{self._OPAQUE_MARK}'), *((i, m) for i, m in enumerate(marks.values()))]:
+            if text.count(token) != 1:
+                raise InvalidArgument(f"request template: {token!r} is not found exactly once in the header")
+            start = text.index(token) + (len('"opaque":') if slot < 0 else 0)
+            where.append((start, len(token) - (len('"opaque":') if slot < 0 else 0), slot))
+        where.sort()
+        parts, pos = [], 0
+        for start, length, _ in where:
+            parts.append(text[pos:start])
+            pos = start + length
+        parts.append(text[pos:])
+        self.code = command.code
+        self._parts = tuple(parts)
+        self._slots = tuple(slot for _, _, slot in where)
+
+    def encode(self, opaque: int, values: tuple[str, ...]) -> bytes:
+        """The frame of the request with ``opaque`` and the open fields' ``values`` (in ``open_fields`` order)."""
+        parts = self._parts
+        pieces = [parts[0]]
+        for index, slot in enumerate(self._slots):
+            pieces.append(str(opaque) if slot < 0 else values[slot])
+            pieces.append(parts[index + 1])
+        header = "".join(pieces).encode()
+        return _PREFIX.pack(4 + len(header), len(header)) + header  # serialize type JSON: 0 in the top byte
 
 
 # --------------------------------------------------------------------------- decode

@@ -109,6 +109,25 @@ class PullResult:
         return self.status is PullStatus.FOUND
 
 
+#: The fields of a pull request that change from one pull of a queue to the next (see frame.RequestTemplate).
+PULL_OPEN_FIELDS = ("queueOffset", "maxMsgNums", "commitOffset")
+
+
+def check_pull_numbers(queue_id: int, offset: int, max_msgs: int, commit_offset: int | None,
+                       suspend_timeout_ms: int) -> None:
+    """Refuse a pull's numbers out of range (InvalidArgument, naming the argument and its value)."""
+    if queue_id < 0:
+        raise InvalidArgument(f"queue_id must be >= 0, got {queue_id}")
+    if offset < 0:
+        raise InvalidArgument(f"pull offset must be >= 0, got {offset}")
+    if not 1 <= max_msgs <= 1024:  # pullBatchSize range of checkConfig
+        raise InvalidArgument(f"max_msgs must be within [1, 1024], got {max_msgs}")
+    if suspend_timeout_ms < 0:
+        raise InvalidArgument(f"suspend_timeout_ms must be >= 0, got {suspend_timeout_ms}")
+    if commit_offset is not None and commit_offset < 0:
+        raise InvalidArgument(f"commit_offset must be >= 0, got {commit_offset}")
+
+
 def build_pull_request(
     *,
     consumer_group: str,
@@ -127,20 +146,11 @@ def build_pull_request(
     ``post_subscription=False`` omits FLAG_SUBSCRIPTION: the broker then uses the subscription
     a HEART_BEAT registered for the group (and answers 24/25 without one).
     """
-    if queue_id < 0:
-        raise InvalidArgument(f"queue_id must be >= 0, got {queue_id}")
-    if offset < 0:
-        raise InvalidArgument(f"pull offset must be >= 0, got {offset}")
-    if not 1 <= max_msgs <= 1024:  # pullBatchSize range of checkConfig
-        raise InvalidArgument(f"max_msgs must be within [1, 1024], got {max_msgs}")
-    if suspend_timeout_ms < 0:
-        raise InvalidArgument(f"suspend_timeout_ms must be >= 0, got {suspend_timeout_ms}")
+    check_pull_numbers(queue_id, offset, max_msgs, commit_offset, suspend_timeout_ms)
     sys_flag = 0
     if post_subscription:
         sys_flag |= FLAG_SUBSCRIPTION
     if commit_offset is not None:
-        if commit_offset < 0:
-            raise InvalidArgument(f"commit_offset must be >= 0, got {commit_offset}")
         sys_flag |= FLAG_COMMIT_OFFSET
     if suspend_timeout_ms:
         sys_flag |= FLAG_SUSPEND
