@@ -40,9 +40,14 @@ from dagster import (
 )
 
 from rocketlake.assets.cluster_tick import Members, read_each, tick_summary, tick_timeout_ms
-from rocketlake.assets.dagster_private import dst_safe_strptime
 from rocketlake.assets.ingestion import rocketmq_resource_key
-from rocketlake.assets.partitions import last_closed_windows, materialized_among, window_partitions, windows_from
+from rocketlake.assets.partitions import (
+    last_closed_windows,
+    materialized_among,
+    window_partitions,
+    window_start,
+    windows_from,
+)
 from rocketlake.pipelines.broker_access import group_broker
 from rocketlake.pipelines.config import IngestionConfig
 from rocketlake.pipelines.freshness import GROWTH_TICKS, Freshness, freshness, lag_keeps_growing
@@ -118,7 +123,7 @@ def table_freshness(cfg: IngestionConfig, instance, now: datetime, asset_key: As
     if due and not landed:
         landed = instance.get_materialized_partitions(asset_key)
     return freshness(due[-1] if due else None, sorted(landed),
-                     lambda key: dst_safe_strptime(key, partitions.timezone, partitions.fmt))
+                     lambda key: window_start(partitions, key))
 
 
 def freshness_outcome(cfg: IngestionConfig, instance, now: datetime, asset_key: AssetKey) -> dict:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from dagster import AssetKey, AssetRecordsFilter, TimeWindow, TimeWindowPartitionsDefinition
 
-from rocketlake.assets.dagster_private import cron_string_iterator, dst_safe_strftime
+from rocketlake.assets.dagster_private import cron_string_iterator, dst_safe_strftime, dst_safe_strptime
 from rocketlake.pipelines.config import WindowConfig
 from rocketlake.pipelines.windows import Window
 
@@ -46,6 +46,25 @@ def window_partitions(window: WindowConfig) -> TimeWindowPartitionsDefinition:
     )
 
 
+def window_key(partitions: TimeWindowPartitionsDefinition, start: datetime) -> str:
+    """The key of the window starting at ``start``, made as Dagster makes it: the second of two equal local times at
+    the end of daylight saving time gets its UTC offset."""
+    return dst_safe_strftime(start, partitions.timezone, partitions.fmt, partitions.cron_schedule)
+
+
+def window_start(partitions: TimeWindowPartitionsDefinition, key: str) -> datetime:
+    """The start of the window ``key``, read back as Dagster reads it (without computing the window's end, which
+    walks the cron)."""
+    return dst_safe_strptime(key, partitions.timezone, partitions.fmt)
+
+
+def next_boundary(partitions: TimeWindowPartitionsDefinition, now: datetime) -> str:
+    """The key of the window that starts at the next boundary after ``now`` (from the cron, as
+    :func:`last_closed_windows`)."""
+    ticks = cron_string_iterator(now.timestamp(), partitions.cron_schedule, partitions.timezone)
+    return window_key(partitions, next(tick for tick in ticks if tick > now))
+
+
 def last_closed_windows(partitions: TimeWindowPartitionsDefinition, now: datetime, grace_seconds: int,
                         count: int) -> list[str]:
     """Keys of the last ``count`` windows closed at ``now`` (end + grace), oldest first.
@@ -65,18 +84,18 @@ def last_closed_windows(partitions: TimeWindowPartitionsDefinition, now: datetim
     for start in ticks:
         if start < partitions.start or len(keys) == count:
             break
-        keys.append(dst_safe_strftime(start, partitions.timezone, partitions.fmt, partitions.cron_schedule))
+        keys.append(window_key(partitions, start))
     return list(reversed(keys))
 
 
 def windows_from(partitions: TimeWindowPartitionsDefinition, first: str, now: datetime) -> list[str]:
     """Keys of the window ``first`` and of every window after it that has started by ``now``."""
-    start = partitions.time_window_for_partition_key(first).start
     keys = []
-    for tick in cron_string_iterator(start.timestamp(), partitions.cron_schedule, partitions.timezone):
+    for tick in cron_string_iterator(window_start(partitions, first).timestamp(), partitions.cron_schedule,
+                                     partitions.timezone):
         if tick > now:
             break
-        keys.append(dst_safe_strftime(tick, partitions.timezone, partitions.fmt, partitions.cron_schedule))
+        keys.append(window_key(partitions, tick))
     return keys
 
 

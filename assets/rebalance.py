@@ -32,10 +32,9 @@ from dagster import (
 )
 
 from rocketlake.assets.cluster_tick import Members, read_each, tick_summary, tick_timeout_ms
-from rocketlake.assets.dagster_private import cron_string_iterator, dst_safe_strftime
 from rocketlake.assets.ingestion import QUEUES_TAG, rocketmq_resource_key
 from rocketlake.assets.metadata import ASSIGNMENT, MEMBER
-from rocketlake.assets.partitions import last_closed_windows, materialized_among, window_partitions
+from rocketlake.assets.partitions import last_closed_windows, materialized_among, next_boundary, window_partitions
 from rocketlake.pipelines.assignment import member_share
 from rocketlake.pipelines.broker_access import LiveGroup, group_broker
 from rocketlake.pipelines.completeness import landed_queues, missing_slices
@@ -47,14 +46,6 @@ from rocketlake.assets.translator import IngestionAssets, cluster_sensor_name
 #: How many of the most recent closed windows are checked for slices nobody landed.
 WINDOWS_CHECKED = 10
 EFFECTIVE_FROM = "rocketlake/effective_from_window"
-
-
-def next_boundary(partitions, now: datetime) -> str:
-    """The key of the window that starts at the next boundary after ``now`` (from the cron, as
-    ``partitions.last_closed_windows``: the partitions definition's lookups walk from its start)."""
-    ticks = cron_string_iterator(now.timestamp(), partitions.cron_schedule, partitions.timezone)
-    boundary = next(tick for tick in ticks if tick > now)
-    return dst_safe_strftime(boundary, partitions.timezone, partitions.fmt, partitions.cron_schedule)
 
 
 def rebalance_one(context: SensorEvaluationContext, cfg: IngestionConfig, assets: IngestionAssets, partitions, share,

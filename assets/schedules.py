@@ -33,11 +33,6 @@ CATCH_UP = 3
 PENDING = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
 
 
-def closed_windows_to_run(partitions, now, grace_seconds: int, materialized: set[str]) -> list[str]:
-    """The last ``CATCH_UP`` windows closed by ``now`` (end + grace), oldest first, not yet materialized."""
-    return [k for k in last_closed_windows(partitions, now, grace_seconds, CATCH_UP) if k not in materialized]
-
-
 def build_window_schedule(cfg: IngestionConfig, assets: IngestionAssets, running: bool = False) -> ScheduleDefinition:
     partitions = window_partitions(cfg.window)
     # A CLUSTERING group's dead letters are landed in the same runs, after the table (``<table>_dlq``).
@@ -57,8 +52,7 @@ def build_window_schedule(cfg: IngestionConfig, assets: IngestionAssets, running
         materialized = materialized_among(context.instance, assets.table_key, closed)
         pending = {run.tags.get("dagster/partition")
                    for run in context.instance.get_runs(RunsFilter(job_name=job.name, statuses=PENDING))}
-        return [RunRequest(run_key=key, partition_key=key)
-                for key in closed_windows_to_run(partitions, context.scheduled_execution_time,
-                                                 cfg.window.grace_seconds, materialized | pending)]
+        # The last CATCH_UP closed windows, oldest first, that no run landed or is landing.
+        return [RunRequest(run_key=key, partition_key=key) for key in closed if key not in materialized | pending]
 
     return windows

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from rocketlake.assets.partitions import last_closed_windows, window_partitions
-from rocketlake.assets.rebalance import next_boundary
+from rocketlake.assets.partitions import next_boundary
 from rocketlake.pipelines.completeness import landed_queues, missing_slices
 from rocketlake.pipelines.config import WindowConfig
 from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry

@@ -2,9 +2,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from rocketlake.assets.rebalance import next_boundary
 from rocketlake.assets.partitions import (WindowKeyError, last_closed_windows, launchable_windows, materialized_among,
-                                          partition_format, window_partitions, windows_from)
+                                          next_boundary, partition_format, window_partitions, windows_from)
 from rocketlake.pipelines.config import WindowConfig
 
 

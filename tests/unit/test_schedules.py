@@ -4,8 +4,8 @@ from datetime import datetime, timedelta, timezone
 
 from dagster import build_schedule_context, instance_for_test
 
-from rocketlake.assets.partitions import window_partitions
-from rocketlake.assets.schedules import CATCH_UP, build_window_schedule, closed_windows_to_run
+from rocketlake.assets.partitions import last_closed_windows, window_partitions
+from rocketlake.assets.schedules import CATCH_UP, build_window_schedule
 from rocketlake.assets.translator import translate
 from rocketlake.pipelines.config import parse_config
 from tests.unit.test_config import with_ingestion
@@ -30,17 +30,23 @@ def schedule_of(grace: int = 60):
 def test_only_windows_closed_with_grace_are_due():
     parts = window_partitions(ingestion().window)
     now = START + timedelta(hours=5, seconds=59)  # 05:00 window ended 59 s ago: still in its 60 s grace
-    assert closed_windows_to_run(parts, now, 60, set()) == ["2026-11-01-01:00", "2026-11-01-02:00", "2026-11-01-03:00"]
-    assert len(closed_windows_to_run(parts, now, 60, set())) == CATCH_UP
+    closed = last_closed_windows(parts, now, 60, CATCH_UP)
+    assert closed == ["2026-11-01-01:00", "2026-11-01-02:00", "2026-11-01-03:00"]
     later = START + timedelta(hours=5, seconds=61)
-    assert closed_windows_to_run(parts, later, 60, set())[-1] == "2026-11-01-04:00"
+    assert last_closed_windows(parts, later, 60, CATCH_UP)[-1] == "2026-11-01-04:00"
 
 
 def test_catch_up_is_bounded_and_skips_materialized_windows():
-    parts = window_partitions(ingestion().window)
-    now = START + timedelta(days=3, minutes=5)
-    due = closed_windows_to_run(parts, now, 60, {"2026-11-03-23:00"})
-    assert due == ["2026-11-03-21:00", "2026-11-03-22:00"]
+    from dagster import AssetMaterialization
+
+    config_ = config()
+    schedule = build_window_schedule(config_.ingestions["orders"], translate(config_)["orders"])
+    with instance_for_test() as instance:
+        instance.report_runless_asset_event(AssetMaterialization(
+            asset_key=translate(config_)["orders"].table_key, partition="2026-11-03-23:00"))
+        context = build_schedule_context(instance=instance, scheduled_execution_time=START + timedelta(days=3, minutes=5))
+        requests = schedule(context)
+    assert [r.partition_key for r in requests] == ["2026-11-03-21:00", "2026-11-03-22:00"]
 
 
 def test_schedule_emits_run_requests_keyed_by_partition():
