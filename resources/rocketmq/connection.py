@@ -16,9 +16,11 @@ and, while nobody waits, by a daemon idle reader:
 The pool (:func:`get_connection`) is keyed by ``(os.getpid(), address)``: a forked or unpickled
 Spark Python worker never writes to a socket its parent opened.
 
-Frames are read with ``recv_into`` in chunks of 256 KiB (one hot pull batch,
-``maxTransferBytesOnMessageInMemory``) and split by :class:`~.frame.FrameDecoder`, so a pull
-response normally costs a handful of syscalls and no per-byte Python work.
+Frames are read with ``recv_into`` straight into the arena of a :class:`~.frame.FrameDecoder`
+(as much as it has room for, at least 64 KiB) and split there; a pull answer's records stay where
+the socket wrote them (``RemotingCommand.body_view``), every other answer is copied out as bytes.
+A pull answer thus costs a handful of syscalls, no per-byte Python work and no copy of its own.
+Under TLS, records are read into a 256 KiB chunk and opened into the arena.
 """
 
 from __future__ import annotations
