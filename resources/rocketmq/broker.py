@@ -258,12 +258,12 @@ class BrokerClient:
         connection = self.connections(self.address)
         if self.rpc_hook is not None:  # a hook signs the fields: the request is encoded whole
             built = build_pull_request(**request, offset=offset, max_msgs=max_msgs, commit_offset=commit_offset)
-            pending = connection.invoke_async(built, timeout, rpc_hook=self.rpc_hook)
+            pending = connection.invoke_async(built, timeout, rpc_hook=self.rpc_hook, body_in_place=True)
         else:
             check_pull_numbers(queue_id, offset, max_msgs, commit_offset, suspend_timeout_ms)
             template = self._pull_template(request, commit_offset is not None)
             pending = connection.invoke_template_async(
-                template, (str(offset), str(max_msgs), str(commit_offset or 0)), timeout)
+                template, (str(offset), str(max_msgs), str(commit_offset or 0)), timeout, body_in_place=True)
         return PendingPull(self, pending, sub, columnar)
 
     def _pull_template(self, request: dict[str, Any], commits: bool) -> RequestTemplate:

@@ -17,8 +17,9 @@ The pool (:func:`get_connection`) is keyed by ``(os.getpid(), address)``: a fork
 Spark Python worker never writes to a socket its parent opened.
 
 Frames are read with ``recv_into`` straight into the arena of a :class:`~.frame.FrameDecoder`
-(as much as it has room for, at least 64 KiB) and split there; a pull answer's records stay where
-the socket wrote them (``RemotingCommand.body_view``), every other answer is copied out as bytes.
+(as much as it has room for, at least 64 KiB) and split there; the body of an answer whose caller
+asks for it in place (a pull's records) stays where the socket wrote it (``RemotingCommand.body_view``),
+every other body is copied out as bytes.
 A pull answer thus costs a handful of syscalls, no per-byte Python work and no copy of its own.
 Under TLS, records are read into a 256 KiB chunk and opened into the arena.
 """
@@ -132,7 +133,8 @@ class _Channel:
         self._arrived = threading.Condition(threading.Lock())  # responses dispatched or lead released
         self._waiting = 0  # callers inside wait_for(); the idle reader stays away while > 0
         self._stopped = threading.Event()
-        self._pending: dict[int, tuple[Future[RemotingCommand], int]] = {}
+        # opaque -> (the caller's future, its request code, whether it reads the body in place: body_view)
+        self._pending: dict[int, tuple[Future[RemotingCommand], int, bool]] = {}
         self._failure: str | None = None
         self.last_active = time.monotonic()  # a frame written or read
         # Used under _lead only:
@@ -166,12 +168,12 @@ class _Channel:
                 return
         self.fail(f"idle for over {idle_s:.0f}s: retired before the broker's idle timeout could close it")
 
-    def register(self, opaque: int, request_code: int) -> Future[RemotingCommand]:
+    def register(self, opaque: int, request_code: int, body_in_place: bool = False) -> Future[RemotingCommand]:
         future: Future[RemotingCommand] = Future()
         with self._lock:
             if self._failure is not None:
                 self._raise_failed(request_code)
-            self._pending[opaque] = (future, request_code)
+            self._pending[opaque] = (future, request_code, body_in_place)
         return future
 
     def unregister(self, opaque: int) -> None:
@@ -350,7 +352,7 @@ class _Channel:
             if entry is None:  # its caller timed out already; Java logs and drops it too
                 log.debug("%s: dropping response with unknown opaque %d", self._address, command.opaque)
                 return
-            if entry[1] != RequestCode.PULL_MESSAGE:  # only a pull's records are read in place
+            if not entry[2]:  # the caller reads bytes; only one that asked reads the body where it landed
                 command.take_body_view()
             entry[0].set_result(command)
         else:
@@ -368,7 +370,7 @@ class _Channel:
             # Every pending call is failed *before* the failure is published: a waiter that sees
             # _failure stop its wait must find its future already done.
             failed = ClosedBeforeAnswer if self._closed_unanswered else ConnectionFailed
-            for future, request_code in pending.values():
+            for future, request_code, _ in pending.values():
                 future.set_exception(
                     failed(
                         f"connection to {self._address} broke while waiting for "
@@ -528,30 +530,35 @@ class Connection:
         timeout: float = DEFAULT_TIMEOUT,
         *,
         rpc_hook: RPCHook | None = None,
+        body_in_place: bool = False,
     ) -> PendingResponse:
         """Send ``request`` now and return at once; :meth:`PendingResponse.result` waits for the answer.
 
         Lets one thread keep several requests in flight on this connection (Java's
         ``invokeAsync``): the broker serves them concurrently and the responses are matched by
         opaque whatever their order. ``timeout`` counts from now, so a response that arrived
-        before its deadline is returned even if ``result()`` is called later.
+        before its deadline is returned even if ``result()`` is called later. With ``body_in_place``
+        the answer's body is ``body_view``, a view of where the socket wrote it (``body`` stays empty):
+        what a pull's records are read from without a copy.
         """
         deadline = time.monotonic() + timeout
         command = self._prepare(request, rpc_hook, oneway=False)
         data = encode(command, max_frame_size=self.max_frame_size)
-        return self._send_async(command.code, command.opaque, data, deadline, timeout)
+        return self._send_async(command.code, command.opaque, data, deadline, timeout, body_in_place)
 
     def invoke_template_async(self, template: RequestTemplate, values: tuple[str, ...],
-                              timeout: float = DEFAULT_TIMEOUT) -> PendingResponse:
+                              timeout: float = DEFAULT_TIMEOUT, *, body_in_place: bool = False) -> PendingResponse:
         """:meth:`invoke_async` of the request ``template`` makes with ``values`` (no RPC hook: a hook signs the
         fields, so a signed request is encoded whole)."""
         deadline = time.monotonic() + timeout
         opaque = self._next_opaque(template.code)
-        return self._send_async(template.code, opaque, template.encode(opaque, values), deadline, timeout)
+        return self._send_async(template.code, opaque, template.encode(opaque, values), deadline, timeout,
+                                body_in_place)
 
-    def _send_async(self, code: int, opaque: int, data: bytes, deadline: float, timeout: float) -> PendingResponse:
+    def _send_async(self, code: int, opaque: int, data: bytes, deadline: float, timeout: float,
+                    body_in_place: bool) -> PendingResponse:
         channel = self._open_channel(deadline, code)
-        future = channel.register(opaque, code)
+        future = channel.register(opaque, code, body_in_place)
         try:
             channel.send(data, deadline, code)
         except BaseException:

@@ -255,11 +255,11 @@ class RequestTemplate:
                                  opaque=self._OPAQUE_MARK, language=command.language, version=command.version)
         text = _encode_json_header(marked).decode()
         where: list[tuple[int, int, int]] = []  # (position, length, slot): slot -1 is the opaque
-        for slot, token in [(-1, f'"opaque":{self._OPAQUE_MARK}'), *((i, m) for i, m in enumerate(marks.values()))]:
+        opaque = f'"opaque":{self._OPAQUE_MARK}'
+        for slot, token, skip in [(-1, opaque, len('"opaque":')), *((i, m, 0) for i, m in enumerate(marks.values()))]:
             if text.count(token) != 1:
                 raise InvalidArgument(f"request template: {token!r} is not found exactly once in the header")
-            start = text.index(token) + (len('"opaque":') if slot < 0 else 0)
-            where.append((start, len(token) - (len('"opaque":') if slot < 0 else 0), slot))
+            where.append((text.index(token) + skip, len(token) - skip, slot))
         where.sort()
         parts, pos = [], 0
         for start, length, _ in where:

@@ -214,6 +214,16 @@ def test_oneway_requests_carry_the_flag_and_expect_nothing(peer: FrameEchoPeer, 
     assert conn.invoke(request(), WAIT).is_success  # the connection is still fine
 
 
+def test_an_answer_body_is_bytes_unless_its_caller_reads_it_in_place(peer: FrameEchoPeer, conn: Connection) -> None:
+    """Only a caller that asks (a pull, whose records are read where the socket wrote them) gets ``body_view``;
+    every other caller, a raw PULL_MESSAGE included, gets ``body`` as before."""
+    peer.reply = lambda req: [encode(echo_response(req))]
+    plain = conn.invoke(request(RequestCode.PULL_MESSAGE, body=b"records"), WAIT)
+    assert plain.body == b"records" and plain.body_view is None
+    in_place = conn.invoke_async(request(RequestCode.PULL_MESSAGE, body=b"records"), WAIT, body_in_place=True).result()
+    assert in_place.body == b"" and bytes(in_place.body_view) == b"records"
+
+
 def test_rpc_hook_signs_a_copy_that_the_peer_can_verify(peer: FrameEchoPeer, conn: Connection) -> None:
     original = request(RequestCode.PULL_MESSAGE, body=b"\x01\x02", topic="T1", queueId=0)
     conn.invoke(original, WAIT, rpc_hook=AclClientRPCHook(Credentials("ak", "sk")))
