@@ -59,6 +59,15 @@ _MIN_RECORD = _BODY_AT + 3
 _OUTSIDE_FAST_SHAPE = COMPRESSED_FLAG | INNER_BATCH_FLAG | BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 _HEX = np.array([f"{i:02X}".encode() for i in range(256)], dtype="S2")
 _TS = pa.timestamp("us", tz="UTC")
+#: The fixed part of a V1 IPv4 record, up to and including BODYLEN (``MessageDecoder#decode``'s order): gathered
+#: once per batch (one copy of 88 bytes a record), every fixed field is then a strided view of it.
+_HEAD = np.dtype([
+    ("total", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
+    ("queue_offset", ">i8"), ("physical_offset", ">i8"), ("sys_flag", ">i4"), ("born_timestamp", ">i8"),
+    ("born_ip", ">u4"), ("born_port", ">i4"), ("store_timestamp", ">i8"), ("store_ip", ">u4"), ("store_port", ">i4"),
+    ("reconsume_times", ">i4"), ("prepared_offset", ">i8"), ("body_len", ">i4"),
+])
+assert _HEAD.itemsize == _BODY_AT
 
 
 class RawRecords:
@@ -175,18 +184,26 @@ def scan_records(body: bytes | memoryview) -> RawRecords | None:
     return RawRecords(buffer, at, offsets, size, arena=arena, origin=origin)
 
 
-def _well_formed(buffer: np.ndarray, at: np.ndarray) -> bool:
+def _heads(buffer: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The fixed part of every record: as bytes (``n x 88``) and as ``_HEAD`` fields (views of those bytes)."""
+    if not len(at):
+        raw = np.zeros((0, _BODY_AT), np.uint8)
+    else:
+        raw = _windows(buffer, _BODY_AT)[at]
+    return raw, raw.view(_HEAD)[:, 0]
+
+
+def _well_formed(buffer: np.ndarray, at: np.ndarray, head: np.ndarray) -> bool:
     """Every record is V1, IPv4, uncompressed, not a batch, and its lengths add up to its size."""
-    totals = _be(buffer, at, 4, ">i4")
-    if (_be(buffer, at + 4, 4, ">i4") != MESSAGE_MAGIC_CODE_V1).any():
+    if (head["magic"] != MESSAGE_MAGIC_CODE_V1).any():
         return False
-    if (_be(buffer, at + 36, 4, ">i4") & _OUTSIDE_FAST_SHAPE).any():
+    if (head["sys_flag"] & _OUTSIDE_FAST_SHAPE).any():
         return False
-    for port_at in (52, 68):  # born and store port: Java refuses a record whose port is out of range
-        ports = _be(buffer, at + port_at, 4, ">i4")
-        if ((ports < 0) | (ports > 0xFFFF)).any():
+    for port in (head["born_port"], head["store_port"]):  # Java refuses a record whose port is out of range
+        if ((port < 0) | (port > 0xFFFF)).any():
             return False
-    body_len = _be(buffer, at + 84, 4, ">i4")
+    totals = head["total"].astype(np.int64)
+    body_len = head["body_len"].astype(np.int64)
     if ((body_len < 0) | (body_len > totals - _MIN_RECORD)).any():
         return False
     topic_at = at + _BODY_AT + body_len
@@ -195,6 +212,12 @@ def _well_formed(buffer: np.ndarray, at: np.ndarray) -> bool:
         return False
     props_len = _be(buffer, topic_at + 1 + topic_len, 2, ">i2")
     return bool(((props_len >= 0) & (topic_at + 3 + topic_len + props_len == at + totals)).all())
+
+
+def _windows(buffer: np.ndarray, width: int) -> np.ndarray:
+    """Every ``width`` bytes of ``buffer`` from each position on, as rows of a strided view (no copy); what
+    ``sliding_window_view`` gives, without its checks' cost on every call."""
+    return np.ndarray((len(buffer) - width + 1, width), np.uint8, buffer, 0, (1, 1))
 
 
 def _views(kind: pa.DataType, buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
@@ -213,9 +236,12 @@ def _views(kind: pa.DataType, buffer: np.ndarray, starts: np.ndarray, lengths: n
         validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
     width = np.arange(12)
     inline = lengths <= 12
-    if int(starts.max()) + 12 > len(buffer):  # so that every string's first 12 bytes can be read
+    if len(buffer) < 12:
         buffer = np.concatenate([buffer, np.zeros(12, np.uint8)])
-    head = np.lib.stride_tricks.sliding_window_view(buffer, 12)[starts]
+    last = len(buffer) - 12  # the last place 12 bytes can be read from
+    head = _windows(buffer, 12)[np.minimum(starts, last)]
+    for row in np.flatnonzero(starts > last):  # strings (short ones) within 12 bytes of the end: rare
+        head[row, :lengths[row]] = buffer[starts[row]:starts[row] + lengths[row]]
     head *= width < np.where(inline, lengths, 4)[:, None]  # zero padded, as the layout wants
     views = np.empty((n, 4), np.int32)
     views[:, 0] = lengths
@@ -233,63 +259,72 @@ def record_batch(records: RawRecords, schema: pa.Schema, *, broker_name: str, su
     not match are dropped, or kept with ``matched`` false when ``include_filtered``. Only the
     columns of ``schema`` are built: the properties map only when it is one of them."""
     buffer, at, n = records.buffer, records.starts, len(records)
-    if not _well_formed(buffer, at):
+    raw, head = _heads(buffer, at)
+    if not _well_formed(buffer, at, head):
         return None
-    if n and (_be(buffer, at + 20, 8, ">i8") != records.queue_offsets).any():  # see scan_records
+    if (head["queue_offset"] != records.queue_offsets).any():  # see scan_records
         raise ProtocolError(f"broker {broker_name} answered PULL_MESSAGE with a queue's records out of offset order "
                             f"(offsets {records.queue_offsets[0]} to {records.queue_offsets[-1]} for {n} records)",
                             request_code=RequestCode.PULL_MESSAGE)
-    body_len = _be(buffer, at + 84, 4, ">i4")
-    topic_at = at + _BODY_AT + body_len
-    topic_len = buffer[topic_at].astype(np.int64)
-    props_at = topic_at + 3 + topic_len
-    props_len = _be(buffer, topic_at + 1 + topic_len, 2, ">i2")
     if len(buffer) >= 1 << 31:
         return None  # beyond 32-bit Arrow offsets: the exact path builds it in pieces
-
-    topic = _one_topic(buffer, topic_at, topic_len)
-    if topic is None:
+    rows = _Rows(buffer, at, raw, head, records)
+    if rows.topic is None:
         return None
-    try:
-        properties = _views(pa.string(), buffer, props_at, props_len)
-    except pa.ArrowInvalid:  # not UTF-8: the exact decoder replaces bad bytes instead
-        return None
-    props = _Properties(properties)
-    names = set(schema.names)
-    columns: dict[str, pa.Array] = {}
-
-    def column(name: str) -> pa.Array:
-        if name not in columns:
-            columns[name] = _COLUMN[name](buffer, at, records, props, topic, body_len, column)
-        return columns[name]
-
+    columns = rows.columns
     columns["broker_name"] = _repeat(broker_name, n)
     if window_start_us is not None:
         columns["window_start"] = pa.array(np.full(n, window_start_us, np.int64), _TS)
-    matched = _matched(column("tags"), subscription)
-    if "matched" in names:
-        columns["matched"] = matched if matched is not None else pa.array(np.ones(n, bool))
-    batch = pa.RecordBatch.from_arrays([column(f.name) for f in schema], schema=schema)
+    try:
+        matched = _matched(rows.column("tags"), subscription)
+        if "matched" in schema.names:
+            columns["matched"] = matched if matched is not None else pa.array(np.ones(n, bool))
+        batch = pa.RecordBatch.from_arrays([rows.column(f.name) for f in schema], schema=schema)
+    except pa.ArrowInvalid:  # a property landed is not UTF-8: the exact decoder replaces bad bytes instead
+        return None
     if matched is not None and not include_filtered:
         batch = batch.filter(matched)
     return batch
 
 
-def _msg_ids(buffer, at, records, props, topic, body_len, column) -> pa.Array:
+class _Rows:
+    """The records of one batch while their columns are built: each column once, on first use."""
+
+    def __init__(self, buffer: np.ndarray, at: np.ndarray, raw: np.ndarray, head: np.ndarray,
+                 records: RawRecords) -> None:
+        self.buffer, self.at, self.raw, self.head, self.records = buffer, at, raw, head, records
+        self.body_len = head["body_len"].astype(np.int64)
+        topic_at = at + _BODY_AT + self.body_len
+        topic_len = buffer[topic_at].astype(np.int64)
+        self.topic = _one_topic(buffer, topic_at, topic_len)
+        props_at = topic_at + 3 + topic_len
+        props_len = _be(buffer, topic_at + 1 + topic_len, 2, ">i2")
+        # As bytes: only the values landed are checked as UTF-8 (a lookup's cast, or the map's).
+        self.props = _Properties(_views(pa.binary(), buffer, props_at, props_len))
+        self.columns: dict[str, pa.Array] = {}
+
+    def column(self, name: str) -> pa.Array:
+        if name not in self.columns:
+            self.columns[name] = _COLUMN[name](self)
+        return self.columns[name]
+
+
+def _msg_ids(rows: _Rows) -> pa.Array:
     # MessageClientExt#getMsgId: the producer's UNIQ_KEY, else the broker's offset id (made only when one lacks it).
-    uniq = props.lookup(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-    return uniq if not uniq.null_count else pc.coalesce(uniq, column("offset_msg_id"))
+    uniq = rows.props.lookup(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    return uniq if not uniq.null_count else pc.coalesce(uniq, rows.column("offset_msg_id"))
 
 
-def _origin_msg_ids(buffer, at, records, props, topic, body_len, column) -> pa.Array:
+def _origin_msg_ids(rows: _Rows) -> pa.Array:
+    props = rows.props
     known = pc.coalesce(props.lookup(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), props.lookup(PROPERTY_ORIGIN_MESSAGE_ID))
-    return known if not known.null_count else pc.coalesce(known, column("offset_msg_id"))
+    return known if not known.null_count else pc.coalesce(known, rows.column("offset_msg_id"))
 
 
-def _origin_topics(buffer, at, records, props, topic, body_len, column) -> pa.Array:
-    if not _redelivered(topic):
-        return column("topic")
-    return pc.coalesce(props.lookup(PROPERTY_RETRY_TOPIC), column("topic"))
+def _origin_topics(rows: _Rows) -> pa.Array:
+    if not _redelivered(rows.topic):
+        return rows.column("topic")
+    return pc.coalesce(rows.props.lookup(PROPERTY_RETRY_TOPIC), rows.column("topic"))
 
 
 def origin_topic(topic: str, retry_topic_property: str | None) -> str:
@@ -307,32 +342,41 @@ def _redelivered(topic: str) -> bool:
     return topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
 
 
-#: How each column is built: ``(buffer, starts, records, properties, topic, body lengths, column) -> array``, where
-#: ``column(name)`` gives another column of the same rows (built once).
+def _int32(field: np.ndarray) -> pa.Array:
+    return pa.array(field.astype(np.int32))
+
+
+def _timestamps(millis: np.ndarray) -> pa.Array:
+    return pa.array(millis.astype(np.int64) * 1000, _TS)
+
+
+#: How each column is built from the batch's :class:`_Rows` (``rows.column(name)`` gives another, built once).
 _COLUMN = {
-    "topic": lambda buffer, at, records, props, topic, body_len, column: _repeat(topic, len(at)),
-    "queue_id": lambda buffer, at, *_: pa.array(_be(buffer, at + 12, 4, ">i4").astype(np.int32)),
-    "queue_offset": lambda buffer, at, records, *_: pa.array(records.queue_offsets),
+    "topic": lambda rows: _repeat(rows.topic, len(rows.at)),
+    "queue_id": lambda rows: _int32(rows.head["queue_id"]),
+    "queue_offset": lambda rows: pa.array(rows.records.queue_offsets),
     "msg_id": _msg_ids,
-    "offset_msg_id": lambda buffer, at, *_: _offset_msg_ids(buffer, at),
-    "tags": lambda buffer, at, records, props, *_: props.lookup(PROPERTY_TAGS),
-    "keys": lambda buffer, at, records, props, *_: _keys(props.lookup(PROPERTY_KEYS)),
-    "properties": lambda buffer, at, records, props, *_: props.map(),
-    "born_timestamp": lambda buffer, at, *_: pa.array(_be(buffer, at + 40, 8, ">i8") * 1000, _TS),
-    "store_timestamp": lambda buffer, at, *_: pa.array(_be(buffer, at + 56, 8, ">i8") * 1000, _TS),
-    "born_host": lambda buffer, at, *_: _hosts(buffer, at + 48),
-    "store_host": lambda buffer, at, *_: _hosts(buffer, at + 64),
-    "reconsume_times": lambda buffer, at, *_: pa.array(_be(buffer, at + 72, 4, ">i4").astype(np.int32)),
-    "body": lambda buffer, at, records, props, topic, body_len, column: _views(pa.binary(), buffer, at + _BODY_AT,
-                                                                                body_len),
-    "body_text": lambda *args: _text(args[-1]("body")),
+    "offset_msg_id": lambda rows: _offset_msg_ids(rows.raw),
+    "tags": lambda rows: rows.props.lookup(PROPERTY_TAGS),
+    "keys": lambda rows: _keys(rows.props.lookup(PROPERTY_KEYS)),
+    "properties": lambda rows: rows.props.map(),
+    "born_timestamp": lambda rows: _timestamps(rows.head["born_timestamp"]),
+    "store_timestamp": lambda rows: _timestamps(rows.head["store_timestamp"]),
+    "born_host": lambda rows: _hosts(rows.head["born_ip"], rows.head["born_port"]),
+    "store_host": lambda rows: _hosts(rows.head["store_ip"], rows.head["store_port"]),
+    "reconsume_times": lambda rows: _int32(rows.head["reconsume_times"]),
+    "body": lambda rows: _views(pa.binary(), rows.buffer, rows.at + _BODY_AT, rows.body_len),
+    "body_text": lambda rows: _text(rows.column("body")),
     "origin_topic": _origin_topics,
     "origin_msg_id": _origin_msg_ids,
 }
 
 
 def _repeat(text: str, n: int) -> pa.Array:
-    return pa.array([text], pa.string()).take(np.zeros(n, np.int32))
+    """``text`` ``n`` times, as a string column (built from its buffers: no kernel call)."""
+    data = text.encode()
+    offsets = np.arange(0, len(data) * n + 1, len(data), dtype=np.int32) if data else np.zeros(n + 1, np.int32)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
 
 
 def _one_topic(buffer: np.ndarray, topic_at: np.ndarray, topic_len: np.ndarray) -> str | None:
@@ -360,9 +404,13 @@ class _Properties:
 
     A lookup does not split anything: it finds the separators of every row once (two byte compares over the
     text), then for a name the \\x01 that end it at the start of a piece. The whole split is made only for the
-    map, when the properties column is landed: it cost more than the rest of the decode together."""
+    map, when the properties column is landed: it cost more than the rest of the decode together.
 
-    def __init__(self, properties: pa.StringArray) -> None:
+    The text is taken as bytes: what is landed is checked as UTF-8 then (a lookup's values, the map), and
+    raises ``pa.ArrowInvalid`` when it is not. The separators are ASCII, so bytes that are not UTF-8 cannot
+    move them (Java's decoder replaces such bytes one by one and keeps every ASCII byte)."""
+
+    def __init__(self, properties: pa.BinaryArray) -> None:
         self.properties = properties
         self.rows = len(properties)
         offsets = _offsets(properties).astype(np.int64)
@@ -373,6 +421,7 @@ class _Properties:
         self.bounds = offsets - low  # row r is text[bounds[r]:bounds[r + 1]]
         self.ones = np.flatnonzero(self.text == 1)  # where names end (and \\x01 inside values)
         self.twos = np.flatnonzero(self.text == 2)  # where pieces end
+        self.piece_ends = np.append(self.twos, len(self.text))
 
     def lookup(self, name: str) -> pa.Array:
         """Each row's value of ``name``, null where it has none: its last piece naming it with a value, as the
@@ -386,25 +435,24 @@ class _Properties:
                 ends = ends[(text[(ends - width)[:, None] + np.arange(width - 1)] == key[:-1]).all(axis=1)]
         begins = ends - width
         row = np.searchsorted(bounds, begins, side="right") - 1
-        piece_start = (begins == bounds[row]) | (text[np.maximum(begins - 1, 0)] == 2)
-        within = ends < bounds[row + 1]
-        ends, row = ends[piece_start & within], row[piece_start & within]
-        next_two = np.searchsorted(self.twos, ends)
-        value_end = np.minimum(np.r_[self.twos, len(text)][next_two], bounds[row + 1])
-        nonempty = value_end > ends + 1
-        ends, row, value_end = ends[nonempty], row[nonempty], value_end[nonempty]
-        last = np.r_[row[1:] != row[:-1], True] if len(row) else np.zeros(0, bool)
+        row_end = bounds[row + 1]
+        value_end = np.minimum(self.piece_ends[np.searchsorted(self.twos, ends)], row_end)
+        keep = (((begins == bounds[row]) | (text[np.maximum(begins - 1, 0)] == 2))  # at a piece's start
+                & (ends < row_end) & (value_end > ends + 1))  # in the row, with a value
+        ends, row, value_end = ends[keep], row[keep], value_end[keep]
+        last = np.ones(len(row), bool)  # a row's last such piece wins
+        np.not_equal(row[1:], row[:-1], out=last[:-1])
+        row, ends, value_end = row[last], ends[last], value_end[last]
         found = np.zeros(self.rows, bool)
         starts = np.zeros(self.rows, np.int64)
         lengths = np.zeros(self.rows, np.int64)
-        found[row[last]] = True
-        starts[row[last]] = ends[last] + 1
-        lengths[row[last]] = value_end[last] - ends[last] - 1
-        # Cut at ASCII separators out of text Arrow checked as UTF-8 already: valid UTF-8, so not checked again.
-        return _views(pa.binary(), text, starts, lengths, found).view(pa.string())
+        found[row] = True
+        starts[row] = ends + 1
+        lengths[row] = value_end - ends - 1
+        return _views(pa.string(), text, starts, lengths, found)
 
     def map(self) -> pa.MapArray:
-        properties = self.properties
+        properties = self.properties.cast(pa.string())
         pieces_of_rows = pc.split_pattern(properties, PROPERTY_SEPARATOR)
         rows = pc.list_parent_indices(pieces_of_rows)
         pieces = pc.list_flatten(pieces_of_rows)
@@ -443,6 +491,9 @@ def _offsets(array: pa.Array) -> np.ndarray:
 
 def _keys(raw: pa.Array) -> pa.Array:
     """KEYS as the source shows it: split on spaces, empty pieces dropped, joined by one space."""
+    data = raw.buffers()[2]
+    if data is None or not (np.frombuffer(data, np.uint8) == 32).any():
+        return raw  # no space at all (one key each): nothing to squeeze
     if not (pc.any(pc.match_substring(raw, "  ")).as_py() or pc.any(pc.starts_with(raw, " ")).as_py()
             or pc.any(pc.ends_with(raw, " ")).as_py()):
         return raw  # the usual case: nothing to squeeze (an empty value never gets here: it is not a property)
@@ -450,18 +501,18 @@ def _keys(raw: pa.Array) -> pa.Array:
     return pc.if_else(pc.equal(joined, ""), pa.scalar(None, pa.string()), joined)
 
 
-def _offset_msg_ids(buffer: np.ndarray, at: np.ndarray) -> pa.Array:
-    """``MessageDecoder#createMessageId`` for IPv4: hex of store ip, port and commit-log offset."""
-    raw = np.concatenate([buffer[at[:, None] + 64 + np.arange(8)], buffer[at[:, None] + 28 + np.arange(8)]], axis=1)
-    offsets = np.arange(0, 32 * len(at) + 1, 32, dtype=np.int32)
-    return pa.Array.from_buffers(pa.string(), len(at), [None, pa.py_buffer(offsets), pa.py_buffer(_HEX[raw].tobytes())])
+def _offset_msg_ids(raw: np.ndarray) -> pa.Array:
+    """``MessageDecoder#createMessageId`` for IPv4: hex of store ip, port and commit-log offset (of the heads'
+    bytes, ``raw``)."""
+    ids = np.concatenate([raw[:, 64:72], raw[:, 28:36]], axis=1)
+    offsets = np.arange(0, 32 * len(raw) + 1, 32, dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), len(raw), [None, pa.py_buffer(offsets), pa.py_buffer(_HEX[ids].tobytes())])
 
 
-def _hosts(buffer: np.ndarray, host_at: np.ndarray) -> pa.Array:
+def _hosts(ips: np.ndarray, ports: np.ndarray) -> pa.Array:
     """``ip:port`` of each record, formatted once per distinct address."""
-    raw = np.ascontiguousarray(buffer[host_at[:, None] + np.arange(8)]).view(np.uint64)[:, 0]
-    distinct, which = np.unique(raw, return_inverse=True)
-    texts = [_format_host(value.tobytes()) for value in distinct.view(np.uint8).reshape(-1, 8)]
+    distinct, which = np.unique((ips.astype(np.uint64) << 32) | ports.astype(np.uint64), return_inverse=True)
+    texts = [_format_host(int(value).to_bytes(8, "big")) for value in distinct]
     return pa.array(texts, pa.string()).take(which.astype(np.int32))
 
 

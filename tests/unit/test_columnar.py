@@ -208,3 +208,32 @@ def test_a_record_that_does_not_decode_names_the_broker_that_served_it():
     batches.add(scan_records(bytes(record)))
     with pytest.raises(ProtocolError, match="broker broker-a answered PULL_MESSAGE with a body that does not decode"):
         list(batches.flush())
+
+
+def test_properties_not_in_utf8_leave_the_batch_to_the_exact_decoder_only_when_landed():
+    def record(properties: bytes) -> bytes:
+        message = Message("orders", queue_offset=7, born_host="127.0.0.1:1", store_host="127.0.0.1:2", body=b"x",
+                          properties={"A": "b"})
+        raw = bytearray(encode_message_record(message))
+        head = len(raw) - 2 - len(encode_properties_of(message))
+        raw[head:] = len(properties).to_bytes(2, "big") + properties
+        raw[0:4] = len(raw).to_bytes(4, "big")
+        return bytes(raw)
+
+    subscription = Subscription.parse("orders", "*")
+
+    def fast(body: bytes, schema):
+        return record_batch(scan_records(body), schema, broker_name="broker-a", subscription=subscription,
+                            include_filtered=False, window_start_us=None)
+
+    # Bad bytes in a property nobody lands: the separators stand where Java's decoder finds them.
+    unlanded = record(b"TAGS\x01TagA\x02region\x01\xff\xfe\x02KEYS\x01k\xc3\xa9\x02UNIQ_KEY\x01ABC\x02")
+    batch = fast(unlanded, arrow_schema())
+    assert batch is not None
+    assert batch.to_pylist() == _exact(unlanded, arrow_schema(), subscription, False, None)
+    assert batch.to_pylist()[0]["keys"] == "ké"
+    # Landed (the map, or a tag): the exact decoder replaces them, as Java does.
+    assert fast(unlanded, arrow_schema(["properties"])) is None
+    bad_tag = record(b"TAGS\x01Tag\xff\x02")
+    assert fast(bad_tag, arrow_schema()) is None
+    assert _exact(bad_tag, arrow_schema(), subscription, False, None)[0]["tags"] == "Tag\ufffd"
