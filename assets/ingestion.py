@@ -82,6 +82,10 @@ SCHEDULE_TAG = "dagster/schedule_name"
 QUEUES_TAG = "rocketlake/queues"
 # A run the orderly resume sensor asked for: like a scheduled run, it starts where the group stands.
 RESUME_TAG = "rocketlake/resume"
+# Set by the schedule on a window it asks for ahead of its close (epoch ms of the close): the run waits for it.
+CLOSES_AT_TAG = "rocketlake/closes_at_ms"
+#: How far ahead of its close the schedule asks for a window: up to its next tick (a minute).
+LEAD_SECONDS = 60
 
 
 def rocketmq_resource_key(cluster: str) -> str:
@@ -187,12 +191,33 @@ def retry_policy(cfg: IngestionConfig) -> RetryPolicy | None:
                        backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS)
 
 
+def seconds_to_close(tags, now_s: float) -> float:
+    """How long a run asked for ahead of its window's close (``CLOSES_AT_TAG``) waits: until the close, never
+    longer than the lead (a later close is refused by ``check_closed`` as for any open window)."""
+    closes_at = tags.get(CLOSES_AT_TAG)
+    if closes_at is None:
+        return 0.0
+    wait = int(closes_at) / 1000 - now_s
+    return wait if 0 < wait <= LEAD_SECONDS else 0.0
+
+
+def wait_for_close(context: AssetExecutionContext) -> None:
+    wait = seconds_to_close(context.run.tags, time.time())
+    if wait:
+        context.log.info(f"the schedule asked for this window ahead of its close (end + grace): waiting {wait:.1f}s "
+                         "for it before planning")
+        while wait > 0:  # a sleep ends on the monotonic clock; the close is on the wall clock
+            time.sleep(wait)
+            wait = int(context.run.tags[CLOSES_AT_TAG]) / 1000 - time.time()
+
+
 def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_path: str,
         spark_resource: SparkResource, rocketmq, failures_path: str | None = None,
         dead_letters: bool = False, storage: LakeConfig | None = None) -> Iterator[MaterializeResult | AssetCheckResult]:
     """Translate Dagster's context into the engine's run (``pipelines.run``) and its events into Dagster's."""
     # A run of another job than rocketlake's (the UI's Materialize button) is recorded here, for the dead-runs sensor.
     record_process(context.instance, context.run)
+    wait_for_close(context)
     now_ms = int(time.time() * 1000)
     partitions = context.assets_def.partitions_def
     windows = []

@@ -58,6 +58,13 @@ def window_start(partitions: TimeWindowPartitionsDefinition, key: str) -> dateti
     return dst_safe_strptime(key, partitions.timezone, partitions.fmt)
 
 
+def window_end(partitions: TimeWindowPartitionsDefinition, key: str) -> datetime:
+    """The end of the window ``key``: the cron's next tick after its start."""
+    start = window_start(partitions, key)
+    ticks = cron_string_iterator(start.timestamp(), partitions.cron_schedule, partitions.timezone)
+    return next(tick for tick in ticks if tick > start)
+
+
 def next_boundary(partitions: TimeWindowPartitionsDefinition, now: datetime) -> str:
     """The key of the window that starts at the next boundary after ``now`` (from the cron, as
     :func:`last_closed_windows`)."""

@@ -6,9 +6,16 @@ run key only deduplicates within one tick, so without that a window whose run wa
 slot, or outlasts a tick, would be asked for again at every tick.) A short outage of the daemon is caught up
 (``CATCH_UP`` windows back) without flooding a new deployment with every window since ``window.start``;
 a window whose run failed is asked for again while it is among those.
+
+A minute's tick cannot fall on a window's close when the grace is not a whole number of minutes: with a 2 s
+grace the window would wait 58 s for the next tick. So a tick also asks for the window that closes before the
+next tick (``LEAD``), tagged with its close (``CLOSES_AT_TAG``); its run waits for that close before it plans
+anything (``assets.ingestion.wait_for_close``), and every rule of a closed window holds as before.
 """
 
 from __future__ import annotations
+
+from datetime import datetime, timedelta
 
 from dagster import (
     AssetCheckKey,
@@ -23,13 +30,15 @@ from dagster import (
     schedule,
 )
 
+from rocketlake.assets.ingestion import CLOSES_AT_TAG, LEAD_SECONDS
 from rocketlake.assets.lag import LAG_CHECKS
 from rocketlake.assets.run_guard import rocketlake_executor
-from rocketlake.assets.partitions import last_closed_windows, materialized_among, window_partitions
+from rocketlake.assets.partitions import last_closed_windows, materialized_among, window_end, window_partitions
 from rocketlake.pipelines.config import IngestionConfig
 from rocketlake.assets.translator import IngestionAssets
 
 CATCH_UP = 3
+LEAD = timedelta(seconds=LEAD_SECONDS)
 PENDING = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
 
 
@@ -53,6 +62,22 @@ def build_window_schedule(cfg: IngestionConfig, assets: IngestionAssets, running
         pending = {run.tags.get("dagster/partition")
                    for run in context.instance.get_runs(RunsFilter(job_name=job.name, statuses=PENDING))}
         # The last CATCH_UP closed windows, oldest first, that no run landed or is landing.
-        return [RunRequest(run_key=key, partition_key=key) for key in closed if key not in materialized | pending]
+        requests = [RunRequest(run_key=key, partition_key=key) for key in closed if key not in materialized | pending]
+        soon = closing_soon(partitions, context.scheduled_execution_time, cfg.window.grace_seconds)
+        if soon is not None and soon[0] not in pending:
+            key, closes_at = soon
+            requests.append(RunRequest(run_key=key, partition_key=key,
+                                       tags={CLOSES_AT_TAG: str(int(closes_at.timestamp() * 1000))}))
+        return requests
 
     return windows
+
+
+def closing_soon(partitions, now: datetime, grace_seconds: int) -> tuple[str, datetime] | None:
+    """(key, close) of the window that closes after ``now`` and before the next tick (``now + LEAD``), if one does
+    (at most one: a window is at least a minute long)."""
+    for key in last_closed_windows(partitions, now + LEAD - timedelta(microseconds=1), grace_seconds, 1):
+        closes_at = window_end(partitions, key) + timedelta(seconds=grace_seconds)
+        if closes_at > now:
+            return key, closes_at
+    return None

@@ -78,3 +78,42 @@ def test_a_window_with_a_run_queued_or_in_progress_is_not_asked_for_again():
                                          scheduled_execution_time=START + timedelta(hours=2, minutes=2))
         requests = schedule(context)
     assert [r.partition_key for r in requests] == ["2026-11-01-01:00"]
+
+
+def test_a_window_closing_before_the_next_tick_is_asked_for_ahead_with_its_close():
+    """With a grace that is not whole minutes, a minute's tick never falls on a close: the tick before it asks for
+    the window, tagged with its close, instead of leaving it a minute to the next tick."""
+    from dagster import DagsterRunStatus
+    from dagster._core.test_utils import create_run_for_test
+
+    from rocketlake.assets.ingestion import CLOSES_AT_TAG
+
+    schedule = schedule_of(grace=2)
+    tick = START + timedelta(hours=2)  # the 01:00 window ends now and closes at 02:00:02
+    with instance_for_test() as instance:
+        requests = schedule(build_schedule_context(instance=instance, scheduled_execution_time=tick))
+        assert [(r.partition_key, r.tags.get(CLOSES_AT_TAG)) for r in requests] == [
+            ("2026-11-01-00:00", None),
+            ("2026-11-01-01:00", str(int((tick + timedelta(seconds=2)).timestamp() * 1000)))]
+        # Its run under way: the next tick, after the close, does not ask for it again.
+        create_run_for_test(instance, job_name="orders_raw_job", status=DagsterRunStatus.STARTED,
+                            tags={"dagster/partition": "2026-11-01-01:00"})
+        later = schedule(build_schedule_context(instance=instance, scheduled_execution_time=tick + timedelta(minutes=1)))
+        assert [r.partition_key for r in later] == ["2026-11-01-00:00"]
+    # A grace of whole minutes: the close falls on a tick, nothing is asked for ahead.
+    with instance_for_test() as instance:
+        on_tick = schedule_of(grace=60)(build_schedule_context(
+            instance=instance, scheduled_execution_time=tick + timedelta(minutes=1)))
+    assert [(r.partition_key, r.tags.get(CLOSES_AT_TAG)) for r in on_tick] == [
+        ("2026-11-01-00:00", None), ("2026-11-01-01:00", None)]
+
+
+def test_a_run_asked_for_ahead_waits_for_the_close_and_never_longer_than_the_lead():
+    from rocketlake.assets.ingestion import CLOSES_AT_TAG, LEAD_SECONDS, seconds_to_close
+
+    now = 1_800_000_000.0
+    assert seconds_to_close({}, now) == 0
+    assert seconds_to_close({CLOSES_AT_TAG: str(int(now * 1000) + 2500)}, now) == 2.5
+    assert seconds_to_close({CLOSES_AT_TAG: str(int(now * 1000) - 1)}, now) == 0  # closed: a retry, or a late start
+    # Further ahead than a schedule asks: not waited for (the run then refuses the open window by name).
+    assert seconds_to_close({CLOSES_AT_TAG: str(int((now + LEAD_SECONDS + 1) * 1000))}, now) == 0
