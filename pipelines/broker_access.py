@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from rocketlake.pipelines.config import IngestionConfig, MessageModel
 from rocketlake.pipelines.offset_store import LocalOffsetStore
 from rocketlake.pipelines.options import SourceOptionError, SourceOptions
 from rocketlake.pipelines.windows import first_offset_at_or_after
@@ -22,6 +22,9 @@ from rocketlake.resources.rocketmq.filter import Subscription
 from rocketlake.resources.rocketmq.message import Message, is_retry_topic, retry_topic
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 from rocketlake.resources.rocketmq.range_reader import read_ranges
+
+if TYPE_CHECKING:  # the configuration (pydantic, YAML) is not imported where Spark tasks only read: 0.2 s a worker
+    from rocketlake.pipelines.config import IngestionConfig
 
 __all__ = ["BrokerStoreTimes", "GroupBroker", "LiveGroup", "MemberBroker", "RangeUnreadable", "group_broker", "make_client",
            "pull_chunks", "range_subscription", "resolve_ranges"]
@@ -159,6 +162,7 @@ class LiveGroup:
 
     def members(self) -> list[str]:
         from rocketlake.pipelines.assignment import membership
+        from rocketlake.pipelines.config import MessageModel
 
         return membership(self.client, self.cfg) if self.cfg.message_model is MessageModel.CLUSTERING else []
 
@@ -170,6 +174,8 @@ class LiveGroup:
 
 def group_broker(client: RocketMQClient, cfg: IngestionConfig) -> GroupBroker:
     """What a run (or ``rocketlake offsets show``) of ``cfg`` reads its queues and progress through."""
+    from rocketlake.pipelines.config import MessageModel
+
     if cfg.message_model is MessageModel.BROADCASTING:
         return MemberBroker(client, cfg.topic, cfg.consumer_group, LocalOffsetStore(cfg.offset_store_path))
     if cfg.dead_letters_of is not None:

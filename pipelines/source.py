@@ -19,6 +19,7 @@ once is bounded by the push consumer's per-queue cache limits, however long its 
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -90,6 +91,8 @@ class RocketMQReader(DataSourceReader):
     def read(self, partition: Chunk) -> Iterator[pa.RecordBatch]:
         from rocketlake.pipelines.broker_access import pull_chunks, range_subscription
 
+        _freeze_once()
+
         if not isinstance(partition, Chunk):
             return  # an empty plan: Spark still runs one task, with its own default partition
         opts = self.options
@@ -103,6 +106,22 @@ class RocketMQReader(DataSourceReader):
             if batches.rows >= opts.pull_threshold_for_queue or batches.bytes >= opts.pull_threshold_size_for_queue_bytes:
                 yield from batches.flush()
         yield from batches.flush()
+
+
+_frozen = False
+
+
+def _freeze_once() -> None:
+    """Leave what this Python worker has loaded (PySpark, pyarrow, numpy, rocketlake: some 50,000 objects) out of
+    every later garbage collection: PySpark's daemon runs a full ``gc.collect()`` after each task of a reused
+    worker (``pyspark/daemon.py``), which walked them all again at every task. ``gc.freeze`` moves the objects
+    alive now to the permanent generation, as CPython advises for processes that fork workers; what a task makes
+    afterwards is collected as before. Once per process. Measured in Spark (500,000 x 1 KiB, 16 queues): the
+    Python workers' CPU 2.1-2.2 -> 1.8 s with pulls of 1024, 3.7-4.0 -> 3.4-3.5 s with pulls of 32."""
+    global _frozen
+    if not _frozen:
+        gc.freeze()
+        _frozen = True
 
 
 class _TaskBatches:

@@ -237,3 +237,38 @@ def test_properties_not_in_utf8_leave_the_batch_to_the_exact_decoder_only_when_l
     bad_tag = record(b"TAGS\x01Tag\xff\x02")
     assert fast(bad_tag, arrow_schema()) is None
     assert _exact(bad_tag, arrow_schema(), subscription, False, None)[0]["tags"] == "Tag\ufffd"
+
+
+def test_a_python_worker_leaves_what_it_loaded_out_of_the_daemons_collection_after_each_task():
+    """PySpark's daemon runs gc.collect() after every task of a reused worker; the reader freezes what the worker
+    has loaded once, so those collections walk only what tasks made since."""
+    import gc
+
+    from rocketlake.pipelines import source
+
+    frozen_before, was = gc.get_freeze_count(), source._frozen
+    try:
+        source._frozen = False
+        source._freeze_once()
+        first = gc.get_freeze_count()
+        assert first > frozen_before and source._frozen
+        garbage = [[] for _ in range(1000)]  # made after: not frozen by a second call
+        source._freeze_once()
+        assert gc.get_freeze_count() == first
+        del garbage
+    finally:
+        gc.unfreeze()
+        source._frozen = was
+
+
+def test_a_spark_task_reading_the_source_does_not_load_the_configuration():
+    """pydantic and YAML cost a Python worker 0.2 s to import, at every worker Spark starts; a task reads with
+    the source's options only."""
+    import subprocess
+    import sys
+
+    loaded = subprocess.run([sys.executable, "-c", "import sys; from rocketlake.pipelines import source, broker_access; "
+                             "print(sorted(m for m in sys.modules if m.startswith(('rocketlake', 'pydantic', 'yaml'))))"],
+                            capture_output=True, text=True, check=True).stdout
+    assert "rocketlake.pipelines.broker_access" in loaded
+    assert "rocketlake.pipelines.config" not in loaded and "pydantic" not in loaded and "'yaml'" not in loaded
