@@ -5,13 +5,14 @@ field of it into Python lists before Arrow saw them: about 25 us per message, wh
 landing path to a fraction of what Spark and Delta can write. Here a pull answer is only indexed
 (:func:`scan_records`: one size read per record, to find where each starts), the answers of a
 queue are kept as they came, and :func:`record_batch` checks the shape of all records at once,
-reads every fixed field with numpy, cuts bodies and properties out of the answers' buffers in one
-Arrow cast each (:func:`_views`), and parses properties with Arrow's string kernels. The checks
+reads every fixed field with numpy (one gather of the records' heads per batch), cuts bodies and
+properties out of the answers' buffers in one Arrow cast each (:func:`_views`), and finds the
+properties landed with numpy (the whole map, when landed, with Arrow's string kernels). The checks
 run once per batch, not once per pull answer: with a stock broker's 32 messages a pull, checking
 each answer cost a Python worker about 3 us per message, half of it numpy's per-call overhead.
 
 It covers the records a broker stores for ordinary and batch-sent messages: V1 magic, IPv4 hosts,
-bodies not compressed, no 5.x inner batch, properties valid UTF-8. Anything else
+bodies not compressed, no 5.x inner batch, the properties landed valid UTF-8. Anything else
 (and a record that does not even parse) makes these functions return None, and the caller takes
 the exact decoder, which handles every case and names what is wrong: the fast path never guesses.
 The columns equal what :class:`Message` gives field for field (``tests/unit/test_columnar.py``).
