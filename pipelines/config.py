@@ -358,6 +358,10 @@ def _ranges_in_schema(schema: dict) -> None:
             prop["anyOf"] = [{"const": unlimited}, {"type": "integer", "minimum": lo, "maximum": hi}]
 
 
+#: Table properties Spark sets itself and refuses in ``SET TBLPROPERTIES`` (``TableCatalog.RESERVED_PROPERTIES``).
+SPARK_RESERVED_PROPERTIES = frozenset({"comment", "external", "is_managed_location", "location", "owner", "provider"})
+
+
 class IngestionConfig(_Strict):
     """One topic landed in one table by one consumer group: a DefaultMQPushConsumer, as a batch pipeline."""
 
@@ -395,6 +399,20 @@ class IngestionConfig(_Strict):
     machine_room_resolver: str | None = None
     machine_room_nearby_strategy: AllocateStrategy = AllocateStrategy.AVG
     virtual_node_count: int = Field(default=10, ge=0)
+    # The table's upkeep (rocketlake's own): Delta table properties, and VACUUM after a day is compacted.
+    table_properties: dict[str, str] = Field(
+        default_factory=dict,
+        description="Delta table properties (e.g. delta.enableChangeDataFeed: 'true', delta.logRetentionDuration: "
+                    "'interval 30 days', or a name of your own; not Spark's reserved owner, comment, location, ...): "
+                    "set by the commit that creates the table, and on an existing table whose values differ before "
+                    "a run writes (ALTER TABLE ... SET TBLPROPERTIES, a commit of its "
+                    "own). Delta checks delta.* names and values; a run refused by Delta changes nothing.")
+    vacuum_retention_hours: int | None = Field(
+        default=None, ge=0, le=10 * 365 * 24,
+        description="After a run compacts a day that is over, VACUUM the table with this retention: data files no "
+                    "longer in the table for that long are deleted. None (default): never. Below Delta's 168 h "
+                    "check, make sure no reader or writer of the table runs that long (time travel to older "
+                    "versions fails once their files are gone).")
     on_deleted_messages: Literal["fail", "record"] = Field(
         default="fail", description="When the broker deleted messages the group never landed: fail the run, or "
                                     "record the gap in the ledger and move on.")
@@ -460,6 +478,30 @@ class IngestionConfig(_Strict):
             check_consumer_group(value)
         except InvalidName as e:
             raise ValueError(str(e)) from None
+        return value
+
+    @field_validator("table_properties", mode="before")
+    @classmethod
+    def _table_property_texts(cls, value):
+        """YAML's ``true`` and ``5`` as Delta writes them (``'true'``, ``'5'``)."""
+        if isinstance(value, dict):
+            return {k: str(v).lower() if isinstance(v, bool) else str(v) if isinstance(v, (int, float)) else v
+                    for k, v in value.items()}
+        return value
+
+    @field_validator("table_properties")
+    @classmethod
+    def _table_properties(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]*", key):
+                raise ValueError(f"table property name {key!r} is not allowed: letters, digits, '_', '.' and '-' "
+                                 "(e.g. delta.enableChangeDataFeed)")
+            if key.lower() in SPARK_RESERVED_PROPERTIES:
+                raise ValueError(f"table property {key} is reserved by Spark (set by Spark itself: "
+                                 f"{', '.join(sorted(SPARK_RESERVED_PROPERTIES))})")
+            if any(c in text for c in "'\\\n"):
+                raise ValueError(f"table property {key}: the value {text!r} holds a quote, backslash or line break, "
+                                 "which rocketlake does not pass on")
         return value
 
     @field_validator("consume_timestamp")

@@ -9,7 +9,7 @@ table history. The table itself is a plain Delta table.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping, Iterable
 from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, SparkSession
@@ -141,7 +141,8 @@ def _conflicts() -> tuple[type[BaseException], ...]:
             MetadataChangedException, ProtocolChangedException)
 
 
-def write_slice(df: DataFrame, path: str, ledger: LedgerEntry, log=None, *, with_ledger: bool = True) -> int:
+def write_slice(df: DataFrame, path: str, ledger: LedgerEntry, log=None, *, with_ledger: bool = True,
+                properties: Mapping[str, str] | None = None) -> int:
     """``_write_slice`` again whenever Delta reports a concurrent commit it conflicts with; the attempts made.
 
     Members of a group write the same table: their slices are disjoint (other queues) or identical (a queue
@@ -155,7 +156,7 @@ def write_slice(df: DataFrame, path: str, ledger: LedgerEntry, log=None, *, with
     conflicts = _conflicts()
     for attempt in range(1, CONFLICT_ATTEMPTS + 1):
         try:
-            _write_slice(df, path, ledger, with_ledger)
+            _write_slice(df, path, ledger, with_ledger, properties or {})
             return attempt
         except conflicts as e:
             if attempt == CONFLICT_ATTEMPTS:
@@ -222,7 +223,8 @@ def stats_columns(columns: Iterable[str]) -> str:
     return ",".join("`" + c.replace("`", "``") + "`" for c in kept)
 
 
-def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: bool = True) -> None:
+def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: bool = True,
+                 properties: Mapping[str, str] | None = None) -> None:
     """Replace (ledger windows) x (ledger queues) in the table at ``path`` with ``df``, one commit (carrying the
     ledger entry, unless ``with_ledger`` is False: a side table such as the failures table has no ledger).
 
@@ -232,6 +234,10 @@ def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: boo
     small file per queue per window; a slice of large ranges skips them (``optimize_write_for``). Tables
     created before the day column keep their layout. A new table keeps statistics on ``stats_columns`` only;
     every write encodes ``PLAIN_COLUMNS`` without a dictionary.
+
+    ``properties`` (an ingestion's ``table_properties``): Delta's own (``delta.*``) are set by the commit that
+    creates the table; any that an existing table lacks or holds another value of are set before the slice's
+    commit, by a commit of their own (``set_table_properties``).
     """
     from pyspark.sql import functions as F
 
@@ -248,11 +254,18 @@ def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: boo
                   .option("optimizeWrite", str(optimize_write_for(ledger)).lower()))
         return writer.option("userMetadata", ledger.to_json()) if with_ledger else writer
 
+    properties = dict(properties or {})
     if not is_delta_table(spark, path):
-        (writer_of(df.withColumn(DAY_COLUMN, F.expr(DAY_EXPRESSION)))
-         .option("delta.dataSkippingStatsColumns", stats_columns(df.columns))
-         .partitionBy(DAY_COLUMN).mode("append").save(path))
+        creating = (writer_of(df.withColumn(DAY_COLUMN, F.expr(DAY_EXPRESSION)))
+                    .option("delta.dataSkippingStatsColumns", stats_columns(df.columns)))
+        for key, value in properties.items():
+            if key.startswith("delta."):
+                creating = creating.option(key, value)
+        creating.partitionBy(DAY_COLUMN).mode("append").save(path)
+        if any(not key.startswith("delta.") for key in properties):
+            set_table_properties(spark, path, properties)
         return
+    set_table_properties(spark, path, properties)
     predicate = slice_predicate(ledger.windows)
     if DAY_COLUMN in partition_columns(spark, path):
         df = df.withColumn(DAY_COLUMN, F.expr(DAY_EXPRESSION))
@@ -289,6 +302,43 @@ def compact_days(spark: SparkSession, path: str, days: list[str]) -> list[tuple[
         metrics = compaction.collect()[0]["metrics"]
         done.append((day, int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"])))
     return done
+
+
+def table_properties(spark: SparkSession, path: str) -> dict[str, str]:
+    return dict(spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").collect()[0]["properties"] or {})
+
+
+def set_table_properties(spark: SparkSession, path: str, wanted: Mapping[str, str]) -> dict[str, str]:
+    """Set those of ``wanted`` the table lacks or holds another value of (one ``ALTER TABLE ... SET TBLPROPERTIES``
+    commit, none when all match); what was set. Names and values were checked at load (no quote to escape)."""
+    current = table_properties(spark, path) if wanted else {}
+    changed = {key: value for key, value in wanted.items() if current.get(key) != value}
+    if changed:
+        listed = ", ".join(f"'{key}' = '{value}'" for key, value in changed.items())
+        spark.sql(f"ALTER TABLE {_sql_path(path)} SET TBLPROPERTIES ({listed})")
+    return changed
+
+
+#: Delta refuses a VACUUM retention below this unless its check is turned off (a reader or writer running longer
+#: than the retention could lose the files it reads).
+DELTA_MIN_RETENTION_HOURS = 168
+
+
+def vacuum(spark: SparkSession, path: str, retention_hours: int) -> None:
+    """``VACUUM`` the table keeping ``retention_hours`` of history: data files no version within it refers to
+    are deleted.
+
+    A retention below Delta's safety check (``DELTA_MIN_RETENTION_HOURS``) is the ingestion's explicit choice
+    (``vacuum_retention_hours``): the check is turned off for this call only. Run where no replace of the table
+    runs at once, as ``compact_days``."""
+    check = "spark.databricks.delta.retentionDurationCheck.enabled"
+    before = spark.conf.get(check, "true")
+    if retention_hours < DELTA_MIN_RETENTION_HOURS:
+        spark.conf.set(check, "false")
+    try:
+        spark.sql(f"VACUUM {_sql_path(path)} RETAIN {int(retention_hours)} HOURS").collect()
+    finally:
+        spark.conf.set(check, before)
 
 
 def last_commit_version(spark: SparkSession, path: str) -> int | None:

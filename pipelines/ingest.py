@@ -126,6 +126,9 @@ class Lake(Protocol):
     def compact(self, entry: LedgerEntry, closed_before_ms: int) -> list[tuple[str, int, int]]:
         """Compact the days of ``entry``'s windows that are over: ``(day, files removed, files added)``."""
 
+    def vacuum(self) -> int | None:
+        """VACUUM per the ingestion's ``vacuum_retention_hours``: the retention applied, or None when it has none."""
+
     def writers_refusal(self, members: tuple[str, ...]) -> str | None:
         """Why the table cannot take the commits of ``members`` (a group's members, each a deployment writing it),
         or None when it can."""

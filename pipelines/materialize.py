@@ -36,6 +36,7 @@ from rocketlake.pipelines.delta_writer import (
     closed_days,
     commit_ledger,
     compact_days,
+    vacuum,
     is_delta_table,
     last_commit_version,
     slice_predicate,
@@ -102,6 +103,14 @@ class SparkLake:
             return []
         return compact_days(self.spark, self.table_path, closed_days((w.start_ms for w in entry.windows), closed_before_ms))
 
+    def vacuum(self) -> int | None:
+        """VACUUM with the ingestion's ``vacuum_retention_hours``: the retention applied, or None when it has none."""
+        hours = self.cfg.vacuum_retention_hours
+        if hours is None or not is_delta_table(self.spark, self.table_path):
+            return None
+        vacuum(self.spark, self.table_path, hours)
+        return hours
+
 
 def read_plan(spark: SparkSession, source_options: dict[str, str], cfg: IngestionConfig,
               windows: tuple[WindowEntry, ...], queue_count: int, metadata: tuple[str, ...] = ()) -> DataFrame:
@@ -135,7 +144,7 @@ def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: Ingesti
         figures, failed, entry = _land_judged(spark, df, cfg, table_path, entry, log, failures_path,
                                               not_landed=tuple(c for c in read if c not in landed))
     else:
-        figures, failed = _land_all(df, table_path, entry, log), ()
+        figures, failed = _land_all(df, table_path, entry, log, cfg.table_properties), ()
     version = last_commit_version(spark, table_path)
     log(f"Delta commit version {version} of {table_path} holds the slice and its ledger")
 
@@ -187,7 +196,7 @@ def _queue_problems(planned: tuple[WindowEntry, ...], rows: dict[tuple[int, Mess
     return problems
 
 
-def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log) -> dict:
+def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log, properties: dict[str, str]) -> dict:
     """Every matched message is a row (no listener, a body that cannot fail): one pass, counted on the way."""
     observation = Observation(f"rocketlake-{entry.run_id}")
     metrics = []
@@ -199,7 +208,7 @@ def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log) -> d
                     .alias(f"landed_bytes_{w.start_ms}")]
     metrics.append(F.coalesce(F.sum(F.length("body")), F.lit(0)).alias("bytes"))
     observed = df.observe(observation, *metrics)
-    write_slice(observed.where("matched").drop("matched"), table_path, entry, log)
+    write_slice(observed.where("matched").drop("matched"), table_path, entry, log, properties=properties)
     got = observation.get
     figures: dict = {"bytes": got["bytes"]}
     for w in entry.windows:
@@ -286,7 +295,7 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
         log(f"{len(failures)} failure(s) of this run are in {failures_path}")
     # The failures table keeps every column read (what a person needs to see why); the table, the columns landed.
     landed = judged.where(F.col(OUTCOME) == "rows").drop(*HELPERS, OUTCOME, *not_landed)
-    write_slice(landed, table_path, entry, log)
+    write_slice(landed, table_path, entry, log, properties=cfg.table_properties)
     return figures, tuple(f for f in failures if f.outcome != SUSPENDED), entry
 
 

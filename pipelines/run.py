@@ -164,3 +164,12 @@ def run(broker: Broker, lake: Lake, recorded: RecordedRuns, group: Group, cfg: I
         return
     for day, removed, added in done:
         log.info(f"compacted day {day}: {removed} files -> {added}")
+    if not done:
+        return
+    try:  # once a day, after its compaction: the files compaction replaced are the ones to delete
+        retention = lake.vacuum()
+    except Exception as e:  # noqa: BLE001 - maintenance, as above
+        log.warning(f"VACUUM skipped: {type(e).__name__}: {str(e)[:300]}")
+        return
+    if retention is not None:
+        log.info(f"vacuumed the table: files out of it for more than {retention} h deleted")

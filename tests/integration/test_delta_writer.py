@@ -217,3 +217,55 @@ def test_a_simulated_day_is_partitioned_by_day_and_compacted_to_few_files(spark,
     from datetime import date
 
     assert {r[DAY_COLUMN] for r in DeltaTable(path).to_pyarrow_table().to_pylist()} == {date(2024, 10, 4), date(2024, 10, 5)}
+
+
+def test_table_properties_are_set_by_the_creating_commit_and_kept_and_vacuum_deletes_what_compaction_replaced(
+        spark, tmp_path):
+    """An ingestion's table_properties reach a new table with its first commit (the change data feed covers the
+    first slice), an existing one whose values differ gets them by a commit of their own, matching ones cost no
+    commit; after a day's compaction, VACUUM with the ingestion's retention deletes the files it replaced."""
+    from pathlib import Path
+
+    from rocketlake.pipelines.delta_writer import (
+        compact_days,
+        last_commit_version,
+        set_table_properties,
+        table_properties,
+        vacuum,
+    )
+
+    path = str(tmp_path / "t")
+    day = 20_000 * 86_400_000  # 2024-10-04T00:00Z
+    wanted = {"delta.enableChangeDataFeed": "true", "team": "data"}
+    for i in range(4):
+        w = day + i * 3600_000
+        write_slice(frame(spark, [("t", "broker-a", 0, i, w, f"m{i}")]), path,
+                    ledger(f"r{i}", [(w, [("broker-a", 0, i, i + 1)])]), properties=wanted)
+    got = table_properties(spark, path)
+    assert got["delta.enableChangeDataFeed"] == "true" and got["team"] == "data"
+    first = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 0)
+             .option("endingVersion", 0).load(path))
+    assert [r["v"] for r in first.collect()] == ["m0"]  # CDF was on for the very first commit
+    version = last_commit_version(spark, path)
+    assert set_table_properties(spark, path, wanted) == {}  # all match: no commit
+    assert last_commit_version(spark, path) == version
+    assert set_table_properties(spark, path, {**wanted, "team": "lake"}) == {"team": "lake"}
+    assert table_properties(spark, path)["team"] == "lake" and last_commit_version(spark, path) == version + 1
+
+    def data_files_on_disk():
+        return {str(p.relative_to(path)) for p in Path(path).rglob("*.parquet")
+                if "_delta_log" not in p.parts and "_change_data" not in p.parts}
+
+    rows = table_rows(path)
+    assert len(data_files_on_disk()) == 4
+    assert compact_days(spark, path, ["2024-10-04"]) == [("2024-10-04", 4, 1)]
+    assert len(data_files_on_disk()) == 5  # compaction only marks the four as removed
+    check = "spark.databricks.delta.retentionDurationCheck.enabled"
+    before = spark.conf.get(check, "true")
+    vacuum(spark, path, 0)
+    import pyarrow as pa
+
+    live = set(pa.table(DeltaTable(path).get_add_actions(flatten=True))["path"].to_pylist())
+    assert len(live) == 1 and data_files_on_disk() == live  # only the compacted file is left
+    assert table_rows(path) == rows
+    assert spark.conf.get(check, "true") == before  # Delta's check is off for that call only

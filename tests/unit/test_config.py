@@ -220,7 +220,8 @@ def test_every_field_either_works_or_is_refused():
                 "allocate_message_queue_strategy", "allocate_message_queue_list", "consumer_machine_rooms",
                 "machine_room_resolver", "machine_room_nearby_strategy", "virtual_node_count", "listener",
                 "consume_thread_min", "consume_thread_max", "consume_message_batch_max_size", "max_reconsume_times",
-                "consume_timeout", "run_retry", "suspend_current_queue_time_millis", "metadata_columns"}
+                "consume_timeout", "run_retry", "suspend_current_queue_time_millis", "metadata_columns",
+                "table_properties", "vacuum_retention_hours"}
     assert set(IngestionConfig.model_fields) == honoured | set(NOT_SUPPORTED_YET)
     assert not honoured & set(NOT_SUPPORTED_YET)
 
@@ -328,3 +329,18 @@ def test_a_spark_connect_url_is_checked_at_load_and_refused_with_an_s3_lake():
         assert "sc://host:port" in line
     (line,) = problems({**raw, "lake": {"root": "s3a://bucket/lake"}})
     assert "spark.remote: 'sc://127.0.0.1:15002' with a lake on s3a:// is not supported yet" in line
+
+
+def test_table_properties_are_delta_texts_and_refused_by_name_when_they_cannot_be_passed_on():
+    cfg = parse_config(with_ingestion(table_properties={"delta.enableChangeDataFeed": True,
+                                                        "delta.checkpointInterval": 5, "team": "data"}))
+    assert cfg.ingestions["orders"].table_properties == {"delta.enableChangeDataFeed": "true",
+                                                         "delta.checkpointInterval": "5", "team": "data"}
+    assert any("table property name 'bad name'" in line
+               for line in problems(with_ingestion(table_properties={"bad name": "x"})))
+    assert any("table property team: the value \"it's\"" in line
+               for line in problems(with_ingestion(table_properties={"team": "it's"})))
+    assert any("table property owner is reserved by Spark" in line
+               for line in problems(with_ingestion(table_properties={"owner": "me"})))
+    assert any("vacuum_retention_hours: -1" in line and "greater than or equal to 0" in line
+               for line in problems(with_ingestion(vacuum_retention_hours=-1)))

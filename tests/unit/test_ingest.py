@@ -94,6 +94,9 @@ class LakeOnPaper:
     def compact(self, entry, closed_before_ms):
         return []
 
+    def vacuum(self):
+        return None
+
     def writers_refusal(self, members):
         return None
 
@@ -489,3 +492,33 @@ def test_thousands_of_windows_behind_one_stuck_queue_keep_the_entry_and_the_plan
     # Landing B's first window at last moves B over everything landed after it.
     one_run(broker, lake, recorded, config(), "late", [window(0)], scheduled=False, only={B}, now_ms=(windows + 1) * MIN)
     assert broker.committed == {A: windows, B: windows}
+
+
+@pytest.mark.parametrize(("compacted", "retention", "failing", "said"), [
+    ([("1970-01-01", 4, 1)], 72, False, "vacuumed the table: files out of it for more than 72 h deleted"),
+    ([("1970-01-01", 4, 1)], None, False, None),  # no vacuum_retention_hours: nothing said
+    ([], 72, False, None),  # no day compacted: no VACUUM (it lists the whole table)
+    ([("1970-01-01", 4, 1)], 72, True, "VACUUM skipped: OSError: storage said no"),
+])
+def test_vacuum_follows_a_days_compaction_and_a_failure_of_it_does_not_fail_the_landed_run(
+        compacted, retention, failing, said):
+    class Maintained(LakeOnPaper):
+        vacuums = 0
+
+        def compact(self, entry, closed_before_ms):
+            return compacted
+
+        def vacuum(self):
+            Maintained.vacuums += 1
+            if failing:
+                raise OSError("storage said no")
+            return retention
+
+    broker = QueuesOnPaper({A: minutes(3, 2)})
+    log = Lines()
+    _, _, moves = one_run(broker, Maintained(), Recorded(), config(consume_from_where="CONSUME_FROM_FIRST_OFFSET"),
+                          "r1", [window(0)], log=log)
+    assert broker.committed == {A: 3}  # landed and committed whatever the maintenance did
+    assert Maintained.vacuums == (1 if compacted else 0)
+    vacuum_lines = [line for line in log.lines if "VACUUM" in line or "vacuumed" in line]
+    assert vacuum_lines == ([said] if said else [])
