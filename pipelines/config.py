@@ -405,8 +405,8 @@ class IngestionConfig(_Strict):
         description="Delta table properties (e.g. delta.enableChangeDataFeed: 'true', delta.logRetentionDuration: "
                     "'interval 30 days', or a name of your own; not Spark's reserved owner, comment, location, ...): "
                     "set by the commit that creates the table, and on an existing table whose values differ before "
-                    "a run writes (ALTER TABLE ... SET TBLPROPERTIES, a commit of its "
-                    "own). Delta checks delta.* names and values; a run refused by Delta changes nothing.")
+                    "a run writes (ALTER TABLE ... SET TBLPROPERTIES, a commit of its own). Delta checks delta.* "
+                    "names and values: a run whose properties Delta refuses fails before it writes anything.")
     vacuum_retention_hours: int | None = Field(
         default=None, ge=0, le=10 * 365 * 24,
         description="After a run compacts a day that is over, VACUUM the table with this retention: data files no "
@@ -497,11 +497,12 @@ class IngestionConfig(_Strict):
                 raise ValueError(f"table property name {key!r} is not allowed: letters, digits, '_', '.' and '-' "
                                  "(e.g. delta.enableChangeDataFeed)")
             if key.lower() in SPARK_RESERVED_PROPERTIES:
-                raise ValueError(f"table property {key} is reserved by Spark (set by Spark itself: "
-                                 f"{', '.join(sorted(SPARK_RESERVED_PROPERTIES))})")
+                raise ValueError(f"table property {key} is reserved by Spark, which sets it itself and refuses it "
+                                 f"({', '.join(sorted(SPARK_RESERVED_PROPERTIES))}): remove it, or use a name of your "
+                                 "own")
             if any(c in text for c in "'\\\n"):
                 raise ValueError(f"table property {key}: the value {text!r} holds a quote, backslash or line break, "
-                                 "which rocketlake does not pass on")
+                                 "which rocketlake does not pass on to Delta; write the value without them")
         return value
 
     @field_validator("consume_timestamp")

@@ -9,7 +9,7 @@ table history. The table itself is a plain Delta table.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, SparkSession
@@ -254,7 +254,7 @@ def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: boo
                   .option("optimizeWrite", str(optimize_write_for(ledger)).lower()))
         return writer.option("userMetadata", ledger.to_json()) if with_ledger else writer
 
-    properties = dict(properties or {})
+    properties = properties or {}
     if not is_delta_table(spark, path):
         creating = (writer_of(df.withColumn(DAY_COLUMN, F.expr(DAY_EXPRESSION)))
                     .option("delta.dataSkippingStatsColumns", stats_columns(df.columns)))

@@ -12,6 +12,7 @@ Nothing here touches the consumer group's offsets (see ``pipelines.ingest``).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import replace
 
 from pyspark.sql import DataFrame, Observation, SparkSession, Window
@@ -36,11 +37,11 @@ from rocketlake.pipelines.delta_writer import (
     closed_days,
     commit_ledger,
     compact_days,
-    vacuum,
     is_delta_table,
     last_commit_version,
     slice_predicate,
     table_fields,
+    vacuum,
     write_slice,
 )
 from rocketlake.pipelines.failures import DEAD_LETTERED, FAILED, SENT_BACK, FailedMessage
@@ -105,8 +106,8 @@ class SparkLake:
 
     def vacuum(self) -> int | None:
         """VACUUM with the ingestion's ``vacuum_retention_hours``: the retention applied, or None when it has none."""
-        hours = self.cfg.vacuum_retention_hours
-        if hours is None or not is_delta_table(self.spark, self.table_path):
+        hours = self.cfg.vacuum_retention_hours  # called after a compaction: the table exists
+        if hours is None:
             return None
         vacuum(self.spark, self.table_path, hours)
         return hours
@@ -196,7 +197,7 @@ def _queue_problems(planned: tuple[WindowEntry, ...], rows: dict[tuple[int, Mess
     return problems
 
 
-def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log, properties: dict[str, str]) -> dict:
+def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log, properties: Mapping[str, str]) -> dict:
     """Every matched message is a row (no listener, a body that cannot fail): one pass, counted on the way."""
     observation = Observation(f"rocketlake-{entry.run_id}")
     metrics = []
