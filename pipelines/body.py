@@ -26,12 +26,21 @@ def decode_body(df: DataFrame, body_format: str, schema_ddl: str | None = None) 
         return df if "body_text" in df.columns else df.withColumn("body_text", text)
     if body_format != "json":
         raise BodySchemaError(f"body.format {body_format!r} is not one of raw, text, json")
+    schema = configured_schema(schema_ddl)
+    parsed = df.withColumn("_body_json", F.from_json(text, schema))
+    return parsed.select(*df.columns, *[F.col("_body_json").getField(f.name).alias(f.name) for f in schema.fields])
+
+
+def configured_schema(schema_ddl: str | None) -> StructType:
+    """``body.schema`` as Spark's type; empty when there is none (an evolving table takes its columns from the
+    bodies, ``pipelines.evolution``)."""
+    if not (schema_ddl or "").strip():
+        return StructType([])
     try:
-        schema = StructType.fromDDL(schema_ddl or "")
+        schema = StructType.fromDDL(schema_ddl)
     except Exception as e:  # Spark raises its own parse exception types
         raise BodySchemaError(f"body.schema {schema_ddl!r} is not valid Spark DDL: {e}") from None
     clashes = sorted({f.name for f in schema.fields} & OWN_COLUMNS)
     if clashes:
         raise BodySchemaError(f"body.schema fields {clashes} clash with rocketlake's own columns; rename them")
-    parsed = df.withColumn("_body_json", F.from_json(text, schema))
-    return parsed.select(*df.columns, *[F.col("_body_json").getField(f.name).alias(f.name) for f in schema.fields])
+    return schema

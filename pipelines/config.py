@@ -268,13 +268,27 @@ class WindowConfig(_Strict):
 class BodyConfig(_Strict):
     format: Literal["raw", "text", "json"] = "raw"
     schema_: str | None = Field(default=None, alias="schema", description="Spark DDL of the JSON body, e.g. 'a STRING'.")
+    evolve: Literal["none", "add_columns"] = Field(
+        default="none",
+        description="JSON bodies only. `add_columns`: a top-level or nested field the table lacks becomes a new "
+                    "column, with the type Spark's JSON inference gives it over the run's bodies, in the same Delta "
+                    "commit as the window it arrived in (earlier rows hold null there). The table's columns then "
+                    "bind: a body whose field holds a value of another type is a failed message (sent to the retry "
+                    "topic, then the dead-letter queue, and counted), not a null. Fields whose name Delta cannot "
+                    "store, or that match a column only up to case, stay in `body` and are named in the run's log. "
+                    "With `add_columns`, `schema` may be left out: every column then comes from the bodies. "
+                    "`none`: only `schema`'s fields are columns; other fields stay in `body`.")
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     @model_validator(mode="after")
     def _json_needs_schema(self) -> "BodyConfig":
-        if self.format == "json" and not (self.schema_ or "").strip():
-            raise ValueError("format json needs a schema (Spark DDL, e.g. \"order_id STRING, amount DOUBLE\")")
+        if self.evolve != "none" and self.format != "json":
+            raise ValueError(f"evolve {self.evolve!r} applies to format json only (format is {self.format!r}); "
+                             "remove evolve, or set format: json")
+        if self.format == "json" and self.evolve == "none" and not (self.schema_ or "").strip():
+            raise ValueError("format json needs a schema (Spark DDL, e.g. \"order_id STRING, amount DOUBLE\"), or "
+                             "evolve: add_columns to take the columns from the bodies")
         return self
 
 

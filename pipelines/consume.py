@@ -19,9 +19,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from rocketlake.pipelines.body import BodySchemaError, decode_body
-from rocketlake.pipelines.columns import OWN_COLUMNS
+from rocketlake.pipelines.body import BodySchemaError, configured_schema, decode_body
 from rocketlake.pipelines.config import BodyConfig, IngestionConfig
+from rocketlake.pipelines.evolution import ddl
 from rocketlake.resources.rocketmq.message import RETRY_GROUP_TOPIC_PREFIX
 
 ERROR = "_rl_error"
@@ -41,8 +41,11 @@ def is_retry(topic: Column) -> Column:
     return topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
 
 
-def decode_checked(df: DataFrame, body: BodyConfig) -> DataFrame:
-    """``decode_body`` plus ``_rl_error`` for a matched message whose body does not decode under ``body.format``."""
+def decode_checked(df: DataFrame, body: BodyConfig, schema: StructType | None = None) -> DataFrame:
+    """``decode_body`` plus ``_rl_error`` for a matched message whose body does not decode under ``body.format``.
+
+    ``schema``: the JSON schema to parse with, when it is not ``body.schema`` alone (an evolving table's columns,
+    ``pipelines.evolution``)."""
     if body.format == "raw":
         return df.withColumn(ERROR, F.lit(None).cast("string"))
     utf8 = F.is_valid_utf8(F.col("body").cast("string"))
@@ -50,26 +53,28 @@ def decode_checked(df: DataFrame, body: BodyConfig) -> DataFrame:
     if body.format == "text":
         decoded = decode_body(df, "text")
         return decoded.withColumn(ERROR, F.when(F.col("matched") & ~utf8, bad_utf8))
-    try:
-        schema = StructType.fromDDL(body.schema_ or "")
-    except Exception as e:  # Spark raises its own parse exception types
-        raise BodySchemaError(f"body.schema {body.schema_!r} is not valid Spark DDL: {e}") from None
-    clashes = sorted({f.name for f in schema.fields} & OWN_COLUMNS)
-    if clashes:
-        raise BodySchemaError(f"body.schema fields {clashes} clash with rocketlake's own columns; rename them")
+    if schema is None:
+        schema = configured_schema(body.schema_)
+        against = f"body.schema ({body.schema_})"
+    else:
+        against = f"the table's body columns ({_shortened(ddl(schema))})"
     # One parse per body: Spark's PERMISSIVE mode gives the schema's fields and, for a record that does not match
-    # the schema, keeps its text in the corrupt-record column.
+    # the schema (a value of another type included), keeps its text in the corrupt-record column.
     parsed = F.col("_rl_json")
     with_json = df.withColumn("_rl_json", F.from_json(
         F.col("body").cast("string"), StructType(schema.fields + StructType.fromDDL(f"{CORRUPT} STRING").fields),
         {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}))
-    malformed = F.concat(F.lit(f"body is not JSON matching body.schema ({body.schema_}): "),
+    malformed = F.concat(F.lit(f"body is not JSON matching {against}: "),
                          F.substring(F.col("body").cast("string"), 1, 200))
     error = (F.when(~F.col("matched"), F.lit(None))
              .when(~utf8, bad_utf8)
              .when(parsed.isNull() | parsed.getField(CORRUPT).isNotNull(), malformed))
     return with_json.select(*df.columns, *[parsed.getField(f.name).alias(f.name) for f in schema.fields],
                             error.cast("string").alias(ERROR))
+
+
+def _shortened(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def mark_known(df: DataFrame, table_path: str | None, replaced: str, earliest_ms: int) -> DataFrame:

@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from rocketlake.pipelines.config import IngestionConfig, MessageModel
 from rocketlake.pipelines.consume import (
@@ -34,6 +35,7 @@ from rocketlake.pipelines.consume import (
 )
 from rocketlake.pipelines.columns import landed_metadata, read_metadata
 from rocketlake.pipelines.delta_writer import (
+    DAY_COLUMN,
     closed_days,
     commit_ledger,
     compact_days,
@@ -44,6 +46,8 @@ from rocketlake.pipelines.delta_writer import (
     vacuum,
     write_slice,
 )
+from rocketlake.pipelines.body import configured_schema
+from rocketlake.pipelines.evolution import evolve
 from rocketlake.pipelines.failures import DEAD_LETTERED, FAILED, SENT_BACK, FailedMessage
 from rocketlake.pipelines.ingest import Landing, Log, WindowAccounting
 from rocketlake.pipelines.ledger import LedgerEntry, Suspension, WindowEntry
@@ -136,14 +140,15 @@ def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: Ingesti
     tasks = sum(-(-r.size // cfg.max_messages_per_task) for w in planned for r in w.ranges)
     log(f"Spark job: {tasks} tasks (at most {cfg.max_messages_per_task} offsets each) read the ranges and replace "
         f"{len(planned)} window(s) x {queue_count} queue(s) of {table_path} in one Delta commit")
-    landed = landed_metadata(cfg, [f.name for f in table_fields(spark, table_path)])
+    fields = table_fields(spark, table_path)
+    landed = landed_metadata(cfg, [f.name for f in fields])
     read = read_metadata(cfg, landed)
     df = read_plan(spark, source_options, cfg, planned, queue_count, read)
     if last_errors_from is not None:
         df = with_last_error(df, last_errors_from)
     if cfg.can_fail:
         figures, failed, entry = _land_judged(spark, df, cfg, table_path, entry, log, failures_path,
-                                              not_landed=tuple(c for c in read if c not in landed))
+                                              not_landed=tuple(c for c in read if c not in landed), fields=fields)
     else:
         figures, failed = _land_all(df, table_path, entry, log, cfg.table_properties), ()
     version = last_commit_version(spark, table_path)
@@ -220,7 +225,7 @@ def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log, prop
 
 def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table_path: str, entry: LedgerEntry,
                  log: Log, failures_path: str | None,
-                 not_landed: tuple[str, ...] = ()) -> tuple[dict, tuple[FailedMessage, ...], LedgerEntry]:
+                 not_landed: tuple[str, ...] = (), fields=()) -> tuple[dict, tuple[FailedMessage, ...], LedgerEntry]:
     """Messages that may fail (a listener, a body that may not decode): judged once, then split.
 
     The verdicts are computed in one pass and kept (``localCheckpoint``): a listener is called once per
@@ -235,7 +240,12 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
     # Only matched rows keep their body: filtered ones are counted, nothing more.
     df = (df.withColumn(BODY_LENGTH, F.length("body"))
           .withColumn("body", F.when(F.col("matched"), F.col("body"))))
-    judged = decode_checked(df, cfg.body)
+    schema = None
+    if cfg.body.evolve != "none":
+        # Read once: the schema's inference and the landing must see the very same messages.
+        df = df.localCheckpoint(eager=True)
+        schema = _evolved_schema(df, cfg, fields, log)
+    judged = decode_checked(df, cfg.body, schema)
     earliest = min((w.start_ms for w in entry.windows), default=0)
     judged = mark_known(judged, table_path if with_retry and is_delta_table(spark, table_path) else None, replaced,
                         earliest)
@@ -298,6 +308,19 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
     landed = judged.where(F.col(OUTCOME) == "rows").drop(*HELPERS, OUTCOME, *not_landed)
     write_slice(landed, table_path, entry, log, properties=cfg.table_properties)
     return figures, tuple(f for f in failures if f.outcome != SUSPENDED), entry
+
+
+def _evolved_schema(df: DataFrame, cfg: IngestionConfig, fields, log: Log) -> StructType:
+    """The JSON schema of an evolving table for this run (``pipelines.evolution``): its body columns, the
+    configured fields, and the fields the bodies of ``df`` add."""
+    found = evolve(df.where(F.col("body").isNotNull()).select(F.col("body").cast("string").alias("body")),
+                   configured_schema(cfg.body.schema_), fields, reserved=(DAY_COLUMN,))
+    if found.added:
+        log(f"schema evolution: new column(s) {', '.join(found.added)} from the bodies of this run, added by the "
+            "commit that lands its windows")
+    if found.left_out:
+        log(f"schema evolution: field(s) {', '.join(found.left_out)} not made columns; they stay in body")
+    return found.schema
 
 
 def with_suspensions(entry: LedgerEntry, judged: DataFrame, reading: set[MessageQueue], suspend_ms: int,

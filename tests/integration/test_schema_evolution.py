@@ -1,0 +1,94 @@
+"""JSON bodies that change between windows (``body.evolve: add_columns``), on real brokers, Spark and Delta.
+
+The official Java producer sends orders; between two windows its bodies gain fields (one nested), and one body
+holds a value of another type than the table's column. Runs are the engine's, below Dagster, with windows of
+store time around what was just sent (``test_engine_runs``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from deltalake import DeltaTable
+
+from rocketlake.pipelines.windows import Window
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.errors import TopicNotExist
+from tests.integration.ingestion_support import unique, wait_until
+from tests.integration.test_engine_runs import Engine, now_ms
+from tests.unit.support import ingestion_config
+
+pytestmark = pytest.mark.engine
+
+
+def send_window(java_producer, topic: str, bodies: list[dict]) -> Window:
+    """``bodies`` alone in a window of store time, closed when this returns."""
+    start = now_ms()
+    java_producer([{"topic": topic, "tags": "TagA", "keys": [f"k{i}"], "body": json.dumps(body)}
+                   for i, body in enumerate(bodies)])
+    end = now_ms() + 1
+    wait_until(end / 1000)
+    return Window(start, end)
+
+
+def retry_copies(client: RocketMQClient, topic: str) -> int:
+    try:
+        return sum(client.get_max_offset(q) for q in client.queues(topic))
+    except TopicNotExist:  # the broker creates the retry topic with its first message
+        return 0
+
+
+def test_a_json_table_gains_the_fields_bodies_add_and_a_conflicting_value_is_a_failed_message(
+        local_cluster, create_topic, java_producer, spark, tmp_path):
+    topic, group = create_topic(queues=2), unique("g_evolve")
+    cfg = ingestion_config(topic=topic, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+                           window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+                           body={"format": "json", "schema": "order_id STRING, amount DOUBLE", "evolve": "add_columns"},
+                           max_reconsume_times=1)
+    engine = Engine(local_cluster, spark, tmp_path / "orders", cfg)
+    path = engine.lake.table_path
+
+    w1 = send_window(java_producer, topic, [{"order_id": f"o-{i}", "amount": i + 0.5} for i in range(4)])
+    first = engine.run("r1", [("w1", w1)])
+    assert sum(a.rows for a in first.materialization.accounting) == 4
+    v1 = DeltaTable(path).version()
+    assert "region" not in DeltaTable(path).schema().to_arrow().names
+
+    later = [{"order_id": f"o-{i}", "amount": i, "region": "eu", "ship": {"city": f"c{i}", "zip": i}}
+             for i in range(4, 9)]
+    conflicting = {"order_id": "o-bad", "amount": "lots", "region": "us"}
+    w2 = send_window(java_producer, topic, later + [conflicting])
+    second = engine.run("r2", [("w2", w2)])
+    (accounting,) = second.materialization.accounting
+    assert (accounting.planned, accounting.rows, accounting.sent_back) == (6, 5, 1)
+
+    table = DeltaTable(path)
+    assert {"region", "ship"} <= set(table.schema().to_arrow().names)
+    # The new columns came with the window's own commit: the version before it has none of them, the commit that
+    # follows holds the window's rows in them.
+    assert "region" not in DeltaTable(path, version=v1).schema().to_arrow().names
+    landed = DeltaTable(path, version=v1 + 1)
+    assert {"region", "ship"} <= set(landed.schema().to_arrow().names)
+    assert landed.to_pyarrow_table().num_rows == 9
+    rows = {r["order_id"]: r for r in table.to_pyarrow_table().to_pylist()}
+    assert set(rows) == {f"o-{i}" for i in range(9)}, "the conflicting body is not a row, not even with nulls"
+    assert rows["o-0"]["region"] is None and rows["o-0"]["ship"] is None and rows["o-0"]["amount"] == 0.5
+    assert (rows["o-5"]["region"], rows["o-5"]["ship"], rows["o-5"]["amount"]) == ("eu", {"city": "c5", "zip": 5}, 5.0)
+
+    # The failed message comes back through the retry topic, fails again, and goes to the dead-letter queue.
+    with RocketMQClient(local_cluster.spec.namesrv_address) as client:
+        deadline = time.monotonic() + 60
+        while retry_copies(client, f"%RETRY%{group}") < 1:
+            assert time.monotonic() < deadline, "the broker did not deliver the message sent back"
+            time.sleep(0.2)
+        w3 = Window(w2.end_ms, now_ms() + 1)
+        wait_until(w3.end_ms / 1000)
+        third = engine.run("r3", [("w3", w3)])
+        (accounting,) = third.materialization.accounting
+        assert (accounting.planned, accounting.rows, accounting.dead_lettered) == (1, 0, 1)
+        dead = [m for mq in client.queues(f"%DLQ%{group}")
+                for m in client.pull(mq, 0, 32, consumer_group=group).messages]
+    assert [json.loads(m.body) for m in dead] == [conflicting]
+    assert DeltaTable(path).to_pyarrow_table().num_rows == 9
