@@ -292,6 +292,58 @@ class BodyConfig(_Strict):
         return self
 
 
+#: Columns no layout may name: the day partition is always there (first), bytes and maps cannot partition or cluster.
+LAYOUT_REFUSED = {"window_date": "it is always the table's first partition column",
+                  "body": "bytes cannot partition, cluster or Z-order a table",
+                  "properties": "a map cannot partition, cluster or Z-order a table"}
+#: Delta's limit on clustering columns.
+MAX_CLUSTERING_COLUMNS = 4
+
+
+class LayoutConfig(_Strict):
+    """How the table's files are laid out (fixed when the table is created, except ``zorder_by``)."""
+
+    partition_by: list[str] = Field(
+        default_factory=list,
+        description="Partition columns after window_date: window_hour (the UTC hour of the window's start), a "
+                    "column rocketlake lands (topic, broker_name, queue_id, tags, ...) or a field of the JSON body. "
+                    "Set when the table is created; a run refuses an existing table partitioned otherwise.")
+    cluster_by: list[str] = Field(
+        default_factory=list,
+        description="Delta liquid clustering on these columns (at most 4; window_date and window_hour allowed) "
+                    "instead of partitions: the table is created with CLUSTER BY, is not partitioned, and the "
+                    "compaction after a day closes is an OPTIMIZE that clusters what was written since. Not with "
+                    "partition_by or zorder_by.")
+    zorder_by: list[str] = Field(
+        default_factory=list,
+        description="The compaction of a day that is over Z-orders its files by these columns (OPTIMIZE ... "
+                    "ZORDER BY), so reads filtering on them skip files. Not a partition column.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "LayoutConfig":
+        for key in ("partition_by", "cluster_by", "zorder_by"):
+            names = getattr(self, key)
+            for name in names:
+                if name in LAYOUT_REFUSED:
+                    raise ValueError(f"{key}: {name!r} is not allowed ({LAYOUT_REFUSED[name]})")
+                if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                    raise ValueError(f"{key}: {name!r} is not a column name (letters, digits and '_'; nested fields "
+                                     "cannot lay out a table)")
+            if len(set(names)) != len(names):
+                raise ValueError(f"{key}: {names} names a column twice")
+        if self.cluster_by and (self.partition_by or self.zorder_by):
+            raise ValueError("cluster_by cannot be combined with partition_by or zorder_by: a liquid-clustered Delta "
+                             "table is neither partitioned nor Z-ordered; choose one")
+        if len(self.cluster_by) > MAX_CLUSTERING_COLUMNS:
+            raise ValueError(f"cluster_by: {self.cluster_by} names {len(self.cluster_by)} columns; Delta clusters "
+                             f"by at most {MAX_CLUSTERING_COLUMNS}")
+        both = sorted(set(self.partition_by) & set(self.zorder_by))
+        if both:
+            raise ValueError(f"zorder_by: {both} are partition columns, which Delta cannot Z-order by; remove them "
+                             "from zorder_by")
+        return self
+
+
 class RunRetryConfig(_Strict):
     """A failed window run is retried in the same run by Dagster, after ``delay_seconds`` doubled per attempt (with
     jitter), at most ``max_retries`` times, then reported failed. Errors a retry cannot fix are not retried."""
@@ -421,6 +473,8 @@ class IngestionConfig(_Strict):
                     "set by the commit that creates the table, and on an existing table whose values differ before "
                     "a run writes (ALTER TABLE ... SET TBLPROPERTIES, a commit of its own). Delta checks delta.* "
                     "names and values: a run whose properties Delta refuses fails before it writes anything.")
+    layout: LayoutConfig = Field(default_factory=LayoutConfig,
+                                 description="Partitioning, liquid clustering or Z-ordering of the table.")
     vacuum_retention_hours: int | None = Field(
         default=None, ge=0, le=10 * 365 * 24,
         description="After a run compacts a day that is over, VACUUM the table with this retention: data files no "
@@ -714,7 +768,7 @@ def dead_letter_config(cfg: IngestionConfig) -> IngestionConfig:
     is never skipped), no retry topic."""
     dlq = cfg.model_copy(update={
         "topic": DLQ_GROUP_TOPIC_PREFIX + cfg.consumer_group, "table": f"{cfg.table}_dlq", "subscription": "*",
-        "body": BodyConfig(), "listener": None, "consume_orderly": False,
+        "body": BodyConfig(), "listener": None, "consume_orderly": False, "layout": LayoutConfig(),
         "consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET})
     dlq._dead_letters_of = cfg.topic
     return dlq

@@ -10,6 +10,7 @@ table history. The table itself is a plain Delta table.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, SparkSession
@@ -113,11 +114,44 @@ def table_fields(spark: SparkSession, path: str) -> list:
 
 
 def partition_columns(spark: SparkSession, path: str) -> list[str]:
-    if _on_connect(spark):
-        return list(spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").collect()[0]["partitionColumns"])
-    from delta.tables import DeltaTable
+    return _detail(spark, path).partition_by
 
-    return list(DeltaTable.forPath(spark, path).detail().collect()[0]["partitionColumns"])
+
+@dataclass(frozen=True)
+class Layout:
+    """How a table rocketlake creates lays out its files (an ingestion's ``layout``): partition columns after the
+    day, or liquid clustering instead of partitions; and the columns the day's compaction Z-orders by."""
+
+    partition_by: tuple[str, ...] = ()
+    cluster_by: tuple[str, ...] = ()
+    zorder_by: tuple[str, ...] = ()
+
+    @property
+    def columns(self) -> set[str]:
+        return set(self.partition_by) | set(self.cluster_by) | set(self.zorder_by)
+
+
+class LayoutMismatch(ValueError):
+    """An existing table is laid out otherwise than the ingestion's ``layout`` asks; nothing was written."""
+
+
+@dataclass(frozen=True)
+class _Detail:
+    partition_by: list[str]
+    cluster_by: list[str]
+    properties: dict[str, str]
+
+
+def _detail(spark: SparkSession, path: str) -> _Detail:
+    """One ``DESCRIBE DETAIL`` read: what a write needs to know of the existing table."""
+    row = spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").collect()[0].asDict()
+    return _Detail(list(row.get("partitionColumns") or []), list(row.get("clusteringColumns") or []),
+                   dict(row.get("properties") or {}))
+
+
+#: The UTC hour (0-23) of ``window_start``, from epoch milliseconds as the day is (``layout``'s ``window_hour``).
+HOUR_COLUMN = "window_hour"
+HOUR_EXPRESSION = "CAST(floor(unix_millis(window_start) / 3600000) % 24 AS INT)"
 
 
 #: How often a slice is written again after losing a race with another writer of the table.
@@ -142,7 +176,7 @@ def _conflicts() -> tuple[type[BaseException], ...]:
 
 
 def write_slice(df: DataFrame, path: str, ledger: LedgerEntry, log=None, *, with_ledger: bool = True,
-                properties: Mapping[str, str] | None = None) -> int:
+                properties: Mapping[str, str] | None = None, layout: Layout = Layout()) -> int:
     """``_write_slice`` again whenever Delta reports a concurrent commit it conflicts with; the attempts made.
 
     Members of a group write the same table: their slices are disjoint (other queues) or identical (a queue
@@ -156,7 +190,7 @@ def write_slice(df: DataFrame, path: str, ledger: LedgerEntry, log=None, *, with
     conflicts = _conflicts()
     for attempt in range(1, CONFLICT_ATTEMPTS + 1):
         try:
-            _write_slice(df, path, ledger, with_ledger, properties or {})
+            _write_slice(df, path, ledger, with_ledger, properties or {}, layout)
             return attempt
         except conflicts as e:
             if attempt == CONFLICT_ATTEMPTS:
@@ -216,24 +250,30 @@ def plain_encoding_settings() -> dict[str, str]:
     return {f"parquet.enable.dictionary#{column}": "false" for column in PLAIN_COLUMNS}
 
 
-def stats_columns(columns: Iterable[str]) -> str:
+def stats_columns(columns: Iterable[str], layout: Layout = Layout()) -> str:
     """``delta.dataSkippingStatsColumns`` for a new table of ``columns``: all but ``NO_STATS_COLUMNS``, the
-    ``_rl_*`` bookkeeping columns and the partition column."""
-    kept = [c for c in columns if c not in NO_STATS_COLUMNS and not c.startswith("_rl_") and c != DAY_COLUMN]
+    ``_rl_*`` bookkeeping columns and the partition columns (Delta refuses statistics on those); clustering
+    columns always (Delta requires statistics on them)."""
+    keep, partitions = set(layout.cluster_by), {DAY_COLUMN, *layout.partition_by}
+    kept = [c for c in columns if c in keep or (c not in NO_STATS_COLUMNS and not c.startswith("_rl_")
+                                               and c not in partitions)]
     return ",".join("`" + c.replace("`", "``") + "`" for c in kept)
 
 
 def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: bool = True,
-                 properties: Mapping[str, str] | None = None) -> None:
+                 properties: Mapping[str, str] | None = None, layout: Layout = Layout()) -> None:
     """Replace (ledger windows) x (ledger queues) in the table at ``path`` with ``df``, one commit (carrying the
     ledger entry, unless ``with_ledger`` is False: a side table such as the failures table has no ledger).
 
-    A new table is created by that same commit, partitioned by day: a window's slice is then found and
-    replaced among one day's files, and a day is a unit compaction can finish. Optimized writes bin-pack
+    A new table is created by that same commit, partitioned by day (then by ``layout.partition_by``): a window's
+    slice is then found and replaced among one day's files, and a day is a unit compaction can finish. With
+    ``layout.cluster_by`` it is created empty first, liquid-clustered and not partitioned (Delta's DataFrame
+    writer cannot cluster a table it creates), and the slice is the next commit. Optimized writes bin-pack
     each day's rows into few files, whatever the number of Spark tasks (one per range), instead of one
     small file per queue per window; a slice of large ranges skips them (``optimize_write_for``). Tables
-    created before the day column keep their layout. A new table keeps statistics on ``stats_columns`` only;
-    every write encodes ``PLAIN_COLUMNS`` without a dictionary.
+    created before the day column keep their layout; a table laid out otherwise than a ``layout`` that is not
+    the default asks for is refused (``LayoutMismatch``) before anything is written. A new table keeps
+    statistics on ``stats_columns`` only; every write encodes ``PLAIN_COLUMNS`` without a dictionary.
 
     ``properties`` (an ingestion's ``table_properties``): Delta's own (``delta.*``) are set by the commit that
     creates the table; any that an existing table lacks or holds another value of are set before the slice's
@@ -254,26 +294,71 @@ def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: boo
                   .option("optimizeWrite", str(optimize_write_for(ledger)).lower()))
         return writer.option("userMetadata", ledger.to_json()) if with_ledger else writer
 
+    def with_layout_columns(frame: DataFrame, day: bool) -> DataFrame:
+        frame = frame.withColumn(DAY_COLUMN, F.expr(DAY_EXPRESSION)) if day else frame
+        return frame.withColumn(HOUR_COLUMN, F.expr(HOUR_EXPRESSION)) if HOUR_COLUMN in layout.columns else frame
+
     properties = properties or {}
     if not is_delta_table(spark, path):
-        creating = (writer_of(df.withColumn(DAY_COLUMN, F.expr(DAY_EXPRESSION)))
-                    .option("delta.dataSkippingStatsColumns", stats_columns(df.columns)))
-        for key, value in properties.items():
-            if key.startswith("delta."):
-                creating = creating.option(key, value)
-        creating.partitionBy(DAY_COLUMN).mode("append").save(path)
-        if any(not key.startswith("delta.") for key in properties):
-            set_table_properties(spark, path, properties)
-        return
-    set_table_properties(spark, path, properties)
+        laid = with_layout_columns(df, day=True)
+        missing = [f"{key}: {name!r}" for key in ("partition_by", "cluster_by", "zorder_by")
+                   for name in getattr(layout, key) if name not in laid.columns]
+        if missing:
+            raise LayoutMismatch(f"layout {', '.join(missing)} is not a column of the rows landed "
+                                 f"({', '.join(laid.columns)}); name a column rocketlake lands or a body field")
+        stats = stats_columns(laid.columns, layout)
+        if layout.cluster_by:
+            _create_clustered(spark, path, laid, layout.cluster_by, stats, properties)
+        else:
+            creating = writer_of(laid).option("delta.dataSkippingStatsColumns", stats)
+            for key, value in properties.items():
+                if key.startswith("delta."):
+                    creating = creating.option(key, value)
+            creating.partitionBy(DAY_COLUMN, *layout.partition_by).mode("append").save(path)
+            if any(not key.startswith("delta.") for key in properties):
+                set_table_properties(spark, path, properties)
+            return
+    detail = _detail(spark, path)
+    _check_layout(path, detail, layout)
+    set_table_properties(spark, path, properties, detail.properties)
     predicate = slice_predicate(ledger.windows)
-    if DAY_COLUMN in partition_columns(spark, path):
-        df = df.withColumn(DAY_COLUMN, F.expr(DAY_EXPRESSION))
+    df = with_layout_columns(df, day=DAY_COLUMN in detail.partition_by or bool(detail.cluster_by))
+    if DAY_COLUMN in detail.partition_by:
         days = slice_days(ledger.windows)
         if days:
             listed = ", ".join("DATE'" + day + "'" for day in days)
             predicate = f"{DAY_COLUMN} IN ({listed}) AND {predicate}"
     writer_of(df).mode("overwrite").option("replaceWhere", predicate).save(path)
+
+
+def _create_clustered(spark: SparkSession, path: str, frame: DataFrame, cluster_by: tuple[str, ...], stats: str,
+                      properties: Mapping[str, str]) -> None:
+    """An empty liquid-clustered table of ``frame``'s columns (a commit of its own, before the first slice's)."""
+    from rocketlake.pipelines.evolution import type_ddl
+
+    def quoted(name: str) -> str:
+        return "`" + name.replace("`", "``") + "`"
+
+    columns = ", ".join(f"{quoted(f.name)} {type_ddl(f.dataType)}" for f in frame.schema.fields)
+    listed = {"delta.dataSkippingStatsColumns": stats,
+              **{key: value for key, value in properties.items() if key.startswith("delta.")}}
+    options = ", ".join(f"'{key}' = '{value}'" for key, value in listed.items())
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {_sql_path(path)} ({columns}) USING delta "
+              f"CLUSTER BY ({', '.join(map(quoted, cluster_by))}) TBLPROPERTIES ({options})")
+
+
+def _check_layout(path: str, detail: _Detail, layout: Layout) -> None:
+    """``LayoutMismatch`` when the table is laid out otherwise than ``layout`` (the default layout asks nothing:
+    tables made before it keep theirs)."""
+    if layout == Layout():
+        return
+    wanted = ([], list(layout.cluster_by)) if layout.cluster_by else ([DAY_COLUMN, *layout.partition_by], [])
+    if (detail.partition_by, detail.cluster_by) != wanted:
+        raise LayoutMismatch(
+            f"the table at {path} is partitioned by {detail.partition_by or 'nothing'} and clustered by "
+            f"{detail.cluster_by or 'nothing'}, but layout asks for partitions {wanted[0] or 'none'} and clustering "
+            f"{wanted[1] or 'none'}. Delta fixes a table's layout when it is created: write a new table, or set "
+            "layout to what the table has")
 
 
 def closed_days(window_starts_ms: Iterable[int], closed_before_ms: int) -> list[str]:
@@ -282,23 +367,35 @@ def closed_days(window_starts_ms: Iterable[int], closed_before_ms: int) -> list[
     return sorted({_day(ms) for ms in window_starts_ms if (ms // DAY_MS + 1) * DAY_MS <= closed_before_ms})
 
 
-def compact_days(spark: SparkSession, path: str, days: list[str]) -> list[tuple[str, int, int]]:
-    """Delta OPTIMIZE (bin-packing) of these day partitions: ``(day, files removed, files added)`` each.
+def compact_days(spark: SparkSession, path: str, days: list[str], zorder_by: Iterable[str] = ()) -> list[tuple[str, int, int]]:
+    """Delta OPTIMIZE of these day partitions (bin-packing, or Z-ordering by ``zorder_by``): ``(day, files removed,
+    files added)`` each. A liquid-clustered table is OPTIMIZEd whole, once (Delta clusters only what is not
+    clustered yet): ``("clustered", removed, added)``.
 
-    Only for tables with the day column (older tables are left as they are). Run it where no replace of
-    the same table can run at once: rocketlake runs it inside the run that landed the windows, which
-    holds the consumer group's pool slot, after the offsets are committed.
+    Only for tables with the day column or clustering (older tables are left as they are). Run it where no replace
+    of the same table can run at once: rocketlake runs it inside the run that landed the windows, which holds the
+    consumer group's pool slot, after the offsets are committed.
     """
     from delta.tables import DeltaTable
 
-    if not days or DAY_COLUMN not in partition_columns(spark, path):
+    if not days:
         return []
+    detail = _detail(spark, path)
+    if detail.cluster_by:
+        metrics = spark.sql(f"OPTIMIZE {_sql_path(path)}").collect()[0]["metrics"]
+        return [("clustered", int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"]))]
+    if DAY_COLUMN not in detail.partition_by:
+        return []
+    zorder_by = list(zorder_by)
     done = []
     for day in days:
+        where = f"{DAY_COLUMN} = DATE'{day}'"
         if _on_connect(spark):
-            compaction = spark.sql(f"OPTIMIZE {_sql_path(path)} WHERE {DAY_COLUMN} = DATE'{day}'")
+            zorder = f" ZORDER BY ({', '.join(zorder_by)})" if zorder_by else ""
+            compaction = spark.sql(f"OPTIMIZE {_sql_path(path)} WHERE {where}{zorder}")
         else:
-            compaction = DeltaTable.forPath(spark, path).optimize().where(f"{DAY_COLUMN} = DATE'{day}'").executeCompaction()
+            optimize = DeltaTable.forPath(spark, path).optimize().where(where)
+            compaction = optimize.executeZOrderBy(*zorder_by) if zorder_by else optimize.executeCompaction()
         metrics = compaction.collect()[0]["metrics"]
         done.append((day, int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"])))
     return done
@@ -308,10 +405,13 @@ def table_properties(spark: SparkSession, path: str) -> dict[str, str]:
     return dict(spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").collect()[0]["properties"] or {})
 
 
-def set_table_properties(spark: SparkSession, path: str, wanted: Mapping[str, str]) -> dict[str, str]:
+def set_table_properties(spark: SparkSession, path: str, wanted: Mapping[str, str],
+                         current: Mapping[str, str] | None = None) -> dict[str, str]:
     """Set those of ``wanted`` the table lacks or holds another value of (one ``ALTER TABLE ... SET TBLPROPERTIES``
-    commit, none when all match); what was set. Names and values were checked at load (no quote to escape)."""
-    current = table_properties(spark, path) if wanted else {}
+    commit, none when all match); what was set. Names and values were checked at load (no quote to escape).
+    ``current``: the table's properties, when the caller has read them already."""
+    if current is None:
+        current = table_properties(spark, path) if wanted else {}
     changed = {key: value for key, value in wanted.items() if current.get(key) != value}
     if changed:
         listed = ", ".join(f"'{key}' = '{value}'" for key, value in changed.items())

@@ -12,7 +12,6 @@ Nothing here touches the consumer group's offsets (see ``pipelines.ingest``).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
 from dataclasses import replace
 
 from pyspark.sql import DataFrame, Observation, SparkSession, Window
@@ -36,6 +35,8 @@ from rocketlake.pipelines.consume import (
 from rocketlake.pipelines.columns import landed_metadata, read_metadata
 from rocketlake.pipelines.delta_writer import (
     DAY_COLUMN,
+    HOUR_COLUMN,
+    Layout,
     closed_days,
     commit_ledger,
     compact_days,
@@ -106,7 +107,8 @@ class SparkLake:
         """OPTIMIZE the days of ``entry``'s windows that are over: ``(day, files removed, files added)``."""
         if not is_delta_table(self.spark, self.table_path):
             return []
-        return compact_days(self.spark, self.table_path, closed_days((w.start_ms for w in entry.windows), closed_before_ms))
+        return compact_days(self.spark, self.table_path, closed_days((w.start_ms for w in entry.windows), closed_before_ms),
+                            self.cfg.layout.zorder_by)
 
     def vacuum(self) -> int | None:
         """VACUUM with the ingestion's ``vacuum_retention_hours``: the retention applied, or None when it has none."""
@@ -115,6 +117,11 @@ class SparkLake:
             return None
         vacuum(self.spark, self.table_path, hours)
         return hours
+
+
+def layout_of(cfg: IngestionConfig) -> Layout:
+    layout = cfg.layout
+    return Layout(tuple(layout.partition_by), tuple(layout.cluster_by), tuple(layout.zorder_by))
 
 
 def read_plan(spark: SparkSession, source_options: dict[str, str], cfg: IngestionConfig,
@@ -150,7 +157,7 @@ def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: Ingesti
         figures, failed, entry = _land_judged(spark, df, cfg, table_path, entry, log, failures_path,
                                               not_landed=tuple(c for c in read if c not in landed), fields=fields)
     else:
-        figures, failed = _land_all(df, table_path, entry, log, cfg.table_properties), ()
+        figures, failed = _land_all(df, table_path, entry, log, cfg), ()
     version = last_commit_version(spark, table_path)
     log(f"Delta commit version {version} of {table_path} holds the slice and its ledger")
 
@@ -202,7 +209,7 @@ def _queue_problems(planned: tuple[WindowEntry, ...], rows: dict[tuple[int, Mess
     return problems
 
 
-def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log, properties: Mapping[str, str]) -> dict:
+def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log, cfg: IngestionConfig) -> dict:
     """Every matched message is a row (no listener, a body that cannot fail): one pass, counted on the way."""
     observation = Observation(f"rocketlake-{entry.run_id}")
     metrics = []
@@ -214,7 +221,8 @@ def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log, prop
                     .alias(f"landed_bytes_{w.start_ms}")]
     metrics.append(F.coalesce(F.sum(F.length("body")), F.lit(0)).alias("bytes"))
     observed = df.observe(observation, *metrics)
-    write_slice(observed.where("matched").drop("matched"), table_path, entry, log, properties=properties)
+    write_slice(observed.where("matched").drop("matched"), table_path, entry, log, properties=cfg.table_properties,
+                layout=layout_of(cfg))
     got = observation.get
     figures: dict = {"bytes": got["bytes"]}
     for w in entry.windows:
@@ -306,7 +314,7 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
         log(f"{len(failures)} failure(s) of this run are in {failures_path}")
     # The failures table keeps every column read (what a person needs to see why); the table, the columns landed.
     landed = judged.where(F.col(OUTCOME) == "rows").drop(*HELPERS, OUTCOME, *not_landed)
-    write_slice(landed, table_path, entry, log, properties=cfg.table_properties)
+    write_slice(landed, table_path, entry, log, properties=cfg.table_properties, layout=layout_of(cfg))
     return figures, tuple(f for f in failures if f.outcome != SUSPENDED), entry
 
 
@@ -314,7 +322,7 @@ def _evolved_schema(df: DataFrame, cfg: IngestionConfig, fields, log: Log) -> St
     """The JSON schema of an evolving table for this run (``pipelines.evolution``): its body columns, the
     configured fields, and the fields the bodies of ``df`` add."""
     found = evolve(df.where(F.col("body").isNotNull()).select(F.col("body").cast("string").alias("body")),
-                   configured_schema(cfg.body.schema_), fields, reserved=(DAY_COLUMN,))
+                   configured_schema(cfg.body.schema_), fields, reserved=(DAY_COLUMN, HOUR_COLUMN))
     if found.added:
         log(f"schema evolution: new column(s) {', '.join(found.added)} from the bodies of this run, added by the "
             "commit that lands its windows")

@@ -62,7 +62,8 @@ def render() -> str:
 
     sections = [("Top level", c.RocketLakeConfig), ("ClusterConfig", c.ClusterConfig), ("TlsConfig", c.TlsConfig),
                 ("LakeConfig", c.LakeConfig), ("S3Config", c.S3Config), ("SparkConfig", c.SparkConfig), ("IngestionConfig", c.IngestionConfig),
-                ("WindowConfig", c.WindowConfig), ("BodyConfig", c.BodyConfig), ("RunRetryConfig", c.RunRetryConfig)]
+                ("WindowConfig", c.WindowConfig), ("BodyConfig", c.BodyConfig), ("RunRetryConfig", c.RunRetryConfig),
+                ("LayoutConfig", c.LayoutConfig)]
     out = []
     for title, model in sections:
         out.append(f"## {title}\n")

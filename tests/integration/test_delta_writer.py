@@ -7,7 +7,7 @@ import json
 import pytest
 from deltalake import DeltaTable
 
-from rocketlake.pipelines.delta_writer import write_slice
+from rocketlake.pipelines.delta_writer import Layout, write_slice
 from rocketlake.pipelines.ledger_log import read_ledger
 from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
@@ -269,3 +269,70 @@ def test_table_properties_are_set_by_the_creating_commit_and_kept_and_vacuum_del
     assert len(live) == 1 and data_files_on_disk() == live  # only the compacted file is left
     assert table_rows(path) == rows
     assert spark.conf.get(check, "true") == before  # Delta's check is off for that call only
+
+
+LAYOUTS = {
+    "partitions by hour and a column": (Layout(partition_by=("window_hour", "v_group")),
+                                        ["window_date", "window_hour", "v_group"], []),
+    "day partitions, Z-ordered": (Layout(zorder_by=("v_group", "queue_offset")), ["window_date"], []),
+    "liquid clustering": (Layout(cluster_by=("window_date", "v_group")), [], ["window_date", "v_group"]),
+}
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_every_layout_keeps_the_slice_replace_the_compaction_and_the_ledger(spark, tmp_path, name):
+    """Three windows of one hour of a day, two brokers each, land in a table laid out as an ingestion may ask; one
+    window is replaced before and one after the compaction. Each time exactly its slice changes, the compaction
+    changes no row, and the ledger reads the same."""
+    from pyspark.sql import functions as F
+
+    from rocketlake.pipelines.delta_writer import _detail, compact_days
+
+    layout, partitions, clustering = LAYOUTS[name]
+    path = str(tmp_path / "t")
+    day = 20_000 * 86_400_000
+    starts = [day + 3600_000 + i * 600_000 for i in range(3)]  # one hour: its partitions get several files
+
+    def write(rows, run, windows):
+        df = frame(spark, rows).withColumn("v_group", F.substring("v", 1, 8))
+        write_slice(df.repartition(3), path, ledger(run, windows), layout=layout)
+
+    for i, w in enumerate(starts):
+        write([("t", b, 0, i * 10 + o, w, f"{b}-{i}-{o}") for b in ("broker-a", "broker-b") for o in range(10)],
+              f"r{i}", [(w, [("broker-a", 0, i * 10, i * 10 + 10), ("broker-b", 0, i * 10, i * 10 + 10)])])
+    detail = _detail(spark, path)
+    assert (detail.partition_by, detail.cluster_by) == (partitions, clustering)
+
+    def replace_window(i: int, run: str):
+        write([("t", "broker-a", 0, i * 10, starts[i], f"again-{run}")], run,
+              [(starts[i], [("broker-a", 0, i * 10, i * 10 + 10)])])
+
+    replace_window(1, "x1")
+    rows_before = table_rows(path)
+    assert len(rows_before) == 60 - 10 + 1 and ("broker-a", 0, 10, "again-x1") in rows_before
+    compacted = compact_days(spark, path, ["2024-10-04"], layout.zorder_by)
+    assert len(compacted) == 1 and compacted[0][1] > compacted[0][2] >= 1, compacted
+    assert table_rows(path) == rows_before
+    replace_window(2, "x2")
+    after = table_rows(path)
+    assert [r for r in after if not r[3].startswith("again")] == \
+        [r for r in rows_before if not r[3].startswith("again") and not (r[0] == "broker-a" and 20 <= r[2] < 30)]
+    assert sorted(r[3] for r in after if r[3].startswith("again")) == ["again-x1", "again-x2"]
+    assert [e.run_id for e in read_ledger(path)] == [f"r{i}" for i in range(3)] + ["x1", "x2"]
+
+
+def test_a_table_laid_out_otherwise_is_refused_before_anything_is_written(spark, tmp_path):
+    from rocketlake.pipelines.delta_writer import LayoutMismatch, last_commit_version
+
+    path = str(tmp_path / "t")
+    rows = [("t", "broker-a", 0, 0, 0, "a")]
+    write_slice(frame(spark, rows), path, ledger("r0", [(0, [("broker-a", 0, 0, 1)])]))
+    version = last_commit_version(spark, path)
+    with pytest.raises(LayoutMismatch, match=r"partitioned by \['window_date'\].*layout asks for partitions "
+                                             r"\['window_date', 'v'\]"):
+        write_slice(frame(spark, rows), path, ledger("r1", [(0, [("broker-a", 0, 0, 1)])]),
+                    layout=Layout(partition_by=("v",)))
+    assert last_commit_version(spark, path) == version
+    with pytest.raises(LayoutMismatch, match="'nope' is not a column of the rows landed"):
+        write_slice(frame(spark, rows), str(tmp_path / "new"), ledger("r0", [(0, [("broker-a", 0, 0, 1)])]),
+                    layout=Layout(zorder_by=("nope",)))

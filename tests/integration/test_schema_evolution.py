@@ -1,4 +1,5 @@
-"""JSON bodies that change between windows (``body.evolve: add_columns``), on real brokers, Spark and Delta.
+"""JSON bodies that change between windows (``body.evolve: add_columns``), on real brokers, Spark and Delta, in a
+table partitioned by hour as well as day (``layout``).
 
 The official Java producer sends orders; between two windows its bodies gain fields (one nested), and one body
 holds a value of another type than the table's column. Runs are the engine's, below Dagster, with windows of
@@ -46,7 +47,7 @@ def test_a_json_table_gains_the_fields_bodies_add_and_a_conflicting_value_is_a_f
     cfg = ingestion_config(topic=topic, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
                            window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
                            body={"format": "json", "schema": "order_id STRING, amount DOUBLE", "evolve": "add_columns"},
-                           max_reconsume_times=1)
+                           max_reconsume_times=1, layout={"partition_by": ["window_hour"]})
     engine = Engine(local_cluster, spark, tmp_path / "orders", cfg)
     path = engine.lake.table_path
 
@@ -54,6 +55,7 @@ def test_a_json_table_gains_the_fields_bodies_add_and_a_conflicting_value_is_a_f
     first = engine.run("r1", [("w1", w1)])
     assert sum(a.rows for a in first.materialization.accounting) == 4
     v1 = DeltaTable(path).version()
+    assert DeltaTable(path).metadata().partition_columns == ["window_date", "window_hour"]  # the layout asked for
     assert "region" not in DeltaTable(path).schema().to_arrow().names
 
     later = [{"order_id": f"o-{i}", "amount": i, "region": "eu", "ship": {"city": f"c{i}", "zip": i}}

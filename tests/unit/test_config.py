@@ -221,7 +221,7 @@ def test_every_field_either_works_or_is_refused():
                 "machine_room_resolver", "machine_room_nearby_strategy", "virtual_node_count", "listener",
                 "consume_thread_min", "consume_thread_max", "consume_message_batch_max_size", "max_reconsume_times",
                 "consume_timeout", "run_retry", "suspend_current_queue_time_millis", "metadata_columns",
-                "table_properties", "vacuum_retention_hours"}
+                "table_properties", "vacuum_retention_hours", "layout"}
     assert set(IngestionConfig.model_fields) == honoured | set(NOT_SUPPORTED_YET)
     assert not honoured & set(NOT_SUPPORTED_YET)
 
@@ -344,3 +344,18 @@ def test_table_properties_are_delta_texts_and_refused_by_name_when_they_cannot_b
                for line in problems(with_ingestion(table_properties={"owner": "me"})))
     assert any("vacuum_retention_hours: -1" in line and "greater than or equal to 0" in line
                for line in problems(with_ingestion(vacuum_retention_hours=-1)))
+
+
+@pytest.mark.parametrize("layout, message", [
+    ({"partition_by": ["window_date"]}, r"partition_by: 'window_date' is not allowed \(it is always the table's first"),
+    ({"zorder_by": ["body"]}, r"zorder_by: 'body' is not allowed \(bytes cannot"),
+    ({"cluster_by": ["ship.city"]}, "cluster_by: 'ship.city' is not a column name"),
+    ({"partition_by": ["region", "region"]}, "names a column twice"),
+    ({"cluster_by": ["region"], "partition_by": ["tags"]}, "cluster_by cannot be combined with partition_by"),
+    ({"cluster_by": ["a", "b", "c", "d", "e"]}, "Delta clusters by at most 4"),
+    ({"partition_by": ["region"], "zorder_by": ["region", "amount"]}, r"zorder_by: \['region'\] are partition columns"),
+    ({"sort_by": ["x"]}, "sort_by"),
+])
+def test_a_layout_delta_cannot_make_is_refused_at_load_by_name(layout, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_config(with_ingestion(layout=layout), "test.yaml")
