@@ -6,6 +6,9 @@ topic -> raw table -> aggregate (and -> dead letters). It is an example of a use
 table's asset key, its path and its partitions, and replaces exactly the windows of its run, so a re-run after
 the raw table changed is a plain re-materialization.
 
+``<table>_customers`` (``rocketlake.demo_customers``) follows the table's change data feed instead: orders and
+amount per customer, MERGEd from what changed since its last run.
+
 ``make ui`` and ``rocketlake demo`` load this module when the demo's configuration is in use.
 """
 
@@ -32,6 +35,7 @@ from rocketlake.assets.metadata import column_schema, table_identity
 from rocketlake.assets.partitions import window_partitions
 from rocketlake.assets.definitions import build_definitions
 from rocketlake.assets.run_guard import rocketlake_executor
+from rocketlake.demo_customers import build_customers
 from rocketlake.pipelines.config import load_config
 from rocketlake.pipelines.storage import apply_lake
 
@@ -93,6 +97,12 @@ def demo_assets(config) -> list:
             if ing.body.format == "json" and {"region", "amount"} <= body_columns(ing.body.schema_)]
 
 
+def change_followers(config) -> list:
+    """Per customer, from the change feed, for every ingestion whose JSON bodies have ``customer`` and ``amount``."""
+    return [build_customers(ing, config.lake) for ing in config.ingestions.values()
+            if ing.body.format == "json" and {"customer", "amount"} <= body_columns(ing.body.schema_)]
+
+
 def body_columns(schema_ddl: str | None) -> set[str]:
     """Top-level column names of a Spark DDL string (no Spark session needed at load)."""
     names, depth, field = set(), 0, ""
@@ -132,9 +142,28 @@ def follow(job, upstream: AssetKey, downstream: AssetKey, recent: int = 3):
     return follows
 
 
+def follow_changes(job, upstream: AssetKey):
+    """Every minute, the job of an asset that reads its upstream's change feed, once per new upstream
+    materialization (the run key dedupes): it reads whatever changed since its last run."""
+
+    @schedule(name=f"{job.name}_follows", job=job, cron_schedule="* * * * *",
+              default_status=DefaultScheduleStatus.RUNNING,
+              description=f"Materializes {job.name[:-4]} after each new materialization of "
+                          f"{upstream.to_user_string()}.")
+    def follows(context: ScheduleEvaluationContext):
+        event = context.instance.get_latest_materialization_event(upstream)
+        return [] if event is None else [RunRequest(run_key=f"{upstream.to_user_string()}@{event.storage_id}")]
+
+    return follows
+
+
+_followers = change_followers(_config)
+_follower_jobs = [define_asset_job(f"{a.key.to_user_string()}_job", selection=[a.key]) for a in _followers]
+
 # rocketlake's own location (see rocketlake.definitions): rocketlake's executor for every job.
 defs = Definitions.merge(build_definitions(_config, schedules_running=True), Definitions(
-    assets=_assets, jobs=_jobs, executor=rocketlake_executor,
-    schedules=[follow(job, next(iter(a.dependency_keys)), a.key) for job, a in zip(_jobs, _assets)]))
+    assets=[*_assets, *_followers], jobs=[*_jobs, *_follower_jobs], executor=rocketlake_executor,
+    schedules=[follow(job, next(iter(a.dependency_keys)), a.key) for job, a in zip(_jobs, _assets)]
+    + [follow_changes(job, next(iter(a.dependency_keys))) for job, a in zip(_follower_jobs, _followers)]))
 
 __all__ = ["defs"]

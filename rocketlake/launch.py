@@ -30,7 +30,7 @@ def dagster_home() -> Path:
 
 def run_windows(table: str, keys: list[str], module: str = "rocketlake.definitions", job_name: str | None = None):
     """One run of ``table``'s job (or ``job_name`` of ``module``) over the partition range ``keys[0]`` ..
-    ``keys[-1]``; the ExecuteJobResult."""
+    ``keys[-1]`` (no keys: a job of unpartitioned assets); the ExecuteJobResult."""
     from dagster import DagsterInstance, execute_job
 
     from rocketlake.assets.dagster_private import ReconstructableRepository
@@ -42,4 +42,5 @@ def run_windows(table: str, keys: list[str], module: str = "rocketlake.definitio
         return execute_job(
             job, instance=instance, raise_on_error=False,
             run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
-            tags={"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]})
+            tags={"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]}
+            if keys else {})

@@ -36,4 +36,5 @@ def test_the_demo_location_validates_and_reads_topic_to_table_to_aggregate_and_d
     topic = AssetKey(["rocketmq", "local", "rocketlake_demo_orders"])
     assert graph.get(topic).is_external and "rocketmq" in graph.get(topic).kinds
     assert graph.get(AssetKey("orders_raw")).parent_keys == {topic}
-    assert graph.get(AssetKey("orders_raw")).child_keys == {AssetKey("orders_raw_dlq"), AssetKey("orders_raw_by_region")}
+    assert graph.get(AssetKey("orders_raw")).child_keys == {AssetKey("orders_raw_dlq"), AssetKey("orders_raw_by_region"),
+                                                           AssetKey("orders_raw_customers")}
