@@ -9,6 +9,7 @@ worst kind of configuration bug.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -266,7 +267,7 @@ class WindowConfig(_Strict):
 
 
 class BodyConfig(_Strict):
-    format: Literal["raw", "text", "json"] = "raw"
+    format: Literal["raw", "text", "json", "avro"] = "raw"
     schema_: str | None = Field(default=None, alias="schema", description="Spark DDL of the JSON body, e.g. 'a STRING'.")
     evolve: Literal["none", "add_columns"] = Field(
         default="none",
@@ -279,7 +280,51 @@ class BodyConfig(_Strict):
                     "With `add_columns`, `schema` may be left out: every column then comes from the bodies. "
                     "`none`: only `schema`'s fields are columns; other fields stay in `body`.")
 
+    schema_file: str | None = Field(
+        default=None,
+        description="format avro: the writer schema, an Avro record schema file (.avsc), relative to the project "
+                    "directory. Its fields become columns (Spark's from_avro types).")
+    encoding: Literal["binary", "single_object"] = Field(
+        default="binary",
+        description="format avro: `binary`, the record's Avro binary encoding alone; `single_object`, Avro's "
+                    "single-object encoding (C3 01, the schema's 8-byte CRC-64-AVRO fingerprint, then the binary "
+                    "encoding), whose fingerprint must be schema_file's.")
+
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    def avro_schema(self) -> str:
+        """The text of ``schema_file`` (format avro), as ``from_avro`` takes it."""
+        return Path(self.schema_file).read_text()
+
+    @model_validator(mode="after")
+    def _avro_needs_a_record_schema(self) -> "BodyConfig":
+        if self.format != "avro":
+            for key in ("schema_file", "encoding"):
+                if key in self.model_fields_set:
+                    raise ValueError(f"{key} applies to format avro only (format is {self.format!r}); remove it")
+            return self
+        if self.schema_ is not None or self.evolve != "none":
+            raise ValueError("format avro takes its columns from schema_file (an .avsc file): remove schema and "
+                             "evolve")
+        if not self.schema_file:
+            raise ValueError("format avro needs schema_file, the writer schema (an Avro record schema, .avsc)")
+        try:
+            parsed = json.loads(self.avro_schema())
+        except OSError as e:
+            raise ValueError(f"schema_file {self.schema_file!r} cannot be read ({e.strerror}); give a path relative "
+                             "to the project directory") from None
+        except ValueError as e:
+            raise ValueError(f"schema_file {self.schema_file!r} is not JSON: {e}") from None
+        if not isinstance(parsed, dict) or parsed.get("type") != "record" or not parsed.get("fields"):
+            raise ValueError(f"schema_file {self.schema_file!r} is not an Avro record schema with fields (its "
+                             "fields become the table's columns)")
+        from rocketlake.pipelines.columns import OWN_COLUMNS
+
+        clashes = sorted({f.get("name") for f in parsed["fields"]} & OWN_COLUMNS)
+        if clashes:
+            raise ValueError(f"schema_file {self.schema_file!r}: fields {clashes} clash with rocketlake's own "
+                             "columns; rename them")
+        return self
 
     @model_validator(mode="after")
     def _json_needs_schema(self) -> "BodyConfig":

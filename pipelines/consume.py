@@ -53,6 +53,10 @@ def decode_checked(df: DataFrame, body: BodyConfig, schema: StructType | None = 
     if body.format == "text":
         decoded = decode_body(df, "text")
         return decoded.withColumn(ERROR, F.when(F.col("matched") & ~utf8, bad_utf8))
+    if body.format == "avro":
+        from rocketlake.pipelines.avro import decode_avro
+
+        return decode_avro(df, body, ERROR)
     if schema is None:
         schema = configured_schema(body.schema_)
         against = f"body.schema ({body.schema_})"

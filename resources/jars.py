@@ -96,6 +96,29 @@ def delta_jar_set() -> JarSet:
     )
 
 
+def spark_avro_jar_set() -> JarSet:
+    """spark-avro (``from_avro``, for Avro bodies) of the installed pyspark's release: Spark ships Avro itself, not
+    its Spark functions."""
+    import pyspark
+
+    return JarSet(f"spark-avro-{pyspark.__version__}",
+                  (Artifact("org.apache.spark", "spark-avro_2.13", pyspark.__version__),))
+
+
+def beside_spark(resolved: list[Path]) -> list[Path]:
+    """The jars of ``resolved`` that pyspark does not ship (by artifact name, whatever the version): Spark's own
+    Scala library and tags stay the ones it runs with."""
+    import re
+
+    import pyspark
+
+    def artifact(name: str) -> str:
+        return re.sub(r"-\d[\w.\-]*\.jar$", "", name)
+
+    shipped = {artifact(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return [p for p in resolved if artifact(p.name) not in shipped]
+
+
 def spark_hadoop_version() -> str:
     """The Hadoop release the installed pyspark ships (its ``hadoop-client-api-<version>.jar``)."""
     import pyspark

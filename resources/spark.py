@@ -97,7 +97,7 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None,
                 asked["spark.jars"] = jar_files(asked, jars.resolve(jars.s3a_jar_set()))
             apply_to_active(active, master, app_name, asked)
             return active
-        delta_jars = jars.resolve(jars.delta_jar_set())
+        delta_jars = session_jars()
         if s3a:
             delta_jars = [*delta_jars, *jars.resolve(jars.s3a_jar_set())]
         builder = SparkSession.builder.master(master).appName(app_name)
@@ -110,6 +110,11 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None,
             # driver's working directory: the reader and its client travel with the application.
             session.sparkContext.addPyFile(str(package_zip()))
         return session
+
+
+def session_jars() -> list[Path]:
+    """What every session rocketlake starts gets: Delta's jars, and spark-avro's for Avro bodies."""
+    return [*jars.resolve(jars.delta_jar_set()), *jars.beside_spark(jars.resolve(jars.spark_avro_jar_set()))]
 
 
 #: Spark Connect's server, in the spark-connect jar pyspark ships (``sbin/start-connect-server.sh`` submits it).
@@ -133,7 +138,7 @@ def connect_server_command(remote: str, master: str = "local[*]", conf: dict[str
     settings = {**session_settings(master, conf, env),
                 "spark.connect.grpc.binding.address": host, "spark.connect.grpc.binding.port": str(port)}
     cmd = [str(Path(env["SPARK_HOME"]) / "bin" / "spark-submit"), "--master", master, "--name", app_name,
-           "--class", CONNECT_SERVER_CLASS, "--jars", jar_files(settings, jars.resolve(jars.delta_jar_set()))]
+           "--class", CONNECT_SERVER_CLASS, "--jars", jar_files(settings, session_jars())]
     if not master.startswith("local"):
         cmd += ["--py-files", str(package_zip())]  # as spark_session's addPyFile: executors elsewhere get rocketlake
     for key, value in settings.items():

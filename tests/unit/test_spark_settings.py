@@ -28,13 +28,17 @@ def test_the_spark_connect_server_is_configured_as_a_runs_own_session(monkeypatc
 
     assert connect_endpoint("sc://10.0.0.5:15010/;token=x") == ("10.0.0.5", 15010)
     assert connect_endpoint("sc://spark-host") == ("spark-host", 15002)  # Spark Connect's default port
-    monkeypatch.setattr(jars, "resolve", lambda jar_set: [Path("/jars/delta-spark.jar"), Path("/jars/delta-storage.jar")])
+    resolved = {"delta": [Path("/jars/delta-spark.jar"), Path("/jars/delta-storage.jar")],
+                "spark-avro": [Path("/jars/spark-avro_2.13.jar"), Path("/jars/scala-library-2.13.0.jar")]}
+    monkeypatch.setattr(jars, "resolve",
+                        lambda jar_set: resolved["spark-avro" if jar_set.name.startswith("spark-avro") else "delta"])
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
     cmd, env = connect_server_command("sc://127.0.0.1:15010", "local[2]", {"spark.jars": "/mine.jar",
                                                                            "spark.sql.shuffle.partitions": "4"})
     assert cmd[0].endswith("/bin/spark-submit") and cmd[-1] == "spark-internal"
     assert cmd[cmd.index("--class") + 1] == CONNECT_SERVER_CLASS and cmd[cmd.index("--master") + 1] == "local[2]"
-    assert cmd[cmd.index("--jars") + 1] == "/jars/delta-spark.jar,/jars/delta-storage.jar,/mine.jar"
+    # Delta's jars and spark-avro's own (not the Scala library pyspark ships), then the user's.
+    assert cmd[cmd.index("--jars") + 1] == "/jars/delta-spark.jar,/jars/delta-storage.jar,/jars/spark-avro_2.13.jar,/mine.jar"
     confs = dict(c.split("=", 1) for c in cmd[1:] if "=" in c and cmd[cmd.index(c) - 1] == "--conf")
     assert {**confs, **DELTA_CONF} == confs  # Delta's extension and catalog
     assert confs["spark.connect.grpc.binding.address"] == "127.0.0.1" and confs["spark.connect.grpc.binding.port"] == "15010"
