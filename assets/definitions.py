@@ -39,7 +39,8 @@ def build_definitions(config: RocketLakeConfig, translator: RocketlakeTranslator
         resources[rocketmq_resource_key(name)] = RocketMQResource(namesrv=cluster.namesrv, cluster=name, **keys)
     shaped = translate(config, translator)
     ingestions = [(name, ing, shaped[name]) for name, ing in config.ingestions.items()]
-    topics = {a.topic.key: a.topic for _, _, a in ingestions}  # several ingestions of one topic share its node
+    # Several ingestions of one topic share its node.
+    topics = {spec.key: spec for _, _, a in ingestions for spec in a.topics}
     # The lag, retry-backlog and rebalance sensors serve a cluster each (assets.cluster_tick).
     by_cluster: dict[str, list] = {}
     for _, ing, assets in ingestions:

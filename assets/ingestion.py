@@ -108,18 +108,18 @@ def dead_letter_pool(group: str) -> str:
 
 
 def build_ingestion_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, assets: IngestionAssets) -> AssetsDefinition:
-    return _build_asset(name, cfg, lake, assets.table, upstream=assets.topic.key, dead_letters=False)
+    return _build_asset(name, cfg, lake, assets.table, upstream=[s.key for s in assets.topics], dead_letters=False)
 
 
 def build_dead_letter_asset(name: str, cfg: IngestionConfig, lake: LakeConfig,
                             assets: IngestionAssets) -> AssetsDefinition:
     """``<table>_dlq``: the group's ``%DLQ%<group>`` landed the same way (windows, ledger, offsets after the
     materialization), downstream of the main table, with the original topic, msgId, reconsume count and last error."""
-    return _build_asset(name, dead_letter_config(cfg), lake, assets.dead_letters, upstream=assets.table_key,
+    return _build_asset(name, dead_letter_config(cfg), lake, assets.dead_letters, upstream=[assets.table_key],
                         dead_letters=True, failures_path=lake.table_path(failures_table(cfg.table)))
 
 
-def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetSpec, *, upstream: AssetKey,
+def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetSpec, *, upstream: list[AssetKey],
                  dead_letters: bool, failures_path: str | None = None) -> AssetsDefinition:
     rocketmq_key = rocketmq_resource_key(cfg.cluster)
     table_path = lake.table_path(cfg.table)
@@ -137,7 +137,7 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetS
     @asset(
         key=spec.key,
         # topic -> table -> dead letters: the lineage graph a person reads (beside any deps the translator adds).
-        deps=[upstream, *(d.asset_key for d in spec.deps if d.asset_key != upstream)],
+        deps=[*upstream, *(d.asset_key for d in spec.deps if d.asset_key not in upstream)],
         partitions_def=window_partitions(cfg.window),
         backfill_policy=BackfillPolicy.single_run(),
         pool=dead_letter_pool(cfg.consumer_group) if dead_letters else consumer_group_pool(cfg.consumer_group),
@@ -295,8 +295,10 @@ def explain(error: Exception, cfg: IngestionConfig, namesrv: str) -> str:
         return (f"cannot reach RocketMQ ({error}). Check that the name server {namesrv} of cluster {cfg.cluster!r} "
                 f"and its brokers are up (`rocketlake local status` for the local one). {consistent}")
     if isinstance(error, TopicNotExist):
-        return (f"topic {cfg.topic!r} does not exist on cluster {cfg.cluster!r} ({namesrv}): create it "
-                f"(mqadmin updateTopic) or fix `topic` in the configuration. {consistent}")
+        if cfg.topic_pattern is not None:
+            return f"{error} ({namesrv}): create a matching topic or fix `topic_pattern`. {consistent}"
+        return (f"a topic of {cfg.topic_label} does not exist on cluster {cfg.cluster!r} ({namesrv}): {error}. "
+                f"Create it (mqadmin updateTopic) or fix the configuration. {consistent}")
     return str(error)
 
 

@@ -71,14 +71,14 @@ LAG_SCHEMA = TableSchema(columns=[
 ])
 
 
-def queue_figure(key: str, queue, topic: str) -> str:
+def queue_figure(key: str, queue, topic: str | None) -> str:
     """The metadata key of one queue's figure: ``rocketlake/lag_messages/broker-a/3`` for a queue of the ingestion's
     ``topic``, ``rocketlake/lag_messages/%RETRY%group/broker-a/0`` for another (short keys read better in the UI)."""
     where = f"{queue.broker_name}/{queue.queue_id}"
     return f"{key}/{where}" if queue.topic == topic else f"{key}/{queue.topic}/{where}"
 
 
-def lag_metadata(rows: list[QueueProgress], now_ms: int, topic: str) -> dict:
+def lag_metadata(rows: list[QueueProgress], now_ms: int, topic: str | None) -> dict:
     """Totals first (what a person plots), then every queue's four figures, then the table a person reads."""
     metadata = {
         LAG_MESSAGES: MetadataValue.int(sum(r.lag for r in rows)),
@@ -169,7 +169,7 @@ def lag_events(cfg: IngestionConfig, assets: IngestionAssets, rows: list[QueuePr
                instance) -> tuple[list, str]:
     """One ingestion's observation and check evaluations for one tick, and its summary."""
     asset_key = assets.table_key
-    metadata = lag_metadata(rows, now_ms, cfg.topic)
+    metadata = lag_metadata(rows, now_ms, cfg.topic)  # None with several topics: every queue key names its topic
     total = metadata[LAG_MESSAGES].value
     summary = (f"group {cfg.consumer_group}: lag {total} message(s) over {len(rows)} queue(s), oldest not "
                f"passed {metadata[LAG_SECONDS].value:.0f}s ago")

@@ -45,6 +45,11 @@ def topic_asset_key(cluster: str, topic: str) -> AssetKey:
     return AssetKey([TOPIC_KEY_PREFIX, _name_part(cluster), _name_part(topic)])
 
 
+def pattern_asset_key(cluster: str, pattern: str) -> AssetKey:
+    """The node of a ``topic_pattern``: the topics it matches change, so the pattern is the node."""
+    return AssetKey([TOPIC_KEY_PREFIX, _name_part(cluster), "pattern_" + _name_part(pattern)])
+
+
 @dataclass(frozen=True)
 class RocketlakeAssetData:
     """What a translator knows about one asset: its role, the ingestion it belongs to (for a topic read by
@@ -55,6 +60,7 @@ class RocketlakeAssetData:
     config: IngestionConfig
     cluster: str
     namesrv: str
+    #: The topic of a topic asset (a ``topic_pattern``'s text for its node); for a table, its topics' label.
     topic: str
     #: The Delta table's name (``None`` for a topic) and its location.
     table: str | None = None
@@ -65,6 +71,14 @@ class RocketlakeTranslator:
     """The default look of rocketlake's assets; subclass it and override ``get_asset_spec``."""
 
     def get_asset_spec(self, data: RocketlakeAssetData) -> AssetSpec:
+        if data.role == "topic" and data.config.topic_pattern is not None:
+            return AssetSpec(
+                key=pattern_asset_key(data.cluster, data.topic), kinds={"rocketmq"}, group_name=DEFAULT_GROUP,
+                description=f"RocketMQ topics matching `{data.topic}` on cluster `{data.cluster}` (name server "
+                            f"{data.namesrv}), as the name server lists them at each run: a topic created later "
+                            "joins. Not materialized by Dagster.",
+                metadata={"rocketlake/topic_pattern": data.topic, "rocketlake/cluster": data.cluster,
+                          "rocketlake/namesrv": data.namesrv})
         if data.role == "topic":
             return AssetSpec(
                 key=topic_asset_key(data.cluster, data.topic), kinds={"rocketmq"}, group_name=DEFAULT_GROUP,
@@ -74,15 +88,15 @@ class RocketlakeTranslator:
                           "rocketlake/namesrv": data.namesrv})
         cfg = data.config
         if data.role == "dead_letters":
-            description = (f"Dead letters of group `{cfg.consumer_group}` (`{cfg.topic}`): messages its listener "
+            description = (f"Dead letters of group `{cfg.consumer_group}` (`{cfg.dead_letters_of}`): messages its listener "
                            f"failed {cfg.effective_max_reconsume_times} times, landed in Delta at "
                            f"`{data.table_path}` with their last error.")
         else:
-            description = (f"RocketMQ topic `{cfg.topic}` (group `{cfg.consumer_group}`, {cfg.message_model.value}) "
+            description = (f"RocketMQ {cfg.topic_label} (group `{cfg.consumer_group}`, {cfg.message_model.value}) "
                            f"landed in Delta at `{data.table_path}`, one partition per window `{cfg.window.cron}`.")
         return AssetSpec(key=AssetKey(data.table), kinds={"rocketmq", "spark", "delta"}, group_name=DEFAULT_GROUP,
                          description=description,
-                         metadata={"rocketlake/topic": cfg.topic, "rocketlake/consumer_group": cfg.consumer_group,
+                         metadata={"rocketlake/topic": cfg.topic_label, "rocketlake/consumer_group": cfg.consumer_group,
                                    "rocketlake/table_path": MetadataValue.path(data.table_path)})
 
 
@@ -90,7 +104,7 @@ class RocketlakeTranslator:
 class IngestionAssets:
     """One ingestion's translated specs, and the names of the definitions made from them."""
 
-    topic: AssetSpec
+    topics: tuple[AssetSpec, ...]  # each topic landed (or the pattern's node), upstream of the table
     table: AssetSpec
     dead_letters: AssetSpec | None
 
@@ -129,21 +143,26 @@ def translate(config: RocketLakeConfig, translator: RocketlakeTranslator | None 
     for name, ing in config.ingestions.items():
         namesrv = config.clusters[ing.cluster].namesrv
 
-        def data(role: Role, cfg: IngestionConfig = ing, lake: LakeConfig = config.lake) -> RocketlakeAssetData:
+        def data(role: Role, cfg: IngestionConfig = ing, lake: LakeConfig = config.lake,
+                 topic: str | None = None) -> RocketlakeAssetData:
             table = None if role == "topic" else cfg.table
             return RocketlakeAssetData(role=role, ingestion=name, config=cfg, cluster=cfg.cluster, namesrv=namesrv,
-                                       topic=cfg.topic, table=table,
+                                       topic=topic or cfg.topic_label, table=table,
                                        table_path=lake.table_path(table) if table else None)
 
-        topic = topics.get((ing.cluster, ing.topic))
-        if topic is None:
-            topic = topics[(ing.cluster, ing.topic)] = _checked(translator.get_asset_spec(data("topic")), "topic", name)
+        specs = []
+        for topic in ing.topic_names or (ing.topic_pattern,):
+            spec = topics.get((ing.cluster, topic))
+            if spec is None:
+                spec = topics[(ing.cluster, topic)] = _checked(translator.get_asset_spec(data("topic", topic=topic)),
+                                                               "topic", name)
+            specs.append(spec)
         table = _checked(translator.get_asset_spec(data("table")), "table", name)
         dead = None
         if ing.message_model is MessageModel.CLUSTERING:  # the broker dead-letters its failures
             dead = _checked(translator.get_asset_spec(data("dead_letters", dead_letter_config(ing))), "dead_letters",
                             name)
-        out[name] = IngestionAssets(topic=topic, table=table, dead_letters=dead)
+        out[name] = IngestionAssets(topics=tuple(specs), table=table, dead_letters=dead)
     return out
 
 

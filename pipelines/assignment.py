@@ -65,7 +65,7 @@ def _configured_queues(cfg: IngestionConfig) -> list[MessageQueue]:
     queues = []
     for item in cfg.allocate_message_queue_list or []:
         parts = item.split("/")
-        topic = parts[0] if len(parts) == 3 else cfg.topic
+        topic = parts[0] if len(parts) == 3 else cfg.topic  # one topic: config validated the rest
         queues.append(MessageQueue(topic, parts[-2], int(parts[-1])))
     return queues
 
@@ -104,7 +104,7 @@ def assign(cfg: IngestionConfig, client_id: str, queues: Iterable[MessageQueue],
 
 def membership(client, cfg: IngestionConfig) -> list[str]:
     """The group's client ids as a broker of the topic lists them (one broker, as the Java client asks)."""
-    return list(client.get_consumer_list_by_group(cfg.consumer_group, cfg.membership_topic))
+    return list(client.get_consumer_list_by_group(cfg.consumer_group, cfg.membership_topic_of(client)))
 
 
 def member_share(cfg: IngestionConfig, queues: Iterable[MessageQueue], members: Iterable[str],

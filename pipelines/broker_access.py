@@ -9,7 +9,7 @@ re-check the subscription's tags here, so every offset of a planned range is acc
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from rocketlake.pipelines.offset_store import LocalOffsetStore
@@ -96,22 +96,24 @@ class BrokerStoreTimes:
 class GroupBroker(BrokerStoreTimes):
     """What a run of one ingestion needs from RocketMQ (``pipelines.ingest.Broker``) over a live cluster."""
 
-    def __init__(self, client: RocketMQClient, topic: str, consumer_group: str, with_retry_topic: bool,
-                 topic_may_be_absent: bool = False):
+    def __init__(self, client: RocketMQClient, topic: str | Callable[[], list[str]], consumer_group: str,
+                 with_retry_topic: bool, topic_may_be_absent: bool = False):
         super().__init__(client, consumer_group)
         self.cluster = client.namesrv_address  # written into the ledger: where the table's messages came from
-        self.topic = topic
+        # The topics landed: one, or a function giving them now (several named, or a pattern's matches).
+        self.topics = (lambda: [topic]) if isinstance(topic, str) else topic
         self.with_retry_topic = with_retry_topic
         self.topic_may_be_absent = topic_may_be_absent  # %DLQ%<group>: created by the broker's first dead letter
 
     def subscribed_queues(self) -> list[MessageQueue]:
-        """Readable queues of the topic, plus the group's retry topic (CLUSTERING) once it exists."""
-        try:
-            queues = list(self.client.queues(self.topic))
-        except TopicNotExist:
-            if not self.topic_may_be_absent:
-                raise
-            queues = []
+        """Readable queues of the topics, plus the group's retry topic (CLUSTERING) once it exists."""
+        queues = []
+        for topic in self.topics():
+            try:
+                queues += self.client.queues(topic)
+            except TopicNotExist:
+                if not self.topic_may_be_absent:
+                    raise
         if self.with_retry_topic:
             try:
                 queues += self.client.queues(retry_topic(self.consumer_group))
@@ -139,7 +141,8 @@ class MemberBroker(GroupBroker):
     """BROADCASTING: the broker for the messages, the member's local offset store for progress (the Java
     client's LocalFileOffsetStore); nothing is committed to the broker and there is no retry topic."""
 
-    def __init__(self, client: RocketMQClient, topic: str, consumer_group: str, store: LocalOffsetStore):
+    def __init__(self, client: RocketMQClient, topic: str | Callable[[], list[str]], consumer_group: str,
+                 store: LocalOffsetStore):
         super().__init__(client, topic, consumer_group, with_retry_topic=False)
         self.store = store
 
@@ -176,11 +179,12 @@ def group_broker(client: RocketMQClient, cfg: IngestionConfig) -> GroupBroker:
     """What a run (or ``rocketlake offsets show``) of ``cfg`` reads its queues and progress through."""
     from rocketlake.pipelines.config import MessageModel
 
+    topics = cfg.topic if cfg.topic is not None else (lambda: cfg.subscribed_topics(client))
     if cfg.message_model is MessageModel.BROADCASTING:
-        return MemberBroker(client, cfg.topic, cfg.consumer_group, LocalOffsetStore(cfg.offset_store_path))
+        return MemberBroker(client, topics, cfg.consumer_group, LocalOffsetStore(cfg.offset_store_path))
     if cfg.dead_letters_of is not None:
-        return GroupBroker(client, cfg.topic, cfg.consumer_group, with_retry_topic=False, topic_may_be_absent=True)
-    return GroupBroker(client, cfg.topic, cfg.consumer_group, with_retry_topic=True)
+        return GroupBroker(client, topics, cfg.consumer_group, with_retry_topic=False, topic_may_be_absent=True)
+    return GroupBroker(client, topics, cfg.consumer_group, with_retry_topic=True)
 
 
 def resolve_ranges(opts: SourceOptions) -> list[OffsetRange]:

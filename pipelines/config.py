@@ -30,7 +30,7 @@ from rocketlake.resources.rocketmq.errors import InvalidName
 from rocketlake.resources.rocketmq.heartbeat import ConsumeFromWhere, MessageModel
 from rocketlake.resources.rocketmq.message import DLQ_GROUP_TOPIC_PREFIX
 from rocketlake.resources.rocketmq.tls import TlsSettings
-from rocketlake.resources.rocketmq.validators import check_consumer_group, check_topic
+from rocketlake.resources.rocketmq.validators import check_consumer_group, check_topic, is_system_topic
 
 CONFIG_ENV = "ROCKETLAKE_CONFIG"
 DEFAULT_CONFIG = "rocketlake.yaml"
@@ -479,9 +479,20 @@ class IngestionConfig(_Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False, json_schema_extra=_ranges_in_schema)
 
     _dead_letters_of: str | None = PrivateAttr(default=None)
+    _dead_letters_cfg: "IngestionConfig | None" = PrivateAttr(default=None)  # whose members heartbeat for it
 
     cluster: str
-    topic: str
+    topic: str | None = Field(default=None, description="The topic landed (or topics, or topic_pattern).")
+    topics: list[str] = Field(
+        default_factory=list,
+        description="Several topics landed into the one table, as a consumer subscribed to each: every queue of each "
+                    "keeps its own ranges and offsets, in the one ledger and commit; subscription applies to all.")
+    topic_pattern: str | None = Field(
+        default=None,
+        description="A regular expression (Python's, matched whole) of the topics landed, like Spark's "
+                    "subscribePattern: the name server's topic list is matched at every run and by the rebalance "
+                    "sensor, so a topic created later joins at the next window (from consume_from_where). Retry, "
+                    "dead-letter and RocketMQ's system topics never match.")
     subscription: str = "*"
     consumer_group: str
     message_model: MessageModel = MessageModel.CLUSTERING
@@ -573,13 +584,24 @@ class IngestionConfig(_Strict):
 
     @field_validator("topic")
     @classmethod
-    def _topic(cls, value: str) -> str:
-        if _template(value):
+    def _topic(cls, value: str | None) -> str | None:
+        if value is None or _template(value):
             return value
         try:
             check_topic(value)
         except InvalidName as e:
             raise ValueError(str(e)) from None
+        return value
+
+    @field_validator("topics")
+    @classmethod
+    def _topics(cls, value: list[str]) -> list[str]:
+        for topic in value:
+            if not _template(topic):
+                try:
+                    check_topic(topic)
+                except InvalidName as e:
+                    raise ValueError(str(e)) from None
         return value
 
     @field_validator("consumer_group")
@@ -592,6 +614,24 @@ class IngestionConfig(_Strict):
         except InvalidName as e:
             raise ValueError(str(e)) from None
         return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "IngestionConfig":
+        given = [key for key in ("topic", "topics", "topic_pattern") if getattr(self, key)]
+        if len(given) != 1:
+            raise ValueError("name the topics landed with exactly one of topic, topics (a list) and topic_pattern "
+                             f"(a regular expression); given: {', '.join(given) or 'none'}")
+        if len(set(self.topics)) != len(self.topics):
+            raise ValueError(f"topics {self.topics} names a topic twice")
+        if self.topic_pattern is not None:
+            try:
+                re.compile(self.topic_pattern)
+            except re.error as e:
+                raise ValueError(f"topic_pattern {self.topic_pattern!r} is not a regular expression: {e}") from None
+        if self.topic is None and any(len(item.split("/")) != 3 for item in self.allocate_message_queue_list or []):
+            raise ValueError("allocate_message_queue_list: with topics or topic_pattern, name each queue as "
+                             "topic/broker_name/queue_id")
+        return self
 
     @field_validator("table_properties", mode="before")
     @classmethod
@@ -729,9 +769,38 @@ class IngestionConfig(_Strict):
         return self._dead_letters_of
 
     @property
-    def membership_topic(self) -> str:
-        """The topic whose brokers list the group's members (the members subscribe to it, not to the DLQ)."""
-        return self._dead_letters_of or self.topic
+    def membership_topic(self) -> str | None:
+        """The topic whose brokers list the group's members (the members subscribe to it, not to the DLQ); None
+        for a pattern, whose topics are known only from the name server (``membership_topic_of``)."""
+        members = self._dead_letters_cfg or self
+        return members.topic_names[0] if members.topic_names else None
+
+    def membership_topic_of(self, client) -> str:
+        return self.membership_topic or (self._dead_letters_cfg or self).subscribed_topics(client)[0]
+
+    @property
+    def topic_names(self) -> tuple[str, ...]:
+        """The topics named in the configuration (``topic`` or ``topics``); none for a pattern."""
+        return (self.topic,) if self.topic is not None else tuple(self.topics)
+
+    @property
+    def topic_label(self) -> str:
+        """The topics, as logs and descriptions name them."""
+        if self.topic_pattern is not None:
+            return f"topics matching /{self.topic_pattern}/"
+        return ", ".join(self.topic_names)
+
+    def subscribed_topics(self, client) -> list[str]:
+        """The topics landed now: those named, or those of the name server's list the pattern matches (never a
+        retry or dead-letter topic, nor one of RocketMQ's own); TopicNotExist when a pattern matches none."""
+        if self.topic_pattern is None:
+            return list(self.topic_names)
+        found = matching_topics(self.topic_pattern, client.topics())
+        if not found:
+            from rocketlake.resources.rocketmq.errors import TopicNotExist
+
+            raise TopicNotExist(f"no topic on cluster {self.cluster!r} matches topic_pattern {self.topic_pattern!r}")
+        return found
 
     @property
     def can_fail(self) -> bool:
@@ -807,15 +876,24 @@ class IngestionConfig(_Strict):
         return messages, size_mib * 1024 * 1024
 
 
+def matching_topics(pattern: str, names) -> list[str]:
+    """The topics of ``names`` that ``pattern`` matches whole, sorted; never a retry or dead-letter topic (``%...``)
+    nor one of RocketMQ's own (``TopicValidator``'s system topics)."""
+    compiled = re.compile(pattern)
+    return sorted(t for t in names if compiled.fullmatch(t) and not t.startswith("%") and not is_system_topic(t))
+
+
 def dead_letter_config(cfg: IngestionConfig) -> IngestionConfig:
     """The ingestion of ``%DLQ%<group>`` into ``<table>_dlq``: same group, cluster, windows and members; raw bodies
     (a dead letter is kept as it was, decodable or not), no listener, from the queue's first offset (a dead letter
     is never skipped), no retry topic."""
     dlq = cfg.model_copy(update={
         "topic": DLQ_GROUP_TOPIC_PREFIX + cfg.consumer_group, "table": f"{cfg.table}_dlq", "subscription": "*",
+        "topics": [], "topic_pattern": None,
         "body": BodyConfig(), "listener": None, "consume_orderly": False, "layout": LayoutConfig(),
         "consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET})
-    dlq._dead_letters_of = cfg.topic
+    dlq._dead_letters_of = cfg.topic_label
+    dlq._dead_letters_cfg = cfg
     return dlq
 
 

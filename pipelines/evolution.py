@@ -123,11 +123,26 @@ def _allowed(kind: DataType, dotted: str) -> tuple[DataType, Evolution]:
 def infer_fields(bodies) -> StructType:
     """What Spark's JSON inference finds in a one-column DataFrame of body strings (JSON objects only; fields that
     are null in every body are left out until a value gives them a type)."""
+    import json
+
+    from pyspark.errors import PySparkTypeError
     from pyspark.sql import functions as F
 
     objects = bodies.where(F.ltrim(bodies.columns[0]).startswith("{"))
-    inferred = (bodies.sparkSession.read.options(dropFieldIfAllNull="true", columnNameOfCorruptRecord=INFERENCE_CORRUPT)
-                .json(objects).schema)
+    spark = objects.sparkSession
+    options = {"dropFieldIfAllNull": "true", "columnNameOfCorruptRecord": INFERENCE_CORRUPT}
+    try:
+        inferred = spark.read.options(**options).json(objects).schema
+    except PySparkTypeError:
+        # pyspark before 4.2 reads JSON from a DataFrame only in the JVM: DataFrameReader.json(Dataset[String]).
+        if not hasattr(objects, "_jdf"):
+            raise RuntimeError("body.evolve on Spark Connect needs pyspark 4.2 or later (spark.read.json of a "
+                               "DataFrame)") from None
+        reader = spark._jsparkSession.read()
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        strings = getattr(objects._jdf, "as")(spark._jvm.org.apache.spark.sql.Encoders.STRING())
+        inferred = StructType.fromJson(json.loads(reader.json(strings).schema().json()))
     return StructType([f for f in inferred.fields if f.name != INFERENCE_CORRUPT])
 
 

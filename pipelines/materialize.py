@@ -91,7 +91,7 @@ class SparkLake:
         if not entry.queues:
             # No queue at all (a dead-letter queue the broker has not created yet): nothing to read, nothing at
             # stake, no commit to make; the table appears with the first dead letter.
-            log(f"no queue of {self.cfg.topic} to read in these windows (none exists yet, or every one waits): "
+            log(f"no queue of {self.cfg.topic_label} to read in these windows (none exists yet, or every one waits): "
                 "nothing to land")
             return Landing(tuple(WindowAccounting(w.partition_key, 0, 0, 0, 0) for w in entry.windows), {}, 0, None)
         return land_entry(self.spark, self.source_options, self.cfg, self.table_path, entry, queue_count, log,
@@ -130,7 +130,8 @@ def read_plan(spark: SparkSession, source_options: dict[str, str], cfg: Ingestio
     plan = encode_plan((r, w.start_ms) for w in windows for r in w.ranges if r.size > 0)
     max_messages, max_bytes = cfg.per_queue_limits(queue_count)
     return (spark.read.format("rocketmq").options(**source_options)
-            .option("topic", cfg.topic).option("subscription", cfg.subscription)
+            .option("topic", cfg.topic or min(r.queue.topic for w in windows for r in w.ranges))
+            .option("subscription", cfg.subscription)
             .option("plan", plan).option("includeFiltered", "true")
             .option("pullBatchSize", cfg.pull_batch_size).option("pullThresholdForQueue", max_messages)
             .option("pullThresholdSizeForQueue", max(1, max_bytes // MIB))

@@ -91,11 +91,12 @@ def _create_topics(cluster, config_path: Path) -> None:
         for ingestion in config.ingestions.values():
             if config.clusters[ingestion.cluster].namesrv != cluster.spec.namesrv_address:
                 continue
-            try:
-                client.queues(ingestion.topic)
-            except TopicNotExist:
-                cluster.create_topic(ingestion.topic, 4)
-                print(f"  created topic {ingestion.topic} (4 queues on each broker)", flush=True)
+            for topic in ingestion.topic_names:  # a pattern's topics are the user's to create
+                try:
+                    client.queues(topic)
+                except TopicNotExist:
+                    cluster.create_topic(topic, 4)
+                    print(f"  created topic {topic} (4 queues on each broker)", flush=True)
     finally:
         client.close()
 
@@ -300,8 +301,8 @@ def _group_of(config, ingestion):
         raise _Refused(f"cannot reach RocketMQ ({e}): check that the name server {namesrv} of cluster "
                        f"{ingestion.cluster!r} and its brokers are up (`rocketlake local status` for the local one)"
                        ) from None
-    except TopicNotExist:
-        raise _Refused(f"topic {ingestion.topic!r} does not exist on cluster {ingestion.cluster!r} ({namesrv})") from None
+    except TopicNotExist as e:
+        raise _Refused(f"{ingestion.topic_label} on cluster {ingestion.cluster!r} ({namesrv}): {e}") from None
     finally:
         client.close()
 
@@ -333,7 +334,7 @@ def _offsets(args: argparse.Namespace) -> int:
     last_windows = last_landed(landed_queues(entries, ingestion.consumer_group))
     where = (f"member {ingestion.client_id}'s local offset store {group.store.path}" if isinstance(group, MemberBroker)
              else "offsets committed on the brokers; lag as mqadmin consumerProgress's Diff")
-    print(f"group {ingestion.consumer_group} ({ingestion.message_model.value}) on topic {ingestion.topic}, "
+    print(f"group {ingestion.consumer_group} ({ingestion.message_model.value}) on {ingestion.topic_label}, "
           f"cluster {ingestion.cluster} ({cluster.namesrv}); {where}; lag s = age of the oldest message not passed:")
     print(render(rows, int(time.time() * 1000), last_windows, owned))
     if all(r.committed is None for r in rows):
@@ -384,7 +385,7 @@ def _offsets_reset(args: argparse.Namespace) -> int:
             committed[mq] = group.committed_offset(mq)
             targets[mq] = first_offset_at_or_after(group, mq, to_ms, lo, hi)
         plan = plan_reset(committed, targets)
-        print(f"reset of group {ingestion.consumer_group} on topic {ingestion.topic} to the first message stored at or "
+        print(f"reset of group {ingestion.consumer_group} on {ingestion.topic_label} to the first message stored at or "
               f"after {to_ms} ms{' (dry run: nothing changes)' if args.dry_run else ''}:")
         for move in plan.moves:
             print(f"  {move.queue.key}: {'-' if move.before is None else move.before} -> {move.after}")

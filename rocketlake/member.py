@@ -24,9 +24,10 @@ from rocketlake.resources.rocketmq.message import retry_topic
 HEARTBEAT_S = 30.0  # ClientConfig.heartbeatBrokerInterval
 
 
-def consumer_data(cfg: IngestionConfig) -> ConsumerData:
-    """What a push consumer of this ingestion announces: its topic (and its retry topic in CLUSTERING)."""
-    subscriptions = {cfg.topic: cfg.subscription}
+def consumer_data(cfg: IngestionConfig, topics: list[str] | None = None) -> ConsumerData:
+    """What a push consumer of this ingestion announces: its topics (``topics``: those a pattern matches now), and
+    its retry topic in CLUSTERING."""
+    subscriptions = {topic: cfg.subscription for topic in (topics if topics is not None else cfg.topic_names)}
     if cfg.message_model is MessageModel.CLUSTERING:
         subscriptions[retry_topic(cfg.consumer_group)] = "*"  # as DefaultMQPushConsumerImpl.copySubscription
     return ConsumerData.of(cfg.consumer_group, subscriptions, message_model=cfg.message_model,
@@ -40,16 +41,17 @@ class Member:
                  every_s: float = HEARTBEAT_S):
         self.client, self.cfg, self.log, self.every_s = client, cfg, log, every_s
         self.client_id = cfg.client_id
-        self.data = consumer_data(cfg)
 
     def beat(self) -> list[str]:
-        """One heartbeat to the topic's brokers; the group's members as the brokers now list them."""
-        self.client.heart_beat(self.client_id, [self.data])
-        return sorted(self.client.get_consumer_list_by_group(self.cfg.consumer_group, self.cfg.topic))
+        """One heartbeat to the topics' brokers; the group's members as the brokers now list them. A pattern's
+        topics are matched again at every beat, so a topic created later is subscribed to from then on."""
+        topics = self.cfg.subscribed_topics(self.client)
+        self.client.heart_beat(self.client_id, [consumer_data(self.cfg, topics)])
+        return sorted(self.client.get_consumer_list_by_group(self.cfg.consumer_group, topics[0]))
 
     def run(self, stop: threading.Event) -> None:
         group = self.cfg.consumer_group
-        self.log(f"member {self.client_id} of group {group} (topic {self.cfg.topic}): heartbeat every "
+        self.log(f"member {self.client_id} of group {group} ({self.cfg.topic_label}): heartbeat every "
                  f"{self.every_s:.0f}s; stop with SIGTERM or Ctrl-C")
         members: list[str] | None = None
         while True:

@@ -197,6 +197,10 @@ class RocketMQClient:
                 out.extend(MessageQueue(topic, q.broker_name, i) for i in range(q.write_queue_nums))
         return sorted(out)
 
+    def topics(self) -> list[str]:
+        """Every topic the name server lists (system, retry and dead-letter topics included)."""
+        return self.namesrv.topic_list()
+
     def cluster_info(self, *, refresh: bool = False) -> ClusterInfo:
         if self._cluster is None or refresh:
             self._cluster = self.namesrv.cluster_info()

@@ -313,6 +313,12 @@ class NameServerClient:
         """Every broker group registered with the name server, and the clusters they form."""
         return self._ask_each(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), cluster_info_from_response)
 
+    def topic_list(self) -> list[str]:
+        """Every topic the name server knows (GET_ALL_TOPIC_LIST_FROM_NAMESERVER), system ones included."""
+        code = RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER
+        return self._ask_each(RemotingCommand.request(code),
+                              lambda address, response: _parse_success(address, code, response, parse_topic_list))
+
     def _ask_each(self, request: RemotingCommand, handle: Callable[[str, RemotingCommand], _T]) -> _T:
         failures: list[RocketMQError] = []
         for address in self._addresses:
@@ -342,6 +348,12 @@ def topic_route_from_response(address: str, topic: str, response: RemotingComman
             ),
         )
     return _parse_success(address, request_code, response, lambda body: parse_topic_route(topic, body))
+
+
+def parse_topic_list(body: bytes | None) -> list[str]:
+    """A TopicList body: ``{"topicList": [...]}`` (``brokerAddr`` too, when a broker answers)."""
+    data = json.loads(body or b"{}")
+    return sorted(str(t) for t in data.get("topicList") or [])
 
 
 def cluster_info_from_response(address: str, response: RemotingCommand) -> ClusterInfo:

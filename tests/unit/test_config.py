@@ -221,7 +221,7 @@ def test_every_field_either_works_or_is_refused():
                 "machine_room_resolver", "machine_room_nearby_strategy", "virtual_node_count", "listener",
                 "consume_thread_min", "consume_thread_max", "consume_message_batch_max_size", "max_reconsume_times",
                 "consume_timeout", "run_retry", "suspend_current_queue_time_millis", "metadata_columns",
-                "table_properties", "vacuum_retention_hours", "layout"}
+                "table_properties", "vacuum_retention_hours", "layout", "topics", "topic_pattern"}
     assert set(IngestionConfig.model_fields) == honoured | set(NOT_SUPPORTED_YET)
     assert not honoured & set(NOT_SUPPORTED_YET)
 
@@ -359,3 +359,31 @@ def test_table_properties_are_delta_texts_and_refused_by_name_when_they_cannot_b
 def test_a_layout_delta_cannot_make_is_refused_at_load_by_name(layout, message):
     with pytest.raises(ConfigError, match=message):
         parse_config(with_ingestion(layout=layout), "test.yaml")
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"topics": ["a", "b"]}, "exactly one of topic, topics .* given: topic, topics"),
+    ({"topic": None}, "given: none"),
+    ({"topic": None, "topics": ["a", "a"]}, "names a topic twice"),
+    ({"topic": None, "topic_pattern": "orders_("}, "is not a regular expression"),
+    ({"topic": None, "topics": ["a", "b"], "allocate_message_queue_strategy": "CONFIG",
+      "allocate_message_queue_list": ["broker-a/0"]}, "name each queue as topic/broker_name/queue_id"),
+])
+def test_the_topics_landed_are_named_one_way(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_config(with_ingestion(**changes), "test.yaml")
+
+
+def test_a_pattern_matches_whole_names_and_never_retry_dead_letter_or_system_topics():
+    from rocketlake.pipelines.config import matching_topics
+
+    names = ["orders_eu", "orders_us", "orders_eu_archive", "xorders_eu", "%RETRY%orders_g", "%DLQ%orders_g",
+             "rmq_sys_orders_x", "TBW102", "SCHEDULE_TOPIC_XXXX"]
+    assert matching_topics(r"orders_(eu|us)", names) == ["orders_eu", "orders_us"]
+    assert matching_topics(r".*orders.*", names) == ["orders_eu", "orders_eu_archive", "orders_us", "xorders_eu"]
+    cfg = parse_config(with_ingestion(topic=None, topics=["orders_us", "orders_eu"]), "t.yaml").ingestions["orders"]
+    assert (cfg.topic_names, cfg.topic_label, cfg.membership_topic) == (("orders_us", "orders_eu"),
+                                                                       "orders_us, orders_eu", "orders_us")
+    pattern = parse_config(with_ingestion(topic=None, topic_pattern="orders_.*"), "t.yaml").ingestions["orders"]
+    assert (pattern.topic_names, pattern.topic_label, pattern.membership_topic) == (
+        (), "topics matching /orders_.*/", None)

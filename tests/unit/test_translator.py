@@ -91,6 +91,23 @@ def test_without_a_translator_the_names_are_the_tables():
     assert defs.executor is None  # the code location's executor is the user's to choose
 
 
+def test_each_topic_of_an_ingestion_is_upstream_of_its_table_and_a_pattern_is_one_node():
+    config = {"clusters": CONFIG["clusters"], "ingestions": {
+        "orders": {"cluster": "main", "topics": ["orders_eu", "orders_us"], "consumer_group": "g1", "table": "orders",
+                   "window": {"cron": "* * * * *", "start": "2026-11-01"}},
+        "clicks": {"cluster": "main", "topic_pattern": "clicks_.*", "consumer_group": "g2", "table": "clicks",
+                   "window": {"cron": "* * * * *", "start": "2026-11-01"}},
+        "eu_only": {"cluster": "main", "topic": "orders_eu", "consumer_group": "g3", "table": "eu_only",
+                    "window": {"cron": "* * * * *", "start": "2026-11-01"}}}}
+    graph = graph_of(build_definitions(parse_config(config)))
+    eu, us = AssetKey(["rocketmq", "main", "orders_eu"]), AssetKey(["rocketmq", "main", "orders_us"])
+    assert graph.get(AssetKey("orders")).parent_keys == {eu, us}
+    assert graph.get(AssetKey("eu_only")).parent_keys == {eu}  # one node per topic, shared
+    (pattern,) = graph.get(AssetKey("clicks")).parent_keys
+    assert pattern == AssetKey(["rocketmq", "main", "pattern_clicks___"])
+    assert "joins" in graph.get(pattern).description
+
+
 def test_a_translator_returning_something_else_is_refused_naming_the_asset():
     class Broken(RocketlakeTranslator):
         def get_asset_spec(self, data):
