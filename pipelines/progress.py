@@ -53,6 +53,20 @@ def group_progress(group: GroupOffsets) -> list[QueueProgress]:
     return rows
 
 
+def landed_ends(entries, group: str) -> dict[MessageQueue, int]:
+    """Queue -> the end of the highest range ``group``'s ledger entries landed on it (carried entries included)."""
+    ends: dict[MessageQueue, int] = {}
+    for entry in entries:
+        for e in (entry, *entry.carried):
+            if e.consumer_group != group:
+                continue
+            for w in e.windows:
+                for r in w.ranges:
+                    if r.size and r.end > ends.get(r.queue, -1):
+                        ends[r.queue] = r.end
+    return ends
+
+
 def last_landed(landed: dict[str, set[MessageQueue]]) -> dict[MessageQueue, str]:
     """Queue -> the newest window key some ledger entry landed it in (keys sort as their times)."""
     last: dict[MessageQueue, str] = {}

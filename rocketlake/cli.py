@@ -409,6 +409,16 @@ def _offsets_reset(args: argparse.Namespace) -> int:
         return 0
 
 
+def _landed_ends(config, ingestion) -> dict:
+    """What the ingestion's table says was landed, per queue (read with delta-rs; nothing without a table)."""
+    from rocketlake.pipelines.ledger_log import recent_entries
+    from rocketlake.pipelines.progress import landed_ends
+    from rocketlake.pipelines.storage import delta_rs_options
+
+    entries = recent_entries(config.lake.table_path(ingestion.table), storage_options=delta_rs_options(config.lake))
+    return landed_ends(entries, ingestion.consumer_group)
+
+
 def _member(args: argparse.Namespace) -> int:
     import signal
     import threading
@@ -421,7 +431,8 @@ def _member(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     try:
-        Member(client, ingestion, log=lambda line: print(line, flush=True)).run(stop)
+        Member(client, ingestion, log=lambda line: print(line, flush=True),
+               landed=lambda: _landed_ends(config, ingestion)).run(stop)
     except RocketMQError as e:  # only a refusal (TLS, ACL) ends a member: Member.run beats again after the others
         raise _Refused(f"cluster {ingestion.cluster!r} ({config.clusters[ingestion.cluster].namesrv}) turned the "
                        f"member away: {e}") from None

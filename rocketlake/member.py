@@ -16,7 +16,10 @@ import threading
 from collections.abc import Callable
 
 from rocketlake.pipelines.config import IngestionConfig, MessageModel
+from rocketlake import member_status
 from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.codes import CURRENT_VERSION, RequestCode
+from rocketlake.resources.rocketmq.connection import handle_server_requests
 from rocketlake.resources.rocketmq.errors import ClosedBeforeAnswer, RocketMQError, is_refusal
 from rocketlake.resources.rocketmq.heartbeat import ConsumerData, ConsumeType
 from rocketlake.resources.rocketmq.message import retry_topic
@@ -34,13 +37,52 @@ def consumer_data(cfg: IngestionConfig, topics: list[str] | None = None) -> Cons
                            consume_type=ConsumeType.CONSUME_PASSIVELY, consume_from_where=cfg.consume_from_where)
 
 
+#: The members of this process by group, as GET_CONSUMER_RUNNING_INFO finds them (``member_status.answer``).
+_running_info: dict[str, Callable[[], bytes]] = {}
+_client_ids: dict[str, str] = {}
+
+
+def _answer(request, address: str):
+    return member_status.answer(request, _running_info, _client_ids)
+
+
+def client_version() -> str:
+    """What ``PROP_CLIENT_VERSION`` reports: rocketlake's release and the remoting protocol version it speaks."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release = version("rocketlake")
+    except PackageNotFoundError:
+        release = "unknown"
+    return f"rocketlake {release} (protocol {CURRENT_VERSION})"
+
+
 class Member:
-    """Heartbeats for one ingestion until ``stop`` is set, then unregisters."""
+    """Heartbeats for one ingestion until ``stop`` is set, then unregisters; while it runs, answers the brokers'
+    GET_CONSUMER_RUNNING_INFO for its group (``member_status``).
+
+    ``landed``: the end offset of what the table's ledger holds, per queue (for the running info)."""
 
     def __init__(self, client: RocketMQClient, cfg: IngestionConfig, log: Callable[[str], None] = print,
-                 every_s: float = HEARTBEAT_S):
+                 every_s: float = HEARTBEAT_S, landed: Callable[[], dict] | None = None):
         self.client, self.cfg, self.log, self.every_s = client, cfg, log, every_s
         self.client_id = cfg.client_id
+        self.landed = landed or dict
+        self.started_ms = member_status.now_ms()
+
+    def running_info(self) -> bytes:
+        """What ``mqadmin consumerStatus`` shows of this member now: its share of the queues (as its runs compute
+        it), the group's committed offset of each, and the ledger's landed end."""
+        from rocketlake.pipelines.assignment import member_share, membership
+        from rocketlake.pipelines.broker_access import group_broker
+
+        cfg = self.cfg
+        broker = group_broker(self.client, cfg)
+        members = membership(self.client, cfg) if cfg.message_model is MessageModel.CLUSTERING else []
+        share = member_share(cfg, broker.subscribed_queues(), members)
+        held = {mq: broker.committed_offset(mq) for mq in share.taken}
+        return member_status.running_info(cfg, cfg.subscribed_topics(self.client), held, self.landed(),
+                                          self.client.namesrv_address, self.started_ms, client_version())
 
     def beat(self) -> list[str]:
         """One heartbeat to the topics' brokers; the group's members as the brokers now list them. A pattern's
@@ -50,6 +92,18 @@ class Member:
         return sorted(self.client.get_consumer_list_by_group(self.cfg.consumer_group, topics[0]))
 
     def run(self, stop: threading.Event) -> None:
+        group = self.cfg.consumer_group
+        _running_info[group], _client_ids[group] = self.running_info, self.client_id
+        handle_server_requests(RequestCode.GET_CONSUMER_RUNNING_INFO, _answer)
+        try:
+            self._beat_until(stop)
+        finally:
+            _running_info.pop(group, None)
+            _client_ids.pop(group, None)
+            if not _running_info:
+                handle_server_requests(RequestCode.GET_CONSUMER_RUNNING_INFO, None)
+
+    def _beat_until(self, stop: threading.Event) -> None:
         group = self.cfg.consumer_group
         self.log(f"member {self.client_id} of group {group} ({self.cfg.topic_label}): heartbeat every "
                  f"{self.every_s:.0f}s; stop with SIGTERM or Ctrl-C")

@@ -10,8 +10,10 @@ and, while nobody waits, by a daemon idle reader:
 * when the socket breaks, every pending call fails with :class:`ConnectionFailed` and the
   *next* call opens a new socket -- a broker restart needs no new client;
 * requests the server sends to us (flag bit 0 clear) are demultiplexed: NOTIFY_CONSUMER_IDS_CHANGED
-  goes to the registered listeners, anything else that expects an answer gets
-  REQUEST_CODE_NOT_SUPPORTED with the same opaque, like ``NettyRemotingAbstract#processRequestCommand``.
+  goes to the registered listeners; a request whose code has a handler of this process
+  (:func:`handle_server_requests`, e.g. GET_CONSUMER_RUNNING_INFO for a member) is answered by it, on a
+  thread of its own; anything else that expects an answer gets REQUEST_CODE_NOT_SUPPORTED with the same
+  opaque, like ``NettyRemotingAbstract#processRequestCommand``.
 
 The pool (:func:`get_connection`) is keyed by ``(os.getpid(), address)``: a forked or unpickled
 Spark Python worker never writes to a socket its parent opened.
@@ -696,6 +698,13 @@ class Connection:
                     daemon=True,
                 ).start()
             return
+        handler = _server_request_handlers.get(request.code)
+        if handler is not None and not request.is_oneway:
+            # A thread of its own: the handler may call the broker over this very connection, whose answers the
+            # reader thread (this one) must stay free to deliver.
+            threading.Thread(target=self._answer, args=(channel, request, handler),
+                             name=f"rocketmq-answer[{self._address}]", daemon=True).start()
+            return
         if request.is_oneway:
             log.debug("%s: ignoring oneway server request %s", self._address, describe_request(request.code))
             return
@@ -703,6 +712,17 @@ class Connection:
         response = request.make_response(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
         )
+        try:
+            channel.send(encode(response), time.monotonic() + DEFAULT_TIMEOUT, request.code)
+        except (ConnectionFailed, RequestTimeout) as exc:
+            log.warning("%s: could not answer server request %s: %s", self._address, request.code, exc)
+
+    def _answer(self, channel: _Channel, request: RemotingCommand, handler: ServerRequestHandler) -> None:
+        try:
+            response = handler(request, self._address)
+        except Exception as exc:  # the broker must get an answer, as NettyRemotingAbstract gives SYSTEM_ERROR
+            log.exception("%s: handler of server request %s failed", self._address, request.code)
+            response = request.make_response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         try:
             channel.send(encode(response), time.monotonic() + DEFAULT_TIMEOUT, request.code)
         except (ConnectionFailed, RequestTimeout) as exc:
@@ -724,6 +744,21 @@ class Connection:
             channel, self._channel = self._channel, None
         if channel is not None:
             channel.close("the connection was closed by this client")
+
+
+#: Answers a request a server sends this process: (the request, the server's address) -> the response
+#: (``request.make_response(...)`` with a body).
+ServerRequestHandler = Callable[[RemotingCommand, str], RemotingCommand]
+_server_request_handlers: dict[int, ServerRequestHandler] = {}
+
+
+def handle_server_requests(code: int, handler: ServerRequestHandler | None) -> None:
+    """Answer every request of ``code`` a server sends on any connection of this process with ``handler``
+    (None: stop; such requests are then answered REQUEST_CODE_NOT_SUPPORTED again)."""
+    if handler is None:
+        _server_request_handlers.pop(int(code), None)
+    else:
+        _server_request_handlers[int(code)] = handler
 
 
 def _run_listener(listener: ConsumerIdsChangedListener, request: RemotingCommand, address: str) -> None:

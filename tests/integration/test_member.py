@@ -41,6 +41,7 @@ def test_a_member_process_joins_the_group_and_leaves_it_when_stopped(tmp_path, l
         until(lambda: client_id in client.get_consumer_list_by_group(group, produced.topic), 60,
               f"{client_id} in the brokers' consumer list of {group}")
         assert client_id in local_cluster.mqadmin().consumer_connection(group)  # what an operator sees
+        assert_consumer_status_shows_the_member(local_cluster, client, group, client_id, produced.topic)
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=60)
         assert proc.returncode == 0, output
@@ -52,6 +53,56 @@ def test_a_member_process_joins_the_group_and_leaves_it_when_stopped(tmp_path, l
             proc.kill()
             proc.communicate()
         client.close()
+
+
+def sections(status: str) -> dict[str, list[str]]:
+    """``mqadmin consumerStatus -i``'s output: section title -> its lines."""
+    found: dict[str, list[str]] = {}
+    title = None
+    for line in status.splitlines():
+        if line.startswith("#") and line.rstrip().endswith("#") and len(line.strip()) > 2:
+            title = line.strip().strip("#")
+            found[title] = []
+        elif title is not None and line.strip():
+            found[title].append(line)
+    return found
+
+
+def assert_consumer_status_shows_the_member(cluster, client, group: str, client_id: str, topic: str):
+    """``mqadmin consumerStatus`` asks the member (through the broker) what a Java push consumer reports, and shows
+    it as it shows a Java one: beside a Java DefaultMQPushConsumer of another group on the same topic."""
+    from rocketlake.resources.local import peers
+
+    queues = client.queues(topic)
+    client.update_consumer_offset(group, queues[0], 3)  # what the group committed, as a run would
+    java_group, java_instance = unique("g_java"), unique("java")
+    java = peers.start_push_member(cluster.spec.namesrv_address, cluster.spec.state_dir, java_group, topic,
+                                   client_ip="127.0.0.1", instance_name=java_instance)
+    try:
+        java_id = f"127.0.0.1@{java_instance}"
+        until(lambda: java_id in client.get_consumer_list_by_group(java_group, topic), 60, f"{java_id} joined")
+        ours = sections(cluster.mqadmin().run("consumerStatus", "-g", group, "-i", client_id))
+        theirs = sections(cluster.mqadmin().run("consumerStatus", "-g", java_group, "-i", java_id))
+    finally:
+        java.stdin.close()
+        java.wait(timeout=60)
+    assert set(ours) == set(theirs), (sorted(ours), sorted(theirs))  # the same sections, the same tools
+    properties = {key.strip(): value.strip() for key, _, value in
+                  (line.partition(": ") for line in ours["Consumer Properties"])}
+    assert properties["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY", ours["Consumer Properties"]
+    assert properties["consumerGroup"] == group and properties["messageModel"] == "CLUSTERING"
+    subscribed = " ".join(ours["Consumer Subscription"])
+    assert topic in subscribed and f"%RETRY%{group}" in subscribed
+    offsets = [line.split() for line in ours["Consumer Offset"] if topic in line]
+    # One member: it holds every queue of the topic, each with the offset the group committed (-1: none yet).
+    assert sorted((o[1], int(o[2])) for o in offsets) == sorted((q.broker_name, q.queue_id) for q in queues)
+    committed = {(o[1], int(o[2])): int(o[-1]) for o in offsets}
+    assert committed[(queues[0].broker_name, queues[0].queue_id)] == 3
+    on_broker = {(q.broker_name, q.queue_id): client.query_consumer_offset(group, q) for q in queues}
+    assert committed == {q: -1 if offset is None else offset for q, offset in on_broker.items()}
+    # Without -i, mqadmin asks every member and checks their subscriptions; it names ours and fails on nothing.
+    everyone = cluster.mqadmin().run("consumerStatus", "-g", group)
+    assert client_id in everyone
 
 
 def test_two_deployments_on_one_host_with_one_configuration_are_two_members(tmp_path, local_cluster, produced,

@@ -1,0 +1,72 @@
+"""The body of a member's answer to GET_CONSUMER_RUNNING_INFO, in fastjson's form (``running_info``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocketlake.resources.rocketmq.filter import Subscription
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.resources.rocketmq.running_info import ConsumeStatus, ProcessQueueInfo, encode_running_info
+
+pytestmark = pytest.mark.unit
+
+
+def test_queues_are_object_keys_in_tree_order_and_subscriptions_one_per_topic_and_expression():
+    subs = [Subscription.parse("TopicA", "tagA || tagB", ), Subscription.parse("%RETRY%g1", "*"),
+            Subscription.parse("TopicA", "tagA || tagB")]
+    subs = [Subscription(s.topic, s.sub_string, s.tags_set, s.code_set, s.expression_type, 1700000000123)
+            for s in subs]
+    body = encode_running_info(
+        {"PROP_CONSUME_TYPE": "CONSUME_PASSIVELY", "consumerGroup": "g1"}, subs,
+        {MessageQueue("TopicA", "broker-b", 0): ProcessQueueInfo(7), MessageQueue("TopicA", "broker-a", 1):
+         ProcessQueueInfo(-1), MessageQueue("%RETRY%g1", "broker-a", 0): ProcessQueueInfo(0)},
+        {"TopicA": ConsumeStatus(consume_ok_tps=3.0)}, {"landedOffset@TopicA/broker-b/0": "9"})
+    text = body.decode()
+    # What ConsumerRunningInfo.encode() writes (fastjson 1): fields sorted, TreeMap order, bare object keys.
+    assert text.startswith('{"mqPopTable":{},"mqTable":{{"brokerName":"broker-a","queueId":0,"topic":"%RETRY%g1"}:'
+                           '{"cachedMsgCount":0,')
+    assert text.index('"queueId":1,"topic":"TopicA"}') < text.index('{"brokerName":"broker-b","queueId":0,"topic'
+                                                                      '":"TopicA"}:{"cachedMsgCount":0,'
+                                                                      '"cachedMsgMaxOffset":0,"cachedMsgMinOffset":0,'
+                                                                      '"cachedMsgSizeInMiB":0,"commitOffset":7,')
+    assert ('"statusTable":{"TopicA":{"consumeFailedMsgs":0,"consumeFailedTPS":0.0,"consumeOKTPS":3.0,"consumeRT":0.0,'
+            '"pullRT":0.0,"pullTPS":0.0}}') in text
+    assert ('"subscriptionSet":[{"classFilterMode":false,"codeSet":[],"expressionType":"TAG","subString":"*",'
+            '"subVersion":1700000000123,"tagsSet":[],"topic":"%RETRY%g1"},{"classFilterMode":false,"codeSet":'
+            '[3552231,3552232],"expressionType":"TAG","subString":"tagA || tagB","subVersion":1700000000123,'
+            '"tagsSet":["tagA","tagB"],"topic":"TopicA"}]') in text
+    assert text.endswith('"userConsumerInfo":{"landedOffset@TopicA/broker-b/0":"9"}}')
+
+
+def test_a_property_that_is_not_a_string_is_refused():
+    with pytest.raises(TypeError, match="PROP_CONSUMEORDERLY"):
+        encode_running_info({"PROP_CONSUMEORDERLY": False}, [], {}, {})
+
+
+def test_a_member_answers_for_its_group_only_with_the_java_clients_remark():
+    from rocketlake.member_status import answer
+    from rocketlake.resources.rocketmq.codes import RequestCode, ResponseCode
+    from rocketlake.resources.rocketmq.frame import RemotingCommand
+
+    def asked(group: str, client_id: str) -> RemotingCommand:
+        return RemotingCommand(code=RequestCode.GET_CONSUMER_RUNNING_INFO, opaque=42,
+                               ext_fields={"consumerGroup": group, "clientId": client_id, "jstackEnable": "false"})
+
+    members, ids = {"g1": lambda: b'{"x":1}'}, {"g1": "127.0.0.1@a"}
+    ok = answer(asked("g1", "127.0.0.1@a"), members, ids)
+    assert (ok.code, ok.opaque, ok.is_response, ok.body) == (ResponseCode.SUCCESS, 42, True, b'{"x":1}')
+    for group, client_id in (("g2", "127.0.0.1@a"), ("g1", "127.0.0.1@other")):
+        refused = answer(asked(group, client_id), members, ids)
+        assert (refused.code, refused.remark) == (ResponseCode.SYSTEM_ERROR,
+                                                  f"The Consumer Group <{group}> not exist in this consumer")
+
+
+def test_the_members_properties_are_strings_under_the_java_names():
+    from rocketlake.member_status import properties
+    from tests.unit.support import ingestion_config
+
+    props = properties(ingestion_config(consume_orderly=True), "127.0.0.1:9876;127.0.0.1:9877", 1700000000000, "v")
+    assert all(isinstance(v, str) for v in props.values())
+    assert (props["PROP_CONSUMEORDERLY"], props["PROP_NAMESERVER_ADDR"], props["consumeOrderly"],
+            props["pullBatchSize"], props["messageModel"]) == ("true", "127.0.0.1:9876;127.0.0.1:9877;", "true", "32",
+                                                              "CLUSTERING")
