@@ -16,12 +16,19 @@ HEADER_BYTES = len(SINGLE_OBJECT_MARKER) + 8
 _PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
 _ORDER = ("name", "type", "fields", "symbols", "items", "values", "size")
 _EMPTY = 0xC15D213AA4D7A795
-_TABLE = []
-for _i in range(256):
-    _fp = _i
-    for _ in range(8):
-        _fp = (_fp >> 1) ^ (_EMPTY & -(_fp & 1))
-    _TABLE.append(_fp)
+
+
+def _crc_table() -> list[int]:
+    table = []
+    for i in range(256):
+        fp = i
+        for _ in range(8):
+            fp = (fp >> 1) ^ (_EMPTY & -(fp & 1))
+        table.append(fp)
+    return table
+
+
+_TABLE = _crc_table()
 
 
 def crc64_avro(data: bytes) -> int:

@@ -113,10 +113,6 @@ def table_fields(spark: SparkSession, path: str) -> list:
     return list(spark.read.format("delta").load(path).schema.fields)
 
 
-def partition_columns(spark: SparkSession, path: str) -> list[str]:
-    return _detail(spark, path).partition_by
-
-
 @dataclass(frozen=True)
 class Layout:
     """How a table rocketlake creates lays out its files (an ingestion's ``layout``): partition columns after the
@@ -294,13 +290,13 @@ def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: boo
                   .option("optimizeWrite", str(optimize_write_for(ledger)).lower()))
         return writer.option("userMetadata", ledger.to_json()) if with_ledger else writer
 
-    def with_layout_columns(frame: DataFrame, day: bool) -> DataFrame:
+    def with_layout_columns(frame: DataFrame, day: bool, hour: bool) -> DataFrame:
         frame = frame.withColumn(DAY_COLUMN, F.expr(DAY_EXPRESSION)) if day else frame
-        return frame.withColumn(HOUR_COLUMN, F.expr(HOUR_EXPRESSION)) if HOUR_COLUMN in layout.columns else frame
+        return frame.withColumn(HOUR_COLUMN, F.expr(HOUR_EXPRESSION)) if hour else frame
 
     properties = properties or {}
     if not is_delta_table(spark, path):
-        laid = with_layout_columns(df, day=True)
+        laid = with_layout_columns(df, day=True, hour=HOUR_COLUMN in layout.columns)
         missing = [f"{key}: {name!r}" for key in ("partition_by", "cluster_by", "zorder_by")
                    for name in getattr(layout, key) if name not in laid.columns]
         if missing:
@@ -322,7 +318,11 @@ def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: boo
     _check_layout(path, detail, layout)
     set_table_properties(spark, path, properties, detail.properties)
     predicate = slice_predicate(ledger.windows)
-    df = with_layout_columns(df, day=DAY_COLUMN in detail.partition_by or bool(detail.cluster_by))
+    # The table's own layout decides the derived columns a slice needs: a layout since removed from the
+    # configuration (the default asks nothing) must not drop a column the table is partitioned or clustered by.
+    laid_out_by = {*detail.partition_by, *detail.cluster_by}
+    df = with_layout_columns(df, day=DAY_COLUMN in detail.partition_by or bool(detail.cluster_by),
+                             hour=HOUR_COLUMN in layout.columns or HOUR_COLUMN in laid_out_by)
     if DAY_COLUMN in detail.partition_by:
         days = slice_days(ledger.windows)
         if days:

@@ -142,13 +142,13 @@ def follow(job, upstream: AssetKey, downstream: AssetKey, recent: int = 3):
     return follows
 
 
-def follow_changes(job, upstream: AssetKey):
+def follow_changes(job, upstream: AssetKey, downstream: AssetKey):
     """Every minute, the job of an asset that reads its upstream's change feed, once per new upstream
     materialization (the run key dedupes): it reads whatever changed since its last run."""
 
     @schedule(name=f"{job.name}_follows", job=job, cron_schedule="* * * * *",
               default_status=DefaultScheduleStatus.RUNNING,
-              description=f"Materializes {job.name[:-4]} after each new materialization of "
+              description=f"Materializes {downstream.to_user_string()} after each new materialization of "
                           f"{upstream.to_user_string()}.")
     def follows(context: ScheduleEvaluationContext):
         event = context.instance.get_latest_materialization_event(upstream)
@@ -164,6 +164,6 @@ _follower_jobs = [define_asset_job(f"{a.key.to_user_string()}_job", selection=[a
 defs = Definitions.merge(build_definitions(_config, schedules_running=True), Definitions(
     assets=[*_assets, *_followers], jobs=[*_jobs, *_follower_jobs], executor=rocketlake_executor,
     schedules=[follow(job, next(iter(a.dependency_keys)), a.key) for job, a in zip(_jobs, _assets)]
-    + [follow_changes(job, next(iter(a.dependency_keys))) for job, a in zip(_follower_jobs, _followers)]))
+    + [follow_changes(job, next(iter(a.dependency_keys)), a.key) for job, a in zip(_follower_jobs, _followers)]))
 
 __all__ = ["defs"]

@@ -95,9 +95,9 @@ def answer(request: RemotingCommand, members: dict[str, Callable[[], bytes]], cl
            ) -> RemotingCommand:
     """The response to GET_CONSUMER_RUNNING_INFO: the running info of the group's member in this process, or
     SYSTEM_ERROR with the Java client's remark for a group it is not a member of."""
-    group = request.ext_fields.get("consumerGroup", "")
+    group, client_id = request.ext_fields.get("consumerGroup", ""), request.ext_fields.get("clientId")
     build = members.get(group)
-    if build is None or request.ext_fields.get("clientId", client_ids.get(group)) != client_ids.get(group):
+    if build is None or (client_id is not None and client_id != client_ids.get(group)):
         return request.make_response(ResponseCode.SYSTEM_ERROR,
                                      f"The Consumer Group <{group}> not exist in this consumer")
     return replace(request.make_response(ResponseCode.SUCCESS), body=build())

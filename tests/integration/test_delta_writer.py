@@ -333,6 +333,12 @@ def test_a_table_laid_out_otherwise_is_refused_before_anything_is_written(spark,
         write_slice(frame(spark, rows), path, ledger("r1", [(0, [("broker-a", 0, 0, 1)])]),
                     layout=Layout(partition_by=("v",)))
     assert last_commit_version(spark, path) == version
+    # A layout removed from the configuration later: the table keeps its own, and slices still get its columns.
+    hourly = str(tmp_path / "hourly")
+    write_slice(frame(spark, rows), hourly, ledger("r0", [(0, [("broker-a", 0, 0, 1)])]),
+                layout=Layout(partition_by=("window_hour",)))
+    write_slice(frame(spark, [("t", "broker-a", 0, 0, 0, "b")]), hourly, ledger("r1", [(0, [("broker-a", 0, 0, 1)])]))
+    assert table_rows(hourly) == [("broker-a", 0, 0, "b")]
     with pytest.raises(LayoutMismatch, match="'nope' is not a column of the rows landed"):
         write_slice(frame(spark, rows), str(tmp_path / "new"), ledger("r0", [(0, [("broker-a", 0, 0, 1)])]),
                     layout=Layout(zorder_by=("nope",)))
