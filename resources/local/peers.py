@@ -204,7 +204,10 @@ class PeerServer:
         with open(self.log_file, "ab") as log:
             log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(cmd)}\n".encode())
             log.flush()
-            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
+            # In the state directory: mqadmin consumerStatus -i writes its answer to ./<timestamp>/ there,
+            # not into the directory rocketlake was started from.
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                    cwd=self.state_dir)
         lines: queue.SimpleQueue = queue.SimpleQueue()
         threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True,
                          name=f"peer-server-{proc.pid}-stdout").start()
