@@ -31,6 +31,24 @@ def decode_body(df: DataFrame, body_format: str, schema_ddl: str | None = None) 
     return parsed.select(*df.columns, *[F.col("_body_json").getField(f.name).alias(f.name) for f in schema.fields])
 
 
+def top_level_names(schema_ddl: str | None) -> list[str]:
+    """The top-level field names of a Spark DDL string, in order, without a Spark session (pyspark 4 parses DDL in
+    the JVM): for what runs outside Spark (a member's direct consume, the demo's definitions at load)."""
+    names, depth, field = [], 0, ""
+    for ch in (schema_ddl or "") + ",":
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        if ch == "," and depth == 0:
+            if field.strip():
+                names.append(field.split()[0].strip("`"))
+            field = ""
+        else:
+            field += ch
+    return names
+
+
 def configured_schema(schema_ddl: str | None) -> StructType:
     """``body.schema`` as Spark's type; empty when there is none (an evolving table takes its columns from the
     bodies, ``pipelines.evolution``)."""

@@ -182,6 +182,14 @@ class _TaskBatches:
         self.rows = self.bytes = 0
 
 
+def batch_of(messages: list[Message], schema: pa.Schema, broker_name: str) -> pa.RecordBatch:
+    """``messages`` as the source's columns, by the exact decoder's path (a member's direct consume)."""
+    builder = _BatchBuilder(schema, broker_name, None)
+    for m in messages:
+        builder.add(m, True)
+    return builder.flush()
+
+
 class _BatchBuilder:
     """Columns accumulated as Python lists, turned into one Arrow batch per flush."""
 

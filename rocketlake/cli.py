@@ -432,7 +432,8 @@ def _member(args: argparse.Namespace) -> int:
         signal.signal(signum, lambda *_: stop.set())
     try:
         Member(client, ingestion, log=lambda line: print(line, flush=True),
-               landed=lambda: _landed_ends(config, ingestion)).run(stop)
+               landed=lambda: _landed_ends(config, ingestion),
+               in_flight=lambda: _runs_in_flight(ingestion.consumer_group)).run(stop)
     except RocketMQError as e:  # only a refusal (TLS, ACL) ends a member: Member.run beats again after the others
         raise _Refused(f"cluster {ingestion.cluster!r} ({config.clusters[ingestion.cluster].namesrv}) turned the "
                        f"member away: {e}") from None

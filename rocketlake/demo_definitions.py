@@ -36,6 +36,7 @@ from rocketlake.assets.partitions import window_partitions
 from rocketlake.assets.definitions import build_definitions
 from rocketlake.assets.run_guard import rocketlake_executor
 from rocketlake.demo_customers import build_customers
+from rocketlake.pipelines.body import top_level_names
 from rocketlake.pipelines.config import load_config
 from rocketlake.pipelines.storage import apply_lake
 
@@ -94,30 +95,17 @@ def build_by_region(ingestion, lake):
 def demo_assets(config) -> list:
     """An aggregate for every ingestion whose JSON bodies have the demo's ``region`` and ``amount``."""
     return [build_by_region(ing, config.lake) for ing in config.ingestions.values()
-            if ing.body.format == "json" and {"region", "amount"} <= body_columns(ing.body.schema_)]
+            if ing.body.format == "json" and {"region", "amount"} <= _names(ing.body.schema_)]
 
 
 def change_followers(config) -> list:
     """Per customer, from the change feed, for every ingestion whose JSON bodies have ``customer`` and ``amount``."""
     return [build_customers(ing, config.lake) for ing in config.ingestions.values()
-            if ing.body.format == "json" and {"customer", "amount"} <= body_columns(ing.body.schema_)]
+            if ing.body.format == "json" and {"customer", "amount"} <= _names(ing.body.schema_)]
 
 
-def body_columns(schema_ddl: str | None) -> set[str]:
-    """Top-level column names of a Spark DDL string (no Spark session needed at load)."""
-    names, depth, field = set(), 0, ""
-    for ch in (schema_ddl or "") + ",":
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth -= 1
-        if ch == "," and depth == 0:
-            if field.strip():
-                names.add(field.split()[0].strip("`").lower())
-            field = ""
-        else:
-            field += ch
-    return names
+def _names(schema_ddl: str | None) -> set[str]:
+    return {name.lower() for name in top_level_names(schema_ddl)}
 
 
 _config = load_config()

@@ -15,13 +15,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from dataclasses import replace
+
+from rocketlake import member_requests, member_status
 from rocketlake.pipelines.config import IngestionConfig, MessageModel
-from rocketlake import member_status
 from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.codes import CURRENT_VERSION, RequestCode
+from rocketlake.resources.rocketmq.client_requests import decode_reset_offset_body
+from rocketlake.resources.rocketmq.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from rocketlake.resources.rocketmq.connection import handle_server_requests
 from rocketlake.resources.rocketmq.errors import ClosedBeforeAnswer, RocketMQError, is_refusal
 from rocketlake.resources.rocketmq.heartbeat import ConsumerData, ConsumeType
+from rocketlake.resources.rocketmq.frame import RemotingCommand
 from rocketlake.resources.rocketmq.message import retry_topic
 
 HEARTBEAT_S = 30.0  # ClientConfig.heartbeatBrokerInterval
@@ -37,13 +41,27 @@ def consumer_data(cfg: IngestionConfig, topics: list[str] | None = None) -> Cons
                            consume_type=ConsumeType.CONSUME_PASSIVELY, consume_from_where=cfg.consume_from_where)
 
 
-#: The members of this process by group, as GET_CONSUMER_RUNNING_INFO finds them (``member_status.answer``).
-_running_info: dict[str, Callable[[], bytes]] = {}
-_client_ids: dict[str, str] = {}
+#: The members of this process by group: whom the brokers' requests to clients for that group go to.
+_members: dict[str, Member] = {}
+#: What this process answers when a broker asks (``mqadmin consumerStatus``, ``resetOffsetByTime``, ``queryMsgById``).
+_HANDLED = (RequestCode.GET_CONSUMER_RUNNING_INFO, RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY)
 
 
-def _answer(request, address: str):
-    return member_status.answer(request, _running_info, _client_ids)
+def _answer(request: RemotingCommand, address: str) -> RemotingCommand | None:
+    if request.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:  # oneway: nothing is answered
+        member = _members.get(request.ext_fields.get("group", ""))
+        if member is not None:
+            member.reset(address, request)
+        return None
+    group, client_id = request.ext_fields.get("consumerGroup", ""), request.ext_fields.get("clientId")
+    member = _members.get(group)
+    if member is None or (client_id is not None and client_id != member.client_id):
+        return request.make_response(ResponseCode.SYSTEM_ERROR,
+                                     f"The Consumer Group <{group}> not exist in this consumer")
+    if request.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+        return replace(request.make_response(ResponseCode.SUCCESS), body=member.consume_directly(request))
+    return replace(request.make_response(ResponseCode.SUCCESS), body=member.running_info())
 
 
 def client_version() -> str:
@@ -59,20 +77,25 @@ def client_version() -> str:
 
 class Member:
     """Heartbeats for one ingestion until ``stop`` is set, then unregisters; while it runs, answers the brokers'
-    GET_CONSUMER_RUNNING_INFO for its group (``member_status``).
+    requests to clients for its group: GET_CONSUMER_RUNNING_INFO (``member_status``), RESET_CONSUMER_CLIENT_OFFSET
+    and CONSUME_MESSAGE_DIRECTLY (``member_requests``).
 
-    ``landed``: the end offset of what the table's ledger holds, per queue (for the running info)."""
+    ``landed``: the end offset of what the table's ledger holds, per queue (for the running info).
+    ``in_flight``: the ids of the group's runs in flight (a reset waits for none)."""
 
     def __init__(self, client: RocketMQClient, cfg: IngestionConfig, log: Callable[[str], None] = print,
-                 every_s: float = HEARTBEAT_S, landed: Callable[[], dict] | None = None):
+                 every_s: float = HEARTBEAT_S, landed: Callable[[], dict] | None = None,
+                 in_flight: Callable[[], set[str]] | None = None):
         self.client, self.cfg, self.log, self.every_s = client, cfg, log, every_s
         self.client_id = cfg.client_id
         self.landed = landed or dict
+        self.in_flight = in_flight or set
         self.started_ms = member_status.now_ms()
+        self.last_reset: member_requests.ResetOutcome | None = None
 
     def running_info(self) -> bytes:
         """What ``mqadmin consumerStatus`` shows of this member now: its share of the queues (as its runs compute
-        it), the group's committed offset of each, and the ledger's landed end."""
+        it), the group's committed offset of each, the ledger's landed end, and what became of the last reset."""
         from rocketlake.pipelines.assignment import member_share, membership
         from rocketlake.pipelines.broker_access import group_broker
 
@@ -81,8 +104,32 @@ class Member:
         members = membership(self.client, cfg) if cfg.message_model is MessageModel.CLUSTERING else []
         share = member_share(cfg, broker.subscribed_queues(), members)
         held = {mq: broker.committed_offset(mq) for mq in share.taken}
+        extra = {} if self.last_reset is None else {member_status.LAST_RESET: self.last_reset.summary()}
         return member_status.running_info(cfg, cfg.subscribed_topics(self.client), held, self.landed(),
-                                          self.client.namesrv_address, self.started_ms, client_version())
+                                          self.client.namesrv_address, self.started_ms, client_version(), extra)
+
+    def reset(self, address: str, request: RemotingCommand) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET from the broker at ``address``: its table through ``offsets reset``'s rules."""
+        from rocketlake.pipelines.broker_access import group_broker
+
+        timestamp = int(request.ext_fields.get("timestamp", "-1"))
+        try:
+            targets = decode_reset_offset_body(request.body)
+            outcome = member_requests.reset_offsets(group_broker(self.client, self.cfg), targets,
+                                                    set(self.cfg.subscribed_topics(self.client)), timestamp,
+                                                    self.in_flight)
+        except Exception as e:  # oneway: no one to answer; the operator reads the log and consumerStatus
+            outcome = member_requests.ResetOutcome(timestamp, refused=f"{type(e).__name__}: {e}")
+        self.last_reset = outcome
+        self.log(f"offset reset asked by broker {address} for group {self.cfg.consumer_group}: {outcome.summary()}")
+
+    def consume_directly(self, request: RemotingCommand) -> bytes:
+        """CONSUME_MESSAGE_DIRECTLY: the listener's verdict on the message; nothing lands, no offset moves."""
+        fields = request.ext_fields
+        result = member_requests.consume_directly(self.cfg, request.body or b"", fields.get("brokerName", ""))
+        self.log(f"direct consume of message {fields.get('msgId')} (asked through broker "
+                 f"{fields.get('brokerName')}): {result}")
+        return result.encode()
 
     def beat(self) -> list[str]:
         """One heartbeat to the topics' brokers; the group's members as the brokers now list them. A pattern's
@@ -92,16 +139,16 @@ class Member:
         return sorted(self.client.get_consumer_list_by_group(self.cfg.consumer_group, topics[0]))
 
     def run(self, stop: threading.Event) -> None:
-        group = self.cfg.consumer_group
-        _running_info[group], _client_ids[group] = self.running_info, self.client_id
-        handle_server_requests(RequestCode.GET_CONSUMER_RUNNING_INFO, _answer)
+        _members[self.cfg.consumer_group] = self
+        for code in _HANDLED:
+            handle_server_requests(code, _answer)
         try:
             self._beat_until(stop)
         finally:
-            _running_info.pop(group, None)
-            _client_ids.pop(group, None)
-            if not _running_info:
-                handle_server_requests(RequestCode.GET_CONSUMER_RUNNING_INFO, None)
+            _members.pop(self.cfg.consumer_group, None)
+            if not _members:
+                for code in _HANDLED:
+                    handle_server_requests(code, None)
 
     def _beat_until(self, stop: threading.Event) -> None:
         group = self.cfg.consumer_group

@@ -11,13 +11,10 @@ consumerStatus``'s blocked-queue check has nothing to warn about; its rates are 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import replace
 
 from rocketlake.pipelines.config import IngestionConfig, MessageModel
-from rocketlake.resources.rocketmq.codes import ResponseCode
 from rocketlake.resources.rocketmq.filter import Subscription
-from rocketlake.resources.rocketmq.frame import RemotingCommand
 from rocketlake.resources.rocketmq.message import retry_topic
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq.running_info import (
@@ -43,6 +40,8 @@ REPORTED_SETTINGS = ("consumer_group", "message_model", "consume_from_where", "c
 #: Landed offsets in ``userConsumerInfo``: ``landedOffset@<topic>/<broker>/<queue id>`` -> the end of the ranges
 #: the table's ledger holds for that queue.
 LANDED_PREFIX = "landedOffset@"
+#: In ``userConsumerInfo``: what became of the last RESET_CONSUMER_CLIENT_OFFSET (oneway: nothing else answers it).
+LAST_RESET = "rocketlake.lastReset"
 
 
 def _java_name(name: str) -> str:
@@ -80,27 +79,17 @@ def subscriptions(cfg: IngestionConfig, topics: list[str], started_ms: int) -> l
 
 
 def running_info(cfg: IngestionConfig, topics: list[str], held: dict[MessageQueue, int | None],
-                 landed: dict[MessageQueue, int], namesrv: str, started_ms: int, version: str) -> bytes:
+                 landed: dict[MessageQueue, int], namesrv: str, started_ms: int, version: str,
+                 extra: dict[str, str] | None = None) -> bytes:
     """The body of the answer: ``held`` maps each queue of the member's share to the group's committed offset
     (None: none yet, reported as -1 as the Java offset store does); ``landed``, queues to the ledger's end."""
     subs = subscriptions(cfg, topics, started_ms)
     queues = {mq: ProcessQueueInfo(commit_offset=-1 if offset is None else offset) for mq, offset in held.items()}
     user = {f"{LANDED_PREFIX}{mq.topic}/{mq.broker_name}/{mq.queue_id}": str(end)
             for mq, end in sorted(landed.items()) if mq in held}
+    user.update(extra or {})
     return encode_running_info(properties(cfg, namesrv, started_ms, version), subs, queues,
                                {s.topic: ConsumeStatus() for s in subs}, user)
-
-
-def answer(request: RemotingCommand, members: dict[str, Callable[[], bytes]], client_ids: dict[str, str]
-           ) -> RemotingCommand:
-    """The response to GET_CONSUMER_RUNNING_INFO: the running info of the group's member in this process, or
-    SYSTEM_ERROR with the Java client's remark for a group it is not a member of."""
-    group, client_id = request.ext_fields.get("consumerGroup", ""), request.ext_fields.get("clientId")
-    build = members.get(group)
-    if build is None or (client_id is not None and client_id != client_ids.get(group)):
-        return request.make_response(ResponseCode.SYSTEM_ERROR,
-                                     f"The Consumer Group <{group}> not exist in this consumer")
-    return replace(request.make_response(ResponseCode.SUCCESS), body=build())
 
 
 def now_ms() -> int:

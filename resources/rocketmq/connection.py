@@ -699,9 +699,10 @@ class Connection:
                 ).start()
             return
         handler = _server_request_handlers.get(request.code)
-        if handler is not None and not request.is_oneway:
+        if handler is not None:
             # A thread of its own: the handler may call the broker over this very connection, whose answers the
-            # reader thread (this one) must stay free to deliver.
+            # reader thread (this one) must stay free to deliver. A oneway request (RESET_CONSUMER_CLIENT_OFFSET)
+            # is handled and never answered, as ClientRemotingProcessor returns null for it.
             threading.Thread(target=self._answer, args=(channel, request, handler),
                              name=f"rocketmq-answer[{self._address}]", daemon=True).start()
             return
@@ -723,6 +724,8 @@ class Connection:
         except Exception as exc:  # the broker must get an answer, as NettyRemotingAbstract gives SYSTEM_ERROR
             log.exception("%s: handler of server request %s failed", self._address, request.code)
             response = request.make_response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        if request.is_oneway:
+            return
         try:
             channel.send(encode(response), time.monotonic() + DEFAULT_TIMEOUT, request.code)
         except (ConnectionFailed, RequestTimeout) as exc:
@@ -747,8 +750,8 @@ class Connection:
 
 
 #: Answers a request a server sends this process: (the request, the server's address) -> the response
-#: (``request.make_response(...)`` with a body).
-ServerRequestHandler = Callable[[RemotingCommand, str], RemotingCommand]
+#: (``request.make_response(...)`` with a body; None for a oneway request, which gets no answer).
+ServerRequestHandler = Callable[[RemotingCommand, str], "RemotingCommand | None"]
 _server_request_handlers: dict[int, ServerRequestHandler] = {}
 
 

@@ -32,16 +32,17 @@ def test_a_member_process_joins_the_group_and_leaves_it_when_stopped(tmp_path, l
     group, instance = unique("g"), unique("deploy")
     config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake", {
         "orders": {"topic": produced.topic, "consumer_group": group, "table": unique("t"),
-                   "client_ip": "127.0.0.1", "instance_name": instance}})
+                   "client_ip": "127.0.0.1", "instance_name": instance, "listener": POISON_LISTENER}})
     client_id = f"127.0.0.1@{instance}"
     client = RocketMQClient(local_cluster.spec.namesrv_address)
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "rocketlake"), "member", "orders", "--config",
-                             str(config)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = start_member(config, tmp_path)
     try:
         until(lambda: client_id in client.get_consumer_list_by_group(group, produced.topic), 60,
               f"{client_id} in the brokers' consumer list of {group}")
         assert client_id in local_cluster.mqadmin().consumer_connection(group)  # what an operator sees
         assert_consumer_status_shows_the_member(local_cluster, client, group, client_id, produced.topic)
+        assert_direct_consume_answers_the_listeners_verdict(local_cluster, client, group, client_id, produced,
+                                                            tmp_path / "lake")
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=60)
         assert proc.returncode == 0, output
@@ -53,6 +54,97 @@ def test_a_member_process_joins_the_group_and_leaves_it_when_stopped(tmp_path, l
             proc.kill()
             proc.communicate()
         client.close()
+
+
+POISON_LISTENER = "tests.unit.listeners:fail_poison"  # RECONSUME_LATER for a message tagged poison
+
+
+def start_member(config: Path, tmp_path: Path, *args: str, output=subprocess.PIPE) -> subprocess.Popen:
+    """``rocketlake member orders`` with the test's Dagster home, and the repository importable (its listener)."""
+    import os
+
+    home = tmp_path / "dagster_home"
+    home.mkdir(exist_ok=True)
+    env = dict(os.environ, DAGSTER_HOME=str(home), PYTHONPATH=str(ROOT))
+    return subprocess.Popen([str(Path(sys.executable).parent / "rocketlake"), "member", "orders", "--config",
+                             str(config), *args], cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def test_reset_offset_by_time_reaches_a_live_member_which_moves_forward_and_refuses_backward(tmp_path,
+                                                                                            local_cluster_4x):
+    """On a broker that asks the group's clients to reset (4.9; 5.x resets on the broker itself, see the docs),
+    ``mqadmin resetOffsetByTime`` sends the live member RESET_CONSUMER_CLIENT_OFFSET, which it takes through the
+    rules of ``rocketlake offsets reset``: a move forward is committed, a move backward changes nothing and the
+    member says why (the request is oneway: its log and running info are where the answer goes)."""
+    from rocketlake.resources.local.peers import produce
+
+    cluster = local_cluster_4x
+    group, instance, topic = unique("g"), unique("deploy"), unique("t_reset")
+    client = RocketMQClient(cluster.spec.namesrv_address)
+    log = tmp_path / "member.log"
+    proc = None
+    try:
+        client.create_topic(topic, 2)
+        produce(cluster.spec.namesrv_address, cluster.spec.state_dir,
+                [{"topic": topic, "body": f'{{"order_id": "o-{i}", "amount": 1.0}}'} for i in range(8)],
+                version=cluster.spec.version)
+        queues = client.queues(topic)
+        ends = {q: client.get_max_offset(q) for q in queues}
+        assert sum(ends.values()) == 8
+        for q in queues:  # the broker resets only a group with an offset on every queue
+            client.update_consumer_offset(group, q, 0)
+        config = write_config(tmp_path / "rocketlake.yaml", cluster, tmp_path / "lake", {
+            "orders": {"topic": topic, "consumer_group": group, "table": unique("t"), "client_ip": "127.0.0.1",
+                       "instance_name": instance}})
+        with open(log, "w") as out:
+            proc = start_member(config, tmp_path, output=out)
+        client_id = f"127.0.0.1@{instance}"
+        until(lambda: client_id in client.get_consumer_list_by_group(group, topic), 60, f"{client_id} joined")
+
+        def committed():
+            return {q: client.query_consumer_offset(group, q) for q in queues}
+
+        cluster.mqadmin().run("resetOffsetByTime", "-g", group, "-t", topic, "-s", "now")  # forward, to the ends
+        until(lambda: committed() == ends, 60, lambda: f"offsets moved to the ends {ends} (now {committed()})")
+        assert "reset to the queues' ends: moved" in log.read_text()
+        cluster.mqadmin().run("resetOffsetByTime", "-g", group, "-t", topic, "-s", "0")  # backward, to the start
+        until(lambda: "REFUSED" in log.read_text(), 60, lambda: f"the member's verdict in {log.read_text()}")
+        assert committed() == ends
+        assert "would move backward" in log.read_text() and "Nothing was changed" in log.read_text()
+    finally:
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        client.close()
+
+
+def assert_direct_consume_answers_the_listeners_verdict(cluster, client, group: str, client_id: str, produced,
+                                                        lake: Path):
+    """``mqadmin queryMsgById -g -d`` (CONSUME_MESSAGE_DIRECTLY through the broker): the member runs its listener
+    on that one message and answers the verdict as a Java push consumer does; nothing lands, no offset moves."""
+    from rocketlake.resources.local.peers import produce
+
+    # The shared topic's messages are counted by other tests: the poisoned one goes to a topic of its own (the
+    # broker hands the member whatever message the operator names, as it does a Java consumer).
+    elsewhere = unique("t_direct")
+    client.create_topic(elsewhere, 1)
+    [poison] = produce(cluster.spec.namesrv_address, cluster.spec.state_dir,
+                       [{"topic": elsewhere, "tags": "poison", "body": '{"order_id": "p", "amount": 1.0}'}])
+    committed = {q: client.query_consumer_offset(group, q) for q in client.queues(produced.topic)}
+    verdicts = {}
+    for name, sent in (("ok", produced.sent[0]), ("poison", poison)):
+        verdicts[name] = cluster.mqadmin().run("queryMsgById", "-t", sent.topic, "-i", sent.offset_msg_id, "-g",
+                                               group, "-d", client_id).strip()
+    assert "consumeResult=CR_SUCCESS" in verdicts["ok"], verdicts
+    assert ("ConsumeMessageDirectlyResult [order=false, autoCommit=true, consumeResult=CR_LATER, remark=listener "
+            "answered RECONSUME_LATER") in verdicts["poison"], verdicts
+    assert {q: client.query_consumer_offset(group, q) for q in committed} == committed
+    assert not lake.exists()  # landing happens in window runs only
 
 
 def sections(status: str) -> dict[str, list[str]]:

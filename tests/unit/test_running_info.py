@@ -43,24 +43,6 @@ def test_a_property_that_is_not_a_string_is_refused():
         encode_running_info({"PROP_CONSUMEORDERLY": False}, [], {}, {})
 
 
-def test_a_member_answers_for_its_group_only_with_the_java_clients_remark():
-    from rocketlake.member_status import answer
-    from rocketlake.resources.rocketmq.codes import RequestCode, ResponseCode
-    from rocketlake.resources.rocketmq.frame import RemotingCommand
-
-    def asked(group: str, client_id: str) -> RemotingCommand:
-        return RemotingCommand(code=RequestCode.GET_CONSUMER_RUNNING_INFO, opaque=42,
-                               ext_fields={"consumerGroup": group, "clientId": client_id, "jstackEnable": "false"})
-
-    members, ids = {"g1": lambda: b'{"x":1}'}, {"g1": "127.0.0.1@a"}
-    ok = answer(asked("g1", "127.0.0.1@a"), members, ids)
-    assert (ok.code, ok.opaque, ok.is_response, ok.body) == (ResponseCode.SUCCESS, 42, True, b'{"x":1}')
-    for group, client_id in (("g2", "127.0.0.1@a"), ("g1", "127.0.0.1@other")):
-        refused = answer(asked(group, client_id), members, ids)
-        assert (refused.code, refused.remark) == (ResponseCode.SYSTEM_ERROR,
-                                                  f"The Consumer Group <{group}> not exist in this consumer")
-
-
 def test_the_members_properties_are_strings_under_the_java_names():
     from rocketlake.member_status import properties
     from tests.unit.support import ingestion_config
