@@ -66,7 +66,7 @@ class LocalCluster:
     def __init__(self, spec: ClusterSpec | None = None):
         self.spec = spec or ClusterSpec()
         self.namesrv = ManagedProcess("namesrv", self.spec.state_dir)
-        self.broker_processes = {b.name: ManagedProcess(b.name, self.spec.state_dir) for b in self.spec.brokers}
+        self.broker_processes = {b.key: ManagedProcess(b.key, self.spec.state_dir) for b in self.spec.brokers}
 
     # -- classpath -----------------------------------------------------------------------------
     def classpath(self) -> str:
@@ -101,18 +101,18 @@ class LocalCluster:
                    f"the name server to listen on {self.spec.namesrv_address}")
         report(f"  name server listening on {self.spec.namesrv_address} ({time.monotonic() - started:.0f}s)")
         for broker in self.spec.brokers:
-            proc = self.broker_processes[broker.name]
+            proc = self.broker_processes[broker.key]
             if proc.pid() is not None:
                 continue
-            self._check_ports(broker.name, broker.ports)
-            conf = self.spec.state_dir / f"{broker.name}.conf"
+            self._check_ports(broker.key, broker.ports)
+            conf = self.spec.state_dir / f"{broker.key}.conf"
             conf.write_text(self.spec.broker_properties(broker))
             proc.start([java, *BROKER_HEAP, *self._flags("rmq.broker.logback.xml"), "-cp", cp,
                         "org.apache.rocketmq.broker.BrokerStartup", "-c", str(conf)], self.java_env())
         for broker in self.spec.brokers:
-            self._wait(lambda b=broker: self._registered(b), deadline, self.broker_processes[broker.name],
-                       f"{broker.name} to register {broker.address} with the name server")
-            report(f"  {broker.name} is up at {broker.address} ({time.monotonic() - started:.0f}s)")
+            self._wait(lambda b=broker: self._registered(b), deadline, self.broker_processes[broker.key],
+                       f"{broker.key} to register {broker.address} with the name server")
+            report(f"  {broker.key} is up at {broker.address} ({time.monotonic() - started:.0f}s)")
         return self.status()
 
     def _flags(self, logback: str) -> list[str]:
@@ -173,10 +173,10 @@ class LocalCluster:
             time.sleep(0.25)  # readiness poll of an external process; each poll asks the name server
 
     def _registered(self, broker: BrokerSpec) -> bool:
-        return self._registered_addresses().get(broker.name) == broker.address
+        return self._registered_addresses().get(broker.key) == broker.address
 
     def _registered_addresses(self) -> dict[str, str]:
-        """brokerName -> master address, as the name server reports it ({} when unreachable)."""
+        """Broker key (``BrokerSpec.key``) -> address, as the name server reports it ({} when unreachable)."""
         from rocketlake.resources.rocketmq.errors import RocketMQError
         from rocketlake.resources.rocketmq.namesrv import NameServerClient
 
@@ -185,8 +185,8 @@ class LocalCluster:
         except RocketMQError:
             return {}
         names = set(info.cluster_addr_table.get(self.spec.cluster_name, ()))
-        return {name: data.broker_addrs[0] for name, data in info.broker_addr_table.items()
-                if name in names and 0 in data.broker_addrs}
+        return {BrokerSpec(name, 0, broker_id).key: address for name, data in info.broker_addr_table.items()
+                if name in names for broker_id, address in data.broker_addrs.items()}
 
     # -- status / down -------------------------------------------------------------------------
     def status(self) -> ClusterStatus:
@@ -196,7 +196,7 @@ class LocalCluster:
             namesrv_address=self.spec.namesrv_address,
             namesrv_pid=self.namesrv.pid(),
             namesrv_reachable=reachable,
-            brokers=tuple(BrokerStatus(b.name, b.address, self.broker_processes[b.name].pid(), registered.get(b.name))
+            brokers=tuple(BrokerStatus(b.key, b.address, self.broker_processes[b.key].pid(), registered.get(b.key))
                           for b in self.spec.brokers),
             store=self.spec.store,
         )
@@ -209,10 +209,15 @@ class LocalCluster:
                      timeout: float = 60.0) -> None:
         """Create ``topic`` with ``queues`` read/write queues on each chosen broker (default: all),
         and return once the name server routes it that way, so the next call can use it."""
-        chosen = [self.spec.broker(name) for name in (brokers or [b.name for b in self.spec.brokers])]
+        chosen = [self.spec.broker(name) for name in (brokers or [b.name for b in self.spec.masters])]
         admin = self.mqadmin()
         for broker in chosen:
             admin.update_topic(topic, broker.address, queues)
+        # And on their slaves, which would otherwise copy the topic from their master within a minute: until then a
+        # slave answers pulls of it TOPIC_NOT_EXIST.
+        for broker in self.spec.brokers:
+            if not broker.is_master and broker.name in {b.name for b in chosen}:
+                admin.update_topic(topic, broker.address, queues)
         wanted = {b.name: queues for b in chosen}
         deadline = time.monotonic() + timeout
         while {k: v for k, v in self._routed_queue_counts(topic).items() if k in wanted} != wanted:

@@ -21,16 +21,29 @@ if TYPE_CHECKING:
     from rocketlake.resources.rocketmq.tls import TlsSettings
 
 LOOPBACK = "127.0.0.1"
+#: Where a slave listens, above its master's port (the master uses port-2, port and port+1).
+SLAVE_PORT_OFFSET = 5
 
 
 @dataclass(frozen=True)
 class BrokerSpec:
     name: str
     port: int
+    #: 0: the master of ``name``; 1 and up: a slave of it (classic master/slave replication, ``brokerRole=SLAVE``).
+    broker_id: int = 0
 
     @property
     def address(self) -> str:
         return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def is_master(self) -> bool:
+        return self.broker_id == 0
+
+    @property
+    def key(self) -> str:
+        """What names this broker's process, configuration and store: its name, ``-s<id>`` for a slave."""
+        return self.name if self.is_master else f"{self.name}-s{self.broker_id}"
 
     @property
     def ports(self) -> tuple[int, ...]:
@@ -155,10 +168,22 @@ class ClusterSpec:
         return TlsSettings(str(folder / "ca.pem"))
 
     def broker(self, name: str) -> BrokerSpec:
+        """The master named ``name`` (or the broker whose ``key`` it is)."""
         for b in self.brokers:
-            if b.name == name:
+            if (b.name == name and b.is_master) or b.key == name:
                 return b
-        raise KeyError(f"no broker named {name!r} in this cluster; brokers: {[b.name for b in self.brokers]}")
+        raise KeyError(f"no broker named {name!r} in this cluster; brokers: {[b.key for b in self.brokers]}")
+
+    @property
+    def masters(self) -> tuple[BrokerSpec, ...]:
+        return tuple(b for b in self.brokers if b.is_master)
+
+    def with_slaves(self, offset: int = SLAVE_PORT_OFFSET) -> ClusterSpec:
+        """Each master with a slave of its own (``broker_id`` 1) ``offset`` ports above it."""
+        from dataclasses import replace
+
+        slaves = tuple(BrokerSpec(b.name, b.port + offset, 1) for b in self.masters)
+        return replace(self, brokers=(*self.masters, *slaves))
 
     @property
     def is_4x(self) -> bool:
@@ -221,12 +246,13 @@ class ClusterSpec:
         return {f"conf/logback_{role}.xml": _LOGBACK_4X.format(role=role) for role in ("namesrv", "broker", "tools")}
 
     def broker_properties(self, broker: BrokerSpec) -> str:
-        store = self.store / broker.name
+        store = self.store / broker.key
         return _properties(self._for_version({
             "brokerClusterName": self.cluster_name,
             "brokerName": broker.name,
-            "brokerId": 0,
-            "brokerRole": "ASYNC_MASTER",
+            "brokerId": broker.broker_id,
+            # A slave copies its master's commit log over the HA port the master registers with the name server.
+            "brokerRole": "ASYNC_MASTER" if broker.is_master else "SLAVE",
             "flushDiskType": "ASYNC_FLUSH",
             "namesrvAddr": self.namesrv_address,
             # Without these the broker advertises its first non-loopback address.
@@ -260,6 +286,9 @@ class ClusterSpec:
             # Timer messages (TIMER_DELIVER_MS): their services wake up hundreds of times a second while the broker
             # is idle, and rocketlake never sends one (retries' delay levels are another service).
             "timerWheelEnable": "false",
+            # With slaves: a slave serves pulls (5.x refuses them without it) and a master whose readers fall behind
+            # what it keeps in memory suggests they read from the slave (``suggestWhichBrokerId``).
+            **({"slaveReadEnable": "true"} if len(self.masters) < len(self.brokers) else {}),
             **self.acl_properties(),
             **dict(self.extra_broker_properties),
         }))

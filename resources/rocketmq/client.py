@@ -33,7 +33,7 @@ from .errors import BrokerError, InvalidArgument, RocketMQError, TopicNotExist
 from .heartbeat import ConsumerData
 from .message import Message
 from .message_queue import MessageQueue
-from .namesrv import ClusterInfo, NameServerClient, TopicRoute
+from .namesrv import MASTER_ID, ClusterInfo, NameServerClient, TopicRoute
 from .pools import PrivateConnections
 from .pull import PullResult
 from .retry import Backoff, ExponentialBackoff, call_with_retries, is_retriable
@@ -106,6 +106,8 @@ class RocketMQClient:
         self._routes: dict[str, tuple[TopicRoute, float]] = {}
         self._cluster: ClusterInfo | None = None
         self._brokers: dict[str, BrokerClient] = {}  # by address
+        # The broker id each queue's last pull answer suggested (PullAPIWrapper.pullFromWhichNodeTable).
+        self._pull_from: dict[MessageQueue, int] = {}
         self._round_robin = itertools.count()
         self.private_connections = private_connections
         self._connections = PrivateConnections(tls) if private_connections else functools.partial(get_connection,
@@ -207,15 +209,48 @@ class RocketMQClient:
         return self._cluster
 
     def _master_address(self, broker_name: str) -> str | None:
+        return self._addresses(broker_name).get(MASTER_ID)
+
+    def _addresses(self, broker_name: str) -> dict[int, str]:
+        """broker id -> address of ``broker_name``, from the cached routes (the first that has a master, else the
+        first that lists it), else from the cluster info."""
+        found: dict[int, str] = {}
         for route, _ in list(self._routes.values()):
             data = route.broker(broker_name)
-            if data is not None and data.master_addr:
-                return data.master_addr
-        if self._cluster is not None:
+            if data is not None and data.broker_addrs:
+                if data.master_addr:
+                    return dict(data.broker_addrs)
+                found = found or dict(data.broker_addrs)
+        if not found and self._cluster is not None:
             data = self._cluster.broker_addr_table.get(broker_name)
-            if data is not None and data.master_addr:
-                return data.master_addr
-        return None
+            if data is not None:
+                found = dict(data.broker_addrs)
+        return found
+
+    def reader(self, mq: MessageQueue) -> BrokerClient:
+        """Where pulls of ``mq`` go, as the Java client chooses (``recalculatePullFromWhichNode``, then
+        ``findBrokerAddressInSubscribe``): the broker id the queue's last answer suggested (``suggestWhichBrokerId``)
+        if the route lists it, else the master, else, while the master is down, another broker of that name (its
+        slave, which serves what it has copied)."""
+        addresses = self._addresses(mq.broker_name)
+        if not addresses:
+            self.cluster_info(refresh=True)
+            addresses = self._addresses(mq.broker_name)
+        address = addresses.get(self._pull_from.get(mq, MASTER_ID)) or addresses.get(MASTER_ID) or (
+            addresses[min(addresses)] if addresses else None)
+        if address is None:
+            raise BrokerNotFound(f"no broker named {mq.broker_name!r} is registered with the name server "
+                                 f"{';'.join(self.namesrv.addresses)}: it may be down or restarting")
+        return self._client_of(address, mq.broker_name)
+
+    def pulled(self, mq: MessageQueue, result: PullResult) -> bool:
+        """Remember the broker the answer suggests for the queue's next pulls (``updatePullFromWhichNode``); True
+        if that is another one than before."""
+        suggested = result.suggest_which_broker_id
+        if suggested < 0 or self._pull_from.get(mq, MASTER_ID) == suggested:
+            return False
+        self._pull_from[mq] = suggested
+        return True
 
     def broker(self, broker_name: str) -> BrokerClient:
         """The BrokerClient of ``broker_name``'s master, found in the cached routes, else in the
@@ -229,6 +264,9 @@ class RocketMQClient:
                 f"no master of broker {broker_name!r} is registered with the name server "
                 f"{';'.join(self.namesrv.addresses)}: it may be down or restarting"
             )
+        return self._client_of(address, broker_name)
+
+    def _client_of(self, address: str, broker_name: str) -> BrokerClient:
         with self._lock:
             client = self._brokers.get(address)
             if client is None or client.broker_name != broker_name:
@@ -253,6 +291,7 @@ class RocketMQClient:
         *,
         topic: str | None = None,
         idempotent: bool = True,
+        reading: MessageQueue | None = None,
     ) -> _T:
         def on_retry(exc: BaseException, attempt: int) -> None:
             log.info("retry %d on broker %s after %s: %s", attempt, broker_name, type(exc).__name__, exc)
@@ -266,7 +305,7 @@ class RocketMQClient:
 
         def attempt() -> _T:
             try:
-                return op(self.broker(broker_name))
+                return op(self.reader(reading) if reading is not None else self.broker(broker_name))
             except TopicNotExist:
                 if topic is not None:
                     self.forget_route(topic)
@@ -284,12 +323,15 @@ class RocketMQClient:
 
     def pull(self, mq: MessageQueue, offset: int, max_msgs: int = 32, *, consumer_group: str,
              **options: Unpack[PullOptions]) -> PullResult:
-        """:meth:`BrokerClient.pull` on ``mq``'s broker (``options``: :class:`PullOptions`)."""
-        return self._run(
+        """:meth:`BrokerClient.pull` on the broker of ``mq`` its last answer suggested (:meth:`reader`; ``options``:
+        :class:`PullOptions`)."""
+        result = self._run(
             mq.broker_name,
             lambda b: b.pull(mq.topic, mq.queue_id, offset, max_msgs, consumer_group=consumer_group, **options),
-            topic=mq.topic,
+            topic=mq.topic, reading=mq,
         )
+        self.pulled(mq, result)
+        return result
 
     def get_min_offset(self, mq: MessageQueue) -> int:
         return self._run(mq.broker_name, lambda b: b.get_min_offset(mq.topic, mq.queue_id), topic=mq.topic)

@@ -204,14 +204,16 @@ def read_ranges(
     depth = max(1, min(pulls_in_flight, max_in_flight // len(cursors)))
 
     subscriptions = {topic: Subscription.parse(topic, "*") for topic in {c.mq.topic for c in cursors}}
-    brokers: dict[str, BrokerClient] = {}  # looked up again after a retry: the route may have moved
+    # Per queue: the broker its pulls go to (``client.reader``: the one its last answer suggested, the master, or
+    # while the master is down its slave); looked up again after a retry or a new suggestion.
+    brokers: dict[MessageQueue, BrokerClient] = {}
 
     def send(cursor: QueueCursor, span: _Span) -> None:
         mq = cursor.mq
         try:
-            broker = brokers.get(mq.broker_name)
+            broker = brokers.get(mq)
             if broker is None:
-                broker = brokers[mq.broker_name] = client.broker(mq.broker_name)
+                broker = brokers[mq] = client.reader(mq)
             span.pending = broker.pull_async(
                 mq.topic, mq.queue_id, span.start, span.end - span.start,
                 consumer_group=consumer_group, subscription=subscriptions[mq.topic], timeout=timeout,
@@ -230,10 +232,14 @@ def read_ranges(
     def answer(cursor: QueueCursor, span: _Span) -> PullResult:
         if span.pending is not None:
             try:
-                return span.pending.result()
+                result = span.pending.result()
             except Exception as exc:
                 if not is_retriable(exc):
                     raise
+            else:
+                if client.pulled(cursor.mq, result):
+                    brokers.pop(cursor.mq, None)  # the next spans go where the broker suggested
+                return result
         # One at a time through the client's retries (route refresh, back-off), then pipelined again.
         brokers.clear()
         return client.pull(cursor.mq, span.start, span.end - span.start,

@@ -188,3 +188,18 @@ def test_local_env_needs_postgres_and_never_prints_the_password_elsewhere(tmp_pa
     lines = capsys.readouterr().out.splitlines()
     assert "export DAGSTER_PG_PORT=15432" in lines and "export DAGSTER_PG_PASSWORD=s3cret-for-the-shell" in lines
     assert not (tmp_path / "postgres" / "password").exists()  # taken from the environment, not written
+
+
+def test_with_slaves_each_master_gets_a_slave_of_its_own_that_serves_reads():
+    spec = ClusterSpec(state_dir=Path("/s"), store_root=Path("/store")).with_slaves()
+    assert [(b.key, b.port, b.broker_id) for b in spec.brokers] == [
+        ("broker-a", 10911, 0), ("broker-b", 10921, 0), ("broker-a-s1", 10916, 1), ("broker-b-s1", 10926, 1)]
+    assert spec.broker("broker-a").is_master and spec.broker("broker-a-s1").broker_id == 1
+    assert not set(spec.broker("broker-a").ports) & set(spec.broker("broker-a-s1").ports)
+    master, slave = (parse_properties(spec.broker_properties(spec.broker(k))) for k in ("broker-a", "broker-a-s1"))
+    assert (slave["brokerName"], slave["brokerId"], slave["brokerRole"]) == ("broker-a", "1", "SLAVE")
+    assert (master["brokerId"], master["brokerRole"]) == ("0", "ASYNC_MASTER")
+    assert master["slaveReadEnable"] == slave["slaveReadEnable"] == "true"
+    assert slave["storePathRootDir"] == "/store/broker-a-s1" != master["storePathRootDir"]
+    alone = ClusterSpec(state_dir=Path("/s"))  # no slaves: nothing changes for a master
+    assert "slaveReadEnable" not in parse_properties(alone.broker_properties(alone.brokers[0]))

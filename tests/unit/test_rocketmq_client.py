@@ -322,3 +322,31 @@ def test_every_pull_option_reaches_the_broker_through_the_client(cluster: Cluste
     assert seen[-1].ext_fields["subscription"] == "TagA"
     with pytest.raises(TypeError, match="post_subscriptions"):
         client.pull(mq, 3, 8, consumer_group="g", post_subscriptions=False)
+
+
+def test_pulls_go_where_the_last_answer_suggested_else_to_the_master_else_while_it_is_down_to_its_slave() -> None:
+    """PullAPIWrapper.recalculatePullFromWhichNode + MQClientInstance.findBrokerAddressInSubscribe, on plain routes."""
+    import time
+
+    from rocketlake.resources.rocketmq.namesrv import BrokerData, QueueData, TopicRoute
+    from rocketlake.resources.rocketmq.pull import PullResult, PullStatus
+
+    def routed(addresses: dict[int, str]) -> TopicRoute:
+        return TopicRoute("T", (QueueData("broker-a", 2, 2, 6),), (BrokerData("c", "broker-a", addresses),))
+
+    client = RocketMQClient("127.0.0.1:1", private_connections=True)  # no request is made: the routes are given
+    mq, other = MessageQueue("T", "broker-a", 0), MessageQueue("T", "broker-a", 1)
+    client._routes["T"] = (routed({0: "127.0.0.1:10911", 1: "127.0.0.1:10916"}), time.monotonic())
+    assert client.reader(mq).address == "127.0.0.1:10911"  # nothing suggested yet: the master
+
+    def answered(suggested: int) -> bool:
+        return client.pulled(mq, PullResult(PullStatus.FOUND, 1, 0, 9, suggest_which_broker_id=suggested))
+
+    assert answered(1) and client.reader(mq).address == "127.0.0.1:10916"  # the master said: read the slave
+    assert client.reader(other).address == "127.0.0.1:10911"  # per queue
+    assert not answered(1)  # the same suggestion again: nothing changes
+    assert answered(0) and client.reader(mq).address == "127.0.0.1:10911"
+    client._routes["T"] = (routed({1: "127.0.0.1:10916"}), time.monotonic())  # the master is down
+    assert client.reader(mq).address == "127.0.0.1:10916"
+    assert answered(7) and client.reader(mq).address == "127.0.0.1:10916"  # an id the route lacks: any it lists
+    client.close()

@@ -157,7 +157,7 @@ def test_pulls_in_flight_per_queue_stay_within_the_messages_a_queue_may_hold() -
         def __init__(self) -> None:
             self.sizes: list[int] = []
 
-        def broker(self, name):
+        def reader(self, mq):
             return self
 
         def pull_async(self, topic, queue_id, offset, max_msgs, **kwargs):
