@@ -126,15 +126,28 @@ class GroupBroker(BrokerStoreTimes):
 
     def commit_offset(self, queue: MessageQueue, offset: int) -> None:
         try:
-            self.client.update_consumer_offset(self.consumer_group, queue, offset)
+            taken = self.client.update_consumer_offset(self.consumer_group, queue, offset)
         except SubscriptionGroupNotExist:
             # A broker that does not auto-create groups on offset updates: create it, then retry once.
             self.client.create_subscription_group(self.consumer_group, brokers=[queue.broker_name])
-            self.client.update_consumer_offset(self.consumer_group, queue, offset)
+            taken = self.client.update_consumer_offset(self.consumer_group, queue, offset)
+        if not taken:
+            # A 5.x broker ignores commits of a queue it reset itself (mqadmin resetOffsetByTime) until the group's
+            # next pull of it, which the run has not made (the reset came later, or it read nothing there). That
+            # pull erases the mark; then the commit takes, so what the ledger says holds on the broker too.
+            self.client.pull(queue, offset, 1, consumer_group=self.consumer_group)
+            if not self.client.update_consumer_offset(self.consumer_group, queue, offset):
+                raise OffsetNotTaken(f"broker {queue.broker_name} ignored the commit of group {self.consumer_group} "
+                                     f"at {offset} on {queue.key} twice (a server-side offset reset pending); the "
+                                     "next run commits it again")
 
     def send_back(self, failure, max_reconsume_times: int, delay_level: int = 0) -> None:
         # Delay level 0: the broker picks 3 + reconsume_times, as for Java's default delayLevelWhenNextConsume.
         self.client.consumer_send_msg_back(self.consumer_group, failure.queue, failure, delay_level, max_reconsume_times)
+
+
+class OffsetNotTaken(RuntimeError):
+    """The broker keeps ignoring a commit: a server-side reset of the group is pending there."""
 
 
 class MemberBroker(GroupBroker):

@@ -298,14 +298,16 @@ def summarized(entries: Iterable[LedgerEntry]) -> dict[MessageQueue, list[tuple[
 
 def merged(spans: dict[MessageQueue, list[tuple[int, int]]], committed: dict[MessageQueue, int | None]
            ) -> dict[MessageQueue, tuple[tuple[int, int], ...]]:
-    """Spans above the committed offsets of the group's queues, overlapping and touching ones joined."""
+    """Spans above the committed offsets of the group's queues, overlapping and touching ones joined, and below
+    each committed offset ``[0, committed)``: where the group stood, passed already. That span lets a later run
+    move the group forward again after an operator's tool set it back on the broker (5.x resets offsets there,
+    telling no client), even below the newest entry's ranges."""
     out: dict[MessageQueue, tuple[tuple[int, int], ...]] = {}
-    for mq, found in spans.items():
-        if mq not in committed:
-            continue  # left the subscription: it can never move an offset again
+    for mq in sorted(committed.keys() & spans.keys() | {mq for mq, c in committed.items() if c}):
+        found = [*spans.get(mq, ()), *([(0, committed[mq])] if committed[mq] else [])]
         floor = committed[mq]
         joined: list[list[int]] = []
-        for start, end in sorted(s for s in found if floor is None or s[1] > floor):
+        for start, end in sorted(s for s in found if floor is None or s[1] >= floor):
             if joined and start <= joined[-1][1]:
                 joined[-1][1] = max(joined[-1][1], end)
             else:

@@ -35,7 +35,7 @@ from .message import Message
 from .message_queue import MessageQueue
 from .namesrv import MASTER_ID, ClusterInfo, NameServerClient, TopicRoute
 from .pools import PrivateConnections
-from .pull import PullResult
+from .pull import GetMessageStatus, PullResult
 from .retry import Backoff, ExponentialBackoff, call_with_retries, is_retriable
 from .send import DEFAULT_PRODUCER_GROUP, OutgoingMessage, SendResult
 from .tls import TlsSettings
@@ -325,11 +325,18 @@ class RocketMQClient:
              **options: Unpack[PullOptions]) -> PullResult:
         """:meth:`BrokerClient.pull` on the broker of ``mq`` its last answer suggested (:meth:`reader`; ``options``:
         :class:`PullOptions`)."""
-        result = self._run(
-            mq.broker_name,
-            lambda b: b.pull(mq.topic, mq.queue_id, offset, max_msgs, consumer_group=consumer_group, **options),
-            topic=mq.topic, reading=mq,
-        )
+        def once() -> PullResult:
+            return self._run(
+                mq.broker_name,
+                lambda b: b.pull(mq.topic, mq.queue_id, offset, max_msgs, consumer_group=consumer_group, **options),
+                topic=mq.topic, reading=mq,
+            )
+
+        result = once()
+        if result.store_status is GetMessageStatus.OFFSET_RESET:
+            # A 5.x broker's server-side reset of the group (mqadmin resetOffsetByTime) is announced to the group's
+            # next pull of the queue, whatever its offset, and erased by that answer: ask again.
+            result = once()
         self.pulled(mq, result)
         return result
 

@@ -39,7 +39,7 @@ from .errors import InvalidArgument, RangeUnreadable
 from .filter import Subscription
 from .message import Message
 from .message_queue import MessageQueue, OffsetRange
-from .pull import PullResult
+from .pull import GetMessageStatus, PullResult
 from .retry import is_retriable
 
 if TYPE_CHECKING:
@@ -239,7 +239,9 @@ def read_ranges(
             else:
                 if client.pulled(cursor.mq, result):
                     brokers.pop(cursor.mq, None)  # the next spans go where the broker suggested
-                return result
+                if result.store_status is not GetMessageStatus.OFFSET_RESET:
+                    return result
+                # A 5.x server-side reset announced to this pull (and erased by it): asked again below.
         # One at a time through the client's retries (route refresh, back-off), then pipelined again.
         brokers.clear()
         return client.pull(cursor.mq, span.start, span.end - span.start,
