@@ -38,13 +38,16 @@ def _cluster_spec(args: argparse.Namespace) -> ClusterSpec:
     state_dir = Path(args.state_dir).absolute()
     # TLS when asked (`local up --tls`), and for every command while a cluster started that way runs.
     running_tls = tls_marker(state_dir).exists() and ManagedProcess("namesrv", state_dir).pid() is not None
-    return ClusterSpec(
+    spec = ClusterSpec(
         state_dir=state_dir,
         store_root=Path(args.store_dir).absolute() if args.store_dir else None,
         namesrv_port=args.namesrv_port,
         brokers=tuple(BrokerSpec(n, p) for n, p in zip(names, ports)),
         tls=TlsSpec() if getattr(args, "tls", False) or running_tls else None,
     )
+    # Slaves when asked (`local up --slaves`), and for every command while a cluster started that way runs.
+    running_slaves = ManagedProcess(BrokerSpec(names[0], 0, 1).key, state_dir).pid() is not None
+    return spec.with_slaves() if getattr(args, "slaves", False) or running_slaves else spec
 
 
 def _spark_cluster(args: argparse.Namespace):
@@ -423,23 +426,56 @@ def _member(args: argparse.Namespace) -> int:
     import signal
     import threading
 
+    from rocketlake.launch import dagster_home
     from rocketlake.member import Member
 
     config, ingestion = _ingestion(args)
+    # The deployment's Dagster instance, as its runs find it, from the start: an instance_name left at DEFAULT
+    # names the member after it, and that name must not change when a reset first asks Dagster about runs.
+    dagster_home()
+    if not 0 <= args.metrics_port <= 65535:
+        raise _Refused(f"--metrics-port {args.metrics_port}: a port is 1 to 65535 (0: no metrics endpoint)")
     client = _client(config, ingestion)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
+    endpoint = None
     try:
-        Member(client, ingestion, log=lambda line: print(line, flush=True),
-               landed=lambda: _landed_ends(config, ingestion),
+        if args.metrics_port:
+            endpoint = _metrics_endpoint(args, config, ingestion, _print_line)
+        Member(client, ingestion, log=_print_line, landed=lambda: _landed_ends(config, ingestion),
                in_flight=lambda: _runs_in_flight(ingestion.consumer_group)).run(stop)
     except RocketMQError as e:  # only a refusal (TLS, ACL) ends a member: Member.run beats again after the others
         raise _Refused(f"cluster {ingestion.cluster!r} ({config.clusters[ingestion.cluster].namesrv}) turned the "
                        f"member away: {e}") from None
     finally:
+        if endpoint is not None:
+            endpoint.stop()
         client.close()
     return 0
+
+
+def _print_line(line: str) -> None:
+    print(line, flush=True)
+
+
+def _metrics_endpoint(args: argparse.Namespace, config, ingestion, log):
+    """The member's Prometheus endpoint (``rocketlake.member_metrics``), with a client of its own: a scrape waiting
+    on a broker never delays a heartbeat."""
+    from rocketlake.member_metrics import member_collector, serve
+
+    metrics_client = _client(config, ingestion)
+    collector = member_collector(config, args.ingestion, metrics_client, lambda: _landed_ends(config, ingestion), log)
+    try:
+        endpoint = serve(collector, args.metrics_port, args.metrics_address,
+                         on_stop=(collector.close, metrics_client.close))
+    except OSError as e:
+        collector.close()
+        metrics_client.close()
+        raise _Refused(f"cannot serve the metrics on {args.metrics_address}:{args.metrics_port}: {e}") from None
+    host, port = endpoint.address
+    log(f"metrics of {args.ingestion} in Prometheus' text format at http://{host}:{port}/metrics")
+    return endpoint
 
 
 def _spark_server(args: argparse.Namespace) -> int:
@@ -475,6 +511,8 @@ EXAMPLES = """examples:
   rocketlake offsets reset orders --to-time 2026-11-01T10:00:00Z --dry-run
                                   what skipping to a time would move, queue by queue
   rocketlake member orders        be a member of the group while this runs (heartbeats, as a push consumer)
+  rocketlake member orders --metrics-port 9464
+                                  ... and serve its metrics to Prometheus at http://127.0.0.1:9464/metrics
   rocketlake spark-server         the long-lived Spark Connect server the runs open sessions on (spark.remote)
 """
 
@@ -524,6 +562,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "<state-dir>/postgres, or /var/tmp/rocketlake-postgres when run as root)")
     local.add_argument("--postgres-port", type=int, default=5432,
                        help="with --postgres: its port on 127.0.0.1 (default: 5432)")
+    local.add_argument("--slaves", action="store_true",
+                       help="each broker a master with a slave (classic replication: brokerId 1, brokerRole SLAVE, "
+                            "listening 5 ports above its master); runs pull from a slave while its master is down")
     local.add_argument("--tls", action="store_true",
                        help="the name server and brokers take TLS only (tls.server.mode=enforcing), with certificates "
                             "of a CA of their own kept in <state-dir>/tls")
@@ -617,6 +658,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "brokers' consumer list and `mqadmin consumerConnection` show this deployment as a member; print "
                     "the members whenever they change; unregister from every broker on SIGTERM or Ctrl-C.")
     member.add_argument("ingestion", help="the ingestion's name in rocketlake.yaml")
+    member.add_argument("--metrics-port", type=int, default=0, metavar="PORT",
+                        help="serve the ingestion's metrics in Prometheus' text format at http://ADDRESS:PORT/metrics "
+                             "(per-queue offsets and lag, what was landed, failures, run durations); default 0: none")
+    member.add_argument("--metrics-address", default="127.0.0.1", metavar="ADDRESS",
+                        help="the address the metrics endpoint listens on (default: 127.0.0.1; 0.0.0.0: every "
+                             "interface)")
     config_option(member)
     member.set_defaults(func=_member)
 

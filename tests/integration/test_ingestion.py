@@ -196,9 +196,11 @@ def test_dagster_cli_materializes_a_partition(tmp_path, local_cluster, produced)
 @pytest.mark.stack  # the `rocketlake backfill` CLI in its own process, on a `rocketlake spark-server` process
 def test_rocketlake_backfill_lands_a_range_given_by_store_times(tmp_path, local_cluster, produced):
     """`rocketlake backfill` with ISO times: the windows holding them, one run, exactly the Java peer's messages. The
-    run opens its session on a Spark Connect server (spark.remote) that `rocketlake spark-server` started."""
+    run opens its session on a Spark Connect server (spark.remote) that `rocketlake spark-server` started. A
+    `rocketlake member --metrics-port` process of the deployment, up before the run, then tells Prometheus what
+    the run landed and the lag mqadmin reports."""
     _, table, group, path = setup(tmp_path, local_cluster, produced)
-    [port] = free_ports(1)
+    port, metrics_port = free_ports(2)
     config = tmp_path / "rocketlake.yaml"
     body = yaml.safe_load(config.read_text())
     body["spark"] = {"master": "local[2]", "remote": f"sc://127.0.0.1:{port}",
@@ -215,8 +217,13 @@ def test_rocketlake_backfill_lands_a_range_given_by_store_times(tmp_path, local_
     server = ManagedProcess("spark-connect", tmp_path)
     server.start([str(Path(sys.executable).parent / "rocketlake"), "spark-server", "--config", str(config)],
                  dict(os.environ), cwd=root)
+    member = ManagedProcess("member", tmp_path)
+    member.start([str(Path(sys.executable).parent / "rocketlake"), "member", "orders", "--config", str(config),
+                  "--metrics-port", str(metrics_port)], env, cwd=root)
     try:
         wait_for(lambda: accepts_connections(port), time.monotonic() + 180, [server], "the Spark Connect server")
+        # Its counters count from its start: it must be up before the run.
+        wait_for(lambda: scraped(metrics_port) is not None, time.monotonic() + 60, [member], "the member's metrics")
         result = subprocess.run([str(Path(sys.executable).parent / "rocketlake"), "backfill", "orders", *iso,
                                  "--config", str(config)], cwd=root, env=env, capture_output=True, text=True,
                                 timeout=600)
@@ -229,8 +236,10 @@ def test_rocketlake_backfill_lands_a_range_given_by_store_times(tmp_path, local_
         assert refused.returncode != 0
         assert f"the Spark Connect server at sc://127.0.0.1:{port} cannot take spark.executor.memory='7g'" \
             in refused.stderr, refused.stderr[-3000:]
+        metrics = scraped(metrics_port)
     finally:
-        stop_all([server], timeout=5)
+        stop_all([server, member], timeout=5)
+    assert f"left group {group} (unregistered from every broker)" in member.log_file.read_text()  # stopped cleanly
     assert f"landing 2 window(s) of orders ({w1} .. {w2})" in result.stdout
     landed = Counter(minute_key(int(r["window_start"].timestamp() * 1000)) for r in table_rows(path))
     assert landed == {w: len(produced.in_window(w)) for w in (w1, w2)}
@@ -252,6 +261,44 @@ def test_rocketlake_backfill_lands_a_range_given_by_store_times(tmp_path, local_
     assert rows == progress and rows
     total = next(p for p in map(str.split, shown.stdout.splitlines()) if p and p[0] == "total")
     assert int(total[2]) == sum(lag for _, _, lag in rows.values())
+
+    # The member's scrape: per queue what mqadmin says, the ledger's ends, and the totals of the run it saw.
+    def per_queue(name: str) -> dict:
+        return {(s.labels["broker"], int(s.labels["queue"])): s.value for s in metrics[name]
+                if s.labels["topic"] == produced.topic and s.labels["consumer_group"] == group}
+
+    assert per_queue("rocketlake_queue_lag_messages") == {q: lag for q, (_, _, lag) in progress.items()}
+    assert per_queue("rocketlake_queue_max_offset") == {q: top for q, (top, _, _) in progress.items()}
+    assert per_queue("rocketlake_queue_landed_offset") == {q: top for q, (top, _, _) in progress.items() if top}
+    messages = produced.in_window(w1) + produced.in_window(w2)
+    [landed] = metrics["rocketlake_landed_messages_total"]
+    [body_bytes] = metrics["rocketlake_landed_body_bytes_total"]
+    assert landed.value == len(messages) and landed.labels == {"ingestion": "orders", "consumer_group": group}
+    assert body_bytes.value == sum(len(base64.b64decode(m["bodyBase64"])) for m in messages)
+    assert [s.value for s in metrics["rocketlake_landed_windows_total"]] == [2]
+    assert [(s.labels["job"], s.labels["status"], s.value) for s in metrics["rocketlake_run_duration_seconds_count"]] \
+        == [(f"{table}_job", "success", 1)]
+    assert {s.labels["source"]: s.value for s in metrics["rocketlake_scrape_errors_total"]} == {
+        "broker": 0, "ledger": 0, "dagster": 0}
+
+
+def scraped(port: int) -> dict[str, list] | None:
+    """``http://127.0.0.1:<port>/metrics`` read as Prometheus reads it (sample name -> samples); None until it answers."""
+    import urllib.error
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as answer:
+            text = answer.read().decode()
+    except (urllib.error.URLError, ConnectionError):
+        return None
+    samples: dict[str, list] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append(sample)
+    return samples
 
 
 def test_a_dead_name_server_fails_the_run_in_one_clear_line_after_its_retries(tmp_path):
