@@ -133,9 +133,14 @@ class GroupBroker(BrokerStoreTimes):
             taken = self.client.update_consumer_offset(self.consumer_group, queue, offset)
         if not taken:
             # A 5.x broker ignores commits of a queue it reset itself (mqadmin resetOffsetByTime) until the group's
-            # next pull of it, which the run has not made (the reset came later, or it read nothing there). That
-            # pull erases the mark; then the commit takes, so what the ledger says holds on the broker too.
-            self.client.pull(queue, offset, 1, consumer_group=self.consumer_group)
+            # next pull of it, which the run has not made (the reset came later, or it read nothing there). A pull
+            # from the master, where the mark is, erases it; then the commit takes, so what the ledger says holds on
+            # the broker too, unless the reset moved the group further forward, which stands.
+            self.client.broker(queue.broker_name).pull(queue.topic, queue.queue_id, offset, 1,
+                                                       consumer_group=self.consumer_group)
+            now = self.client.query_consumer_offset(self.consumer_group, queue)
+            if now is not None and now >= offset:
+                return
             if not self.client.update_consumer_offset(self.consumer_group, queue, offset):
                 raise OffsetNotTaken(f"broker {queue.broker_name} ignored the commit of group {self.consumer_group} "
                                      f"at {offset} on {queue.key} twice (a server-side offset reset pending); the "

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-
 from dataclasses import replace
 
 from rocketlake import member_requests, member_status
@@ -96,26 +95,35 @@ class Member:
     def running_info(self) -> bytes:
         """What ``mqadmin consumerStatus`` shows of this member now: its share of the queues (as its runs compute
         it), the group's committed offset of each, the ledger's landed end, and what became of the last reset."""
-        from rocketlake.pipelines.assignment import member_share, membership
         from rocketlake.pipelines.broker_access import group_broker
 
         cfg = self.cfg
         broker = group_broker(self.client, cfg)
-        members = membership(self.client, cfg) if cfg.message_model is MessageModel.CLUSTERING else []
-        share = member_share(cfg, broker.subscribed_queues(), members)
-        held = {mq: broker.committed_offset(mq) for mq in share.taken}
+        held = {mq: broker.committed_offset(mq) for mq in self._share(broker)}
         extra = {} if self.last_reset is None else {member_status.LAST_RESET: self.last_reset.summary()}
         return member_status.running_info(cfg, cfg.subscribed_topics(self.client), held, self.landed(),
                                           self.client.namesrv_address, self.started_ms, client_version(), extra)
 
+    def _share(self, broker) -> list:
+        """The queues that are this member's share now, as its runs compute it."""
+        from rocketlake.pipelines.assignment import member_share, membership
+
+        cfg = self.cfg
+        members = membership(self.client, cfg) if cfg.message_model is MessageModel.CLUSTERING else []
+        return list(member_share(cfg, broker.subscribed_queues(), members).taken)
+
     def reset(self, address: str, request: RemotingCommand) -> None:
-        """RESET_CONSUMER_CLIENT_OFFSET from the broker at ``address``: its table through ``offsets reset``'s rules."""
+        """RESET_CONSUMER_CLIENT_OFFSET from the broker at ``address``: the queues of the table that are this
+        member's share (as a Java client resets those it holds), through ``offsets reset``'s rules. mqadmin has each
+        broker send its own table: the verdict is per broker."""
         from rocketlake.pipelines.broker_access import group_broker
 
         timestamp = int(request.ext_fields.get("timestamp", "-1"))
         try:
-            targets = decode_reset_offset_body(request.body)
-            outcome = member_requests.reset_offsets(group_broker(self.client, self.cfg), targets,
+            broker = group_broker(self.client, self.cfg)
+            share = set(self._share(broker))
+            targets = {mq: offset for mq, offset in decode_reset_offset_body(request.body).items() if mq in share}
+            outcome = member_requests.reset_offsets(broker, targets,
                                                     set(self.cfg.subscribed_topics(self.client)), timestamp,
                                                     self.in_flight)
         except Exception as e:  # oneway: no one to answer; the operator reads the log and consumerStatus

@@ -43,7 +43,8 @@ class ResetOutcome:
         if self.refused is not None:
             return f"{when} reset to {to} REFUSED: {self.refused}"
         moved = ", ".join(f"{m.queue.key} {'-' if m.before is None else m.before}->{m.after}" for m in self.applied)
-        return f"{when} reset to {to}: moved {len(self.applied)} queue(s){': ' + moved if moved else ''}"
+        return (f"{when} reset to {to}: moved {len(self.applied)} queue(s){': ' + moved if moved else ''}; "
+                f"{self.unchanged} unchanged")
 
 
 def reset_offsets(broker, targets: dict[MessageQueue, int], topics: set[str], timestamp_ms: int,
@@ -105,7 +106,7 @@ def _json_fields(cfg: IngestionConfig, body: bytes) -> dict:
     except (UnicodeDecodeError, ValueError) as e:
         raise _Undecodable(f"body is not JSON: {e}") from None
     if not isinstance(parsed, dict):
-        raise _Undecodable(f"body is not a JSON object: {body[:200]!r}")
+        raise _Undecodable(f"body is JSON but not an object (a {type(parsed).__name__})")
     names = top_level_names(cfg.body.schema_)
     if cfg.body.evolve == "add_columns":
         names += [name for name in parsed if name not in names and name not in OWN_COLUMNS]

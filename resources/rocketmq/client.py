@@ -209,33 +209,28 @@ class RocketMQClient:
         return self._cluster
 
     def _master_address(self, broker_name: str) -> str | None:
-        return self._addresses(broker_name).get(MASTER_ID)
-
-    def _addresses(self, broker_name: str) -> dict[int, str]:
-        """broker id -> address of ``broker_name``, from the cached routes (the first that has a master, else the
-        first that lists it), else from the cluster info."""
-        found: dict[int, str] = {}
         for route, _ in list(self._routes.values()):
             data = route.broker(broker_name)
-            if data is not None and data.broker_addrs:
-                if data.master_addr:
-                    return dict(data.broker_addrs)
-                found = found or dict(data.broker_addrs)
-        if not found and self._cluster is not None:
+            if data is not None and data.master_addr:
+                return data.master_addr
+        if self._cluster is not None:
             data = self._cluster.broker_addr_table.get(broker_name)
-            if data is not None:
-                found = dict(data.broker_addrs)
-        return found
+            if data is not None and data.master_addr:
+                return data.master_addr
+        return None
 
     def reader(self, mq: MessageQueue) -> BrokerClient:
         """Where pulls of ``mq`` go, as the Java client chooses (``recalculatePullFromWhichNode``, then
         ``findBrokerAddressInSubscribe``): the broker id the queue's last answer suggested (``suggestWhichBrokerId``)
         if the route lists it, else the master, else, while the master is down, another broker of that name (its
         slave, which serves what it has copied)."""
-        addresses = self._addresses(mq.broker_name)
+        # The queue's own topic route (fetched again once expired, and on every retry): another topic's cached route
+        # may still list a master that has died since.
+        data = self.route(mq.topic).broker(mq.broker_name)
+        addresses = dict(data.broker_addrs) if data is not None else {}
         if not addresses:
-            self.cluster_info(refresh=True)
-            addresses = self._addresses(mq.broker_name)
+            data = self.cluster_info(refresh=True).broker_addr_table.get(mq.broker_name)
+            addresses = dict(data.broker_addrs) if data is not None else {}
         address = addresses.get(self._pull_from.get(mq, MASTER_ID)) or addresses.get(MASTER_ID) or (
             addresses[min(addresses)] if addresses else None)
         if address is None:
@@ -333,11 +328,13 @@ class RocketMQClient:
             )
 
         result = once()
-        if result.store_status is GetMessageStatus.OFFSET_RESET:
-            # A 5.x broker's server-side reset of the group (mqadmin resetOffsetByTime) is announced to the group's
-            # next pull of the queue, whatever its offset, and erased by that answer: ask again.
+        if self.pulled(mq, result) and not result.found or result.store_status is GetMessageStatus.OFFSET_RESET:
+            # Ask again: an empty answer that sends the queue to another broker (a 5.x slave answers what it has not
+            # copied yet PULL_RETRY_IMMEDIATELY, suggesting the master); or a 5.x broker's server-side reset of the
+            # group (mqadmin resetOffsetByTime), announced to the group's next pull whatever its offset, and erased
+            # by that answer.
             result = once()
-        self.pulled(mq, result)
+            self.pulled(mq, result)
         return result
 
     def get_min_offset(self, mq: MessageQueue) -> int:

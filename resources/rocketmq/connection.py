@@ -726,6 +726,8 @@ class Connection:
             response = request.make_response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         if request.is_oneway:
             return
+        if response is None:  # a handler for oneway requests asked something else: the broker must not wait
+            response = request.make_response(ResponseCode.SYSTEM_ERROR, f"request {request.code} got no answer")
         try:
             channel.send(encode(response), time.monotonic() + DEFAULT_TIMEOUT, request.code)
         except (ConnectionFailed, RequestTimeout) as exc:

@@ -237,11 +237,13 @@ def read_ranges(
                 if not is_retriable(exc):
                     raise
             else:
-                if client.pulled(cursor.mq, result):
+                moved = client.pulled(cursor.mq, result)
+                if moved:
                     brokers.pop(cursor.mq, None)  # the next spans go where the broker suggested
-                if result.store_status is not GetMessageStatus.OFFSET_RESET:
+                if not (moved and not result.found) and result.store_status is not GetMessageStatus.OFFSET_RESET:
                     return result
-                # A 5.x server-side reset announced to this pull (and erased by it): asked again below.
+                # Asked again below (see RocketMQClient.pull): an empty answer sending the queue elsewhere, or a 5.x
+                # server-side reset announced to this pull and erased by it.
         # One at a time through the client's retries (route refresh, back-off), then pipelined again.
         brokers.clear()
         return client.pull(cursor.mq, span.start, span.end - span.start,

@@ -347,6 +347,8 @@ def test_pulls_go_where_the_last_answer_suggested_else_to_the_master_else_while_
     assert not answered(1)  # the same suggestion again: nothing changes
     assert answered(0) and client.reader(mq).address == "127.0.0.1:10911"
     client._routes["T"] = (routed({1: "127.0.0.1:10916"}), time.monotonic())  # the master is down
+    # ... while another topic's route, cached before, still lists it: the queue's own route decides.
+    client._routes["%RETRY%g"] = (routed({0: "127.0.0.1:10911", 1: "127.0.0.1:10916"}), time.monotonic())
     assert client.reader(mq).address == "127.0.0.1:10916"
     assert answered(7) and client.reader(mq).address == "127.0.0.1:10916"  # an id the route lacks: any it lists
     client.close()
