@@ -226,11 +226,17 @@ class RocketMQClient:
         slave, which serves what it has copied)."""
         # The queue's own topic route (fetched again once expired, and on every retry): another topic's cached route
         # may still list a master that has died since.
-        data = self.route(mq.topic).broker(mq.broker_name)
+        try:
+            data = self.route(mq.topic).broker(mq.broker_name)
+        except TopicNotExist:  # the name server routes no such topic: the broker's master answers for itself
+            data = None
         addresses = dict(data.broker_addrs) if data is not None else {}
         if not addresses:
-            data = self.cluster_info(refresh=True).broker_addr_table.get(mq.broker_name)
-            addresses = dict(data.broker_addrs) if data is not None else {}
+            master = self._master_address(mq.broker_name)
+            if master is None:
+                self.cluster_info(refresh=True)
+                master = self._master_address(mq.broker_name)
+            addresses = {MASTER_ID: master} if master else {}
         address = addresses.get(self._pull_from.get(mq, MASTER_ID)) or addresses.get(MASTER_ID) or (
             addresses[min(addresses)] if addresses else None)
         if address is None:
