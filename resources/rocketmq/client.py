@@ -35,7 +35,7 @@ from .message import Message
 from .message_queue import MessageQueue
 from .namesrv import MASTER_ID, ClusterInfo, NameServerClient, TopicRoute
 from .pools import PrivateConnections
-from .pull import GetMessageStatus, PullResult
+from .pull import PullResult, ask_again
 from .retry import Backoff, ExponentialBackoff, call_with_retries, is_retriable
 from .send import DEFAULT_PRODUCER_GROUP, OutgoingMessage, SendResult
 from .tls import TlsSettings
@@ -334,11 +334,7 @@ class RocketMQClient:
             )
 
         result = once()
-        if self.pulled(mq, result) and not result.found or result.store_status is GetMessageStatus.OFFSET_RESET:
-            # Ask again: an empty answer that sends the queue to another broker (a 5.x slave answers what it has not
-            # copied yet PULL_RETRY_IMMEDIATELY, suggesting the master); or a 5.x broker's server-side reset of the
-            # group (mqadmin resetOffsetByTime), announced to the group's next pull whatever its offset, and erased
-            # by that answer.
+        if ask_again(self.pulled(mq, result), result):
             result = once()
             self.pulled(mq, result)
         return result

@@ -238,3 +238,11 @@ def parse_pull_response(
         filtered_out=filtered,
         store_status=_STORE_STATUS.get(response.remark or ""),
     )
+
+
+def ask_again(moved: bool, result: PullResult) -> bool:
+    """Whether a pull answer is to be asked again at once (``moved``: it suggested another broker than before):
+    an empty answer sending the queue elsewhere (a 5.x slave answers what it has not copied yet
+    PULL_RETRY_IMMEDIATELY, suggesting the master), or a 5.x broker's server-side reset of the group (mqadmin
+    resetOffsetByTime), announced to the group's next pull of the queue whatever its offset, and erased by it."""
+    return (moved and not result.found) or result.store_status is GetMessageStatus.OFFSET_RESET

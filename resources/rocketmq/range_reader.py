@@ -39,7 +39,7 @@ from .errors import InvalidArgument, RangeUnreadable
 from .filter import Subscription
 from .message import Message
 from .message_queue import MessageQueue, OffsetRange
-from .pull import GetMessageStatus, PullResult
+from .pull import PullResult, ask_again
 from .retry import is_retriable
 
 if TYPE_CHECKING:
@@ -240,10 +240,8 @@ def read_ranges(
                 moved = client.pulled(cursor.mq, result)
                 if moved:
                     brokers.pop(cursor.mq, None)  # the next spans go where the broker suggested
-                if not (moved and not result.found) and result.store_status is not GetMessageStatus.OFFSET_RESET:
-                    return result
-                # Asked again below (see RocketMQClient.pull): an empty answer sending the queue elsewhere, or a 5.x
-                # server-side reset announced to this pull and erased by it.
+                if not ask_again(moved, result):
+                    return result  # else asked again below, one at a time
         # One at a time through the client's retries (route refresh, back-off), then pipelined again.
         brokers.clear()
         return client.pull(cursor.mq, span.start, span.end - span.start,

@@ -7,7 +7,6 @@ The cluster is the local runtime's (``rocketlake local up --slaves``): broker-a 
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import time
@@ -17,13 +16,14 @@ from deltalake import DeltaTable
 
 import rocketlake.pipelines.materialize as materialize
 from rocketlake.pipelines.windows import Window
-from rocketlake.resources.local.cluster import LocalCluster
 from rocketlake.resources.local.peers import produce
-from rocketlake.resources.local.spec import BrokerSpec
+from rocketlake.resources.local.spec import SLAVE_PORT_OFFSET, BrokerSpec
 from rocketlake.resources.rocketmq.broker import BrokerClient
 from rocketlake.resources.rocketmq.errors import RocketMQError
 from rocketlake.resources.rocketmq.client import RocketMQClient
-from tests.conftest import free_ports, make_spec
+from rocketlake.resources.jars import ROCKETMQ_VERSION
+from tests.conftest import _running_cluster, free_ports
+from tests.integration.test_member import until
 from tests.integration.ingestion_support import order, unique, wait_until
 from tests.integration.test_engine_runs import Engine, now_ms
 from tests.unit.support import ingestion_config
@@ -34,23 +34,8 @@ pytestmark = pytest.mark.engine
 @pytest.fixture(scope="module")
 def ha_cluster(tmp_path_factory):
     namesrv, master = free_ports(2, block=7)  # a master's three ports and its slave's, 5 above
-    spec = dataclasses.replace(make_spec(tmp_path_factory.mktemp("rocketmq-ha")), namesrv_port=namesrv,
-                               brokers=(BrokerSpec("broker-a", master),)).with_slaves()
-    cluster = LocalCluster(spec)
-    try:
-        cluster.up()
-        yield cluster
-    finally:
-        cluster.down(wipe=True)
-
-
-def until(condition, timeout_s: float, what):
-    deadline = time.monotonic() + timeout_s
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what() if callable(what) else what}: not within {timeout_s:.0f}s")
-        time.sleep(0.2)
-    return value
+    yield from _running_cluster(tmp_path_factory, ROCKETMQ_VERSION, namesrv_port=namesrv, brokers=(
+        BrokerSpec("broker-a", master), BrokerSpec("broker-a", master + SLAVE_PORT_OFFSET, broker_id=1)))
 
 
 def copied(slave: BrokerClient, client: RocketMQClient, topic: str) -> bool:
