@@ -105,12 +105,19 @@ def test_reset_offset_by_time_reaches_a_live_member_which_moves_forward_and_refu
         def committed():
             return {q: client.query_consumer_offset(group, q) for q in queues}
 
+        # Each broker sends the member its own queues (a verdict per broker): wait for as many verdicts as brokers.
+        brokers = len({q.broker_name for q in queues})
+
+        def verdicts(mark: str) -> int:
+            return log.read_text().count(mark)
+
         cluster.mqadmin().run("resetOffsetByTime", "-g", group, "-t", topic, "-s", "now")  # forward, to the ends
-        until(lambda: "reset to the queues' ends: moved" in log.read_text(), 60,
-              lambda: f"the member's verdict in {log.read_text()}")  # logged once committed
+        until(lambda: verdicts("reset to the queues' ends: moved") == brokers, 60,
+              lambda: f"the member's {brokers} verdicts in {log.read_text()}")  # each logged once committed
         assert committed() == ends
         cluster.mqadmin().run("resetOffsetByTime", "-g", group, "-t", topic, "-s", "0")  # backward, to the start
-        until(lambda: "REFUSED" in log.read_text(), 60, lambda: f"the member's verdict in {log.read_text()}")
+        until(lambda: verdicts("REFUSED") == brokers, 60,
+              lambda: f"the member's {brokers} verdicts in {log.read_text()}")
         assert committed() == ends
         assert "would move backward" in log.read_text() and "Nothing was changed" in log.read_text()
     finally:
