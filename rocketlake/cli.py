@@ -29,6 +29,8 @@ from rocketlake.resources.local.spec import BrokerSpec, ClusterSpec, default_sta
 
 
 def _cluster_spec(args: argparse.Namespace) -> ClusterSpec:
+    from dataclasses import replace
+
     from rocketlake.resources.local.peers import tls_marker
     from rocketlake.resources.local.process import ManagedProcess
     from rocketlake.resources.local.spec import TlsSpec
@@ -45,9 +47,13 @@ def _cluster_spec(args: argparse.Namespace) -> ClusterSpec:
         brokers=tuple(BrokerSpec(n, p) for n, p in zip(names, ports)),
         tls=TlsSpec() if getattr(args, "tls", False) or running_tls else None,
     )
-    # Slaves when asked (`local up --slaves`), and for every command while a cluster started that way runs.
+    # Slaves when asked (`local up --slaves`, or `--controller`, which needs replicas), and for every command while
+    # a cluster started that way runs; controller mode likewise (its store holds the controller's).
+    controller = getattr(args, "controller", False) or (spec.store / "controller").is_dir()
     running_slaves = ManagedProcess(BrokerSpec(names[0], 0, 1).key, state_dir).pid() is not None
-    return spec.with_slaves() if getattr(args, "slaves", False) or running_slaves else spec
+    if controller or getattr(args, "slaves", False) or running_slaves:
+        spec = spec.with_slaves()
+    return replace(spec, controller=True) if controller else spec
 
 
 def _spark_cluster(args: argparse.Namespace):
@@ -565,6 +571,10 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("--slaves", action="store_true",
                        help="each broker a master with a slave (classic replication: brokerId 1, brokerRole SLAVE, "
                             "listening 5 ports above its master); runs pull from a slave while its master is down")
+    local.add_argument("--controller", action="store_true",
+                       help="5.x controller mode (automatic master/slave switch): a controller in the name server, "
+                            "2 above its port, and each broker two replicas (as --slaves) whose master it elects, and "
+                            "replaces when it dies")
     local.add_argument("--tls", action="store_true",
                        help="the name server and brokers take TLS only (tls.server.mode=enforcing), with certificates "
                             "of a CA of their own kept in <state-dir>/tls")

@@ -39,6 +39,8 @@ class BrokerStatus:
     address: str
     pid: int | None
     registered_address: str | None  # what the name server says, None if it does not list the broker
+    #: In controller mode, the id the controller gave it and the name server routes (0: the master of the moment).
+    registered_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,8 @@ class ClusterStatus:
                  f"cluster {cluster_name} (store {self.store}):"]
         for b in self.brokers:
             state = "registered" if b.registered_address else ("running, not registered" if b.pid else "down")
+            if b.registered_id is not None:
+                state += f" as brokerId {b.registered_id} ({'master' if b.registered_id == 0 else 'slave'})"
             lines.append(f"  {b.name:<10} {b.address:<17} {state} (pid {b.pid or '-'})")
         return "\n".join(lines)
 
@@ -93,7 +97,8 @@ class LocalCluster:
         self._prepare_dirs()
         deadline = time.monotonic() + timeout
         if self.namesrv.pid() is None:
-            self._check_ports("name server", (self.spec.namesrv_port,))
+            self._check_ports("name server", (self.spec.namesrv_port,) + ((self.spec.controller_port,)
+                                                                           if self.spec.controller else ()))
             conf = self.spec.state_dir / "namesrv.properties"
             conf.write_text(self.spec.namesrv_properties())
             self.namesrv.start([java, *NAMESRV_HEAP, *self._flags("rmq.namesrv.logback.xml"), "-cp", cp,
@@ -114,7 +119,23 @@ class LocalCluster:
             self._wait(lambda b=broker: self._registered(b), deadline, self.broker_processes[broker.key],
                        f"{broker.key} to register {broker.address} with the name server")
             report(f"  {broker.key} is up at {broker.address} ({time.monotonic() - started:.0f}s)")
+        if self.spec.controller:
+            for name in sorted({b.name for b in self.spec.brokers}):
+                self._wait(lambda n=name: self._replicated(n), deadline, self.namesrv,
+                           f"the controller to elect a master of {name} with every replica in sync")
+                report(f"  {name}'s master is {self.registered_ids(name)[0]}, its replicas in sync "
+                       f"({time.monotonic() - started:.0f}s)")
         return self.status()
+
+    def _replicated(self, name: str) -> bool:
+        """The name server routes a master of ``name`` and the controller counts every replica in its sync state
+        set: only then can a replica take over from a master that dies (unclean elections are off)."""
+        master = self.registered_ids(name).get(0)
+        if master is None:
+            return False
+        state = self.mqadmin().sync_state_set(self.spec.controller_address, name)
+        return state.master == master and {b.address for b in self.spec.brokers if b.name == name} <= set(
+            a for a, alive in state.in_sync.items() if alive)
 
     def _flags(self, logback: str) -> list[str]:
         flags = jvm_base_flags(self.spec.state_dir, self.spec.home, logback)
@@ -174,7 +195,21 @@ class LocalCluster:
             time.sleep(0.25)  # readiness poll of an external process; each poll asks the name server
 
     def _registered(self, broker: BrokerSpec) -> bool:
+        if self.spec.controller:  # the controller gives the ids: the replica is listed under its name, any id
+            return broker.address in self.registered_ids(broker.name).values()
         return self._registered_addresses().get(broker.key) == broker.address
+
+    def registered_ids(self, name: str) -> dict[int, str]:
+        """brokerId -> address of the brokers named ``name``, as the name server routes them (0: the master)."""
+        from rocketlake.resources.rocketmq.errors import RocketMQError
+        from rocketlake.resources.rocketmq.namesrv import NameServerClient
+
+        try:
+            info = NameServerClient(self.spec.namesrv_address, timeout=2.0, tls=self.spec.tls_settings()).cluster_info()
+        except RocketMQError:
+            return {}
+        data = info.broker_addr_table.get(name)
+        return dict(data.broker_addrs) if data is not None else {}
 
     def _registered_addresses(self) -> dict[str, str]:
         """Broker key (``BrokerSpec.key``) -> address, as the name server reports it ({} when unreachable)."""
@@ -192,13 +227,21 @@ class LocalCluster:
     # -- status / down -------------------------------------------------------------------------
     def status(self) -> ClusterStatus:
         reachable = accepts_connections(self.spec.namesrv_port)
-        registered = self._registered_addresses() if reachable else {}
+        if self.spec.controller:  # ids come from the controller: each replica is found by its address
+            ids = {address: broker_id for name in {b.name for b in self.spec.brokers}
+                   for broker_id, address in (self.registered_ids(name) if reachable else {}).items()}
+            brokers = tuple(BrokerStatus(b.key, b.address, self.broker_processes[b.key].pid(),
+                                         b.address if b.address in ids else None, ids.get(b.address))
+                            for b in self.spec.brokers)
+        else:
+            registered = self._registered_addresses() if reachable else {}
+            brokers = tuple(BrokerStatus(b.key, b.address, self.broker_processes[b.key].pid(), registered.get(b.key))
+                            for b in self.spec.brokers)
         return ClusterStatus(
             namesrv_address=self.spec.namesrv_address,
             namesrv_pid=self.namesrv.pid(),
             namesrv_reachable=reachable,
-            brokers=tuple(BrokerStatus(b.key, b.address, self.broker_processes[b.key].pid(), registered.get(b.key))
-                          for b in self.spec.brokers),
+            brokers=brokers,
             store=self.spec.store,
         )
 

@@ -36,6 +36,19 @@ class QueueProgress:
     consumer_offset: int
 
 
+@dataclass(frozen=True)
+class SyncStateSet:
+    """``getSyncStateSet``: a broker name's master (None while it has none) and its replicas by address, alive or
+    not; only a replica in sync can be elected master."""
+    master: str | None
+    in_sync: dict[str, bool]
+    not_in_sync: dict[str, bool]
+
+
+_REPLICA = re.compile(r"^(InSyncReplica|NotInSyncReplica):\s*ReplicaIdentity\{.*brokerAddress='([^']*)', "
+                      r"alive=(true|false)\}", re.MULTILINE)
+
+
 # A sub-command that throws prints the exception's stack trace on stderr and still exits 0.
 _FAILURE = re.compile(r"^(Caused by: )?[\w.$]+(Exception|Error)\b", re.MULTILINE)
 
@@ -79,6 +92,19 @@ class MQAdmin:
 
     def cluster_list(self) -> str:
         return self.run("clusterList")
+
+    def sync_state_set(self, controller: str, broker_name: str) -> SyncStateSet:
+        """What the controller at ``controller`` knows of ``broker_name``'s replicas (5.x controller mode)."""
+        return parse_sync_state_set(self.run("getSyncStateSet", "-a", controller, "-b", broker_name))
+
+
+def parse_sync_state_set(text: str) -> SyncStateSet:
+    master = re.search(r"^#MasterAddr\s+(\S+)", text, re.MULTILINE)
+    replicas: dict[str, dict[str, bool]] = {"InSyncReplica": {}, "NotInSyncReplica": {}}
+    for kind, address, alive in _REPLICA.findall(text):
+        replicas[kind][address] = alive == "true"
+    return SyncStateSet(master.group(1) if master and master.group(1) != "null" else None,
+                        replicas["InSyncReplica"], replicas["NotInSyncReplica"])
 
 
 def parse_topic_status(text: str) -> list[QueueStatus]:

@@ -133,6 +133,16 @@ class ClusterSpec:
     tls: TlsSpec | None = None
     #: Broker properties rendered last, overriding the defaults (e.g. :data:`SHORT_RETENTION`).
     extra_broker_properties: tuple[tuple[str, object], ...] = ()
+    #: 5.x controller mode (automatic master/slave switch): the name server embeds a controller (DLedger, one
+    #: peer, on :attr:`controller_port`), and the brokers of a name are replicas whose master the controller elects
+    #: and replaces when it dies. Their ``broker_id`` then names a process, not a role: the controller assigns the
+    #: ids the name server routes (0 for the master of the moment).
+    controller: bool = False
+
+    def __post_init__(self) -> None:
+        if self.controller and self.is_4x:
+            raise ValueError(f"controller mode is RocketMQ 5's (the brokers' enableControllerMode); {self.version} "
+                             "has none")
 
     @property
     def store(self) -> Path:
@@ -141,6 +151,15 @@ class ClusterSpec:
     @property
     def namesrv_address(self) -> str:
         return f"{LOOPBACK}:{self.namesrv_port}"
+
+    @property
+    def controller_port(self) -> int:
+        """The embedded controller's port, two above the name server's (9878, as in RocketMQ's quick start)."""
+        return self.namesrv_port + 2
+
+    @property
+    def controller_address(self) -> str:
+        return f"{LOOPBACK}:{self.controller_port}"
 
     @property
     def home(self) -> Path:
@@ -194,7 +213,24 @@ class ClusterSpec:
             "listenPort": self.namesrv_port,
             "bindAddress": LOOPBACK,
             "kvConfigPath": self.state_dir / "namesrv" / "kvConfig.json",
+            **(self._controller_properties() if self.controller else {}),
         }))
+
+    def _controller_properties(self) -> dict[str, object]:
+        """The controller inside the name server (NamesrvStartup reads ControllerConfig from the same file), as
+        RocketMQ's quick start (conf/controller/quick-start/namesrv.conf) configures it, its store kept with the
+        cluster's."""
+        return {
+            "enableControllerInNamesrv": "true",
+            "controllerType": "DLedger",
+            "controllerDLegerGroup": "rocketlake",
+            "controllerDLegerPeers": f"n0-{self.controller_address}",
+            "controllerDLegerSelfId": "n0",
+            "controllerStorePath": self.store / "controller",
+            # A broker that stops sending heartbeats is inactive after this long (a killed one at once: its
+            # connection closes), and its name gets a new master from the replicas in sync.
+            "scanNotActiveBrokerInterval": 2000,
+        }
 
     def _for_version(self, values: dict[str, object]) -> dict[str, object]:
         # 4.9 has no bindAddress (it binds every interface), no controller and no timer wheel.
@@ -289,9 +325,22 @@ class ClusterSpec:
             # With slaves: a slave serves pulls (5.x refuses them without it) and a master whose readers fall behind
             # what it keeps in memory suggests they read from the slave (``suggestWhichBrokerId``).
             **({"slaveReadEnable": "true"} if len(self.masters) < len(self.brokers) else {}),
+            **(self._controlled_broker_properties() if self.controller else {}),
             **self.acl_properties(),
             **dict(self.extra_broker_properties),
         }))
+
+    def _controlled_broker_properties(self) -> dict[str, object]:
+        """A replica in controller mode (conf/controller/quick-start/broker-n0.conf): it starts as a slave with no
+        id, the controller makes one replica of the name master and gives each its id; a message is acknowledged
+        once every replica in sync has it (``allAckInSyncStateSet``), so a promoted slave has what was sent."""
+        return {
+            "enableControllerMode": "true",
+            "controllerAddr": self.controller_address,
+            "brokerId": -1,
+            "brokerRole": "SLAVE",
+            "allAckInSyncStateSet": "true",
+        }
 
 
 #: Brokers that delete messages on demand, for tests of deleted messages. Names and semantics from

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from rocketlake.resources.jars import delta_jar_set, rocketmq_jar_set
-from rocketlake.resources.local.mqadmin import parse_consumer_progress, parse_topic_status
+from rocketlake.resources.local.mqadmin import parse_consumer_progress, parse_sync_state_set, parse_topic_status
 from rocketlake.resources.local.process import ManagedProcess, start_time
 from rocketlake.resources.local.spec import AclSpec, BrokerSpec, ClusterSpec
 
@@ -203,3 +203,32 @@ def test_with_slaves_each_master_gets_a_slave_of_its_own_that_serves_reads():
     assert slave["storePathRootDir"] == "/store/broker-a-s1" != master["storePathRootDir"]
     alone = ClusterSpec(state_dir=Path("/s"))  # no slaves: nothing changes for a master
     assert "slaveReadEnable" not in parse_properties(alone.broker_properties(alone.brokers[0]))
+
+
+def test_controller_mode_embeds_a_controller_in_the_name_server_and_makes_the_brokers_replicas():
+    spec = replace(ClusterSpec(state_dir=Path("/s"), store_root=Path("/store")).with_slaves(), controller=True)
+    namesrv = parse_properties(spec.namesrv_properties())
+    assert namesrv["enableControllerInNamesrv"] == "true"
+    assert namesrv["controllerDLegerPeers"] == "n0-127.0.0.1:9878" and spec.controller_address == "127.0.0.1:9878"
+    assert namesrv["controllerStorePath"] == "/store/controller"
+    for broker in spec.brokers:  # every replica starts alike: the controller picks the master and gives the ids
+        props = parse_properties(spec.broker_properties(broker))
+        assert (props["enableControllerMode"], props["controllerAddr"], props["brokerId"], props["brokerRole"]) == (
+            "true", "127.0.0.1:9878", "-1", "SLAVE")
+        assert props["allAckInSyncStateSet"] == "true" and props["slaveReadEnable"] == "true"
+    plain = ClusterSpec(state_dir=Path("/s"))
+    assert "enableControllerInNamesrv" not in parse_properties(plain.namesrv_properties())
+    assert parse_properties(plain.broker_properties(plain.brokers[0]))["enableControllerMode"] == "false"
+    with pytest.raises(ValueError, match="controller mode is RocketMQ 5's"):
+        ClusterSpec(state_dir=Path("/s"), version="4.9.7", controller=True)
+
+
+def test_parse_sync_state_set():
+    text = ("\n#brokerName\tbroker-a\n#MasterBrokerId\t1\n#MasterAddr\t127.0.0.1:19916\n#MasterEpoch\t4\n"
+            "InSyncReplica:\tReplicaIdentity{brokerName='broker-a', brokerId=1, brokerAddress='127.0.0.1:19916', "
+            "alive=true}\n\nNotInSyncReplica:\tReplicaIdentity{brokerName='broker-a', brokerId=2, "
+            "brokerAddress='127.0.0.1:19911', alive=false}\n")
+    state = parse_sync_state_set(text)
+    assert state.master == "127.0.0.1:19916"
+    assert state.in_sync == {"127.0.0.1:19916": True} and state.not_in_sync == {"127.0.0.1:19911": False}
+    assert parse_sync_state_set("#MasterAddr\tnull\n").master is None
