@@ -428,6 +428,41 @@ def _landed_ends(config, ingestion) -> dict:
     return landed_ends(entries, ingestion.consumer_group)
 
 
+def _recent_rates(config, name: str):
+    """The ingestion's rates of the last minute and hour (``member_status.consume_status``), from what the
+    deployment's Dagster instance recorded of its table's windows and its job's runs."""
+    import time
+    from datetime import datetime, timezone
+
+    from dagster import AssetRecordsFilter, DagsterInstance, DagsterRunStatus, RunsFilter
+
+    from rocketlake.assets.translator import translate
+    from rocketlake.member_metrics import landing_of
+    from rocketlake.member_status import HOUR_S, MINUTE_S, EndedRun, LandedWindow, consume_status
+
+    assets = translate(config)[name]
+    now = time.time()
+    with DagsterInstance.get() as instance:
+        windows, cursor = [], None
+        while True:
+            page = instance.fetch_materializations(AssetRecordsFilter(asset_key=assets.table_key,
+                                                                      after_timestamp=now - HOUR_S),
+                                                   limit=1000, cursor=cursor)
+            for record in page.records:
+                materialization = record.asset_materialization
+                landing = landing_of(materialization.metadata) if materialization else None
+                if landing is not None:
+                    windows.append(LandedWindow(record.timestamp, landing.rows, landing.sent_back + landing.failed))
+            if not page.has_more:
+                break
+            cursor = page.cursor
+        runs = [EndedRun(r.end_time, r.end_time - r.start_time) for r in instance.get_run_records(RunsFilter(
+            job_name=assets.job_name, statuses=[DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE],
+            updated_after=datetime.fromtimestamp(now - MINUTE_S, tz=timezone.utc)))
+            if r.end_time is not None and r.start_time is not None]
+    return consume_status(windows, runs, now)
+
+
 def _member(args: argparse.Namespace) -> int:
     import signal
     import threading
@@ -450,7 +485,8 @@ def _member(args: argparse.Namespace) -> int:
         if args.metrics_port:
             endpoint = _metrics_endpoint(args, config, ingestion, _print_line)
         Member(client, ingestion, log=_print_line, landed=lambda: _landed_ends(config, ingestion),
-               in_flight=lambda: _runs_in_flight(ingestion.consumer_group)).run(stop)
+               in_flight=lambda: _runs_in_flight(ingestion.consumer_group),
+               rates=lambda: _recent_rates(config, args.ingestion)).run(stop)
     except RocketMQError as e:  # only a refusal (TLS, ACL) ends a member: Member.run beats again after the others
         raise _Refused(f"cluster {ingestion.cluster!r} ({config.clusters[ingestion.cluster].namesrv}) turned the "
                        f"member away: {e}") from None

@@ -80,15 +80,18 @@ class Member:
     and CONSUME_MESSAGE_DIRECTLY (``member_requests``).
 
     ``landed``: the end offset of what the table's ledger holds, per queue (for the running info).
-    ``in_flight``: the ids of the group's runs in flight (a reset waits for none)."""
+    ``in_flight``: the ids of the group's runs in flight (a reset waits for none).
+    ``rates``: the ingestion's recent rates (``member_status.consume_status``; None: reported as 0)."""
 
     def __init__(self, client: RocketMQClient, cfg: IngestionConfig, log: Callable[[str], None] = print,
                  every_s: float = HEARTBEAT_S, landed: Callable[[], dict] | None = None,
-                 in_flight: Callable[[], set[str]] | None = None):
+                 in_flight: Callable[[], set[str]] | None = None,
+                 rates: Callable[[], member_status.ConsumeStatus | None] | None = None):
         self.client, self.cfg, self.log, self.every_s = client, cfg, log, every_s
         self.client_id = cfg.client_id
         self.landed = landed or dict
         self.in_flight = in_flight or set
+        self.rates = rates or (lambda: None)
         self.started_ms = member_status.now_ms()
         self.last_reset: member_requests.ResetOutcome | None = None
 
@@ -101,8 +104,14 @@ class Member:
         broker = group_broker(self.client, cfg)
         held = {mq: broker.committed_offset(mq) for mq in self._share(broker)}
         extra = {} if self.last_reset is None else {member_status.LAST_RESET: self.last_reset.summary()}
+        try:
+            rates = self.rates()
+        except Exception as e:  # the runs' figures are Dagster's: without them the rest is still worth answering
+            self.log(f"the running info reports no rates: reading the runs failed: {type(e).__name__}: {e}")
+            rates = None
         return member_status.running_info(cfg, cfg.subscribed_topics(self.client), held, self.landed(),
-                                          self.client.namesrv_address, self.started_ms, client_version(), extra)
+                                          self.client.namesrv_address, self.started_ms, client_version(), extra,
+                                          rates)
 
     def _share(self, broker) -> list:
         """The queues that are this member's share now, as its runs compute it."""

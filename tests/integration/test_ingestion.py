@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dagster import AssetKey, AssetRecordsFilter, instance_for_test
+from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, instance_for_test
 from deltalake import DeltaTable
 
+from rocketlake.assets.metadata import ROWS
 from rocketlake.resources.local.process import ManagedProcess, accepts_connections, stop_all, wait_for
+from rocketlake.resources.rocketmq.client import RocketMQClient
 from tests.conftest import free_ports
 from tests.integration.ingestion_support import (
     definitions,
@@ -228,6 +230,7 @@ def test_rocketlake_backfill_lands_a_range_given_by_store_times(tmp_path, local_
                                  "--config", str(config)], cwd=root, env=env, capture_output=True, text=True,
                                 timeout=600)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        rates, asked = consumer_rates(local_cluster, group, produced.topic)
         # A static setting the running server lacks cannot apply to a session on it: refused, naming it.
         refused = subprocess.run([sys.executable, "-c", "from rocketlake.resources.spark import SparkResource; "
                                   f"SparkResource(remote='sc://127.0.0.1:{port}', "
@@ -259,6 +262,17 @@ def test_rocketlake_backfill_lands_a_range_given_by_store_times(tmp_path, local_
     progress = {(q.broker_name, q.queue_id): (q.broker_offset, q.consumer_offset, q.broker_offset - q.consumer_offset)
                 for q in local_cluster.mqadmin().consumer_progress(group, produced.topic) if q.topic == produced.topic}
     assert rows == progress and rows
+    # `mqadmin consumerStatus` asked the member: its #Consumer RT&TPS# row of the topic holds the run's figures
+    # with Java's spans (per second over the last minute, when the windows landed less than a minute before).
+    with DagsterInstance.from_config(str(home)) as instance:
+        landings = [(r.timestamp, r.asset_materialization.metadata[ROWS].value) for r in
+                    instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey(table)), limit=10).records]
+    assert sorted(rows for _, rows in landings) == sorted(len(produced.in_window(w)) for w in (w1, w2))
+    started, ended = asked
+    if all(ended - t <= 60 or started - t > 60 for t, _ in landings):  # else a landing left the minute meanwhile
+        expected = round(sum(rows for t, rows in landings if ended - t <= 60) / 60, 2)
+        assert rates["ConsumeOK TPS"] == rates["Pull TPS"] == expected, (rates, landings, asked)
+    assert rates["ConsumeFailed TPS"] == 0 and rates["ConsumeFailedMsgsInHour"] == 0, rates
     total = next(p for p in map(str.split, shown.stdout.splitlines()) if p and p[0] == "total")
     assert int(total[2]) == sum(lag for _, _, lag in rows.values())
 
@@ -280,6 +294,24 @@ def test_rocketlake_backfill_lands_a_range_given_by_store_times(tmp_path, local_
         == [(f"{table}_job", "success", 1)]
     assert {s.labels["source"]: s.value for s in metrics["rocketlake_scrape_errors_total"]} == {
         "broker": 0, "ledger": 0, "dagster": 0}
+
+
+def consumer_rates(cluster, group: str, topic: str) -> tuple[dict[str, float], tuple[float, float]]:
+    """The group's one member's ``#Consumer RT&TPS#`` row of ``topic`` in ``mqadmin consumerStatus -i`` (column
+    name -> figure), and when it was asked (from, to)."""
+    from tests.integration.test_member import sections
+
+    client = RocketMQClient(cluster.spec.namesrv_address)
+    try:
+        [member] = client.get_consumer_list_by_group(group, topic)
+    finally:
+        client.close()
+    started = time.time()
+    found = sections(cluster.mqadmin().run("consumerStatus", "-g", group, "-i", member))["Consumer RT&TPS"]
+    asked = (started, time.time())
+    header = [name.strip() for name in found[0].split("#") if name.strip()]
+    [row] = [line.split() for line in found[1:] if line.split()[0] == topic]
+    return {name: float(value) for name, value in zip(header[1:], row[1:])}, asked
 
 
 def scraped(port: int) -> dict[str, list] | None:

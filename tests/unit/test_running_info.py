@@ -52,3 +52,37 @@ def test_the_members_properties_are_strings_under_the_java_names():
     assert (props["PROP_CONSUMEORDERLY"], props["PROP_NAMESERVER_ADDR"], props["consumeOrderly"],
             props["pullBatchSize"], props["messageModel"]) == ("true", "127.0.0.1:9876;127.0.0.1:9877;", "true", "32",
                                                               "CLUSTERING")
+
+
+def test_rates_are_javas_spans_over_the_ingestions_windows_and_runs():
+    """Per second over the last minute (pulled: every message read; OK: landed; failed: sent back or kept), the
+    mean run time of the minute's runs as the consume RT, and the failed messages of the last hour."""
+    from rocketlake.member_status import EndedRun, LandedWindow, consume_status
+
+    now = 10_000.0
+    windows = [LandedWindow(now - 10, rows=90, failed=6), LandedWindow(now - 59, rows=30, failed=0),
+               LandedWindow(now - 61, rows=500, failed=4),  # out of the minute, in the hour
+               LandedWindow(now - 3601, rows=7, failed=100)]  # out of both
+    runs = [EndedRun(now - 5, 20.0), EndedRun(now - 30, 10.0), EndedRun(now - 90, 600.0)]
+    status = consume_status(windows, runs, now)
+    assert (status.consume_ok_tps, status.consume_failed_tps, status.pull_tps) == (120 / 60, 6 / 60, 126 / 60)
+    assert status.consume_rt == 15_000.0 and status.pull_rt == 0.0
+    assert status.consume_failed_msgs == 10
+    assert consume_status([], [], now) == consume_status(windows, runs, now + 7200) == type(status)()
+
+
+def test_the_rates_go_to_the_topic_or_with_several_topics_to_the_user_info():
+    import json
+
+    from rocketlake.member_status import CONSUME_STATUS, running_info
+    from rocketlake.resources.rocketmq.running_info import ConsumeStatus
+    from tests.unit.support import ingestion_config
+
+    rates = ConsumeStatus(consume_ok_tps=2.0)
+    one = json.loads(running_info(ingestion_config(), ["orders"], {}, {}, "ns", 1, "v", rates=rates))
+    assert one["statusTable"]["orders"]["consumeOKTPS"] == 2.0
+    assert one["statusTable"]["%RETRY%g"]["consumeOKTPS"] == 0.0
+    several = json.loads(running_info(ingestion_config(topic=None, topics=["a", "b"]), ["a", "b"], {}, {}, "ns", 1,
+                                      "v", rates=rates))
+    assert {t: s["consumeOKTPS"] for t, s in several["statusTable"].items()} == {"a": 0.0, "b": 0.0, "%RETRY%g": 0.0}
+    assert json.loads(several["userConsumerInfo"][CONSUME_STATUS])["consumeOKTPS"] == 2.0
