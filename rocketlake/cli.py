@@ -33,13 +33,14 @@ def _cluster_spec(args: argparse.Namespace) -> ClusterSpec:
 
     from rocketlake.resources.local.peers import tls_marker
     from rocketlake.resources.local.process import ManagedProcess
-    from rocketlake.resources.local.spec import TlsSpec
+    from rocketlake.resources.local.spec import TlsSpec, controller_marker
 
     ports = [int(p) for p in args.broker_ports.split(",")]
     names = [f"broker-{chr(ord('a') + i)}" for i in range(len(ports))]
     state_dir = Path(args.state_dir).absolute()
+    running = ManagedProcess("namesrv", state_dir).pid() is not None
     # TLS when asked (`local up --tls`), and for every command while a cluster started that way runs.
-    running_tls = tls_marker(state_dir).exists() and ManagedProcess("namesrv", state_dir).pid() is not None
+    running_tls = tls_marker(state_dir).exists() and running
     spec = ClusterSpec(
         state_dir=state_dir,
         store_root=Path(args.store_dir).absolute() if args.store_dir else None,
@@ -48,8 +49,8 @@ def _cluster_spec(args: argparse.Namespace) -> ClusterSpec:
         tls=TlsSpec() if getattr(args, "tls", False) or running_tls else None,
     )
     # Slaves when asked (`local up --slaves`, or `--controller`, which needs replicas), and for every command while
-    # a cluster started that way runs; controller mode likewise (its store holds the controller's).
-    controller = getattr(args, "controller", False) or (spec.store / "controller").is_dir()
+    # a cluster started that way runs; controller mode likewise.
+    controller = getattr(args, "controller", False) or (controller_marker(state_dir).exists() and running)
     running_slaves = ManagedProcess(BrokerSpec(names[0], 0, 1).key, state_dir).pid() is not None
     if controller or getattr(args, "slaves", False) or running_slaves:
         spec = spec.with_slaves()

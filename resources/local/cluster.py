@@ -28,7 +28,7 @@ from rocketlake.resources.local.process import (
     stop_all,
 )
 from rocketlake.resources.local.mqadmin import MQAdmin
-from rocketlake.resources.local.spec import BrokerSpec, ClusterSpec
+from rocketlake.resources.local.spec import BrokerSpec, ClusterSpec, controller_marker
 
 START_TIMEOUT_S = 120.0
 
@@ -39,8 +39,10 @@ class BrokerStatus:
     address: str
     pid: int | None
     registered_address: str | None  # what the name server says, None if it does not list the broker
-    #: In controller mode, the id the controller gave it and the name server routes (0: the master of the moment).
+    #: In controller mode, the id the controller gave it and the name server routes (0: the master of the moment),
+    #: and the broker name it is a replica of.
     registered_id: int | None = None
+    replica_of: str | None = None
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,13 @@ class ClusterStatus:
 
     @property
     def ready(self) -> bool:
-        return self.namesrv_reachable and all(b.registered_address == b.address for b in self.brokers)
+        registered = self.namesrv_reachable and all(b.registered_address == b.address for b in self.brokers)
+        if not registered or all(b.replica_of is None for b in self.brokers):  # not controller mode
+            return registered
+        # Controller mode: a replica registers with id -1 until the controller gives it one; each name needs a master.
+        masters = sorted(b.replica_of for b in self.brokers if b.registered_id == 0)
+        return all(b.registered_id is not None and b.registered_id >= 0 for b in self.brokers) and \
+            masters == sorted({b.replica_of for b in self.brokers})
 
     def render(self, cluster_name: str) -> str:
         ns = "up" if self.namesrv_reachable else "down"
@@ -62,7 +70,8 @@ class ClusterStatus:
         for b in self.brokers:
             state = "registered" if b.registered_address else ("running, not registered" if b.pid else "down")
             if b.registered_id is not None:
-                state += f" as brokerId {b.registered_id} ({'master' if b.registered_id == 0 else 'slave'})"
+                role = "master" if b.registered_id == 0 else "slave" if b.registered_id > 0 else "no id from the controller yet"
+                state += f" as brokerId {b.registered_id} ({role})"
             lines.append(f"  {b.name:<10} {b.address:<17} {state} (pid {b.pid or '-'})")
         return "\n".join(lines)
 
@@ -94,7 +103,16 @@ class LocalCluster:
         started = time.monotonic()
         java = self.java()
         cp = self.classpath()
+        marker = controller_marker(self.spec.state_dir)
+        if self.namesrv.pid() is not None and self.spec.controller != marker.exists():
+            raise LocalClusterError(
+                f"the cluster of {self.spec.state_dir} runs {'without' if self.spec.controller else 'in'} controller "
+                "mode: stop it first (rocketlake local down), then start it again as you want it")
         self._prepare_dirs()
+        if self.spec.controller:
+            marker.write_text("controller mode\n")
+        else:
+            marker.unlink(missing_ok=True)
         deadline = time.monotonic() + timeout
         if self.namesrv.pid() is None:
             self._check_ports("name server", (self.spec.namesrv_port,) + ((self.spec.controller_port,)
@@ -133,7 +151,10 @@ class LocalCluster:
         master = self.registered_ids(name).get(0)
         if master is None:
             return False
-        state = self.mqadmin().sync_state_set(self.spec.controller_address, name)
+        try:
+            state = self.mqadmin().sync_state_set(self.spec.controller_address, name)
+        except LocalClusterError:  # e.g. while the controller has no leader yet: ask again
+            return False
         return state.master == master and {b.address for b in self.spec.brokers if b.name == name} <= set(
             a for a, alive in state.in_sync.items() if alive)
 
@@ -199,20 +220,9 @@ class LocalCluster:
             return broker.address in self.registered_ids(broker.name).values()
         return self._registered_addresses().get(broker.key) == broker.address
 
-    def registered_ids(self, name: str) -> dict[int, str]:
-        """brokerId -> address of the brokers named ``name``, as the name server routes them (0: the master)."""
-        from rocketlake.resources.rocketmq.errors import RocketMQError
-        from rocketlake.resources.rocketmq.namesrv import NameServerClient
-
-        try:
-            info = NameServerClient(self.spec.namesrv_address, timeout=2.0, tls=self.spec.tls_settings()).cluster_info()
-        except RocketMQError:
-            return {}
-        data = info.broker_addr_table.get(name)
-        return dict(data.broker_addrs) if data is not None else {}
-
-    def _registered_addresses(self) -> dict[str, str]:
-        """Broker key (``BrokerSpec.key``) -> address, as the name server reports it ({} when unreachable)."""
+    def _broker_addrs(self) -> dict[str, dict[int, str]]:
+        """Broker name -> brokerId -> address, for this cluster's names as the name server reports them ({} when it
+        does not answer)."""
         from rocketlake.resources.rocketmq.errors import RocketMQError
         from rocketlake.resources.rocketmq.namesrv import NameServerClient
 
@@ -221,17 +231,25 @@ class LocalCluster:
         except RocketMQError:
             return {}
         names = set(info.cluster_addr_table.get(self.spec.cluster_name, ()))
-        return {BrokerSpec(name, 0, broker_id).key: address for name, data in info.broker_addr_table.items()
-                if name in names for broker_id, address in data.broker_addrs.items()}
+        return {name: dict(data.broker_addrs) for name, data in info.broker_addr_table.items() if name in names}
+
+    def registered_ids(self, name: str) -> dict[int, str]:
+        """brokerId -> address of the brokers named ``name``, as the name server routes them (0: the master)."""
+        return self._broker_addrs().get(name, {})
+
+    def _registered_addresses(self) -> dict[str, str]:
+        """Broker key (``BrokerSpec.key``) -> address, as the name server reports it ({} when unreachable)."""
+        return {BrokerSpec(name, 0, broker_id).key: address for name, ids in self._broker_addrs().items()
+                for broker_id, address in ids.items()}
 
     # -- status / down -------------------------------------------------------------------------
     def status(self) -> ClusterStatus:
         reachable = accepts_connections(self.spec.namesrv_port)
         if self.spec.controller:  # ids come from the controller: each replica is found by its address
-            ids = {address: broker_id for name in {b.name for b in self.spec.brokers}
-                   for broker_id, address in (self.registered_ids(name) if reachable else {}).items()}
+            ids = {address: broker_id for addresses in (self._broker_addrs() if reachable else {}).values()
+                   for broker_id, address in addresses.items()}
             brokers = tuple(BrokerStatus(b.key, b.address, self.broker_processes[b.key].pid(),
-                                         b.address if b.address in ids else None, ids.get(b.address))
+                                         b.address if b.address in ids else None, ids.get(b.address), b.name)
                             for b in self.spec.brokers)
         else:
             registered = self._registered_addresses() if reachable else {}

@@ -100,6 +100,12 @@ class TlsSpec:
         return flags
 
 
+def controller_marker(state_dir: Path) -> Path:
+    """Present while the cluster of ``state_dir`` runs in controller mode (``LocalCluster.up`` keeps it), so that
+    every later command sees it that way."""
+    return state_dir / "controller-mode"
+
+
 def default_state_dir() -> Path:
     return Path(os.environ.get("ROCKETLAKE_LOCAL_DIR", ".rocketlake/local")).absolute()
 
@@ -227,8 +233,11 @@ class ClusterSpec:
             "controllerDLegerPeers": f"n0-{self.controller_address}",
             "controllerDLegerSelfId": "n0",
             "controllerStorePath": self.store / "controller",
-            # A broker that stops sending heartbeats is inactive after this long (a killed one at once: its
-            # connection closes), and its name gets a new master from the replicas in sync.
+            # Small DLedger files, as the brokers' (1 GiB by default).
+            "mappedFileSize": 16 * 1024 * 1024,
+            # How often the controller looks for brokers whose heartbeats stopped (``controllerHeartBeatTimeoutMills``
+            # on the broker, 10 s): a hung master is replaced within about 12 s. A killed one is at once, its
+            # connection closing.
             "scanNotActiveBrokerInterval": 2000,
         }
 

@@ -232,3 +232,18 @@ def test_parse_sync_state_set():
     assert state.master == "127.0.0.1:19916"
     assert state.in_sync == {"127.0.0.1:19916": True} and state.not_in_sync == {"127.0.0.1:19911": False}
     assert parse_sync_state_set("#MasterAddr\tnull\n").master is None
+
+
+def test_a_controller_mode_cluster_is_ready_once_each_name_has_a_master_and_every_replica_an_id():
+    from rocketlake.resources.local.cluster import BrokerStatus, ClusterStatus
+
+    def status(*ids):
+        brokers = tuple(BrokerStatus(key, address, 1, address, broker_id, "broker-a") for key, address, broker_id in
+                        zip(("broker-a", "broker-a-s1"), ("127.0.0.1:1", "127.0.0.1:2"), ids))
+        return ClusterStatus("127.0.0.1:9876", 1, True, brokers, Path("/store"))
+
+    assert status(0, 2).ready and status(2, 0).ready
+    assert not status(-1, -1).ready  # registered before the controller gave them ids
+    assert not status(2, 3).ready  # no master
+    assert "as brokerId -1 (no id from the controller yet)" in status(0, -1).render("DefaultCluster")
+    assert "as brokerId 0 (master)" in status(0, 2).render("DefaultCluster")
