@@ -39,6 +39,7 @@ from tests.integration.ingestion_support import (
     java_dump,
     minute_key,
     order,
+    room_in_this_minute,
     run_partitions,
     unique,
     wait_for_next_minute,
@@ -110,7 +111,7 @@ def test_two_deployments_split_the_queues_and_a_sensor_completes_what_a_departed
     try:
         # Its own minute, not a shared one: the rebalance sensor looks at the last 10 closed windows only
         # (assets/rebalance.py WINDOWS_CHECKED), and this test runs too long after the shared minutes.
-        wait_for_next_minute(offset_s=1)
+        room_in_this_minute()
         sent = produce(local_cluster.spec.namesrv_address, local_cluster.spec.state_dir,
                        [order(i, wide) for i in range(64)] + [order(i, single) for i in range(100, 106)])
         for d in (first, second):

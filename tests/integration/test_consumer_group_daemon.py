@@ -25,7 +25,7 @@ from rocketlake.assets.metadata import ASSIGNMENT
 from rocketlake.resources.local.process import session_members
 from rocketlake.resources.local.peers import produce
 from rocketlake.resources.rocketmq.client import RocketMQClient
-from tests.integration.ingestion_support import minute_key, order, unique, wait_for_next_minute
+from tests.integration.ingestion_support import minute_key, order, room_in_this_minute, unique
 from tests.integration.test_consumer_group import Deployment, ledger
 from tests.integration.test_member import until
 
@@ -92,7 +92,7 @@ def test_two_deployments_run_by_their_daemons_split_the_queues_and_hand_them_ove
         for name, d in (("d1", first), ("d2", second)):
             daemons[name] = start_daemon(d)
 
-        wait_for_next_minute(offset_s=1)
+        room_in_this_minute()
         w1 = minute_key(int(datetime.now(timezone.utc).timestamp() * 1000))
         sent = produce(local_cluster.spec.namesrv_address, local_cluster.spec.state_dir,
                        [order(i, topic) for i in range(64)])
@@ -109,7 +109,7 @@ def test_two_deployments_run_by_their_daemons_split_the_queues_and_hand_them_ove
         first.leave()
         stop_daemon(daemons.pop("d1"))
         until(lambda: peer.get_consumer_list_by_group(group, topic) == [second.client_id], 60, "d1 to leave")
-        wait_for_next_minute(offset_s=1)
+        room_in_this_minute()
         w2 = minute_key(int(datetime.now(timezone.utc).timestamp() * 1000))
         sent += produce(local_cluster.spec.namesrv_address, local_cluster.spec.state_dir,
                         [order(i, topic) for i in range(100, 148)])

@@ -34,6 +34,7 @@ from tests.integration.ingestion_support import (
     definitions,
     minute_key,
     order,
+    room_in_this_minute,
     run_partitions,
     unique,
     wait_for_next_minute,
@@ -134,7 +135,7 @@ def scenario(short_retention_cluster: LocalCluster, tmp_path_factory: pytest.Tem
         return peers.produce(cluster.spec.namesrv_address, cluster.spec.state_dir,
                              [order(i, topic) for i in range(first, first + count)])
 
-    wait_for_next_minute(offset_s=1)
+    room_in_this_minute()
     sent = send(0, W1_MESSAGES)
     wait_for_next_minute(offset_s=1)
     sent += send(W1_MESSAGES, W2_MESSAGES)

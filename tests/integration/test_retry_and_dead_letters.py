@@ -25,8 +25,8 @@ from tests.integration.ingestion_support import (
     definitions,
     minute_key,
     run_partitions,
+    room_in_this_minute,
     unique,
-    wait_for_next_minute,
     wait_until,
     write_config,
 )
@@ -84,7 +84,8 @@ def test_failures_come_back_then_land_once_or_end_in_the_dead_letter_table(tmp_p
     threading.Thread(target=lambda: deliveries.extend(json.loads(line) for line in java.stdout
                                                       if line.startswith('{"msgId"')), daemon=True).start()
     try:
-        wait_for_next_minute(offset_s=1)
+        room_in_this_minute()
+        first_window_ms = int(time.time()) // 60 * 60_000
         messages = [{"topic": topic, "tags": "good", "keys": [f"k{i}"], "body": json.dumps({"order_id": f"o{i}",
                                                                                               "amount": i})}
                     for i in range(8)]
@@ -97,7 +98,6 @@ def test_failures_come_back_then_land_once_or_end_in_the_dead_letter_table(tmp_p
         messages.append({"topic": topic, "tags": "bad", "keys": ["b0"], "body": '{"order_id": "b0", "amount": '})
         sent = peers.produce(namesrv, local_cluster.spec.state_dir, messages)
         tag_of = {s.msg_id: m["tags"] for s, m in zip(sent, messages)}
-        first_window_ms = int(time.time()) // 60 * 60_000
 
         path = str(tmp_path / "lake" / table)
         with instance_for_test() as instance:

@@ -332,7 +332,7 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
 
     from rocketlake.pipelines.config import LakeConfig
     from rocketlake.pipelines.storage import delta_rs_options
-    from tests.integration.ingestion_support import order, unique, wait_for_next_minute, wait_until, write_config
+    from tests.integration.ingestion_support import order, room_in_this_minute, unique, wait_until, write_config
 
     spec = acl_cluster.cluster.spec
     client = acl_cluster.signed()
@@ -374,8 +374,7 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
     assert local_s3.filesystem().get_file_info(lake.table_path(table)[len("s3a://"):]).type == fs.FileType.NotFound
 
     # The Java producer, over TLS and signed, sends a minute's orders; one in three is poison.
-    if 60 - time.time() % 60 < 15:  # the orders must all be stored within one minute, the window
-        wait_for_next_minute()
+    room_in_this_minute()  # the orders must all be stored within one minute, the window
     minute = int(time.time()) // 60 * 60
     sent = peers.produce(spec.namesrv_address, spec.state_dir,
                          [order(i, topic, "poison" if i % 3 == 0 else "TagA") for i in range(9)], version=spec.version)

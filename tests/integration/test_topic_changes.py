@@ -36,6 +36,7 @@ from tests.integration.ingestion_support import (
     java_dump,
     minute_key,
     order,
+    room_in_this_minute,
     run_partitions,
     unique,
     wait_for_next_minute,
@@ -81,7 +82,7 @@ def test_topic_expanded_and_a_broker_restarted_every_message_lands_once(tmp_path
 
     with instance_for_test() as instance:
         # Window 1 on 4 + 4 queues, landed by its scheduled run.
-        wait_for_next_minute(offset_s=1)
+        room_in_this_minute()
         w1, sent = current_minute(), send(0, 24)
         wait_for_next_minute(offset_s=3)
         assert run_partitions(defs, table, instance, w1, tags=SCHEDULED).success
@@ -113,8 +114,7 @@ def test_topic_expanded_and_a_broker_restarted_every_message_lands_once(tmp_path
         cluster.up()
         until(lambda: cluster._routed_queue_counts(topic) == {"broker-a": 8, "broker-b": 8}, 60,
               "broker-b to route the topic again")
-        if time.time() % 60 > 45:  # too little of this minute left for one batch
-            wait_for_next_minute(offset_s=1)
+        room_in_this_minute()
         w3 = current_minute()
         sent += send(300, 32)
         wait_for_next_minute(offset_s=3)
