@@ -473,8 +473,16 @@ def _member(args: argparse.Namespace) -> int:
 
     config, ingestion = _ingestion(args)
     # The deployment's Dagster instance, as its runs find it, from the start: an instance_name left at DEFAULT
-    # names the member after it, and that name must not change when a reset first asks Dagster about runs.
+    # names the member after it, and that name must not change when a reset first asks Dagster about runs. Its
+    # storage is created now, once: requests and scrapes come on several threads, and two creating a fresh
+    # SQLite instance at once collide ("table instance_info already exists").
     dagster_home()
+    from dagster import DagsterInstance
+
+    try:
+        DagsterInstance.get().dispose()
+    except Exception as e:  # e.g. DAGSTER_HOME names no folder yet: the member still beats; what needs it says why
+        _print_line(f"the Dagster instance is not usable yet ({type(e).__name__}: {e}); resets and rates need it")
     if not 0 <= args.metrics_port <= 65535:
         raise _Refused(f"--metrics-port {args.metrics_port}: a port is 1 to 65535 (0: no metrics endpoint)")
     client = _client(config, ingestion)

@@ -92,6 +92,10 @@ class Member:
         self.landed = landed or dict
         self.in_flight = in_flight or set
         self.rates = rates or (lambda: None)
+        # Requests come on each broker's connection thread. Resets are taken one at a time (Java's
+        # MQClientInstance.resetOffset is synchronized): mqadmin has every broker send one at once, and each plans
+        # on what the one before committed.
+        self._one_at_a_time = threading.Lock()
         self.started_ms = member_status.now_ms()
         self.last_reset: member_requests.ResetOutcome | None = None
 
@@ -125,13 +129,17 @@ class Member:
         """RESET_CONSUMER_CLIENT_OFFSET from the broker at ``address``: the queues of the table that are this
         member's share (as a Java client resets those it holds), through ``offsets reset``'s rules. mqadmin has each
         broker send its own table: the verdict is per broker."""
+        timestamp = int(request.ext_fields.get("timestamp", "-1"))
+        with self._one_at_a_time:
+            self._reset(address, timestamp, request.body)
+
+    def _reset(self, address: str, timestamp: int, body: bytes | None) -> None:
         from rocketlake.pipelines.broker_access import group_broker
 
-        timestamp = int(request.ext_fields.get("timestamp", "-1"))
         try:
             broker = group_broker(self.client, self.cfg)
             share = set(self._share(broker))
-            targets = {mq: offset for mq, offset in decode_reset_offset_body(request.body).items() if mq in share}
+            targets = {mq: offset for mq, offset in decode_reset_offset_body(body).items() if mq in share}
             outcome = member_requests.reset_offsets(broker, targets,
                                                     set(self.cfg.subscribed_topics(self.client)), timestamp,
                                                     self.in_flight)
