@@ -191,23 +191,24 @@ def _foreign(entry: LedgerEntry, member: str | None) -> bool:
 
 def trusted_entries(recorded: RecordedRuns, entries: list[LedgerEntry], member: str | None
                     ) -> Callable[[LedgerEntry], bool]:
-    """Which entries may move offsets: never an unbalanced one; this member's when Dagster recorded their run
-    (a run reports its materialization only once its landing balanced), another member's when its verdict
-    says balanced.
+    """Which entries may move offsets: never an unbalanced one; any entry whose verdict says balanced, whoever
+    wrote it; one whose run Dagster recorded.
 
-    Another member's run may be recorded in another Dagster instance, which this one cannot ask; its
-    balanced verdict in the table is the proof that its slice is in the table (slices are pure functions of
-    store time, so landing it again could only produce the same rows). One whose verdict is still pending
-    (its run died between its two commits) moves nothing: its windows are landed again.
+    A run commits its balanced verdict only once everything the landing owed is done (its slice in the table,
+    its failures sent back: ``run.run``), so the verdict alone is the proof, for this member and any other,
+    under whatever client id (an IP that changed, another deployment with a Dagster instance of its own). An
+    entry whose verdict is still pending (its run died between its Delta commit and its verdict, in the
+    send-back for instance) moves nothing, for anyone: its windows are landed again. Entries written before
+    verdicts existed (None) are trusted as they were: recorded, or another member's.
     """
     runs = recorded.among(_keys(entries)) if entries else set()
 
     def trusted(entry: LedgerEntry) -> bool:
         if entry.verdict == UNBALANCED:
             return False
-        if entry.run_id in runs:
+        if entry.verdict == BALANCED or entry.run_id in runs:
             return True
-        return _foreign(entry, member) and entry.verdict != PENDING
+        return entry.verdict is None and _foreign(entry, member)
 
     return trusted
 

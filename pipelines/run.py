@@ -15,12 +15,12 @@ The order, and why:
 1. every window is closed (its store-time range can no longer grow);
 2. this member's share of the queues (membership, strategy, a rebalance sensor's narrowing);
 3. ``prepare``: repair offsets an earlier recorded landing did not commit, decide where the group stands;
-4. ``land`` under the orderly locks: plan exact ranges, one Delta commit of slice and ledger entry
+4. ``land`` (steps 4 to 8 under the orderly locks): plan exact ranges, one Delta commit of slice and ledger entry
    (verdict pending), then the read-back accounting;
-5. the verdict commit: whether that slice balanced, for every member that reads the ledger;
-6. send back the failures (CLUSTERING), only for a balanced landing;
+5. send back the failures (CLUSTERING), only for a balanced landing;
+6. the verdict commit: whether that slice balanced and everything it owed is done, for every member that reads it;
 7. ``Landed``: the caller records the materialization, or not;
-8. commit the offsets, only over entries the record (or a balanced verdict of another member) covers;
+8. commit the offsets, only over entries the record or a balanced verdict covers;
 9. ``Committed``, then compaction of the days that are over (best effort, still in the group's slot).
 """
 
@@ -131,28 +131,38 @@ def run(broker: Broker, lake: Lake, recorded: RecordedRuns, group: Group, cfg: I
     for move in prepared.repaired:
         log.info(f"repaired offset of {move.queue}: {move.before} -> {move.after} (landed by an earlier run)")
 
+    # Orderly runs hold the queue locks from the landing through the offset commit, as Java's
+    # ConsumeMessageOrderlyService holds them through its offset update: a member that takes a queue over
+    # finds it landed, sent back, decided and committed, or untouched by this run's later steps.
     with group.locked(prepared.queues, log.info) if cfg.consume_orderly else nullcontext():
         landed = ingest.land(broker, lake, cfg, request.ingestion, request.run_id, request.windows, prepared,
                              start_at_group_position=request.start_at_group_position, log=log.info,
                              now_ms=request.now_ms, windows_between=request.windows_between)
-    verdict = ingest.verdict_of(landed)
-    if verdict is not None:
-        lake.record_verdict(verdict)
-    if landed.balanced:
-        ingest.send_back(broker, cfg, landed, log.info)
-    yield Landed(landed, share, lake.columns(), prepared)
-    if not landed.balanced:
-        raise Unbalanced("the accounting check failed: the table's rows of these windows do not add up to their "
-                         "ranges (see the check's windows); the landing is marked unbalanced in the ledger and no "
-                         "offset moved. Running the windows again lands them anew.")
+        # The failures go back before the verdict: a balanced verdict is what lets any member (another
+        # deployment, or this one under a new client id) move offsets over the slice without asking Dagster,
+        # so it must only exist once every side effect of the landing is done. A run killed part-way through
+        # the send-back leaves the verdict pending: the window is landed again and its failures sent again
+        # (a copy that comes back twice lands once: ``consume.mark_known``).
+        if landed.balanced:
+            ingest.send_back(broker, cfg, landed, log.info)
+        verdict = ingest.verdict_of(landed)
+        if verdict is not None:
+            lake.record_verdict(verdict)
+        yield Landed(landed, share, lake.columns(), prepared)
+        if not landed.balanced:
+            raise Unbalanced("the accounting check failed: the table's rows of these windows do not add up to "
+                             "their ranges (see the check's windows); the landing is marked unbalanced in the ledger "
+                             "and no offset moved. Running the windows again lands them anew.")
 
-    if request.run_id not in recorded.among(landed.ledger.partition_keys):
-        log.warning("the materialization is not visible in the instance yet; offsets will be committed by the next run")
-        return
-    moves = ingest.commit(broker, recorded, prepared, landed.ledger)
-    for move in moves:
-        log.info(f"committed offset of {move.queue}: {move.before} -> {move.after}")
-    yield Committed(moves, {mq: broker.committed_offset(mq) for mq in prepared.queues})
+        if request.run_id not in recorded.among(landed.ledger.partition_keys):
+            log.warning("the materialization is not visible in the instance yet; offsets will be committed by the "
+                        "next run")
+            return
+        moves = ingest.commit(broker, recorded, prepared, landed.ledger)
+        for move in moves:
+            log.info(f"committed offset of {move.queue}: {move.before} -> {move.after}")
+        positions = {mq: broker.committed_offset(mq) for mq in prepared.queues}
+    yield Committed(moves, positions)
 
     closed_before_ms = request.now_ms - cfg.window.grace_seconds * 1000
     try:

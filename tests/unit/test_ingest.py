@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from rocketlake.pipelines import ingest
+from rocketlake.pipelines.failures import SENT_BACK, FailedMessage
 from rocketlake.pipelines.ingest import Landing, WindowAccounting
 from rocketlake.pipelines.ledger import BALANCED, PENDING, UNBALANCED, LedgerEntry, Suspension, history_of
 from rocketlake.pipelines.run import Alone, Committed, Landed, RunRequest, Unbalanced, run
@@ -186,13 +187,54 @@ def test_a_scheduled_run_starts_where_the_group_stands_a_backfill_takes_whole_wi
     assert landed.ledger.windows[0].ranges == (OffsetRange(A, 0, 4),)
 
 
-def test_a_landing_dagster_never_recorded_moves_no_offset():
+def test_a_landing_that_died_before_its_verdict_moves_no_offset_for_anyone_under_any_client_id():
+    """Killed between its Delta commit and its verdict (in the send-back, say): neither the same deployment, nor
+    the same one after its IP changed (another client id), nor another member may move the group over it."""
     broker = QueuesOnPaper({A: minutes(3, 2)}, committed={A: 0})
-    lake, recorded = LakeOnPaper(), Recorded()
-    one_run(broker, lake, recorded, config(), "dead", [window(0)], record=False)
-    prepared = ingest.prepare(broker, lake, recorded, config(), 100 * MIN, 0)
-    assert prepared.repaired == [] and broker.committed == {A: 0}
-    assert [e.run_id for e in prepared.at_stake] == ["dead"]  # still carried: it may never move an offset
+    lake, recorded = DiesBeforeVerdict(), Recorded()
+    with pytest.raises(Died):
+        one_run(broker, lake, recorded, config(), "dead", [window(0)])
+    lake.__class__ = LakeOnPaper
+    for cfg in (config(), config(client_ip="10.0.0.9"), config(instance_name="other")):
+        prepared = ingest.prepare(broker, lake, recorded, cfg, 100 * MIN, 0, member=cfg.client_id)
+        assert prepared.repaired == [] and broker.committed == {A: 0}, cfg.client_id
+        assert [e.run_id for e in prepared.at_stake] == ["dead"]  # still carried: it may never move an offset
+
+
+def test_a_balanced_verdict_moves_offsets_without_dagsters_record_whoever_reads_it():
+    """The verdict is committed only after every side effect of the landing: it is the proof for every reader,
+    this deployment's next run after its IP changed included (trust does not hang on a client id)."""
+    for reader in (config(), config(client_ip="10.0.0.9")):
+        broker = QueuesOnPaper({A: minutes(3, 2)}, committed={A: 0})
+        lake = LakeOnPaper()
+        one_run(broker, lake, Recorded(), config(), "unrecorded", [window(0)], record=False)
+        assert lake.ledger("g")[-1].verdict == BALANCED and broker.committed == {A: 0}
+        prepared = ingest.prepare(broker, lake, Recorded(), reader, 100 * MIN, 0, member=reader.client_id)
+        assert [(m.queue, m.before, m.after) for m in prepared.repaired] == [(A, 0, 3)], reader.client_id
+
+
+def test_the_failures_are_sent_back_before_the_verdict_is_committed():
+    """A balanced verdict must never exist while a failure of its landing is still unsent."""
+    steps = []
+
+    class Failing(LakeOnPaper):
+        def land(self, entry, queue_count, log):
+            landing = super().land(entry, queue_count, log)
+            failure = FailedMessage(A, 1, "0" * 32, "msg-id", "orders", 0, SENT_BACK, "boom")
+            accounting = tuple(replace(a, rows=a.rows - 1, sent_back=1) for a in landing.accounting)
+            return replace(landing, accounting=accounting, failures=(failure,))
+
+        def record_verdict(self, verdict):
+            steps.append("verdict")
+            super().record_verdict(verdict)
+
+    class Sending(QueuesOnPaper):
+        def send_back(self, failure, max_reconsume_times, delay_level=0):
+            steps.append(f"send back {failure.queue_offset}")
+
+    broker = Sending({A: minutes(3, 2)}, committed={A: 0})
+    one_run(broker, Failing(), Recorded(), config(), "r1", [window(0)])
+    assert steps == ["send back 1", "verdict"] and broker.committed == {A: 3}
 
 
 def test_a_recorded_landing_whose_commit_was_lost_is_repaired_by_the_next_run():
@@ -251,11 +293,13 @@ def test_recorded_gaps_are_landed_in_the_ledger_and_the_offsets_move_past_them()
 
 def test_each_entry_carries_what_is_at_stake_so_the_newest_alone_suffices():
     broker = QueuesOnPaper({A: minutes(1, 1, 1, 1)}, committed={A: 0})
-    lake, recorded = LakeOnPaper(), Recorded()
-    one_run(broker, lake, recorded, config(), "dead", [window(1)], scheduled=False, record=False)
+    lake, recorded = DiesBeforeVerdict(), Recorded()
+    with pytest.raises(Died):  # window 1's run dies before its verdict: its landing stays pending
+        one_run(broker, lake, recorded, config(), "dead", [window(1)], scheduled=False)
+    lake.__class__ = LakeOnPaper
     _, landed, _ = one_run(broker, lake, recorded, config(), "r0", [window(0)])
     assert [e.run_id for e in landed.ledger.carried] == ["dead"]
-    assert broker.committed == {A: 1}, "window 1's landing was never recorded"
+    assert broker.committed == {A: 1}, "window 1's landing was never decided"
     # Only the newest entry survives (the Delta log was cleaned): it still knows what is at stake.
     read_back = LedgerEntry.from_json(landed.ledger.to_json(), version=0)
     newest_only = LakeOnPaper([read_back])
