@@ -9,6 +9,7 @@ for an unbalanced one.
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import pytest
 from deltalake import DeltaTable
@@ -17,12 +18,14 @@ from pyspark.sql import functions as F
 import rocketlake.pipelines.materialize as materialize
 from rocketlake.pipelines import ingest
 from rocketlake.pipelines.broker_access import group_broker
+from rocketlake.pipelines.config import dead_letter_config
 from rocketlake.pipelines.ledger_log import read_ledger
 from rocketlake.pipelines.ledger import BALANCED, UNBALANCED
 from rocketlake.pipelines.materialize import SparkLake
 from rocketlake.pipelines.run import Alone, Committed, Landed, RunRequest, Unbalanced, run
 from rocketlake.pipelines.windows import Window
 from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq_resource import RocketMQResource
 from tests.integration.ingestion_support import order, unique, wait_until
 from tests.unit.support import Lines, Recorded, ingestion_config
@@ -50,11 +53,11 @@ def send_in_two_windows(java_producer, topic: str, per_window: int) -> list[tupl
 class Engine:
     """One ingestion's runs as the asset makes them, on the session's cluster, Spark and a Delta table."""
 
-    def __init__(self, cluster, spark, path, cfg):
+    def __init__(self, cluster, spark, path, cfg, **lake_options):
         resource = RocketMQResource(namesrv=cluster.spec.namesrv_address)
         self.client = RocketMQClient(cluster.spec.namesrv_address)
         self.broker = group_broker(self.client, cfg)
-        self.lake = SparkLake(spark, resource.source_options(), cfg, str(path))
+        self.lake = SparkLake(spark, resource.source_options(), cfg, str(path), **lake_options)
         self.cfg = cfg
         self.recorded = Recorded()
 
@@ -124,3 +127,63 @@ def test_an_unbalanced_landing_moves_no_offset_whoever_runs_next_and_a_balanced_
         (p.broker_name, p.queue_id): p.broker_offset for p in progress if p.topic == topic}, \
         "the Java admin tool sees the group at the end of every queue"
     assert DeltaTable(engine.lake.table_path).to_pyarrow_table().num_rows == 24
+
+
+def stored(client: RocketMQClient, mq: MessageQueue, count: int, within: float = 10) -> None:
+    """Return once ``mq`` holds ``count`` messages (the broker indexes what it stored asynchronously)."""
+    deadline = time.monotonic() + within
+    while client.get_max_offset(mq) < count:
+        assert time.monotonic() < deadline, f"{mq} did not hold {count} messages within {within} s"
+        time.sleep(0.05)  # polling the broker's queue, bounded by the deadline above
+
+
+def test_a_message_dead_lettered_twice_lands_once_in_the_dead_letter_table(
+        local_cluster, create_topic, java_producer, spark, tmp_path):
+    """Issue 45: a message can reach %DLQ%<group> twice (a re-run after its send-back, a step retry). The dead-letter
+    table lands it once, by original msgId, as the main table does redelivered copies: two copies in one window, and
+    a copy in a later window than the one landed, are duplicates, counted in the window's accounting."""
+    topic, group = create_topic(queues=1, brokers=("broker-a",)), unique("g_dlq_twice")
+    main = ingestion_config(topic=topic, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+                            window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0})
+    cfg = dead_letter_config(main)  # what the <table>_dlq asset runs, with the asset's lake below
+    engine = Engine(local_cluster, spark, tmp_path / "orders_dlq", cfg,
+                    last_errors_from=str(tmp_path / "orders_failures"))
+    mq = MessageQueue(topic, "broker-a", 0)
+    sent = java_producer([order(i, topic) for i in range(3)])
+    stored(engine.client, mq, 3)
+    a, b, c = engine.client.pull(mq, 0, 32, consumer_group=group).messages
+    assert [m.msg_id for m in (a, b, c)] == [s.msg_id for s in sent]
+
+    def dead_letter(*messages):  # CONSUMER_SEND_MSG_BACK with a negative delay level: straight to %DLQ%<group>
+        for m in messages:
+            engine.client.consumer_send_msg_back(group, mq, m, delay_level=-1)
+
+    start = now_ms()
+    dead_letter(a, a, b)  # a twice in one window
+    boundary = now_ms() + 1
+    wait_until(boundary / 1000)
+    dead_letter(b, c)  # b again, a window later
+    end = now_ms() + 1
+    wait_until(end / 1000)
+    dlq = MessageQueue(f"%DLQ%{group}", "broker-a", 0)
+    stored(engine.client, dlq, 5)
+    w1, w2 = ("w1", Window(start, boundary)), ("w2", Window(boundary, end))
+
+    def figures(landed):
+        return [(x.partition_key, x.planned, x.rows, x.duplicates) for x in landed.materialization.accounting]
+
+    def landed_once():
+        rows = DeltaTable(engine.lake.table_path).to_pyarrow_table().to_pylist()
+        assert Counter(r["origin_msg_id"] for r in rows) == Counter(m.msg_id for m in (a, b, c)), \
+            "each dead letter once in the dead-letter table"
+        assert {r["origin_msg_id"]: r["queue_offset"] for r in rows} == {a.msg_id: 0, b.msg_id: 2, c.msg_id: 4}
+        assert all(r["origin_topic"] == topic and r["reconsume_times"] == 1 for r in rows)
+
+    # Window by window, as the schedule runs them: the second copy of b is known from the table.
+    assert figures(engine.run("r1", [w1])) == [("w1", 3, 2, 1)]
+    assert figures(engine.run("r2", [w2])) == [("w2", 2, 1, 1)]
+    landed_once()
+    # A backfill of both windows in one run replaces both slices: the same rows, the same accounting.
+    assert figures(engine.run("r3", [w1, w2], backfill=True)) == [("w1", 3, 2, 1), ("w2", 2, 1, 1)]
+    landed_once()
+    assert engine.offsets(f"%DLQ%{group}") == {("broker-a", 0): 5}, "the group's DLQ offset is past every copy"
