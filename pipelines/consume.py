@@ -22,7 +22,7 @@ from pyspark.sql.types import StructType
 from rocketlake.pipelines.body import BodySchemaError, configured_schema, decode_body
 from rocketlake.pipelines.config import BodyConfig, IngestionConfig
 from rocketlake.pipelines.evolution import ddl
-from rocketlake.resources.rocketmq.message import RETRY_GROUP_TOPIC_PREFIX
+from rocketlake.resources.rocketmq.message import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
 ERROR = "_rl_error"
 DUPLICATE = "_rl_duplicate"
@@ -37,8 +37,18 @@ CORRUPT = "_rl_corrupt"
 ORIGIN_LOOKBACK_DAYS = 7
 
 
-def is_retry(topic: Column) -> Column:
-    return topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+#: Topics whose messages are copies of a message stored first elsewhere, known by its original msgId: redelivered
+#: through ``%RETRY%<group>``, or dead-lettered to ``%DLQ%<group>``, where one message arrives twice when it is sent
+#: back twice (a re-run after its send-back, a step retry).
+COPY_TOPIC_PREFIXES = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)
+
+
+def is_copy_topic(topic: str) -> bool:
+    return topic.startswith(COPY_TOPIC_PREFIXES)
+
+
+def is_copy(topic: Column) -> Column:
+    return topic.startswith(RETRY_GROUP_TOPIC_PREFIX) | topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
 
 
 def decode_checked(df: DataFrame, body: BodyConfig, schema: StructType | None = None) -> DataFrame:
@@ -82,9 +92,9 @@ def _shortened(text: str, limit: int = 300) -> str:
 
 
 def mark_known(df: DataFrame, table_path: str | None, replaced: str, earliest_ms: int) -> DataFrame:
-    """``_rl_duplicate``: a redelivered copy (from a ``%RETRY%`` topic) whose original is already in the table at
+    """``_rl_duplicate``: a copy (from a ``%RETRY%`` or ``%DLQ%`` topic) whose original is already in the table at
     ``table_path``, outside the slice this run replaces (rows matching the predicate ``replaced``)."""
-    retry = is_retry(F.col("topic"))
+    copy = is_copy(F.col("topic"))
     if table_path is None:
         return df.withColumn(DUPLICATE, F.lit(False))
     spark = df.sparkSession
@@ -94,7 +104,7 @@ def mark_known(df: DataFrame, table_path: str | None, replaced: str, earliest_ms
     known = (table.where(F.col("window_start") >= F.timestamp_millis(F.lit(since)))
              .where(f"NOT ({replaced})")
              .select(origin.alias("_rl_known_id")).distinct().withColumn("_rl_known", F.lit(True)))
-    joined = df.join(known, (df["origin_msg_id"] == known["_rl_known_id"]) & retry, "left")
+    joined = df.join(known, (df["origin_msg_id"] == known["_rl_known_id"]) & copy, "left")
     return joined.withColumn(DUPLICATE, F.coalesce(F.col("_rl_known"), F.lit(False))).drop("_rl_known_id", "_rl_known")
 
 

@@ -26,7 +26,8 @@ from rocketlake.pipelines.consume import (
     HELD,
     HELPERS,
     decode_checked,
-    is_retry,
+    is_copy,
+    is_copy_topic,
     listen,
     listen_orderly,
     mark_known,
@@ -56,7 +57,6 @@ from rocketlake.pipelines.ledger_log import read_ledger
 from rocketlake.pipelines.storage import LOG_STORE_S3A, several_writers_refusal
 from rocketlake.pipelines.options import encode_plan
 from rocketlake.pipelines.source import register
-from rocketlake.resources.rocketmq.message import is_retry_topic
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
 MIB = 1024 * 1024
@@ -154,7 +154,9 @@ def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: Ingesti
     df = read_plan(spark, source_options, cfg, planned, queue_count, read)
     if last_errors_from is not None:
         df = with_last_error(df, last_errors_from)
-    if cfg.can_fail:
+    # Dead letters never fail, but one message can reach %DLQ%<group> twice (a re-run after its send-back, a step
+    # retry): the judged landing finds the later copy by its original msgId, as it finds redelivered ones.
+    if cfg.can_fail or cfg.dead_letters_of is not None:
         figures, failed, entry = _land_judged(spark, df, cfg, table_path, entry, log, failures_path,
                                               not_landed=tuple(c for c in read if c not in landed), fields=fields)
     else:
@@ -235,7 +237,8 @@ def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log, cfg:
 def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table_path: str, entry: LedgerEntry,
                  log: Log, failures_path: str | None,
                  not_landed: tuple[str, ...] = (), fields=()) -> tuple[dict, tuple[FailedMessage, ...], LedgerEntry]:
-    """Messages that may fail (a listener, a body that may not decode): judged once, then split.
+    """Messages that may fail (a listener, a body that may not decode), or dead letters (copies of one message may
+    arrive twice): judged once, then split.
 
     The verdicts are computed in one pass and kept (``localCheckpoint``): a listener is called once per
     message per run, and the rows written, the failures sent back and the counts all come from the same
@@ -245,7 +248,7 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
     max_times = cfg.effective_max_reconsume_times
     queues = entry.queues
     replaced = slice_predicate(entry.windows)
-    with_retry = any(is_retry_topic(mq.topic) for mq in queues)
+    with_copies = any(is_copy_topic(mq.topic) for mq in queues)
     # Only matched rows keep their body: filtered ones are counted, nothing more.
     df = (df.withColumn(BODY_LENGTH, F.length("body"))
           .withColumn("body", F.when(F.col("matched"), F.col("body"))))
@@ -256,7 +259,7 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
         schema = _evolved_schema(df, cfg, fields, log)
     judged = decode_checked(df, cfg.body, schema)
     earliest = min((w.start_ms for w in entry.windows), default=0)
-    judged = mark_known(judged, table_path if with_retry and is_delta_table(spark, table_path) else None, replaced,
+    judged = mark_known(judged, table_path if with_copies and is_delta_table(spark, table_path) else None, replaced,
                         earliest)
     reading = {r.queue for w in entry.windows for r in w.ranges if r.size}
     if cfg.consume_orderly:
@@ -268,15 +271,16 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
         judged = judged.withColumn(HELD, F.lit(False))
     judged = judged.localCheckpoint(eager=True)
     consumed = F.col("matched") & F.col(ERROR).isNull()
-    if with_retry:
+    if with_copies:
         # Two copies of one message consumed in one run (its original and a redelivered copy, or two copies sent
-        # back by two attempts of a window): the first by window, main topic before retry topic, offset, lands.
+        # back by two attempts of a window, or dead-lettered twice): the first by window, main topic before a copy's
+        # topic, offset, lands.
         fresh = consumed & ~F.col(DUPLICATE)
         first = Window.partitionBy("origin_msg_id", fresh).orderBy(
-            "window_start", is_retry(F.col("topic")), "topic", "broker_name", "queue_id", "queue_offset")
+            "window_start", is_copy(F.col("topic")), "topic", "broker_name", "queue_id", "queue_offset")
         rank = F.when(fresh, F.row_number().over(first))
         # Only a redelivered copy can be a duplicate: two main-topic messages are two offsets, landed both.
-        later_copy = is_retry(F.col("topic")) & F.coalesce(rank > 1, F.lit(False))
+        later_copy = is_copy(F.col("topic")) & F.coalesce(rank > 1, F.lit(False))
         judged = judged.withColumn(DUPLICATE, F.col(DUPLICATE) | later_copy)
     outcome = (F.when(~F.col("matched"), F.lit("filtered"))
                .when(F.col(HELD), F.lit("held"))
@@ -301,7 +305,8 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
     entry = with_suspensions(entry, judged, reading, cfg.suspend_current_queue_time_millis, log)
     stopped = F.col(OUTCOME).isin(SENT_BACK, DEAD_LETTERED, FAILED) | (F.col(HELD) & F.col(ERROR).isNotNull())
     failed_rows = judged.where(stopped).withColumn(OUTCOME, F.when(F.col(HELD), F.lit(SUSPENDED)).otherwise(F.col(OUTCOME)))
-    failures = tuple(
+    # Only a message that can fail is ever a failure (dead letters are not: nor do they read send-back columns).
+    failures = () if not cfg.can_fail else tuple(
         FailedMessage(MessageQueue(r["topic"], r["broker_name"], r["queue_id"]), r["queue_offset"], r["offset_msg_id"],
                       r["msg_id"], r["origin_topic"], r["reconsume_times"], r[OUTCOME], r[ERROR])
         for r in failed_rows.select("topic", "broker_name", "queue_id", "queue_offset", "offset_msg_id", "msg_id",
