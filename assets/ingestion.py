@@ -82,6 +82,9 @@ SCHEDULE_TAG = "dagster/schedule_name"
 QUEUES_TAG = "rocketlake/queues"
 # A run the orderly resume sensor asked for: like a scheduled run, it starts where the group stands.
 RESUME_TAG = "rocketlake/resume"
+# A run the lag sensor asked for to land what a trailing queue has not passed (``assets.catch_up``; the table's
+# name): like a scheduled run, it starts where the group stands, so windows landed already are not landed again.
+CATCH_UP_TAG = "rocketlake/catch_up"
 # Set by the schedule on a window it asks for ahead of its close (epoch ms of the close): the run waits for it.
 CLOSES_AT_TAG = "rocketlake/closes_at_ms"
 #: How far ahead of its close the schedule asks for a window: up to its next tick (a minute).
@@ -228,7 +231,7 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
     request = RunRequest(
         ingestion=name, run_id=context.run.run_id, windows=windows, now_ms=now_ms,
         first_window_start_ms=to_ms(cfg.window.start),
-        start_at_group_position=SCHEDULE_TAG in context.run.tags or RESUME_TAG in context.run.tags,
+        start_at_group_position=any(tag in context.run.tags for tag in (SCHEDULE_TAG, RESUME_TAG, CATCH_UP_TAG)),
         only_queues=None if only is None else {MessageQueue.from_key(k) for k in only.split(",") if k},
         windows_between=partial(windows_between, partitions))
     try:

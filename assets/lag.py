@@ -9,9 +9,13 @@ over time. The same tick evaluates the table's two checks and reports them with 
 
 - ``fresh`` fails when the newest landed window is older than the newest window past its deadline
   (close + ``window.grace_seconds`` + ``window.freshness_slack_seconds``);
-- ``lag_not_growing`` warns when the total lag rose at each of the last observations (``pipelines.freshness``).
+- ``lag_not_growing`` warns when the total lag rose at each of the last observations (``pipelines.freshness``);
+- ``caught_up`` fails while a queue's committed offset trails the newest window past its deadline, and the tick asks
+  for the run that lands what it trails by (``assets.catch_up``): ``fresh`` alone looks at the newest window only,
+  and stays green while later windows land above a hole that holds the group's offset back.
 
-Both checks can also be executed from the UI: they read the same figures from the instance.
+Each check can also be executed from the UI: the first two read the same figures from the instance, ``caught_up``
+asks the brokers.
 """
 
 # No "from __future__ import annotations" here: Dagster inspects the checks' context annotation at runtime.
@@ -39,6 +43,7 @@ from dagster import (
     sensor,
 )
 
+from rocketlake.assets.catch_up import CAUGHT_UP_CHECK, behind, catch_up_request, caught_up_outcome
 from rocketlake.assets.cluster_tick import Members, read_each, tick_summary, tick_timeout_ms
 from rocketlake.assets.ingestion import rocketmq_resource_key
 from rocketlake.assets.partitions import (
@@ -61,7 +66,7 @@ COMMITTED = "rocketlake/committed_offset"
 LAG_TABLE = "rocketlake/lag_per_queue"
 FRESH_CHECK = "fresh"
 GROWTH_CHECK = "lag_not_growing"
-LAG_CHECKS = (FRESH_CHECK, GROWTH_CHECK)
+LAG_CHECKS = (FRESH_CHECK, GROWTH_CHECK, CAUGHT_UP_CHECK)
 
 LAG_SCHEMA = TableSchema(columns=[
     TableColumn("topic", "string"), TableColumn("broker_name", "string"), TableColumn("queue_id", "int"),
@@ -145,8 +150,9 @@ def growth_outcome(totals_oldest_first: list[int]) -> dict:
 
 
 def build_lag_checks(cfg: IngestionConfig, assets: IngestionAssets) -> list:
-    """The two checks, executable from the UI too (the sensor reports them every minute)."""
+    """The three checks, executable from the UI too (the sensor reports them every minute)."""
     asset_key = assets.table_key
+    rocketmq_key = rocketmq_resource_key(cfg.cluster)
 
     @asset_check(asset=asset_key, name=FRESH_CHECK, blocking=False,
                  description=f"Fails when the newest landed window of {cfg.table} is older than the newest window "
@@ -162,12 +168,24 @@ def build_lag_checks(cfg: IngestionConfig, assets: IngestionAssets) -> list:
         return AssetCheckResult(**growth_outcome(
             observed_lag_totals(context.instance, asset_key, GROWTH_TICKS + 1)))
 
-    return [fresh, lag_not_growing]
+    @asset_check(asset=asset_key, name=CAUGHT_UP_CHECK, blocking=False, required_resource_keys={rocketmq_key},
+                 description=f"Fails while a queue of group {cfg.consumer_group} has a message not passed that was "
+                             f"stored before the end of the newest window past close + {cfg.window.grace_seconds}s "
+                             f"grace + {cfg.window.freshness_slack_seconds}s slack (the lag sensor then asks for "
+                             "the run that lands it).")
+    def caught_up(context: AssetCheckExecutionContext) -> AssetCheckResult:
+        with getattr(context.resources, rocketmq_key).open_client(cfg.mq_client_api_timeout) as client:
+            rows = group_progress(group_broker(client, cfg))
+        now = datetime.now(timezone.utc)
+        found = behind(cfg, window_partitions(cfg.window), rows, now)
+        return AssetCheckResult(**caught_up_outcome(cfg, found, int(now.timestamp() * 1000)))
+
+    return [fresh, lag_not_growing, caught_up]
 
 
 def lag_events(cfg: IngestionConfig, assets: IngestionAssets, rows: list[QueueProgress], now_ms: int,
-               instance) -> tuple[list, str]:
-    """One ingestion's observation and check evaluations for one tick, and its summary."""
+               instance, log) -> tuple[list, list, str]:
+    """One ingestion's observation, check evaluations and catch-up run request (if any) for one tick; its summary."""
     asset_key = assets.table_key
     metadata = lag_metadata(rows, now_ms, cfg.topic)  # None with several topics: every queue key names its topic
     total = metadata[LAG_MESSAGES].value
@@ -175,10 +193,16 @@ def lag_events(cfg: IngestionConfig, assets: IngestionAssets, rows: list[QueuePr
                f"passed {metadata[LAG_SECONDS].value:.0f}s ago")
     totals = observed_lag_totals(instance, asset_key, GROWTH_TICKS) + [total]
     now = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc)
-    return [AssetObservation(asset_key=asset_key, metadata=metadata, description=summary),
-            AssetCheckEvaluation(asset_key=asset_key, check_name=FRESH_CHECK,
-                                 **freshness_outcome(cfg, instance, now, asset_key)),
-            AssetCheckEvaluation(asset_key=asset_key, check_name=GROWTH_CHECK, **growth_outcome(totals))], summary
+    partitions = window_partitions(cfg.window)
+    found = behind(cfg, partitions, rows, now)
+    request = catch_up_request(cfg, asset_key, assets.job_name, partitions, found, instance, now, log)
+    events = [AssetObservation(asset_key=asset_key, metadata=metadata, description=summary),
+              AssetCheckEvaluation(asset_key=asset_key, check_name=FRESH_CHECK,
+                                   **freshness_outcome(cfg, instance, now, asset_key)),
+              AssetCheckEvaluation(asset_key=asset_key, check_name=GROWTH_CHECK, **growth_outcome(totals)),
+              AssetCheckEvaluation(asset_key=asset_key, check_name=CAUGHT_UP_CHECK,
+                                   **caught_up_outcome(cfg, found, now_ms))]
+    return events, [request] if request else [], summary
 
 
 def build_lag_sensor(cluster: str, members: Members) -> SensorDefinition:
@@ -188,22 +212,29 @@ def build_lag_sensor(cluster: str, members: Members) -> SensorDefinition:
     timeout_ms = tick_timeout_ms(members)
     groups = ", ".join(cfg.consumer_group for cfg, _ in members)
 
-    @sensor(name=cluster_sensor_name(cluster, [a.table_key for _, a in members], "lag"), minimum_interval_seconds=60,
+    tables = [a.table_key for _, a in members]
+
+    # It targets the tables: a tick that finds a queue trailing asks for the run that catches it up.
+    @sensor(name=cluster_sensor_name(cluster, tables, "lag"), minimum_interval_seconds=60, asset_selection=tables,
             required_resource_keys={rocketmq_key}, default_status=DefaultSensorStatus.RUNNING,
             description=f"Every minute, for each ingestion of cluster {cluster} (groups {groups}): broker max, "
                         "committed offset and lag (messages, seconds) per queue and in total, as observations of "
-                        "its table; evaluates the table's freshness and lag-growth checks.")
+                        "its table; evaluates the table's freshness, lag-growth and caught-up checks, and asks for "
+                        "a run of the windows a trailing queue has not passed.")
     def lag(context: SensorEvaluationContext):
         resource = getattr(context.resources, rocketmq_key)
         now_ms = int(time.time() * 1000)
         with resource.open_client(timeout_ms) as client:
             read, failed = read_each(members, lambda cfg: group_progress(group_broker(client, cfg)),
                                      "read the progress", context.log)
-        events, said = [], []
+        events, requests, said = [], [], []
         for cfg, assets, rows in read:
-            ingestion_events, summary = lag_events(cfg, assets, rows, now_ms, context.instance)
+            ingestion_events, ingestion_requests, summary = lag_events(cfg, assets, rows, now_ms, context.instance,
+                                                                       context.log)
             events += ingestion_events
+            requests += ingestion_requests
             said.append(summary)
-        return SensorResult(asset_events=events, skip_reason=SkipReason(tick_summary(said, failed)))
+        return SensorResult(asset_events=events, run_requests=requests,
+                            skip_reason=None if requests else SkipReason(tick_summary(said, failed)))
 
     return lag

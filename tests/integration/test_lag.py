@@ -2,8 +2,11 @@
 
 After window 1 is landed, the sensor's figures per queue equal `mqadmin consumerProgress` on the same group at
 the same moment (broker offset, consumer offset, diff), with the total; the `fresh` check fails because window 2
-and the windows after it are past their deadline (the schedule is not running, slack 0); after a catch-up
-backfill up to the newest due window it passes and the lag is 0.
+and the windows after it are past their deadline (the schedule is not running, slack 0), and so does `caught_up`:
+the group's offsets trail at window 2, which no run will land (the schedule reaches back three windows only; here
+it does not run at all). The tick asks for one run of window 2 .. the newest due window, of the trailing queues;
+once it ran, the next tick finds every queue caught up and asks for nothing; the lag is 0 and, after the windows
+that closed meanwhile (empty ones, which catch-up leaves to the schedule), `fresh` passes.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from datetime import datetime, timezone
 import pytest
 from dagster import AssetCheckEvaluation, AssetKey, AssetObservation, build_sensor_context, instance_for_test
 
+from rocketlake.assets.catch_up import CAUGHT_UP_CHECK, RANGE_END, RANGE_START
+from rocketlake.assets.ingestion import CATCH_UP_TAG, QUEUES_TAG
 from rocketlake.assets.lag import BROKER_MAX, COMMITTED, FRESH_CHECK, LAG_MESSAGES, queue_figure, table_freshness
 from rocketlake.pipelines.config import load_config
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
@@ -33,15 +38,17 @@ def test_lag_equals_mqadmin_and_freshness_fails_until_a_catch_up(tmp_path, local
     cfg = load_config(config).ingestions["orders"]
     sensor = defs.get_sensor_def("rocketlake_test_lag")  # one a cluster
     resources = {"rocketmq_test": RocketMQResource(namesrv=local_cluster.spec.namesrv_address)}
-    w1, _ = produced.windows()
+    w1, w2 = produced.windows()
 
-    def tick(instance):
-        events = sensor.evaluate_tick(build_sensor_context(instance=instance, resources=resources, definitions=defs,
-                                                           sensor_name=sensor.name)).asset_events
-        for event in events:  # what the daemon does with a sensor's events
+    def tick(instance, requested: list | None = None):
+        result = sensor.evaluate_tick(build_sensor_context(instance=instance, resources=resources, definitions=defs,
+                                                           sensor_name=sensor.name))
+        for event in result.asset_events:  # what the daemon does with a sensor's events
             instance.report_runless_asset_event(event)
-        (observation,) = [e for e in events if isinstance(e, AssetObservation)]
-        checks = {e.check_name: e for e in events if isinstance(e, AssetCheckEvaluation)}
+        (observation,) = [e for e in result.asset_events if isinstance(e, AssetObservation)]
+        checks = {e.check_name: e for e in result.asset_events if isinstance(e, AssetCheckEvaluation)}
+        if requested is not None:
+            requested.extend(result.run_requests or [])
         return observation.metadata, checks
 
     with instance_for_test() as instance:
@@ -62,19 +69,34 @@ def test_lag_equals_mqadmin_and_freshness_fails_until_a_catch_up(tmp_path, local
         assert not checks[FRESH_CHECK].passed, checks[FRESH_CHECK].description
         assert checks[FRESH_CHECK].description.endswith(f"the newest landed window is {w1}")
 
-        # Catch up: a backfill from the first window not landed to the newest one past its deadline. A minute
-        # that closes during the backfill is due by the next tick, so catch up again, as a schedule would.
-        first, ticks = produced.windows()[1], 1
-        while True:
+        # The queues with window 2's messages trail: the check is red, and the tick asked for their catch-up.
+        trailing = {f"{q.topic}/{q.broker_name}/{q.queue_id}" for q in topic_queues if q.broker_offset > q.consumer_offset}
+        requested = []
+        due = table_freshness(cfg, instance, datetime.now(timezone.utc)).newest_due
+        metadata, checks = tick(instance, requested)
+        assert not checks[CAUGHT_UP_CHECK].passed and "trail window" in checks[CAUGHT_UP_CHECK].description, \
+            checks[CAUGHT_UP_CHECK].description
+        (request,) = requested
+        assert (request.tags[RANGE_START], request.tags[CATCH_UP_TAG]) == (w2, table)
+        assert request.tags[RANGE_END] >= due and set(request.tags[QUEUES_TAG].split(",")) == trailing
+        job = defs.resolve_job_def(f"{table}_job")
+        assert job.execute_in_process(instance=instance, tags=request.tags, asset_selection=request.asset_selection,
+                                      raise_on_error=False).success
+        requested.clear()
+        metadata, checks = tick(instance, requested)
+        assert checks[CAUGHT_UP_CHECK].passed, checks[CAUGHT_UP_CHECK].description
+        assert requested == [] and metadata[LAG_MESSAGES].value == 0
+        ticks = 3
+
+        # Windows that closed since are empty: catch-up leaves them to the schedule (here: by hand), and `fresh`
+        # passes once the newest due one is landed. A minute that closes meanwhile is due by the next tick.
+        while not checks[FRESH_CHECK].passed:
+            assert ticks < 6, checks[FRESH_CHECK].description
             due = table_freshness(cfg, instance, datetime.now(timezone.utc)).newest_due
-            assert run_partitions(defs, table, instance, first, due).success
+            assert run_partitions(defs, table, instance, due, tags=SCHEDULED).success
             metadata, checks = tick(instance)
             ticks += 1
-            if checks[FRESH_CHECK].passed:
-                break
-            assert ticks < 5, checks[FRESH_CHECK].description
-            first = table_freshness(cfg, instance, datetime.now(timezone.utc)).newest_due
         assert checks[FRESH_CHECK].description.startswith(f"newest landed window {due}")
-        assert metadata[LAG_MESSAGES].value == 0
+        assert checks[CAUGHT_UP_CHECK].passed and metadata[LAG_MESSAGES].value == 0
         stored = instance.fetch_observations(AssetKey(table), limit=20).records
         assert len([r for r in stored if LAG_MESSAGES in r.asset_observation.metadata]) == ticks
