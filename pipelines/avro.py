@@ -10,6 +10,7 @@ check costs the JVM two byte comparisons per message.
 from __future__ import annotations
 
 import json
+import re
 
 SINGLE_OBJECT_MARKER = b"\xc3\x01"
 HEADER_BYTES = len(SINGLE_OBJECT_MARKER) + 8
@@ -78,6 +79,79 @@ def canonical_form(schema) -> str:
         return {key: out[key] for key in _ORDER if key in out}
 
     return json.dumps(form(schema, None), separators=(",", ":"), ensure_ascii=False)
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def schema_problem(schema) -> str | None:
+    """What makes a parsed schema invalid for Avro's own parser (the first mistake, with where it is), or None.
+
+    Checked when the configuration loads, so that a mistake is one sentence naming the field, not a
+    SchemaParseException from the JVM in the middle of a run."""
+    defined: set[str] = set()
+
+    def fullname(name: str, namespace: str | None) -> str:
+        return name if "." in name or not namespace else f"{namespace}.{name}"
+
+    def check(s, at: str, namespace: str | None) -> str | None:
+        if isinstance(s, str):
+            if s in _PRIMITIVES or fullname(s, namespace) in defined or s in defined:
+                return None
+            return f"{at}: {s!r} is neither a primitive type nor a named type defined before it"
+        if isinstance(s, list):
+            if not s:
+                return f"{at}: a union needs at least one branch"
+            for i, branch in enumerate(s):
+                if isinstance(branch, list):
+                    return f"{at}[{i}]: a union may not hold a union directly"
+                problem = check(branch, f"{at}[{i}]", namespace)
+                if problem:
+                    return problem
+            return None
+        if not isinstance(s, dict) or "type" not in s:
+            return f"{at}: expected a type name, a union (list) or an object with \"type\", found {json.dumps(s)}"
+        kind = s["type"]
+        if isinstance(kind, (dict, list)):
+            return check(kind, f"{at}.type", namespace)
+        if kind in _PRIMITIVES:
+            return None
+        if kind in ("record", "error", "enum", "fixed"):
+            name = s.get("name")
+            if not isinstance(name, str) or not all(_NAME.fullmatch(part) for part in name.split(".")):
+                return f"{at}: a {kind} needs a name of letters, digits and _ (found {name!r})"
+            namespace = s.get("namespace", namespace)
+            defined.add(fullname(name, namespace))
+            namespace = fullname(name, namespace).rsplit(".", 1)[0] if "." in fullname(name, namespace) else namespace
+        if kind in ("record", "error"):
+            fields = s.get("fields")
+            if not isinstance(fields, list):
+                return f"{at}: record {s['name']!r} needs a list of fields"
+            for i, f in enumerate(fields):
+                where = f"{at}.fields[{i}]"
+                if not isinstance(f, dict) or not isinstance(f.get("name"), str) or not _NAME.fullmatch(f["name"]):
+                    return f"{where}: a field needs a name of letters, digits and _"
+                if "type" not in f:
+                    return f"{where} ({f['name']}): a field needs a type"
+                problem = check(f["type"], f"{where} ({f['name']}).type", namespace)
+                if problem:
+                    return problem
+            return None
+        if kind == "enum":
+            symbols = s.get("symbols")
+            if not isinstance(symbols, list) or not all(isinstance(x, str) and _NAME.fullmatch(x) for x in symbols):
+                return f"{at}: enum {s['name']!r} needs a list of symbols, each of letters, digits and _"
+            return None
+        if kind == "array":
+            return check(s["items"], f"{at}.items", namespace) if "items" in s else f"{at}: an array needs items"
+        if kind == "map":
+            return check(s["values"], f"{at}.values", namespace) if "values" in s else f"{at}: a map needs values"
+        if kind == "fixed":
+            size = s.get("size")
+            return None if isinstance(size, int) and size >= 0 else f"{at}: fixed {s['name']!r} needs a size (bytes)"
+        return f"{at}: {kind!r} is neither a primitive type nor a named type defined before it"
+
+    return check(schema, "the schema", None)
 
 
 def fingerprint(schema_text: str) -> bytes:

@@ -318,6 +318,11 @@ class BodyConfig(_Strict):
         if not isinstance(parsed, dict) or parsed.get("type") != "record" or not parsed.get("fields"):
             raise ValueError(f"schema_file {self.schema_file!r} is not an Avro record schema with fields (its "
                              "fields become the table's columns)")
+        from rocketlake.pipelines.avro import schema_problem
+
+        problem = schema_problem(parsed)
+        if problem:
+            raise ValueError(f"schema_file {self.schema_file!r} is not a valid Avro schema: {problem}")
         from rocketlake.pipelines.columns import OWN_COLUMNS
 
         clashes = sorted({f.get("name") for f in parsed["fields"]} & OWN_COLUMNS)
@@ -931,9 +936,21 @@ def load_config(path: str | os.PathLike | None = None) -> RocketLakeConfig:
     """Read and validate the configuration (``$ROCKETLAKE_CONFIG`` or ``rocketlake.yaml``)."""
     source = config_path(path)
     try:
-        raw = yaml.safe_load(source.read_text())
+        raw = yaml.safe_load(source.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(str(source), [f"file not found (set {CONFIG_ENV} or create {DEFAULT_CONFIG})"]) from None
+    except IsADirectoryError:
+        raise ConfigError(str(source), [f"is a directory, not a file: name the YAML file in it (set {CONFIG_ENV} "
+                                        f"to it, or --config)"]) from None
+    except PermissionError:
+        raise ConfigError(str(source), ["cannot be read by this user (permission denied): make it readable to "
+                                        "the process that runs rocketlake (Dagster's code server and runs too)"]
+                          ) from None
+    except OSError as e:
+        raise ConfigError(str(source), [f"cannot be read: {e.strerror or e}"]) from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(str(source), [f"is not UTF-8 text (byte 0x{e.object[e.start]:02x} at position "
+                                        f"{e.start}): save it as UTF-8"]) from None
     except yaml.YAMLError as e:
         raise ConfigError(str(source), [f"not valid YAML: {e}"]) from None
     return parse_config(raw, str(source))

@@ -92,9 +92,14 @@ def _shortened(text: str, limit: int = 300) -> str:
 
 
 def mark_known(df: DataFrame, table_path: str | None, replaced: str, earliest_ms: int) -> DataFrame:
-    """``_rl_duplicate``: a copy (from a ``%RETRY%`` or ``%DLQ%`` topic) whose original is already in the table at
-    ``table_path``, outside the slice this run replaces (rows matching the predicate ``replaced``)."""
-    copy = is_copy(F.col("topic"))
+    """``_rl_duplicate``: a message one of whose copies the table at ``table_path`` holds already, outside the slice
+    this run replaces (rows matching the predicate ``replaced``).
+
+    A copy (from a ``%RETRY%`` or ``%DLQ%`` topic) is one when its original, or another copy of it, is there. An
+    original (a main-topic message) is one when a copy of it is there: a window landed again after its failures
+    were redelivered and landed in later windows (the copy stays; the original is counted as a duplicate). Two
+    main-topic messages with one msgId (a producer's retried send, stored twice) are two offsets, landed both.
+    """
     if table_path is None:
         return df.withColumn(DUPLICATE, F.lit(False))
     spark = df.sparkSession
@@ -103,9 +108,12 @@ def mark_known(df: DataFrame, table_path: str | None, replaced: str, earliest_ms
     since = earliest_ms - ORIGIN_LOOKBACK_DAYS * 86_400_000
     known = (table.where(F.col("window_start") >= F.timestamp_millis(F.lit(since)))
              .where(f"NOT ({replaced})")
-             .select(origin.alias("_rl_known_id")).distinct().withColumn("_rl_known", F.lit(True)))
-    joined = df.join(known, (df["origin_msg_id"] == known["_rl_known_id"]) & copy, "left")
-    return joined.withColumn(DUPLICATE, F.coalesce(F.col("_rl_known"), F.lit(False))).drop("_rl_known_id", "_rl_known")
+             .groupBy(origin.alias("_rl_known_id"))
+             .agg(F.max(is_copy(F.col("topic"))).alias("_rl_known_copy")))
+    joined = df.join(known, df["origin_msg_id"] == known["_rl_known_id"], "left")
+    copy = is_copy(F.col("topic"))
+    duplicate = F.col("_rl_known_id").isNotNull() & (copy | F.col("_rl_known_copy"))
+    return joined.withColumn(DUPLICATE, F.coalesce(duplicate, F.lit(False))).drop("_rl_known_id", "_rl_known_copy")
 
 
 def listen(df: DataFrame, cfg: IngestionConfig) -> DataFrame:

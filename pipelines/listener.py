@@ -94,6 +94,12 @@ def load_listener(path: str) -> Callable:
     except (ImportError, AttributeError) as e:
         raise ListenerError(f"listener {path!r} cannot be loaded ({type(e).__name__}: {e}); it must be importable "
                             "by the Dagster code location and by Spark's Python workers") from None
+    except SyntaxError as e:  # the module's own text: where, so the user can fix it
+        raise ListenerError(f"listener {path!r} cannot be loaded: its module has a syntax error at "
+                            f"{e.filename}:{e.lineno} ({e.msg})") from None
+    except Exception as e:  # noqa: BLE001 - whatever the module raises while it is imported is the user's to fix
+        raise ListenerError(f"listener {path!r} cannot be loaded: importing {module_name} raised "
+                            f"{type(e).__name__}: {e}") from None
     if not callable(target):
         raise ListenerError(f"listener {path!r} is a {type(target).__name__}, not a function")
     return target

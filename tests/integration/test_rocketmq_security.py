@@ -449,6 +449,8 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
         if info.type == fs.FileType.File and "/_delta_log/" in info.path:
             with filesystem.open_input_stream(info.path) as stream:
                 readable[info.path] = stream.read().decode("utf-8", "replace")
+    # The scan read the table's commits (the ledger is in them): a path that matched nothing would pass it vacuously.
+    assert any(where.endswith(".json") and "/_delta_log/" in where for where in readable), sorted(readable)
     # Every file of the Dagster instance too: its run and event storage, the runs' captured logs.
     for p in home.rglob("*"):
         if p.is_file():

@@ -39,6 +39,16 @@ def fail_every_third_once(messages, context):
     return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
 
+def fail_every_third_while_flagged(messages, context):
+    """``fail_every_third_once`` while the file ``$ROCKETLAKE_TEST_FAIL_FLAG`` exists: a downstream that fails for a
+    while, then recovers (a window landed again afterwards consumes its originals)."""
+    import os
+
+    if not os.path.exists(os.environ.get("ROCKETLAKE_TEST_FAIL_FLAG", "")):
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+    return fail_every_third_once(messages, context)
+
+
 def sleep_on_slow(messages, context):
     """Hangs for a minute on a message tagged 'slow' (a stuck downstream call), succeeds on the others."""
     import time

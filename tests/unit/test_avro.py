@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -64,3 +65,35 @@ def test_avro_bodies_need_a_readable_record_schema(tmp_path):
     for body, message in cases:
         with pytest.raises(ValueError, match=message):
             BodyConfig(**body)
+
+
+@pytest.mark.parametrize(("field", "said"), [
+    ({"name": "a", "type": "strng"}, r"fields\[0\] \(a\).type: 'strng' is neither a primitive type nor a named type"),
+    ({"name": "a", "type": "Later"}, r"'Later' is neither a primitive type nor a named type defined before it"),
+    ({"name": "a"}, r"fields\[0\] \(a\): a field needs a type"),
+    ({"name": "a-b", "type": "int"}, r"fields\[0\]: a field needs a name of letters, digits and _"),
+    ({"name": "a", "type": ["null", ["int"]]}, r"\.type\[1\]: a union may not hold a union directly"),
+    ({"name": "a", "type": {"type": "array"}}, r"an array needs items"),
+    ({"name": "a", "type": {"type": "enum", "name": "E", "symbols": ["OK", "NOT OK"]}}, r"enum 'E' needs a list"),
+    ({"name": "a", "type": {"type": "fixed", "name": "F"}}, r"fixed 'F' needs a size"),
+    ({"name": "a", "type": {"type": "map", "values": {"type": "record", "name": "R", "fields": [
+        {"name": "x", "type": "nope"}]}}}, r"\.values\.fields\[0\] \(x\)\.type: 'nope'"),
+])
+def test_a_malformed_avro_schema_is_refused_at_load_naming_the_field(tmp_path, field, said):
+    """What Avro's own parser would refuse in the JVM half way through a run, refused when the configuration loads,
+    in one sentence that says where."""
+    schema = tmp_path / "bad.avsc"
+    schema.write_text(json.dumps({"type": "record", "name": "Order", "fields": [field]}))
+    with pytest.raises(ValueError, match="bad.avsc' is not a valid Avro schema: the schema.fields") as refused:
+        BodyConfig(format="avro", schema_file=str(schema))
+    assert re.search(said, str(refused.value)), str(refused.value)
+
+
+def test_a_rich_schema_and_the_tests_own_are_valid():
+    from pathlib import Path
+
+    from rocketlake.pipelines.avro import schema_problem
+
+    assert schema_problem(RICH) is None
+    order = Path(__file__).parents[1] / "integration" / "schemas" / "order.avsc"
+    assert schema_problem(json.loads(order.read_text())) is None

@@ -65,3 +65,29 @@ def test_offsets_show_names_a_dead_name_server_in_one_line(tmp_path, capsys):
     assert main(["offsets", "show", "orders", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert "cannot reach RocketMQ" in err and f"127.0.0.1:{port}" in err and err.count("\n") == 1, err
+
+
+def test_a_config_that_cannot_be_read_is_one_sentence_naming_the_file(tmp_path, capsys, monkeypatch):
+    """A directory, a file this user may not read, a file that is not UTF-8: each one line, never a traceback."""
+    from pathlib import Path
+
+    from rocketlake.cli import main
+
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes("clusters: {caf\xe9: {namesrv: '127.0.0.1:9876'}}\n".encode("latin-1"))
+    unreadable = tmp_path / "unreadable.yaml"
+    unreadable.write_text("clusters: {}\n")
+    real_read_text = Path.read_text
+
+    def read_text(self, *args, **kwargs):  # the tests run as root, whom no file mode stops: the OS's answer instead
+        if self == unreadable:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_read_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", read_text)
+    for path, said in ((tmp_path, "is a directory, not a file"), (unreadable, "permission denied"),
+                       (latin1, "is not UTF-8 text (byte 0xe9 at position 14)")):
+        assert main(["offsets", "show", "orders", "--config", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"rocketlake: error: {path} is not valid:") and said in err, err
+        assert "Traceback" not in err and err.count("\n") == 2, err  # the file, then its one problem

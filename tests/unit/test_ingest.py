@@ -584,3 +584,37 @@ def test_vacuum_follows_a_days_compaction_and_a_failure_of_it_does_not_fail_the_
     assert Maintained.vacuums == (1 if compacted else 0)
     vacuum_lines = [line for line in log.lines if "VACUUM" in line or "vacuumed" in line]
     assert vacuum_lines == ([said] if said else [])
+
+
+def test_an_orderly_run_holds_the_queue_locks_through_its_verdict_and_its_offset_commit():
+    """Java's ConsumeMessageOrderlyService holds a queue's lock through the offset update: a member that takes the
+    queue over never finds it landed but not yet decided or committed."""
+    from contextlib import contextmanager
+
+    steps = []
+
+    class Locking(Alone):
+        @contextmanager
+        def locked(self, queues, log):
+            steps.append("lock")
+            yield
+            steps.append("unlock")
+
+    class Deciding(LakeOnPaper):
+        def record_verdict(self, verdict):
+            steps.append("verdict")
+            super().record_verdict(verdict)
+
+    class Committing(QueuesOnPaper):
+        def commit_offset(self, queue, offset):
+            steps.append(f"commit {offset}")
+            super().commit_offset(queue, offset)
+
+    broker, lake, recorded = Committing({A: minutes(3, 2)}, committed={A: 0}), Deciding(), Recorded()
+    cfg = config(consume_orderly=True)
+    events = run(broker, lake, recorded, Locking(), cfg, RunRequest("orders", "r1", [window(0)], 100 * MIN, 0, True),
+                 Lines())
+    landed = next(events)
+    recorded.record(landed.materialization.ledger)
+    assert [type(e) for e in events] == [Committed]
+    assert steps == ["lock", "verdict", "commit 3", "unlock"]

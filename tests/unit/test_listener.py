@@ -193,3 +193,13 @@ def test_orderly_with_one_consume_thread_calls_one_queue_at_a_time():
     listeners.MEETING[:] = [threading.Barrier(2, timeout=0.5)]  # never met: the second queue waits for the first
     errors = orderly_task(queues=2, threads=1)
     assert all(e is not None and "BrokenBarrierError" in e for e in errors[::2]), errors
+
+
+def test_a_listener_whose_module_does_not_import_is_named_with_where_and_why(tmp_path, monkeypatch):
+    (tmp_path / "broken_listener.py").write_text("def on_message(messages, context)\n    return 'ok'\n")
+    (tmp_path / "raising_listener.py").write_text("import os\nSECRET = os.environ['NOT_SET_ANYWHERE_42']\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ListenerError, match=r"syntax error at .*broken_listener.py:1 \(expected ':'\)"):
+        load_listener("broken_listener:on_message")
+    with pytest.raises(ListenerError, match="importing raising_listener raised KeyError: 'NOT_SET_ANYWHERE_42'"):
+        load_listener("raising_listener:on_message")
