@@ -26,10 +26,13 @@ from rocketlake.pipelines.ledger import (
     BALANCED,
     PENDING,
     UNBALANCED,
+    Bounds,
     LedgerEntry,
     Suspension,
     WindowEntry,
     at_stake,
+    kept_bounds,
+    known_bounds,
     landed_spans,
     merged,
     origin_of,
@@ -179,6 +182,7 @@ class Prepared:
     read_version: int | None = None          # the table version the ledger was read at
     suspended: dict[MessageQueue, Suspension] = field(default_factory=dict)  # orderly queues stopped at a message
     landed: dict[MessageQueue, tuple[tuple[int, int], ...]] = field(default_factory=dict)  # trusted spans, merged
+    bounds: Bounds = field(default_factory=dict)  # window boundaries recorded by earlier plans (``ledger``)
 
 
 def _keys(entries: list[LedgerEntry]) -> set[str]:
@@ -265,7 +269,8 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
     kept_whole = [e for e in still if not trusted(e) or e.suspended]
     landed = merged(landed_spans(still + summaries, trusted), committed_all)
     return Prepared(queues, kept_whole, repaired, starts, origin, gaps, member, read_version,
-                    suspensions(ledger, positions) if cfg.consume_orderly else {}, landed)
+                    suspensions(ledger, positions) if cfg.consume_orderly else {}, landed,
+                    kept_bounds(known_bounds(ledger), committed_all))
 
 
 class LedgerAheadOfBroker(RuntimeError):
@@ -297,16 +302,32 @@ def deleted_gaps(broker: Broker, starts: dict[MessageQueue, int]) -> dict[Messag
 
 
 def plan_windows(times: StoreTimeReader, queues: list[MessageQueue], windows: list[tuple[str, Window]],
-                 starts: dict[MessageQueue, int] | None = None) -> tuple[WindowEntry, ...]:
+                 starts: dict[MessageQueue, int] | None = None, bounds: Bounds | None = None
+                 ) -> tuple[WindowEntry, ...]:
     """Exact ranges per window; with ``starts``, a range begins no earlier than its queue's start."""
+    return planned_with_bounds(times, queues, windows, starts, bounds)[0]
+
+
+def planned_with_bounds(times: StoreTimeReader, queues: list[MessageQueue], windows: list[tuple[str, Window]],
+                        starts: dict[MessageQueue, int] | None = None, bounds: Bounds | None = None
+                        ) -> tuple[tuple[WindowEntry, ...], Bounds]:
+    """``plan_windows``, and ``bounds`` with the boundaries of these windows added (those known stay as they were).
+
+    Each window's range on a queue is anchored on the boundaries recorded before (``windows.window_ranges``): a
+    scheduled window starts where the last one landed on the queue ended, whatever the store times found now say.
+    """
+    known: Bounds = {mq: dict(by_time) for mq, by_time in (bounds or {}).items()}
     planned = []
     for key, window in sorted(windows, key=lambda kw: kw[1]):
         ranges = []
-        for r in window_ranges(times, queues, window):
+        for r in window_ranges(times, queues, window, known):
+            by_time = known.setdefault(r.queue, {})
+            by_time.setdefault(window.start_ms, r.start)
+            by_time.setdefault(window.end_ms, r.end)
             start = max(r.start, starts[r.queue]) if starts and r.queue in starts else r.start
             ranges.append(OffsetRange(r.queue, min(start, r.end), r.end))
         planned.append(WindowEntry(key, window.start_ms, window.end_ms, tuple(ranges)))
-    return tuple(planned)
+    return tuple(planned), known
 
 
 #: The windows of the ingestion between two instants, ``[(partition key, Window)]``; from the partitions.
@@ -323,7 +344,8 @@ def land(broker: Broker, lake: Lake, cfg: IngestionConfig, ingestion: str, run_i
     of a queue (``OutOfOrder``), except where a queue is suspended (``orderly_plan``). ``log`` hears one
     line per step: the planned ranges, the Spark job, the commit.
     """
-    planned = plan_windows(broker, prepared.queues, windows, prepared.starts if start_at_group_position else None)
+    planned, bounds = planned_with_bounds(broker, prepared.queues, windows,
+                                          prepared.starts if start_at_group_position else None, prepared.bounds)
     suspended: dict[MessageQueue, Suspension] = {}
     if cfg.consume_orderly:
         planned, suspended = orderly_plan(broker, planned, prepared, now_ms, windows_between, log)
@@ -334,7 +356,8 @@ def land(broker: Broker, lake: Lake, cfg: IngestionConfig, ingestion: str, run_i
                              "windows first (nothing was read, no offset moved): " + "; ".join(problems))
     entry = LedgerEntry(ingestion, cfg.consumer_group, run_id, planned, dict(prepared.origin), dict(prepared.gaps),
                         carried=tuple(prepared.at_stake), member=prepared.member, read_version=prepared.read_version,
-                        suspended=suspended, verdict=PENDING, namesrv=broker.cluster, landed=dict(prepared.landed))
+                        suspended=suspended, verdict=PENDING, namesrv=broker.cluster, landed=dict(prepared.landed),
+                        bounds={mq: tuple(sorted(by_time.items())) for mq, by_time in sorted(bounds.items())})
     for w in planned:
         log(f"window {w.partition_key}: {w.size} offsets planned: "
             + ", ".join(f"{r.queue.broker_name}/{r.queue.topic}/{r.queue.queue_id} [{r.start}, {r.end})" for r in w.ranges))
@@ -362,7 +385,7 @@ def orderly_plan(times: StoreTimeReader, planned: tuple[WindowEntry, ...], prepa
         for key, window in earlier:
             if first_ms is not None and window.start_ms >= first_ms:
                 continue
-            (r,) = window_ranges(times, [mq], window)
+            (r,) = window_ranges(times, [mq], window, prepared.bounds)
             w = windows.get(window.start_ms) or WindowEntry(key, window.start_ms, window.end_ms, ())
             windows[window.start_ms] = replace(w, ranges=(*(x for x in w.ranges if x.queue != mq), r))
 

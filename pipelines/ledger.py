@@ -109,6 +109,11 @@ class LedgerEntry:
     namesrv: str | None = None
     # PENDING, BALANCED or UNBALANCED (see above); not part of the identity: a verdict decides an entry's copies.
     verdict: str | None = field(default=None, compare=False)
+    # The window boundaries known when it was written, its own windows' included: per queue, (boundary's time in
+    # ms, offset) pairs. A boundary once recorded is the one every later plan of the windows on either side of it
+    # uses (``known_bounds``), so windows tile each queue's offsets whatever the store times found later say.
+    # Not part of the identity: only the entry itself holds it, never a copy.
+    bounds: dict[MessageQueue, tuple[tuple[int, int], ...]] = field(default_factory=dict, compare=False)
 
     @property
     def partition_keys(self) -> list[str]:
@@ -156,6 +161,8 @@ class LedgerEntry:
         body = {LEDGER_KEY: LEDGER_VERSION, **self._with_verdict(), "carried": [e._with_verdict() for e in self.carried]}
         if self.landed:
             body["landed"] = {mq.key: [list(s) for s in spans] for mq, spans in sorted(self.landed.items())}
+        if self.bounds:
+            body["bounds"] = {mq.key: [list(p) for p in pairs] for mq, pairs in sorted(self.bounds.items())}
         if self.read_version is not None:
             body["read_version"] = self.read_version
         return json.dumps(body, separators=(",", ":"))
@@ -178,6 +185,10 @@ class LedgerEntry:
         if landed:
             entry = replace(entry, landed={MessageQueue.from_key(k): tuple((int(a), int(b)) for a, b in v)
                                            for k, v in landed.items()})
+        bounds = raw.get("bounds")
+        if bounds:
+            entry = replace(entry, bounds={MessageQueue.from_key(k): tuple((int(t), int(o)) for t, o in v)
+                                           for k, v in bounds.items()})
         return entry
 
     @classmethod
@@ -327,3 +338,43 @@ def landed_spans(entries: Iterable[LedgerEntry], trusted: Callable[[LedgerEntry]
             for mq, start, end in entry.spans():
                 spans.setdefault(mq, []).append((start, end))
     return spans
+
+
+#: Per queue, how many recorded window boundaries above the group's committed offset an entry keeps: the oldest
+#: half (the edge of a hole the group waits at) and the newest half (where the next windows start); and how many
+#: at or below it (the newest: where the next window starts, and the recent windows a backfill may land again).
+BOUNDS_KEPT = 16
+BOUNDS_KEPT_PASSED = 8
+
+Bounds = dict[MessageQueue, dict[int, int]]
+
+
+def known_bounds(entries: Iterable[LedgerEntry]) -> Bounds:
+    """Every window boundary the entries recorded, per queue (time ms -> offset), read oldest first: a boundary
+    once recorded is never moved, so the first recording of a time wins."""
+    found: Bounds = {}
+    for entry in entries:
+        for mq, pairs in entry.bounds.items():
+            by_time = found.setdefault(mq, {})
+            for t, offset in pairs:
+                by_time.setdefault(t, offset)
+    return found
+
+
+def kept_bounds(found: Bounds, committed: dict[MessageQueue, int | None]) -> Bounds:
+    """What an entry carries of ``found``: per queue the ``BOUNDS_KEPT_PASSED`` newest boundaries at or below the
+    committed offset (where the next window of a group that is caught up starts, and the recent windows a backfill
+    may land again) and ``BOUNDS_KEPT`` above it. An entry's size stays bounded; a window landed again after its
+    boundaries were dropped is planned from store times, as before boundaries were recorded (a message that was
+    late for it, landed in the next window, could then be landed in both)."""
+    kept: Bounds = {}
+    for mq, by_time in found.items():
+        pairs = sorted(by_time.items())
+        at = committed.get(mq)
+        below = [] if at is None else [p for p in pairs if p[1] <= at][-BOUNDS_KEPT_PASSED:]
+        above = pairs if at is None else [p for p in pairs if p[1] > at]
+        if len(above) > BOUNDS_KEPT:
+            above = above[:BOUNDS_KEPT // 2] + above[-(BOUNDS_KEPT // 2):]
+        if below or above:
+            kept[mq] = dict(below + above)
+    return kept

@@ -117,11 +117,26 @@ def first_offset_at_or_after(reader: StoreTimeReader, queue: MessageQueue, times
     return above
 
 
-def window_ranges(reader: StoreTimeReader, queues: list[MessageQueue], window: Window) -> list[OffsetRange]:
-    """``R(q, W)`` for every queue, in the order of ``queues``."""
+def window_ranges(reader: StoreTimeReader, queues: list[MessageQueue], window: Window,
+                  anchors: dict[MessageQueue, dict[int, int]] | None = None) -> list[OffsetRange]:
+    """``R(q, W)`` for every queue, in the order of ``queues``.
+
+    ``anchors``: boundaries recorded by earlier plans (``ledger.known_bounds``): a window starts where the one
+    before it was planned to end, and ends where the one after it was planned to start, when those are known and
+    the broker still holds them. So a message that became visible after its window was planned (dispatch lag, a
+    short grace, a broker clock behind the planner's) lands in the next window, and store times that step back
+    (a failover to a replica with a slower clock, an NTP step) make no window overlap the one before: never lost,
+    never landed twice. Unknown boundaries are found from store times.
+    """
     ranges = []
     for queue in queues:
         lo, hi = reader.min_offset(queue), reader.max_offset(queue)
-        start = first_offset_at_or_after(reader, queue, window.start_ms, lo, hi)
-        ranges.append(OffsetRange(queue, start, first_offset_at_or_after(reader, queue, window.end_ms, start, hi)))
+        known = anchors.get(queue, {}) if anchors else {}
+        start = known.get(window.start_ms)
+        if start is None or not lo <= start <= hi:
+            start = first_offset_at_or_after(reader, queue, window.start_ms, lo, hi)
+        end = known.get(window.end_ms)
+        if end is None or not start <= end <= hi:
+            end = first_offset_at_or_after(reader, queue, window.end_ms, start, hi)
+        ranges.append(OffsetRange(queue, start, end))
     return ranges

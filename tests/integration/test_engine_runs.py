@@ -61,9 +61,10 @@ class Engine:
         self.cfg = cfg
         self.recorded = Recorded()
 
-    def run(self, run_id: str, windows, *, backfill: bool = False):
-        """Runs to the end; returns the landing's event. An unbalanced run raises ``Unbalanced``, recording nothing."""
-        request = RunRequest("orders", run_id, windows, now_ms(), 0, start_at_group_position=not backfill)
+    def run(self, run_id: str, windows, *, backfill: bool = False, now: int | None = None):
+        """Runs to the end; returns the landing's event. An unbalanced run raises ``Unbalanced``, recording nothing.
+        ``now``: the planner's clock (default: this machine's, which the brokers stamp store times with)."""
+        request = RunRequest("orders", run_id, windows, now or now_ms(), 0, start_at_group_position=not backfill)
         events = run(self.broker, self.lake, self.recorded, Alone(), self.cfg, request, Lines())
         landed = next(events)
         assert isinstance(landed, Landed)
@@ -187,3 +188,41 @@ def test_a_message_dead_lettered_twice_lands_once_in_the_dead_letter_table(
     assert figures(engine.run("r3", [w1, w2], backfill=True)) == [("w1", 3, 2, 1), ("w2", 2, 1, 1)]
     landed_once()
     assert engine.offsets(f"%DLQ%{group}") == {("broker-a", 0): 5}, "the group's DLQ offset is past every copy"
+
+
+def test_a_message_stored_after_its_window_was_planned_lands_in_the_next_window_once(
+        local_cluster, create_topic, java_producer, spark, tmp_path):
+    """The planner's clock is ahead of the broker's (or the grace is too short, or the broker's dispatch lags):
+    window 1 is planned as closed while the broker still stores messages in it. Those land in window 2, once, since
+    it starts where window 1's range ended. Searched afresh from store times, window 2 started after them: they were
+    in no window, both windows balanced, and the group's offsets stuck below them for good."""
+    topic, group = create_topic(queues=2), unique("g_late")
+    cfg = ingestion_config(topic=topic, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+                           window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0})
+    engine = Engine(local_cluster, spark, tmp_path / "orders", cfg)
+    start = now_ms()
+    java_producer([order(i, topic) for i in range(8)])
+    boundary = now_ms() + 10_000  # window 1's end: 10 s ahead of the brokers' clock
+    land, late_stored = engine.lake.land, []
+
+    def planned_then_more_arrive(entry, queue_count, log):  # right after window 1's ranges were planned
+        java_producer([order(i, topic) for i in range(8, 16)])
+        late_stored.append(now_ms())
+        return land(entry, queue_count, log)
+
+    engine.lake.land = planned_then_more_arrive
+    first = engine.run("r1", [("w1", Window(start, boundary))], now=boundary)  # closed, on the planner's clock
+    engine.lake.land = land
+    assert late_stored[0] < boundary, "the late messages were stored after window 1's end: the machine was too slow"
+    assert sum(a.rows for a in first.materialization.accounting) == 8
+    wait_until(boundary / 1000)
+    java_producer([order(i, topic) for i in range(16, 24)])
+    end = now_ms() + 1
+    wait_until(end / 1000)
+    second = engine.run("r2", [("w2", Window(boundary, end))])
+    assert sum(a.rows for a in second.materialization.accounting) == 16  # window 2's own, and window 1's late ones
+    rows = DeltaTable(engine.lake.table_path).to_pyarrow_table(columns=["keys"]).to_pylist()
+    assert Counter(r["keys"] for r in rows) == Counter(f"o-{i}" for i in range(24))
+    progress = local_cluster.mqadmin().consumer_progress(group, topic)
+    assert {(p.broker_name, p.queue_id): p.consumer_offset for p in progress if p.topic == topic} == {
+        (p.broker_name, p.queue_id): p.broker_offset for p in progress if p.topic == topic}

@@ -17,7 +17,16 @@ import pytest
 from rocketlake.pipelines import ingest
 from rocketlake.pipelines.failures import SENT_BACK, FailedMessage
 from rocketlake.pipelines.ingest import Landing, WindowAccounting
-from rocketlake.pipelines.ledger import BALANCED, PENDING, UNBALANCED, LedgerEntry, Suspension, history_of
+from rocketlake.pipelines.ledger import (
+    BALANCED,
+    BOUNDS_KEPT,
+    BOUNDS_KEPT_PASSED,
+    PENDING,
+    UNBALANCED,
+    LedgerEntry,
+    Suspension,
+    history_of,
+)
 from rocketlake.pipelines.run import Alone, Committed, Landed, RunRequest, Unbalanced, run
 from rocketlake.pipelines.windows import MessagesDeleted, Window
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
@@ -548,7 +557,11 @@ def test_thousands_of_windows_behind_one_stuck_queue_keep_the_entry_and_the_plan
     # B's landings after the gap: one span; A: where the group stood, passed already (``ledger.merged``).
     assert lake.entries[-2].landed == {A: ((0, windows - 1),), B: ((1, windows - 1),)}
     (size_100, read_100, whole_100, asked_100), (size_last, read_last, whole_last, asked_last) = figures.values()
-    assert size_last <= size_100 + 64, "the commit's ledger entry does not grow (a few more digits at most)"
+    # The same number of recorded boundaries at both (``ledger.kept_bounds``), each a time in ms and an offset that
+    # gain 3 digits at the most from the 100th window to the 2000th.
+    pairs = sum(len(p) for p in lake.entries[-2].bounds.values())
+    assert pairs <= 2 * (BOUNDS_KEPT + BOUNDS_KEPT_PASSED)
+    assert size_last <= size_100 + 64 + 3 * pairs, "the commit's ledger entry does not grow (a few more digits at most)"
     assert (read_last, whole_last, asked_last) == (read_100, whole_100, asked_100)
     assert whole_last == 0
     # Landing B's first window at last moves B over everything landed after it.
@@ -618,3 +631,46 @@ def test_an_orderly_run_holds_the_queue_locks_through_its_verdict_and_its_offset
     recorded.record(landed.materialization.ledger)
     assert [type(e) for e in events] == [Committed]
     assert steps == ["lock", "verdict", "commit 3", "unlock"]
+
+
+def test_a_message_visible_only_after_its_window_was_planned_lands_in_the_next_window_once():
+    """Dispatch lag, a short grace, a broker clock behind the planner's: minute 0 was planned before its last message
+    was visible. The next window starts where minute 0's range ended, so that message lands there, once; searched
+    afresh, minute 1 would have started after it, and the message would be in no window (the group stuck below)."""
+    broker = QueuesOnPaper({A: minutes(3)})
+    lake, recorded = LakeOnPaper(), Recorded()
+    cfg = config(consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    _, first, _ = one_run(broker, lake, recorded, cfg, "r0", [window(0)])
+    assert first.ledger.windows[0].ranges == (OffsetRange(A, 0, 3),)
+    broker.stores[A] += [MIN - 5, MIN + 1, MIN + 2]  # the late one (stored in minute 0), then minute 1's
+    _, second, _ = one_run(broker, lake, recorded, cfg, "r1", [window(1)])
+    assert second.ledger.windows[0].ranges == (OffsetRange(A, 3, 6),)
+    assert broker.committed == {A: 6}
+    # Landed again (a backfill), minute 0 keeps the range it had: the late message is not landed twice.
+    _, again, _ = one_run(broker, lake, recorded, cfg, "r2", [window(0)], scheduled=False)
+    assert again.ledger.windows[0].ranges == (OffsetRange(A, 0, 3),)
+
+
+def test_store_times_that_step_back_make_no_window_overlap_the_one_before():
+    """A failover to a replica whose clock is 40 s behind: after minute 1 was planned, messages are stored with
+    times of minute 1 again. Minute 2 starts where minute 1 ended: they land in minute 2, none twice, none lost."""
+    broker = QueuesOnPaper({A: minutes(2, 2)})
+    lake, recorded = LakeOnPaper(), Recorded()
+    cfg = config(consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    one_run(broker, lake, recorded, cfg, "r0", [window(0), window(1)])
+    broker.stores[A] += [MIN + 30_000, MIN + 40_000, 2 * MIN + 10]  # the clock stepped back, then on to minute 2
+    _, landed, _ = one_run(broker, lake, recorded, cfg, "r1", [window(2)])
+    assert landed.ledger.windows[0].ranges == (OffsetRange(A, 4, 7),)
+    assert broker.committed == {A: 7}
+
+
+def test_the_recorded_boundaries_an_entry_carries_stay_bounded():
+    windows = 200
+    broker = QueuesOnPaper({A: minutes(*[1] * windows), B: minutes(*[1] * windows)}, committed={A: 0, B: 0})
+    lake, recorded = LakeOnPaper(), Recorded()
+    one_run(broker, lake, recorded, config(), "r0", [window(0)], only={A}, now_ms=(windows + 1) * MIN)
+    for i in range(1, windows):  # B's first window is never landed: B stays at 0, every later boundary above it
+        one_run(broker, lake, recorded, config(), f"r{i}", [window(i)], now_ms=(windows + 1) * MIN)
+    newest = lake.entries[-2]  # the last landing (the newest entry is its verdict)
+    assert len(newest.bounds[A]) <= BOUNDS_KEPT_PASSED + 2 and len(newest.bounds[B]) <= BOUNDS_KEPT + 2
+    assert LedgerEntry.from_json(newest.to_json()).bounds == newest.bounds
