@@ -54,7 +54,7 @@ from rocketlake.pipelines.listener import ListenerError
 from rocketlake.pipelines.materialize import SparkLake
 from rocketlake.pipelines.offset_store import OffsetStoreCorrupt
 from rocketlake.pipelines.orderly import LockLost, OutOfOrder, QueuesLocked
-from rocketlake.pipelines.run import Committed, Landed, RunRequest, Unbalanced, check_closed
+from rocketlake.pipelines.run import BrokersSilent, Committed, Landed, RunRequest, Unbalanced, check_closed
 from rocketlake.pipelines.run import run as engine_run
 from rocketlake.pipelines.windows import MessagesDeleted, Window, WindowNotClosed, to_ms
 from rocketlake.resources.rocketmq.errors import (
@@ -179,7 +179,7 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetS
 
 # Errors a later attempt may not meet again (a broker back up, a lock released), and those it would meet again.
 REFUSED = (ConnectionTurnedAway, MissingCredentials)
-TRANSIENT = (ConnectionFailed, RequestTimeout, QueuesLocked, LockLost)
+TRANSIENT = (ConnectionFailed, RequestTimeout, QueuesLocked, LockLost, BrokersSilent)
 PERMANENT = (TopicNotExist, MessagesDeleted, ingest.LedgerAheadOfBroker, OutOfOrder, OffsetStoreCorrupt, ListenerError,
              BodySchemaError)
 
@@ -294,6 +294,8 @@ def explain(error: Exception, cfg: IngestionConfig, namesrv: str) -> str:
         return f"cluster {cfg.cluster!r} ({namesrv}) turned this run away: {error}. {consistent}"
     if isinstance(error, ClosedBeforeAnswer):  # TLS enforced and none configured, or a server that just crashed
         return f"cluster {cfg.cluster!r} ({namesrv}) closed the run's connection at once: {error}. {consistent}"
+    if isinstance(error, BrokersSilent):
+        return f"cluster {cfg.cluster!r} ({namesrv}): {error}. {consistent}"
     if isinstance(error, (ConnectionFailed, RequestTimeout)):
         return (f"cannot reach RocketMQ ({error}). Check that the name server {namesrv} of cluster {cfg.cluster!r} "
                 f"and its brokers are up (`rocketlake local status` for the local one). {consistent}")

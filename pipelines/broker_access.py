@@ -17,7 +17,13 @@ from rocketlake.pipelines.options import SourceOptionError, SourceOptions
 from rocketlake.pipelines.windows import first_offset_at_or_after
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.columnar import RawRecords
-from rocketlake.resources.rocketmq.errors import RangeUnreadable, SubscriptionGroupNotExist, TopicNotExist
+from rocketlake.resources.rocketmq.errors import (
+    ConnectionFailed,
+    RangeUnreadable,
+    RequestTimeout,
+    SubscriptionGroupNotExist,
+    TopicNotExist,
+)
 from rocketlake.resources.rocketmq.filter import Subscription
 from rocketlake.resources.rocketmq.message import Message, is_retry_topic, retry_topic
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
@@ -145,6 +151,18 @@ class GroupBroker(BrokerStoreTimes):
                 raise OffsetNotTaken(f"broker {queue.broker_name} ignored the commit of group {self.consumer_group} "
                                      f"at {offset} on {queue.key} twice (a server-side offset reset pending); the "
                                      "next run commits it again")
+
+    def silent_brokers(self, queues) -> dict[str, str]:
+        """One request to each broker of ``queues`` (its first queue's max offset): those that fail to connect or
+        answer within the client's timeout, with the error."""
+        silent = {}
+        for name in sorted({q.broker_name for q in queues}):
+            probe = min(q for q in queues if q.broker_name == name)
+            try:
+                self.client.get_max_offset(probe)
+            except (ConnectionFailed, RequestTimeout) as e:
+                silent[name] = str(e)
+        return silent
 
     def send_back(self, failure, max_reconsume_times: int, delay_level: int = 0) -> None:
         # Delay level 0: the broker picks 3 + reconsume_times, as for Java's default delayLevelWhenNextConsume.

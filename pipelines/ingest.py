@@ -67,6 +67,9 @@ class Broker(StoreTimeReader, Protocol):
         """CONSUMER_SEND_MSG_BACK of a failed message to the broker that stores it (a negative delay level: to
         the dead-letter queue at once)."""
 
+    def silent_brokers(self, queues: Collection[MessageQueue]) -> dict[str, str]:
+        """The brokers of ``queues`` that do not answer now (down, paused, cut off), each with why."""
+
 
 class RecordedRuns(Protocol):
     def among(self, partition_keys: Collection[str]) -> set[str]:
@@ -224,12 +227,13 @@ def _apply(broker: Broker, moves: list[OffsetMove]) -> None:
 
 def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionConfig, now_ms: int,
             first_window_start_ms: int, *, member: str | None = None,
-            taken: Collection[MessageQueue] | None = None) -> Prepared:
+            taken: Collection[MessageQueue] | None = None, silent: Collection[str] = ()) -> Prepared:
     """Repair offsets an earlier run landed but did not commit, then decide where the group stands.
 
     ``taken``: the queues this member takes (default: every queue of the subscription). Offsets move
     only on those; what is at stake is judged on every queue of the group, so that this member's entry
-    carries what other members still need too.
+    carries what other members still need too. ``silent``: brokers that do not answer; their queues are
+    neither read nor committed, and every entry on them stays at stake (their offsets are unknown).
     """
     group = cfg.consumer_group
     version = lake.table_version()
@@ -237,7 +241,8 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
     ledger = lake.ledger(group)
     every = broker.subscribed_queues()
     queues = every if taken is None else sorted(set(every) & set(taken))
-    committed_all = {mq: broker.committed_offset(mq) for mq in every}
+    queues = [mq for mq in queues if mq.broker_name not in silent]
+    committed_all = {mq: None if mq.broker_name in silent else broker.committed_offset(mq) for mq in every}
     committed = {mq: committed_all[mq] for mq in queues}
     stake = at_stake(ledger, committed_all)
     # Only the windows at stake can move an offset: ask Dagster about those, not the asset's whole history.

@@ -104,6 +104,10 @@ class SeveralWriters(RuntimeError):
     """The group has several members (deployments) and its table's storage is safe with one writer only."""
 
 
+class BrokersSilent(ConnectionError):
+    """No broker of the member's queues answers: a transient state, retried as a connection failure is."""
+
+
 class Unbalanced(RuntimeError):
     """The landing's rows do not add up to its ranges: nothing was recorded, no offset moved."""
 
@@ -126,8 +130,19 @@ def run(broker: Broker, lake: Lake, recorded: RecordedRuns, group: Group, cfg: I
     refusal = lake.writers_refusal(share.members)
     if refusal is not None:
         raise SeveralWriters(refusal)  # before anything is read or written
+    # A broker that does not answer (down, paused, cut off while the name server still routes to it) holds no
+    # other broker's queues back: its queues are left out of this run, and land once it answers again (the lag
+    # sensor's catch-up finds them trailing). Only when no broker of the share answers does the run fail.
+    silent = broker.silent_brokers(share.taken)
+    if silent:
+        listed = "; ".join(f"{name}: {why}" for name, why in sorted(silent.items()))
+        if all(q.broker_name in silent for q in share.taken):
+            raise BrokersSilent(f"no broker of the group's queues answers ({listed}); nothing was read and no "
+                                "offset moved")
+        log.warning(f"broker(s) {', '.join(sorted(silent))} do not answer ({listed}): their queues are left out of "
+                    "this run and land once they answer again")
     prepared = ingest.prepare(broker, lake, recorded, cfg, request.now_ms, request.first_window_start_ms,
-                              member=cfg.client_id, taken=share.taken)
+                              member=cfg.client_id, taken=share.taken, silent=silent)
     for move in prepared.repaired:
         log.info(f"repaired offset of {move.queue}: {move.before} -> {move.after} (landed by an earlier run)")
 

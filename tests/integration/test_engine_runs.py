@@ -226,3 +226,55 @@ def test_a_message_stored_after_its_window_was_planned_lands_in_the_next_window_
     progress = local_cluster.mqadmin().consumer_progress(group, topic)
     assert {(p.broker_name, p.queue_id): p.consumer_offset for p in progress if p.topic == topic} == {
         (p.broker_name, p.queue_id): p.broker_offset for p in progress if p.topic == topic}
+
+
+def test_a_paused_broker_holds_no_other_brokers_queues_back_and_lands_once_it_answers(disruptable, spark, tmp_path):
+    """Broker-a is paused (SIGSTOP) past the client's timeout after the window closed, while the name server still
+    routes to it: the run lands and commits broker-b's queues and leaves broker-a's out (before, every queue of the
+    group failed with it, run after run). Resumed, the next scheduled run of the window lands broker-a's part, as
+    the lag sensor's catch-up asks it to: each message once, the group's offsets at the queues' ends."""
+    import os
+    import signal
+
+    from rocketlake.resources.rocketmq.send import OutgoingMessage
+
+    client = RocketMQClient(disruptable.spec.namesrv_address)
+    topic, group = unique("paused"), unique("g_paused")
+    client.create_topic(topic, 2)
+    deadline = time.monotonic() + 10
+    while len(queues := client.queues(topic)) < 4:  # both brokers' queues routed
+        assert time.monotonic() < deadline, queues
+        time.sleep(0.2)
+        client.refresh_route(topic)
+    start = now_ms()
+    for mq in queues:
+        client.send_batch([OutgoingMessage(topic, f"{mq.key} {i}".encode()) for i in range(5)], mq)
+    for mq in queues:
+        stored(client, mq, 5)
+    end = now_ms() + 1
+    wait_until(end / 1000)
+    cfg = ingestion_config(topic=topic, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+                           window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0})
+    engine = Engine(disruptable, spark, tmp_path / "orders", cfg)
+    window = [("w", Window(start, end))]
+
+    def landed():
+        rows = DeltaTable(engine.lake.table_path).to_pyarrow_table(columns=["broker_name", "queue_id",
+                                                                           "queue_offset"]).to_pylist()
+        return Counter((r["broker_name"], r["queue_id"], r["queue_offset"]) for r in rows)
+
+    pid = disruptable.broker_processes["broker-a"].pid()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        first = engine.run("r1", window)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert {r.queue.broker_name for w in first.materialization.ledger.windows for r in w.ranges} == {"broker-b"}
+    assert landed() == Counter({("broker-b", q, o): 1 for q in range(2) for o in range(5)})
+    offsets = engine.offsets(topic)
+    assert {k: v for k, v in offsets.items() if k[0] == "broker-b"} == {("broker-b", 0): 5, ("broker-b", 1): 5}
+    assert all(v in (None, 0) for k, v in offsets.items() if k[0] == "broker-a"), offsets
+
+    engine.run("r2", window)
+    assert landed() == Counter({(b, q, o): 1 for b in ("broker-a", "broker-b") for q in range(2) for o in range(5)})
+    assert engine.offsets(topic) == {(b, q): 5 for b in ("broker-a", "broker-b") for q in range(2)}

@@ -68,6 +68,11 @@ class QueuesOnPaper:
     def search_offset(self, queue, timestamp_ms):
         return 0
 
+    silent: dict = field(default_factory=dict)  # broker name -> why it does not answer
+
+    def silent_brokers(self, queues):
+        return {name: why for name, why in self.silent.items() if any(q.broker_name == name for q in queues)}
+
     def store_time(self, queue, offset):
         return self.stores[queue][offset]
 
@@ -674,3 +679,30 @@ def test_the_recorded_boundaries_an_entry_carries_stay_bounded():
     newest = lake.entries[-2]  # the last landing (the newest entry is its verdict)
     assert len(newest.bounds[A]) <= BOUNDS_KEPT_PASSED + 2 and len(newest.bounds[B]) <= BOUNDS_KEPT + 2
     assert LedgerEntry.from_json(newest.to_json()).bounds == newest.bounds
+
+
+def test_a_broker_that_does_not_answer_holds_no_other_brokers_queues_back():
+    """Broker-b is paused while the route still lists it: the run lands and commits broker-a's queue, leaves
+    broker-b's out (said in the log), and keeps its entries at stake; once broker-b answers, a scheduled run of the
+    same window lands its part, and the group ends at both queues' ends."""
+    broker = QueuesOnPaper({A: minutes(3, 2), B: minutes(1, 4)}, committed={A: 0, B: 0},
+                           silent={"broker-b": "RequestTimeout: no answer within 3 s"})
+    lake, recorded, log = LakeOnPaper(), Recorded(), Lines()
+    cfg = config(consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    prepared, landed, _ = one_run(broker, lake, recorded, cfg, "r0", [window(0)], log=log)
+    assert prepared.queues == [A] and landed.ledger.windows[0].ranges == (OffsetRange(A, 0, 3),)
+    assert broker.committed == {A: 3, B: 0}
+    assert any("broker(s) broker-b do not answer" in line for line in log.lines), log.lines
+    broker.silent = {}
+    _, again, _ = one_run(broker, lake, recorded, cfg, "r1", [window(0), window(1)])
+    assert again.ledger.windows[0].ranges == (OffsetRange(A, 3, 3), OffsetRange(B, 0, 1))
+    assert broker.committed == {A: 5, B: 5}
+
+
+def test_a_run_none_of_whose_brokers_answers_fails_and_moves_nothing():
+    from rocketlake.pipelines.run import BrokersSilent
+
+    broker = QueuesOnPaper({A: minutes(3)}, committed={A: 0}, silent={"broker-a": "ConnectionFailed: refused"})
+    with pytest.raises(BrokersSilent, match="no broker of the group's queues answers"):
+        one_run(broker, LakeOnPaper(), Recorded(), config(), "r0", [window(0)])
+    assert broker.commits == []
