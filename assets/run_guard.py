@@ -57,26 +57,36 @@ class RunProcess:
     pid: int
     start_ticks: int  # field 22 of /proc/<pid>/stat: when the process started, in clock ticks since boot
     run_id: str = ""  # the run it recorded itself for (a re-execution inherits its parent's tag: see recorded_process)
+    # The PID namespace its pid is a number in: two containers may share a host name and a kernel (boot id) and
+    # not their pids; None in tags written before it was recorded.
+    pid_namespace: str | None = None
 
     @classmethod
     def current(cls, run_id: str = "") -> "RunProcess":
         pid = os.getpid()
-        return cls(socket.gethostname(), _boot_id(), pid, _start_ticks(pid) or 0, run_id)
+        return cls(socket.gethostname(), _boot_id(), pid, _start_ticks(pid) or 0, run_id, _pid_namespace())
 
     def to_tag(self) -> str:
-        return f"{self.host}|{self.boot_id}|{self.pid}|{self.start_ticks}|{self.run_id}"
+        return f"{self.host}|{self.boot_id}|{self.pid}|{self.start_ticks}|{self.run_id}|{self.pid_namespace or ''}"
 
     @classmethod
     def from_tag(cls, value: str | None) -> "RunProcess | None":
+        parts = (value or "").split("|")
         try:
-            host, boot_id, pid, ticks, run_id = (value or "").split("|")
-            return cls(host, boot_id, int(pid), int(ticks), run_id)
+            host, boot_id, pid, ticks, run_id = parts[:5]
+            namespace = parts[5] if len(parts) == 6 else None
+            if len(parts) not in (5, 6):
+                return None
+            return cls(host, boot_id, int(pid), int(ticks), run_id, namespace or None)
         except ValueError:
             return None
 
     def alive(self) -> bool | None:
-        """True or False when this host can tell; None for a process on another host."""
+        """True or False when this host can tell; None for a process on another host, or in another PID namespace
+        of this one (another container with the same host name): its pid means nothing here."""
         if self.host != socket.gethostname():
+            return None
+        if self.pid_namespace is not None and self.pid_namespace != _pid_namespace():
             return None
         if self.boot_id != _boot_id():
             return False  # the host rebooted: no process of before survives that
@@ -89,6 +99,13 @@ def recorded_process(run: DagsterRun) -> RunProcess | None:
     run names the parent's process, which is not this run's and is likely dead, so it does not count."""
     process = RunProcess.from_tag(run.tags.get(PROCESS_TAG))
     return process if process is not None and process.run_id == run.run_id else None
+
+
+def _pid_namespace() -> str | None:
+    try:
+        return os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]": the namespace's inode
+    except OSError:
+        return None
 
 
 def _boot_id() -> str:

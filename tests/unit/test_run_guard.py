@@ -124,3 +124,29 @@ def test_a_re_execution_is_not_judged_by_the_process_tag_it_inherited(instance):
     assert recorded_process(instance.get_run_by_id(retry.run_id)) == RunProcess.current(retry.run_id)
     assert reclaim_dead_runs(instance, "the-new-run") == []  # alive: it keeps its slot
     assert instance.event_log_storage.get_concurrency_run_ids() == {retry.run_id}
+
+
+def test_a_live_run_in_another_pid_namespace_of_this_host_is_never_judged_dead(instance):
+    """Two containers sharing the host name and the kernel (boot id) but not their pids: a run recorded in the other
+    one names a pid that is another process here, or none. It is left alone; before the namespace was recorded it
+    was failed and its slot taken while it ran."""
+    import sys
+
+    code = ("import time; from rocketlake.assets.run_guard import RunProcess; "
+            "print(RunProcess.current().to_tag(), flush=True); time.sleep(60)")
+    # A process in a PID namespace of its own, as a container's (the tests run as root, which may create one).
+    contained = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", sys.executable, "-c", code],
+                                 stdout=subprocess.PIPE, text=True)
+    try:
+        tag = contained.stdout.readline().strip()
+        process = RunProcess.from_tag(tag)
+        assert process is not None and process.host == socket.gethostname() and process.pid <= 3, tag
+        assert process.pid_namespace and process.pid_namespace != RunProcess.current().pid_namespace
+        assert process.alive() is None  # its pid names nothing here, or another process
+        live = started_run(instance, process)
+        assert reclaim_dead_runs(instance, "the-new-run") == []
+        assert instance.get_run_by_id(live.run_id).status == DagsterRunStatus.STARTED
+        assert instance.event_log_storage.get_concurrency_run_ids() == {live.run_id}
+    finally:
+        contained.kill()
+        contained.wait()
