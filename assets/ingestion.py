@@ -63,9 +63,11 @@ from rocketlake.resources.rocketmq.errors import (
     ConnectionFailed,
     ConnectionTurnedAway,
     RequestTimeout,
+    RocketMQError,
     TopicNotExist,
     is_refusal,
 )
+from rocketlake.resources.rocketmq.retry import is_retriable
 from rocketlake.resources.rocketmq_resource import MissingCredentials
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.spark import SparkResource
@@ -164,15 +166,16 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetS
             yield from run(context, name, cfg, table_path, spark, rocketmq, failures_path, dead_letters, lake)
         except REFUSED as e:  # the cluster turns this run away for its TLS or its keys: only new settings help
             raise Failure(description=explain(e, cfg, rocketmq.namesrv), allow_retries=False) from e
-        except BrokerError as e:
-            if not is_refusal(e):  # an ACL refusal keeps its hint; other broker errors keep their own handling
-                raise
-            raise Failure(description=explain(e, cfg, rocketmq.namesrv), allow_retries=False) from e
         except TRANSIENT as e:
             raise Failure(description=explain(e, cfg, rocketmq.namesrv)) from e
         except PERMANENT as e:
             # A retry cannot fix these: fail at once, with the one line a person needs.
             raise Failure(description=explain(e, cfg, rocketmq.namesrv), allow_retries=False) from e
+        except RocketMQError as e:
+            # Every other answer of the cluster (a broker's error code, a protocol error, a range it cannot serve):
+            # one sentence naming the broker, the request and the code; retried only when RocketMQ says a later
+            # identical call may succeed (SYSTEM_BUSY, ...), never for a refusal (an ACL without the permission).
+            raise Failure(description=explain(e, cfg, rocketmq.namesrv), allow_retries=is_retriable(e)) from e
 
     return ingestion_asset
 
@@ -290,7 +293,7 @@ def explain(error: Exception, cfg: IngestionConfig, namesrv: str) -> str:
     consistent = "The table and the group's offsets stay consistent; run the window again once this is fixed."
     if isinstance(error, MissingCredentials):
         return f"{error}. {consistent}"
-    if isinstance(error, (ConnectionTurnedAway, BrokerError)):
+    if isinstance(error, ConnectionTurnedAway) or (isinstance(error, BrokerError) and is_refusal(error)):
         return f"cluster {cfg.cluster!r} ({namesrv}) turned this run away: {error}. {consistent}"
     if isinstance(error, ClosedBeforeAnswer):  # TLS enforced and none configured, or a server that just crashed
         return f"cluster {cfg.cluster!r} ({namesrv}) closed the run's connection at once: {error}. {consistent}"
@@ -304,6 +307,8 @@ def explain(error: Exception, cfg: IngestionConfig, namesrv: str) -> str:
             return f"{error} ({namesrv}): create a matching topic or fix `topic_pattern`. {consistent}"
         return (f"a topic of {cfg.topic_label} does not exist on cluster {cfg.cluster!r} ({namesrv}): {error}. "
                 f"Create it (mqadmin updateTopic) or fix the configuration. {consistent}")
+    if isinstance(error, RocketMQError):
+        return f"cluster {cfg.cluster!r} ({namesrv}) answered this run with an error: {error}. {consistent}"
     return str(error)
 
 

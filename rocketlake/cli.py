@@ -740,7 +740,7 @@ def main(argv: list[str] | None = None) -> int:
     except (LocalClusterError, ToolMissing, JarResolutionFailed, ConfigError, _Refused) as e:
         print(f"rocketlake: error: {e}", file=sys.stderr)
         return 2
-    except (ConnectionFailed, BrokerError) as e:  # a cluster that refuses us (TLS, ACL) or is not there: one sentence
+    except RocketMQError as e:  # a cluster that refuses us (TLS, ACL), is not there, or answers an error: one sentence
         print(f"rocketlake: error: {e}", file=sys.stderr)
         return 2
 
