@@ -12,18 +12,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rocketlake.pipelines.ledger import LedgerEntry
+from rocketlake.pipelines.ledger import PENDING, UNBALANCED, LedgerEntry, with_verdicts
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
+
 def landed_queues(entries: Iterable[LedgerEntry], group: str) -> dict[str, set[MessageQueue]]:
-    """Partition key -> the queues some entry of ``group`` has a range for (carried entries included)."""
+    """Partition key -> the queues some entry of ``group`` has a range for (carried entries included), read newest
+    first. An entry whose landing did not balance, or whose verdict never came (its run died between its Delta
+    commit and its verdict), landed nothing anyone may rely on: its queues are not counted."""
+    flat: list[LedgerEntry] = []
+    for entry in reversed(list(entries)):  # oldest first: a later verdict decides an earlier entry
+        if entry.consumer_group == group:
+            flat += [*entry.carried, entry]
     landed: dict[str, set[MessageQueue]] = {}
-    for entry in entries:
-        for e in (entry, *entry.carried):
-            if e.consumer_group != group:
-                continue
-            for w in e.windows:
-                landed.setdefault(w.partition_key, set()).update(r.queue for r in w.ranges)
+    for e in with_verdicts(flat):
+        if e.verdict in (PENDING, UNBALANCED):
+            continue
+        for w in e.windows:
+            landed.setdefault(w.partition_key, set()).update(r.queue for r in w.ranges)
     return landed
 
 

@@ -41,3 +41,18 @@ def test_the_sensor_checks_the_last_closed_windows_and_names_the_next_boundary()
                                                                   "2026-11-23-00:50"]
     assert next_boundary(partitions, now) == "2026-11-23-01:05"
     assert last_closed_windows(partitions, datetime(2026, 11, 22, tzinfo=timezone.utc), 30, 3) == []
+
+
+def test_a_landing_that_did_not_balance_or_whose_verdict_never_came_lands_nothing_for_the_sensor():
+    from dataclasses import replace
+
+    from rocketlake.pipelines.ledger import BALANCED, PENDING, UNBALANCED
+
+    decided = replace(entry("ok", "w1", Q[0]), verdict=PENDING)
+    # Its verdict commit, shaped as ``ingest.verdict_of`` makes it: no windows, the decided copy carried.
+    verdict = replace(decided, windows=(), verdict=None, carried=(replace(decided, verdict=BALANCED),))
+    died = replace(entry("died", "w1", Q[1]), verdict=PENDING)  # killed between its commit and its verdict
+    short = replace(entry("short", "w1", Q[2]), verdict=UNBALANCED)
+    newest_first = [short, died, verdict, decided]
+    assert landed_queues(newest_first, "g") == {"w1": {Q[0]}}
+    assert missing_slices(landed_queues(newest_first, "g"), ["w1"], Q) == {"w1": Q[1:]}
