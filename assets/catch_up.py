@@ -107,12 +107,11 @@ def window_holding(partitions, at_ms: int) -> str:
 def windows_through(partitions, first: str, last: str, most: int) -> list[str]:
     """Keys from ``first`` to ``last`` (both included), ``most`` at the most."""
     keys = []
-    start = window_start(partitions, first)
-    for tick in cron_string_iterator(start.timestamp(), partitions.cron_schedule, partitions.timezone):
-        key = window_key(partitions, tick)
-        keys.append(key)
-        if key == last or len(keys) == most:
+    start, stop = window_start(partitions, first).timestamp(), window_start(partitions, last).timestamp()
+    for tick in cron_string_iterator(start, partitions.cron_schedule, partitions.timezone):
+        if tick.timestamp() > stop or len(keys) == most:  # instants, not local times: DST repeats an hour
             break
+        keys.append(window_key(partitions, tick))
     return keys
 
 
@@ -138,10 +137,11 @@ def catch_up_request(cfg: IngestionConfig, asset_key, job_name: str, partitions,
         return None  # the window's own run is on its way: it lands from where the group stands
     keys = keys[:next((i for i, k in enumerate(keys) if k in scheduled), len(keys))]
     # Up to the newest window not landed yet: windows landed already (after a hole) need no run, only the
-    # commit at the run's end, which moves the group over them. None missing: the first window lacks queues.
+    # commit at the run's end, which moves the group over them.
     landed = materialized_among(instance, asset_key, keys)
     missing = [k for k in keys if k not in landed]
-    last = missing[-1] if missing else keys[0]
+    # None missing: windows were landed without these queues (their broker did not answer): all of them again.
+    last = missing[-1] if missing else keys[-1]
     queues = ",".join(sorted(r.queue.key for r in found.trailing))
     state = ",".join(f"{r.queue.key}={r.committed}" for r in sorted(found.trailing, key=lambda r: r.queue))
     digest = hashlib.sha1(f"{keys[0]}..{last}|{state}".encode()).hexdigest()[:12]

@@ -53,7 +53,8 @@ from rocketlake.assets.partitions import (
     window_start,
     windows_from,
 )
-from rocketlake.pipelines.broker_access import group_broker
+from rocketlake.pipelines.assignment import member_share
+from rocketlake.pipelines.broker_access import LiveGroup, group_broker
 from rocketlake.pipelines.config import IngestionConfig
 from rocketlake.pipelines.freshness import GROWTH_TICKS, Freshness, freshness, lag_keeps_growing
 from rocketlake.pipelines.progress import QueueProgress, group_progress
@@ -175,17 +176,26 @@ def build_lag_checks(cfg: IngestionConfig, assets: IngestionAssets) -> list:
                              "the run that lands it).")
     def caught_up(context: AssetCheckExecutionContext) -> AssetCheckResult:
         with getattr(context.resources, rocketmq_key).open_client(cfg.mq_client_api_timeout) as client:
-            rows = group_progress(group_broker(client, cfg))
+            rows, share = progress_and_share(client, cfg)
         now = datetime.now(timezone.utc)
-        found = behind(cfg, window_partitions(cfg.window), rows, now)
+        found = behind(cfg, window_partitions(cfg.window), [r for r in rows if r.queue in share], now)
         return AssetCheckResult(**caught_up_outcome(cfg, found, int(now.timestamp() * 1000)))
 
     return [fresh, lag_not_growing, caught_up]
 
 
+def progress_and_share(client, cfg: IngestionConfig) -> tuple[list[QueueProgress], set]:
+    """Every queue's progress, and the queues this member takes now (``assignment.member_share``, as a run computes
+    it): a member catches up its own queues only; another member's trailing queues are that member's to land."""
+    rows = group_progress(group_broker(client, cfg))
+    share = member_share(cfg, [r.queue for r in rows], LiveGroup(client, cfg).members())
+    return rows, set(share.taken)
+
+
 def lag_events(cfg: IngestionConfig, assets: IngestionAssets, rows: list[QueueProgress], now_ms: int,
-               instance, log) -> tuple[list, list, str]:
-    """One ingestion's observation, check evaluations and catch-up run request (if any) for one tick; its summary."""
+               instance, log, share: set | None = None) -> tuple[list, list, str]:
+    """One ingestion's observation, check evaluations and catch-up run request (if any) for one tick; its summary.
+    ``share``: this member's queues (default: every queue), the ones its ``caught_up`` check and catch-up judge."""
     asset_key = assets.table_key
     metadata = lag_metadata(rows, now_ms, cfg.topic)  # None with several topics: every queue key names its topic
     total = metadata[LAG_MESSAGES].value
@@ -194,7 +204,7 @@ def lag_events(cfg: IngestionConfig, assets: IngestionAssets, rows: list[QueuePr
     totals = observed_lag_totals(instance, asset_key, GROWTH_TICKS) + [total]
     now = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc)
     partitions = window_partitions(cfg.window)
-    found = behind(cfg, partitions, rows, now)
+    found = behind(cfg, partitions, [r for r in rows if share is None or r.queue in share], now)
     request = catch_up_request(cfg, asset_key, assets.job_name, partitions, found, instance, now, log)
     events = [AssetObservation(asset_key=asset_key, metadata=metadata, description=summary),
               AssetCheckEvaluation(asset_key=asset_key, check_name=FRESH_CHECK,
@@ -225,12 +235,12 @@ def build_lag_sensor(cluster: str, members: Members) -> SensorDefinition:
         resource = getattr(context.resources, rocketmq_key)
         now_ms = int(time.time() * 1000)
         with resource.open_client(timeout_ms) as client:
-            read, failed = read_each(members, lambda cfg: group_progress(group_broker(client, cfg)),
-                                     "read the progress", context.log)
+            read, failed = read_each(members, lambda cfg: progress_and_share(client, cfg), "read the progress",
+                                     context.log)
         events, requests, said = [], [], []
-        for cfg, assets, rows in read:
+        for cfg, assets, (rows, share) in read:
             ingestion_events, ingestion_requests, summary = lag_events(cfg, assets, rows, now_ms, context.instance,
-                                                                       context.log)
+                                                                       context.log, share)
             events += ingestion_events
             requests += ingestion_requests
             said.append(summary)

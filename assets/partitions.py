@@ -62,7 +62,8 @@ def window_end(partitions: TimeWindowPartitionsDefinition, key: str) -> datetime
     """The end of the window ``key``: the cron's next tick after its start."""
     start = window_start(partitions, key)
     ticks = cron_string_iterator(start.timestamp(), partitions.cron_schedule, partitions.timezone)
-    return next(tick for tick in ticks if tick > start)
+    # Instants, not local times: at the end of daylight saving time two ticks share a local time (and a tzinfo).
+    return next(tick for tick in ticks if tick.timestamp() > start.timestamp())
 
 
 def next_boundary(partitions: TimeWindowPartitionsDefinition, now: datetime) -> str:

@@ -114,8 +114,8 @@ def schema_problem(schema) -> str | None:
         kind = s["type"]
         if isinstance(kind, (dict, list)):
             return check(kind, f"{at}.type", namespace)
-        if kind in _PRIMITIVES:
-            return None
+        if kind in _PRIMITIVES or (isinstance(kind, str) and (kind in defined or fullname(kind, namespace) in defined)):
+            return None  # {"type": "Inner"}: a reference to a named type defined before, as Avro's parser takes it
         if kind in ("record", "error", "enum", "fixed"):
             name = s.get("name")
             if not isinstance(name, str) or not all(_NAME.fullmatch(part) for part in name.split(".")):

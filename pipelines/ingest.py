@@ -170,7 +170,7 @@ def verdict_of(m: Materialization) -> LedgerEntry | None:
         return None
     decided = replace(m.ledger, verdict=BALANCED if m.balanced else UNBALANCED, carried=(), version=None)
     return replace(m.ledger, windows=(), origin={}, gaps={}, suspended={}, verdict=None, version=None, landed={},
-                   carried=(*m.ledger.carried, decided))
+                   bounds={}, carried=(*m.ledger.carried, decided))
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,7 @@ def trusted_entries(recorded: RecordedRuns, entries: list[LedgerEntry], member: 
     runs = recorded.among(_keys(entries)) if entries else set()
 
     def trusted(entry: LedgerEntry) -> bool:
-        if entry.verdict == UNBALANCED:
+        if entry.verdict in (UNBALANCED, PENDING):  # a step retry of a recorded run keeps its run id: not enough
             return False
         if entry.verdict == BALANCED or entry.run_id in runs:
             return True
@@ -327,8 +327,8 @@ def planned_with_bounds(times: StoreTimeReader, queues: list[MessageQueue], wind
         ranges = []
         for r in window_ranges(times, queues, window, known):
             by_time = known.setdefault(r.queue, {})
-            by_time.setdefault(window.start_ms, r.start)
-            by_time.setdefault(window.end_ms, r.end)
+            # What the plan used: a recorded boundary, or (where the broker no longer holds it) what it found.
+            by_time[window.start_ms], by_time[window.end_ms] = r.start, r.end
             start = max(r.start, starts[r.queue]) if starts and r.queue in starts else r.start
             ranges.append(OffsetRange(r.queue, min(start, r.end), r.end))
         planned.append(WindowEntry(key, window.start_ms, window.end_ms, tuple(ranges)))
@@ -424,8 +424,10 @@ def send_back(broker: Broker, cfg: IngestionConfig, m: Materialization, log: Log
 
 
 def commit(broker: Broker, recorded: RecordedRuns, prepared: Prepared, landed: LedgerEntry) -> list[OffsetMove]:
-    """Move the group's offsets over every recorded entry at stake, this run's included."""
-    entries = [*prepared.at_stake, landed]  # ``landed`` keeps the trusted spans of the rest, merged
+    """Move the group's offsets over every recorded entry at stake, this run's included (balanced: its verdict is
+    committed, though the copy in hand still says pending)."""
+    # ``landed`` keeps the trusted spans of the rest, merged
+    entries = [*prepared.at_stake, replace(landed, verdict=BALANCED)]
     committed = {mq: broker.committed_offset(mq) for mq in prepared.queues}
     moves = moves_from_ledger(committed, entries, trusted_entries(recorded, entries, prepared.member))
     _apply(broker, moves)

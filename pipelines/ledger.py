@@ -350,14 +350,13 @@ Bounds = dict[MessageQueue, dict[int, int]]
 
 
 def known_bounds(entries: Iterable[LedgerEntry]) -> Bounds:
-    """Every window boundary the entries recorded, per queue (time ms -> offset), read oldest first: a boundary
-    once recorded is never moved, so the first recording of a time wins."""
+    """Every window boundary the entries recorded, per queue (time ms -> offset), read oldest first. Each entry
+    carries the boundaries known before it, and its plan reuses them wherever the broker still holds them: the
+    newest recording of a time is the one its windows were landed with."""
     found: Bounds = {}
     for entry in entries:
         for mq, pairs in entry.bounds.items():
-            by_time = found.setdefault(mq, {})
-            for t, offset in pairs:
-                by_time.setdefault(t, offset)
+            found.setdefault(mq, {}).update(pairs)
     return found
 
 

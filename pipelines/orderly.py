@@ -76,6 +76,15 @@ class _Renewal(threading.Thread):
         self.lost: set[MessageQueue] = set()
         self.error: Exception | None = None
 
+    def check(self) -> None:
+        """Raise ``LockLost`` if a renewal lost a queue (or failed) so far: the body asks before each step that
+        another member must not see half done (the send-back and verdict, the offset commit)."""
+        if self.lost or self.error:
+            why = f"lost {_names(self.lost)}" if self.lost else f"could not renew ({self.error})"
+            raise LockLost(f"orderly: the run {why} while it worked; another member may have read them meanwhile. The "
+                           "table holds each message once (slices are replaced), but the offsets were not committed: "
+                           "the next run lands the windows again")
+
     def run(self) -> None:
         while not self.stopped.wait(self.every_s):
             try:
@@ -87,11 +96,12 @@ class _Renewal(threading.Thread):
 @contextmanager
 def queues_locked(locker: QueueLocker, group: str, client_id: str, queues: Iterable[MessageQueue], *,
                   log: Callable[[str], None] = lambda _: None, wait: Callable[[float], None] | None = None,
-                  renew_every_s: float = LOCK_RENEW_S) -> Iterator[None]:
+                  renew_every_s: float = LOCK_RENEW_S) -> Iterator[_Renewal]:
     """Hold the broker locks of ``queues`` for ``client_id`` for the body; unlock them at the end.
 
     Raises ``QueuesLocked`` (after ``LOCK_ATTEMPTS`` tries) before the body runs when another member
-    holds any of them, and ``LockLost`` after the body when a renewal lost one.
+    holds any of them, and ``LockLost`` after the body when a renewal lost one. The body gets the renewal: its
+    ``check()`` raises ``LockLost`` at once, before a step that must not happen without the locks.
     """
     queues = sorted(set(queues))
     wait = wait or threading.Event().wait
@@ -115,14 +125,10 @@ def queues_locked(locker: QueueLocker, group: str, client_id: str, queues: Itera
     renewal = _Renewal(locker, group, client_id, queues, renew_every_s)
     renewal.start()
     try:
-        yield
+        yield renewal
     finally:
         renewal.stopped.set()
         renewal.join()
         locker.unlock_batch_mq(group, client_id, queues)
         log(f"orderly: {client_id} unlocked its {len(queues)} queue(s)")
-    if renewal.lost or renewal.error:
-        why = f"lost {_names(renewal.lost)}" if renewal.lost else f"could not renew ({renewal.error})"
-        raise LockLost(f"orderly: the run {why} while reading; another member may have read them meanwhile. The table "
-                       "holds each message once (slices are replaced), but the offsets were not committed: the next "
-                       "run lands the windows again")
+    renewal.check()

@@ -55,7 +55,8 @@ class Group(Protocol):
         """The group's client ids as the brokers list them (empty for BROADCASTING)."""
 
     def locked(self, queues: list[MessageQueue], log: Callable[[str], None]) -> AbstractContextManager:
-        """Hold the broker locks of ``queues`` for this member while the body runs."""
+        """Hold the broker locks of ``queues`` for this member while the body runs; the body gets an object whose
+        ``check()`` raises if a lock was lost meanwhile (or None when nothing is locked)."""
 
 
 class Alone:
@@ -112,6 +113,13 @@ class Unbalanced(RuntimeError):
     """The landing's rows do not add up to its ranges: nothing was recorded, no offset moved."""
 
 
+def still_held(held) -> None:
+    """Raise if the orderly locks ``held`` (what ``Group.locked`` gave; None when nothing is locked) were lost."""
+    check = getattr(held, "check", None)
+    if check is not None:
+        check()
+
+
 def check_closed(request: RunRequest, cfg: IngestionConfig) -> None:
     """Refuse the run in one sentence if one of its windows is not closed (end + grace) yet."""
     for key, window in request.windows:
@@ -149,7 +157,7 @@ def run(broker: Broker, lake: Lake, recorded: RecordedRuns, group: Group, cfg: I
     # Orderly runs hold the queue locks from the landing through the offset commit, as Java's
     # ConsumeMessageOrderlyService holds them through its offset update: a member that takes a queue over
     # finds it landed, sent back, decided and committed, or untouched by this run's later steps.
-    with group.locked(prepared.queues, log.info) if cfg.consume_orderly else nullcontext():
+    with group.locked(prepared.queues, log.info) if cfg.consume_orderly else nullcontext() as held:
         landed = ingest.land(broker, lake, cfg, request.ingestion, request.run_id, request.windows, prepared,
                              start_at_group_position=request.start_at_group_position, log=log.info,
                              now_ms=request.now_ms, windows_between=request.windows_between)
@@ -158,6 +166,7 @@ def run(broker: Broker, lake: Lake, recorded: RecordedRuns, group: Group, cfg: I
         # so it must only exist once every side effect of the landing is done. A run killed part-way through
         # the send-back leaves the verdict pending: the window is landed again and its failures sent again
         # (a copy that comes back twice lands once: ``consume.mark_known``).
+        still_held(held)  # a member that took a queue over must not see it sent back and decided by this run
         if landed.balanced:
             ingest.send_back(broker, cfg, landed, log.info)
         verdict = ingest.verdict_of(landed)
@@ -173,6 +182,7 @@ def run(broker: Broker, lake: Lake, recorded: RecordedRuns, group: Group, cfg: I
             log.warning("the materialization is not visible in the instance yet; offsets will be committed by the "
                         "next run")
             return
+        still_held(held)
         moves = ingest.commit(broker, recorded, prepared, landed.ledger)
         for move in moves:
             log.info(f"committed offset of {move.queue}: {move.before} -> {move.after}")

@@ -104,16 +104,34 @@ def test_after_an_outage_one_run_lands_the_hole_of_the_trailing_queues_from_wher
         assert ask(instance, rows, now)[0] is None
 
 
-def test_a_landed_window_that_lacks_a_queue_is_landed_again_for_that_queue():
-    """Broker-a was down when window 08:00 was planned: the window landed without its queue, and every window since
-    is landed. The run asks for 08:00 alone, for broker-a's queue."""
+def test_windows_landed_without_a_queue_are_landed_again_for_that_queue_in_one_run():
+    """Broker-a did not answer when windows 08:00 and 09:00 were planned: they landed without its queue. Every window
+    is materialized, so none tells where the queue's part ends: the run takes all of them, for broker-a's queue,
+    from where the group stands on it (one run, not one a window)."""
     now = START + timedelta(hours=10, minutes=6)
     with instance_for_test() as instance:
         _, assets = ask(instance, [], now)
         materialize(instance, assets, 8, 9)
         request, _ = ask(instance, [progress(A, 5, 8.1)], now)
-        assert (request.tags[RANGE_START], request.tags[RANGE_END]) == ("2026-11-01-08:00", "2026-11-01-08:00")
+        assert (request.tags[RANGE_START], request.tags[RANGE_END]) == ("2026-11-01-08:00", "2026-11-01-09:00")
         assert request.tags[QUEUES_TAG] == "orders/broker-a/0"
+
+
+def test_the_windows_a_catch_up_takes_are_instants_across_the_end_of_daylight_saving_time():
+    """Europe/Berlin, hourly: 02:00 happens twice on 2026-10-25. The range stops at the window asked for, never runs
+    into windows that have not happened."""
+    from rocketlake.assets.catch_up import windows_through
+    from rocketlake.assets.partitions import last_closed_windows, window_end, window_start
+    from rocketlake.pipelines.config import WindowConfig
+
+    parts = window_partitions(WindowConfig(cron="0 * * * *", timezone="Europe/Berlin", start="2026-10-24",
+                                           grace_seconds=0))
+    now = datetime(2026, 10, 25, 1, 30, tzinfo=timezone.utc)  # 02:30 CET, in the second 02:00 hour
+    first, second = last_closed_windows(parts, now, 0, 3)[-2:]  # 01:00 CEST (23:00Z) .. 02:00 CEST (00:00Z)
+    assert window_end(parts, second).timestamp() == window_start(parts, second).timestamp() + 3600
+    keys = windows_through(parts, first, second, MOST_WINDOWS)
+    assert keys == [first, second], keys
+    assert window_start(parts, keys[-1]) < now
 
 
 def test_a_window_whose_scheduled_run_is_on_its_way_is_left_to_it_and_a_long_hole_is_landed_in_bounded_runs():

@@ -706,3 +706,27 @@ def test_a_run_none_of_whose_brokers_answers_fails_and_moves_nothing():
     with pytest.raises(BrokersSilent, match="no broker of the group's queues answers"):
         one_run(broker, LakeOnPaper(), Recorded(), config(), "r0", [window(0)])
     assert broker.commits == []
+
+
+def test_an_orderly_run_that_lost_a_lock_stops_before_its_send_back_verdict_and_commit():
+    """The renewal lost a queue while the run read (another member may hold it now): the run raises at once, its
+    landing stays pending (no one trusts it) and no offset moves."""
+    from contextlib import contextmanager
+
+    from rocketlake.pipelines.orderly import LockLost
+
+    class Lost:
+        def check(self):
+            raise LockLost("orderly: the run lost broker-a/0 while it worked")
+
+    class Losing(Alone):
+        @contextmanager
+        def locked(self, queues, log):
+            yield Lost()
+
+    broker, lake = QueuesOnPaper({A: minutes(3, 2)}, committed={A: 0}), LakeOnPaper()
+    events = run(broker, lake, Recorded(), Losing(), config(consume_orderly=True),
+                 RunRequest("orders", "r1", [window(0)], 100 * MIN, 0, True), Lines())
+    with pytest.raises(LockLost):
+        next(events)
+    assert [e.verdict for e in lake.entries] == [PENDING] and broker.commits == []
