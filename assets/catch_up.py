@@ -27,10 +27,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from dagster import AssetCheckSeverity, DagsterRunStatus, MetadataValue, RunRequest, RunsFilter
+from dagster import AssetCheckSeverity, MetadataValue, RunRequest, RunsFilter
 
 from rocketlake.assets.dagster_private import cron_string_iterator
 from rocketlake.assets.ingestion import CATCH_UP_TAG, QUEUES_TAG
+from rocketlake.assets.run_guard import ON_ITS_WAY
 from rocketlake.assets.partitions import (
     last_closed_windows,
     materialized_among,
@@ -47,7 +48,6 @@ CAUGHT_UP_CHECK = "caught_up"
 MOST_WINDOWS = 60
 #: A catch-up whose run failed (nothing moved) is asked again after this long, not at every tick.
 RETRY_EVERY_S = 600
-PENDING = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
 RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 
 
@@ -117,8 +117,8 @@ def windows_through(partitions, first: str, last: str, most: int) -> list[str]:
 
 def pending_windows(instance, table: str, job_name: str) -> tuple[bool, set[str]]:
     """Whether a catch-up of ``table`` is queued or running, and the windows its schedule's runs are landing."""
-    runs = instance.get_runs(RunsFilter(statuses=PENDING, tags={CATCH_UP_TAG: table}), limit=1)
-    scheduled = instance.get_runs(RunsFilter(job_name=job_name, statuses=PENDING))
+    runs = instance.get_runs(RunsFilter(statuses=ON_ITS_WAY, tags={CATCH_UP_TAG: table}), limit=1)
+    scheduled = instance.get_runs(RunsFilter(job_name=job_name, statuses=ON_ITS_WAY))
     return bool(runs), {run.tags.get("dagster/partition") for run in scheduled}
 
 

@@ -45,6 +45,8 @@ from rocketlake.assets.dagster_private import (
 
 PROCESS_TAG = "rocketlake/process"
 IN_PROGRESS = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
+#: A run on its way: queued, or not ended yet (what the schedule and the catch-up never ask for twice).
+ON_ITS_WAY = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
 FINISHED_STATUSES = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
 
 

@@ -20,7 +20,6 @@ from datetime import datetime, timedelta
 from dagster import (
     AssetCheckKey,
     AssetSelection,
-    DagsterRunStatus,
     DefaultScheduleStatus,
     RunRequest,
     RunsFilter,
@@ -32,14 +31,13 @@ from dagster import (
 
 from rocketlake.assets.ingestion import CLOSES_AT_TAG, LEAD_SECONDS
 from rocketlake.assets.lag import LAG_CHECKS
-from rocketlake.assets.run_guard import rocketlake_executor
+from rocketlake.assets.run_guard import ON_ITS_WAY, rocketlake_executor
 from rocketlake.assets.partitions import last_closed_windows, materialized_among, window_end, window_partitions
 from rocketlake.pipelines.config import IngestionConfig
 from rocketlake.assets.translator import IngestionAssets
 
 CATCH_UP = 3
 LEAD = timedelta(seconds=LEAD_SECONDS)
-PENDING = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
 
 
 def build_window_schedule(cfg: IngestionConfig, assets: IngestionAssets, running: bool = False) -> ScheduleDefinition:
@@ -60,7 +58,7 @@ def build_window_schedule(cfg: IngestionConfig, assets: IngestionAssets, running
                                      CATCH_UP)
         materialized = materialized_among(context.instance, assets.table_key, closed)
         pending = {run.tags.get("dagster/partition")
-                   for run in context.instance.get_runs(RunsFilter(job_name=job.name, statuses=PENDING))}
+                   for run in context.instance.get_runs(RunsFilter(job_name=job.name, statuses=ON_ITS_WAY))}
         # The last CATCH_UP closed windows, oldest first, that no run landed or is landing.
         requests = [RunRequest(run_key=key, partition_key=key) for key in closed if key not in materialized | pending]
         soon = closing_soon(partitions, context.scheduled_execution_time, cfg.window.grace_seconds)

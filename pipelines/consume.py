@@ -48,7 +48,8 @@ def is_copy_topic(topic: str) -> bool:
 
 
 def is_copy(topic: Column) -> Column:
-    return topic.startswith(RETRY_GROUP_TOPIC_PREFIX) | topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
+    retry, dlq = COPY_TOPIC_PREFIXES
+    return topic.startswith(retry) | topic.startswith(dlq)
 
 
 def decode_checked(df: DataFrame, body: BodyConfig, schema: StructType | None = None) -> DataFrame:

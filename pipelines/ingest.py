@@ -316,7 +316,8 @@ def plan_windows(times: StoreTimeReader, queues: list[MessageQueue], windows: li
 def planned_with_bounds(times: StoreTimeReader, queues: list[MessageQueue], windows: list[tuple[str, Window]],
                         starts: dict[MessageQueue, int] | None = None, bounds: Bounds | None = None
                         ) -> tuple[tuple[WindowEntry, ...], Bounds]:
-    """``plan_windows``, and ``bounds`` with the boundaries of these windows added (those known stay as they were).
+    """``plan_windows``, and ``bounds`` with the boundaries these windows were planned with (a recorded one where the
+    broker still holds it, else the one found now).
 
     Each window's range on a queue is anchored on the boundaries recorded before (``windows.window_ranges``): a
     scheduled window starts where the last one landed on the queue ended, whatever the store times found now say.

@@ -249,9 +249,9 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
     queues = entry.queues
     replaced = slice_predicate(entry.windows)
     # Copies are looked for when this run reads a copy topic (%RETRY%<group>, %DLQ%<group>): the look reads the
-    # table's last days, and every run of a CLUSTERING group paying it cost the suite minutes. A run narrowed to
-    # main-topic queues only (a catch-up, a rebalance run, a member without the retry queue) does not look, so an
-    # original whose copy another run landed can land beside it there (a known gap, in the docs).
+    # table's last days, which a run that reads none of them does not pay. A run narrowed to main-topic queues only
+    # (a catch-up, a rebalance run, a member without the retry queue) therefore does not look, and an original
+    # whose copy another run landed can land beside it there (a known gap, in the docs).
     with_copies = any(is_copy_topic(mq.topic) for mq in queues)
     # Only matched rows keep their body: filtered ones are counted, nothing more.
     df = (df.withColumn(BODY_LENGTH, F.length("body"))

@@ -115,9 +115,8 @@ class Unbalanced(RuntimeError):
 
 def still_held(held) -> None:
     """Raise if the orderly locks ``held`` (what ``Group.locked`` gave; None when nothing is locked) were lost."""
-    check = getattr(held, "check", None)
-    if check is not None:
-        check()
+    if held is not None:
+        held.check()
 
 
 def check_closed(request: RunRequest, cfg: IngestionConfig) -> None:
@@ -146,7 +145,7 @@ def run(broker: Broker, lake: Lake, recorded: RecordedRuns, group: Group, cfg: I
         listed = "; ".join(f"{name}: {why}" for name, why in sorted(silent.items()))
         if all(q.broker_name in silent for q in share.taken):
             raise BrokersSilent(f"no broker of the group's queues answers ({listed}); nothing was read and no "
-                                "offset moved")
+                                "offset moved. Check that the brokers are up and reachable from here")
         log.warning(f"broker(s) {', '.join(sorted(silent))} do not answer ({listed}): their queues are left out of "
                     "this run and land once they answer again")
     prepared = ingest.prepare(broker, lake, recorded, cfg, request.now_ms, request.first_window_start_ms,

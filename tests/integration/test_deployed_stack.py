@@ -31,7 +31,7 @@ from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatu
 from deltalake import DeltaTable
 
 from rocketlake.assets.run_guard import recorded_process
-from rocketlake.assets.schedules import PENDING
+from rocketlake.assets.run_guard import ON_ITS_WAY as PENDING
 from rocketlake.resources.local.peers import produce
 from rocketlake.resources.local.postgres import LocalPostgres
 from rocketlake.resources.rocketmq.client import RocketMQClient
