@@ -134,9 +134,9 @@ def test_a_live_run_in_another_pid_namespace_of_this_host_is_never_judged_dead(i
 
     code = ("import time; from rocketlake.assets.run_guard import RunProcess; "
             "print(RunProcess.current().to_tag(), flush=True); time.sleep(60)")
-    # A process in a PID namespace of its own, as a container's (the tests run as root, which may create one).
-    contained = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", sys.executable, "-c", code],
-                                 stdout=subprocess.PIPE, text=True)
+    # A process in a PID namespace of its own, as a container's (inside a user namespace: no root needed).
+    unshare = ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mount-proc"]
+    contained = subprocess.Popen([*unshare, sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         tag = contained.stdout.readline().strip()
         process = RunProcess.from_tag(tag)
