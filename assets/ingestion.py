@@ -50,7 +50,8 @@ from rocketlake.pipelines.broker_access import LiveGroup, group_broker
 from rocketlake.pipelines.body import BodySchemaError
 from rocketlake.pipelines.config import IngestionConfig, LakeConfig, dead_letter_config
 from rocketlake.pipelines.failures import failures_table
-from rocketlake.pipelines.listener import ListenerError
+from rocketlake.pipelines.deadline import RunDeadlinePassed
+from rocketlake.pipelines.listener import ListenerError, ListenerHung
 from rocketlake.pipelines.materialize import SparkLake
 from rocketlake.pipelines.offset_store import OffsetStoreCorrupt
 from rocketlake.pipelines.orderly import LockLost, OutOfOrder, QueuesLocked
@@ -182,7 +183,7 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetS
 
 # Errors a later attempt may not meet again (a broker back up, a lock released), and those it would meet again.
 REFUSED = (ConnectionTurnedAway, MissingCredentials)
-TRANSIENT = (ConnectionFailed, RequestTimeout, QueuesLocked, LockLost, BrokersSilent)
+TRANSIENT = (ConnectionFailed, RequestTimeout, QueuesLocked, LockLost, BrokersSilent, RunDeadlinePassed, ListenerHung)
 PERMANENT = (TopicNotExist, MessagesDeleted, ingest.LedgerAheadOfBroker, OutOfOrder, OffsetStoreCorrupt, ListenerError,
              BodySchemaError)
 

@@ -47,7 +47,8 @@ def build_window_schedule(cfg: IngestionConfig, assets: IngestionAssets, running
     # The lag sensor evaluates the freshness and lag checks every minute; a window's run does not.
     minute_checks = AssetSelection.checks(*(AssetCheckKey(assets.table_key, name) for name in LAG_CHECKS))
     selection = AssetSelection.assets(assets.table_key, *dead_letters) - minute_checks
-    job = define_asset_job(assets.job_name, selection=selection, executor_def=rocketlake_executor)
+    job = define_asset_job(assets.job_name, selection=selection, executor_def=rocketlake_executor,
+                           tags={MAX_RUNTIME_TAG: str(max_runtime_seconds(cfg))})
 
     @schedule(name=assets.name("windows"), job=job, cron_schedule="* * * * *",
               execution_timezone=cfg.window.timezone, default_status=DefaultScheduleStatus.RUNNING if running else DefaultScheduleStatus.STOPPED,
@@ -69,6 +70,17 @@ def build_window_schedule(cfg: IngestionConfig, assets: IngestionAssets, running
         return requests
 
     return windows
+
+
+#: Dagster's run-monitoring limit of a run (every run of the job carries it, however it was started)
+MAX_RUNTIME_TAG = "dagster/max_runtime"
+#: the run's own deadline (``run_timeout``, from its step's start) fails it with a sentence first; Dagster's ends a
+#: run whose process no longer answers at all, this much later (the time to start the process and its step)
+MAX_RUNTIME_MARGIN_S = 300
+
+
+def max_runtime_seconds(cfg: IngestionConfig) -> int:
+    return int(cfg.run_timeout_seconds) + MAX_RUNTIME_MARGIN_S
 
 
 def closing_soon(partitions, now: datetime, grace_seconds: int) -> tuple[str, datetime] | None:

@@ -10,6 +10,7 @@ worst kind of configuration bug.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import socket
@@ -541,7 +542,8 @@ class IngestionConfig(_Strict):
         description="After a run compacts a day that is over, VACUUM the table with this retention: data files no "
                     "longer in the table for that long are deleted. None (default): never. Below Delta's 168 h "
                     "check, make sure no reader or writer of the table runs that long (time travel to older "
-                    "versions fails once their files are gone).")
+                    "versions fails once their files are gone). Refused below run_timeout (a run of another member "
+                    "could lose the files it reads).")
     on_deleted_messages: Literal["fail", "record"] = Field(
         default="fail", description="When the broker deleted messages the group never landed: fail the run, or "
                                     "record the gap in the ledger and move on.")
@@ -573,6 +575,13 @@ class IngestionConfig(_Strict):
     # rocketlake's own: the longest offset range one Spark task reads (what it holds at once is
     # bounded by the pull thresholds above); longer ranges become several tasks.
     max_messages_per_task: int = Field(default=200_000, ge=1)
+    # rocketlake's own: the run's deadline (``pipelines.deadline``); the job's dagster/max_runtime tag carries it to
+    # Dagster's run monitoring.
+    run_timeout: float = Field(
+        default=120, gt=0, le=7 * 24 * 60,
+        description="Minutes (fractions allowed) a run may take from its step's start: past it, its Spark work is "
+                    "stopped and it fails with nothing more committed, freeing its group's pool slot; its windows "
+                    "land again. At least consume_timeout; vacuum_retention_hours must outlast it.")
     # ClientConfig settings a batch pipeline still uses.
     # ms, per broker call; unset: the cluster's RocketMQResource timeout_ms (3000 unless the project sets another).
     mq_client_api_timeout: int | None = Field(default=None, ge=1)
@@ -729,10 +738,25 @@ class IngestionConfig(_Strict):
                 raise ValueError(f"{key} applies only with allocate_message_queue_strategy {needs.value} "
                                  f"(this ingestion uses {strategy.value}); remove it")
         self._listener_checks()
+        self._deadline_checks()
         if self.message_model is MessageModel.BROADCASTING and "allocate_message_queue_strategy" in self.model_fields_set:
             raise ValueError("allocate_message_queue_strategy applies to CLUSTERING only: in BROADCASTING every "
                              "member takes every queue; remove it")
         return self
+
+    def _deadline_checks(self) -> None:
+        """The run's deadline against what must fit in it, or outlast it."""
+        if self.listener is not None and self.run_timeout < self.consume_timeout:
+            raise ValueError(f"run_timeout: {self.run_timeout:g} is below consume_timeout ({self.consume_timeout:g} "
+                             f"min): one listener call could outlast the run; allowed: run_timeout >= "
+                             f"{self.consume_timeout:g}")
+        hours = self.vacuum_retention_hours
+        if hours is not None and hours * 60 < self.run_timeout:
+            # Another member's run (or this table's dead-letter run) may read a snapshot as old as its start; a
+            # VACUUM that deletes that snapshot's files under it fails it, or worse.
+            raise ValueError(f"vacuum_retention_hours: {hours} is below run_timeout ({self.run_timeout:g} min): "
+                             "VACUUM could delete files a run of another member still reads; allowed: "
+                             f"vacuum_retention_hours >= {math.ceil(self.run_timeout / 60)} (or a shorter run_timeout)")
 
     def _listener_checks(self) -> None:
         """Listener settings change something only where a listener (or a decoding that can fail) runs."""
@@ -815,6 +839,10 @@ class IngestionConfig(_Strict):
     @property
     def consume_timeout_seconds(self) -> float:
         return self.consume_timeout * 60
+
+    @property
+    def run_timeout_seconds(self) -> float:
+        return self.run_timeout * 60
 
     def not_supported_yet(self) -> list[str]:
         """'key: value is not supported yet (why); what to do' for every setting in the file rocketlake does

@@ -20,7 +20,10 @@ context: ConsumeOrderlyContext)`` returning ``ConsumeOrderlyStatus.SUCCESS`` or 
 Calls run on at most ``consume_thread_max`` threads of a Spark task (``consume_thread_min`` started up
 front), each limited to ``consume_timeout``: a call still running at its limit counts as RECONSUME_LATER
 for its messages, is reported with their ids, and is abandoned on a daemon thread, so it never holds the
-queue, the task or the Python worker. Everything here runs in Spark's Python workers; nothing needs Spark.
+queue or the task. Python cannot stop a thread, and Spark reuses its Python workers across tasks (and runs, on a
+long-lived server): a worker keeps at most ``consume_thread_max`` abandoned calls still running. A task that finds
+that many refuses to start (``ListenerHung``): the task fails, and the worker exits with the calls in it.
+Everything here runs in Spark's Python workers; nothing needs Spark.
 """
 
 from __future__ import annotations
@@ -121,6 +124,30 @@ def judge_batch(answer: Any, context: ConsumeConcurrentlyContext) -> list[str | 
     return [None] * ok + [f"not acknowledged: the listener set ack_index={context.ack_index} in a batch of {n}"] * (n - ok)
 
 
+class ListenerHung(RuntimeError):
+    """A Python worker already carries as many abandoned, still-running listener calls as it may."""
+
+
+def hung_in_worker(error: BaseException) -> ListenerHung | None:
+    """The ``ListenerHung`` a Spark task raised in its Python worker, out of the error Spark reports for the job."""
+    import re
+
+    found = re.search(r"ListenerHung: ([^\n]+)", str(error))
+    return ListenerHung(found.group(1)) if found else None
+
+
+#: this process's listener calls given up at their limit whose threads still run (across pools, tasks and runs)
+_HUNG: list[threading.Thread] = []
+_HUNG_LOCK = threading.Lock()
+
+
+def hung_calls() -> int:
+    """Abandoned listener calls still running in this process (the finished ones are forgotten)."""
+    with _HUNG_LOCK:
+        _HUNG[:] = [t for t in _HUNG if t.is_alive()]
+        return len(_HUNG)
+
+
 class CallPool:
     """Listener calls on daemon threads: at most ``max_threads`` at once, each over after ``timeout_s``.
 
@@ -129,12 +156,22 @@ class CallPool:
     """
 
     def __init__(self, min_threads: int, max_threads: int, timeout_s: float):
+        hung = hung_calls()
+        if hung >= max_threads:
+            import os
+
+            raise ListenerHung(
+                f"{hung} listener call(s) given up at consume_timeout ({timeout_s:g}s) in earlier tasks still run "
+                f"in this Spark Python worker (pid {os.getpid()}), as many as consume_thread_max allows: the task "
+                "stops so that the worker exits with them, and the run fails with nothing committed (its windows "
+                "land again). The listener hangs: make its calls end (a timeout on what it waits for)")
         self.max_threads = max_threads
         self.timeout_s = timeout_s
         self._tasks: queue.SimpleQueue = queue.SimpleQueue()
         self._done: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._started: dict[int, float] = {}   # call index -> monotonic start
+        self._threads: dict[int, threading.Thread] = {}  # call index -> the thread running it
         self._abandoned: set[int] = set()     # calls given up: their threads exit when (if) they return
         self._live = 0                        # threads serving the pool (abandoned ones excluded)
         self._next_id = 0                     # call ids are unique over the pool's life, across ``run``s
@@ -153,6 +190,7 @@ class CallPool:
                 if index < 0:  # shut down
                     return
                 self._started[index] = time.monotonic()
+                self._threads[index] = threading.current_thread()
             try:
                 result: tuple[bool, Any] = (True, fn())
             except BaseException as e:  # noqa: BLE001 - a listener's exception is its answer
@@ -161,6 +199,7 @@ class CallPool:
                 if index in self._abandoned:
                     return  # given up at its limit: a new thread took its place
                 del self._started[index]  # finished in time: no longer a candidate for the timeout
+                del self._threads[index]
             self._done.put((index, result))
 
     def run(self, calls: Sequence[Callable[[], Any]]) -> list[tuple[str, Any]]:
@@ -193,6 +232,8 @@ class CallPool:
                         remaining -= 1
                         self._abandoned.add(index)
                         del self._started[index]
+                        with _HUNG_LOCK:
+                            _HUNG.append(self._threads.pop(index))
                         self.abandoned_calls += 1
                         self._live -= 1
                         self._spawn()  # keep max_threads live calls possible

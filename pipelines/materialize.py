@@ -33,6 +33,7 @@ from rocketlake.pipelines.consume import (
     mark_known,
     with_last_error,
 )
+from rocketlake.pipelines.deadline import SparkDeadline
 from rocketlake.pipelines.columns import landed_metadata, read_metadata
 from rocketlake.pipelines.delta_writer import (
     DAY_COLUMN,
@@ -52,6 +53,7 @@ from rocketlake.pipelines.body import configured_schema
 from rocketlake.pipelines.evolution import evolve
 from rocketlake.pipelines.failures import DEAD_LETTERED, FAILED, SENT_BACK, FailedMessage
 from rocketlake.pipelines.ingest import Landing, Log, WindowAccounting
+from rocketlake.pipelines.listener import hung_in_worker
 from rocketlake.pipelines.ledger import LedgerEntry, Suspension, WindowEntry
 from rocketlake.pipelines.ledger_log import read_ledger
 from rocketlake.pipelines.storage import LOG_STORE_S3A, several_writers_refusal
@@ -61,6 +63,8 @@ from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
 MIB = 1024 * 1024
 OUTCOME = "_rl_outcome"
+#: what becomes of compaction or VACUUM stopped at the deadline: the landing and its offsets are done by then
+MAINTENANCE = "The windows and their offsets were committed before; the table keeps its files as they were."
 SUSPENDED = "suspended"  # failures table: the message an orderly queue is suspended at
 
 
@@ -77,6 +81,7 @@ class SparkLake:
         self.table_path = table_path
         self.failures_path = failures_path  # where failed messages are kept (``pipelines.failures``)
         self.last_errors_from = last_errors_from  # dead letters: the failures table their last errors are in
+        self.deadline = SparkDeadline(spark, cfg.run_timeout_seconds)  # counted from here: the run's step starts
 
     def table_version(self) -> int | None:
         return last_commit_version(self.spark, self.table_path)
@@ -94,11 +99,19 @@ class SparkLake:
             log(f"no queue of {self.cfg.topic_label} to read in these windows (none exists yet, or every one waits): "
                 "nothing to land")
             return Landing(tuple(WindowAccounting(w.partition_key, 0, 0, 0, 0) for w in entry.windows), {}, 0, None)
-        return land_entry(self.spark, self.source_options, self.cfg, self.table_path, entry, queue_count, log,
-                          self.failures_path, self.last_errors_from)
+        with self.deadline.watch("landing its windows"):
+            try:
+                return land_entry(self.spark, self.source_options, self.cfg, self.table_path, entry, queue_count, log,
+                                  self.failures_path, self.last_errors_from)
+            except Exception as e:
+                hung = hung_in_worker(e)  # the worker's sentence, not Spark's stack of the job
+                if hung is None:
+                    raise
+                raise hung from None
 
     def record_verdict(self, verdict: LedgerEntry) -> None:
-        commit_ledger(self.spark, self.table_path, verdict)
+        with self.deadline.watch("committing its verdict"):
+            commit_ledger(self.spark, self.table_path, verdict)
 
     def columns(self) -> list[tuple[str, str, bool]]:
         return [(f.name, f.dataType.simpleString(), f.nullable) for f in table_fields(self.spark, self.table_path)]
@@ -107,15 +120,18 @@ class SparkLake:
         """OPTIMIZE the days of ``entry``'s windows that are over: ``(day, files removed, files added)``."""
         if not is_delta_table(self.spark, self.table_path):
             return []
-        return compact_days(self.spark, self.table_path, closed_days((w.start_ms for w in entry.windows), closed_before_ms),
-                            self.cfg.layout.zorder_by)
+        with self.deadline.watch("compacting", MAINTENANCE):
+            return compact_days(self.spark, self.table_path,
+                                closed_days((w.start_ms for w in entry.windows), closed_before_ms),
+                                self.cfg.layout.zorder_by)
 
     def vacuum(self) -> int | None:
         """VACUUM with the ingestion's ``vacuum_retention_hours``: the retention applied, or None when it has none."""
         hours = self.cfg.vacuum_retention_hours  # called after a compaction: the table exists
         if hours is None:
             return None
-        vacuum(self.spark, self.table_path, hours)
+        with self.deadline.watch("vacuuming", MAINTENANCE):
+            vacuum(self.spark, self.table_path, hours)
         return hours
 
 

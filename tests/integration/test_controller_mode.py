@@ -8,9 +8,10 @@ controller gives the ids; ``allAckInSyncStateSet``). Masters are killed with SIG
 1. The master dies after a run planned its window: the run reads the window from the promoted replica, which the
    route now lists as brokerId 0, and commits its offsets there.
 2. The dead replica restarts and rejoins as a slave. The next window lands; then its master dies right after the
-   run committed, and the other replica is promoted again. The third window lands on it: a promoted replica may
-   hold the group's offsets as they were when it last copied them (it copies them every few seconds, so whether it
-   does here depends on timing), and the ledger then moves them forward again (nothing is landed twice).
+   run committed, and the other replica is promoted again. The third window lands on it. A promoted replica may
+   hold the group's offsets as they were when it last copied them (it copies them every few seconds): whether this
+   one copied window 2's commit depends on timing, so the test puts the offsets it holds back to window 1's ends,
+   what a copy from before that commit holds, and the run repairs them from the ledger (nothing is landed twice).
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ def test_runs_follow_the_master_the_controller_promotes_and_land_each_message_on
     monkeypatch.undo()
     assert killed == [first_master]
     second_master = cluster.registered_ids("broker-a")[0]
-    assert engine.offsets(topic) == {(q.broker_name, q.queue_id): client.get_max_offset(q) for q in client.queues(topic)}
+    after_w1 = {q: client.get_max_offset(q) for q in client.queues(topic)}
+    assert engine.offsets(topic) == {(q.broker_name, q.queue_id): top for q, top in after_w1.items()}
 
     # 2. The dead replica rejoins (as a slave); window 2 lands, then its master dies right after the run's commit.
     cluster.up()  # restarts it on its store and waits until both replicas are in sync again
@@ -104,7 +106,17 @@ def test_runs_follow_the_master_the_controller_promotes_and_land_each_message_on
     assert kill_the_master(cluster) == second_master
     assert cluster.registered_ids("broker-a")[0] == first_master
 
-    # 3. Window 3 lands on the replica promoted again; nothing was lost or landed twice across both switches.
+    after_w2 = {q: client.get_max_offset(q) for q in client.queues(topic)}
+    assert after_w2 != after_w1
+    for q, offset in after_w1.items():  # the promoted replica's copy of the offsets from before window 2's commit
+        client.update_consumer_offset(group, q, offset)
+    assert engine.offsets(topic) == {(q.broker_name, q.queue_id): top for q, top in after_w1.items()}
+
+    # 3. Window 3 lands on the replica promoted again: the run first moves the stale offsets forward to where the
+    # ledger says window 2 was landed; nothing was lost or landed twice across both switches.
     w3 = send_window(cluster, topic, range(60, 80))
-    assert engine.run("r3", [("w3", w3)]).balanced
+    landed = engine.run("r3", [("w3", w3)])
+    assert landed.balanced
+    assert {(m.queue, m.before, m.after) for m in landed.prepared.repaired} == {
+        (q, after_w1[q], after_w2[q]) for q in after_w1 if after_w2[q] != after_w1[q]}
     assert_landed_once_at_the_ends(engine, cluster, client, topic, group, 80)

@@ -278,3 +278,29 @@ def test_a_paused_broker_holds_no_other_brokers_queues_back_and_lands_once_it_an
     engine.run("r2", window)
     assert landed() == Counter({(b, q, o): 1 for b in ("broker-a", "broker-b") for q in range(2) for o in range(5)})
     assert engine.offsets(topic) == {(b, q): 5 for b in ("broker-a", "broker-b") for q in range(2)}
+
+
+def test_a_run_past_its_deadline_stops_its_spark_work_and_leaves_table_and_offsets_as_they_were(
+        local_cluster, create_topic, java_producer, spark, tmp_path):
+    """Issue 45: a run has a deadline (run_timeout) after which it fails cleanly and frees its slot. Here a
+    listener hangs on every call (each given up at consume_timeout, one call at a time): the landing would take
+    three timeouts, the deadline is one. The run stops its Spark jobs at the deadline and fails in one sentence
+    naming run_timeout; no Delta commit was made and no offset moved."""
+    from rocketlake.pipelines.deadline import RunDeadlinePassed
+
+    topic, group = create_topic(queues=1, brokers=("broker-a",)), unique("g_deadline")
+    cfg = ingestion_config(topic=topic, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+                           window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+                           listener="tests.unit.listeners:sleep_on_slow", consume_thread_min=1, consume_thread_max=1,
+                           consume_timeout=0.1, run_timeout=0.1)  # 6 s each
+    engine = Engine(local_cluster, spark, tmp_path / "orders", cfg)
+    start = now_ms()
+    java_producer([order(i, topic, tags="slow") for i in range(3)])
+    end = now_ms() + 1
+    wait_until(end / 1000)
+    engine.lake = SparkLake(spark, engine.lake.source_options, cfg, engine.lake.table_path)  # the run starts now
+    with pytest.raises(RunDeadlinePassed) as stopped:
+        engine.run("r1", [("w1", Window(start, end))])
+    assert "the run passed its deadline (run_timeout: 0.1 min) while landing its windows" in str(stopped.value)
+    assert not (tmp_path / "orders" / "_delta_log").exists(), "no Delta commit was made"
+    assert engine.offsets(topic) == {("broker-a", 0): None}, "no offset moved"

@@ -221,7 +221,7 @@ def test_every_field_either_works_or_is_refused():
                 "machine_room_resolver", "machine_room_nearby_strategy", "virtual_node_count", "listener",
                 "consume_thread_min", "consume_thread_max", "consume_message_batch_max_size", "max_reconsume_times",
                 "consume_timeout", "run_retry", "suspend_current_queue_time_millis", "metadata_columns",
-                "table_properties", "vacuum_retention_hours", "layout", "topics", "topic_pattern"}
+                "table_properties", "vacuum_retention_hours", "layout", "topics", "topic_pattern", "run_timeout"}
     assert set(IngestionConfig.model_fields) == honoured | set(NOT_SUPPORTED_YET)
     assert not honoured & set(NOT_SUPPORTED_YET)
 
@@ -344,6 +344,26 @@ def test_table_properties_are_delta_texts_and_refused_by_name_when_they_cannot_b
                for line in problems(with_ingestion(table_properties={"owner": "me"})))
     assert any("vacuum_retention_hours: -1" in line and "greater than or equal to 0" in line
                for line in problems(with_ingestion(vacuum_retention_hours=-1)))
+
+
+def test_vacuum_retention_must_outlast_the_longest_run():
+    """A VACUUM that deletes files a run of another member still reads would fail that run: the retention is at
+    least the run deadline (run_timeout, 120 min unless set)."""
+    assert any("vacuum_retention_hours: 1 is below run_timeout (120 min)" in line
+               and "allowed: vacuum_retention_hours >= 2" in line
+               for line in problems(with_ingestion(vacuum_retention_hours=1)))
+    assert any("vacuum_retention_hours: 0 is below run_timeout (30 min)" in line
+               for line in problems(with_ingestion(vacuum_retention_hours=0, run_timeout=30)))
+    assert parse_config(with_ingestion(vacuum_retention_hours=2)).ingestions["orders"].vacuum_retention_hours == 2
+    assert parse_config(with_ingestion(vacuum_retention_hours=1, run_timeout=60)).ingestions["orders"].run_timeout == 60
+
+
+def test_run_timeout_is_checked():
+    assert any("run_timeout: 0" in line and "greater than 0" in line
+               for line in problems(with_ingestion(run_timeout=0)))
+    assert any("run_timeout: 5 is below consume_timeout (15 min)" in line
+               for line in problems(with_ingestion(listener="tests.unit.listeners:fail_poison", run_timeout=5)))
+    assert parse_config(with_ingestion(run_timeout=0.5)).ingestions["orders"].run_timeout_seconds == 30
 
 
 @pytest.mark.parametrize("layout, message", [

@@ -15,7 +15,10 @@ from rocketlake.pipelines.listener import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
     ListenerError,
+    ListenerHung,
     consume_rows,
+    hung_calls,
+    hung_in_worker,
     judge_batch,
     judge_frame,
     load_listener,
@@ -71,6 +74,43 @@ def test_a_call_over_consume_timeout_fails_within_a_second_and_frees_the_pool():
     assert pool.abandoned_calls == 1 and "slow" in logged[0]
     release.set()
     pool.close()
+
+
+def test_a_worker_keeps_at_most_consume_thread_max_hung_calls_then_refuses_tasks():
+    """Issue 45: Python cannot stop a thread and Spark reuses its Python workers, so calls given up at their limit
+    would pile up task after task. Once a process carries consume_thread_max of them still running, the next task's
+    pool refuses to start (its worker then exits with them); the calls that end are forgotten."""
+    release = threading.Event()
+    threads: list[threading.Thread] = []
+
+    def hangs(messages, context):
+        threads.append(threading.current_thread())
+        release.wait(60)
+        return OK
+
+    assert hung_calls() == 0
+    try:
+        for task in range(2):  # two tasks of one reused worker, each with one call given up
+            pool = CallPool(1, 2, timeout_s=0.2)
+            assert consume_rows([{"msg_id": f"m{task}"}], hangs, 1, pool)[0].startswith("consume_timeout")
+            pool.close()
+        assert hung_calls() == 2
+        with pytest.raises(ListenerHung, match=r"2 listener call\(s\) given up at consume_timeout \(0.2s\)"):
+            CallPool(1, 2, timeout_s=0.2)
+        CallPool(1, 3, timeout_s=0.2).close()  # a pool allowed more threads still starts
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(5)
+    assert hung_calls() == 0
+    CallPool(1, 2, timeout_s=0.2).close()
+
+
+def test_a_hung_worker_is_reported_in_its_own_words():
+    spark_error = RuntimeError("Job aborted... File \"worker.py\", line 9\nrocketlake.pipelines.listener.ListenerHung: "
+                               "2 listener call(s) given up at consume_timeout (6s) still run\n\tat org.apache")
+    assert str(hung_in_worker(spark_error)) == "2 listener call(s) given up at consume_timeout (6s) still run"
+    assert hung_in_worker(RuntimeError("Job aborted: something else")) is None
 
 
 def test_at_most_max_threads_calls_run_at_once():

@@ -117,3 +117,11 @@ def test_a_run_asked_for_ahead_waits_for_the_close_and_never_longer_than_the_lea
     assert seconds_to_close({CLOSES_AT_TAG: str(int(now * 1000) - 1)}, now) == 0  # closed: a retry, or a late start
     # Further ahead than a schedule asks: not waited for (the run then refuses the open window by name).
     assert seconds_to_close({CLOSES_AT_TAG: str(int((now + LEAD_SECONDS + 1) * 1000))}, now) == 0
+
+
+def test_every_run_of_the_job_carries_the_run_deadline_to_dagster():
+    """Dagster's run monitoring ends a run over ``dagster/max_runtime`` whose process no longer answers: the
+    ingestion's run_timeout, with the margin that lets the run's own deadline fail it with a sentence first."""
+    schedule = build_window_schedule(parse_config(with_ingestion(run_timeout=30)).ingestions["orders"],
+                                     translate(config())["orders"])
+    assert schedule.job.tags["dagster/max_runtime"] == str(30 * 60 + 300)
