@@ -20,10 +20,15 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
+from rocketlake.pipelines.delta_writer import _on_connect
+
 
 #: what becomes of a landing stopped at the deadline
 LANDING = ("Nothing it had not committed is kept and no offset moved past it; its windows land again in the next "
            "run.")
+
+
+INTERRUPT_EVERY_S = 1.0
 
 
 class RunDeadlinePassed(TimeoutError):
@@ -46,16 +51,21 @@ class SparkDeadline:
         left = self.at - time.monotonic()
         if left <= 0:
             raise RunDeadlinePassed(self._sentence(what, after, started=False))
-        fired = threading.Event()
+        fired, done = threading.Event(), threading.Event()
 
         def interrupt() -> None:
+            if done.wait(left):
+                return
             fired.set()
-            self.spark.interruptTag(self.tag)
+            # Again every second: an operation the block starts after the first interruption (the block may be
+            # between two Spark jobs at the deadline) is stopped as well.
+            while not done.is_set():
+                self._interrupt()
+                done.wait(INTERRUPT_EVERY_S)
 
-        timer = threading.Timer(left, interrupt)
-        timer.daemon = True
-        self.spark.addTag(self.tag)  # the operations this thread starts, in this session
-        timer.start()
+        self._tag(add=True)  # the operations this thread starts
+        watcher = threading.Thread(target=interrupt, daemon=True, name="rocketlake-run-deadline")
+        watcher.start()
         try:
             yield
         except Exception as e:
@@ -63,8 +73,26 @@ class SparkDeadline:
                 raise RunDeadlinePassed(self._sentence(what, after, started=True)) from e
             raise
         finally:
-            timer.cancel()
-            self.spark.removeTag(self.tag)
+            done.set()
+            watcher.join()
+            self._tag(add=False)
+        if fired.is_set():  # the block ended at the deadline without an operation to interrupt: over all the same
+            raise RunDeadlinePassed(self._sentence(what, after, started=True))
+
+    def _tag(self, add: bool) -> None:
+        if _on_connect(self.spark):
+            (self.spark.addTag if add else self.spark.removeTag)(self.tag)
+        else:  # a classic session's own tags are known only to the thread that added them: the job tags are not
+            context = self.spark.sparkContext
+            (context.addJobTag if add else context.removeJobTag)(self.tag)
+
+    def _interrupt(self) -> None:
+        """From the watching thread: Connect's server finds the session's operations by tag from any thread; a
+        classic session's SparkContext cancels its jobs by tag from any thread."""
+        if _on_connect(self.spark):
+            self.spark.interruptTag(self.tag)
+        else:
+            self.spark.sparkContext.cancelJobsWithTag(self.tag)
 
     def _sentence(self, what: str, after: str, started: bool) -> str:
         return (f"the run passed its deadline (run_timeout: {self.timeout_s / 60:g} min) "
