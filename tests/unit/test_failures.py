@@ -10,8 +10,10 @@ from rocketlake.pipelines.failures import (
     DEAD_LETTERED,
     FAILED,
     SENT_BACK,
+    FailedContent,
     FailedMessage,
     commit_log_offset_of,
+    retry_message,
 )
 from rocketlake.pipelines.ingest import Landing, Materialization, WindowAccounting
 from rocketlake.pipelines.ledger import LedgerEntry
@@ -75,6 +77,50 @@ def test_a_send_back_that_fails_fails_the_run_before_its_materialization():
     with pytest.raises(ConnectionError):
         ingest.send_back(broker, cfg, materialization(failure(0, SENT_BACK), failure(1, SENT_BACK)))
     assert len(broker.sent) == 1  # the next run lands the window again and sends back what fails then
+
+
+def test_the_retry_message_is_the_original_as_java_produces_it_back():
+    """DefaultMQPushConsumerImpl#sendMessageBackAsNormalMessage: body and properties, RETRY_TOPIC, ORIGIN_MESSAGE_ID,
+    RECONSUME_TIME + 1, MAX_RECONSUME_TIMES, no TRAN_MSG, delay level 3 + reconsume times."""
+    f = FailedMessage(MQ, 7, create_offset_msg_id("127.0.0.1:10911", 1007), "U7", "orders", 2, SENT_BACK, "boom")
+    read = FailedContent(b"{}", "poison", "k1", "U7", {"UNIQ_KEY": "U7", "TAGS": "poison", "KEYS": "k1", "colour": "red",
+                                                     "TRAN_MSG": "true", "WAIT": "true"})
+    m = retry_message("g", f, read, 16)
+    assert (m.topic, m.body, m.reconsume_times, m.max_reconsume_times) == ("%RETRY%g", b"{}", 3, 16)
+    assert m.properties == {"UNIQ_KEY": "U7", "TAGS": "poison", "KEYS": "k1", "colour": "red", "WAIT": "true",
+                            "RETRY_TOPIC": "orders", "ORIGIN_MESSAGE_ID": "U7", "RECONSUME_TIME": "3",
+                            "MAX_RECONSUME_TIMES": "16", "DELAY": "5"}
+
+    # A redelivered copy (read from %RETRY%g, its origin topic restored) keeps its ORIGIN_MESSAGE_ID and RETRY_TOPIC.
+    copy = FailedMessage(MessageQueue("%RETRY%g", "broker-a", 0), 0, f.offset_msg_id, "U7", "orders", 1, SENT_BACK, "x")
+    again = retry_message("g", copy, FailedContent(b"{}", None, None, "O1", {"ORIGIN_MESSAGE_ID": "O1",
+                                                                             "RETRY_TOPIC": "orders"}), 16)
+    assert (again.properties["ORIGIN_MESSAGE_ID"], again.properties["RETRY_TOPIC"]) == ("O1", "orders")
+    assert (again.reconsume_times, again.properties["DELAY"]) == (2, "4")
+
+
+def test_without_the_properties_read_the_retry_message_carries_what_the_columns_hold():
+    f = FailedMessage(MQ, 7, create_offset_msg_id("127.0.0.1:10911", 1007), "U7", "orders", 0, SENT_BACK, "boom")
+    m = retry_message("g", f, FailedContent(b"x", "poison", "k1 k2", "U7"), 16)
+    assert m.properties == {"TAGS": "poison", "KEYS": "k1 k2", "UNIQ_KEY": "U7", "ORIGIN_MESSAGE_ID": "U7",
+                            "RETRY_TOPIC": "orders", "RECONSUME_TIME": "1", "MAX_RECONSUME_TIMES": "16", "DELAY": "3"}
+    # A message without a UNIQ_KEY (its msgId is the broker's offset id): none is made up from it.
+    anonymous = FailedMessage(MQ, 7, f.offset_msg_id, f.offset_msg_id, "orders", 0, SENT_BACK, "boom")
+    m = retry_message("g", anonymous, FailedContent(b"x", None, None, f.offset_msg_id), 16)
+    assert "UNIQ_KEY" not in m.properties and m.properties["ORIGIN_MESSAGE_ID"] == f.offset_msg_id
+
+
+def test_a_dead_letter_is_produced_over_the_maximum_so_the_broker_moves_it_to_the_dlq():
+    """SendMessageProcessor#handleRetryAndDLQ moves a %RETRY% message whose reconsume times are over the maximum (5.x;
+    at or over on 4.9) to %DLQ%<group>. A concurrent dead letter is there by its own count; an orderly one (its
+    attempts counted by its suspension, its reconsume times 0) is produced with the maximum + 1, as Java's
+    ConsumeMessageOrderlyService#sendMessageBack produces a message whose local count reached the maximum."""
+    read = FailedContent(b"x", None, None, "U1")
+    concurrent = FailedMessage(MQ, 1, create_offset_msg_id("127.0.0.1:10911", 1), "U1", "orders", 3, DEAD_LETTERED, "")
+    assert retry_message("g", concurrent, read, 3).reconsume_times == 4
+    orderly = FailedMessage(MQ, 1, concurrent.offset_msg_id, "U1", "orders", 0, DEAD_LETTERED, "")
+    m = retry_message("g", orderly, read, 5)
+    assert (m.reconsume_times, m.properties["RECONSUME_TIME"], m.properties["MAX_RECONSUME_TIMES"]) == (6, "6", "5")
 
 
 def test_the_dead_letter_ingestion_lands_the_groups_dlq_raw_from_its_first_offset():
