@@ -3,7 +3,9 @@
 In CLUSTERING a failed message is sent back (CONSUMER_SEND_MSG_BACK) once the window's Delta commit is
 made and before the materialization and the offsets: the broker parks it in ``%RETRY%<group>`` with the
 delay level of its attempt, or moves it to ``%DLQ%<group>`` when ``reconsume_times`` has reached
-``max_reconsume_times``. In BROADCASTING nothing is sent back (as in RocketMQ). Either way every failure
+``max_reconsume_times``. When the broker that stores it does not take that (down, paused, an error answer), the
+run produces it into ``%RETRY%<group>`` on another broker instead, as Java's push consumer does
+(:func:`retry_message`). In BROADCASTING nothing is sent back (as in RocketMQ). Either way every failure
 of a window is a row of the failures table ``<table>_failures`` (replaced with the window, like the table's
 own slice), with its error: what the dead-letter table's ``last_error`` and a person read.
 """
