@@ -168,6 +168,9 @@ class GroupBroker(BrokerStoreTimes):
         # Delay level 0: the broker picks 3 + reconsume_times, as for Java's default delayLevelWhenNextConsume.
         self.client.consumer_send_msg_back(self.consumer_group, failure.queue, failure, delay_level, max_reconsume_times)
 
+    def produce_retry(self, message, avoid: str) -> str:
+        return self.client.send_retry(message, avoid=(avoid,)).queue.broker_name
+
 
 class OffsetNotTaken(RuntimeError):
     """The broker keeps ignoring a commit: a server-side reset of the group is pending there."""
@@ -189,6 +192,9 @@ class MemberBroker(GroupBroker):
         self.store.commit_offset(queue, offset)
 
     def send_back(self, failure, max_reconsume_times: int, delay_level: int = 0) -> None:
+        raise AssertionError("BROADCASTING never sends a message back")
+
+    def produce_retry(self, message, avoid: str) -> str:
         raise AssertionError("BROADCASTING never sends a message back")
 
 

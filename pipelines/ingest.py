@@ -16,12 +16,12 @@ dies anywhere leaves the group where the table says it is, and the next run's ``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from rocketlake.pipelines.config import IngestionConfig
-from rocketlake.pipelines.failures import DEAD_LETTERED, SENT_BACK, FailedMessage
+from rocketlake.pipelines.failures import DEAD_LETTERED, SENT_BACK, FailedContent, FailedMessage, retry_message
 from rocketlake.pipelines.ledger import (
     BALANCED,
     PENDING,
@@ -41,7 +41,9 @@ from rocketlake.pipelines.ledger import (
 from rocketlake.pipelines.offsets import OffsetMove, initial_position, moves_from_ledger
 from rocketlake.pipelines.orderly import OutOfOrder, out_of_order
 from rocketlake.pipelines.windows import MessagesDeleted, StoreTimeReader, Window, iso, window_ranges
+from rocketlake.resources.rocketmq.message import retry_topic
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
+from rocketlake.resources.rocketmq.send import RetryMessage
 
 Log = Callable[[str], None]
 
@@ -66,6 +68,9 @@ class Broker(StoreTimeReader, Protocol):
     def send_back(self, failure: FailedMessage, max_reconsume_times: int, delay_level: int = 0) -> None:
         """CONSUMER_SEND_MSG_BACK of a failed message to the broker that stores it (a negative delay level: to
         the dead-letter queue at once)."""
+
+    def produce_retry(self, message: RetryMessage, avoid: str) -> str:
+        """Produce ``message`` into its retry topic on a broker other than ``avoid``; the broker that stored it."""
 
     def silent_brokers(self, queues: Collection[MessageQueue]) -> dict[str, str]:
         """The brokers of ``queues`` that do not answer now (down, paused, cut off), each with why."""
@@ -110,6 +115,10 @@ class Landing:
     delta_version: int | None  # the Delta commit that replaced the slice and carries the ledger
     failures: tuple[FailedMessage, ...] = ()  # messages not consumed; CLUSTERING sends them back after the commit
     entry: LedgerEntry | None = None  # the entry as committed, when landing changed it (orderly suspensions)
+    #: The failures of one broker as read (``FailedContent`` by queue and offset), asked for only when that broker does
+    #: not take their send-back: their bodies stay out of the driver otherwise.
+    contents: Callable[[str], dict[tuple[MessageQueue, int], FailedContent]] | None = field(
+        default=None, compare=False, repr=False)
 
 
 class Lake(Protocol):
@@ -411,17 +420,62 @@ def send_back(broker: Broker, cfg: IngestionConfig, m: Materialization, log: Log
     A run that dies part-way leaves the materialization unrecorded and the offsets where they were: the
     next run lands the window again and sends back what fails then. A message sent back twice comes back
     twice; the table lands it once (``consume.mark_known`` and the in-run dedupe, by original msgId).
+
+    When the broker that stores a message does not take its send-back (down, paused, an error answer), the message
+    and the rest of that broker's are produced into ``%RETRY%<group>`` on another broker instead, as Java's
+    ``DefaultMQPushConsumerImpl#sendMessageBack`` does on any failure (``produce_back``).
     """
     sent = [f for f in m.landing.failures if f.outcome in (SENT_BACK, DEAD_LETTERED)]
+    refused: dict[str, tuple[str, list[FailedMessage]]] = {}  # broker -> (why, its failures not sent back)
     for failure in sent:
-        # Orderly queues never use the retry topic: a message out of attempts goes to %DLQ% directly, as the
-        # Java consumer's ConsumeMessageOrderlyService.checkReconsumeTimes does.
-        broker.send_back(failure, cfg.effective_max_reconsume_times, -1 if cfg.consume_orderly else 0)
+        name = failure.queue.broker_name
+        if name in refused:  # one refusal is enough: the rest of its failures are not made to wait for it again
+            refused[name][1].append(failure)
+            continue
+        try:
+            # Orderly queues never use the retry topic: a message out of attempts goes to %DLQ% directly, as the
+            # Java consumer's ConsumeMessageOrderlyService.checkReconsumeTimes does.
+            broker.send_back(failure, cfg.effective_max_reconsume_times, -1 if cfg.consume_orderly else 0)
+        except Exception as e:  # noqa: BLE001 - Java falls back on any Throwable; a failing fallback raises
+            refused[name] = (f"{type(e).__name__}: {e}", [failure])
+    for name, (why, failures) in sorted(refused.items()):
+        produce_back(broker, cfg, m.landing, name, why, failures, log)
     if sent:
         dead = sum(f.outcome == DEAD_LETTERED for f in sent)
         log(f"sent back {len(sent)} failed message(s) to {cfg.consumer_group}'s retry topic ({dead} of them to "
             f"%DLQ%{cfg.consumer_group}, after {cfg.effective_max_reconsume_times} attempts)")
     return len(sent)
+
+
+class SendBackFailed(RuntimeError):
+    """A broker did not take a send-back and the failures could not be produced into the retry topic either."""
+
+
+def produce_back(broker: Broker, cfg: IngestionConfig, landing: Landing, name: str, why: str,
+                 failures: Sequence[FailedMessage], log: Log = _no_log) -> None:
+    """Produce ``failures``, which broker ``name`` did not take back (``why``), into ``%RETRY%<group>`` on another
+    broker (``failures.retry_message``): the broker stores each there, or in ``%DLQ%<group>`` once it is out of
+    attempts. Raises when that fails too: the run stops before its verdict and the window lands again."""
+    retry = retry_topic(cfg.consumer_group)
+    if landing.contents is None:
+        raise SendBackFailed(f"broker {name} did not take the send-back of {len(failures)} failed message(s) ({why}), "
+                             f"and this landing cannot produce them into {retry}: it kept none of their bodies")
+    read = landing.contents(name)
+    missing = [f for f in failures if (f.queue, f.queue_offset) not in read]
+    if missing:
+        listed = ", ".join(f"{f.queue.key}@{f.queue_offset}" for f in missing[:5])
+        raise SendBackFailed(f"broker {name} did not take the send-back ({why}), and {len(missing)} of its failed "
+                             f"messages are not among those this run read ({listed}): nothing to produce into {retry}")
+    stored_on: set[str] = set()
+    for f in failures:
+        message = retry_message(cfg.consumer_group, f, read[(f.queue, f.queue_offset)], cfg.effective_max_reconsume_times)
+        try:
+            stored_on.add(broker.produce_retry(message, avoid=name))
+        except Exception as e:
+            raise SendBackFailed(f"broker {name} did not take the send-back of {f.queue.key}@{f.queue_offset} ({why}), "
+                                 f"and producing it into {retry} on another broker failed too: {e}") from e
+    log(f"{len(failures)} failed message(s) were produced into {retry} (on {', '.join(sorted(stored_on))}) because "
+        f"broker {name} did not take the send-back: {why}")
 
 
 def commit(broker: Broker, recorded: RecordedRuns, prepared: Prepared, landed: LedgerEntry) -> list[OffsetMove]:

@@ -12,6 +12,7 @@ Nothing here touches the consumer group's offsets (see ``pipelines.ingest``).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import replace
 
 from pyspark.sql import DataFrame, Observation, SparkSession, Window
@@ -51,7 +52,7 @@ from rocketlake.pipelines.delta_writer import (
 )
 from rocketlake.pipelines.body import configured_schema
 from rocketlake.pipelines.evolution import evolve
-from rocketlake.pipelines.failures import DEAD_LETTERED, FAILED, SENT_BACK, FailedMessage
+from rocketlake.pipelines.failures import DEAD_LETTERED, FAILED, SENT_BACK, FailedContent, FailedMessage
 from rocketlake.pipelines.ingest import Landing, Log, WindowAccounting
 from rocketlake.pipelines.listener import hung_in_worker
 from rocketlake.pipelines.ledger import LedgerEntry, Suspension, WindowEntry
@@ -173,10 +174,11 @@ def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: Ingesti
     # Dead letters never fail, but one message can reach %DLQ%<group> twice (a re-run after its send-back, a step
     # retry): the judged landing finds the later copy by its original msgId, as it finds redelivered ones.
     if cfg.can_fail or cfg.dead_letters_of is not None:
-        figures, failed, entry = _land_judged(spark, df, cfg, table_path, entry, log, failures_path,
-                                              not_landed=tuple(c for c in read if c not in landed), fields=fields)
+        figures, failed, entry, contents = _land_judged(spark, df, cfg, table_path, entry, log, failures_path,
+                                                        not_landed=tuple(c for c in read if c not in landed),
+                                                        fields=fields)
     else:
-        figures, failed = _land_all(df, table_path, entry, log, cfg), ()
+        figures, failed, contents = _land_all(df, table_path, entry, log, cfg), (), None
     version = last_commit_version(spark, table_path)
     log(f"Delta commit version {version} of {table_path} holds the slice and its ledger")
 
@@ -201,7 +203,7 @@ def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: Ingesti
     by_queue: dict[MessageQueue, int] = defaultdict(int)
     for (_, mq), n in rows.items():
         by_queue[mq] += n
-    return Landing(accounting, dict(by_queue), int(figures.get("bytes", 0)), version, failed, entry)
+    return Landing(accounting, dict(by_queue), int(figures.get("bytes", 0)), version, failed, entry, contents)
 
 
 NOT_LANDED = ("filtered", "duplicates", SENT_BACK, DEAD_LETTERED, FAILED, "held")
@@ -252,13 +254,16 @@ def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log, cfg:
 
 def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table_path: str, entry: LedgerEntry,
                  log: Log, failures_path: str | None,
-                 not_landed: tuple[str, ...] = (), fields=()) -> tuple[dict, tuple[FailedMessage, ...], LedgerEntry]:
+                 not_landed: tuple[str, ...] = (), fields=()) -> tuple[dict, tuple[FailedMessage, ...], LedgerEntry,
+                                                                       Callable[[str], dict] | None]:
     """Messages that may fail (a listener, a body that may not decode), or dead letters (copies of one message may
     arrive twice): judged once, then split.
 
     The verdicts are computed in one pass and kept (``localCheckpoint``): a listener is called once per
     message per run, and the rows written, the failures sent back and the counts all come from the same
     verdicts. A redelivered copy whose original is landed already is a duplicate, neither landed nor sent back.
+    The failures' bodies stay where the verdicts are: the driver reads a broker's only if that broker does not take
+    their send-back (``Landing.contents``).
     """
     clustering = cfg.message_model is MessageModel.CLUSTERING
     max_times = cfg.effective_max_reconsume_times
@@ -341,7 +346,19 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
     # The failures table keeps every column read (what a person needs to see why); the table, the columns landed.
     landed = judged.where(F.col(OUTCOME) == "rows").drop(*HELPERS, OUTCOME, *not_landed)
     write_slice(landed, table_path, entry, log, properties=cfg.table_properties, layout=layout_of(cfg))
-    return figures, tuple(f for f in failures if f.outcome != SUSPENDED), entry
+    sent_back = failed_rows.where(F.col(OUTCOME).isin(SENT_BACK, DEAD_LETTERED))
+
+    def contents(broker_name: str) -> dict[tuple[MessageQueue, int], FailedContent]:
+        columns = ["topic", "queue_id", "queue_offset", "body", "tags", "keys", "origin_msg_id"]
+        with_properties = "properties" in failed_rows.columns
+        rows = sent_back.where(F.col("broker_name") == broker_name) \
+            .select(*columns, *(["properties"] if with_properties else [])).collect()
+        return {(MessageQueue(r["topic"], broker_name, r["queue_id"]), r["queue_offset"]):
+                FailedContent(bytes(r["body"]), r["tags"], r["keys"], r["origin_msg_id"],
+                              dict(r["properties"]) if with_properties and r["properties"] is not None else None)
+                for r in rows}
+
+    return figures, tuple(f for f in failures if f.outcome != SUSPENDED), entry, contents if clustering else None
 
 
 def _evolved_schema(df: DataFrame, cfg: IngestionConfig, fields, log: Log) -> StructType:

@@ -64,7 +64,9 @@ from .pull import PULL_OPEN_FIELDS, PullResult, build_pull_request, check_pull_n
 from .send import (
     DEFAULT_PRODUCER_GROUP,
     OutgoingMessage,
+    RetryMessage,
     SendResult,
+    build_retry_request,
     build_send_batch_request,
     build_send_request,
     parse_send_response,
@@ -511,6 +513,24 @@ class BrokerClient:
         """SEND_MESSAGE_V2 of one message to ``queue_id`` (bodies >= 4 KiB zlib-compressed like Java)."""
         broker_name = self._broker_name_for("send")
         request, keys = build_send_request(message, queue_id, producer_group=producer_group, broker_name=broker_name)
+        response = self._invoke(request, timeout)
+        return parse_send_response(
+            response, keys, topic=message.topic, broker_name=broker_name, address=self.address,
+            request_code=RequestCode.SEND_MESSAGE_V2,
+        )[0]
+
+    def send_retry(
+        self,
+        message: RetryMessage,
+        queue_id: int,
+        *,
+        producer_group: str = DEFAULT_PRODUCER_GROUP,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """SEND_MESSAGE_V2 of a :class:`~.send.RetryMessage` into its retry topic's ``queue_id`` on this broker (which
+        creates the retry topic if it has none, ``AbstractSendMessageProcessor#msgCheck``)."""
+        broker_name = self._broker_name_for("send_retry")
+        request, keys = build_retry_request(message, queue_id, producer_group=producer_group, broker_name=broker_name)
         response = self._invoke(request, timeout)
         return parse_send_response(
             response, keys, topic=message.topic, broker_name=broker_name, address=self.address,

@@ -22,7 +22,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, TypeVar, Unpack
 
 from .acl import AclClientRPCHook, Credentials
@@ -37,7 +37,7 @@ from .namesrv import MASTER_ID, ClusterInfo, NameServerClient, TopicRoute
 from .pools import PrivateConnections
 from .pull import PullResult, ask_again
 from .retry import Backoff, ExponentialBackoff, call_with_retries, is_retriable
-from .send import DEFAULT_PRODUCER_GROUP, OutgoingMessage, SendResult
+from .send import DEFAULT_PRODUCER_GROUP, OutgoingMessage, RetryMessage, SendResult
 from .tls import TlsSettings
 
 __all__ = ["DEFAULT_BACKOFF", "BrokerNotFound", "RocketMQClient"]
@@ -493,6 +493,47 @@ class RocketMQClient:
             topic=mq.topic,
             idempotent=False,
         )
+
+    def send_retry(self, message: RetryMessage, *, avoid: Collection[str] = ()) -> SendResult:
+        """Produce ``message`` into its retry topic on a broker other than those of ``avoid`` (the one that did not
+        take a send-back), as Java's consumer does through its internal producer.
+
+        Candidates: the topic's writable queues on other brokers (round robin), then queue 0 of every other master of
+        the cluster: a broker creates a retry topic a send asks for (``AbstractSendMessageProcessor#msgCheck``), and
+        the group's retry topic may exist only where its messages were sent back before. Each candidate broker is
+        tried once, in turn, until one stores the message (Java retries a failed send on another broker too,
+        ``retryTimesWhenSendFailed``); the last error is raised when none does.
+        """
+        try:
+            routed = [q for q in self.writable_queues(message.topic) if q.broker_name not in avoid]
+        except TopicNotExist:
+            routed = []
+        if routed:
+            first = next(self._round_robin) % len(routed)
+            routed = routed[first:] + routed[:first]
+        candidates: dict[str, MessageQueue] = {}  # one queue per broker, the route's first
+        for mq in routed:
+            candidates.setdefault(mq.broker_name, mq)
+        for name in self.broker_names():
+            if name not in avoid and name not in candidates and self._master_address(name):
+                candidates[name] = MessageQueue(message.topic, name, 0)
+        if not candidates:
+            raise BrokerNotFound(f"no broker other than {', '.join(sorted(avoid))} has a master registered with the "
+                                 f"name server {';'.join(self.namesrv.addresses)} to produce into {message.topic}")
+        error: RocketMQError | None = None
+        for mq in candidates.values():
+            try:
+                return self._run(
+                    mq.broker_name,
+                    lambda b, mq=mq: b.send_retry(message, mq.queue_id, producer_group=self.producer_group),
+                    topic=mq.topic,
+                    idempotent=False,
+                )
+            except RocketMQError as exc:
+                log.info("producing into %s on broker %s failed: %s", mq.topic, mq.broker_name, exc)
+                error = exc
+        assert error is not None
+        raise error
 
     def send_batch(self, messages: Sequence[OutgoingMessage], queue: MessageQueue | None = None) -> list[SendResult]:
         """Send messages of one topic as one batch, stored at consecutive offsets of one queue."""

@@ -43,8 +43,10 @@ __all__ = [
     "DEFAULT_PRODUCER_GROUP",
     "MAX_MESSAGE_SIZE",
     "OutgoingMessage",
+    "RetryMessage",
     "SendResult",
     "SendStatus",
+    "build_retry_request",
     "build_send_batch_request",
     "build_send_request",
     "parse_send_response",
@@ -159,6 +161,8 @@ def _header(
     properties: str,
     batch: bool,
     broker_name: str | None,
+    reconsume_times: int = 0,
+    max_reconsume_times: int | None = None,
 ) -> dict[str, object]:
     # SendMessageRequestHeaderV2#createSendMessageRequestHeaderV2: one-letter aliases.
     return {
@@ -171,8 +175,9 @@ def _header(
         "g": int(time.time() * 1000),
         "h": flag,
         "i": properties,
-        "j": 0,
+        "j": reconsume_times,
         "k": False,
+        "l": max_reconsume_times,
         "m": batch,
         "n": broker_name,
     }
@@ -204,6 +209,65 @@ def build_send_request(
         properties=encode_properties(props),
         batch=False,
         broker_name=broker_name,
+    )
+    return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header, body), [props[_UNIQ_KEY]]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryMessage:
+    """A message a consumer produces into its group's retry topic itself, when the broker that stores it does not
+    take CONSUMER_SEND_MSG_BACK (``DefaultMQPushConsumerImpl#sendMessageBackAsNormalMessage``).
+
+    ``properties`` travel as given, RocketMQ's own names included (the original's ``UNIQ_KEY``, ``RETRY_TOPIC``,
+    ``ORIGIN_MESSAGE_ID``, ``DELAY``, ...). ``reconsume_times`` and ``max_reconsume_times`` also go in the header
+    (``j``, ``l``), where Java's producer moves them from ``RECONSUME_TIME`` / ``MAX_RECONSUME_TIMES`` for a
+    ``%RETRY%`` topic (``DefaultMQProducerImpl#sendKernelImpl``): the broker stores the message with that
+    reconsume count, or in ``%DLQ%<group>`` once it is over the maximum (``SendMessageProcessor#handleRetryAndDLQ``).
+    """
+
+    topic: str
+    body: bytes = field(repr=False)
+    properties: Mapping[str, str] = field(hash=False)
+    reconsume_times: int
+    max_reconsume_times: int
+    flag: int = 0
+
+    def __post_init__(self) -> None:
+        if not is_retry_topic(self.topic):
+            raise InvalidArgument(f"{self.topic!r} is not a retry topic (%RETRY%<group>)")
+        if len(self.body) == 0:
+            raise InvalidArgument("the message body length is zero")
+        object.__setattr__(self, "properties", dict(self.properties))
+
+
+def build_retry_request(
+    message: RetryMessage,
+    queue_id: int,
+    *,
+    producer_group: str = DEFAULT_PRODUCER_GROUP,
+    broker_name: str | None = None,
+    compress_over: int = DEFAULT_COMPRESS_OVER_BYTES,
+) -> tuple[RemotingCommand, list[str]]:
+    """SEND_MESSAGE_V2 of a :class:`RetryMessage`; returns the request and ``[UNIQ_KEY]`` (the original's, else a new
+    one, as Java's ``MessageClientIDSetter#setUniqID`` keeps an existing key)."""
+    props = dict(message.properties)
+    props.setdefault(_UNIQ_KEY, create_uniq_id())
+    body = bytes(message.body)
+    sys_flag = 0
+    if len(body) >= compress_over:
+        body = compress(body, CompressionType.ZLIB, DEFAULT_COMPRESS_LEVEL)
+        sys_flag |= COMPRESSED_FLAG | CompressionType.ZLIB.sys_flag_bits
+    header = _header(
+        producer_group=producer_group,
+        topic=message.topic,
+        queue_id=queue_id,
+        sys_flag=sys_flag,
+        flag=message.flag,
+        properties=encode_properties(props),
+        batch=False,
+        broker_name=broker_name,
+        reconsume_times=message.reconsume_times,
+        max_reconsume_times=message.max_reconsume_times,
     )
     return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header, body), [props[_UNIQ_KEY]]
 

@@ -51,7 +51,9 @@ from rocketlake.resources.rocketmq.pull import (
 )
 from rocketlake.resources.rocketmq.send import (
     OutgoingMessage,
+    RetryMessage,
     SendStatus,
+    build_retry_request,
     build_send_batch_request,
     build_send_request,
     parse_send_response,
@@ -173,6 +175,27 @@ def test_send_request_is_java_shaped_and_compresses_from_4096_bytes() -> None:
 
     big, _ = build_send_request(OutgoingMessage("T", b"y" * 4096), 0)
     assert big.ext_fields["f"] == str(0x301) and zlib.decompress(big.body) == b"y" * 4096
+
+
+def test_a_retry_message_keeps_its_properties_and_carries_its_reconsume_times_in_the_header() -> None:
+    """What Java's producer sends for a %RETRY% message (DefaultMQProducerImpl#sendKernelImpl): the properties as
+    they are (RECONSUME_TIME and MAX_RECONSUME_TIMES included: the string is made before they are cleared), the
+    original's UNIQ_KEY kept, reconsume times in ``j`` and the maximum in ``l``."""
+    props = {"UNIQ_KEY": "U1", "TAGS": "t", "RETRY_TOPIC": "orders", "ORIGIN_MESSAGE_ID": "U1", "RECONSUME_TIME": "2",
+             "MAX_RECONSUME_TIMES": "16", "DELAY": "4", "colour": "red"}
+    request, [key] = build_retry_request(RetryMessage("%RETRY%g", b"x", props, 2, 16, flag=5), 0, producer_group="pg",
+                                         broker_name="broker-b")
+    f = request.ext_fields
+    assert request.code == RequestCode.SEND_MESSAGE_V2 and request.body == b"x" and key == "U1"
+    assert (f["a"], f["b"], f["e"], f["h"], f["j"], f["l"], f["n"]) == ("pg", "%RETRY%g", "0", "5", "2", "16", "broker-b")
+    assert decode_properties(f["i"]) == props
+    _, [made] = build_retry_request(RetryMessage("%RETRY%g", b"x", {}, 1, 16), 0)
+    assert re.fullmatch(r"[0-9A-F]{32}", made)  # none to keep: a new one, as MessageClientIDSetter#setUniqID
+    big, _ = build_retry_request(RetryMessage("%RETRY%g", b"y" * 4096, {}, 1, 16), 0)
+    assert big.ext_fields["f"] == str(0x301) and zlib.decompress(big.body) == b"y" * 4096
+    assert "l" not in build_send_request(OutgoingMessage("T", b"x"), 0)[0].ext_fields  # plain sends: no maximum
+    with pytest.raises(InvalidArgument, match="not a retry topic"):
+        RetryMessage("orders", b"x", {}, 1, 16)
 
 
 def test_batch_request_keeps_one_unique_key_per_message_and_none_for_the_batch() -> None:

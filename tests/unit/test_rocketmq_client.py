@@ -21,6 +21,7 @@ from rocketlake.resources.rocketmq import unique_key
 from rocketlake.resources.rocketmq.client import BrokerNotFound, RocketMQClient
 from rocketlake.resources.rocketmq.codes import RequestCode
 from rocketlake.resources.rocketmq.errors import (
+    BrokerError,
     ConnectionFailed,
     RequestTimeout,
     SystemBusy,
@@ -30,7 +31,7 @@ from rocketlake.resources.rocketmq.frame import RemotingCommand, encode
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq.pull import FLAG_COMMIT_OFFSET
 from rocketlake.resources.rocketmq.retry import NO_RETRY, ExponentialBackoff, call_with_retries
-from rocketlake.resources.rocketmq.send import OutgoingMessage
+from rocketlake.resources.rocketmq.send import OutgoingMessage, RetryMessage
 from tests.unit.test_rocketmq_connection import CLOSE, FrameEchoPeer
 
 # --------------------------------------------------------------------------- MessageQueue
@@ -254,6 +255,40 @@ def test_sends_are_not_retried_when_they_may_have_been_stored(cluster: Cluster, 
     cluster.broker_script["broker-a"] = busy_then_ok
     result = client.send(OutgoingMessage("T", b"twice"), mq)  # refused unprocessed: safe to repeat
     assert result.queue_offset == 3 and client.slept == [0.01]
+
+
+def test_a_retry_message_is_produced_on_another_broker_than_the_one_that_refused(cluster: Cluster,
+                                                                                 client: RocketMQClient) -> None:
+    """Where the retry topic is routed on other brokers, one of their queues; where it is not (it exists only where
+    messages were sent back before), queue 0 of another master, which creates it. A broker that fails too is left
+    for the next; the last error surfaces when none takes the message."""
+    got: dict[str, list[RemotingCommand]] = {"broker-a": [], "broker-b": []}
+
+    def taking(name: str):
+        def reply(request: RemotingCommand) -> list[bytes]:
+            got[name].append(request)
+            return [encode(answer(request, queueId=request.ext_fields["e"], queueOffset="0", msgId="OFFSETID"))]
+        return reply
+
+    for name in got:
+        cluster.broker_script[name] = taking(name)
+    message = RetryMessage("%RETRY%g", b"x", {"UNIQ_KEY": "U1"}, 1, 16)
+    for _ in range(3):
+        result = client.send_retry(message, avoid=("broker-a",))
+        assert result.queue.broker_name == "broker-b" and result.msg_id == "U1"
+    assert got["broker-a"] == [] and {r.ext_fields["e"] for r in got["broker-b"]} <= {"0", "1"}
+
+    cluster.unknown_topics.add("%RETRY%g")
+    client.forget_route("%RETRY%g")
+    got["broker-b"].clear()
+    assert client.send_retry(message, avoid=("broker-b",)).queue == MessageQueue("%RETRY%g", "broker-a", 0)
+    assert got["broker-b"] == []
+
+    cluster.broker_script["broker-b"] = lambda r: [encode(answer(r, code=1, remark="store failed"))]
+    with pytest.raises(BrokerError, match="store failed"):
+        client.send_retry(message, avoid=("broker-a",))
+    with pytest.raises(BrokerNotFound, match="no broker other than broker-a, broker-b"):
+        client.send_retry(message, avoid=("broker-a", "broker-b"))
 
 
 def test_busy_errors_exhaust_the_backoff_then_surface(cluster: Cluster, client: RocketMQClient) -> None:
