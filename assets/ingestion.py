@@ -183,7 +183,8 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetS
 
 # Errors a later attempt may not meet again (a broker back up, a lock released), and those it would meet again.
 REFUSED = (ConnectionTurnedAway, MissingCredentials)
-TRANSIENT = (ConnectionFailed, RequestTimeout, QueuesLocked, LockLost, BrokersSilent, RunDeadlinePassed, ListenerHung)
+TRANSIENT = (ConnectionFailed, RequestTimeout, QueuesLocked, LockLost, BrokersSilent, RunDeadlinePassed, ListenerHung,
+             ingest.SendBackFailed)
 PERMANENT = (TopicNotExist, MessagesDeleted, ingest.LedgerAheadOfBroker, OutOfOrder, OffsetStoreCorrupt, ListenerError,
              BodySchemaError)
 
