@@ -30,5 +30,9 @@ from dagster._time import dst_safe_strftime
 # end, walking the cron: too slow for every landed window of a table, which the freshness check compares).
 from dagster._time import dst_safe_strptime
 
-__all__ = ["cron_string_iterator", "dst_safe_strftime", "dst_safe_strptime", "InProcessExecutor", "IN_PROC_CONFIG", "_core_in_process_executor_creation", "EngineEventData",
+# The granularity an instance's pools are enforced at (``pool_limit``): the enum the instance's pool config holds
+# (``event_log_storage.get_pool_config()``) is not exported by ``dagster``.
+from dagster._core.instance.config import PoolGranularity
+
+__all__ = ["PoolGranularity", "cron_string_iterator", "dst_safe_strftime", "dst_safe_strptime", "InProcessExecutor", "IN_PROC_CONFIG", "_core_in_process_executor_creation", "EngineEventData",
            "ReconstructableRepository"]

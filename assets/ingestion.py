@@ -41,6 +41,7 @@ from rocketlake.assets.metadata import (
     table_identity,
     windows_metadata,
 )
+from rocketlake.assets.pool_limit import PoolNotLimited, check_pool_limited
 from rocketlake.assets.run_guard import record_process
 from rocketlake.pipelines.storage import apply_lake, delta_rs_options
 from rocketlake.assets.translator import IngestionAssets
@@ -140,13 +141,15 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetS
     else:
         failures_path = lake.table_path(failures_table(cfg.table)) if cfg.can_fail else None
 
+    pool = dead_letter_pool(cfg.consumer_group) if dead_letters else consumer_group_pool(cfg.consumer_group)
+
     @asset(
         key=spec.key,
         # topic -> table -> dead letters: the lineage graph a person reads (beside any deps the translator adds).
         deps=[*upstream, *(d.asset_key for d in spec.deps if d.asset_key not in upstream)],
         partitions_def=window_partitions(cfg.window),
         backfill_policy=BackfillPolicy.single_run(),
-        pool=dead_letter_pool(cfg.consumer_group) if dead_letters else consumer_group_pool(cfg.consumer_group),
+        pool=pool,
         required_resource_keys={"spark", rocketmq_key},
         check_specs=checks,
         retry_policy=retry_policy(cfg),
@@ -164,6 +167,8 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetS
         spark: SparkResource = context.resources.spark
         rocketmq = getattr(context.resources, rocketmq_key)
         try:
+            # First of all: one writer per group holds only if the instance runs one step of the pool at a time.
+            check_pool_limited(context.instance, pool, cfg.consumer_group)
             yield from run(context, name, cfg, table_path, spark, rocketmq, failures_path, dead_letters, lake)
         except REFUSED as e:  # the cluster turns this run away for its TLS or its keys: only new settings help
             raise Failure(description=explain(e, cfg, rocketmq.namesrv), allow_retries=False) from e
@@ -185,8 +190,8 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetS
 REFUSED = (ConnectionTurnedAway, MissingCredentials)
 TRANSIENT = (ConnectionFailed, RequestTimeout, QueuesLocked, LockLost, BrokersSilent, RunDeadlinePassed, ListenerHung,
              ingest.SendBackFailed)
-PERMANENT = (TopicNotExist, MessagesDeleted, ingest.LedgerAheadOfBroker, OutOfOrder, OffsetStoreCorrupt, ListenerError,
-             BodySchemaError)
+PERMANENT = (PoolNotLimited, TopicNotExist, MessagesDeleted, ingest.LedgerAheadOfBroker, OutOfOrder, OffsetStoreCorrupt,
+             ListenerError, BodySchemaError)
 
 
 def retry_policy(cfg: IngestionConfig) -> RetryPolicy | None:
