@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from dagster import AssetKey, instance_for_test
+from dagster import AssetKey
 from deltalake import DeltaTable
 
 from rocketlake.pipelines.offset_store import LocalOffsetStore, store_path
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.errors import TopicNotExist
+from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import definitions, run_partitions, unique, write_config
 
 pytestmark = pytest.mark.dagster
@@ -35,7 +36,7 @@ def test_two_broadcasting_members_each_land_every_message_with_their_own_progres
     client = RocketMQClient(local_cluster.spec.namesrv_address)
     try:
         queues = client.queues(produced.topic)
-        with instance_for_test() as instance:
+        with pooled_instance() as instance:
             for key in (w1, w2):
                 assert run_partitions(defs, members["eu1"], instance, key).success
             assert run_partitions(defs, members["eu2"], instance, w1, w2).success  # one run of both windows
@@ -80,7 +81,7 @@ def test_broadcasting_failures_are_kept_not_sent_back(tmp_path, local_cluster, p
     w1, w2 = produced.windows()
     expected = produced.in_window(w1) + produced.in_window(w2)
     failing = {m["msgId"] for m in expected if int(m["properties"]["seq"]) % 3 == 0}
-    with instance_for_test() as instance:
+    with pooled_instance() as instance:
         result = run_partitions(definitions(config), table, instance, w1, w2)
         assert result.success
         [check] = result.get_asset_check_evaluations()

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections import Counter
 import pytest
-from dagster import instance_for_test
 from deltalake import DeltaTable
 
+from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import definitions, run_partitions, unique, write_config
 
 pytestmark = pytest.mark.dagster
@@ -54,7 +54,7 @@ def test_new_group_on_a_young_queue_starts_at_zero_like_the_java_client(where, t
     queues = {(m["brokerName"], m["queueId"]) for m in produced.by_msg_id.values()}
     assert {client.query_consumer_offset(group, MessageQueue(produced.topic, b, q)) for b, q in queues} == {0}
     w1, w2 = produced.windows()
-    with instance_for_test() as instance:
+    with pooled_instance() as instance:
         for key in (w1, w2):
             assert run_partitions(defs, table, instance, key, tags=SCHEDULED).success
     assert landed(path) == Counter(produced.by_msg_id.keys())
@@ -63,7 +63,7 @@ def test_new_group_on_a_young_queue_starts_at_zero_like_the_java_client(where, t
 def test_new_group_from_first_offset_takes_everything(tmp_path, local_cluster, produced):
     defs, table, group, path = setup(tmp_path, local_cluster, produced, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
     w1, w2 = produced.windows()
-    with instance_for_test() as instance:
+    with pooled_instance() as instance:
         for key in (w1, w2):
             assert run_partitions(defs, table, instance, key, tags=SCHEDULED).success
     assert landed(path) == Counter(produced.by_msg_id.keys())
@@ -83,7 +83,7 @@ def test_explicit_backfill_takes_whole_windows_even_behind_the_group(tmp_path, l
         {"op": "updateConsumeOffset", "group": group, "topic": produced.topic, "broker": b, "queue_id": q, "offset": o}
         for (b, q), o in ends.items()])
     assert all(a["ok"] for a in answers), answers
-    with instance_for_test() as instance:
+    with pooled_instance() as instance:
         assert run_partitions(defs, table, instance, w1).success                   # backfill: the whole window
         assert run_partitions(defs, table, instance, w2, tags=SCHEDULED).success   # scheduled: from the group on
     assert landed(path) == Counter(m["msgId"] for m in produced.in_window(w1))
@@ -107,7 +107,7 @@ def test_existing_group_resumes_exactly_where_the_java_admin_put_it(tmp_path, lo
         for (b, q), o in starts.items()])
     assert all(a["ok"] for a in answers), answers
 
-    with instance_for_test() as instance:
+    with pooled_instance() as instance:
         assert run_partitions(defs, table, instance, w1, tags=SCHEDULED).success
     expected = [m for m in first if m["queueOffset"] >= starts[(m["brokerName"], m["queueId"])]]
     assert landed(path) == Counter(m["msgId"] for m in expected)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from rocketlake.resources.local.peers import produce, start_push_member
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq_resource import RocketMQResource
+from tests.dagster_instance import recommended_home
 from tests.integration.ingestion_support import (
     definitions,
     java_dump,
@@ -60,9 +60,7 @@ class Deployment:
         specs = {k: {**v, "client_ip": "127.0.0.1", "instance_name": name} for k, v in ingestions.items()}
         self.config = write_config(tmp_path / f"{name}.yaml", cluster, tmp_path / "lake", specs)
         self.defs = definitions(self.config)
-        self.home = tmp_path / f"{name}_dagster_home"
-        self.home.mkdir()
-        shutil.copy(ROOT / "rocketlake" / "dagster.yaml", self.home / "dagster.yaml")  # the README's instance
+        self.home = recommended_home(tmp_path / f"{name}_dagster_home")  # the README's instance
         self.env = dict(os.environ, ROCKETLAKE_CONFIG=str(self.config), DAGSTER_HOME=str(self.home))
         self.member: subprocess.Popen | None = None
 

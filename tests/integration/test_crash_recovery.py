@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from pyarrow import fs
 from rocketlake.assets.run_guard import recorded_process
 from rocketlake.pipelines.config import LakeConfig
 from rocketlake.pipelines.storage import delta_rs_options
+from tests.dagster_instance import recommended_home
 from tests.integration.ingestion_support import unique, write_config
 
 pytestmark = pytest.mark.stack
@@ -132,10 +132,7 @@ def table_state(path: str) -> str:
 
 @pytest.fixture
 def instance_home(tmp_path: Path) -> Path:
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copy(ROOT / "rocketlake" / "dagster.yaml", home / "dagster.yaml")  # the README's recommended instance
-    return home
+    return recommended_home(tmp_path / "dagster_home")  # the README's recommended instance
 
 
 class Ingestion:

@@ -21,7 +21,6 @@ import time
 from dataclasses import dataclass
 
 import pytest
-from dagster import instance_for_test
 from deltalake import DeltaTable
 
 from rocketlake.pipelines.ledger_log import read_ledger
@@ -30,6 +29,7 @@ from rocketlake.resources.local.cluster import LocalCluster
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from tests.conftest import KEEP_FILES_HOURS, hand_over
+from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import (
     definitions,
     minute_key,
@@ -148,7 +148,7 @@ def scenario(short_retention_cluster: LocalCluster, tmp_path_factory: pytest.Tem
     assert len(dump) == len(sent)
     w1, w2 = sorted({minute_key(m["storeTimestamp"]) for m in dump.values()})
 
-    with instance_for_test() as instance:
+    with pooled_instance() as instance:
         # Window 1 closed already: land it while window 2 is still open, so the group commits behind window 2.
         assert run_partitions(defs["fail"], table, instance, w1).success
         path = str(lake / table)

@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, instance_for_test
+from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
 from deltalake import DeltaTable
 
 from rocketlake.assets.metadata import ROWS
 from rocketlake.resources.local.process import ManagedProcess, accepts_connections, stop_all, wait_for
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from tests.conftest import free_ports
+from tests.dagster_instance import pooled_instance, recommended_home
 from tests.integration.ingestion_support import (
     definitions,
     minute_floor_ms,
@@ -57,7 +58,7 @@ def test_each_message_lands_once_in_the_window_of_its_store_time(tmp_path, local
     opted_in = ["offset_msg_id", "properties", "born_timestamp"]
     defs, table, group, path = setup(tmp_path, local_cluster, produced, metadata_columns=opted_in)
     w1, w2 = produced.windows()
-    with instance_for_test() as instance:
+    with pooled_instance() as instance:
         for key in (w1, w2):
             assert run_partitions(defs, table, instance, key).success
 
@@ -83,7 +84,7 @@ def test_offsets_committed_after_materialization_match_mqadmin(tmp_path, local_c
     defs, table, group, path = setup(tmp_path, local_cluster, produced)
     w1, w2 = produced.windows()
     admin = local_cluster.mqadmin()
-    with instance_for_test() as instance:
+    with pooled_instance() as instance:
         assert run_partitions(defs, table, instance, w2).success
         # Window 2 alone leaves a gap (window 1) on every queue: nothing may be committed yet.
         assert {q.consumer_offset for q in admin.consumer_progress(group, produced.topic)} <= {0}
@@ -99,7 +100,7 @@ def test_offsets_committed_after_materialization_match_mqadmin(tmp_path, local_c
 def test_rematerializing_a_window_changes_nothing(tmp_path, local_cluster, produced):
     defs, table, group, path = setup(tmp_path, local_cluster, produced)
     w1, _ = produced.windows()
-    with instance_for_test() as instance:
+    with pooled_instance() as instance:
         assert run_partitions(defs, table, instance, w1).success
         before = sorted(table_rows(path), key=lambda r: r["msg_id"])
         version = DeltaTable(path).version()
@@ -114,7 +115,7 @@ def test_backfill_over_a_range_equals_the_windows_one_by_one(tmp_path, local_clu
     w1, w2 = produced.windows()
     one_by_one, table_a, _, path_a = setup(tmp_path / "a", local_cluster, produced)
     backfill, table_b, group_b, path_b = setup(tmp_path / "b", local_cluster, produced)
-    with instance_for_test() as instance:
+    with pooled_instance() as instance:
         for key in (w1, w2):
             assert run_partitions(one_by_one, table_a, instance, key).success
         result = run_partitions(backfill, table_b, instance, w1, w2)
@@ -156,7 +157,7 @@ def test_a_window_that_is_not_closed_is_refused(tmp_path, local_cluster, produce
     now_ms = int(time.time() * 1000)
     # The window in its grace, and the window still open (a partition too, so Dagster hands it to rocketlake).
     for key in (minute_key(now_ms - 60_000), minute_key(now_ms)):
-        with instance_for_test() as instance:
+        with pooled_instance() as instance:
             result = run_partitions(defs, table, instance, key)
         assert not result.success
         failure = next(e for e in result.all_events if e.is_step_failure)
@@ -169,8 +170,7 @@ def test_a_window_that_is_not_closed_is_refused(tmp_path, local_cluster, produce
 def test_dagster_cli_materializes_a_partition(tmp_path, local_cluster, produced):
     _, table, group, path = setup(tmp_path, local_cluster, produced)
     w1, _ = produced.windows()
-    home = tmp_path / "dagster_home"
-    home.mkdir()
+    home = recommended_home(tmp_path / "dagster_home")
     env = dict(os.environ, ROCKETLAKE_CONFIG=str(tmp_path / "rocketlake.yaml"), DAGSTER_HOME=str(home))
     root = Path(__file__).resolve().parents[2]
 
@@ -211,8 +211,7 @@ def test_rocketlake_backfill_lands_a_range_given_by_store_times(tmp_path, local_
     w1, w2 = produced.windows()
     first, last = (min(m["storeTimestamp"] for m in produced.in_window(w)) for w in (w1, w2))
     iso = [datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat() for ms in (first, last)]
-    home = tmp_path / "dagster_home"
-    home.mkdir()
+    home = recommended_home(tmp_path / "dagster_home")
     # A run that tried to start Spark of its own would fail: its SPARK_HOME leads nowhere.
     env = dict(os.environ, DAGSTER_HOME=str(home), SPARK_HOME=str(tmp_path / "no-spark-here"))
     root = Path(__file__).resolve().parents[2]
@@ -347,7 +346,7 @@ ingestions:
     {{cluster: dead, topic: orders, consumer_group: g_dead, table: t_dead,
      window: {{cron: "0 * * * *", start: "2026-11-01T00:00:00Z"}}, run_retry: {{max_retries: 2, delay_seconds: 0.2}}}}
 """)
-    with instance_for_test() as instance:
+    with pooled_instance() as instance:
         result = run_partitions(definitions(config), "t_dead", instance, "2026-11-01-00:00")
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure)

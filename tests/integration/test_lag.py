@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
-from dagster import AssetCheckEvaluation, AssetKey, AssetObservation, build_sensor_context, instance_for_test
+from dagster import AssetCheckEvaluation, AssetKey, AssetObservation, build_sensor_context
 
 from rocketlake.assets.catch_up import CAUGHT_UP_CHECK, RANGE_END, RANGE_START
 from rocketlake.assets.ingestion import CATCH_UP_TAG, QUEUES_TAG
@@ -22,6 +22,7 @@ from rocketlake.assets.lag import BROKER_MAX, COMMITTED, FRESH_CHECK, LAG_MESSAG
 from rocketlake.pipelines.config import load_config
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq_resource import RocketMQResource
+from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import definitions, run_partitions, unique, write_config
 
 pytestmark = pytest.mark.dagster
@@ -51,7 +52,7 @@ def test_lag_equals_mqadmin_and_freshness_fails_until_a_catch_up(tmp_path, local
             requested.extend(result.run_requests or [])
         return observation.metadata, checks
 
-    with instance_for_test() as instance:
+    with pooled_instance() as instance:
         assert run_partitions(defs, table, instance, w1, tags=SCHEDULED).success
         metadata, checks = tick(instance)
         progress = local_cluster.mqadmin().consumer_progress(group, produced.topic)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from dagster import DagsterInstance
 from rocketlake.assets.ingestion import consumer_group_pool
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from tests.dagster_instance import recommended_home
 from tests.integration.ingestion_support import unique, write_config
 
 pytestmark = pytest.mark.stack
@@ -35,9 +35,7 @@ def test_reset_by_time_moves_forward_after_a_dry_run_and_refuses_backward_or_in_
     group = unique("g")
     config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake", {
         "orders": {"topic": produced.topic, "consumer_group": group, "table": unique("t")}})
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copy(ROOT / "rocketlake" / "dagster.yaml", home / "dagster.yaml")  # pools on, as recommended
+    home = recommended_home(tmp_path / "dagster_home")  # pools on, as recommended
     env = dict(os.environ, DAGSTER_HOME=str(home))
 
     def reset(*args):

@@ -18,11 +18,12 @@ offset resets, LZ4/ZSTD bodies and ACL 2.0.
 from __future__ import annotations
 
 import pytest
-from dagster import AssetKey, instance_for_test
+from dagster import AssetKey
 from deltalake import DeltaTable
 
 from rocketlake.resources.local.peers import produce
 from rocketlake.resources.rocketmq.client import RocketMQClient
+from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import (
     definitions,
     minute_key,
@@ -54,7 +55,7 @@ def test_windows_land_end_to_end_on_4_9_with_a_tag_filter_and_a_failed_body_sent
 
     config = write_config(tmp_path / "rocketlake.yaml", cluster, tmp_path / "lake", {
         "orders": {"topic": topic, "consumer_group": group, "table": table, "subscription": "TagA"}})
-    with instance_for_test() as instance:
+    with pooled_instance() as instance:
         assert run_partitions(definitions(config), table, instance, first, last).success
         records = instance.fetch_materializations(AssetKey(table), limit=10).records
         sent_back = sum(r.asset_materialization.metadata["rocketlake/sent_back"].value for r in records)

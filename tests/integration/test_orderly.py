@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from dagster import instance_for_test
 from deltalake import DeltaTable
 
 from rocketlake.pipelines.ledger import LedgerEntry
 from rocketlake.resources.rocketmq.client import RocketMQClient
+from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import definitions, run_partitions, unique, write_config
 
 pytestmark = pytest.mark.dagster
@@ -38,7 +38,7 @@ def test_an_orderly_run_holds_its_queues_and_lands_the_windows_of_each_queue_in_
     try:
         # Another member of the group holds one queue: the run reads nothing at all.
         assert client.lock_batch_mq(group, other, [held]) == {held}
-        with instance_for_test() as instance:
+        with pooled_instance() as instance:
             refused = run_partitions(defs, table, instance, w1)
             assert not refused.success
             message = failure_message(refused)

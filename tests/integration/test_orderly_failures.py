@@ -9,11 +9,12 @@ import os
 from collections import Counter, defaultdict
 
 import pytest
-from dagster import build_sensor_context, instance_for_test
+from dagster import build_sensor_context
 from deltalake import DeltaTable
 
 from rocketlake.assets.metadata import HELD, SUSPENDED, suspended_from
 from rocketlake.resources.rocketmq.client import RocketMQClient
+from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import (
     definitions,
     in_shared_minutes,
@@ -78,7 +79,7 @@ def test_a_suspended_message_holds_only_its_queue_which_resumes_in_order_or_send
     poison = next(s for s in sent if (s.broker_name, s.queue_id, s.queue_offset) == (*B, 1))
     assert {(s.broker_name, s.queue_id) for s in sent} == set(queues)
 
-    with instance_for_test() as instance:
+    with pooled_instance() as instance:
         # Window 1: A and B stop at their failing message (offset 1); the other queues land all of it.
         first = run_partitions(defs, table, instance, w1, tags=SCHEDULED)
         assert first.success, [e.message for e in first.all_events if e.is_failure]

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.dagster_instance import recommended_home
+
 pytestmark = pytest.mark.stack
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,9 +158,7 @@ def test_in_a_dg_project_the_users_job_keeps_its_executor_and_a_killed_rocketlak
         "topic: orders", f"topic: {topic}").replace('"*/5 * * * *"', '"* * * * *"')
     project = user_project(tmp_path / "project", defs_yaml)
     (project / "user_project" / "definitions.py").write_text(USER_JOB)
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text((ROOT / "rocketlake" / "dagster.yaml").read_text())  # pools: 1 per group
+    home = recommended_home(tmp_path / "home")  # pools: 1 per group, or rocketlake's run refuses to start
     env = {**os.environ, "PYTHONPATH": str(project), "DAGSTER_HOME": str(home)}
     env.pop("ROCKETLAKE_CONFIG", None)
 

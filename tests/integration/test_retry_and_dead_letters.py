@@ -12,7 +12,7 @@ import time
 from collections import Counter
 
 import pytest
-from dagster import AssetCheckKey, AssetKey, build_sensor_context, instance_for_test
+from dagster import AssetCheckKey, AssetKey, build_sensor_context
 from deltalake import DeltaTable
 
 from rocketlake.assets.backlog import DLQ_OLDEST_AGE, DLQ_WAITING, RETRY_WAITING
@@ -21,6 +21,7 @@ from rocketlake.resources.local import peers
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.errors import TopicNotExist
 from rocketlake.resources.rocketmq_resource import RocketMQResource
+from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import (
     definitions,
     minute_key,
@@ -100,7 +101,7 @@ def test_failures_come_back_then_land_once_or_end_in_the_dead_letter_table(tmp_p
         tag_of = {s.msg_id: m["tags"] for s, m in zip(sent, messages)}
 
         path = str(tmp_path / "lake" / table)
-        with instance_for_test() as instance:
+        with pooled_instance() as instance:
             # Window by window, as the schedule runs them: what fails is sent back and returns seconds later, in
             # the window being written then, which a later run lands (and fails again, or not). Runs go on until the
             # dead letters are landed, at most 8 windows.

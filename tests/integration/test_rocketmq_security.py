@@ -31,7 +31,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -67,6 +66,7 @@ from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq.pull import PullStatus
 from rocketlake.resources.rocketmq.send import OutgoingMessage
 from tests.conftest import SHORT_DELAY_LEVELS, make_spec
+from tests.dagster_instance import recommended_home
 
 ROOT = Path(__file__).resolve().parents[2]
 DAGSTER = str(Path(sys.executable).parent / "dagster")
@@ -353,9 +353,7 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
     body["spark"]["conf"] = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(),
                              "spark.eventLog.compress": "false"}
     config.write_text(yaml.safe_dump(body))
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copy(ROOT / "rocketlake" / "dagster.yaml", home / "dagster.yaml")
+    home = recommended_home(tmp_path / "dagster_home")
     env = dict(os.environ, ROCKETLAKE_CONFIG=str(config), DAGSTER_HOME=str(home), **ACL_ENV)
 
     # A run whose configuration lacks the tls block is turned away at its first call, in a sentence naming the

@@ -24,11 +24,11 @@ from deltalake import DeltaTable
 
 from rocketlake.resources.local.spark_cluster import LocalSparkCluster, SparkClusterSpec
 from tests.conftest import free_ports
+from tests.dagster_instance import recommended_home
 from tests.integration.test_member import until
 from tests.integration.ingestion_support import in_shared_minutes, order, unique, write_config
 
 pytestmark = pytest.mark.stack
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -94,9 +94,7 @@ def test_windows_land_through_the_executors_of_a_standalone_cluster(tmp_path, lo
     body = yaml.safe_load(config.read_text())
     body["spark"] = {"master": spark_cluster.spec.master_url, "conf": spark_conf}
     config.write_text(yaml.safe_dump(body))
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text((ROOT / "rocketlake" / "dagster.yaml").read_text())
+    home = recommended_home(tmp_path / "dagster_home")
     elsewhere = tmp_path / "elsewhere"  # not the checkout: nothing may rely on the driver's working directory
     elsewhere.mkdir()
 

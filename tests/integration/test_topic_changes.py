@@ -24,13 +24,14 @@ from collections import Counter
 from datetime import datetime, timezone
 
 import pytest
-from dagster import build_sensor_context, instance_for_test
+from dagster import build_sensor_context
 from deltalake import DeltaTable
 
 from rocketlake.resources.local.peers import produce
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq_resource import RocketMQResource
+from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import (
     definitions,
     java_dump,
@@ -80,7 +81,7 @@ def test_topic_expanded_and_a_broker_restarted_every_message_lands_once(tmp_path
         return sensor.evaluate_tick(build_sensor_context(instance=instance, resources=resources, cursor=cursor,
                                                          definitions=defs, sensor_name=sensor.name))
 
-    with instance_for_test() as instance:
+    with pooled_instance() as instance:
         # Window 1 on 4 + 4 queues, landed by its scheduled run.
         room_in_this_minute()
         w1, sent = current_minute(), send(0, 24)

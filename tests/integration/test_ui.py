@@ -28,6 +28,7 @@ from rocketlake.assets.lag import LAG_MESSAGES
 from rocketlake.demo import sample_orders
 from rocketlake.resources.local.peers import produce
 from tests.conftest import free_ports
+from tests.dagster_instance import recommended_home
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,9 +115,7 @@ def test_lineage_partitions_and_lag_plot_in_a_real_browser(tmp_path, browser):
     config["clusters"]["local"]["namesrv"] = f"127.0.0.1:{namesrv_port}"
     config["lake"]["root"] = str(tmp_path / "lake")
     (tmp_path / "rocketlake.yaml").write_text(yaml.safe_dump(config))
-    home = tmp_path / "dagster"
-    home.mkdir()
-    shutil.copy(ROOT / "rocketlake" / "dagster.yaml", home / "dagster.yaml")
+    home = recommended_home(tmp_path / "dagster")
     cluster = ["--state-dir", str(tmp_path / "state"), "--namesrv-port", str(namesrv_port),
                "--broker-ports", f"{broker_a},{broker_b}"]
     env = dict(os.environ, DAGSTER_HOME=str(home))
