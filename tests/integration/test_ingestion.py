@@ -166,6 +166,36 @@ def test_a_window_that_is_not_closed_is_refused(tmp_path, local_cluster, produce
     assert not Path(path).exists()  # nothing written
 
 
+def test_a_run_on_an_instance_whose_pool_has_no_limit_lands_nothing_until_the_pool_is_limited_to_1(
+        tmp_path, local_cluster, produced):
+    """Dagster's default instance leaves pools unlimited, so two runs of the group could land at once: the run fails
+    in one sentence naming the pool and the setting, before it reads anything (no table, the group's offsets where
+    they were). The same instance with the pool limited to 1 (`dagster instance concurrency set`) lands the window."""
+    from dagster import instance_for_test
+
+    defs, table, group, path = setup(tmp_path, local_cluster, produced)
+    w1, _ = produced.windows()
+    pool = f"rocketmq_group_{group}"
+    admin = local_cluster.mqadmin()
+    with instance_for_test() as instance:  # no `concurrency` settings at all
+        result = run_partitions(defs, table, instance, w1)
+        assert not result.success
+        [failure] = [e for e in result.all_events if e.is_step_failure]  # not retried
+        said = failure.step_failure_data.user_failure_data.description
+        assert said.startswith(f"pool {pool} has no limit on this Dagster instance") and said.endswith(
+            "nothing was read or written."), said
+        assert "`concurrency: pools: default_limit: 1` in $DAGSTER_HOME/dagster.yaml" in said
+        assert f"`dagster instance concurrency set {pool} 1`" in said
+        assert not (tmp_path / "lake").exists()  # no table, no failures table, no ledger
+        assert {q.consumer_offset for q in admin.consumer_progress(group, produced.topic)} <= {0}  # nothing committed
+
+        for limited in (pool, f"{pool}_dlq"):  # the job's dead-letter step has a pool of its own
+            instance.event_log_storage.set_concurrency_slots(limited, 1)
+        result = run_partitions(defs, table, instance, w1)
+        assert result.success, [e.message for e in result.all_events if e.is_failure]
+    assert sorted(r["msg_id"] for r in table_rows(path)) == sorted(m["msgId"] for m in produced.in_window(w1))
+
+
 @pytest.mark.stack  # the public `dagster` CLI in its own process
 def test_dagster_cli_materializes_a_partition(tmp_path, local_cluster, produced):
     _, table, group, path = setup(tmp_path, local_cluster, produced)
