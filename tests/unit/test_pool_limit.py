@@ -173,3 +173,13 @@ def test_the_instances_rocketlake_writes_limit_every_pool_to_1(tmp_path, monkeyp
         assert pool_limit(instance, DLQ_POOL).one_at_a_time
     with pooled_instance() as instance:
         assert pool_limit(instance, POOL).one_at_a_time
+
+
+def test_the_guide_shows_the_sentence_a_person_gets():
+    from rocketlake.assets.pool_limit import PoolNotLimited, check_pool_limited
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "dagster.md").read_text()
+    [shown] = [line for line in guide.splitlines() if line.startswith("pool rocketmq_group_GID_orders ")]
+    with unlimited() as instance, pytest.raises(PoolNotLimited) as refused:
+        check_pool_limited(instance, "rocketmq_group_GID_orders", "GID_orders")
+    assert str(refused.value) == shown
