@@ -513,9 +513,12 @@ class BrokerClient:
         """SEND_MESSAGE_V2 of one message to ``queue_id`` (bodies >= 4 KiB zlib-compressed like Java)."""
         broker_name = self._broker_name_for("send")
         request, keys = build_send_request(message, queue_id, producer_group=producer_group, broker_name=broker_name)
+        return self._sent_one(request, keys, message.topic, broker_name, timeout)
+
+    def _sent_one(self, request, keys: list[str], topic: str, broker_name: str, timeout: float | None) -> SendResult:
         response = self._invoke(request, timeout)
         return parse_send_response(
-            response, keys, topic=message.topic, broker_name=broker_name, address=self.address,
+            response, keys, topic=topic, broker_name=broker_name, address=self.address,
             request_code=RequestCode.SEND_MESSAGE_V2,
         )[0]
 
@@ -531,11 +534,7 @@ class BrokerClient:
         creates the retry topic if it has none, ``AbstractSendMessageProcessor#msgCheck``)."""
         broker_name = self._broker_name_for("send_retry")
         request, keys = build_retry_request(message, queue_id, producer_group=producer_group, broker_name=broker_name)
-        response = self._invoke(request, timeout)
-        return parse_send_response(
-            response, keys, topic=message.topic, broker_name=broker_name, address=self.address,
-            request_code=RequestCode.SEND_MESSAGE_V2,
-        )[0]
+        return self._sent_one(request, keys, message.topic, broker_name, timeout)
 
     def send_batch(
         self,

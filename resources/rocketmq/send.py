@@ -194,21 +194,33 @@ def build_send_request(
     compress_level: int = DEFAULT_COMPRESS_LEVEL,
 ) -> tuple[RemotingCommand, list[str]]:
     """SEND_MESSAGE_V2 for one message; returns the request and ``[UNIQ_KEY]``."""
-    props = message.wire_properties()
-    body = bytes(message.body)
+    return _single_request(message.topic, queue_id, message.body, message.wire_properties(), message.flag,
+                           producer_group=producer_group, broker_name=broker_name, compress_over=compress_over,
+                           compression=compression, compress_level=compress_level)
+
+
+def _single_request(topic: str, queue_id: int, body: bytes, props: dict[str, str], flag: int, *,
+                    producer_group: str, broker_name: str | None, compress_over: int,
+                    compression: CompressionType = CompressionType.ZLIB, compress_level: int = DEFAULT_COMPRESS_LEVEL,
+                    reconsume_times: int = 0, max_reconsume_times: int | None = None,
+                    ) -> tuple[RemotingCommand, list[str]]:
+    """SEND_MESSAGE_V2 of one body (compressed from ``compress_over`` bytes, as Java's producer does)."""
+    body = bytes(body)
     sys_flag = 0
     if len(body) >= compress_over:
         body = compress(body, compression, compress_level)
         sys_flag |= COMPRESSED_FLAG | compression.sys_flag_bits
     header = _header(
         producer_group=producer_group,
-        topic=message.topic,
+        topic=topic,
         queue_id=queue_id,
         sys_flag=sys_flag,
-        flag=message.flag,
+        flag=flag,
         properties=encode_properties(props),
         batch=False,
         broker_name=broker_name,
+        reconsume_times=reconsume_times,
+        max_reconsume_times=max_reconsume_times,
     )
     return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header, body), [props[_UNIQ_KEY]]
 
@@ -252,24 +264,9 @@ def build_retry_request(
     one, as Java's ``MessageClientIDSetter#setUniqID`` keeps an existing key)."""
     props = dict(message.properties)
     props.setdefault(_UNIQ_KEY, create_uniq_id())
-    body = bytes(message.body)
-    sys_flag = 0
-    if len(body) >= compress_over:
-        body = compress(body, CompressionType.ZLIB, DEFAULT_COMPRESS_LEVEL)
-        sys_flag |= COMPRESSED_FLAG | CompressionType.ZLIB.sys_flag_bits
-    header = _header(
-        producer_group=producer_group,
-        topic=message.topic,
-        queue_id=queue_id,
-        sys_flag=sys_flag,
-        flag=message.flag,
-        properties=encode_properties(props),
-        batch=False,
-        broker_name=broker_name,
-        reconsume_times=message.reconsume_times,
-        max_reconsume_times=message.max_reconsume_times,
-    )
-    return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header, body), [props[_UNIQ_KEY]]
+    return _single_request(message.topic, queue_id, message.body, props, message.flag, producer_group=producer_group,
+                           broker_name=broker_name, compress_over=compress_over,
+                           reconsume_times=message.reconsume_times, max_reconsume_times=message.max_reconsume_times)
 
 
 def build_send_batch_request(
