@@ -111,8 +111,10 @@ class SparkLake:
                 raise hung from None
 
     def record_verdict(self, verdict: LedgerEntry) -> None:
-        with self.deadline.watch("committing its verdict"):
-            commit_ledger(self.spark, self.table_path, verdict)
+        # Not under the deadline: by now the landing and its send-back are done, and refusing this one small commit
+        # would only make the next run land the window and send its failures back again. A commit that hangs is
+        # ended by Dagster's run monitoring (dagster/max_runtime).
+        commit_ledger(self.spark, self.table_path, verdict)
 
     def columns(self) -> list[tuple[str, str, bool]]:
         return [(f.name, f.dataType.simpleString(), f.nullable) for f in table_fields(self.spark, self.table_path)]
