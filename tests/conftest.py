@@ -297,6 +297,37 @@ def spark(spark_jvm_options):
     session.stop()
 
 
+@dataclasses.dataclass(frozen=True)
+class SparkConnect:
+    """The worker's long-lived Spark Connect server, as ``rocketlake local up`` runs one, and its event log."""
+
+    url: str
+    events: Path  # Spark's event log of every session the server ran: what its history server would show
+
+    def settings(self) -> dict:
+        """The ``spark`` block of a rocketlake.yaml whose runs open their sessions on this server."""
+        return {"master": "local[2]", "remote": self.url}
+
+
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory: pytest.TempPathFactory, spark_jvm_options) -> Iterator[SparkConnect]:
+    """One Spark Connect server for the worker's runs in processes of their own (the stack tier's CLI and daemon
+    runs): a run opens a session on it instead of starting a JVM, as runs do by default on the local runtime."""
+    from rocketlake.resources.local.spark_server import LocalSparkServer
+
+    folder = tmp_path_factory.mktemp("spark-connect")
+    events = folder / "events"
+    events.mkdir()
+    (port,) = free_ports(1)
+    server = LocalSparkServer(folder, port=port, conf={
+        "spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(), "spark.eventLog.compress": "false"})
+    server.up()
+    try:
+        yield SparkConnect(server.url, events)
+    finally:
+        assert server.down() == ["spark-connect"]  # it ran until the end, serving every test of the worker
+
+
 @pytest.fixture(scope="session")
 def local_s3(tmp_path_factory: pytest.TempPathFactory):
     """An S3-compatible server (versitygw, ``rocketlake local up --s3``) on a free port with a bucket ``lake``, for

@@ -45,13 +45,16 @@ def room_in_this_minute(seconds: float = 15.0) -> None:
         wait_for_next_minute(offset_s=1)
 
 
-def write_config(path: Path, cluster: LocalCluster, lake: Path, ingestions: dict[str, dict]) -> Path:
+def write_config(path: Path, cluster: LocalCluster, lake: Path, ingestions: dict[str, dict],
+                 spark: dict | None = None) -> Path:
+    """A rocketlake.yaml of ``ingestions``; its runs start Spark of their own on ``local[2]`` unless ``spark`` says
+    otherwise (``SparkConnect.settings()``: sessions on the worker's Spark Connect server)."""
     # Yesterday's midnight: a test (or a suite) that runs across midnight UTC keeps its windows valid partitions.
     start = (datetime.now(timezone.utc) - timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
     body = {
         "clusters": {"test": {"namesrv": cluster.spec.namesrv_address}},
         "lake": {"root": str(lake)},
-        "spark": {"master": "local[2]"},
+        "spark": spark or {"master": "local[2]"},
         "ingestions": {
             name: {"cluster": "test", "message_model": "CLUSTERING",
                    "consume_from_where": "CONSUME_FROM_FIRST_OFFSET",

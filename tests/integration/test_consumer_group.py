@@ -55,10 +55,10 @@ class Deployment:
     """One deployment: its configuration (own instance_name) and its `rocketlake member` process (the brokers
     know a member by its connection, so each member is its own process, as each deployment is)."""
 
-    def __init__(self, tmp_path, cluster, name: str, ingestions: dict):
+    def __init__(self, tmp_path, cluster, name: str, ingestions: dict, spark: dict | None = None):
         self.client_id = f"127.0.0.1@{name}"
         specs = {k: {**v, "client_ip": "127.0.0.1", "instance_name": name} for k, v in ingestions.items()}
-        self.config = write_config(tmp_path / f"{name}.yaml", cluster, tmp_path / "lake", specs)
+        self.config = write_config(tmp_path / f"{name}.yaml", cluster, tmp_path / "lake", specs, spark)
         self.defs = definitions(self.config)
         self.home = recommended_home(tmp_path / f"{name}_dagster_home")  # the README's instance
         self.env = dict(os.environ, ROCKETLAKE_CONFIG=str(self.config), DAGSTER_HOME=str(self.home))

@@ -70,7 +70,8 @@ def materialized(deployment: Deployment, table: str) -> set[str]:
         return set(instance.get_materialized_partitions(AssetKey(table)))
 
 
-def test_two_deployments_run_by_their_daemons_split_the_queues_and_hand_them_over(tmp_path, local_cluster):
+def test_two_deployments_run_by_their_daemons_split_the_queues_and_hand_them_over(tmp_path, local_cluster,
+                                                                                  spark_connect):
     topic, group, table = unique("wide"), unique("g"), unique("t")
     local_cluster.create_topic(topic, 8)
     # Windows start at the next minute (no older window to catch up), closed at their end (grace 0), so the
@@ -78,8 +79,9 @@ def test_two_deployments_run_by_their_daemons_split_the_queues_and_hand_them_ove
     start = (datetime.now(timezone.utc) + timedelta(minutes=1)).replace(second=0, microsecond=0)
     window = {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": 0, "start": start.isoformat()}
     ingestions = {"wide": {"topic": topic, "consumer_group": group, "table": table, "window": window}}
-    first = Deployment(tmp_path, local_cluster, "d1", ingestions)
-    second = Deployment(tmp_path, local_cluster, "d2", ingestions)
+    # Both deployments' runs open their sessions on one long-lived Spark server, as on the local runtime.
+    first = Deployment(tmp_path, local_cluster, "d1", ingestions, spark_connect.settings())
+    second = Deployment(tmp_path, local_cluster, "d2", ingestions, spark_connect.settings())
     peer = RocketMQClient(local_cluster.spec.namesrv_address)
     daemons: dict[str, subprocess.Popen] = {}
     try:

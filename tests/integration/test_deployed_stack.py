@@ -59,8 +59,9 @@ def postgres(tmp_path):
 class Stack:
     """A deployment: its DAGSTER_HOME (deploy/dagster.yaml on PostgreSQL), its configuration, its daemon."""
 
-    def __init__(self, tmp_path: Path, cluster, postgres: LocalPostgres, ingestion: dict):
-        self.config = write_config(tmp_path / "rocketlake.yaml", cluster, tmp_path / "lake", {"orders": ingestion})
+    def __init__(self, tmp_path: Path, cluster, postgres: LocalPostgres, ingestion: dict, spark: dict | None = None):
+        self.config = write_config(tmp_path / "rocketlake.yaml", cluster, tmp_path / "lake", {"orders": ingestion},
+                                   spark)
         self.home = tmp_path / "dagster_home"
         self.home.mkdir()
         (self.home / "dagster.yaml").write_text((ROOT / "deploy" / "dagster.yaml").read_text())
@@ -96,7 +97,8 @@ def next_window_end(margin_s: float = 30.0) -> float:
     return end if end - time.time() >= margin_s else end + WINDOW_S
 
 
-def test_daemon_schedule_pools_and_run_retries_on_postgres(tmp_path, local_cluster, postgres, monkeypatch):
+def test_daemon_schedule_pools_and_run_retries_on_postgres(tmp_path, local_cluster, postgres, monkeypatch,
+                                                           spark_connect):
     topic, group, table = unique("stack"), unique("g"), unique("t")
     local_cluster.create_topic(topic, 2)
     # Windows start at the next window boundary, closed at their end (grace 0): the schedule's tick at a window's
@@ -104,7 +106,8 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(tmp_path, local_clust
     start = datetime.fromtimestamp(next_window_end(margin_s=0), timezone.utc)
     stack = Stack(tmp_path, local_cluster, postgres, {
         "topic": topic, "consumer_group": group, "table": table,
-        "window": {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": 0, "start": start.isoformat()}})
+        "window": {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": 0, "start": start.isoformat()}},
+        spark_connect.settings())  # the daemon's runs open their sessions on the long-lived Spark server
     for key, value in postgres.dagster_env().items():  # what deploy/dagster.yaml reads, for this process too
         monkeypatch.setenv(key, value)
     namesrv, state = local_cluster.spec.namesrv_address, local_cluster.spec.state_dir

@@ -1,0 +1,69 @@
+"""The long-lived Spark Connect server the local runtime's runs open their sessions on (``spark.remote``).
+
+A run that starts Spark of its own pays a JVM start and a first Delta commit (15 to 60 s on two cores) for every
+window, and four runs of a window on a small machine mean four JVMs at once. One server, started once, serves them
+all: a run's session on it costs a gRPC connection. It is the installed pyspark's own Connect server, configured as
+a run's own session would be (``resources.spark.connect_server_command``: Delta and its jars, this environment's
+Python for the workers), recorded and stopped by pid like the brokers (``process.ManagedProcess``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rocketlake.resources.local.process import (
+    LocalClusterError,
+    ManagedProcess,
+    accepts_connections,
+    port_in_use,
+    stop_all,
+    wait_for,
+)
+from rocketlake.resources.spark import CONNECT_DEFAULT_PORT, connect_server_command
+
+LOOPBACK = "127.0.0.1"
+START_TIMEOUT_S = 180.0
+ROLE = "spark-connect"
+
+
+@dataclass(frozen=True)
+class LocalSparkServer:
+    """A Spark Connect server on ``127.0.0.1:port``, on ``master``, started with ``conf``."""
+
+    state_dir: Path
+    port: int = CONNECT_DEFAULT_PORT
+    master: str = "local[2]"
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"sc://{LOOPBACK}:{self.port}"
+
+    @property
+    def process(self) -> ManagedProcess:
+        return ManagedProcess(ROLE, self.state_dir)
+
+    def up(self, timeout: float = START_TIMEOUT_S, progress: Callable[[str], None] | None = None) -> None:
+        """Start the server unless the recorded one runs; return once it accepts connections."""
+        report = progress or (lambda line: None)
+        began = time.monotonic()
+        if self.process.pid() is None:
+            if port_in_use(self.port):
+                raise LocalClusterError(f"cannot start the Spark Connect server: port {self.port} on {LOOPBACK} is in "
+                                        "use; stop that process or choose another port")
+            cmd, env = connect_server_command(self.url, self.master, dict(self.conf))
+            self.process.start(cmd, env)
+        wait_for(lambda: accepts_connections(self.port), time.monotonic() + timeout, [self.process],
+                 f"the Spark Connect server on {self.url}")
+        report(f"  Spark Connect server on {self.url} (master {self.master}, Delta) "
+               f"({time.monotonic() - began:.0f}s)")
+
+    def status(self) -> str:
+        pid = self.process.pid()
+        return f"spark-connect: {'running' if pid else 'down'} (pid {pid or '-'}) on {self.url}"
+
+    def down(self) -> list[str]:
+        return stop_all([self.process])
