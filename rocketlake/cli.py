@@ -70,6 +70,24 @@ def _spark_cluster(args: argparse.Namespace):
                                               worker_ui_ports=tuple(ui + 1 + i for i in range(args.spark_workers))))
 
 
+def _local_connect_server(args: argparse.Namespace):
+    """The Spark Connect server of the configuration's ``spark.remote`` when it is on this machine (the local
+    runtime's runs open their sessions there), on its master and settings; on ``down`` and ``status``, the one ``up``
+    recorded in the state directory, whatever the configuration says now. None when there is nothing to start."""
+    from rocketlake.pipelines.config import load_config
+    from rocketlake.resources.local.spark_server import STATE_SUBDIR, LocalSparkServer, server_for
+
+    state_dir = Path(args.state_dir).absolute()
+    if args.action != "up":
+        recorded = LocalSparkServer(state_dir / STATE_SUBDIR)
+        return recorded if recorded.process.pid() is not None or args.action == "down" else None
+    source = Path(args.config or os.environ.get("ROCKETLAKE_CONFIG") or
+                  ("deploy/rocketlake.yaml" if args.stack else "rocketlake.yaml"))
+    if not source.is_file():
+        return None  # no configuration here (a cluster for another project): nothing asks for a server
+    return server_for(load_config(source).spark, state_dir)
+
+
 def _postgres(args: argparse.Namespace):
     from rocketlake.resources.local.postgres import LocalPostgres
 
@@ -141,6 +159,7 @@ def _local(args: argparse.Namespace) -> int:
 
     cluster = LocalCluster(_cluster_spec(args))
     spark = _spark_cluster(args) if args.spark or args.stack else None
+    connect = _local_connect_server(args) if args.action != "env" else None
     postgres = _postgres(args) if args.postgres or args.stack else None
     s3 = _s3(args) if args.s3 or args.action == "down" else None  # down stops it whenever it runs
     dagster = _dagster(args, postgres) if args.stack else None
@@ -159,6 +178,9 @@ def _local(args: argparse.Namespace) -> int:
             print(f"starting a Spark standalone master and {spark.spec.workers} workers ...", flush=True)
             print(spark.up(progress=lambda line: print(line, flush=True)).render())
             print(f"use it with spark: {{master: \"{spark.spec.master_url}\"}} in rocketlake.yaml")
+        if connect is not None:  # after the standalone cluster: its master may be the server's
+            print("starting the Spark Connect server the runs open their sessions on (spark.remote) ...", flush=True)
+            connect.up(progress=lambda line: print(line, flush=True))
         if postgres is not None:
             print("starting PostgreSQL for Dagster's storage ...", flush=True)
             postgres.up(progress=lambda line: print(line, flush=True))
@@ -191,6 +213,7 @@ def _local(args: argparse.Namespace) -> int:
         stopped = ((dagster.down() if dagster is not None else [])
                    + (postgres.down(wipe=args.wipe) if postgres is not None else [])
                    + (s3.down(wipe=args.wipe) if s3 is not None else [])
+                   + (connect.down() if connect is not None else [])
                    + (spark.down() if spark is not None else []) + cluster.down(wipe=args.wipe))
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
         if args.wipe:
@@ -205,6 +228,9 @@ def _local(args: argparse.Namespace) -> int:
             spark_status = spark.status()
             print(spark_status.render())
             ready = ready and spark_status.ready
+        if connect is not None:
+            print(connect.status())
+            ready = ready and connect.process.pid() is not None
         if postgres is not None:
             print(postgres.status())
             ready = ready and postgres.process.pid() is not None
@@ -633,8 +659,9 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("--dagster-port", type=int, default=3000,
                        help="with --stack: dagster-webserver's port on 127.0.0.1 (default: 3000)")
     local.add_argument("--config", default=None,
-                       help="with --stack: the rocketlake.yaml Dagster loads (default: $ROCKETLAKE_CONFIG or "
-                            "deploy/rocketlake.yaml)")
+                       help="the rocketlake.yaml whose spark.remote, when on this machine, `up` starts a Spark Connect "
+                            "server for (default: $ROCKETLAKE_CONFIG or ./rocketlake.yaml); with --stack, also the one "
+                            "Dagster loads (default: $ROCKETLAKE_CONFIG or deploy/rocketlake.yaml)")
     cluster_options(local)
     local.set_defaults(func=_local)
 

@@ -19,6 +19,7 @@ from rocketlake.demo import DEMO_CONFIG, DEMO_MODULE, sample_orders
 from rocketlake.launch import dagster_home
 from rocketlake.pipelines.config import CONFIG_ENV, load_config
 from rocketlake.resources.local.peers import produce
+from rocketlake.resources.local.spark_server import server_for
 from rocketlake.resources.local.spec import ClusterSpec
 
 
@@ -53,6 +54,9 @@ def run_ui(spec: ClusterSpec, port: int, topic: str, per_minute: int) -> int:
     trickle = None
     if not os.environ.get(CONFIG_ENV) and DEMO_CONFIG.exists():
         env[CONFIG_ENV] = str(DEMO_CONFIG.absolute())
+        connect = server_for(load_config(DEMO_CONFIG).spark, spec.state_dir)
+        if connect is not None:  # the demo started it; after a reboot, start it again
+            connect.up(progress=lambda line: print(f"rocketlake ui:{line}", flush=True))
         command = [dg, "dev", "-m", DEMO_MODULE, "-p", str(port)]
         if any(i.topic == topic for i in load_config(DEMO_CONFIG).ingestions.values()) and per_minute > 0:
             trickle = Trickle(spec, topic, per_batch=max(1, per_minute // 4), every_s=15)

@@ -22,11 +22,13 @@ from rocketlake.resources.local.process import (
     stop_all,
     wait_for,
 )
-from rocketlake.resources.spark import CONNECT_DEFAULT_PORT, connect_server_command
+from rocketlake.resources.spark import CONNECT_DEFAULT_PORT, connect_endpoint, connect_server_command
 
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 180.0
 ROLE = "spark-connect"
+#: where, under a local state directory (the cluster's), the server keeps its pid file and log
+STATE_SUBDIR = "spark-connect"
 
 
 @dataclass(frozen=True)
@@ -67,3 +69,15 @@ class LocalSparkServer:
 
     def down(self) -> list[str]:
         return stop_all([self.process])
+
+
+def server_for(spark, state_dir: Path) -> LocalSparkServer | None:
+    """The local server a configuration's ``spark`` block (``SparkConfig``) asks for: its ``remote`` on this machine,
+    on its master and settings, kept under ``state_dir``; None when its runs start Spark of their own or open their
+    sessions on a server elsewhere (a server elsewhere is its operator's to run: ``rocketlake spark-server``)."""
+    if spark.remote is None:
+        return None
+    host, port = connect_endpoint(spark.remote)
+    if host not in (LOOPBACK, "localhost"):
+        return None
+    return LocalSparkServer(state_dir / STATE_SUBDIR, port=port, master=spark.master, conf=dict(spark.conf))

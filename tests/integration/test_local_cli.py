@@ -52,10 +52,15 @@ def test_up_twice_then_down_leaves_nothing_running(tmp_path, local_s3, monkeypat
     (project / ".rocketlake/dagster/history/runs.db").write_text("{}")
     (project / ".rocketlake/demo").mkdir()
     (project / ".rocketlake/demo/rocketlake.yaml").write_text("ingestions: {}")
-    (s3_port,) = free_ports(1)
+    s3_port, connect_port = free_ports(2)
     s3 = ["--s3", "--s3-port", str(s3_port)]  # and an S3 server of its own (local_s3: its binary is built)
     monkeypatch.delenv("ROCKETLAKE_S3_SECRET_KEY")  # the session server's: this one generates its own at `up`
-    env = dict(os.environ)
+    # The project's configuration, its Spark Connect server on a free port: `up` starts it, `down` stops it.
+    config = yaml.safe_load((Path(__file__).resolve().parents[2] / "rocketlake.yaml").read_text())
+    assert config["spark"]["remote"] == "sc://127.0.0.1:15002"  # the local runtime's default: one long-lived Spark
+    config["spark"] = {**config["spark"], "master": "local[1]", "remote": f"sc://127.0.0.1:{connect_port}"}
+    (project / "rocketlake.yaml").write_text(yaml.safe_dump(config))
+    env = dict(os.environ, ROCKETLAKE_CONFIG=str(project / "rocketlake.yaml"))
     try:
         first = rocketlake("local", "up", "--tls", *args, *s3, env=env)
         assert first.returncode == 0, first.stderr
@@ -86,21 +91,27 @@ def test_up_twice_then_down_leaves_nothing_running(tmp_path, local_s3, monkeypat
         roles = ["namesrv", "broker-a", "broker-b"]
         pids = {r: ManagedProcess(r, spec.state_dir).pid() for r in roles}
         pids["s3"] = server.process.pid()
+        connect = ManagedProcess("spark-connect", spec.state_dir / "spark-connect")
+        pids["spark-connect"] = connect.pid()
         assert all(pids.values()), pids
+        assert f"Spark Connect server on sc://127.0.0.1:{connect_port} (master local[1], Delta)" in first.stdout
+        assert port_in_use(connect_port)
 
         second = rocketlake("local", "up", *args, *s3, env=env)
         assert second.returncode == 0, second.stderr
-        assert {r: ManagedProcess(r, spec.state_dir).pid() for r in roles} | {"s3": server.process.pid()} == pids
+        assert {r: ManagedProcess(r, spec.state_dir).pid() for r in roles} | {
+            "s3": server.process.pid(), "spark-connect": connect.pid()} == pids
         assert server.secret_key() == secret  # kept: the second up did not make another
 
         status = rocketlake("local", "status", *args, *s3, env=env)  # TLS without --tls: the cluster runs with it
         assert status.returncode == 0 and status.stdout.count("registered") == 2, status.stdout
+        assert f"spark-connect: running (pid {pids['spark-connect']})" in status.stdout, status.stdout
     finally:
         down = rocketlake("local", "down", "--wipe", *args, cwd=project)  # stops the S3 server without --s3
     assert down.returncode == 0, down.stderr
     stopped_roles = down.stdout.split("stopped: ", 1)[1].splitlines()[0].split(", ")
-    assert {"broker-a", "namesrv", "s3"} <= set(stopped_roles), down.stdout
-    assert not port_in_use(s3_port)
+    assert {"broker-a", "namesrv", "s3", "spark-connect"} <= set(stopped_roles), down.stdout
+    assert not port_in_use(s3_port) and not port_in_use(connect_port)
     assert ("deleted what was landed from the wiped store: .rocketlake/lake/orders, .rocketlake/lake/orders_failures"
             in down.stdout)
     assert sorted(p.name for p in lake.iterdir()) == ["demo_orders"], "the other cluster's landing stays"

@@ -110,9 +110,11 @@ def test_lineage_partitions_and_lag_plot_in_a_real_browser(tmp_path, browser):
 
     shots = Path(os.environ.get("ROCKETLAKE_SCREENSHOTS") or tmp_path / "screenshots")
     shots.mkdir(parents=True, exist_ok=True)
-    namesrv_port, broker_a, broker_b, web_port = free_ports(4, block=2)
+    namesrv_port, broker_a, broker_b, web_port, connect_port = free_ports(5, block=2)
     config = yaml.safe_load((ROOT / "rocketlake.yaml").read_text())
     config["clusters"]["local"]["namesrv"] = f"127.0.0.1:{namesrv_port}"
+    # The demo's Spark Connect server, which every run of the demo and of the daemon opens its session on.
+    config["spark"]["remote"] = f"sc://127.0.0.1:{connect_port}"
     config["lake"]["root"] = str(tmp_path / "lake")
     (tmp_path / "rocketlake.yaml").write_text(yaml.safe_dump(config))
     home = recommended_home(tmp_path / "dagster")
@@ -126,6 +128,7 @@ def test_lineage_partitions_and_lag_plot_in_a_real_browser(tmp_path, browser):
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
         assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
         assert "1/5 starting the local RocketMQ cluster" in demo.stdout and " is up at " in demo.stdout
+        assert f"Spark Connect server on sc://127.0.0.1:{connect_port} (master local[*], Delta)" in demo.stdout
         # "rows per window": one line "  2026-11-24 04:23      40"
         (window_key,) = [f"{p[0]}-{p[1]}" for p in map(str.split, demo.stdout.splitlines())
                          if len(p) == 3 and p[0].startswith("20") and p[2] == "40"]
