@@ -282,13 +282,24 @@ def _backfill(args: argparse.Namespace) -> int:
         keys = launchable_windows(ingestion.window, args.start, args.end, datetime.now(timezone.utc))
     except WindowKeyError as e:
         raise _Refused(f"ingestion {args.ingestion}: {e}") from None
+    from dagster import DagsterInstance
+
+    from rocketlake.assets.ingestion import consumer_group_pool
+    from rocketlake.assets.pool_limit import PoolNotLimited, check_pool_limited
+    from rocketlake.launch import dagster_home, run_windows
+
+    dagster_home()
+    with DagsterInstance.get() as instance:  # the instance the run will use: refused before a run is even created
+        try:
+            check_pool_limited(instance, consumer_group_pool(ingestion.consumer_group), ingestion.consumer_group)
+        except PoolNotLimited as e:
+            raise _Refused(f"ingestion {args.ingestion}: {e}") from None
     print(f"landing {len(keys)} window(s) of {args.ingestion} ({keys[0]} .. {keys[-1]}) into {ingestion.table} "
           "in one Dagster run ...", flush=True)
     if args.config:
         import os
 
         os.environ["ROCKETLAKE_CONFIG"] = str(Path(args.config).absolute())  # the run's code location reads it
-    from rocketlake.launch import run_windows
 
     result = run_windows(ingestion.table, keys)
     print(f"run {result.run_id}: {'success' if result.success else 'FAILED (see the events above)'}")

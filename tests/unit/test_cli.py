@@ -91,3 +91,26 @@ def test_a_config_that_cannot_be_read_is_one_sentence_naming_the_file(tmp_path, 
         err = capsys.readouterr().err
         assert err.startswith(f"rocketlake: error: {path} is not valid:") and said in err, err
         assert "Traceback" not in err and err.count("\n") == 2, err  # the file, then its one problem
+
+
+def test_backfill_refuses_an_instance_whose_group_pool_is_unlimited_before_any_run(tmp_path, capsys, monkeypatch):
+    """`rocketlake backfill` executes its run in its own process, past the run queue: on an instance that does not
+    limit the group's pool to 1 it is refused in one sentence naming the pool and the setting, and no run exists."""
+    from dagster import DagsterInstance
+
+    from rocketlake.cli import main
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry: {enabled: false}\n")  # no `concurrency`: pools unlimited
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    config = tmp_path / "rocketlake.yaml"
+    config.write_text("clusters: {local: {namesrv: '127.0.0.1:9876'}}\n"
+                      "ingestions:\n  orders: {cluster: local, topic: orders, consumer_group: g_orders, table: orders,\n"
+                      "           window: {cron: '* * * * *', start: '2026-11-01'}}\n")
+    assert main(["backfill", "orders", "2026-11-01-00:00", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rocketlake: error: ingestion orders: ") and err.count("\n") == 1, err
+    assert "rocketmq_group_g_orders" in err and "default_limit: 1" in err, err
+    with DagsterInstance.from_config(str(home)) as instance:
+        assert instance.get_runs() == []
