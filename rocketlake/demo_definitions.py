@@ -15,11 +15,6 @@ amount per customer, MERGEd from what changed since its last run.
 # No "from __future__ import annotations" here: Dagster inspects the context annotation at runtime.
 from dagster import (
     AssetExecutionContext,
-    AssetKey,
-    DefaultScheduleStatus,
-    RunRequest,
-    ScheduleEvaluationContext,
-    schedule,
     BackfillPolicy,
     Definitions,
     MaterializeResult,
@@ -31,11 +26,12 @@ from dagster import (
     define_asset_job,
 )
 
+from rocketlake.assets.definitions import build_definitions
 from rocketlake.assets.metadata import column_schema, table_identity
 from rocketlake.assets.partitions import window_partitions
-from rocketlake.assets.definitions import build_definitions
 from rocketlake.assets.run_guard import rocketlake_executor
 from rocketlake.demo_customers import build_customers
+from rocketlake.demo_follow import follow, follow_changes
 from rocketlake.pipelines.body import top_level_names
 from rocketlake.pipelines.config import load_config
 from rocketlake.pipelines.storage import apply_lake
@@ -113,45 +109,16 @@ _assets = demo_assets(_config)
 # The UI of the demo (`make ui`) lands each new window as it closes: its schedules run from the start.
 _jobs = [define_asset_job(f"{a.key.to_user_string()}_job", selection=[a.key]) for a in _assets]
 
-
-def follow(job, upstream: AssetKey, downstream: AssetKey, recent: int = 3):
-    """Every minute, the downstream job for the recent windows its upstream landed and it did not: what a user's
-    own schedule (or an automation condition) would do for an asset that reads the landed table."""
-
-    @schedule(name=f"{job.name}_follows", job=job, cron_schedule="* * * * *",
-              default_status=DefaultScheduleStatus.RUNNING,
-              description=f"Materializes {downstream.to_user_string()} for the windows {upstream.to_user_string()} "
-                          "landed since.")
-    def follows(context: ScheduleEvaluationContext):
-        todo = (context.instance.get_materialized_partitions(upstream)
-                - context.instance.get_materialized_partitions(downstream))
-        return [RunRequest(run_key=key, partition_key=key) for key in sorted(todo)[-recent:]]
-
-    return follows
-
-
-def follow_changes(job, upstream: AssetKey, downstream: AssetKey):
-    """Every minute, the job of an asset that reads its upstream's change feed, once per new upstream
-    materialization (the run key dedupes): it reads whatever changed since its last run."""
-
-    @schedule(name=f"{job.name}_follows", job=job, cron_schedule="* * * * *",
-              default_status=DefaultScheduleStatus.RUNNING,
-              description=f"Materializes {downstream.to_user_string()} after each new materialization of "
-                          f"{upstream.to_user_string()}.")
-    def follows(context: ScheduleEvaluationContext):
-        event = context.instance.get_latest_materialization_event(upstream)
-        return [] if event is None else [RunRequest(run_key=f"{upstream.to_user_string()}@{event.storage_id}")]
-
-    return follows
-
-
+# Downstream assets follow the table in batches, one run at a time, and again after a window is landed again
+# (rocketlake.demo_follow): not one run per window per asset.
 _followers = change_followers(_config)
 _follower_jobs = [define_asset_job(f"{a.key.to_user_string()}_job", selection=[a.key]) for a in _followers]
 
 # rocketlake's own location (see rocketlake.definitions): rocketlake's executor for every job.
 defs = Definitions.merge(build_definitions(_config, schedules_running=True), Definitions(
     assets=[*_assets, *_followers], jobs=[*_jobs, *_follower_jobs], executor=rocketlake_executor,
-    schedules=[follow(job, next(iter(a.dependency_keys)), a.key) for job, a in zip(_jobs, _assets)]
+    schedules=[follow(job, next(iter(a.dependency_keys)), a.key, a.partitions_def)
+               for job, a in zip(_jobs, _assets)]
     + [follow_changes(job, next(iter(a.dependency_keys)), a.key) for job, a in zip(_follower_jobs, _followers)]))
 
 __all__ = ["defs"]

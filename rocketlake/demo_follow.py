@@ -1,0 +1,105 @@
+"""How the demo's downstream assets follow the landed table: in batches, one run at a time, exact after re-landings.
+
+A schedule that asks for one run per new window per downstream asset makes a window's landing cost as many runs as
+there are downstream assets (four runs a minute, each a process, on the demo), and queues them when a run is slow.
+The pattern here is the one to copy instead:
+
+* **stale, not missing.** A window is stale for the downstream asset when the table's latest materialization of it
+  is newer than the downstream's (Dagster's storage ids are ordered): a window landed again (a backfill, a repair)
+  is computed again; one never landed upstream is never computed.
+* **in batches.** The stale windows that follow each other make one run over their partition range (the asset has
+  a single-run backfill policy and replaces exactly the windows of its range).
+* **one at a time.** While a run of the follower's job is queued or running, the tick asks for nothing: that run's
+  windows stop being stale when it ends, and what it did not take is still stale at the next tick.
+"""
+
+# No "from __future__ import annotations": Dagster inspects the schedule's context annotation at runtime.
+from collections.abc import Mapping
+
+from dagster import (
+    AssetKey,
+    AssetRecordsFilter,
+    DagsterEventType,
+    DagsterInstance,
+    DagsterRunStatus,
+    DefaultScheduleStatus,
+    RunRequest,
+    RunsFilter,
+    ScheduleEvaluationContext,
+    SkipReason,
+    schedule,
+)
+
+#: Runs that are still to end: a follower asks for no other run while one of these exists.
+IN_FLIGHT = [DagsterRunStatus.NOT_STARTED, DagsterRunStatus.QUEUED, DagsterRunStatus.STARTING,
+             DagsterRunStatus.STARTED]
+RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
+
+
+def stale_windows(upstream: Mapping[str, int], downstream: Mapping[str, int]) -> list[str]:
+    """The partition keys whose upstream materialization (storage id) is newer than the downstream's, sorted."""
+    return sorted(key for key, landed in upstream.items() if downstream.get(key, -1) < landed)
+
+
+def contiguous_ranges(keys: list[str], next_key) -> list[tuple[str, str]]:
+    """``keys`` (sorted) as (first, last) ranges of partitions that follow each other (``next_key(k)``: the
+    partition after ``k``), oldest first."""
+    ranges: list[list[str]] = []
+    for key in keys:
+        if ranges and next_key(ranges[-1][1]) == key:
+            ranges[-1][1] = key
+        else:
+            ranges.append([key, key])
+    return [(first, last) for first, last in ranges]
+
+
+def in_flight(instance: DagsterInstance, job_name: str) -> bool:
+    return bool(instance.get_run_ids(RunsFilter(job_name=job_name, statuses=IN_FLIGHT), limit=1))
+
+
+def latest_storage_id(instance: DagsterInstance, key: AssetKey) -> int | None:
+    """The storage id of the asset's latest materialization (ordered like the event log); None when it has none."""
+    records = instance.fetch_materializations(AssetRecordsFilter(asset_key=key), limit=1).records
+    return records[0].storage_id if records else None
+
+
+def follow(job, upstream: AssetKey, downstream: AssetKey, partitions_def, cron: str = "* * * * *"):
+    """The downstream job over the newest range of windows stale for it, one run at a time (see the module)."""
+
+    @schedule(name=f"{job.name}_follows", job=job, cron_schedule=cron, default_status=DefaultScheduleStatus.RUNNING,
+              description=f"Materializes {downstream.to_user_string()} over the windows of "
+                          f"{upstream.to_user_string()} landed (or landed again) since it last did, in one run.")
+    def follows(context: ScheduleEvaluationContext):
+        if in_flight(context.instance, job.name):
+            return SkipReason(f"a run of {job.name} is queued or running; the next tick takes what it leaves")
+        latest = context.instance.get_latest_storage_id_by_partition
+        stale = stale_windows(latest(upstream, DagsterEventType.ASSET_MATERIALIZATION),
+                              latest(downstream, DagsterEventType.ASSET_MATERIALIZATION))
+        if not stale:
+            return SkipReason(f"{downstream.to_user_string()} is up to date with {upstream.to_user_string()}")
+        first, last = contiguous_ranges(stale, partitions_def.get_next_partition_key)[-1]  # the newest first
+        # No run key: a failed run's windows are still stale at the next tick, and are asked for again.
+        return RunRequest(tags={RANGE_START: first, RANGE_END: last})
+
+    return follows
+
+
+def follow_changes(job, upstream: AssetKey, downstream: AssetKey, cron: str = "* * * * *"):
+    """The job of an asset that reads its upstream's change feed, after new materializations of it, one run at a
+    time: a run reads whatever changed since the last one, so one run covers every landing before it."""
+
+    @schedule(name=f"{job.name}_follows", job=job, cron_schedule=cron, default_status=DefaultScheduleStatus.RUNNING,
+              description=f"Materializes {downstream.to_user_string()} after new materializations of "
+                          f"{upstream.to_user_string()}, one run at a time.")
+    def follows(context: ScheduleEvaluationContext):
+        if in_flight(context.instance, job.name):
+            return SkipReason(f"a run of {job.name} is queued or running; the next tick takes what it leaves")
+        landed, followed = latest_storage_id(context.instance, upstream), latest_storage_id(context.instance, downstream)
+        if landed is None:
+            return SkipReason(f"{upstream.to_user_string()} has no materialization yet")
+        if followed is not None and followed > landed:
+            return SkipReason(f"{downstream.to_user_string()} has followed every landing of "
+                              f"{upstream.to_user_string()}")
+        return RunRequest()  # no run key: a failed run is asked for again at the next tick
+
+    return follows

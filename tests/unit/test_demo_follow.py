@@ -1,0 +1,93 @@
+"""The demo's downstream assets follow the table in batches, one run at a time, and again after a re-landing."""
+
+from datetime import datetime, timezone
+
+from dagster import (
+    AssetKey,
+    AssetMaterialization,
+    DagsterInstance,
+    RunRequest,
+    SkipReason,
+    TimeWindowPartitionsDefinition,
+    asset,
+    build_schedule_context,
+    define_asset_job,
+    instance_for_test,
+)
+from dagster._core.test_utils import create_run_for_test
+
+from rocketlake.demo_follow import RANGE_END, RANGE_START, contiguous_ranges, follow, follow_changes, stale_windows
+
+MINUTES = TimeWindowPartitionsDefinition(cron_schedule="* * * * *", start=datetime(2026, 11, 1, tzinfo=timezone.utc),
+                                         fmt="%Y-%m-%d-%H:%M")
+TABLE, BY_REGION, CUSTOMERS = AssetKey("orders_raw"), AssetKey("orders_raw_by_region"), AssetKey("orders_customers")
+
+
+def test_a_window_is_stale_when_landed_again_after_the_downstream_computed_it_and_never_when_not_landed():
+    upstream = {"w1": 10, "w2": 30, "w3": 40}   # w2 landed again (storage id 30) after the downstream's 20
+    downstream = {"w1": 11, "w2": 20, "w4": 50}  # w4: the downstream has it, the table does not: not the follower's
+    assert stale_windows(upstream, downstream) == ["w2", "w3"]
+    assert stale_windows({}, downstream) == []
+
+
+def test_windows_that_follow_each_other_make_one_range():
+    keys = ["2026-11-01-00:01", "2026-11-01-00:02", "2026-11-01-00:03", "2026-11-01-00:07", "2026-11-01-00:09"]
+    assert contiguous_ranges(keys, MINUTES.get_next_partition_key) == [
+        ("2026-11-01-00:01", "2026-11-01-00:03"), ("2026-11-01-00:07", "2026-11-01-00:07"),
+        ("2026-11-01-00:09", "2026-11-01-00:09")]
+    assert contiguous_ranges([], MINUTES.get_next_partition_key) == []
+
+
+def _landed(instance: DagsterInstance, key: AssetKey, *partitions: str) -> None:
+    for partition in partitions:
+        instance.report_runless_asset_event(AssetMaterialization(asset_key=key, partition=partition))
+
+
+def test_the_follower_asks_one_run_over_the_newest_stale_range_and_nothing_while_one_is_in_flight():
+    @asset(key=BY_REGION, deps=[TABLE], partitions_def=MINUTES)
+    def by_region():
+        return None
+
+    job = define_asset_job("orders_raw_by_region_job", selection=[BY_REGION])
+    follows = follow(job, TABLE, BY_REGION, MINUTES)
+    with instance_for_test() as instance:
+        def tick():
+            return follows(build_schedule_context(instance=instance))
+
+        assert isinstance(tick(), SkipReason)  # nothing landed yet
+        _landed(instance, TABLE, "2026-11-01-00:01", "2026-11-01-00:02", "2026-11-01-00:03")
+        _landed(instance, BY_REGION, "2026-11-01-00:01")
+        request = tick()
+        assert isinstance(request, RunRequest) and request.run_key is None
+        assert (request.tags[RANGE_START], request.tags[RANGE_END]) == ("2026-11-01-00:02", "2026-11-01-00:03")
+
+        run = create_run_for_test(instance, job_name=job.name)  # NOT_STARTED: queued, say
+        assert "queued or running" in tick().skip_message
+        instance.report_run_failed(run)
+
+        _landed(instance, BY_REGION, "2026-11-01-00:02", "2026-11-01-00:03")
+        assert "up to date" in tick().skip_message
+        _landed(instance, TABLE, "2026-11-01-00:01")  # landed again: the downstream computes it again
+        request = tick()
+        assert (request.tags[RANGE_START], request.tags[RANGE_END]) == ("2026-11-01-00:01", "2026-11-01-00:01")
+
+
+def test_the_change_feed_follower_runs_after_new_landings_and_again_after_a_failed_run():
+    @asset(key=CUSTOMERS, deps=[TABLE])
+    def customers():
+        return None
+
+    job = define_asset_job("orders_customers_job", selection=[CUSTOMERS])
+    follows = follow_changes(job, TABLE, CUSTOMERS)
+    with instance_for_test() as instance:
+        def tick():
+            return follows(build_schedule_context(instance=instance))
+
+        assert "no materialization" in tick().skip_message
+        _landed(instance, TABLE, "2026-11-01-00:01", "2026-11-01-00:02")
+        assert isinstance(tick(), RunRequest)
+        assert isinstance(tick(), RunRequest)  # no run key: a run that failed is asked for again
+        instance.report_runless_asset_event(AssetMaterialization(asset_key=CUSTOMERS))
+        assert "followed every landing" in tick().skip_message
+        _landed(instance, TABLE, "2026-11-01-00:03")
+        assert isinstance(tick(), RunRequest)
