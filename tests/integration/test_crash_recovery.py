@@ -139,14 +139,15 @@ class Ingestion:
     """One table and consumer group of the ``produced`` topic, run through the CLI on one instance; its lake a local
     folder, or the bucket of an S3 server (``s3``: ``LocalS3``)."""
 
-    def __init__(self, tmp_path: Path, cluster, produced, home: Path, s3=None, **extra):
+    def __init__(self, tmp_path: Path, cluster, produced, home: Path, s3=None, spark: dict | None = None, **extra):
         self.table, self.group = unique("t"), unique("g")
         self.produced, self.admin = produced, cluster.mqadmin()
         folder = tmp_path / self.table
         folder.mkdir()
         self.spec = {"topic": produced.topic, "consumer_group": self.group, "table": self.table, **extra}
         self.cluster, self.lake_root = cluster, tmp_path / "lake"
-        config = write_config(folder / "rocketlake.yaml", cluster, self.lake_root, {"orders": self.spec})
+        self.spark = spark  # None: each run starts Spark of its own; else the `spark` block (a Connect server)
+        config = write_config(folder / "rocketlake.yaml", cluster, self.lake_root, {"orders": self.spec}, spark)
         self.lake = LakeConfig(root=str(tmp_path / "lake"))
         self.events = folder / "spark_events"  # Spark's event log (on S3 only): what a history server shows
         if s3 is not None:
@@ -164,7 +165,7 @@ class Ingestion:
         """The environment of the same ingestion run by another member of its group, on the same Dagster instance:
         this deployment after its IP changed, say (the client id is ``ip@instance_name``)."""
         config = write_config(Path(self.env["ROCKETLAKE_CONFIG"]).with_name(f"{instance_name}.yaml"), self.cluster,
-                              self.lake_root, {"orders": {**self.spec, "instance_name": instance_name}})
+                              self.lake_root, {"orders": {**self.spec, "instance_name": instance_name}}, self.spark)
         return dict(self.env, ROCKETLAKE_CONFIG=str(config))
 
     def delta(self) -> DeltaTable:
@@ -249,14 +250,16 @@ def test_killed_at_each_worst_place_in_turn_is_repaired_by_the_next(tmp_path, lo
 
 
 def test_a_broadcasting_member_killed_while_writing_its_offset_store_restarts_from_a_valid_store(
-        tmp_path, local_cluster, produced, instance_home):
+        tmp_path, local_cluster, produced, instance_home, spark_connect):
     """SIGKILL between the store write's two renames (the old file moved to ``.bak``, the new one not in place):
     the store left behind is readable and one commit behind, and the re-run lands the window once and moves the
     store to the queues' ends; the brokers hold no offset of the group."""
     from rocketlake.pipelines.offset_store import LocalOffsetStore, store_path
 
     stores = tmp_path / "offsets"
-    ingestion = Ingestion(tmp_path, local_cluster, produced, instance_home, message_model="BROADCASTING",
+    # The run's process dies; its session is on the long-lived Spark server, which goes on serving.
+    ingestion = Ingestion(tmp_path, local_cluster, produced, instance_home, spark_connect.settings(),
+                          message_model="BROADCASTING",
                           client_ip="127.0.0.1", instance_name="eu9", local_offset_store_dir=str(stores))
     store = store_path(stores, "127.0.0.1@eu9", ingestion.group)
     w1, w2 = produced.windows()
@@ -290,14 +293,18 @@ def test_a_broadcasting_member_killed_while_writing_its_offset_store_restarts_fr
 
 
 def test_runs_killed_at_random_instants_never_block_the_next(tmp_path, local_cluster, produced, instance_home,
-                                                             summary_line):
-    """``TRIALS`` kills at uniformly random instants of a run, half in a table's first run, half in a later one."""
+                                                             summary_line, spark_connect):
+    """``TRIALS`` kills at uniformly random instants of a run, half in a table's first run, half in a later one. The
+    runs open their sessions on the long-lived Spark server, as on the local runtime: a run killed while the server
+    works for it must leave nothing that lands later, and the re-run starts at once, while the server may still be
+    reaping the dead run's work."""
     seed = int(os.environ.get("ROCKETLAKE_CRASH_SEED", time.time_ns() % 1_000_000))
     summary_line(f"crash trials: {TRIALS} at random instants, seed {seed} "
                  f"(replay: ROCKETLAKE_CRASH_SEED={seed} ROCKETLAKE_CRASH_TRIALS={TRIALS} make soak)")
     rng = random.Random(seed)
     w1, w2 = produced.windows()
-    calibration = Ingestion(tmp_path, local_cluster, produced, instance_home)
+    warm = spark_connect.settings()
+    calibration = Ingestion(tmp_path, local_cluster, produced, instance_home, spark=warm)
     code, output, normal_s = materialize_cli(calibration.env, calibration.table, w1)
     assert code == 0, output[-3000:]
     calibration.assert_landed_exactly_once([w1])
@@ -306,7 +313,8 @@ def test_runs_killed_at_random_instants_never_block_the_next(tmp_path, local_clu
     for trial in range(TRIALS):
         # Even trials kill a table's first-ever run (no Delta commit yet); odd ones the next window's run.
         if trial % 2 == 0:
-            ingestion, window, landed = Ingestion(tmp_path, local_cluster, produced, instance_home), w1, [w1]
+            ingestion = Ingestion(tmp_path, local_cluster, produced, instance_home, spark=warm)
+            window, landed = w1, [w1]
         else:
             window, landed = w2, [w1, w2]
         # Within the first 70% of the calibration run's time: a trial's run is often quicker than that first, cold
