@@ -258,7 +258,7 @@ def test_a_broadcasting_member_killed_while_writing_its_offset_store_restarts_fr
 
     stores = tmp_path / "offsets"
     # The run's process dies; its session is on the long-lived Spark server, which goes on serving.
-    ingestion = Ingestion(tmp_path, local_cluster, produced, instance_home, spark_connect.settings(),
+    ingestion = Ingestion(tmp_path, local_cluster, produced, instance_home, spark=spark_connect.settings(),
                           message_model="BROADCASTING",
                           client_ip="127.0.0.1", instance_name="eu9", local_offset_store_dir=str(stores))
     store = store_path(stores, "127.0.0.1@eu9", ingestion.group)

@@ -40,11 +40,11 @@ def table_rows(path: str) -> list[dict]:
     return DeltaTable(path).to_pyarrow_table().to_pylist()
 
 
-def setup(tmp_path: Path, local_cluster, produced, **extra):
+def setup(tmp_path: Path, local_cluster, produced, spark: dict | None = None, **extra):
     tmp_path.mkdir(parents=True, exist_ok=True)
     table, group = unique("t"), unique("g")
     config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake", {
-        "orders": {"topic": produced.topic, "consumer_group": group, "table": table, **extra}})
+        "orders": {"topic": produced.topic, "consumer_group": group, "table": table, **extra}}, spark)
     return definitions(config), table, group, str(tmp_path / "lake" / table)
 
 
@@ -197,8 +197,9 @@ def test_a_run_on_an_instance_whose_pool_has_no_limit_lands_nothing_until_the_po
 
 
 @pytest.mark.stack  # the public `dagster` CLI in its own process
-def test_dagster_cli_materializes_a_partition(tmp_path, local_cluster, produced):
-    _, table, group, path = setup(tmp_path, local_cluster, produced)
+def test_dagster_cli_materializes_a_partition(tmp_path, local_cluster, produced, spark_connect):
+    # The CLI's runs open their sessions on the long-lived Spark server, as on the local runtime.
+    _, table, group, path = setup(tmp_path, local_cluster, produced, spark_connect.settings())
     w1, _ = produced.windows()
     home = recommended_home(tmp_path / "dagster_home")
     env = dict(os.environ, ROCKETLAKE_CONFIG=str(tmp_path / "rocketlake.yaml"), DAGSTER_HOME=str(home))
