@@ -8,6 +8,7 @@ import time
 import pandas as pd
 import pytest
 
+import rocketlake.pipelines.listener as listener_module
 from rocketlake.pipelines.listener import (
     ConsumeOrderlyStatus,
     consume_in_order,
@@ -76,10 +77,13 @@ def test_a_call_over_consume_timeout_fails_within_a_second_and_frees_the_pool():
     pool.close()
 
 
-def test_a_worker_keeps_at_most_consume_thread_max_hung_calls_then_refuses_tasks():
+def test_a_worker_keeps_at_most_consume_thread_max_hung_calls_then_refuses_tasks(monkeypatch):
     """Issue 45: Python cannot stop a thread and Spark reuses its Python workers, so calls given up at their limit
     would pile up task after task. Once a process carries consume_thread_max of them still running, the next task's
     pool refuses to start (its worker then exits with them); the calls that end are forgotten."""
+    # A fresh worker's registry: the test process also holds calls other tests gave up on, some still ending (a CI
+    # run found one still alive here).
+    monkeypatch.setattr(listener_module, "_HUNG", [])
     release = threading.Event()
     threads: list[threading.Thread] = []
 
