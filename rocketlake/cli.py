@@ -70,6 +70,11 @@ def _spark_cluster(args: argparse.Namespace):
                                               worker_ui_ports=tuple(ui + 1 + i for i in range(args.spark_workers))))
 
 
+def _local_config(args: argparse.Namespace, default: str) -> Path:
+    """The rocketlake.yaml a `local` command reads: --config, else $ROCKETLAKE_CONFIG, else ``default``."""
+    return Path(args.config or os.environ.get("ROCKETLAKE_CONFIG") or default)
+
+
 def _local_connect_server(args: argparse.Namespace):
     """The Spark Connect server of the configuration's ``spark.remote`` when it is on this machine (the local
     runtime's runs open their sessions there), on its master and settings; on ``down`` and ``status``, the one ``up``
@@ -81,8 +86,7 @@ def _local_connect_server(args: argparse.Namespace):
     if args.action != "up":
         recorded = LocalSparkServer(state_dir / STATE_SUBDIR)
         return recorded if recorded.process.pid() is not None or args.action == "down" else None
-    source = Path(args.config or os.environ.get("ROCKETLAKE_CONFIG") or
-                  ("deploy/rocketlake.yaml" if args.stack else "rocketlake.yaml"))
+    source = _local_config(args, "deploy/rocketlake.yaml" if args.stack else "rocketlake.yaml")
     if not source.is_file():
         return None  # no configuration here (a cluster for another project): nothing asks for a server
     return server_for(load_config(source).spark, state_dir)
@@ -103,7 +107,7 @@ def _s3(args: argparse.Namespace):
 def _dagster(args: argparse.Namespace, postgres):
     from rocketlake.resources.local.dagster_stack import LocalDagster
 
-    config = Path(args.config or os.environ.get("ROCKETLAKE_CONFIG") or "deploy/rocketlake.yaml")
+    config = _local_config(args, "deploy/rocketlake.yaml")
     return LocalDagster(Path(args.state_dir).absolute() / "dagster", config, postgres, webserver_port=args.dagster_port)
 
 

@@ -53,8 +53,11 @@ def contiguous_ranges(keys: list[str], next_key) -> list[tuple[str, str]]:
     return [(first, last) for first, last in ranges]
 
 
-def in_flight(instance: DagsterInstance, job_name: str) -> bool:
-    return bool(instance.get_run_ids(RunsFilter(job_name=job_name, statuses=IN_FLIGHT), limit=1))
+def busy(instance: DagsterInstance, job_name: str) -> SkipReason | None:
+    """Why a follower asks for nothing now: a run of its job is queued or running; None when none is."""
+    if instance.get_run_ids(RunsFilter(job_name=job_name, statuses=IN_FLIGHT), limit=1):
+        return SkipReason(f"a run of {job_name} is queued or running; the next tick takes what it leaves")
+    return None
 
 
 def latest_storage_id(instance: DagsterInstance, key: AssetKey) -> int | None:
@@ -70,8 +73,8 @@ def follow(job, upstream: AssetKey, downstream: AssetKey, partitions_def, cron: 
               description=f"Materializes {downstream.to_user_string()} over the windows of "
                           f"{upstream.to_user_string()} landed (or landed again) since it last did, in one run.")
     def follows(context: ScheduleEvaluationContext):
-        if in_flight(context.instance, job.name):
-            return SkipReason(f"a run of {job.name} is queued or running; the next tick takes what it leaves")
+        if wait := busy(context.instance, job.name):
+            return wait
         latest = context.instance.get_latest_storage_id_by_partition
         stale = stale_windows(latest(upstream, DagsterEventType.ASSET_MATERIALIZATION),
                               latest(downstream, DagsterEventType.ASSET_MATERIALIZATION))
@@ -92,8 +95,8 @@ def follow_changes(job, upstream: AssetKey, downstream: AssetKey, cron: str = "*
               description=f"Materializes {downstream.to_user_string()} after new materializations of "
                           f"{upstream.to_user_string()}, one run at a time.")
     def follows(context: ScheduleEvaluationContext):
-        if in_flight(context.instance, job.name):
-            return SkipReason(f"a run of {job.name} is queued or running; the next tick takes what it leaves")
+        if wait := busy(context.instance, job.name):
+            return wait
         landed, followed = latest_storage_id(context.instance, upstream), latest_storage_id(context.instance, downstream)
         if landed is None:
             return SkipReason(f"{upstream.to_user_string()} has no materialization yet")

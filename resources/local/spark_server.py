@@ -22,7 +22,11 @@ from rocketlake.resources.local.process import (
     stop_all,
     wait_for,
 )
-from rocketlake.resources.spark import CONNECT_DEFAULT_PORT, connect_endpoint, connect_server_command
+from rocketlake.resources.spark import (
+    CONNECT_DEFAULT_PORT,
+    connect_endpoint,
+    connect_server_command,
+)
 
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 180.0
@@ -55,7 +59,8 @@ class LocalSparkServer:
         if self.process.pid() is None:
             if port_in_use(self.port):
                 raise LocalClusterError(f"cannot start the Spark Connect server: port {self.port} on {LOOPBACK} is in "
-                                        "use; stop that process or choose another port")
+                                        "use; stop that process, or give spark.remote in rocketlake.yaml another port "
+                                        f"(sc://{LOOPBACK}:<port>)")
             cmd, env = connect_server_command(self.url, self.master, dict(self.conf))
             self.process.start(cmd, env)
         wait_for(lambda: accepts_connections(self.port), time.monotonic() + timeout, [self.process],
