@@ -82,14 +82,23 @@ def _sql_path(path: str) -> str:
 
 def is_delta_table(spark: SparkSession, path: str) -> bool:
     if _on_connect(spark):
+        import logging
+
         from pyspark.errors import AnalysisException
 
+        # The Connect client logs every error answer at ERROR, stack and all, before raising it (the demo printed
+        # one); a table not created yet is the expected answer of a first run, not an error to show a person.
+        client_log = logging.getLogger("pyspark.sql.connect.logging")
+        level = client_log.level
+        client_log.setLevel(logging.CRITICAL)
         try:
             return spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").collect()[0]["format"] == "delta"
         except AnalysisException as e:
             if e.getCondition() == "DELTA_MISSING_DELTA_TABLE":
                 return False
             raise
+        finally:
+            client_log.setLevel(level)
     from delta.tables import DeltaTable
 
     return DeltaTable.isDeltaTable(spark, path)
