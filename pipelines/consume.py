@@ -17,11 +17,11 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructType
 
 from rocketlake.pipelines.body import BodySchemaError, configured_schema, decode_body
 from rocketlake.pipelines.config import BodyConfig, IngestionConfig
-from rocketlake.pipelines.evolution import ddl
+from rocketlake.pipelines.evolution import ddl, type_ddl
 from rocketlake.resources.rocketmq.message import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
 ERROR = "_rl_error"
@@ -130,8 +130,28 @@ def listen(df: DataFrame, cfg: IngestionConfig) -> DataFrame:
             raise BodySchemaError(f"listener {cfg.listener} declares columns {clashes} the table already has; "
                                   "return them in its DataFrame to replace their values instead")
         schema = StructType(schema.fields + added.fields)
-    return df.mapInArrow(_listening(cfg.listener, cfg.consume_message_batch_max_size, cfg.consume_thread_min,
-                                    cfg.consume_thread_max, cfg.consume_timeout_seconds, added), schema)
+    return plain_strings(df.mapInArrow(_listening(cfg.listener, cfg.consume_message_batch_max_size,
+                                                  cfg.consume_thread_min, cfg.consume_thread_max,
+                                                  cfg.consume_timeout_seconds, added), schema))
+
+
+def _has_string(kind: DataType) -> bool:
+    if isinstance(kind, StructType):
+        return any(_has_string(f.dataType) for f in kind.fields)
+    if isinstance(kind, ArrayType):
+        return _has_string(kind.elementType)
+    if isinstance(kind, MapType):
+        return _has_string(kind.keyType) or _has_string(kind.valueType)
+    return isinstance(kind, StringType)
+
+
+def plain_strings(df: DataFrame) -> DataFrame:
+    """``df`` with its strings of the default kind. A schema handed to ``mapInArrow`` on Spark Connect goes back to
+    the server with every string's collation spelled out (UTF8_BINARY), and Delta records those columns as
+    ``string collate UTF8_BINARY``, a type delta-rs (the sensors' and the CLI's reader) refuses to read. A cast to
+    the type's DDL, which the server parses, gives the plain string back; on a classic session it changes nothing."""
+    return df.select(*[F.col(f"`{f.name}`").cast(type_ddl(f.dataType)).alias(f.name) if _has_string(f.dataType)
+                       else F.col(f"`{f.name}`") for f in df.schema.fields])
 
 
 def _listening(path: str, batch_max: int, threads_min: int, threads_max: int, timeout_s: float,
@@ -245,8 +265,10 @@ def listen_orderly(df: DataFrame, cfg: IngestionConfig, prior: dict[str, tuple[i
     ordered = (df.repartition(max(1, queue_count), "topic", "broker_name", "queue_id")
                .sortWithinPartitions("topic", "broker_name", "queue_id", "queue_offset"))
     schema = StructType(df.schema.fields + StructType.fromDDL(f"{HELD} BOOLEAN").fields)
-    return ordered.mapInArrow(_in_order(cfg.listener, cfg.consume_message_batch_max_size, cfg.consume_timeout_seconds,
-                                        prior, cfg.effective_max_reconsume_times, cfg.consume_thread_max), schema)
+    return plain_strings(ordered.mapInArrow(_in_order(cfg.listener, cfg.consume_message_batch_max_size,
+                                                      cfg.consume_timeout_seconds, prior,
+                                                      cfg.effective_max_reconsume_times, cfg.consume_thread_max),
+                                            schema))
 
 
 def _in_order(path: str | None, batch_max: int, timeout_s: float, prior: dict[str, tuple[int, int]],

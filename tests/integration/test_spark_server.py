@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.stack
+ROOT = Path(__file__).resolve().parents[2]
 
 #: A client writing a Delta table through a Python function that takes a second a row and records each row in a
 #: heartbeat file: the test sees the server's work going on, and stopping.
@@ -71,3 +72,36 @@ def test_a_client_killed_mid_write_has_its_work_stopped_by_the_server_and_nothin
     assert versions(table) == ["00000000000000000000.json"], (
         f"the dead client's write committed after its death: {versions(table)}")
     assert rows < 60 and stopped_after < 30, (rows, stopped_after)
+
+
+#: A client passing rows through the listener's mapInArrow (the rows are not matched, so no listener call is
+#: made) and writing them to a Delta table, as a run with a listener does on the server.
+LISTENED_WRITER = """
+import sys, types
+from pyspark.sql import SparkSession
+from rocketlake.pipelines.consume import listen
+
+url, table = sys.argv[1:3]
+spark = SparkSession.builder.remote(url).getOrCreate()
+cfg = types.SimpleNamespace(listener="tests.unit.listeners:fail_poison", consume_message_batch_max_size=1,
+                            consume_thread_min=1, consume_thread_max=2, consume_timeout_seconds=60.0)
+df = spark.createDataFrame([("orders", "TagA", False, None, False)],
+                           "topic STRING, tags STRING, matched BOOLEAN, _rl_error STRING, _rl_duplicate BOOLEAN")
+listen(df, cfg).write.format("delta").save(table)
+"""
+
+
+def test_a_table_landed_through_a_listener_on_the_server_is_readable_by_delta_rs(tmp_path, spark_connect):
+    """On Spark Connect a DataFrame's schema comes back with each string's collation spelled out; handed back as
+    the listener's output schema, the server wrote it into the table as ``string collate UTF8_BINARY``, a type
+    delta-rs (the sensors' and the CLI's reader) refuses: every rebalance sensor tick failed on the chaos soak."""
+    from deltalake import DeltaTable
+
+    table = tmp_path / "table"
+    done = subprocess.run([sys.executable, "-c", LISTENED_WRITER, spark_connect.url, str(table)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    schema = (table / "_delta_log" / "00000000000000000000.json").read_text()
+    assert "collate" not in schema, schema[:2000]
+    assert DeltaTable(str(table)).to_pyarrow_table().to_pylist() == [
+        {"topic": "orders", "tags": "TagA", "matched": False, "_rl_error": None, "_rl_duplicate": False}]
