@@ -128,12 +128,15 @@ class ListenerHung(RuntimeError):
     """A Python worker already carries as many abandoned, still-running listener calls as it may."""
 
 
-def hung_in_worker(error: BaseException) -> ListenerHung | None:
-    """The ``ListenerHung`` a Spark task raised in its Python worker, out of the error Spark reports for the job."""
+def error_in_worker(error: BaseException) -> ListenerHung | ListenerError | None:
+    """The ``ListenerHung`` or ``ListenerError`` a Spark task raised in its Python worker, out of the error Spark
+    reports for the job (a listener the driver imports but a Spark Connect server's workers cannot, for one)."""
     import re
 
-    found = re.search(r"ListenerHung: ([^\n]+)", str(error))
-    return ListenerHung(found.group(1)) if found else None
+    found = re.search(r"(ListenerHung|ListenerError): ([^\n]+)", str(error))
+    if found is None:
+        return None
+    return (ListenerHung if found.group(1) == "ListenerHung" else ListenerError)(found.group(2))
 
 
 #: this process's listener calls given up at their limit whose threads still run (across pools, tasks and runs)

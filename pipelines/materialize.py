@@ -54,7 +54,7 @@ from rocketlake.pipelines.body import configured_schema
 from rocketlake.pipelines.evolution import evolve
 from rocketlake.pipelines.failures import DEAD_LETTERED, FAILED, SENT_BACK, FailedContent, FailedMessage
 from rocketlake.pipelines.ingest import Landing, Log, WindowAccounting
-from rocketlake.pipelines.listener import hung_in_worker
+from rocketlake.pipelines.listener import error_in_worker
 from rocketlake.pipelines.ledger import LedgerEntry, Suspension, WindowEntry
 from rocketlake.pipelines.ledger_log import read_ledger
 from rocketlake.pipelines.storage import LOG_STORE_S3A, several_writers_refusal
@@ -105,10 +105,10 @@ class SparkLake:
                 return land_entry(self.spark, self.source_options, self.cfg, self.table_path, entry, queue_count, log,
                                   self.failures_path, self.last_errors_from)
             except Exception as e:
-                hung = hung_in_worker(e)  # the worker's sentence, not Spark's stack of the job
-                if hung is None:
+                said = error_in_worker(e)  # the worker's sentence, not Spark's stack of the job
+                if said is None:
                     raise
-                raise hung from None
+                raise said from None
 
     def record_verdict(self, verdict: LedgerEntry) -> None:
         # Not under the deadline: by now the landing and its send-back are done, and refusing this one small commit

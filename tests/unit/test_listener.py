@@ -19,7 +19,7 @@ from rocketlake.pipelines.listener import (
     ListenerHung,
     consume_rows,
     hung_calls,
-    hung_in_worker,
+    error_in_worker,
     judge_batch,
     judge_frame,
     load_listener,
@@ -113,8 +113,24 @@ def test_a_worker_keeps_at_most_consume_thread_max_hung_calls_then_refuses_tasks
 def test_a_hung_worker_is_reported_in_its_own_words():
     spark_error = RuntimeError("Job aborted... File \"worker.py\", line 9\nrocketlake.pipelines.listener.ListenerHung: "
                                "2 listener call(s) given up at consume_timeout (6s) still run\n\tat org.apache")
-    assert str(hung_in_worker(spark_error)) == "2 listener call(s) given up at consume_timeout (6s) still run"
-    assert hung_in_worker(RuntimeError("Job aborted: something else")) is None
+    assert str(error_in_worker(spark_error)) == "2 listener call(s) given up at consume_timeout (6s) still run"
+    assert error_in_worker(RuntimeError("Job aborted: something else")) is None
+
+
+def test_a_listener_a_spark_connect_servers_workers_cannot_import_is_a_listener_error_in_their_words():
+    # As a daemon's run on the warm path reported it: the code location imports the listener, the server's Python
+    # workers (another environment) cannot; Spark wraps the worker's error in the job's stack.
+    spark_error = RuntimeError(
+        "[PYTHON_EXCEPTION] ... File \"/x/pipelines/listener.py\", line 98, in load_listener\n    raise ListenerError("
+        "f\"listener ...\n"
+        "rocketlake.pipelines.listener.ListenerError: listener 'tests.unit.listeners:fail_by_tag' cannot be loaded "
+        "(ModuleNotFoundError: No module named 'tests'); it must be importable by the Dagster code location and by "
+        "Spark's Python workers\n\tat org.apache.spark.api.python")
+    found = error_in_worker(spark_error)
+    assert isinstance(found, ListenerError)
+    assert str(found) == ("listener 'tests.unit.listeners:fail_by_tag' cannot be loaded (ModuleNotFoundError: No "
+                          "module named 'tests'); it must be importable by the Dagster code location and by Spark's "
+                          "Python workers")
 
 
 def test_at_most_max_threads_calls_run_at_once():
