@@ -33,8 +33,11 @@ from rocketlake.assets.dagster_private import cron_string_iterator
 from rocketlake.assets.ingestion import CATCH_UP_TAG, QUEUES_TAG
 from rocketlake.assets.run_guard import ON_ITS_WAY
 from rocketlake.assets.partitions import (
+    RANGE_END,
+    RANGE_START,
     last_closed_windows,
     materialized_among,
+    run_windows,
     window_end,
     window_key,
     window_start,
@@ -48,7 +51,6 @@ CAUGHT_UP_CHECK = "caught_up"
 MOST_WINDOWS = 60
 #: A catch-up whose run failed (nothing moved) is asked again after this long, not at every tick.
 RETRY_EVERY_S = 600
-RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 
 
 @dataclass(frozen=True)
@@ -115,11 +117,11 @@ def windows_through(partitions, first: str, last: str, most: int) -> list[str]:
     return keys
 
 
-def pending_windows(instance, table: str, job_name: str) -> tuple[bool, set[str]]:
+def pending_windows(instance, table: str, job_name: str, partitions) -> tuple[bool, set[str]]:
     """Whether a catch-up of ``table`` is queued or running, and the windows its schedule's runs are landing."""
     runs = instance.get_runs(RunsFilter(statuses=ON_ITS_WAY, tags={CATCH_UP_TAG: table}), limit=1)
     scheduled = instance.get_runs(RunsFilter(job_name=job_name, statuses=ON_ITS_WAY))
-    return bool(runs), {run.tags.get("dagster/partition") for run in scheduled}
+    return bool(runs), set().union(*(run_windows(partitions, run.tags) for run in scheduled))
 
 
 def catch_up_request(cfg: IngestionConfig, asset_key, job_name: str, partitions, found: Behind, instance,
@@ -128,7 +130,7 @@ def catch_up_request(cfg: IngestionConfig, asset_key, job_name: str, partitions,
     if not found.trailing:
         return None
     table = asset_key.to_user_string()
-    catching_up, scheduled = pending_windows(instance, table, job_name)
+    catching_up, scheduled = pending_windows(instance, table, job_name, partitions)
     if catching_up:
         log.info(f"{table}: a catch-up run is queued or running; not asking for another")
         return None

@@ -107,6 +107,37 @@ def windows_from(partitions: TimeWindowPartitionsDefinition, first: str, now: da
     return keys
 
 
+#: Dagster's tags of a run over a range of partitions (one run, several windows)
+RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
+
+
+def run_windows(partitions: TimeWindowPartitionsDefinition, tags: dict[str, str]) -> set[str]:
+    """The windows a run lands, from its tags: its partition, or every window of its range."""
+    if "dagster/partition" in tags:
+        return {tags["dagster/partition"]}
+    first, last = tags.get(RANGE_START), tags.get(RANGE_END)
+    if first is None or last is None:
+        return set()
+    from dagster import PartitionKeyRange
+
+    try:
+        return set(partitions.get_partition_keys_in_range(PartitionKeyRange(first, last)))
+    except Exception:  # noqa: BLE001 - a range of another definition (the window changed since): none of ours
+        return set()
+
+
+def contiguous_ranges(keys: list[str], next_key) -> list[tuple[str, str]]:
+    """``keys`` (sorted) as (first, last) ranges of partitions that follow each other (``next_key(k)``: the
+    partition after ``k``), oldest first."""
+    ranges: list[list[str]] = []
+    for key in keys:
+        if ranges and next_key(ranges[-1][1]) == key:
+            ranges[-1][1] = key
+        else:
+            ranges.append([key, key])
+    return [(first, last) for first, last in ranges]
+
+
 def materialized_among(instance, asset_key: AssetKey, keys: Sequence[str]) -> set[str]:
     """Which of ``keys`` (a few recent windows) the asset has materialized.
 

@@ -7,6 +7,11 @@ slot, or outlasts a tick, would be asked for again at every tick.) A short outag
 (``CATCH_UP`` windows back) without flooding a new deployment with every window since ``window.start``;
 a window whose run failed is asked for again while it is among those.
 
+Windows that follow each other are asked for in one run (its partition range), and a tick that finds two runs of
+the job on their way (one landing, one waiting for the group's pool) asks for nothing (``MOST_ON_ITS_WAY``): on a
+machine where a run outlasts its window, the next run takes every window closed meanwhile, so the pipeline keeps
+up instead of queueing a run per window for ever (seen on 2 cores under load: 8 runs queued and growing).
+
 A minute's tick cannot fall on a window's close when the grace is not a whole number of minutes: with a 2 s
 grace the window would wait 58 s for the next tick. So a tick also asks for the window that closes before the
 next tick (``LEAD``), tagged with its close (``CLOSES_AT_TAG``); its run waits for that close before it plans
@@ -25,6 +30,7 @@ from dagster import (
     RunsFilter,
     ScheduleDefinition,
     ScheduleEvaluationContext,
+    SkipReason,
     define_asset_job,
     schedule,
 )
@@ -32,11 +38,23 @@ from dagster import (
 from rocketlake.assets.ingestion import CLOSES_AT_TAG, LEAD_SECONDS
 from rocketlake.assets.lag import LAG_CHECKS
 from rocketlake.assets.run_guard import ON_ITS_WAY, rocketlake_executor
-from rocketlake.assets.partitions import last_closed_windows, materialized_among, window_end, window_partitions
+from rocketlake.assets.partitions import (
+    RANGE_END,
+    RANGE_START,
+    contiguous_ranges,
+    last_closed_windows,
+    materialized_among,
+    run_windows,
+    window_end,
+    window_partitions,
+)
 from rocketlake.pipelines.config import IngestionConfig
 from rocketlake.assets.translator import IngestionAssets
 
 CATCH_UP = 3
+#: Runs of the job on their way (queued, starting, running) past which a tick asks for nothing: one landing and
+#: one waiting keep the group's pool busy, and the next run takes every window closed meanwhile.
+MOST_ON_ITS_WAY = 2
 LEAD = timedelta(seconds=LEAD_SECONDS)
 
 
@@ -57,11 +75,20 @@ def build_window_schedule(cfg: IngestionConfig, assets: IngestionAssets, running
     def windows(context: ScheduleEvaluationContext):
         closed = last_closed_windows(partitions, context.scheduled_execution_time, cfg.window.grace_seconds,
                                      CATCH_UP)
+        on_its_way = context.instance.get_runs(RunsFilter(job_name=job.name, statuses=ON_ITS_WAY))
+        if len(on_its_way) >= MOST_ON_ITS_WAY:
+            # Behind: runs take longer than a window. What closes meanwhile waits for a later tick, where one run
+            # takes every window left, instead of a run per window queueing up for ever.
+            return SkipReason(f"{len(on_its_way)} runs of {job.name} are on their way; the windows closed meanwhile "
+                              "are asked for together once one of them ends")
         materialized = materialized_among(context.instance, assets.table_key, closed)
-        pending = {run.tags.get("dagster/partition")
-                   for run in context.instance.get_runs(RunsFilter(job_name=job.name, statuses=ON_ITS_WAY))}
-        # The last CATCH_UP closed windows, oldest first, that no run landed or is landing.
-        requests = [RunRequest(run_key=key, partition_key=key) for key in closed if key not in materialized | pending]
+        pending = set().union(*(run_windows(partitions, run.tags) for run in on_its_way))
+        # The last CATCH_UP closed windows that no run landed or is landing, oldest first: one run per window,
+        # or one run over several that follow each other (after an outage, or while runs outlast windows).
+        missing = [key for key in closed if key not in materialized | pending]
+        requests = [RunRequest(run_key=first, partition_key=first) if first == last else
+                    RunRequest(run_key=f"{first}...{last}", tags={RANGE_START: first, RANGE_END: last})
+                    for first, last in contiguous_ranges(missing, partitions.get_next_partition_key)]
         soon = closing_soon(partitions, context.scheduled_execution_time, cfg.window.grace_seconds)
         if soon is not None and soon[0] not in pending:
             key, closes_at = soon

@@ -30,27 +30,16 @@ from dagster import (
     schedule,
 )
 
+from rocketlake.assets.partitions import RANGE_END, RANGE_START, contiguous_ranges
+
 #: Runs that are still to end: a follower asks for no other run while one of these exists.
 IN_FLIGHT = [DagsterRunStatus.NOT_STARTED, DagsterRunStatus.QUEUED, DagsterRunStatus.STARTING,
              DagsterRunStatus.STARTED]
-RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 
 
 def stale_windows(upstream: Mapping[str, int], downstream: Mapping[str, int]) -> list[str]:
     """The partition keys whose upstream materialization (storage id) is newer than the downstream's, sorted."""
     return sorted(key for key, landed in upstream.items() if downstream.get(key, -1) < landed)
-
-
-def contiguous_ranges(keys: list[str], next_key) -> list[tuple[str, str]]:
-    """``keys`` (sorted) as (first, last) ranges of partitions that follow each other (``next_key(k)``: the
-    partition after ``k``), oldest first."""
-    ranges: list[list[str]] = []
-    for key in keys:
-        if ranges and next_key(ranges[-1][1]) == key:
-            ranges[-1][1] = key
-        else:
-            ranges.append([key, key])
-    return [(first, last) for first, last in ranges]
 
 
 def busy(instance: DagsterInstance, job_name: str) -> SkipReason | None:

@@ -4,7 +4,7 @@ from datetime import datetime, timedelta, timezone
 
 from dagster import build_schedule_context, instance_for_test
 
-from rocketlake.assets.partitions import last_closed_windows, window_partitions
+from rocketlake.assets.partitions import RANGE_END, RANGE_START, last_closed_windows, window_partitions
 from rocketlake.assets.schedules import CATCH_UP, build_window_schedule
 from rocketlake.assets.translator import translate
 from rocketlake.pipelines.config import parse_config
@@ -27,6 +27,13 @@ def schedule_of(grace: int = 60):
     return build_window_schedule(config_.ingestions["orders"], translate(config_)["orders"])
 
 
+def windows_of(request) -> tuple[str, str]:
+    """(first, last) window of a run request: its partition, or its range."""
+    if request.partition_key is not None:
+        return request.partition_key, request.partition_key
+    return request.tags[RANGE_START], request.tags[RANGE_END]
+
+
 def test_only_windows_closed_with_grace_are_due():
     parts = window_partitions(ingestion().window)
     now = START + timedelta(hours=5, seconds=59)  # 05:00 window ended 59 s ago: still in its 60 s grace
@@ -46,17 +53,43 @@ def test_catch_up_is_bounded_and_skips_materialized_windows():
             asset_key=translate(config_)["orders"].table_key, partition="2026-11-03-23:00"))
         context = build_schedule_context(instance=instance, scheduled_execution_time=START + timedelta(days=3, minutes=5))
         requests = schedule(context)
-    assert [r.partition_key for r in requests] == ["2026-11-03-21:00", "2026-11-03-22:00"]
+    # The two windows left, which follow each other: one run lands both.
+    assert [windows_of(r) for r in requests] == [("2026-11-03-21:00", "2026-11-03-22:00")]
 
 
-def test_schedule_emits_run_requests_keyed_by_partition():
+def test_schedule_emits_run_requests_keyed_by_partition_or_by_range():
     schedule = schedule_of()
     with instance_for_test() as instance:
         context = build_schedule_context(instance=instance,
+                                         scheduled_execution_time=START + timedelta(hours=1, minutes=2))
+        (single,) = schedule(context)
+        context = build_schedule_context(instance=instance,
                                          scheduled_execution_time=START + timedelta(hours=2, minutes=2))
-        requests = schedule(context)
-    assert [(r.run_key, r.partition_key) for r in requests] == [
-        ("2026-11-01-00:00", "2026-11-01-00:00"), ("2026-11-01-01:00", "2026-11-01-01:00")]
+        (both,) = schedule(context)
+    assert (single.run_key, single.partition_key) == ("2026-11-01-00:00", "2026-11-01-00:00")
+    assert (both.run_key, windows_of(both)) == ("2026-11-01-00:00...2026-11-01-01:00",
+                                                ("2026-11-01-00:00", "2026-11-01-01:00"))
+
+
+def test_behind_a_tick_asks_for_nothing_then_one_run_takes_every_window_closed_meanwhile():
+    """Runs that outlast their windows (a slow machine, a backlog) must not queue a run per window for ever: with a
+    run landing and one waiting, a tick asks for nothing; once one ends, one run takes the windows left."""
+    from dagster import DagsterRunStatus
+    from dagster._core.test_utils import create_run_for_test
+
+    schedule = schedule_of()
+    job = "orders_raw_job"
+    tick = START + timedelta(hours=5, minutes=2)  # windows 02:00, 03:00, 04:00 are the last three closed
+    with instance_for_test() as instance:
+        create_run_for_test(instance, job_name=job, status=DagsterRunStatus.STARTED,
+                            tags={"dagster/partition": "2026-11-01-01:00"})
+        waiting = create_run_for_test(instance, job_name=job, status=DagsterRunStatus.STARTING,
+                                      tags={"dagster/partition": "2026-11-01-02:00"})
+        skipped = schedule(build_schedule_context(instance=instance, scheduled_execution_time=tick))
+        assert "2 runs of orders_raw_job are on their way" in skipped.skip_message
+        instance.report_run_failed(waiting)  # one ends (a failure, here): its window is left too
+        (request,) = schedule(build_schedule_context(instance=instance, scheduled_execution_time=tick))
+    assert windows_of(request) == ("2026-11-01-02:00", "2026-11-01-04:00")
 
 
 def test_a_window_with_a_run_queued_or_in_progress_is_not_asked_for_again():
@@ -99,13 +132,13 @@ def test_a_window_closing_before_the_next_tick_is_asked_for_ahead_with_its_close
         create_run_for_test(instance, job_name="orders_raw_job", status=DagsterRunStatus.STARTED,
                             tags={"dagster/partition": "2026-11-01-01:00"})
         later = schedule(build_schedule_context(instance=instance, scheduled_execution_time=tick + timedelta(minutes=1)))
-        assert [r.partition_key for r in later] == ["2026-11-01-00:00"]
+        assert [windows_of(r) for r in later] == [("2026-11-01-00:00", "2026-11-01-00:00")]
     # A grace of whole minutes: the close falls on a tick, nothing is asked for ahead.
     with instance_for_test() as instance:
         on_tick = schedule_of(grace=60)(build_schedule_context(
             instance=instance, scheduled_execution_time=tick + timedelta(minutes=1)))
-    assert [(r.partition_key, r.tags.get(CLOSES_AT_TAG)) for r in on_tick] == [
-        ("2026-11-01-00:00", None), ("2026-11-01-01:00", None)]
+    assert [(windows_of(r), r.tags.get(CLOSES_AT_TAG)) for r in on_tick] == [
+        (("2026-11-01-00:00", "2026-11-01-01:00"), None)]
 
 
 def test_a_run_asked_for_ahead_waits_for_the_close_and_never_longer_than_the_lead():
