@@ -124,6 +124,16 @@ def pending_windows(instance, table: str, job_name: str, partitions) -> tuple[bo
     return bool(runs), set().union(*(run_windows(partitions, run.tags) for run in scheduled))
 
 
+def windows_on_their_way(instance, asset_key, job_name: str, partitions) -> set[str]:
+    """The windows of ``asset_key`` that a queued, starting or running run lands: its schedule's (``job_name``) and
+    the sensors' (which select the asset)."""
+    found: set[str] = set()
+    for run in instance.get_runs(RunsFilter(statuses=ON_ITS_WAY)):
+        if run.job_name == job_name or asset_key in (run.asset_selection or ()):
+            found |= run_windows(partitions, run.tags)
+    return found
+
+
 def catch_up_request(cfg: IngestionConfig, asset_key, job_name: str, partitions, found: Behind, instance,
                      now: datetime, log) -> RunRequest | None:
     """One run of the windows the trailing queues trail by, or None (nothing trails, or a run of them is queued)."""

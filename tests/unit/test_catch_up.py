@@ -146,3 +146,27 @@ def test_a_window_whose_scheduled_run_is_on_its_way_is_left_to_it_and_a_long_hol
         request, _ = ask(instance, [progress(A, 5, 0.5)], now)
         assert request.tags[RANGE_END] == "2026-11-01-02:00"  # up to the window the schedule's run lands
         assert ask(instance, [progress(A, 5, 3.5)], now)[0] is None
+
+
+def test_the_windows_on_their_way_are_the_schedules_and_the_sensors_runs_of_the_table_by_partition_or_range():
+    """What the rebalance sensor leaves alone: on the chaos soak it asked, tick after tick, for another run of a
+    window whose earlier runs were still queued behind the group's pool (four runs of one window at once)."""
+    from dagster import AssetKey
+
+    from rocketlake.assets.catch_up import windows_on_their_way
+
+    cfg = config()
+    assets = translate(cfg)["orders"]
+    partitions = window_partitions(cfg.ingestions["orders"].window)
+    with instance_for_test() as instance:
+        create_run_for_test(instance, job_name=assets.job_name, status=DagsterRunStatus.STARTED,
+                            tags={"dagster/partition": "2026-11-01-01:00"})
+        create_run_for_test(instance, job_name="__ASSET_JOB", status=DagsterRunStatus.STARTING,
+                            asset_selection={assets.table_key},
+                            tags={RANGE_START: "2026-11-01-03:00", RANGE_END: "2026-11-01-04:00"})
+        create_run_for_test(instance, job_name="__ASSET_JOB", status=DagsterRunStatus.STARTED,
+                            asset_selection={AssetKey("another_table")}, tags={"dagster/partition": "2026-11-01-05:00"})
+        create_run_for_test(instance, job_name=assets.job_name, status=DagsterRunStatus.FAILURE,
+                            tags={"dagster/partition": "2026-11-01-06:00"})
+        found = windows_on_their_way(instance, assets.table_key, assets.job_name, partitions)
+    assert found == {"2026-11-01-01:00", "2026-11-01-03:00", "2026-11-01-04:00"}
