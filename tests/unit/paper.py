@@ -6,6 +6,7 @@ drives ``pipelines.run.run`` as the Dagster asset does. Shared by the run's unit
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from rocketlake.pipelines.ingest import Landing, WindowAccounting
@@ -97,6 +98,23 @@ class LakeOnPaper:
 
     def writers_refusal(self, members):
         return None
+
+
+@dataclass
+class RacedLake:
+    """The shared lake, where another member's whole run lands between this run's read of the ledger and its
+    own landing (``race``, once)."""
+
+    lake: LakeOnPaper
+    race: Callable[[], object]
+
+    def __getattr__(self, name):
+        return getattr(self.lake, name)
+
+    def land(self, entry, queue_count, log):
+        race, self.race = self.race, lambda: None
+        race()
+        return self.lake.land(entry, queue_count, log)
 
 
 def minutes(*counts: int) -> list[int]:

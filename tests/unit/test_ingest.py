@@ -9,7 +9,6 @@ brokers, Spark and Delta are in tests/integration/test_engine_runs.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import pytest
@@ -28,7 +27,7 @@ from rocketlake.pipelines.ledger import (
 from rocketlake.pipelines.run import Alone, Committed, RunRequest, Unbalanced, run
 from rocketlake.pipelines.windows import MessagesDeleted
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
-from tests.unit.paper import MIN, A, B, LakeOnPaper, QueuesOnPaper, config, minutes, one_run, window
+from tests.unit.paper import MIN, A, B, LakeOnPaper, QueuesOnPaper, RacedLake, config, minutes, one_run, window
 from tests.unit.support import Lines, Recorded
 
 
@@ -313,23 +312,6 @@ def test_a_reset_moves_offsets_forward_only():
     assert plan.moves == [OffsetMove(A, 5, 8), OffsetMove(B, None, 3)]
     assert plan.backward == [OffsetMove(c, 9, 4)] and plan.unchanged == []
     assert plan_reset({A: 5}, {A: 5}).unchanged == [A]
-
-
-@dataclass
-class RacedLake:
-    """The shared lake, where another member's whole run lands between this run's read of the ledger and its
-    own landing (``race``, once)."""
-
-    lake: LakeOnPaper
-    race: Callable[[], object]
-
-    def __getattr__(self, name):
-        return getattr(self.lake, name)
-
-    def land(self, entry, queue_count, log):
-        race, self.race = self.race, lambda: None
-        race()
-        return self.lake.land(entry, queue_count, log)
 
 
 class Died(Exception):
