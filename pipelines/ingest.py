@@ -40,6 +40,8 @@ from rocketlake.pipelines.ledger import (
 )
 from rocketlake.pipelines.offsets import OffsetMove, initial_position, moves_from_ledger
 from rocketlake.pipelines.orderly import OutOfOrder, out_of_order
+from rocketlake.pipelines.tails import LedgerAheadOfBroker  # noqa: F401 - prepare raises it; callers catch it here
+from rocketlake.pipelines.tails import ReplacedTail, ahead_of_broker, cut_at, replaced_tails
 from rocketlake.pipelines.windows import MessagesDeleted, StoreTimeReader, Window, iso, window_ranges
 from rocketlake.resources.rocketmq.message import retry_topic
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
@@ -195,6 +197,7 @@ class Prepared:
     suspended: dict[MessageQueue, Suspension] = field(default_factory=dict)  # orderly queues stopped at a message
     landed: dict[MessageQueue, tuple[tuple[int, int], ...]] = field(default_factory=dict)  # trusted spans, merged
     bounds: Bounds = field(default_factory=dict)  # window boundaries recorded by earlier plans (``ledger``)
+    replaced: tuple[ReplacedTail, ...] = ()  # queues a promoted replica holds only part of (``tails``), re-anchored
 
 
 def _keys(entries: list[LedgerEntry]) -> set[str]:
@@ -242,7 +245,8 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
     ``taken``: the queues this member takes (default: every queue of the subscription). Offsets move
     only on those; what is at stake is judged on every queue of the group, so that this member's entry
     carries what other members still need too. ``silent``: brokers that do not answer; their queues are
-    neither read nor committed, and every entry on them stays at stake (their offsets are unknown).
+    neither read nor committed, and every entry on them stays at stake (their offsets are unknown). A queue whose
+    tail a promoted replica replaced is re-anchored first (``tails``): ``replaced`` says which, for the run's log.
     """
     group = cfg.consumer_group
     version = lake.table_version()
@@ -253,6 +257,23 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
     queues = [mq for mq in queues if mq.broker_name not in silent]
     committed_all = {mq: None if mq.broker_name in silent else broker.committed_offset(mq) for mq in every}
     committed = {mq: committed_all[mq] for mq in queues}
+    # Before any offset moves: a queue whose tail a promoted replica replaced is re-anchored where its old messages
+    # end, and the run forgets the ledger's tail above that, so that neither the repair below nor the plan skips the
+    # new messages stored at the reused offsets. On every queue that answers: this member commits its own, and reads
+    # another member's as its owner will leave it, so the entry it writes carries no old tail for anyone.
+    answering = [mq for mq in every if mq.broker_name not in silent]
+    found = replaced_tails(broker, ledger, answering, committed_all, broker.cluster, group, refuse=queues)
+    if found:
+        ledger = cut_at(ledger, {r.queue: r.anchor for r in found}, keep_bounds={r.queue for r in found} - set(queues))
+        started = origin_of(ledger)
+        for r in found:
+            position = committed_all[r.queue] if committed_all[r.queue] is not None else started.get(r.queue)
+            if position is None or position > r.anchor:  # back to the anchor; a group below it moves up as it lands
+                committed_all[r.queue] = r.anchor
+                if r.queue in committed:
+                    broker.commit_offset(r.queue, r.anchor)
+                    committed[r.queue] = r.anchor
+    replaced = [r for r in found if r.queue in committed]
     stake = at_stake(ledger, committed_all)
     # Only the windows at stake can move an offset: ask Dagster about those, not the asset's whole history.
     trusted = trusted_entries(recorded, stake, member)
@@ -282,27 +303,24 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
     # An entry with an orderly suspension stays whole: only it says where another member's queue waits.
     kept_whole = [e for e in still if not trusted(e) or e.suspended]
     landed = merged(landed_spans(still + summaries, trusted), committed_all)
+    bounds = known_bounds(ledger)
+    for r in replaced:  # the next window on the queue starts at the anchor: every new message lands
+        bounds.setdefault(r.queue, {})[r.boundary_ms] = r.anchor
     return Prepared(queues, kept_whole, repaired, starts, origin, gaps, member, read_version,
                     suspensions(ledger, positions) if cfg.consume_orderly else {}, landed,
-                    kept_bounds(known_bounds(ledger), committed_all))
-
-
-class LedgerAheadOfBroker(RuntimeError):
-    """The table says messages were landed beyond what the broker holds: another cluster, or a store wiped."""
+                    kept_bounds(bounds, committed_all), tuple(replaced))
 
 
 def check_within_broker(broker: Broker, moves: list[OffsetMove], group: str) -> None:
     """Refuse to commit offsets the broker has never had: the table was landed from a store that is gone (a
-    broker whose store was recreated, another cluster under the same name). Nothing is moved."""
+    broker whose store was recreated, another cluster under the same name). Nothing is moved. A store that holds
+    part of them (a promoted replica's) is re-anchored before (``tails``): this guards what that does not see."""
     beyond = [(m, broker.max_offset(m.queue)) for m in moves]
     beyond = [(m, top) for m, top in beyond if m.after > top]
     if beyond:
         listed = "; ".join(f"{m.queue.key}: landed up to {m.after}, the broker holds up to {top}" for m, top in beyond)
-        raise LedgerAheadOfBroker(
-            f"the table's ledger says group {group} landed messages the broker does not have ({listed}). The broker's "
-            "store was recreated, or the ingestion now points at another cluster. Nothing was read and no offset "
-            "moved. Land into a new table (or delete this one) to start over from this broker, or point the ingestion "
-            "back at the cluster the table came from.")
+        raise ahead_of_broker(group, listed, "The broker's store was recreated, or the ingestion now points at "
+                                             "another cluster.")
 
 
 def deleted_gaps(broker: Broker, starts: dict[MessageQueue, int]) -> dict[MessageQueue, tuple[int, int]]:
