@@ -77,6 +77,10 @@ class Broker(StoreTimeReader, Protocol):
     def silent_brokers(self, queues: Collection[MessageQueue]) -> dict[str, str]:
         """The brokers of ``queues`` that do not answer now (down, paused, cut off), each with why."""
 
+    def masters(self, queues: Collection[MessageQueue]) -> dict[str, str]:
+        """The broker names of ``queues`` whose offsets their master answers now, each with the master's address;
+        not those a slave answers for while their master is down (a 5.x slave acting as master)."""
+
 
 class RecordedRuns(Protocol):
     def among(self, partition_keys: Collection[str]) -> set[str]:
@@ -261,8 +265,13 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
     # end, and the run forgets the ledger's tail above that, so that neither the repair below nor the plan skips the
     # new messages stored at the reused offsets. On every queue that answers: this member commits its own, and reads
     # another member's as its owner will leave it, so the entry it writes carries no old tail for anyone.
+    # Only where the master answers: a slave answering for a master that is down (a 5.x slave acting as master)
+    # holds what it has copied so far, not a replaced tail, and the master comes back with the rest. Its queues keep
+    # their offsets and go on as before.
     answering = [mq for mq in every if mq.broker_name not in silent]
-    found = replaced_tails(broker, ledger, answering, committed_all, broker.cluster, group, refuse=queues)
+    masters = broker.masters(answering) if ledger else {}
+    examined = [mq for mq in answering if mq.broker_name in masters]
+    found = replaced_tails(broker, ledger, examined, committed_all, broker.cluster, group, refuse=queues)
     if found:
         ledger = cut_at(ledger, {r.queue: r.anchor for r in found}, keep_bounds={r.queue for r in found} - set(queues))
         started = origin_of(ledger)

@@ -15,6 +15,11 @@ table, the lost messages cannot be landed (they are gone), and every new message
 
 A broker that holds none of what the table landed (a store recreated, another cluster) has no tail to re-anchor:
 ``LedgerAheadOfBroker``. Pure functions over the ``StoreTimeReader`` and ledger entries; the caller commits.
+
+Only a queue whose offsets its master answers is examined. While a master is down, a slave may answer for it (a 5.x
+slave acting as master, routed as brokerId 0): it holds what it has copied so far, below what the table landed, and
+the master comes back with the rest. Taking that for a replaced tail would move the group back over messages the
+table has, and land them again.
 """
 
 from __future__ import annotations

@@ -60,6 +60,13 @@ class QueuesOnPaper:
     def store_time(self, queue, offset):
         return self.stores[queue][offset]
 
+    #: broker names whose offsets a slave answers: their master is down and the name server routes a slave in its
+    #: place (a 5.x slave acting as master); ``stores`` then holds what that slave has copied
+    slave_answers: set = field(default_factory=set)
+
+    def masters(self, queues):
+        return {q.broker_name: f"{q.broker_name}-master" for q in queues if q.broker_name not in self.slave_answers}
+
 
 @dataclass
 class LakeOnPaper:

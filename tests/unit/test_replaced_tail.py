@@ -149,3 +149,36 @@ def test_another_members_run_that_read_the_ledger_during_the_re_anchoring_carrie
     broker.stores[A] += [3 * MIN + 1, 3 * MIN + 2]  # offsets 4 and 5: reused again, below the old landed end 5
     _, a3, _ = one_run(broker, lake, first, m1, "a3", [window(3)], only={A})
     assert a3.ledger.windows[0].ranges == (OffsetRange(A, 4, 6),) and broker.committed[A] == 6
+
+
+@pytest.mark.parametrize("copied", [5, None], ids=["offset-copied", "no-offset-copied"])
+def test_a_lagging_slave_answering_for_a_master_that_is_down_is_no_replaced_tail(copied):
+    """broker-a's master is down and a slave answers for it (a 5.x slave acting as master): it has copied A only up
+    to 4 of the 5 the table landed, and stores nothing new (a slave takes no writes). That is no replaced tail: the
+    master holds every message and comes back with them. Nothing on A is re-anchored or moved back, nothing of A is
+    landed again, and once the master answers again the next messages land from 5, each once."""
+    broker, lake, recorded = landed_two_windows()
+    on_master = list(broker.stores[A])
+    broker.stores[A], broker.slave_answers = on_master[:4], {"broker-a"}
+    broker.stores[B] += [2 * MIN + 40_000]
+    if copied is None:
+        del broker.committed[A]  # the slave had not copied the group's offsets yet
+    else:
+        broker.committed[A] = copied
+    broker.commits.clear()
+    if copied is None:  # the ledger would move the group to 5, past what the slave holds: refused, nothing moved
+        with pytest.raises(ingest.LedgerAheadOfBroker) as refused:
+            one_run(broker, lake, recorded, FIRST, "r2", [window(2)])
+        assert "broker-a/0: landed up to 5, the broker holds up to 4" in str(refused.value)
+        assert broker.commits == [] and A not in broker.committed
+    else:  # the group stays at 5; A waits, B lands
+        prepared, landed, _ = one_run(broker, lake, recorded, FIRST, "r2", [window(2)])
+        assert prepared.replaced == ()
+        [on_a, on_b] = landed.ledger.windows[0].ranges
+        assert on_a.end <= on_a.start and on_b == OffsetRange(B, 5, 6)  # nothing of A read from the slave
+        assert broker.committed == {A: 5, B: 6} and all(offset >= 5 for _, offset in broker.commits)
+    # The master is back with every message, its copy of the offset at 5, and two new messages stored in minute 3.
+    broker.stores[A], broker.slave_answers, broker.committed[A] = on_master + [3 * MIN + 1, 3 * MIN + 2], set(), 5
+    prepared, landed, _ = one_run(broker, lake, recorded, FIRST, "r3", [window(3)])
+    assert prepared.replaced == () and landed.ledger.windows[0].ranges[0] == OffsetRange(A, 5, 7)
+    assert broker.committed[A] == 7
