@@ -40,8 +40,14 @@ from rocketlake.pipelines.ledger import (
 )
 from rocketlake.pipelines.offsets import OffsetMove, initial_position, moves_from_ledger
 from rocketlake.pipelines.orderly import OutOfOrder, out_of_order
-from rocketlake.pipelines.tails import LedgerAheadOfBroker  # noqa: F401 - prepare raises it; callers catch it here
-from rocketlake.pipelines.tails import ReplacedTail, ahead_of_broker, cut_at, replaced_tails
+from rocketlake.pipelines.tails import LedgerAheadOfBroker, MasterChanged  # noqa: F401 - prepare raises them
+from rocketlake.pipelines.tails import (
+    ReplacedTail,
+    ahead_of_broker,
+    check_same_masters,
+    cut_at,
+    replaced_tails,
+)
 from rocketlake.pipelines.windows import MessagesDeleted, StoreTimeReader, Window, iso, window_ranges
 from rocketlake.resources.rocketmq.message import retry_topic
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
@@ -272,7 +278,8 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
     masters = broker.masters(answering) if ledger else {}
     examined = [mq for mq in answering if mq.broker_name in masters]
     found = replaced_tails(broker, ledger, examined, committed_all, broker.cluster, group, refuse=queues)
-    if found:
+    if found:  # the masters read are still the ones answering: one that died meanwhile may have left a slave
+        check_same_masters(masters, broker.masters([r.queue for r in found]), [r.queue for r in found])
         ledger = cut_at(ledger, {r.queue: r.anchor for r in found}, keep_bounds={r.queue for r in found} - set(queues))
         started = origin_of(ledger)
         for r in found:

@@ -44,6 +44,20 @@ KEEP_THE_TABLE = (
     "land this broker's messages, give the ingestion a new `table` (this table stays as it is, with what it landed).")
 
 
+class MasterChanged(RuntimeError):
+    """A broker's master changed while the run read its queues for a replaced tail: who answered is not known."""
+
+
+def check_same_masters(before: dict[str, str], now: dict[str, str], queues: Iterable[MessageQueue]) -> None:
+    """Refuse to re-anchor ``queues`` unless the masters that answered before the reads (broker name -> address)
+    still answer: a master that died meanwhile may have left a slave answering some of the reads."""
+    changed = sorted({q.broker_name for q in queues if now.get(q.broker_name) != before.get(q.broker_name)})
+    if changed:
+        listed = "; ".join(f"{name}: {before.get(name)} before, {now.get(name) or 'none'} now" for name in changed)
+        raise MasterChanged(f"the master of broker(s) {', '.join(changed)} changed while this run read their queues "
+                            f"({listed}). Nothing was written and no offset moved: the next run reads them again.")
+
+
 def ahead_of_broker(group: str, listed: str, why: str) -> LedgerAheadOfBroker:
     """The refusal, in one form wherever it is found: ``listed`` names each queue, ``why`` the likely cause."""
     return LedgerAheadOfBroker(f"the table's ledger says group {group} landed messages the broker does not have "

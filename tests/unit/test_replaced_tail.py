@@ -182,3 +182,17 @@ def test_a_lagging_slave_answering_for_a_master_that_is_down_is_no_replaced_tail
     prepared, landed, _ = one_run(broker, lake, recorded, FIRST, "r3", [window(3)])
     assert prepared.replaced == () and landed.ledger.windows[0].ranges[0] == OffsetRange(A, 5, 7)
     assert broker.committed[A] == 7
+
+
+def test_a_master_that_changes_while_the_run_reads_it_re_anchors_nothing():
+    """A's tail looks replaced, but broker-a's master changed between the reads and the re-anchoring (it died, and
+    a slave may have answered some reads in its place): which store answered is not known, so nothing moves and the
+    run is refused; the next run reads again."""
+    broker, lake, recorded = landed_two_windows()
+    promote_without_the_tail(broker, kept=4, new=3)
+    answers = iter([{"broker-a": "a1:10911", "broker-b": "b:10911"}, {"broker-a": "a2:10911"}])
+    broker.masters = lambda queues: next(answers)
+    commits = list(broker.commits)
+    with pytest.raises(ingest.MasterChanged, match="broker-a: a1:10911 before, a2:10911 now"):
+        ingest.prepare(broker, lake, recorded, FIRST, now_ms=100 * MIN, first_window_start_ms=0)
+    assert broker.commits == commits and broker.committed == {A: 5, B: 5}
