@@ -189,7 +189,7 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetS
 # Errors a later attempt may not meet again (a broker back up, a lock released), and those it would meet again.
 REFUSED = (ConnectionTurnedAway, MissingCredentials)
 TRANSIENT = (ConnectionFailed, RequestTimeout, QueuesLocked, LockLost, BrokersSilent, RunDeadlinePassed, ListenerHung,
-             ingest.SendBackFailed, ingest.MasterChanged)
+             ingest.SendBackFailed, ingest.SlaveBehind, ingest.MasterChanged)
 PERMANENT = (PoolNotLimited, TopicNotExist, MessagesDeleted, ingest.LedgerAheadOfBroker, OutOfOrder, OffsetStoreCorrupt,
              ListenerError, BodySchemaError)
 

@@ -43,6 +43,7 @@ from rocketlake.pipelines.orderly import OutOfOrder, out_of_order
 from rocketlake.pipelines.tails import LedgerAheadOfBroker, MasterChanged  # noqa: F401 - prepare raises them
 from rocketlake.pipelines.tails import (
     ReplacedTail,
+    SlaveBehind,
     ahead_of_broker,
     check_same_masters,
     cut_at,
@@ -276,6 +277,7 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
     # their offsets and go on as before.
     answering = [mq for mq in every if mq.broker_name not in silent]
     masters = broker.masters(answering) if ledger else {}
+    slaves = {mq.broker_name for mq in answering} - set(masters) if ledger else set()
     examined = [mq for mq in answering if mq.broker_name in masters]
     found = replaced_tails(broker, ledger, examined, committed_all, broker.cluster, group, refuse=queues)
     if found:  # the masters read are still the ones answering: one that died meanwhile may have left a slave
@@ -295,7 +297,7 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
     trusted = trusted_entries(recorded, stake, member)
     summaries = [e for e in ledger if e.landed]
     repaired = moves_from_ledger(committed, stake + summaries, trusted)
-    check_within_broker(broker, repaired, group)
+    check_within_broker(broker, repaired, group, slaves)
     _apply(broker, repaired)
     committed |= {move.queue: move.after for move in repaired}
     committed_all |= committed
@@ -327,14 +329,22 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
                     kept_bounds(bounds, committed_all), tuple(replaced))
 
 
-def check_within_broker(broker: Broker, moves: list[OffsetMove], group: str) -> None:
+def check_within_broker(broker: Broker, moves: list[OffsetMove], group: str, slaves: Collection[str] = ()) -> None:
     """Refuse to commit offsets the broker has never had: the table was landed from a store that is gone (a
     broker whose store was recreated, another cluster under the same name). Nothing is moved. A store that holds
-    part of them (a promoted replica's) is re-anchored before (``tails``): this guards what that does not see."""
+    part of them (a promoted replica's) is re-anchored before (``tails``): this guards what that does not see.
+    ``slaves``: broker names a slave answers for while their master is down; it has not copied everything yet."""
     beyond = [(m, broker.max_offset(m.queue)) for m in moves]
     beyond = [(m, top) for m, top in beyond if m.after > top]
     if beyond:
         listed = "; ".join(f"{m.queue.key}: landed up to {m.after}, the broker holds up to {top}" for m, top in beyond)
+        names = sorted({m.queue.broker_name for m, _ in beyond})
+        if set(names) <= set(slaves):
+            raise SlaveBehind(
+                f"the table's ledger says group {group} landed messages the broker does not have ({listed}): the "
+                f"master of {', '.join(names)} does not answer, and a slave answers in its place with what it has "
+                "copied so far; the rest is on the master. Nothing was read and no offset moved, and the table is "
+                "right as it is: the run lands these queues once the master is back.")
         raise ahead_of_broker(group, listed, "The broker's store was recreated, or the ingestion now points at "
                                              "another cluster.")
 

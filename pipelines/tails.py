@@ -44,6 +44,11 @@ KEEP_THE_TABLE = (
     "land this broker's messages, give the ingestion a new `table` (this table stays as it is, with what it landed).")
 
 
+class SlaveBehind(RuntimeError):
+    """A slave answering for a master that is down holds less than the table landed: the rest is on the master, and
+    the queues wait for it."""
+
+
 class MasterChanged(RuntimeError):
     """A broker's master changed while the run read its queues for a replaced tail: who answered is not known."""
 
