@@ -189,7 +189,7 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetS
 # Errors a later attempt may not meet again (a broker back up, a lock released), and those it would meet again.
 REFUSED = (ConnectionTurnedAway, MissingCredentials)
 TRANSIENT = (ConnectionFailed, RequestTimeout, QueuesLocked, LockLost, BrokersSilent, RunDeadlinePassed, ListenerHung,
-             ingest.SendBackFailed)
+             ingest.SendBackFailed, ingest.SlaveBehind, ingest.MasterChanged)
 PERMANENT = (PoolNotLimited, TopicNotExist, MessagesDeleted, ingest.LedgerAheadOfBroker, OutOfOrder, OffsetStoreCorrupt,
              ListenerError, BodySchemaError)
 
@@ -290,7 +290,8 @@ def landed_events(context: AssetExecutionContext, cfg: IngestionConfig, table_pa
         yield checks[0]
         return
     table = {**table_identity(cfg.table, table_path), **column_schema(landed.columns)}
-    for key, metadata in windows_metadata(m, landed.share.describe(), set(context.partition_keys)).items():
+    replaced = tuple(tail.describe(cfg.consumer_group) for tail in landed.prepared.replaced)
+    for key, metadata in windows_metadata(m, landed.share.describe(), set(context.partition_keys), replaced).items():
         context.add_asset_metadata({**metadata, **table}, partition_key=key)  # each window its own figures
     yield MaterializeResult(check_results=checks)
 

@@ -34,6 +34,7 @@ LEDGER_RUN = "rocketlake/ledger_run_id"
 ASSIGNMENT = "rocketlake/assignment"
 MEMBER = "rocketlake/member"
 QUEUES_TAKEN = "rocketlake/queues_taken"
+REPLACED_TAILS = "rocketlake/replaced_tails"  # queues a promoted replica held only part of (``pipelines.tails``)
 
 RANGE_SCHEMA = TableSchema(columns=[
     TableColumn("topic", "string"), TableColumn("broker_name", "string"), TableColumn("queue_id", "int"),
@@ -97,12 +98,15 @@ def suspended_from(value) -> dict[str, dict]:
     return {r.data["queue"]: {k: v for k, v in r.data.items() if k != "queue"} for r in value.records}
 
 
-def windows_metadata(m: Materialization, assignment: str | None = None, keys=None) -> dict[str, dict]:
+def windows_metadata(m: Materialization, assignment: str | None = None, keys=None,
+                     replaced: tuple[str, ...] = ()) -> dict[str, dict]:
     """Partition key -> its metadata, for every window the materialization landed (among ``keys``: the run's
-    partitions; an orderly queue resuming lands the rest of earlier windows too, shown in the check's table)."""
+    partitions; an orderly queue resuming lands the rest of earlier windows too, shown in the check's table).
+    ``replaced``: what the run said about queues whose tail a failover replaced, kept with the windows it landed."""
     by_key = {a.partition_key: a for a in m.accounting}
-    return {w.partition_key: window_metadata(w, by_key[w.partition_key], m, assignment) for w in m.ledger.windows
-            if keys is None or w.partition_key in keys}
+    said = {REPLACED_TAILS: MetadataValue.md("\n".join(f"- {line}" for line in replaced))} if replaced else {}
+    return {w.partition_key: {**window_metadata(w, by_key[w.partition_key], m, assignment), **said}
+            for w in m.ledger.windows if keys is None or w.partition_key in keys}
 
 
 ACCOUNTING_SCHEMA = TableSchema(columns=[

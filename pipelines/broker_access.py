@@ -164,6 +164,9 @@ class GroupBroker(BrokerStoreTimes):
                 silent[name] = str(e)
         return silent
 
+    def masters(self, queues) -> dict[str, str]:
+        return self.client.offsets_from_master(q.broker_name for q in queues)
+
     def send_back(self, failure, max_reconsume_times: int, delay_level: int = 0) -> None:
         # Delay level 0: the broker picks 3 + reconsume_times, as for Java's default delayLevelWhenNextConsume.
         self.client.consumer_send_msg_back(self.consumer_group, failure.queue, failure, delay_level, max_reconsume_times)

@@ -40,6 +40,15 @@ from rocketlake.pipelines.ledger import (
 )
 from rocketlake.pipelines.offsets import OffsetMove, initial_position, moves_from_ledger
 from rocketlake.pipelines.orderly import OutOfOrder, out_of_order
+from rocketlake.pipelines.tails import LedgerAheadOfBroker, MasterChanged  # noqa: F401 - prepare raises them
+from rocketlake.pipelines.tails import (
+    ReplacedTail,
+    SlaveBehind,
+    ahead_of_broker,
+    check_same_masters,
+    cut_at,
+    replaced_tails,
+)
 from rocketlake.pipelines.windows import MessagesDeleted, StoreTimeReader, Window, iso, window_ranges
 from rocketlake.resources.rocketmq.message import retry_topic
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
@@ -74,6 +83,10 @@ class Broker(StoreTimeReader, Protocol):
 
     def silent_brokers(self, queues: Collection[MessageQueue]) -> dict[str, str]:
         """The brokers of ``queues`` that do not answer now (down, paused, cut off), each with why."""
+
+    def masters(self, queues: Collection[MessageQueue]) -> dict[str, str]:
+        """The broker names of ``queues`` whose offsets their master answers now, each with the master's address;
+        not those a slave answers for while their master is down (a 5.x slave acting as master)."""
 
 
 class RecordedRuns(Protocol):
@@ -195,6 +208,7 @@ class Prepared:
     suspended: dict[MessageQueue, Suspension] = field(default_factory=dict)  # orderly queues stopped at a message
     landed: dict[MessageQueue, tuple[tuple[int, int], ...]] = field(default_factory=dict)  # trusted spans, merged
     bounds: Bounds = field(default_factory=dict)  # window boundaries recorded by earlier plans (``ledger``)
+    replaced: tuple[ReplacedTail, ...] = ()  # queues a promoted replica holds only part of (``tails``), re-anchored
 
 
 def _keys(entries: list[LedgerEntry]) -> set[str]:
@@ -242,7 +256,8 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
     ``taken``: the queues this member takes (default: every queue of the subscription). Offsets move
     only on those; what is at stake is judged on every queue of the group, so that this member's entry
     carries what other members still need too. ``silent``: brokers that do not answer; their queues are
-    neither read nor committed, and every entry on them stays at stake (their offsets are unknown).
+    neither read nor committed, and every entry on them stays at stake (their offsets are unknown). A queue whose
+    tail a promoted replica replaced is re-anchored first (``tails``): ``replaced`` says which, for the run's log.
     """
     group = cfg.consumer_group
     version = lake.table_version()
@@ -253,12 +268,36 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
     queues = [mq for mq in queues if mq.broker_name not in silent]
     committed_all = {mq: None if mq.broker_name in silent else broker.committed_offset(mq) for mq in every}
     committed = {mq: committed_all[mq] for mq in queues}
+    # Before any offset moves: a queue whose tail a promoted replica replaced is re-anchored where its old messages
+    # end, and the run forgets the ledger's tail above that, so that neither the repair below nor the plan skips the
+    # new messages stored at the reused offsets. On every queue that answers: this member commits its own, and reads
+    # another member's as its owner will leave it, so the entry it writes carries no old tail for anyone.
+    # Only where the master answers: a slave answering for a master that is down (a 5.x slave acting as master)
+    # holds what it has copied so far, not a replaced tail, and the master comes back with the rest. Its queues keep
+    # their offsets and go on as before.
+    answering = [mq for mq in every if mq.broker_name not in silent]
+    masters = broker.masters(answering) if ledger else {}
+    slaves = {mq.broker_name for mq in answering} - set(masters) if ledger else set()
+    examined = [mq for mq in answering if mq.broker_name in masters]
+    found = replaced_tails(broker, ledger, examined, committed_all, broker.cluster, group, refuse=queues)
+    if found:  # the masters read are still the ones answering: one that died meanwhile may have left a slave
+        check_same_masters(masters, broker.masters([r.queue for r in found]), [r.queue for r in found])
+        ledger = cut_at(ledger, {r.queue: r.anchor for r in found}, keep_bounds={r.queue for r in found} - set(queues))
+        started = origin_of(ledger)
+        for r in found:
+            position = committed_all[r.queue] if committed_all[r.queue] is not None else started.get(r.queue)
+            if position is None or position > r.anchor:  # back to the anchor; a group below it moves up as it lands
+                committed_all[r.queue] = r.anchor
+                if r.queue in committed:
+                    broker.commit_offset(r.queue, r.anchor)
+                    committed[r.queue] = r.anchor
+    replaced = [r for r in found if r.queue in committed]
     stake = at_stake(ledger, committed_all)
     # Only the windows at stake can move an offset: ask Dagster about those, not the asset's whole history.
     trusted = trusted_entries(recorded, stake, member)
     summaries = [e for e in ledger if e.landed]
     repaired = moves_from_ledger(committed, stake + summaries, trusted)
-    check_within_broker(broker, repaired, group)
+    check_within_broker(broker, repaired, group, slaves)
     _apply(broker, repaired)
     committed |= {move.queue: move.after for move in repaired}
     committed_all |= committed
@@ -282,27 +321,32 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
     # An entry with an orderly suspension stays whole: only it says where another member's queue waits.
     kept_whole = [e for e in still if not trusted(e) or e.suspended]
     landed = merged(landed_spans(still + summaries, trusted), committed_all)
+    bounds = known_bounds(ledger)
+    for r in replaced:  # the next window on the queue starts at the anchor: every new message lands
+        bounds.setdefault(r.queue, {})[r.boundary_ms] = r.anchor
     return Prepared(queues, kept_whole, repaired, starts, origin, gaps, member, read_version,
                     suspensions(ledger, positions) if cfg.consume_orderly else {}, landed,
-                    kept_bounds(known_bounds(ledger), committed_all))
+                    kept_bounds(bounds, committed_all), tuple(replaced))
 
 
-class LedgerAheadOfBroker(RuntimeError):
-    """The table says messages were landed beyond what the broker holds: another cluster, or a store wiped."""
-
-
-def check_within_broker(broker: Broker, moves: list[OffsetMove], group: str) -> None:
+def check_within_broker(broker: Broker, moves: list[OffsetMove], group: str, slaves: Collection[str] = ()) -> None:
     """Refuse to commit offsets the broker has never had: the table was landed from a store that is gone (a
-    broker whose store was recreated, another cluster under the same name). Nothing is moved."""
+    broker whose store was recreated, another cluster under the same name). Nothing is moved. A store that holds
+    part of them (a promoted replica's) is re-anchored before (``tails``): this guards what that does not see.
+    ``slaves``: broker names a slave answers for while their master is down; it has not copied everything yet."""
     beyond = [(m, broker.max_offset(m.queue)) for m in moves]
     beyond = [(m, top) for m, top in beyond if m.after > top]
     if beyond:
         listed = "; ".join(f"{m.queue.key}: landed up to {m.after}, the broker holds up to {top}" for m, top in beyond)
-        raise LedgerAheadOfBroker(
-            f"the table's ledger says group {group} landed messages the broker does not have ({listed}). The broker's "
-            "store was recreated, or the ingestion now points at another cluster. Nothing was read and no offset "
-            "moved. Land into a new table (or delete this one) to start over from this broker, or point the ingestion "
-            "back at the cluster the table came from.")
+        names = sorted({m.queue.broker_name for m, _ in beyond})
+        if set(names) <= set(slaves):
+            raise SlaveBehind(
+                f"the table's ledger says group {group} landed messages the broker does not have ({listed}): the "
+                f"master of {', '.join(names)} does not answer, and a slave answers in its place with what it has "
+                "copied so far; the rest is on the master. Nothing was read and no offset moved, and the table is "
+                "right as it is: the run lands these queues once the master is back.")
+        raise ahead_of_broker(group, listed, "The broker's store was recreated, or the ingestion now points at "
+                                             "another cluster.")
 
 
 def deleted_gaps(broker: Broker, starts: dict[MessageQueue, int]) -> dict[MessageQueue, tuple[int, int]]:

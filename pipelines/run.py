@@ -150,6 +150,8 @@ def run(broker: Broker, lake: Lake, recorded: RecordedRuns, group: Group, cfg: I
                     "this run and land once they answer again")
     prepared = ingest.prepare(broker, lake, recorded, cfg, request.now_ms, request.first_window_start_ms,
                               member=cfg.client_id, taken=share.taken, silent=silent)
+    for tail in prepared.replaced:  # a failover lost messages the table has: say what happened, once per queue
+        log.warning(tail.describe(cfg.consumer_group))
     for move in prepared.repaired:
         log.info(f"repaired offset of {move.queue}: {move.before} -> {move.after} (landed by an earlier run)")
 

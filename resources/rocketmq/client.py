@@ -253,6 +253,32 @@ class RocketMQClient:
         self._pull_from[mq] = suggested
         return True
 
+    def offsets_from_master(self, broker_names: Iterable[str]) -> dict[str, str]:
+        """Of ``broker_names``, those whose offset requests (:meth:`broker`) go to their master now, each with its
+        address: the broker asked is the one registered with the name server as brokerId 0, asked afresh.
+
+        Left out: a name whose master is down and no broker answers for it, or a slave answers in its place. A 5.x
+        name server with ``supportActingMaster`` routes the surviving slave with the smallest id as brokerId 0 of its
+        master's topics (read-only), so a route cannot tell: the cluster info lists each broker under the id it
+        registered with. In controller mode the replica the controller promotes registers as brokerId 0."""
+        names = sorted(set(broker_names))
+        if not names:
+            return {}
+        registered = self.namesrv.cluster_info().broker_addr_table  # not kept: :meth:`broker` reads routes first
+        found = {}
+        for name in names:
+            data = registered.get(name)
+            master = data.master_addr if data is not None else None
+            if master is None:
+                continue
+            try:
+                asked = self.broker(name).address
+            except BrokerNotFound:
+                continue
+            if asked == master:
+                found[name] = master
+        return found
+
     def broker(self, broker_name: str) -> BrokerClient:
         """The BrokerClient of ``broker_name``'s master, found in the cached routes, else in the
         name server's cluster info (asked once more if the name is unknown)."""

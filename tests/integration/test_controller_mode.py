@@ -12,6 +12,12 @@ controller gives the ids; ``allAckInSyncStateSet``). Masters are killed with SIG
    hold the group's offsets as they were when it last copied them (it copies them every few seconds): whether this
    one copied window 2's commit depends on timing, so the test puts the offsets it holds back to window 1's ends,
    what a copy from before that commit holds, and the run repairs them from the ledger (nothing is landed twice).
+
+Each promoted replica here holds every message the table landed (a message is acknowledged once every in-sync
+replica has it): no run may take it for a replica that lacks the old master's tail (``pipelines.tails``, which reads
+the store time of the message below each queue's newest window boundary), yet each run examines it: the promoted
+replica registers as brokerId 0, so its offsets count as the master's. The truncated replica itself is tested on
+plain data (tests/unit/test_replaced_tail.py): this cluster elects only in-sync replicas, so it never promotes one.
 """
 
 from __future__ import annotations
@@ -79,6 +85,9 @@ def test_runs_follow_the_master_the_controller_promotes_and_land_each_message_on
                            window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0})
     engine = Engine(cluster, spark, tmp_path / "orders", cfg)
     first_master = cluster.registered_ids("broker-a")[0]
+    examined = []  # which masters each run's detection found answering: the promoted replica, registered as brokerId 0
+    masters = engine.broker.masters
+    engine.broker.masters = lambda queues: examined.append(masters(queues)) or examined[-1]
 
     # 1. The master dies once the run's ranges are fixed; the run reads them from the promoted replica.
     w1 = send_window(cluster, topic, range(0, 40))
@@ -102,7 +111,8 @@ def test_runs_follow_the_master_the_controller_promotes_and_land_each_message_on
     cluster.up()  # restarts it on its store and waits until both replicas are in sync again
     assert cluster.registered_ids("broker-a")[0] == second_master
     w2 = send_window(cluster, topic, range(40, 60))
-    assert engine.run("r2", [("w2", w2)]).balanced
+    landed = engine.run("r2", [("w2", w2)])
+    assert landed.balanced and landed.prepared.replaced == () and examined[-1] == {"broker-a": second_master}
     assert kill_the_master(cluster) == second_master
     assert cluster.registered_ids("broker-a")[0] == first_master
 
@@ -116,7 +126,7 @@ def test_runs_follow_the_master_the_controller_promotes_and_land_each_message_on
     # ledger says window 2 was landed; nothing was lost or landed twice across both switches.
     w3 = send_window(cluster, topic, range(60, 80))
     landed = engine.run("r3", [("w3", w3)])
-    assert landed.balanced
+    assert landed.balanced and landed.prepared.replaced == () and examined[-1] == {"broker-a": first_master}
     assert {(m.queue, m.before, m.after) for m in landed.prepared.repaired} == {
         (q, after_w1[q], after_w2[q]) for q in after_w1 if after_w2[q] != after_w1[q]}
     assert_landed_once_at_the_ends(engine, cluster, client, topic, group, 80)

@@ -3,10 +3,16 @@ from the slave, lands each message once, and once the master is back the group's
 
 The cluster is the local runtime's (``rocketlake local up --slaves``): broker-a as a master (brokerId 0) and a slave
 (brokerId 1, ``brokerRole=SLAVE``, ``slaveReadEnable``). The master is killed with SIGKILL, as a machine dies.
+
+A slave that has not copied everything the table landed is no truncated tail (``pipelines.tails``), whether the name
+server routes no master while the master is down (classic) or routes the slave as brokerId 0 in its place (5.x slave
+acting as master). The brokers have ``enableSlaveActingMaster``; the name server's ``supportActingMaster`` is off
+except in the test that turns it on, so the routes are classic otherwise.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import time
@@ -15,12 +21,15 @@ import pytest
 from deltalake import DeltaTable
 
 import rocketlake.pipelines.materialize as materialize
+from rocketlake.pipelines.ingest import SlaveBehind
+from rocketlake.pipelines.run import BrokersSilent
 from rocketlake.pipelines.windows import Window
+from rocketlake.resources.local.cluster import LocalCluster
 from rocketlake.resources.local.peers import produce
 from rocketlake.resources.local.spec import SLAVE_PORT_OFFSET, BrokerSpec
 from rocketlake.resources.rocketmq.broker import BrokerClient
-from rocketlake.resources.rocketmq.errors import RocketMQError
-from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.errors import RocketMQError, TopicNotExist
+from rocketlake.resources.rocketmq.client import BrokerNotFound, RocketMQClient
 from rocketlake.resources.jars import ROCKETMQ_VERSION
 from tests.conftest import _running_cluster, free_ports
 from tests.integration.test_member import until
@@ -35,7 +44,8 @@ pytestmark = pytest.mark.engine
 def ha_cluster(tmp_path_factory):
     namesrv, master = free_ports(2, block=7)  # a master's three ports and its slave's, 5 above
     yield from _running_cluster(tmp_path_factory, ROCKETMQ_VERSION, namesrv_port=namesrv, brokers=(
-        BrokerSpec("broker-a", master), BrokerSpec("broker-a", master + SLAVE_PORT_OFFSET, broker_id=1)))
+        BrokerSpec("broker-a", master), BrokerSpec("broker-a", master + SLAVE_PORT_OFFSET, broker_id=1)),
+        extra_broker_properties=(("enableSlaveActingMaster", "true"),))
 
 
 def copied(slave: BrokerClient, client: RocketMQClient, topic: str) -> bool:
@@ -96,6 +106,83 @@ def test_a_run_whose_master_dies_reads_from_the_slave_and_lands_each_message_onc
     wait_until(second_end / 1000)
     assert engine.run("r2", [("w2", Window(second_start, second_end))]).balanced
     assert_landed_once_at_the_ends(engine, cluster, client, topic, group, 60)
+    client.close()
+
+
+def routed(client: RocketMQClient, topic: str) -> dict[int, str]:
+    """broker-a's brokerId -> address in the topic's route, as the name server gives it now ({} when it routes none)."""
+    try:
+        data = client.refresh_route(topic).broker("broker-a")
+    except TopicNotExist:  # neither broker-a nor its slave is registered
+        return {}
+    return dict(data.broker_addrs) if data is not None else {}
+
+
+def test_a_slave_behind_the_table_answering_for_its_dead_master_is_no_truncated_tail(ha_cluster, spark, tmp_path):
+    """The table landed broker-a's queues in two windows, the second up to E from the master while the slave was
+    down; the master dies and the slave comes back with its older copy, below E. Routed classically (no master), the
+    run fails before reading, as whenever the master is down when a run plans. Routed as brokerId 0 in the master's
+    place (a slave acting as master), it is not taken for a truncated tail: no offset goes back below E, nothing is
+    landed from it, and the run waits for the master. Once the master is back, every message lands once."""
+    cluster, namesrv = ha_cluster, ha_cluster.spec.namesrv_address
+    master, slave_spec = cluster.spec.brokers
+    client = RocketMQClient(namesrv)
+    slave = BrokerClient(slave_spec.address, broker_name="broker-a")
+    topic, group = unique("t_behind"), unique("g_behind")
+    cluster.create_topic(topic, 2)
+    cfg = ingestion_config(topic=topic, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+                           window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0})
+    engine = Engine(cluster, spark, tmp_path / "orders", cfg)
+    start = now_ms()
+    produce(namesrv, cluster.spec.state_dir, [order(i, topic) for i in range(10)])
+    until(lambda: copied(slave, client, topic), 60, f"the slave's copy of {topic}")
+    first_end = now_ms() + 1
+    wait_until(first_end / 1000)
+    assert engine.run("r1", [("w1", Window(start, first_end))]).balanced
+    os.kill(cluster.broker_processes[slave_spec.key].pid(), signal.SIGKILL)  # it copies nothing more
+    until(lambda: 1 not in routed(client, topic), 60, "the name server dropping the dead slave")
+    produce(namesrv, cluster.spec.state_dir, [order(i, topic) for i in range(10, 20)])
+    landed_end = now_ms() + 1
+    wait_until(landed_end / 1000)
+    assert engine.run("r2", [("w2", Window(first_end, landed_end))]).balanced
+    ends = {q: client.get_max_offset(q) for q in client.queues(topic)}
+
+    os.kill(cluster.broker_processes[master.key].pid(), signal.SIGKILL)
+    until(lambda: routed(client, topic) == {}, 60, "the name server dropping the dead master")
+    LocalCluster(dataclasses.replace(cluster.spec, brokers=(slave_spec,))).up()  # the slave alone, on its old copy
+    behind = {q: slave.get_max_offset(q.topic, q.queue_id) for q in ends}
+    assert all(behind[q] < ends[q] for q in ends), (behind, ends)
+    before = {q: slave.query_consumer_offset(group, q.topic, q.queue_id) for q in ends}
+    version = DeltaTable(str(engine.lake.table_path)).version()
+    after_failover = Window(landed_end, now_ms())
+
+    # Classic: the name server routes no master of broker-a, and planning needs one (the run's client may still try
+    # the dead master's address it knew: the broker is then silent).
+    assert routed(client, topic) == {1: slave_spec.address}
+    with pytest.raises((BrokerNotFound, BrokersSilent)):
+        engine.run("r3", [("w3", after_failover)])
+    # A slave acting as master: routed as brokerId 0, still registered as brokerId 1.
+    cluster.mqadmin().run("updateNamesrvConfig", "-k", "supportActingMaster", "-v", "true")
+    try:
+        until(lambda: routed(client, topic) == {0: slave_spec.address}, 30, "the slave routed as brokerId 0")
+        assert engine.broker.masters(list(ends)) == {}
+        with pytest.raises(SlaveBehind, match="master of broker-a does not answer"):
+            engine.run("r3", [("w3", after_failover)])
+    finally:
+        cluster.mqadmin().run("updateNamesrvConfig", "-k", "supportActingMaster", "-v", "false")
+    assert {q: slave.query_consumer_offset(group, q.topic, q.queue_id) for q in ends} == before
+    assert DeltaTable(str(engine.lake.table_path)).version() == version  # nothing written
+
+    # The master is back: the windows since the failover land what was sent after it, and nothing twice.
+    cluster.up()
+    engine.client.refresh_route(topic)  # as a new run's client finds it (the engine keeps one client across runs)
+    assert engine.broker.masters(list(ends)) == {"broker-a": master.address}
+    produce(namesrv, cluster.spec.state_dir, [order(i, topic) for i in range(20, 30)])
+    later = now_ms() + 1
+    wait_until(later / 1000)
+    landed = engine.run("r4", [("w3", after_failover), ("w4", Window(after_failover.end_ms, later))])
+    assert landed.balanced and landed.prepared.replaced == ()
+    assert_landed_once_at_the_ends(engine, cluster, client, topic, group, 30)
     client.close()
 
 

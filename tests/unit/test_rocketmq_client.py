@@ -134,12 +134,14 @@ class Cluster:
         self.route_requests = 0
         self.cluster_requests = 0
         self.unknown_topics: set[str] = set()
+        self.registered_as: dict[str, int] = {}  # broker name -> the id its broker registered with (default 0)
         self._lock = threading.Lock()
 
     def _namesrv_reply(self, request: RemotingCommand) -> list[bytes]:
         if request.code == RequestCode.GET_BROKER_CLUSTER_INFO:
             self.cluster_requests += 1
-            body = json.dumps({"brokerAddrTable": {n: {"cluster": "c", "brokerName": n, "brokerAddrs": {"0": p.address}}
+            body = json.dumps({"brokerAddrTable": {n: {"cluster": "c", "brokerName": n,
+                                                       "brokerAddrs": {str(self.registered_as.get(n, 0)): p.address}}
                                                    for n, p in self.brokers.items()},
                                "clusterAddrTable": {"c": list(self.brokers)}}).encode()
             return [encode(answer(request, body=body))]
@@ -357,6 +359,20 @@ def test_every_pull_option_reaches_the_broker_through_the_client(cluster: Cluste
     assert seen[-1].ext_fields["subscription"] == "TagA"
     with pytest.raises(TypeError, match="post_subscriptions"):
         client.pull(mq, 3, 8, consumer_group="g", post_subscriptions=False)
+
+
+def test_offsets_from_master_leaves_out_a_slave_the_routes_list_as_brokerId_0(cluster: Cluster,
+                                                                             client: RocketMQClient) -> None:
+    """A 5.x name server with supportActingMaster routes a slave answering for its dead master as brokerId 0; its
+    cluster info still lists the slave under the id it registered with."""
+    both = {n: cluster.brokers[n].address for n in ("broker-a", "broker-b")}
+    client.route("T")  # as a run's client has it: offset requests go to the brokerId 0 of the cached routes
+    assert client.offsets_from_master(["broker-b", "broker-a", "broker-a"]) == both
+    cluster.registered_as["broker-a"] = 1  # broker-a's master is down; its slave is routed in its place
+    assert client.route("T", refresh=True).broker("broker-a").master_addr == both["broker-a"]
+    assert client.offsets_from_master(["broker-a", "broker-b"]) == {"broker-b": both["broker-b"]}
+    assert client.offsets_from_master(["broker-c"]) == {} and client.offsets_from_master([]) == {}
+    assert client._cluster is None  # asked afresh each time, never kept for the offset requests' fallback
 
 
 def test_pulls_go_where_the_last_answer_suggested_else_to_the_master_else_while_it_is_down_to_its_slave() -> None:
