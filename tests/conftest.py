@@ -313,14 +313,19 @@ class SparkConnect:
 def spark_connect(tmp_path_factory: pytest.TempPathFactory, spark_jvm_options) -> Iterator[SparkConnect]:
     """One Spark Connect server for the worker's runs in processes of their own (the stack tier's CLI and daemon
     runs): a run opens a session on it instead of starting a JVM, as runs do by default on the local runtime."""
+    import os
+
     from rocketlake.resources.local.spark_server import LocalSparkServer
 
     folder = tmp_path_factory.mktemp("spark-connect")
     events = folder / "events"
     events.mkdir()
     (port,) = free_ports(1)
+    # Its Python workers import the tests' listeners (tests.unit.listeners), as a user's server has their project's.
     server = LocalSparkServer(folder, port=port, conf={
-        "spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(), "spark.eventLog.compress": "false"})
+        "spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(), "spark.eventLog.compress": "false"},
+        env={"PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]),
+                                                       os.environ.get("PYTHONPATH")) if p)})
     server.up()
     try:
         yield SparkConnect(server.url, events)

@@ -81,6 +81,9 @@ class LocalCluster:
         self.spec = spec or ClusterSpec()
         self.namesrv = ManagedProcess("namesrv", self.spec.state_dir)
         self.broker_processes = {b.key: ManagedProcess(b.key, self.spec.state_dir) for b in self.spec.brokers}
+        #: Extra environment per broker key for its next start (the chaos soak runs a broker on a clock shifted by
+        #: libfaketime: ``tests/chaos``).
+        self.broker_env: dict[str, dict[str, str]] = {}
 
     # -- classpath -----------------------------------------------------------------------------
     def classpath(self) -> str:
@@ -132,7 +135,8 @@ class LocalCluster:
             conf = self.spec.state_dir / f"{broker.key}.conf"
             conf.write_text(self.spec.broker_properties(broker))
             proc.start([java, *BROKER_HEAP, *self._flags("rmq.broker.logback.xml"), "-cp", cp,
-                        "org.apache.rocketmq.broker.BrokerStartup", "-c", str(conf)], self.java_env())
+                        "org.apache.rocketmq.broker.BrokerStartup", "-c", str(conf)],
+                       {**self.java_env(), **self.broker_env.get(broker.key, {})})
         for broker in self.spec.brokers:
             self._wait(lambda b=broker: self._registered(b), deadline, self.broker_processes[broker.key],
                        f"{broker.key} to register {broker.address} with the name server")

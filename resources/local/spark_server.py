@@ -43,6 +43,8 @@ class LocalSparkServer:
     port: int = CONNECT_DEFAULT_PORT
     master: str = "local[2]"
     conf: Mapping[str, str] = field(default_factory=dict)
+    #: Added to the server's environment, which its Python workers inherit: e.g. a PYTHONPATH where listeners live.
+    env: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def url(self) -> str:
@@ -62,7 +64,7 @@ class LocalSparkServer:
                                         "use; stop that process, or give spark.remote in rocketlake.yaml another port "
                                         f"(sc://{LOOPBACK}:<port>)")
             cmd, env = connect_server_command(self.url, self.master, dict(self.conf))
-            self.process.start(cmd, env)
+            self.process.start(cmd, {**env, **self.env})
         wait_for(lambda: accepts_connections(self.port), time.monotonic() + timeout, [self.process],
                  f"the Spark Connect server on {self.url}")
         report(f"  Spark Connect server on {self.url} (master {self.master}, Delta) "

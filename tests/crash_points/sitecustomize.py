@@ -18,6 +18,9 @@ import signal
 import sys
 
 ENV = "ROCKETLAKE_FAILPOINT"
+#: Optional: the point fires only while this file exists, and only in the first process to reach it, which removes
+#: it (the chaos soak arms one run of a daemon's many: ``tests/chaos``); without it, every time the point is reached.
+ONCE_ENV = "ROCKETLAKE_FAILPOINT_ONCE"
 POINTS = frozenset({
     "during_pull",             # a Spark task has pulled its first batch
     "during_write",            # a task has read its last batch, its file is being written; earlier ones are
@@ -29,7 +32,23 @@ POINTS = frozenset({
 })
 
 
+def fires() -> bool:
+    """Whether reaching the armed point kills this process now (see ``ONCE_ENV``)."""
+    once = os.environ.get(ONCE_ENV)
+    if not once:
+        return True
+    try:
+        os.unlink(once)  # atomic: of the processes reaching the point, one removes the file
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def die() -> None:
+    if os.environ.get(ONCE_ENV):
+        # A run the daemon launched shares the daemon's session and group: only the run's own process dies (on a
+        # Spark Connect server it is the whole run; a JVM of its own ends when its parent's pipe closes).
+        os.kill(os.getpid(), signal.SIGKILL)
     os.killpg(os.getsid(0), signal.SIGKILL)  # the run's process group: its leader leads the session
     os.killpg(os.getpgrp(), signal.SIGKILL)  # a Python worker's own group, if we are one
 
@@ -85,11 +104,12 @@ def _ingest(module) -> None:  # during_send_back, after_send_back, before_offset
             return self.broker.send_back(*args, **kwargs)
 
     def sending_back(broker, cfg, m, *args, **kwargs):
-        if ARMED == "during_send_back":
-            total = sum(f.outcome in (SENT_BACK, DEAD_LETTERED) for f in m.landing.failures)
+        total = sum(f.outcome in (SENT_BACK, DEAD_LETTERED) for f in m.landing.failures)
+        if ARMED == "during_send_back" and total and fires():
             broker = HalfThenDie(broker, total)
         sent = send_back(broker, cfg, m, *args, **kwargs)
-        if ARMED == "after_send_back":
+        # Armed once, the point waits for a run that has something to send back.
+        if ARMED == "after_send_back" and (total or not os.environ.get(ONCE_ENV)) and fires():
             die()
         return sent
 
