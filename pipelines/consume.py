@@ -21,7 +21,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructTy
 
 from rocketlake.pipelines.body import BodySchemaError, configured_schema, decode_body
 from rocketlake.pipelines.config import BodyConfig, IngestionConfig
-from rocketlake.pipelines.evolution import ddl, type_ddl
+from rocketlake.pipelines.evolution import ddl, quoted, type_ddl
 from rocketlake.resources.rocketmq.message import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
 ERROR = "_rl_error"
@@ -150,8 +150,8 @@ def plain_strings(df: DataFrame) -> DataFrame:
     the server with every string's collation spelled out (UTF8_BINARY), and Delta records those columns as
     ``string collate UTF8_BINARY``, a type delta-rs (the sensors' and the CLI's reader) refuses to read. A cast to
     the type's DDL, which the server parses, gives the plain string back; on a classic session it changes nothing."""
-    return df.select(*[F.col(f"`{f.name}`").cast(type_ddl(f.dataType)).alias(f.name) if _has_string(f.dataType)
-                       else F.col(f"`{f.name}`") for f in df.schema.fields])
+    return df.select(*[df[quoted(f.name)].cast(type_ddl(f.dataType, quote=True)).alias(f.name)
+                       if _has_string(f.dataType) else df[quoted(f.name)] for f in df.schema.fields])
 
 
 def _listening(path: str, batch_max: int, threads_min: int, threads_max: int, timeout_s: float,

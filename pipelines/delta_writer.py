@@ -343,12 +343,9 @@ def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: boo
 def _create_clustered(spark: SparkSession, path: str, frame: DataFrame, cluster_by: tuple[str, ...], stats: str,
                       properties: Mapping[str, str]) -> None:
     """An empty liquid-clustered table of ``frame``'s columns (a commit of its own, before the first slice's)."""
-    from rocketlake.pipelines.evolution import type_ddl
+    from rocketlake.pipelines.evolution import quoted, type_ddl
 
-    def quoted(name: str) -> str:
-        return "`" + name.replace("`", "``") + "`"
-
-    columns = ", ".join(f"{quoted(f.name)} {type_ddl(f.dataType)}" for f in frame.schema.fields)
+    columns = ", ".join(f"{quoted(f.name)} {type_ddl(f.dataType, quote=True)}" for f in frame.schema.fields)
     listed = {"delta.dataSkippingStatsColumns": stats,
               **{key: value for key, value in properties.items() if key.startswith("delta.")}}
     options = ", ".join(f"'{key}' = '{value}'" for key, value in listed.items())

@@ -154,14 +154,21 @@ def evolve(bodies, configured: StructType, table_fields: Iterable[StructField], 
     return merge(base, infer_fields(bodies), reserved=reserved)
 
 
-def type_ddl(kind: DataType) -> str:
-    """Spark DDL of ``kind``, field names as they are (``simpleString`` upper-cased would change them)."""
+def quoted(name: str) -> str:
+    """``name`` as a Spark SQL identifier, whatever it holds (a JSON body's field names may be anything)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def type_ddl(kind: DataType, quote: bool = False) -> str:
+    """Spark DDL of ``kind``, field names as they are (``simpleString`` upper-cased would change them); ``quote``:
+    nested field names quoted, for DDL that Spark parses rather than a person reads."""
     if isinstance(kind, StructType):
-        return "STRUCT<" + ", ".join(f"{f.name}: {type_ddl(f.dataType)}" for f in kind.fields) + ">"
+        name = quoted if quote else str
+        return "STRUCT<" + ", ".join(f"{name(f.name)}: {type_ddl(f.dataType, quote)}" for f in kind.fields) + ">"
     if isinstance(kind, ArrayType):
-        return f"ARRAY<{type_ddl(kind.elementType)}>"
+        return f"ARRAY<{type_ddl(kind.elementType, quote)}>"
     if isinstance(kind, MapType):
-        return f"MAP<{type_ddl(kind.keyType)}, {type_ddl(kind.valueType)}>"
+        return f"MAP<{type_ddl(kind.keyType, quote)}, {type_ddl(kind.valueType, quote)}>"
     return kind.simpleString().upper()
 
 

@@ -85,8 +85,9 @@ url, table = sys.argv[1:3]
 spark = SparkSession.builder.remote(url).getOrCreate()
 cfg = types.SimpleNamespace(listener="tests.unit.listeners:fail_poison", consume_message_batch_max_size=1,
                             consume_thread_min=1, consume_thread_max=2, consume_timeout_seconds=60.0)
-df = spark.createDataFrame([("orders", "TagA", False, None, False)],
-                           "topic STRING, tags STRING, matched BOOLEAN, _rl_error STRING, _rl_duplicate BOOLEAN")
+df = spark.createDataFrame([("orders", "TagA", ("EU",), False, None, False)],
+                           "topic STRING, tags STRING, `ship-to` STRUCT<`region-code`: STRING>, matched BOOLEAN, "
+                           "_rl_error STRING, _rl_duplicate BOOLEAN")
 listen(df, cfg).write.format("delta").save(table)
 """
 
@@ -104,4 +105,5 @@ def test_a_table_landed_through_a_listener_on_the_server_is_readable_by_delta_rs
     schema = (table / "_delta_log" / "00000000000000000000.json").read_text()
     assert "collate" not in schema, schema[:2000]
     assert DeltaTable(str(table)).to_pyarrow_table().to_pylist() == [
-        {"topic": "orders", "tags": "TagA", "matched": False, "_rl_error": None, "_rl_duplicate": False}]
+        {"topic": "orders", "tags": "TagA", "ship-to": {"region-code": "EU"}, "matched": False, "_rl_error": None,
+         "_rl_duplicate": False}]
