@@ -6,12 +6,17 @@ The keys are read from the environment variables the configuration names (``lake
 Hadoop configuration at run time, never in its Spark configuration (which its event log, its UI's environment page
 and ``spark-submit`` arguments show) nor in data source options (which its plans show); delta-rs gets them in the
 storage options of one reader. Nothing here logs or formats a key: errors name the variable, never its value.
+
+A Spark Connect server (``spark.remote``) serves every run from one JVM that no run configures: it is started with
+the bucket's settings (``spark.hadoop.fs.s3a.bucket.<bucket>.*``, no key among them) and with the keys in its
+environment, as ``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY``, which the bucket's credentials provider reads
+there.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -49,9 +54,20 @@ def bucket_of(root: str) -> str:
     return root[len("s3a://"):].split("/", 1)[0]
 
 
-def hadoop_settings(lake: "LakeConfig") -> dict[str, str]:
+#: The keys of a run's own session: from its Hadoop configuration (``apply_lake``), and from nowhere else.
+HADOOP_CONFIGURATION_PROVIDER = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+#: The keys of a Spark Connect server: from its environment (``server_keys``), AWS's variables, read by the AWS SDK
+#: that Hadoop's S3A connector (3.4 and later) runs on.
+ENVIRONMENT_CREDENTIALS_PROVIDER = "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
+#: Where a Spark Connect server's S3A settings go: Spark hands ``spark.hadoop.*`` settings to its Hadoop configuration.
+SPARK_HADOOP_PREFIX = "spark.hadoop."
+
+
+def hadoop_settings(lake: "LakeConfig", keys_from_environment: bool = False) -> dict[str, str]:
     """S3A's settings for the lake's bucket, without keys: endpoint, region, path style (none for a local lake).
-    Per bucket (``fs.s3a.bucket.<bucket>.*``), so another bucket a user's code reads keeps its own."""
+    Per bucket (``fs.s3a.bucket.<bucket>.*``), so another bucket a user's code reads keeps its own. The keys come
+    from the Hadoop configuration, or with ``keys_from_environment`` (a Spark Connect server) from the environment,
+    and from nowhere else: no instance metadata probe."""
     if not on_s3(lake.root) or lake.s3 is None:
         return {}
     s3, prefix = lake.s3, f"fs.s3a.bucket.{bucket_of(lake.root)}."
@@ -60,9 +76,29 @@ def hadoop_settings(lake: "LakeConfig") -> dict[str, str]:
         settings[prefix + "endpoint"] = s3.endpoint
         settings[prefix + "connection.ssl.enabled"] = str(s3.endpoint.startswith("https://")).lower()
     if s3.access_key_env:
-        # The keys come from the Hadoop configuration (apply_lake) and from nowhere else: no instance metadata probe.
-        settings[prefix + "aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+        settings[prefix + "aws.credentials.provider"] = (
+            ENVIRONMENT_CREDENTIALS_PROVIDER if keys_from_environment else HADOOP_CONFIGURATION_PROVIDER)
     return settings
+
+
+def server_settings(lake: "LakeConfig") -> dict[str, str]:
+    """The Spark settings a Spark Connect server for ``lake`` starts with (none for a local lake): the bucket's S3A
+    settings, the keys read from the server's environment. No key: these are on its command line."""
+    settings = hadoop_settings(lake, keys_from_environment=True)
+    return {SPARK_HADOOP_PREFIX + key: value for key, value in settings.items()}
+
+
+def server_keys(lake: "LakeConfig", environ: MutableMapping[str, str]) -> None:
+    """Put the lake's keys, read from the variables the configuration names, in ``environ`` (a Spark Connect server's)
+    as ``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY``, which its bucket's credentials provider reads; a
+    session token there would be sent with them, for another account: it goes. Nothing for a local lake or for
+    the default credential chains (no ``access_key_env``)."""
+    if not on_s3(lake.root):
+        return
+    keys = _keys(lake, environ)
+    if keys is not None:
+        environ["AWS_ACCESS_KEY_ID"], environ["AWS_SECRET_ACCESS_KEY"] = keys
+        environ.pop("AWS_SESSION_TOKEN", None)
 
 
 def apply_lake(spark: "SparkSession", lake: "LakeConfig", environ: Mapping[str, str] | None = None) -> None:

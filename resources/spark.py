@@ -13,8 +13,9 @@ import os
 import sys
 import threading
 import zipfile
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import pyspark
@@ -22,7 +23,11 @@ from dagster import ConfigurableResource
 from pydantic import Field
 from pyspark.sql import SparkSession
 
+from rocketlake.pipelines import storage
 from rocketlake.resources import jars
+
+if TYPE_CHECKING:
+    from rocketlake.pipelines.config import LakeConfig
 
 _lock = threading.Lock()
 
@@ -144,16 +149,26 @@ def connect_endpoint(remote: str) -> tuple[str, int]:
 
 
 def connect_server_command(remote: str, master: str = "local[*]", conf: dict[str, str] | None = None,
-                           app_name: str = "rocketlake") -> tuple[list[str], dict[str, str]]:
+                           app_name: str = "rocketlake", lake: LakeConfig | None = None,
+                           environ: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
     """The command and environment of a Spark Connect server for ``remote``, configured as :func:`spark_session`
     configures a run's own session (Delta, its jars as files, the local defaults, this interpreter for the Python
-    workers, the malloc cap), bound to the URL's host and port."""
+    workers, the malloc cap), bound to the URL's host and port.
+
+    A ``lake`` on ``s3a://`` adds S3A's jars and its bucket's settings (``storage.server_settings``), and puts its
+    keys, read from the variables the configuration names in ``environ`` (this process's environment by default),
+    in the server's environment (``storage.server_keys``): never in the command, which ``ps`` shows to everyone."""
     host, port = connect_endpoint(remote)
-    env = dict(os.environ, SPARK_HOME=str(Path(pyspark.__file__).resolve().parent))
+    env = dict(os.environ if environ is None else environ, SPARK_HOME=str(Path(pyspark.__file__).resolve().parent))
+    on_s3 = lake is not None and storage.on_s3(lake.root)
     settings = {**CONNECT_REAPS_DEAD_CLIENTS, **session_settings(master, conf, env),
+                **(storage.server_settings(lake) if on_s3 else {}),  # the lake's, whatever spark.conf says: runs check
                 "spark.connect.grpc.binding.address": host, "spark.connect.grpc.binding.port": str(port)}
+    if on_s3:
+        storage.server_keys(lake, env)
+    needed = [*session_jars(), *(jars.resolve(jars.s3a_jar_set()) if on_s3 else [])]
     cmd = [str(Path(env["SPARK_HOME"]) / "bin" / "spark-submit"), "--master", master, "--name", app_name,
-           "--class", CONNECT_SERVER_CLASS, "--jars", jar_files(settings, session_jars())]
+           "--class", CONNECT_SERVER_CLASS, "--jars", jar_files(settings, needed)]
     if not master.startswith("local"):
         cmd += ["--py-files", str(package_zip())]  # as spark_session's addPyFile: executors elsewhere get rocketlake
     for key, value in settings.items():

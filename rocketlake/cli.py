@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rocketlake.pipelines.config import ConfigError
+from rocketlake.pipelines.storage import StorageKeysMissing
 from rocketlake.resources.jars import JarResolutionFailed, ToolMissing
 from rocketlake.resources.local.process import LocalClusterError
 from rocketlake.resources.rocketmq.errors import (
@@ -89,7 +90,8 @@ def _local_connect_server(args: argparse.Namespace):
     source = _local_config(args, "deploy/rocketlake.yaml" if args.stack else "rocketlake.yaml")
     if not source.is_file():
         return None  # no configuration here (a cluster for another project): nothing asks for a server
-    return server_for(load_config(source).spark, state_dir)
+    config = load_config(source)
+    return server_for(config.spark, state_dir, config.lake)
 
 
 def _postgres(args: argparse.Namespace):
@@ -184,7 +186,10 @@ def _local(args: argparse.Namespace) -> int:
             print(f"use it with spark: {{master: \"{spark.spec.master_url}\"}} in rocketlake.yaml")
         if connect is not None:  # after the standalone cluster: its master may be the server's
             print("starting the Spark Connect server the runs open their sessions on (spark.remote) ...", flush=True)
-            connect.up(progress=lambda line: print(line, flush=True))
+            # An S3 lake's keys, from the variables its configuration names: the local S3 server's, when it is
+            # started here, as `local env --s3` gives them to a shell.
+            environ = {**os.environ, **s3.credentials_env()} if s3 is not None else None
+            connect.up(progress=lambda line: print(line, flush=True), environ=environ)
         if postgres is not None:
             print("starting PostgreSQL for Dagster's storage ...", flush=True)
             postgres.up(progress=lambda line: print(line, flush=True))
@@ -572,15 +577,19 @@ def _metrics_endpoint(args: argparse.Namespace, config, ingestion, log):
 
 def _spark_server(args: argparse.Namespace) -> int:
     from rocketlake.pipelines.config import config_path, load_config
+    from rocketlake.pipelines.storage import bucket_of, on_s3
     from rocketlake.resources.spark import connect_server_command
 
     config = load_config(args.config)
     if config.spark.remote is None:
         raise _Refused(f"{config_path(args.config)}: spark.remote is not set; set it to the URL the server is to "
                        "listen on (e.g. sc://127.0.0.1:15002), and the runs will open their sessions there")
-    cmd, env = connect_server_command(config.spark.remote, config.spark.master, config.spark.conf)
-    print(f"rocketlake: Spark Connect server on {config.spark.remote} (master {config.spark.master}, Delta), until "
-          "SIGTERM or Ctrl-C", flush=True)
+    # An S3 lake: its bucket's settings, and its keys (from the variables the configuration names) in the server's
+    # environment, never on its command line.
+    cmd, env = connect_server_command(config.spark.remote, config.spark.master, config.spark.conf, lake=config.lake)
+    s3 = f", the S3 bucket {bucket_of(config.lake.root)}" if on_s3(config.lake.root) else ""
+    print(f"rocketlake: Spark Connect server on {config.spark.remote} (master {config.spark.master}, Delta{s3}), "
+          "until SIGTERM or Ctrl-C", flush=True)
     os.execve(cmd[0], cmd, env)  # the JVM takes this pid: a supervisor stops it like any server
 
 
@@ -768,8 +777,9 @@ def build_parser() -> argparse.ArgumentParser:
         "spark-server", help="run the Spark Connect server of spark.remote, for runs without a Spark start each",
         description="Run a Spark Connect server in the foreground, bound to spark.remote's host and port, on "
                     "spark.master with spark.conf, Delta and its jars, and this environment's Python for its workers "
-                    "(so rocketlake's reader is there): each Dagster run then opens a session on it instead of "
-                    "starting a JVM of its own. Restart it after upgrading rocketlake.")
+                    "(so rocketlake's reader is there), and for a lake on s3a:// its bucket's settings and its keys "
+                    "(from the variables lake.s3 names, into the server's environment): each Dagster run then opens "
+                    "a session on it instead of starting a JVM of its own. Restart it after upgrading rocketlake.")
     config_option(server)
     server.set_defaults(func=_spark_server)
     return parser
@@ -779,7 +789,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (LocalClusterError, ToolMissing, JarResolutionFailed, ConfigError, _Refused) as e:
+    except (LocalClusterError, ToolMissing, JarResolutionFailed, ConfigError, StorageKeysMissing, _Refused) as e:
         print(f"rocketlake: error: {e}", file=sys.stderr)
         return 2
     except RocketMQError as e:  # a cluster that refuses us (TLS, ACL), is not there, or answers an error: one sentence

@@ -4,16 +4,20 @@ A run that starts Spark of its own pays a JVM start and a first Delta commit (15
 window, and four runs of a window on a small machine mean four JVMs at once. One server, started once, serves them
 all: a run's session on it costs a gRPC connection. It is the installed pyspark's own Connect server, configured as
 a run's own session would be (``resources.spark.connect_server_command``: Delta and its jars, this environment's
-Python for the workers), recorded and stopped by pid like the brokers (``process.ManagedProcess``).
+Python for the workers; an S3 lake's bucket settings, and its keys in the server's environment), recorded and
+stopped by pid like the brokers (``process.ManagedProcess``).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from rocketlake.pipelines.storage import bucket_of, on_s3
 from rocketlake.resources.local.process import (
     LocalClusterError,
     ManagedProcess,
@@ -28,6 +32,9 @@ from rocketlake.resources.spark import (
     connect_server_command,
 )
 
+if TYPE_CHECKING:
+    from rocketlake.pipelines.config import LakeConfig
+
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 180.0
 ROLE = "spark-connect"
@@ -37,7 +44,8 @@ STATE_SUBDIR = "spark-connect"
 
 @dataclass(frozen=True)
 class LocalSparkServer:
-    """A Spark Connect server on ``127.0.0.1:port``, on ``master``, started with ``conf``."""
+    """A Spark Connect server on ``127.0.0.1:port``, on ``master``, started with ``conf`` and, for a ``lake`` on S3,
+    its bucket's settings and keys (``connect_server_command``)."""
 
     state_dir: Path
     port: int = CONNECT_DEFAULT_PORT
@@ -45,6 +53,7 @@ class LocalSparkServer:
     conf: Mapping[str, str] = field(default_factory=dict)
     #: Added to the server's environment, which its Python workers inherit: e.g. a PYTHONPATH where listeners live.
     env: Mapping[str, str] = field(default_factory=dict)
+    lake: LakeConfig | None = None
 
     @property
     def url(self) -> str:
@@ -54,8 +63,11 @@ class LocalSparkServer:
     def process(self) -> ManagedProcess:
         return ManagedProcess(ROLE, self.state_dir)
 
-    def up(self, timeout: float = START_TIMEOUT_S, progress: Callable[[str], None] | None = None) -> None:
-        """Start the server unless the recorded one runs; return once it accepts connections."""
+    def up(self, timeout: float = START_TIMEOUT_S, progress: Callable[[str], None] | None = None,
+           environ: Mapping[str, str] | None = None) -> None:
+        """Start the server unless the recorded one runs; return once it accepts connections. An S3 lake's keys are
+        read, under the names the configuration gives, from ``environ`` (this process's environment by default) with
+        ``env`` added: passed here, a key is in no field of this server's (nor in its repr)."""
         report = progress or (lambda line: None)
         began = time.monotonic()
         if self.process.pid() is None:
@@ -63,11 +75,13 @@ class LocalSparkServer:
                 raise LocalClusterError(f"cannot start the Spark Connect server: port {self.port} on {LOOPBACK} is in "
                                         "use; stop that process, or give spark.remote in rocketlake.yaml another port "
                                         f"(sc://{LOOPBACK}:<port>)")
-            cmd, env = connect_server_command(self.url, self.master, dict(self.conf))
+            base = {**(os.environ if environ is None else environ), **self.env}
+            cmd, env = connect_server_command(self.url, self.master, dict(self.conf), lake=self.lake, environ=base)
             self.process.start(cmd, {**env, **self.env})
         wait_for(lambda: accepts_connections(self.port), time.monotonic() + timeout, [self.process],
                  f"the Spark Connect server on {self.url}")
-        report(f"  Spark Connect server on {self.url} (master {self.master}, Delta) "
+        s3 = f", the S3 bucket {bucket_of(self.lake.root)}" if self.lake is not None and on_s3(self.lake.root) else ""
+        report(f"  Spark Connect server on {self.url} (master {self.master}, Delta{s3}) "
                f"({time.monotonic() - began:.0f}s)")
 
     def status(self) -> str:
@@ -78,13 +92,14 @@ class LocalSparkServer:
         return stop_all([self.process])
 
 
-def server_for(spark, state_dir: Path) -> LocalSparkServer | None:
+def server_for(spark, state_dir: Path, lake: LakeConfig | None = None) -> LocalSparkServer | None:
     """The local server a configuration's ``spark`` block (``SparkConfig``) asks for: its ``remote`` on this machine,
-    on its master and settings, kept under ``state_dir``; None when its runs start Spark of their own or open their
-    sessions on a server elsewhere (a server elsewhere is its operator's to run: ``rocketlake spark-server``)."""
+    on its master and settings, with its ``lake``'s (an S3 bucket's settings and keys), kept under ``state_dir``;
+    None when its runs start Spark of their own or open their sessions on a server elsewhere (a server elsewhere is
+    its operator's to run: ``rocketlake spark-server``)."""
     if spark.remote is None:
         return None
     host, port = connect_endpoint(spark.remote)
     if host not in (LOOPBACK, "localhost"):
         return None
-    return LocalSparkServer(state_dir / STATE_SUBDIR, port=port, master=spark.master, conf=dict(spark.conf))
+    return LocalSparkServer(state_dir / STATE_SUBDIR, port=port, master=spark.master, conf=dict(spark.conf), lake=lake)

@@ -1,5 +1,7 @@
 """Settings ``spark_session`` derives before it starts the JVM (pure: no Spark is started here)."""
 
+import pytest
+
 from rocketlake.resources.spark import MALLOC_ARENA_MAX, cap_malloc_arenas
 
 
@@ -45,3 +47,45 @@ def test_the_spark_connect_server_is_configured_as_a_runs_own_session(monkeypatc
     assert confs["spark.sql.shuffle.partitions"] == "4" and confs["spark.driver.host"] == "127.0.0.1"  # local default
     assert env["PYSPARK_PYTHON"] == sys.executable and env["MALLOC_ARENA_MAX"] == MALLOC_ARENA_MAX
     assert "--py-files" not in cmd
+
+
+def test_the_spark_connect_server_of_an_s3_lake_gets_its_bucket_settings_and_keys_out_of_its_command_line(
+        monkeypatch):
+    """The server of an ``s3a://`` lake has S3A's jars, the bucket's settings and, in its environment only, the keys
+    from the variables the configuration names: nothing in its command line (which ``ps`` shows) holds them."""
+    from pathlib import Path
+
+    from rocketlake.pipelines.config import LakeConfig
+    from rocketlake.pipelines.storage import StorageKeysMissing, server_settings
+    from rocketlake.resources import jars
+    from rocketlake.resources.spark import connect_server_command
+
+    secret = "s3cr3t-of-the-lake"
+    resolved = {"delta": [Path("/jars/delta-spark.jar")], "spark": [Path("/jars/spark-avro_2.13.jar")],
+                "s3a": [Path("/jars/hadoop-aws.jar"), Path("/jars/bundle.jar")]}
+    monkeypatch.setattr(jars, "resolve", lambda jar_set: resolved[jar_set.name.split("-")[0]])
+    lake = LakeConfig(root="s3a://lake/tables", s3={"endpoint": "http://127.0.0.1:7070", "path_style_access": True,
+                                                    "access_key_env": "LAKE_KEY", "secret_key_env": "LAKE_SECRET"})
+    monkeypatch.setenv("LAKE_KEY", "rocketlake")
+    monkeypatch.setenv("LAKE_SECRET", secret)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "not the lake's")
+    cmd, env = connect_server_command("sc://127.0.0.1:15010", "local[2]",
+                                      {"spark.hadoop.fs.s3a.bucket.lake.endpoint": "http://elsewhere"}, lake=lake)
+    assert cmd[cmd.index("--jars") + 1] == \
+        "/jars/delta-spark.jar,/jars/spark-avro_2.13.jar,/jars/hadoop-aws.jar,/jars/bundle.jar"
+    confs = dict(c.split("=", 1) for c in cmd[1:] if "=" in c and cmd[cmd.index(c) - 1] == "--conf")
+    assert {**confs, **server_settings(lake)} == confs  # the lake's settings win over spark.conf's
+    assert env["AWS_ACCESS_KEY_ID"] == "rocketlake" and env["AWS_SECRET_ACCESS_KEY"] == secret
+    assert "AWS_SESSION_TOKEN" not in env
+    assert not any(secret in part for part in cmd)
+    # Keys from another environment than the process's (`rocketlake local up --s3`: the local S3 server's).
+    monkeypatch.delenv("LAKE_SECRET")
+    with pytest.raises(StorageKeysMissing, match=r"\$LAKE_SECRET is not set"):
+        connect_server_command("sc://127.0.0.1:15010", "local[2]", {}, lake=lake)
+    _, env = connect_server_command("sc://127.0.0.1:15010", "local[2]", {}, lake=lake,
+                                    environ={"LAKE_KEY": "rocketlake", "LAKE_SECRET": "from the local server"})
+    assert env["AWS_SECRET_ACCESS_KEY"] == "from the local server"
+    # A local lake: no S3A jars, no S3 setting, no key.
+    cmd, env = connect_server_command("sc://127.0.0.1:15010", "local[2]", {}, lake=LakeConfig(root="/tmp/lake"))
+    assert "hadoop-aws" not in cmd[cmd.index("--jars") + 1] and not any("fs.s3a" in part for part in cmd)
+    assert "AWS_ACCESS_KEY_ID" not in env

@@ -7,10 +7,13 @@ from pydantic import ValidationError
 from rocketlake.pipelines.config import LakeConfig
 from rocketlake.pipelines.storage import (
     DYNAMODB_LOG_STORE,
+    ENVIRONMENT_CREDENTIALS_PROVIDER,
     StorageKeysMissing,
     delta_rs_options,
-    several_writers_refusal,
     hadoop_settings,
+    server_keys,
+    server_settings,
+    several_writers_refusal,
 )
 
 SECRET = "s3cr3t-value-never-shown"
@@ -54,6 +57,36 @@ def test_missing_keys_name_the_variables_never_a_value():
         delta_rs_options(lake(), {"LAKE_KEY": "rocketlake"})
     assert "$LAKE_SECRET is not set" in str(e.value) and "lake.s3.secret_key_env" in str(e.value)
     assert "rocketlake" not in str(e.value).replace("rocketlake's", "")
+
+
+def test_a_spark_connect_server_starts_with_the_buckets_settings_and_its_keys_in_its_environment():
+    """The server's Spark settings name the bucket's endpoint, region and path style, and a credentials provider that
+    reads the keys from the server's environment: the keys go there from the variables the configuration names, and
+    into no setting (which the event log, the UI and the server's command line show)."""
+    settings = server_settings(lake())
+    assert settings == {
+        "spark.hadoop.fs.s3a.bucket.lake.endpoint.region": "us-east-1",
+        "spark.hadoop.fs.s3a.bucket.lake.path.style.access": "true",
+        "spark.hadoop.fs.s3a.bucket.lake.endpoint": "http://127.0.0.1:7070",
+        "spark.hadoop.fs.s3a.bucket.lake.connection.ssl.enabled": "false",
+        "spark.hadoop.fs.s3a.bucket.lake.aws.credentials.provider": ENVIRONMENT_CREDENTIALS_PROVIDER,
+    }
+    assert ENVIRONMENT_CREDENTIALS_PROVIDER == "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
+    environ = {"LAKE_KEY": "rocketlake", "LAKE_SECRET": SECRET, "AWS_SESSION_TOKEN": "another account's", "PATH": "/bin"}
+    server_keys(lake(), environ)
+    # AWS's variable names, read by that provider; a session token of another account would go with them: dropped.
+    assert environ == {"LAKE_KEY": "rocketlake", "LAKE_SECRET": SECRET, "PATH": "/bin",
+                       "AWS_ACCESS_KEY_ID": "rocketlake", "AWS_SECRET_ACCESS_KEY": SECRET}
+    assert SECRET not in repr(settings)
+    with pytest.raises(StorageKeysMissing) as e:
+        server_keys(lake(), {"LAKE_KEY": "rocketlake"})
+    assert "$LAKE_SECRET is not set" in str(e.value)
+    # A local lake gives the server nothing; AWS without keys: the default credential chains, the environment as is.
+    assert server_settings(LakeConfig(root="/tmp/lake")) == {}
+    aws, untouched = LakeConfig(root="s3a://bucket/tables", s3={"region": "eu-west-1"}), {"AWS_PROFILE": "prod"}
+    server_keys(aws, untouched)
+    assert untouched == {"AWS_PROFILE": "prod"}
+    assert "spark.hadoop.fs.s3a.bucket.bucket.aws.credentials.provider" not in server_settings(aws)
 
 
 @pytest.mark.parametrize(("root", "s3", "says"), [
