@@ -43,7 +43,7 @@ from rocketlake.assets.metadata import (
 )
 from rocketlake.assets.pool_limit import PoolNotLimited, check_pool_limited
 from rocketlake.assets.run_guard import record_process
-from rocketlake.pipelines.storage import apply_lake, delta_rs_options
+from rocketlake.pipelines.storage import ServerWithoutLake, apply_lake, delta_rs_options
 from rocketlake.assets.translator import IngestionAssets
 from rocketlake.assets.partitions import window_partitions, windows_between
 from rocketlake.pipelines import ingest
@@ -252,7 +252,10 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
     client = rocketmq.client(timeout)  # the ACL keys' variables are read here: unset, the run stops before Spark
     spark = spark_resource.session()
     if storage is not None:
-        apply_lake(spark, storage)  # S3A's settings and keys in the session's Hadoop configuration, not Spark's
+        try:  # S3A's settings and keys in the session's Hadoop configuration, not Spark's; on Connect, the server's
+            apply_lake(spark, storage)
+        except ServerWithoutLake as e:
+            raise Failure(description=str(e), allow_retries=False) from None
     lake = SparkLake(spark, rocketmq.source_options(timeout), cfg, table_path,
                      None if dead_letters else failures_path, last_errors_from=failures_path if dead_letters else None,
                      storage_options=None if storage is None else delta_rs_options(storage))

@@ -212,7 +212,8 @@ class SparkConfig(_Strict):
                                  "`remote`, the server starts with it and each run's session sets its SQL settings.")
     remote: str | None = Field(default=None, description="A Spark Connect server's URL (sc://host:port): each run "
                                "opens a session on that long-lived server instead of starting Spark of its own (about "
-                               "15 s less per run). Start it with `rocketlake spark-server` on the same configuration.")
+                               "15 s less per run). Start it with `rocketlake spark-server` on the same configuration: "
+                               "it takes the lake's S3 settings and keys from it too.")
 
     @field_validator("remote")
     @classmethod
@@ -948,9 +949,6 @@ class RocketLakeConfig(_Strict):
                 problems.append(f"ingestions.{name}.table: {ing.table!r} is already the table of ingestion "
                                 f"{tables[ing.table]!r}; each ingestion needs its own table")
             tables[ing.table] = name
-        if self.spark.remote is not None and self.lake.root.startswith("s3a://"):
-            problems.append(f"spark.remote: {self.spark.remote!r} with a lake on s3a:// is not supported yet (a run "
-                            "sets S3A's settings and keys on a JVM of its own); leave spark.remote unset for this lake")
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -10,13 +10,13 @@ storage options of one reader. Nothing here logs or formats a key: errors name t
 A Spark Connect server (``spark.remote``) serves every run from one JVM that no run configures: it is started with
 the bucket's settings (``spark.hadoop.fs.s3a.bucket.<bucket>.*``, no key among them) and with the keys in its
 environment, as ``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY``, which the bucket's credentials provider reads
-there.
+there. A run on it checks that the server has the lake's settings and refuses in one sentence when it has not.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -101,11 +101,34 @@ def server_keys(lake: "LakeConfig", environ: MutableMapping[str, str]) -> None:
         environ.pop("AWS_SESSION_TOKEN", None)
 
 
+class ServerWithoutLake(RuntimeError):
+    """The Spark Connect server a run opens its session on was not started with the lake's S3 settings."""
+
+
+def server_refusal(lake: "LakeConfig", server_setting: Callable[[str], str | None]) -> str | None:
+    """Why a Spark Connect server whose settings ``server_setting`` reads cannot reach ``lake``, or None when it has
+    the lake's settings (a local lake needs none)."""
+    for key, wanted in server_settings(lake).items():
+        has = server_setting(key)
+        if has != wanted:
+            return (f"the Spark Connect server (spark.remote) was not started with the S3 settings of the lake "
+                    f"{lake.root} ({key} is {'not set' if has is None else repr(has)} there, {wanted!r} in this "
+                    "configuration): start it with this configuration (rocketlake spark-server; the local runtime's: "
+                    "rocketlake local down, then local up) and run again")
+    return None
+
+
 def apply_lake(spark: "SparkSession", lake: "LakeConfig", environ: Mapping[str, str] | None = None) -> None:
     """Put the lake's S3A settings and keys in the session's Hadoop configuration, which its jobs' tasks get: a run
     sets them on whatever session it is given (one a user's code started included), and Spark's configuration,
-    which its event log and UI show, never holds the keys."""
+    which its event log and UI show, never holds the keys. A Spark Connect session's server holds its own since it
+    started (``server_settings``, ``server_keys``): it is checked for them instead (``ServerWithoutLake``)."""
     if not on_s3(lake.root):
+        return
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        refusal = server_refusal(lake, lambda key: spark.conf.get(key, None))
+        if refusal is not None:
+            raise ServerWithoutLake(refusal)
         return
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()  # no public PySpark API sets it
     for key, value in hadoop_settings(lake).items():

@@ -320,15 +320,16 @@ def test_metadata_columns_are_named_from_the_catalogue_and_the_rules_add_what_th
     assert "ingestions.orders.metadata_columns.1: 'msg_id'" in refused and "'born_host'" in refused
 
 
-def test_a_spark_connect_url_is_checked_at_load_and_refused_with_an_s3_lake():
+def test_a_spark_connect_url_is_checked_at_load_and_taken_with_an_s3_lake():
     raw = {**copy.deepcopy(MINIMAL), "spark": {"remote": "sc://127.0.0.1:15002"}}
     assert parse_config(raw).spark.remote == "sc://127.0.0.1:15002"
     for bad in ("http://127.0.0.1:15002", "sc://:15002", "sc://host:99999"):
         (line,) = problems({**MINIMAL, "spark": {"remote": bad}})
         assert line.startswith(f"spark.remote: {bad!r}") or ("spark.remote" in line and bad in line), line
         assert "sc://host:port" in line
-    (line,) = problems({**raw, "lake": {"root": "s3a://bucket/lake"}})
-    assert "spark.remote: 'sc://127.0.0.1:15002' with a lake on s3a:// is not supported yet" in line
+    # The server is started with the lake's bucket settings (rocketlake spark-server on the same configuration).
+    on_s3 = parse_config({**raw, "lake": {"root": "s3a://bucket/lake", "s3": {"region": "eu-west-1"}}})
+    assert on_s3.spark.remote == "sc://127.0.0.1:15002" and on_s3.lake.root == "s3a://bucket/lake"
 
 
 def test_table_properties_are_delta_texts_and_refused_by_name_when_they_cannot_be_passed_on():

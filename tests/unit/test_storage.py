@@ -12,6 +12,7 @@ from rocketlake.pipelines.storage import (
     delta_rs_options,
     hadoop_settings,
     server_keys,
+    server_refusal,
     server_settings,
     several_writers_refusal,
 )
@@ -87,6 +88,24 @@ def test_a_spark_connect_server_starts_with_the_buckets_settings_and_its_keys_in
     server_keys(aws, untouched)
     assert untouched == {"AWS_PROFILE": "prod"}
     assert "spark.hadoop.fs.s3a.bucket.bucket.aws.credentials.provider" not in server_settings(aws)
+
+
+def test_a_server_started_without_the_lakes_bucket_settings_is_refused_in_one_sentence():
+    started_with = server_settings(lake())
+    assert server_refusal(lake(), started_with.get) is None
+    assert server_refusal(lake(root="s3a://lake/another/prefix"), started_with.get) is None  # the bucket's settings
+    assert server_refusal(LakeConfig(root="/tmp/lake"), {}.get) is None
+    elsewhere = {**started_with, "spark.hadoop.fs.s3a.bucket.lake.endpoint": "http://127.0.0.1:9000"}
+    for server, names in (({}, "spark.hadoop.fs.s3a.bucket.lake.endpoint.region is not set there, 'us-east-1' in"),
+                          (elsewhere, "spark.hadoop.fs.s3a.bucket.lake.endpoint is 'http://127.0.0.1:9000' there, "
+                                      "'http://127.0.0.1:7070' in")):
+        refusal = server_refusal(lake(), server.get)
+        assert refusal is not None and refusal.count(". ") == 0 and refusal.endswith("and run again"), refusal
+        assert refusal.startswith("the Spark Connect server (spark.remote) was not started with the S3 settings of "
+                                  "the lake s3a://lake/prefix (")
+        assert names in refusal and "start it with this configuration (rocketlake spark-server" in refusal
+    other_bucket = server_refusal(lake(root="s3a://other/prefix"), started_with.get)
+    assert other_bucket is not None and "fs.s3a.bucket.other." in other_bucket
 
 
 @pytest.mark.parametrize(("root", "s3", "says"), [
