@@ -67,14 +67,14 @@ def run_demo(spec: ClusterSpec, topic: str, messages: int, windows: int = 3, s3_
     cluster = LocalCluster(spec)
     print(f"1/5 starting the local RocketMQ cluster (state in {spec.state_dir}) ...", flush=True)
     cluster.up(progress=lambda line: print(line, flush=True))
-    connect = server_for(config.spark, spec.state_dir)
-    if connect is not None:
-        print("    and the Spark Connect server every run opens its session on (spark.remote) ...", flush=True)
-        connect.up(progress=lambda line: print(line, flush=True))
     if s3 is not None:
         print("    and the local S3 server, the lake's bucket ...", flush=True)
         s3.up(progress=lambda line: print(line, flush=True))
-        os.environ.update(s3.credentials_env())  # the variables the demo's lake.s3 names, for its runs
+        os.environ.update(s3.credentials_env())  # the variables the demo's lake.s3 names, for its runs and server
+    connect = server_for(config.spark, spec.state_dir, config.lake)
+    if connect is not None:
+        print("    and the Spark Connect server every run opens its session on (spark.remote) ...", flush=True)
+        connect.up(progress=lambda line: print(line, flush=True))
     print(f"2/5 creating topic {topic} with 4 queues on each broker ...", flush=True)
     cluster.create_topic(topic, 4)
 
@@ -118,9 +118,7 @@ def write_demo_config(source: Path, start: datetime, lake: dict | None = None) -
 
     raw = yaml.safe_load(source.read_text())
     if lake is not None:
-        raw["lake"] = lake
-        # An s3a:// lake on a Spark Connect server is not supported yet: its runs start Spark of their own.
-        raw.get("spark", {}).pop("remote", None)
+        raw["lake"] = lake  # on S3 too, the runs keep the Spark Connect server: it starts with the lake's settings
     for ingestion in raw.get("ingestions", {}).values():
         ingestion.setdefault("window", {})["start"] = start.isoformat()
     DEMO_CONFIG.parent.mkdir(parents=True, exist_ok=True)

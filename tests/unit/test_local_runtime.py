@@ -247,3 +247,23 @@ def test_a_controller_mode_cluster_is_ready_once_each_name_has_a_master_and_ever
     assert not status(2, 3).ready  # no master
     assert "as brokerId -1 (no id from the controller yet)" in status(0, -1).render("DefaultCluster")
     assert "as brokerId 0 (master)" in status(0, 2).render("DefaultCluster")
+
+
+def test_the_s3_demo_keeps_its_runs_on_the_spark_connect_server_started_with_its_lake(tmp_path, monkeypatch):
+    """`rocketlake demo --s3`: the demo's configuration keeps the project's spark.remote with the S3 lake, and the
+    local server it starts is given that lake (its bucket's settings, its keys)."""
+    from datetime import datetime, timezone
+
+    from rocketlake.demo import write_demo_config
+    from rocketlake.pipelines.config import load_config
+    from rocketlake.resources.local.s3 import LocalS3
+    from rocketlake.resources.local.spark_server import server_for
+
+    project = Path(__file__).resolve().parents[2] / "rocketlake.yaml"
+    monkeypatch.chdir(tmp_path)
+    lake = LocalS3(tmp_path / "s3", port=7070).lake_settings("demo")
+    config = load_config(write_demo_config(project, datetime(2026, 11, 1, tzinfo=timezone.utc), lake=lake))
+    assert config.lake.root == "s3a://lake/demo"
+    assert config.spark.remote == yaml.safe_load(project.read_text())["spark"]["remote"]
+    server = server_for(config.spark, tmp_path / "state", config.lake)
+    assert server is not None and server.lake == config.lake
