@@ -12,6 +12,7 @@ import random
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -21,6 +22,9 @@ from rocketlake.resources.local.peers import SentMessage, produce
 from rocketlake.resources.local.process import port_in_use
 from rocketlake.resources.local.spec import BrokerSpec, ClusterSpec, default_store_root
 from tests.spark_jvm import SparkJvmOptions
+
+if TYPE_CHECKING:
+    from rocketlake.resources.local.spark_server import LocalSparkServer
 
 _rng = random.Random()
 
@@ -153,7 +157,7 @@ def _spark_jvm_for_spark_tiers(request: pytest.FixtureRequest) -> None:
     tier = request.node.stash.get(TIER, None)
     if tier in SPARK_TIERS:
         request.getfixturevalue("spark_jvm_options")
-    if tier in IN_PROCESS_SPARK_TIERS:
+    if tier in IN_PROCESS_SPARK_TIERS and request.node.get_closest_marker("spark_connect") is None:
         request.getfixturevalue("spark")  # the worker's one session, started with every jar any of its tests needs
 
 
@@ -299,38 +303,76 @@ def spark(spark_jvm_options):
 
 @dataclasses.dataclass(frozen=True)
 class SparkConnect:
-    """The worker's long-lived Spark Connect server, as ``rocketlake local up`` runs one, and its event log."""
+    """A long-lived Spark Connect server, as ``rocketlake local up`` runs one, and its event log."""
 
     url: str
     events: Path  # Spark's event log of every session the server ran: what its history server would show
+    server: "LocalSparkServer"
 
     def settings(self) -> dict:
         """The ``spark`` block of a rocketlake.yaml whose runs open their sessions on this server."""
         return {"master": "local[2]", "remote": self.url}
+
+    def readable(self) -> dict[str, str]:
+        """What a person or a log shipper reads of the server, by where: every file of its event log, its log file,
+        and the command line of each of its processes (the JVM and its Python workers) as ``ps`` shows it to any
+        user of the machine. Each place holds something: a scan of nothing would pass."""
+        import subprocess
+
+        process = self.server.process
+        pid = process.pid()
+        assert pid is not None, "the server is not running"
+        # Spark 4 rolls its event log: events_<n>_<app> files, beside an empty appstatus_<app> marker.
+        found = {f"the server's event log {p.name}": p.read_text(errors="replace")
+                 for p in self.events.rglob("*") if p.is_file() and p.stat().st_size}
+        assert found, f"no event in {self.events}"
+        found["the server's log"] = process.log_file.read_text(errors="replace")
+        # Its processes: the session it leads (ManagedProcess starts it in a session of its own).
+        ps = subprocess.run(["ps", "-ww", "-o", "args=", "-s", str(pid)], capture_output=True, text=True,
+                            check=True).stdout
+        assert "SparkConnectServer" in ps, ps
+        found["the server's processes (ps)"] = ps
+        assert found["the server's log"], f"{process.log_file} is empty"
+        return found
+
+
+def connect_server(folder: Path, lake=None, environ: dict[str, str] | None = None) -> Iterator[SparkConnect]:
+    """A Spark Connect server on a free port with its event log in ``folder``, for ``lake`` (none: no S3 bucket's
+    settings), with ``environ`` added to this process's environment, until the generator is closed. Its Python
+    workers import the tests' listeners (``tests.unit.listeners``), as a user's server has their project's."""
+    import os
+
+    from rocketlake.resources.local.spark_server import LocalSparkServer
+
+    events = folder / "events"
+    events.mkdir()
+    (port,) = free_ports(1)
+    server = LocalSparkServer(folder, port=port, lake=lake, conf={
+        "spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(), "spark.eventLog.compress": "false"},
+        env={"PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]),
+                                                       os.environ.get("PYTHONPATH")) if p)})
+    server.up(environ=dict(os.environ, **(environ or {})))  # passed here, a secret is in no field of the server's
+    try:
+        yield SparkConnect(server.url, events, server)
+    finally:
+        assert server.down() == ["spark-connect"]  # it ran until the end, serving every test given it
 
 
 @pytest.fixture(scope="session")
 def spark_connect(tmp_path_factory: pytest.TempPathFactory, spark_jvm_options) -> Iterator[SparkConnect]:
     """One Spark Connect server for the worker's runs in processes of their own (the stack tier's CLI and daemon
     runs): a run opens a session on it instead of starting a JVM, as runs do by default on the local runtime."""
-    import os
+    yield from connect_server(tmp_path_factory.mktemp("spark-connect"))
 
-    from rocketlake.resources.local.spark_server import LocalSparkServer
 
-    folder = tmp_path_factory.mktemp("spark-connect")
-    events = folder / "events"
-    events.mkdir()
-    (port,) = free_ports(1)
-    # Its Python workers import the tests' listeners (tests.unit.listeners), as a user's server has their project's.
-    server = LocalSparkServer(folder, port=port, conf={
-        "spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(), "spark.eventLog.compress": "false"},
-        env={"PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]),
-                                                       os.environ.get("PYTHONPATH")) if p)})
-    server.up()
-    try:
-        yield SparkConnect(server.url, events)
-    finally:
-        assert server.down() == ["spark-connect"]  # it ran until the end, serving every test of the worker
+@pytest.fixture(scope="module")
+def s3_spark_connect(tmp_path_factory: pytest.TempPathFactory, spark_jvm_options, local_s3) -> Iterator[SparkConnect]:
+    """A Spark Connect server started with the settings of ``local_s3``'s bucket ``lake`` and its keys (from the
+    variables ``LocalS3.lake_settings()`` names), as ``rocketlake spark-server`` starts the server of an S3 lake: it
+    serves any lake under that bucket. One per module that needs it: the worker's shared server has no S3 bucket."""
+    from rocketlake.pipelines.config import LakeConfig
+
+    yield from connect_server(tmp_path_factory.mktemp("s3-spark-connect"), LakeConfig(**local_s3.lake_settings()))
 
 
 @pytest.fixture(scope="session")
