@@ -65,7 +65,7 @@ from rocketlake.resources.rocketmq.tls import TlsSettings
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq.pull import PullStatus
 from rocketlake.resources.rocketmq.send import OutgoingMessage
-from tests.conftest import SHORT_DELAY_LEVELS, make_spec
+from tests.conftest import SHORT_DELAY_LEVELS, SparkConnect, connect_server, make_spec
 from tests.dagster_instance import recommended_home
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -323,10 +323,23 @@ ACL_ENV = {"ROCKETLAKE_TEST_ACL_AK": ACCESS_KEY, "ROCKETLAKE_TEST_ACL_SK": SECRE
 SIGNATURE_FIELD = re.compile(r"""["']Signature["']\s*[:=]|\bSignature=""")
 
 
+@pytest.fixture(scope="module")
+def secure_spark_connect(tmp_path_factory: pytest.TempPathFactory, spark_jvm_options,
+                         local_s3) -> Iterator[SparkConnect]:
+    """The runs' long-lived Spark Connect server, as `rocketlake spark-server` runs it for this configuration: the S3
+    bucket's settings and keys, and the ACL keys' variables in its environment (its Python workers read the cluster,
+    signing their requests)."""
+    from rocketlake.pipelines.config import LakeConfig
+
+    yield from connect_server(tmp_path_factory.mktemp("secure-spark-connect"), LakeConfig(**local_s3.lake_settings()),
+                              ACL_ENV)
+
+
 @pytest.mark.stack
 @pytest.mark.parametrize("acl_cluster", [ROCKETMQ_VERSION], indirect=True)
 def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no_secret_shows(
-        acl_cluster: AclCluster, local_s3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        acl_cluster: AclCluster, local_s3, secure_spark_connect: SparkConnect, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from deltalake import DeltaTable
     from pyarrow import fs
 
@@ -339,37 +352,20 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
     topic, group, table = unique("secure"), unique("g"), unique("t")
     client.create_topic(topic, 2)
 
-    # The ingestion as a user writes it: keys by variable name, the cluster's CA, the lake on S3.
+    # The ingestion as a user writes it: keys by variable name, the cluster's CA, the lake on S3, its runs on the
+    # long-lived Spark server (started with the bucket's settings and keys, as on the local runtime).
     config = write_config(tmp_path / "rocketlake.yaml", acl_cluster.cluster, tmp_path / "unused", {"orders": {
         "topic": topic, "consumer_group": group, "table": table, "listener": "tests.unit.listeners:fail_poison",
-        "consume_message_batch_max_size": 1, "max_reconsume_times": 0}})  # a failure goes straight to %DLQ%
+        "consume_message_batch_max_size": 1, "max_reconsume_times": 0}},  # a failure goes straight to %DLQ%
+        secure_spark_connect.settings())
     body = yaml.safe_load(config.read_text())
     body["clusters"]["test"] |= {"access_key_env": "ROCKETLAKE_TEST_ACL_AK", "secret_key_env": "ROCKETLAKE_TEST_ACL_SK",
                                  "tls": {"ca_file": str(spec.tls_dir / "ca.pem")}}
     lake = LakeConfig(**local_s3.lake_settings(unique("secure")))
     body["lake"] = lake.model_dump(exclude_none=True)
-    events = tmp_path / "spark_events"
-    events.mkdir()
-    body["spark"]["conf"] = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(),
-                             "spark.eventLog.compress": "false"}
     config.write_text(yaml.safe_dump(body))
     home = recommended_home(tmp_path / "dagster_home")
     env = dict(os.environ, ROCKETLAKE_CONFIG=str(config), DAGSTER_HOME=str(home), **ACL_ENV)
-
-    # A run whose configuration lacks the tls block is turned away at its first call, in a sentence naming the
-    # cluster and what to configure, and leaves no table and no offset (the window: the minute before, closed).
-    plain = config.with_name("without_tls.yaml")
-    plain.write_text(yaml.safe_dump({**body, "clusters": {"test": {
-        k: v for k, v in body["clusters"]["test"].items() if k != "tls"}}}))
-    closed = datetime.fromtimestamp(int(time.time()) // 60 * 60 - 60, timezone.utc).strftime("%Y-%m-%d-%H:%M")
-    refused = subprocess.run([DAGSTER, "asset", "materialize", "-m", "rocketlake.definitions", "--select", table,
-                              "--partition", closed], cwd=ROOT, env=dict(env, ROCKETLAKE_CONFIG=str(plain)),
-                             capture_output=True, text=True, timeout=600)
-    refusal = refused.stdout + refused.stderr
-    assert refused.returncode != 0, refusal[-3000:]
-    assert f"cluster 'test' ({spec.namesrv_address}) closed the run's connection at once" in refusal, refusal[-3000:]
-    assert "configure tls for this cluster" in refusal
-    assert local_s3.filesystem().get_file_info(lake.table_path(table)[len("s3a://"):]).type == fs.FileType.NotFound
 
     # The Java producer, over TLS and signed, sends a minute's orders; one in three is poison.
     room_in_this_minute()  # the orders must all be stored within one minute, the window
@@ -379,6 +375,25 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
     assert {s.status for s in sent} == {"SEND_OK"}
     assert int(time.time()) // 60 * 60 == minute, "the orders were stored across two minutes (two windows)"
     window = datetime.fromtimestamp(minute, timezone.utc).strftime("%Y-%m-%d-%H:%M")
+
+    # While their window closes: a run whose configuration lacks the tls block is turned away at its first call, in
+    # a sentence naming the cluster and what to configure, and leaves no table and no offset (its window: the minute
+    # before the orders', closed and empty). Without run retries: each would be turned away alike, tens of seconds
+    # later (Dagster's delays), and the test is about the sentence.
+    plain = config.with_name("without_tls.yaml")
+    plain.write_text(yaml.safe_dump({**body, "clusters": {"test": {
+        k: v for k, v in body["clusters"]["test"].items() if k != "tls"}},
+        "ingestions": {"orders": {**body["ingestions"]["orders"], "run_retry": {"max_retries": 0}}}}))
+    closed = datetime.fromtimestamp(minute - 60, timezone.utc).strftime("%Y-%m-%d-%H:%M")
+    refused = subprocess.run([DAGSTER, "asset", "materialize", "-m", "rocketlake.definitions", "--select", table,
+                              "--partition", closed], cwd=ROOT, env=dict(env, ROCKETLAKE_CONFIG=str(plain)),
+                             capture_output=True, text=True, timeout=600)
+    refusal = refused.stdout + refused.stderr
+    assert refused.returncode != 0, refusal[-3000:]
+    assert f"cluster 'test' ({spec.namesrv_address}) closed the run's connection at once" in refusal, refusal[-3000:]
+    assert "configure tls for this cluster" in refusal
+    assert local_s3.filesystem().get_file_info(lake.table_path(table)[len("s3a://"):]).type == fs.FileType.NotFound
+
     wait_until(minute + 60 + 3)  # closed: its end plus the grace of 2 s
     run = subprocess.run([DAGSTER, "asset", "materialize", "-m", "rocketlake.definitions", "--select", table,
                           "--partition", window], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -436,12 +451,13 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
         materialization = instance.get_latest_materialization_event(AssetKey(table))
         assert materialization is not None
         readable["the asset's metadata"] = repr(materialization.asset_materialization.metadata)
-    spark_logs = [p for p in events.rglob("*") if p.is_file()]
-    assert spark_logs
-    for p in spark_logs:
+    # The Spark server: its event log (every session it ran), its log and its processes' command lines (`ps`).
+    for p in secure_spark_connect.events.rglob("*"):
         assert p.stat().st_size <= 64 * 1024 * 1024, f"{p} holds {p.stat().st_size} bytes"
-        readable[f"Spark's event log {p.name}"] = p.read_text()
-    assert any("BatchScan rocketmq" in p.read_text() for p in spark_logs)  # the reads' plans are in it
+    server = secure_spark_connect.readable()
+    assert any("BatchScan rocketmq" in text for where, text in server.items() if "event log" in where)  # reads' plans
+    assert any("s3a://lake/" in text for where, text in server.items() if "event log" in where)  # and writes'
+    readable |= server
     filesystem = local_s3.filesystem()
     for info in filesystem.get_file_info(fs.FileSelector(path[len("s3a://"):], recursive=True)):
         if info.type == fs.FileType.File and "/_delta_log/" in info.path:
