@@ -73,6 +73,9 @@ def run_demo(spec: ClusterSpec, topic: str, messages: int, windows: int = 3, s3_
         os.environ.update(s3.credentials_env())  # the variables the demo's lake.s3 names, for its runs and server
     connect = server_for(config.spark, spec.state_dir, config.lake)
     if connect is not None:
+        if connect.lake_refusal() is not None:  # the last demo's, on the local lake: this one's lake is on S3
+            print("    restarting the Spark Connect server with the S3 lake's settings ...", flush=True)
+            connect.down()
         print("    and the Spark Connect server every run opens its session on (spark.remote) ...", flush=True)
         connect.up(progress=lambda line: print(line, flush=True))
     print(f"2/5 creating topic {topic} with 4 queues on each broker ...", flush=True)

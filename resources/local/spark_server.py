@@ -10,6 +10,7 @@ stopped by pid like the brokers (``process.ManagedProcess``).
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rocketlake.pipelines.storage import bucket_of, on_s3
+from rocketlake.pipelines.storage import bucket_of, on_s3, server_refusal, server_settings
 from rocketlake.resources.local.process import (
     LocalClusterError,
     ManagedProcess,
@@ -63,6 +64,27 @@ class LocalSparkServer:
     def process(self) -> ManagedProcess:
         return ManagedProcess(ROLE, self.state_dir)
 
+    @property
+    def lake_file(self) -> Path:
+        """The S3 bucket settings the recorded server was started with (no key among them), beside its pid file."""
+        return self.state_dir / "lake-settings.json"
+
+    def lake_refusal(self) -> str | None:
+        """Why the running server cannot serve this server's ``lake`` (started without its bucket's settings), or
+        None: it can, or none runs. A server started before its settings were recorded had none."""
+        pid = self.process.pid()
+        if pid is None or self.lake is None:
+            return None
+        try:
+            started_with = json.loads(self.lake_file.read_text())
+        except (FileNotFoundError, ValueError):
+            started_with = {}
+        if server_refusal(self.lake, started_with.get) is None:
+            return None
+        return (f"the Spark Connect server running on {self.url} (pid {pid}) was started without the S3 settings of "
+                f"the lake {self.lake.root}, and its runs would fail: stop it (rocketlake local down) and start it "
+                "again on this configuration")
+
     def up(self, timeout: float = START_TIMEOUT_S, progress: Callable[[str], None] | None = None,
            environ: Mapping[str, str] | None = None) -> None:
         """Start the server unless the recorded one runs; return once it accepts connections. An S3 lake's keys are
@@ -70,6 +92,9 @@ class LocalSparkServer:
         ``env`` added: passed here, a key is in no field of this server's (nor in its repr)."""
         report = progress or (lambda line: None)
         began = time.monotonic()
+        refusal = self.lake_refusal()
+        if refusal is not None:
+            raise LocalClusterError(refusal)
         if self.process.pid() is None:
             if port_in_use(self.port):
                 raise LocalClusterError(f"cannot start the Spark Connect server: port {self.port} on {LOOPBACK} is in "
@@ -78,6 +103,7 @@ class LocalSparkServer:
             base = {**(os.environ if environ is None else environ), **self.env}
             cmd, env = connect_server_command(self.url, self.master, dict(self.conf), lake=self.lake, environ=base)
             self.process.start(cmd, {**env, **self.env})
+            self.lake_file.write_text(json.dumps(server_settings(self.lake) if self.lake is not None else {}))
         wait_for(lambda: accepts_connections(self.port), time.monotonic() + timeout, [self.process],
                  f"the Spark Connect server on {self.url}")
         s3 = f", the S3 bucket {bucket_of(self.lake.root)}" if self.lake is not None and on_s3(self.lake.root) else ""

@@ -267,3 +267,26 @@ def test_the_s3_demo_keeps_its_runs_on_the_spark_connect_server_started_with_its
     assert config.spark.remote == yaml.safe_load(project.read_text())["spark"]["remote"]
     server = server_for(config.spark, tmp_path / "state", config.lake)
     assert server is not None and server.lake == config.lake
+
+
+def test_a_running_local_server_without_the_lakes_bucket_is_refused_before_a_run_would_fail(tmp_path):
+    """`local up` (and the demo) find the recorded server running: started without this lake's bucket settings (the
+    last demo's, on the local lake), its runs would fail; `up` says so instead of reusing it."""
+    from rocketlake.pipelines.config import LakeConfig
+    from rocketlake.pipelines.storage import server_settings
+    from rocketlake.resources.local.process import LocalClusterError
+    from rocketlake.resources.local.spark_server import LocalSparkServer
+
+    lake = LakeConfig(root="s3a://lake/demo", s3={"endpoint": "http://127.0.0.1:7070", "path_style_access": True,
+                                                  "access_key_env": "LAKE_KEY", "secret_key_env": "LAKE_SECRET"})
+    server = LocalSparkServer(tmp_path, port=1, lake=lake)
+    assert server.lake_refusal() is None  # none runs
+    # This very process stands for the running server: its pid and start time recorded, as `up` records them.
+    server.process.pid_file.write_text(f"{os.getpid()} {start_time(os.getpid())}\n")
+    refusal = server.lake_refusal()  # recorded before its settings were: it had none
+    assert refusal is not None and f"(pid {os.getpid()})" in refusal and "s3a://lake/demo" in refusal
+    with pytest.raises(LocalClusterError, match=r"stop it \(rocketlake local down\)"):
+        server.up()
+    server.lake_file.write_text(json.dumps(server_settings(lake)))
+    assert server.lake_refusal() is None
+    assert LocalSparkServer(tmp_path, port=1).lake_refusal() is None  # a local lake needs no bucket
