@@ -132,7 +132,7 @@ def listen(df: DataFrame, cfg: IngestionConfig) -> DataFrame:
         schema = StructType(schema.fields + added.fields)
     return plain_strings(df.mapInArrow(_listening(cfg.listener, cfg.consume_message_batch_max_size,
                                                   cfg.consume_thread_min, cfg.consume_thread_max,
-                                                  cfg.consume_timeout_seconds, added), schema))
+                                                  cfg.consume_timeout_seconds, added), schema), schema)
 
 
 def _has_string(kind: DataType) -> bool:
@@ -145,13 +145,14 @@ def _has_string(kind: DataType) -> bool:
     return isinstance(kind, StringType)
 
 
-def plain_strings(df: DataFrame) -> DataFrame:
+def plain_strings(df: DataFrame, schema: StructType) -> DataFrame:
     """``df`` with its strings of the default kind. A schema handed to ``mapInArrow`` on Spark Connect goes back to
     the server with every string's collation spelled out (UTF8_BINARY), and Delta records those columns as
     ``string collate UTF8_BINARY``, a type delta-rs (the sensors' and the CLI's reader) refuses to read. A cast to
-    the type's DDL, which the server parses, gives the plain string back; on a classic session it changes nothing."""
+    the type's DDL, which the server parses, gives the plain string back; on a classic session it changes nothing.
+    ``schema``: the one handed to ``mapInArrow`` (asking ``df.schema`` would cost a Connect round trip)."""
     return df.select(*[df[quoted(f.name)].cast(type_ddl(f.dataType, quote=True)).alias(f.name)
-                       if _has_string(f.dataType) else df[quoted(f.name)] for f in df.schema.fields])
+                       if _has_string(f.dataType) else df[quoted(f.name)] for f in schema.fields])
 
 
 def _listening(path: str, batch_max: int, threads_min: int, threads_max: int, timeout_s: float,
@@ -268,7 +269,7 @@ def listen_orderly(df: DataFrame, cfg: IngestionConfig, prior: dict[str, tuple[i
     return plain_strings(ordered.mapInArrow(_in_order(cfg.listener, cfg.consume_message_batch_max_size,
                                                       cfg.consume_timeout_seconds, prior,
                                                       cfg.effective_max_reconsume_times, cfg.consume_thread_max),
-                                            schema))
+                                            schema), schema)
 
 
 def _in_order(path: str | None, batch_max: int, timeout_s: float, prior: dict[str, tuple[int, int]],

@@ -21,7 +21,6 @@ from dagster import (
     AssetRecordsFilter,
     DagsterEventType,
     DagsterInstance,
-    DagsterRunStatus,
     DefaultScheduleStatus,
     RunRequest,
     RunsFilter,
@@ -31,10 +30,7 @@ from dagster import (
 )
 
 from rocketlake.assets.partitions import RANGE_END, RANGE_START, contiguous_ranges
-
-#: Runs that are still to end: a follower asks for no other run while one of these exists.
-IN_FLIGHT = [DagsterRunStatus.NOT_STARTED, DagsterRunStatus.QUEUED, DagsterRunStatus.STARTING,
-             DagsterRunStatus.STARTED]
+from rocketlake.assets.run_guard import ON_ITS_WAY
 
 
 def stale_windows(upstream: Mapping[str, int], downstream: Mapping[str, int]) -> list[str]:
@@ -44,7 +40,7 @@ def stale_windows(upstream: Mapping[str, int], downstream: Mapping[str, int]) ->
 
 def busy(instance: DagsterInstance, job_name: str) -> SkipReason | None:
     """Why a follower asks for nothing now: a run of its job is queued or running; None when none is."""
-    if instance.get_run_ids(RunsFilter(job_name=job_name, statuses=IN_FLIGHT), limit=1):
+    if instance.get_run_ids(RunsFilter(job_name=job_name, statuses=ON_ITS_WAY), limit=1):
         return SkipReason(f"a run of {job_name} is queued or running; the next tick takes what it leaves")
     return None
 

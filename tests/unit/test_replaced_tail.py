@@ -29,6 +29,18 @@ def landed_two_windows(*, commit: bool = True):
     return broker, lake, recorded
 
 
+def two_members_landed_two_windows():
+    """m1 lands A and m2 lands B of windows 0 and 1 into one table: (m1, m2, broker, lake, m1's and m2's records)."""
+    m1, m2 = config(instance_name="m1", consume_from_where="CONSUME_FROM_FIRST_OFFSET"), \
+        config(instance_name="m2", consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    broker = QueuesOnPaper({A: minutes(3, 2), B: minutes(1, 4)})
+    lake, first, second = LakeOnPaper(), Recorded(), Recorded()
+    for i in range(2):
+        one_run(broker, lake, first, m1, f"a{i}", [window(i)], only={A})
+        one_run(broker, lake, second, m2, f"b{i}", [window(i)], only={B})
+    return m1, m2, broker, lake, first, second
+
+
 def promote_without_the_tail(broker: QueuesOnPaper, kept: int, new: int) -> None:
     """The new master of A holds the old messages [0, kept) only, then ``new`` messages stored after the failover
     (in minute 2) at the reused offsets from ``kept`` on."""
@@ -111,13 +123,7 @@ def test_two_members_of_one_table_skip_nothing_whichever_runs_first_after_the_fa
     """m1 takes A, m2 takes B, both write the table. Whichever runs first after A's failover, the entry it writes
     carries no old tail of A (nothing moves the group over the reused offsets), and m1 still finds A replaced (m2
     keeps A's boundaries as they were): every new message of A lands once, from offset 4."""
-    m1, m2 = config(instance_name="m1", consume_from_where="CONSUME_FROM_FIRST_OFFSET"), \
-        config(instance_name="m2", consume_from_where="CONSUME_FROM_FIRST_OFFSET")
-    broker = QueuesOnPaper({A: minutes(3, 2), B: minutes(1, 4)})
-    lake, first, second = LakeOnPaper(), Recorded(), Recorded()
-    for i in range(2):
-        one_run(broker, lake, first, m1, f"a{i}", [window(i)], only={A})
-        one_run(broker, lake, second, m2, f"b{i}", [window(i)], only={B})
+    m1, m2, broker, lake, first, second = two_members_landed_two_windows()
     assert broker.committed == {A: 5, B: 5}
     promote_without_the_tail(broker, kept=4, new=3)
     broker.stores[B] += [2 * MIN + 40_000]
@@ -134,13 +140,7 @@ def test_two_members_of_one_table_skip_nothing_whichever_runs_first_after_the_fa
 def test_another_members_run_that_read_the_ledger_during_the_re_anchoring_carries_no_old_tail():
     """m2 lands B while m1 re-anchors A (after m1 read the ledger, before m1's commit). m2 read the old tail of A too;
     if the entry it writes carried it, m1's next run would repair A's offset over the new messages stored there."""
-    m1, m2 = config(instance_name="m1", consume_from_where="CONSUME_FROM_FIRST_OFFSET"), \
-        config(instance_name="m2", consume_from_where="CONSUME_FROM_FIRST_OFFSET")
-    broker = QueuesOnPaper({A: minutes(3, 2), B: minutes(1, 4)})
-    lake, first, second = LakeOnPaper(), Recorded(), Recorded()
-    for i in range(2):
-        one_run(broker, lake, first, m1, f"a{i}", [window(i)], only={A})
-        one_run(broker, lake, second, m2, f"b{i}", [window(i)], only={B})
+    m1, m2, broker, lake, first, second = two_members_landed_two_windows()
     promote_without_the_tail(broker, kept=3, new=1)  # landed up to 5, the new master holds [0, 3) and one new one
     broker.stores[B] += [2 * MIN + 40_000]
     raced = RacedLake(lake, lambda: one_run(broker, lake, second, m2, "b2", [window(2)], only={B}))
