@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -357,22 +358,39 @@ def test_runs_killed_at_random_instants_never_block_the_next(tmp_path, local_clu
     assert all(r[2] for r in report), report  # every trial really was a crash
 
 
+@pytest.fixture
+def failing_downstream(produced) -> Iterator[Path]:
+    """The raised flag of ``fail_every_third_while_flagged`` on the ``produced`` topic (a file the Spark server's
+    Python workers see), lowered at the end whatever the test left. Raising a flag already up fails: another test
+    of the session would be failing the same topic's messages."""
+    from tests.unit.listeners import fail_flag
+
+    flag = Path(fail_flag(produced.topic))
+    flag.touch(exist_ok=False)
+    try:
+        yield flag
+    finally:
+        flag.unlink(missing_ok=True)
+
+
 def test_runs_killed_during_or_after_send_back_land_every_message_once(tmp_path, local_cluster, produced,
-                                                                        instance_home):
+                                                                        instance_home, spark_connect,
+                                                                        failing_downstream):
     """A listener fails every third message once. The run of each window is killed while it sends failures back
     (window 1) and after it sent them all, before the materialization (window 2); each re-run sends back again (window
     1's by the same deployment under another client id, as its schedule would run it). The copies come back, some
     twice, in the windows of the following minutes: landing those, every message is in the table exactly once, and
-    the offsets are where they belong; so after window 1 is landed again once the listener no longer fails."""
+    the offsets are where they belong; so after window 1 is landed again once the listener no longer fails.
+
+    The runs open their sessions on the long-lived Spark server: both points are in the run's own process (the
+    send-back follows the landing, whose Spark work is done), and the listener, in the server's Python workers,
+    finds its flag by the messages' topic."""
     from rocketlake.resources.rocketmq.client import RocketMQClient
     from tests.integration.ingestion_support import minute_key, wait_until
 
-    ingestion = Ingestion(tmp_path, local_cluster, produced, instance_home,
+    ingestion = Ingestion(tmp_path, local_cluster, produced, instance_home, spark=spark_connect.settings(),
                           listener="tests.unit.listeners:fail_every_third_while_flagged",
                           metadata_columns=["reconsume_times"])
-    failing_downstream = tmp_path / "downstream_fails"
-    failing_downstream.touch()
-    ingestion.env["ROCKETLAKE_TEST_FAIL_FLAG"] = str(failing_downstream)
     first_retry_ms = int(time.time()) // 60 * 60_000
     failing = {w: [m for m in produced.in_window(w) if int(m["properties"]["seq"]) % 3 == 0]
                for w in produced.windows()}

@@ -40,13 +40,23 @@ def fail_every_third_once(messages, context):
 
 
 def fail_every_third_while_flagged(messages, context):
-    """``fail_every_third_once`` while the file ``$ROCKETLAKE_TEST_FAIL_FLAG`` exists: a downstream that fails for a
-    while, then recovers (a window landed again afterwards consumes its originals)."""
+    """``fail_every_third_once`` while the file ``fail_flag(topic)`` exists: a downstream that fails for a while, then
+    recovers (a window landed again afterwards consumes its originals). The flag is named after the messages' topic
+    (a redelivered copy's is its original topic), not by the run's environment: on a Spark Connect server the
+    listener runs in the server's Python workers, which share the machine's temporary directory, not the run's
+    environment."""
     import os
 
-    if not os.path.exists(os.environ.get("ROCKETLAKE_TEST_FAIL_FLAG", "")):
+    if not os.path.exists(fail_flag(messages[0]["topic"])):
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
     return fail_every_third_once(messages, context)
+
+
+def fail_flag(topic: str) -> str:
+    """The file whose presence makes ``fail_every_third_while_flagged`` fail on ``topic``'s messages."""
+    import tempfile
+
+    return f"{tempfile.gettempdir()}/rocketlake-downstream-fails-{topic}"
 
 
 def sleep_on_slow(messages, context):
