@@ -16,7 +16,7 @@ dies anywhere leaves the group where the table says it is, and the next run's ``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -141,9 +141,10 @@ class Lake(Protocol):
     def ledger(self, group: str) -> list[LedgerEntry]:
         """The group's entries a run needs (at least those still at stake), oldest first."""
 
-    def land(self, entry: LedgerEntry, queue_count: int, log: Log) -> Landing:
+    def land(self, entry: LedgerEntry, queue_count: int, log: Log, *, again: bool = False) -> Landing:
         """Read ``entry``'s ranges, replace its windows x queues with them in one commit carrying ``entry``
-        (verdict PENDING), and count what the table holds of them after that commit."""
+        (verdict PENDING), and count what the table holds of them after that commit. ``again``: some of the ranges
+        were landed before (``landed_before``), so copies of their messages may be in the table already."""
 
     def record_verdict(self, verdict: LedgerEntry) -> None:
         """Commit ``verdict`` (an entry without windows carrying the decided copy of the landed one), no data."""
@@ -420,7 +421,19 @@ def land(broker: Broker, lake: Lake, cfg: IngestionConfig, ingestion: str, run_i
     for w in planned:
         log(f"window {w.partition_key}: {w.size} offsets planned: "
             + ", ".join(f"{r.queue.broker_name}/{r.queue.topic}/{r.queue.queue_id} [{r.start}, {r.end})" for r in w.ranges))
-    return Materialization(entry, lake.land(entry, len(prepared.queues), log))
+    return Materialization(entry, lake.land(entry, len(prepared.queues), log, again=landed_before(planned, prepared)))
+
+
+def landed_before(planned: Iterable[WindowEntry], prepared: Prepared) -> bool:
+    """Whether a range of ``planned`` holds offsets a run landed before: passed by the group, in a trusted span, or in
+    an entry still at stake. Only then can one of its messages have been sent back, and a copy of it landed since."""
+    spans: dict[MessageQueue, list[tuple[int, int]]] = {mq: list(s) for mq, s in prepared.landed.items()}
+    for entry in prepared.at_stake:
+        for w in entry.windows:
+            for r in w.ranges:
+                spans.setdefault(r.queue, []).append((r.start, r.end))
+    return any(lo < r.end and r.start < hi
+               for w in planned for r in w.ranges if r.size for lo, hi in spans.get(r.queue, ()))
 
 
 def orderly_plan(times: StoreTimeReader, planned: tuple[WindowEntry, ...], prepared: Prepared, now_ms: int,

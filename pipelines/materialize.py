@@ -93,7 +93,7 @@ class SparkLake:
     def ledger(self, group: str) -> list[LedgerEntry]:
         return read_ledger(self.table_path, group, self.storage_options)
 
-    def land(self, entry: LedgerEntry, queue_count: int, log: Log) -> Landing:
+    def land(self, entry: LedgerEntry, queue_count: int, log: Log, *, again: bool = False) -> Landing:
         if not entry.queues:
             # No queue at all (a dead-letter queue the broker has not created yet): nothing to read, nothing at
             # stake, no commit to make; the table appears with the first dead letter.
@@ -103,7 +103,7 @@ class SparkLake:
         with self.deadline.watch("landing its windows"):
             try:
                 return land_entry(self.spark, self.source_options, self.cfg, self.table_path, entry, queue_count, log,
-                                  self.failures_path, self.last_errors_from)
+                                  self.failures_path, self.last_errors_from, again=again)
             except Exception as e:
                 said = error_in_worker(e)  # the worker's sentence, not Spark's stack of the job
                 if said is None:
@@ -162,7 +162,7 @@ def read_plan(spark: SparkSession, source_options: dict[str, str], cfg: Ingestio
 
 def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: IngestionConfig, table_path: str,
                entry: LedgerEntry, queue_count: int, log: Log, failures_path: str | None = None,
-               last_errors_from: str | None = None) -> Landing:
+               last_errors_from: str | None = None, again: bool = False) -> Landing:
     planned = entry.windows
     tasks = sum(-(-r.size // cfg.max_messages_per_task) for w in planned for r in w.ranges)
     log(f"Spark job: {tasks} tasks (at most {cfg.max_messages_per_task} offsets each) read the ranges and replace "
@@ -178,7 +178,7 @@ def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: Ingesti
     if cfg.can_fail or cfg.dead_letters_of is not None:
         figures, failed, entry, contents = _land_judged(spark, df, cfg, table_path, entry, log, failures_path,
                                                         not_landed=tuple(c for c in read if c not in landed),
-                                                        fields=fields)
+                                                        fields=fields, again=again)
     else:
         figures, failed, contents = _land_all(df, table_path, entry, log, cfg), (), None
     version = last_commit_version(spark, table_path)
@@ -260,8 +260,8 @@ def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log, cfg:
 
 def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table_path: str, entry: LedgerEntry,
                  log: Log, failures_path: str | None,
-                 not_landed: tuple[str, ...] = (), fields=()) -> tuple[dict, tuple[FailedMessage, ...], LedgerEntry,
-                                                                       Callable[[str], dict] | None]:
+                 not_landed: tuple[str, ...] = (), fields=(), again: bool = False
+                 ) -> tuple[dict, tuple[FailedMessage, ...], LedgerEntry, Callable[[str], dict] | None]:
     """Messages that may fail (a listener, a body that may not decode), or dead letters (copies of one message may
     arrive twice): judged once, then split.
 
@@ -275,11 +275,11 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
     max_times = cfg.effective_max_reconsume_times
     queues = entry.queues
     replaced = slice_predicate(entry.windows)
-    # Copies are looked for when this run reads a copy topic (%RETRY%<group>, %DLQ%<group>): the look reads the
-    # table's last days, which a run that reads none of them does not pay. A run narrowed to main-topic queues only
-    # (a catch-up, a rebalance run, a member without the retry queue) therefore does not look, and an original
-    # whose copy another run landed can land beside it there (a known gap, in the docs).
-    with_copies = any(is_copy_topic(mq.topic) for mq in queues)
+    # Copies are looked for when this run reads a copy topic (%RETRY%<group>, %DLQ%<group>), or lands offsets a run
+    # landed before (``again``: a backfill, a catch-up or rebalance run narrowed to main-topic queues), whose
+    # failures may have come back and landed since. The look reads the table's last days, which a first landing of
+    # main-topic offsets does not pay: none of its messages was ever sent back.
+    with_copies = again or any(is_copy_topic(mq.topic) for mq in queues)
     # Only matched rows keep their body: filtered ones are counted, nothing more.
     df = (df.withColumn(BODY_LENGTH, F.length("body"))
           .withColumn("body", F.when(F.col("matched"), F.col("body"))))

@@ -8,6 +8,7 @@ for an unbalanced one.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 
@@ -61,10 +62,12 @@ class Engine:
         self.cfg = cfg
         self.recorded = Recorded()
 
-    def run(self, run_id: str, windows, *, backfill: bool = False, now: int | None = None):
+    def run(self, run_id: str, windows, *, backfill: bool = False, now: int | None = None, only=None):
         """Runs to the end; returns the landing's event. An unbalanced run raises ``Unbalanced``, recording nothing.
-        ``now``: the planner's clock (default: this machine's, which the brokers stamp store times with)."""
-        request = RunRequest("orders", run_id, windows, now or now_ms(), 0, start_at_group_position=not backfill)
+        ``now``: the planner's clock (default: this machine's, which the brokers stamp store times with). ``only``:
+        the queues a narrowed run takes (a catch-up's, a rebalance run's)."""
+        request = RunRequest("orders", run_id, windows, now or now_ms(), 0, start_at_group_position=not backfill,
+                             only_queues=only)
         events = run(self.broker, self.lake, self.recorded, Alone(), self.cfg, request, Lines())
         landed = next(events)
         assert isinstance(landed, Landed)
@@ -190,6 +193,52 @@ def test_a_message_dead_lettered_twice_lands_once_in_the_dead_letter_table(
     assert engine.offsets(f"%DLQ%{group}") == {("broker-a", 0): 5}, "the group's DLQ offset is past every copy"
 
 
+def test_a_window_landed_again_on_its_main_queues_only_keeps_the_copy_landed_since(
+        local_cluster, create_topic, java_producer, spark, tmp_path):
+    """Issue 45 (duplicates): a window's failed message is sent back and its copy lands in a later window; the window
+    is then landed again by a run narrowed to the main topic's queues (a catch-up's, a rebalance run's), once the
+    downstream recovered. The original is a duplicate of the copy the table holds: counted, not landed. Before, a
+    run reading no %RETRY% queue did not look for copies, and the table held both."""
+    from tests.unit.listeners import fail_flag
+
+    topic, group = create_topic(queues=1, brokers=("broker-a",)), unique("g_relanded")
+    cfg = ingestion_config(topic=topic, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+                           window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+                           listener="tests.unit.listeners:fail_every_third_while_flagged",
+                           metadata_columns=["reconsume_times"])
+    engine = Engine(local_cluster, spark, tmp_path / "orders", cfg)
+    main, retry = MessageQueue(topic, "broker-a", 0), MessageQueue(f"%RETRY%{group}", "broker-a", 0)
+    flag = fail_flag(topic)
+    open(flag, "x").close()  # the downstream fails (seq 0 and 3, once each) ...
+    try:
+        start = now_ms()
+        sent = java_producer([order(i, topic) for i in range(5)])
+        stored(engine.client, main, 5)
+        end = now_ms() + 1
+        wait_until(end / 1000)
+        w1 = ("w1", Window(start, end))
+        first = engine.run("r1", [w1])
+        assert [(a.rows, a.sent_back) for a in first.materialization.accounting] == [(3, 2)]
+    finally:
+        os.unlink(flag)  # ... and recovers
+    stored(engine.client, retry, 2, within=30)  # the broker delivers the copies after the retry delay
+    end2 = now_ms() + 1
+    wait_until(end2 / 1000)
+    second = engine.run("r2", [("w2", Window(end, end2))])
+    assert [(a.rows, a.duplicates) for a in second.materialization.accounting] == [(2, 0)]
+
+    def landed():
+        rows = DeltaTable(engine.lake.table_path).to_pyarrow_table(columns=["origin_msg_id", "topic"]).to_pylist()
+        return Counter((r["origin_msg_id"], r["topic"] == topic) for r in rows)
+
+    copies = {sent[0].msg_id, sent[3].msg_id}
+    each_once = Counter({(s.msg_id, s.msg_id not in copies): 1 for s in sent})
+    assert landed() == each_once
+    again = engine.run("r3", [w1], backfill=True, only={main})
+    assert [(a.planned, a.rows, a.duplicates) for a in again.materialization.accounting] == [(5, 3, 2)]
+    assert landed() == each_once, "the originals landed beside their copies"
+
+
 def test_a_message_stored_after_its_window_was_planned_lands_in_the_next_window_once(
         local_cluster, create_topic, java_producer, spark, tmp_path):
     """The planner's clock is ahead of the broker's (or the grace is too short, or the broker's dispatch lags):
@@ -205,10 +254,10 @@ def test_a_message_stored_after_its_window_was_planned_lands_in_the_next_window_
     boundary = now_ms() + 10_000  # window 1's end: 10 s ahead of the brokers' clock
     land, late_stored = engine.lake.land, []
 
-    def planned_then_more_arrive(entry, queue_count, log):  # right after window 1's ranges were planned
+    def planned_then_more_arrive(entry, queue_count, log, **kwargs):  # right after window 1's ranges were planned
         java_producer([order(i, topic) for i in range(8, 16)])
         late_stored.append(now_ms())
-        return land(entry, queue_count, log)
+        return land(entry, queue_count, log, **kwargs)
 
     engine.lake.land = planned_then_more_arrive
     first = engine.run("r1", [("w1", Window(start, boundary))], now=boundary)  # closed, on the planner's clock

@@ -84,7 +84,7 @@ class LakeOnPaper:
 
     lost_rows: int = 0  # rows the next landing loses between read and write (its accounting does not balance)
 
-    def land(self, entry, queue_count, log):
+    def land(self, entry, queue_count, log, **kwargs):
         self.entries.append(replace(entry, version=len(self.entries)))  # as Delta numbers its commits
         lost, self.lost_rows = self.lost_rows, 0
         accounting = tuple(WindowAccounting(w.partition_key, w.size, w.size, w.size - (lost if i == 0 else 0), 0)
@@ -118,10 +118,10 @@ class RacedLake:
     def __getattr__(self, name):
         return getattr(self.lake, name)
 
-    def land(self, entry, queue_count, log):
+    def land(self, entry, queue_count, log, **kwargs):
         race, self.race = self.race, lambda: None
         race()
-        return self.lake.land(entry, queue_count, log)
+        return self.lake.land(entry, queue_count, log, **kwargs)
 
 
 def minutes(*counts: int) -> list[int]:

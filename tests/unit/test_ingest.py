@@ -119,8 +119,8 @@ def test_the_failures_are_sent_back_before_the_verdict_is_committed():
     steps = []
 
     class Failing(LakeOnPaper):
-        def land(self, entry, queue_count, log):
-            landing = super().land(entry, queue_count, log)
+        def land(self, entry, queue_count, log, **kwargs):
+            landing = super().land(entry, queue_count, log, **kwargs)
             failure = FailedMessage(A, 1, "0" * 32, "msg-id", "orders", 0, SENT_BACK, "boom")
             accounting = tuple(replace(a, rows=a.rows - 1, sent_back=1) for a in landing.accounting)
             return replace(landing, accounting=accounting, failures=(failure,))
@@ -242,7 +242,7 @@ class SuspendingLake(LakeOnPaper):
     fails: int = 0
     now_ms: int = 0
 
-    def land(self, entry, queue_count, log):
+    def land(self, entry, queue_count, log, **kwargs):
         mq, offset = self.poison
         before = entry.suspended.get(mq)
         tried = before.attempts if before is not None and before.offset == offset else 0
@@ -258,7 +258,7 @@ class SuspendingLake(LakeOnPaper):
         else:
             entry = replace(entry, suspended={q: s for q, s in entry.suspended.items()
                                               if not any(r.queue == q and r.size for w in entry.windows for r in w.ranges)})
-        landing = super().land(entry, queue_count, log)
+        landing = super().land(entry, queue_count, log, **kwargs)
         return replace(landing, entry=entry)
 
 
@@ -601,3 +601,21 @@ def test_an_orderly_run_that_lost_a_lock_stops_before_its_send_back_verdict_and_
     with pytest.raises(LockLost):
         next(events)
     assert [e.verdict for e in lake.entries] == [PENDING] and broker.commits == []
+
+
+def test_copies_are_looked_for_only_where_offsets_were_landed_before():
+    """``landed_before``: a range over offsets the group passed, a trusted span, or an entry at stake may hold a
+    message sent back earlier, whose copy the table may hold; a first landing above all of them cannot."""
+    from rocketlake.pipelines.ledger import WindowEntry
+
+    def planned(start, end, mq=A):
+        return (WindowEntry("w", 0, MIN, (OffsetRange(mq, start, end),)),)
+
+    passed = ingest.Prepared([A], [], [], {A: 10}, {A: 0}, {}, landed={A: ((0, 10),)})
+    assert ingest.landed_before(planned(5, 12), passed)  # a backfill below the group's offset
+    assert not ingest.landed_before(planned(10, 15), passed)  # the scheduled next window
+    assert not ingest.landed_before(planned(5, 12, B), passed)  # another queue
+    assert not ingest.landed_before(planned(7, 7), passed)  # an empty range reads nothing
+    pending = LedgerEntry("orders", "g", "r1", planned(10, 15), {A: 0}, {}, verdict=PENDING)
+    staked = ingest.Prepared([A], [pending], [], {A: 10}, {A: 0}, {}, landed={A: ((0, 10),)})
+    assert ingest.landed_before(planned(10, 15), staked)  # a run killed during its send-back landed it
