@@ -306,7 +306,7 @@ def explain(error: Exception, cfg: IngestionConfig, namesrv: str) -> str:
         return f"{error}. {consistent}"
     if isinstance(error, ConnectionTurnedAway) or (isinstance(error, BrokerError) and is_refusal(error)):
         return f"cluster {cfg.cluster!r} ({namesrv}) turned this run away: {error}. {consistent}"
-    if isinstance(error, ClosedBeforeAnswer):  # TLS enforced and none configured, or a server that just crashed
+    if isinstance(error, ClosedBeforeAnswer):  # a server that just crashed (one enforcing TLS is turned away above)
         return f"cluster {cfg.cluster!r} ({namesrv}) closed the run's connection at once: {error}. {consistent}"
     if isinstance(error, BrokersSilent):
         return f"cluster {cfg.cluster!r} ({namesrv}): {error}. {consistent}"

@@ -46,6 +46,7 @@ from .codes import MAX_FRAME_SIZE, RequestCode, ResponseCode
 from .errors import (
     ClosedBeforeAnswer,
     ConnectionFailed,
+    ConnectionTurnedAway,
     InvalidArgument,
     ProtocolError,
     RequestTimeout,
@@ -53,7 +54,7 @@ from .errors import (
     error_for_response,
 )
 from .frame import FLAG_ONEWAY, FLAG_RESPONSE, FrameDecoder, RemotingCommand, RequestTemplate, encode
-from .tls import TlsSession, TlsSettings, handshake, tls_failure_advice
+from .tls import TlsSession, TlsSettings, handshake, speaks_tls, tls_failure_advice
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -129,6 +130,7 @@ class _Channel:
         self._tls = tls  # frames are sealed into TLS records before the socket and opened after it
         self._answered = False  # a frame came in: a close from here on is not a refused plain connection
         self._closed_unanswered = False  # closed before any answer (``_early_close_hint``)
+        self._turned_away = False  # ... by a server that speaks TLS only, to this plain connection
         self._lock = threading.Lock()  # guards _pending and _failure
         self._send_lock = threading.Lock()  # one frame on the wire at a time
         self._lead = threading.Lock()  # held by the one thread reading the socket
@@ -183,7 +185,7 @@ class _Channel:
             self._pending.pop(opaque, None)
 
     def _raise_failed(self, request_code: int, cause: BaseException | None = None) -> NoReturn:
-        raise (ClosedBeforeAnswer if self._closed_unanswered else ConnectionFailed)(
+        raise self._failure_class()(
             f"connection to {self._address} broke before {describe_request(request_code)} "
             f"could be sent: {self._failure}",
             address=self._address,
@@ -226,6 +228,11 @@ class _Channel:
         finally:
             self._send_lock.release()
 
+    def _failure_class(self) -> type[ConnectionFailed]:
+        if self._turned_away:
+            return ConnectionTurnedAway
+        return ClosedBeforeAnswer if self._closed_unanswered else ConnectionFailed
+
     def _early_close_hint(self) -> str:
         """Why a server drops a connection before its first answer, when the cause is the connection's setup (the
         channel's failure is then a ``ClosedBeforeAnswer``)."""
@@ -233,6 +240,12 @@ class _Channel:
             return ""
         self._closed_unanswered = True
         if self._tls is None:
+            # Asked once, now: a server that answers a TLS handshake closed us for speaking plain, and will again
+            # (a refusal, not retried); one that does not may have crashed at that moment (retried).
+            if speaks_tls(self._address):
+                self._turned_away = True
+                return (" before answering anything, and it answers TLS: it enforces TLS "
+                        "(tls.server.mode=enforcing); configure tls for this cluster")
             return (" before answering anything: if the server enforces TLS (tls.server.mode=enforcing), configure "
                     "tls for this cluster")
         return (" before answering anything over TLS: if the server requires a client certificate "
@@ -371,7 +384,7 @@ class _Channel:
             pending, self._pending = self._pending, {}
             # Every pending call is failed *before* the failure is published: a waiter that sees
             # _failure stop its wait must find its future already done.
-            failed = ClosedBeforeAnswer if self._closed_unanswered else ConnectionFailed
+            failed = self._failure_class()
             for future, request_code, _ in pending.values():
                 future.set_exception(
                     failed(

@@ -128,9 +128,10 @@ class ConnectionTurnedAway(ConnectionFailed):
 
 
 class ClosedBeforeAnswer(ConnectionFailed):
-    """The server closed a new connection before answering anything. A server that enforces TLS does this to a plain
-    client at its first byte; so does one that crashed at that moment. Retried like any broken connection; a process
-    whose very first call meets it (a member starting) stops and says what to configure."""
+    """The server closed a new connection before answering anything, and does not answer a TLS handshake either: it
+    may have crashed at that moment. Retried like any broken connection; a process whose very first call meets it (a
+    member starting) stops and says what to configure. A server that does answer TLS closed a plain client for not
+    speaking it (``tls.server.mode=enforcing``): that is a ``ConnectionTurnedAway``, not retried."""
 
 
 class RequestTimeout(RocketMQError):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from .errors import ConnectionFailed, ConnectionTurnedAway, describe_request
 
-__all__ = ["TlsSettings", "TlsSession", "handshake"]
+__all__ = ["TlsSettings", "TlsSession", "handshake", "speaks_tls"]
 
 _RECORD = 64 * 1024
 
@@ -191,3 +191,23 @@ def _alert_advice(exc: ssl.SSLError) -> str:
 def tls_failure_advice(exc: ssl.SSLError) -> str:
     """A TLS error after the handshake (an alert the server sent), as a sentence."""
     return f"{exc.reason or exc}; {_alert_advice(exc)}"
+
+
+def speaks_tls(address: str, timeout: float = 2.0) -> bool:
+    """Whether the server at ``address`` answers a TLS handshake: asked after it closed a plain connection before
+    answering anything, which an enforcing TLS server does at a plain client's first byte, and a server that crashed
+    at that moment does too. Only the handshake's answer is looked at (no certificate is checked, nothing is sent
+    after it): a TLS server answers with its hello or an alert; a plain RocketMQ server answers a ClientHello
+    with nothing, a server that is down refuses the connection."""
+    host, _, port = address.rpartition(":")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout) as sock, \
+                context.wrap_socket(sock, server_hostname=host):
+            return True
+    except ssl.SSLError as exc:  # an alert is TLS too (a server that requires a certificate we did not offer)
+        return "ALERT" in (exc.reason or "")
+    except (OSError, ValueError):
+        return False

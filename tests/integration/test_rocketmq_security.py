@@ -56,6 +56,7 @@ from rocketlake.resources.rocketmq.errors import (
     BrokerError,
     BrokerSystemError,
     ConnectionFailed,
+    ConnectionTurnedAway,
     NoPermission,
     TopicNotExist,
 )
@@ -237,11 +238,13 @@ def test_unsigned_or_wrongly_signed_requests_are_refused_without_leaking_secrets
 
 
 def test_a_client_without_tls_is_told_the_cluster_enforces_it(acl_cluster: AclCluster) -> None:
-    """The servers close a connection whose first byte is not a TLS handshake: the error says so, at once."""
+    """The servers close a connection whose first byte is not a TLS handshake: the error says so, at once, and is a
+    refusal (``ConnectionTurnedAway``, not retried): the server answers a TLS handshake, so it will close a plain
+    connection again, unlike a server that crashed at that moment."""
     for address in (acl_cluster.cluster.spec.namesrv_address, acl_cluster.address):
         began = time.monotonic()
         connection = Connection(address)
-        with pytest.raises(ConnectionFailed) as failed:
+        with pytest.raises(ConnectionTurnedAway) as failed:
             connection.invoke(RemotingCommand.request(105), TIMEOUT)  # GET_BROKER_CLUSTER_INFO, or anything
         connection.close()
         assert address in str(failed.value) and "tls.server.mode=enforcing" in str(failed.value), failed.value
@@ -378,20 +381,20 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
 
     # While their window closes: a run whose configuration lacks the tls block is turned away at its first call, in
     # a sentence naming the cluster and what to configure, and leaves no table and no offset (its window: the minute
-    # before the orders', closed and empty). Without run retries: each would be turned away alike, tens of seconds
-    # later (Dagster's delays), and the test is about the sentence.
+    # before the orders', closed and empty). With the default run retries: a refusal is permanent, so the step is
+    # not retried (each retry would be turned away alike, tens of seconds later).
     plain = config.with_name("without_tls.yaml")
     plain.write_text(yaml.safe_dump({**body, "clusters": {"test": {
-        k: v for k, v in body["clusters"]["test"].items() if k != "tls"}},
-        "ingestions": {"orders": {**body["ingestions"]["orders"], "run_retry": {"max_retries": 0}}}}))
+        k: v for k, v in body["clusters"]["test"].items() if k != "tls"}}}))
     closed = datetime.fromtimestamp(minute - 60, timezone.utc).strftime("%Y-%m-%d-%H:%M")
     refused = subprocess.run([DAGSTER, "asset", "materialize", "-m", "rocketlake.definitions", "--select", table,
                               "--partition", closed], cwd=ROOT, env=dict(env, ROCKETLAKE_CONFIG=str(plain)),
                              capture_output=True, text=True, timeout=600)
     refusal = refused.stdout + refused.stderr
     assert refused.returncode != 0, refusal[-3000:]
-    assert f"cluster 'test' ({spec.namesrv_address}) closed the run's connection at once" in refusal, refusal[-3000:]
+    assert f"cluster 'test' ({spec.namesrv_address}) turned this run away" in refusal, refusal[-3000:]
     assert "configure tls for this cluster" in refusal
+    assert "STEP_UP_FOR_RETRY" not in refusal and "STEP_RESTARTED" not in refusal, refusal[-3000:]
     assert local_s3.filesystem().get_file_info(lake.table_path(table)[len("s3a://"):]).type == fs.FileType.NotFound
 
     wait_until(minute + 60 + 3)  # closed: its end plus the grace of 2 s

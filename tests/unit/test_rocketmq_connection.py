@@ -538,3 +538,32 @@ def test_split_address(address: str, expected: tuple[str, int]) -> None:
 def test_split_address_rejects_bad_input(address: str) -> None:
     with pytest.raises(InvalidArgument, match="expected host:port"):
         split_address(address)
+
+
+def test_a_plain_server_that_closes_at_once_is_not_taken_for_a_tls_server() -> None:
+    """A server that closes a new plain connection before answering (crashing, say) and does not answer a TLS
+    handshake: the failure stays a ``ClosedBeforeAnswer``, retried like any broken connection, never a refusal."""
+    from rocketlake.resources.rocketmq.errors import ClosedBeforeAnswer, ConnectionTurnedAway
+    from rocketlake.resources.rocketmq.tls import speaks_tls
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    address = f"127.0.0.1:{listener.getsockname()[1]}"
+
+    def close_each() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                conn.recv(1)  # the first byte, as an enforcing TLS server reads it, then the close
+                conn.close()
+
+    threading.Thread(target=close_each, daemon=True).start()
+    try:
+        assert not speaks_tls(address)
+        connection = Connection(address)
+        with pytest.raises(ClosedBeforeAnswer) as failed:
+            connection.invoke(RemotingCommand.request(105), 3.0)
+        assert not isinstance(failed.value, ConnectionTurnedAway) and failed.value.retriable
+        connection.close()
+    finally:
+        listener.close()
+    assert not speaks_tls(address)  # nothing listens: refused
