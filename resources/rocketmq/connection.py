@@ -236,7 +236,7 @@ class _Channel:
     def _early_close_hint(self) -> str:
         """Why a server drops a connection before its first answer, when the cause is the connection's setup (the
         channel's failure is then a ``ClosedBeforeAnswer``)."""
-        if self._answered:
+        if self._answered or self._failure is not None:  # answered once, or failed already (by us: a timeout)
             return ""
         self._closed_unanswered = True
         if self._tls is None:
