@@ -67,10 +67,32 @@ def run_ui(spec: ClusterSpec, port: int, topic: str, per_minute: int) -> int:
         env.setdefault(CONFIG_ENV, "rocketlake.yaml")
         command = [dg, "dev", "-w", "workspace.yaml", "-p", str(port)]
     print(f"rocketlake ui: http://127.0.0.1:{port} (DAGSTER_HOME={home}, {CONFIG_ENV}={env[CONFIG_ENV]})", flush=True)
+    dev = subprocess.Popen(command, env=env)
     try:
-        return subprocess.call(command, env=env)
+        return dev.wait()
     except KeyboardInterrupt:
+        # Ctrl-C reached the whole process group: dg dev, its webserver and daemon, the runs the daemon launched
+        # and the trickle's Java producer each stop on it. Wait for dg dev to be done with its children; one that
+        # hangs is ended, so that nothing outlives the command.
+        stop_within(dev, STOP_WITHIN_S)
         return 0
     finally:
         if trickle:
             trickle.stop()
+
+
+STOP_WITHIN_S = 8.0  # what Ctrl-C on `make ui` may take, with room for the process tree's own exits (10 s in all)
+
+
+def stop_within(process: subprocess.Popen, seconds: float) -> None:
+    """Wait up to ``seconds`` for ``process`` (already interrupted) to exit; then SIGTERM it, then SIGKILL it."""
+    for ending in (None, process.terminate, process.kill):
+        if ending is not None:
+            ending()
+        try:
+            process.wait(timeout=seconds if ending is None else 2.0)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+        except KeyboardInterrupt:  # a second Ctrl-C: the person is in a hurry
+            continue
