@@ -189,6 +189,13 @@ def connect_session(remote: str, conf: dict[str, str] | None = None) -> SparkSes
             f"SparkResource: remote={remote!r} asks for a Spark Connect session, but this process already runs a "
             "classic SparkSession (PySpark keeps one kind per process): stop it first, or leave remote unset.")
     session = SparkSession.builder.remote(remote).getOrCreate()
+    if not session.conf.get("spark.master", "local").startswith("local"):
+        # A server on a cluster runs the session's Python functions (the reader, a listener) with the interpreter
+        # of its PYSPARK_PYTHON, on the driver (the reader's planning) and on the executors, and adds to their path
+        # only the session's Python artifacts, not the server's --py-files: rocketlake travels with the session, as
+        # addPyFile makes it travel with a classic application. (The artifacts are per session, so that Python
+        # workers are not shared between sessions: only where the master is not local.)
+        session.addArtifacts(str(package_zip()), pyfile=True)
     wrong = []
     for key, value in (conf or {}).items():
         if key in ("spark.pyspark.python", "spark.jars"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -23,6 +24,7 @@ import yaml
 from deltalake import DeltaTable
 
 from rocketlake.resources.local.spark_cluster import LocalSparkCluster, SparkClusterSpec
+from rocketlake.resources.local.process import port_in_use
 from tests.conftest import free_ports
 from tests.dagster_instance import recommended_home
 from tests.integration.test_member import until
@@ -124,4 +126,34 @@ def test_windows_land_through_the_executors_of_a_standalone_cluster(tmp_path, lo
     assert set(ended) <= set(hosts) and set(hosts.values()) == {"127.0.0.1"}, (ended, hosts)
     # Each queue's range is a task of the read: at least 8 tasks ran, all on the workers' executors.
     assert sum(ended.values()) >= 8, ended
+
+    # The production shape (deploying.md): one long-lived Spark Connect server on the cluster, `rocketlake
+    # spark-server` on this configuration, and the runs open their sessions on it. The window landed again there
+    # (a backfill replaces its slice) reads through the same executors, which get rocketlake from the server's zip.
+    (port,) = free_ports(1)
+    body["spark"]["remote"] = f"sc://127.0.0.1:{port}"
+    config.write_text(yaml.safe_dump(body))
+    classic_apps = {app.name for app in events.iterdir()}
+    server = subprocess.Popen([str(Path(sys.executable).parent / "rocketlake"), "spark-server", "--config",
+                               str(config)], cwd=elsewhere, env=env, stdout=(tmp_path / "server.log").open("w"),
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        until(lambda: port_in_use(port), 180, "the Spark Connect server to listen")
+        again = subprocess.run([str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m",
+                                "rocketlake.definitions", "--select", table, "--partition", windows[0]],
+                               cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)
+        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+    landed = DeltaTable(str(tmp_path / "lake" / table)).to_pandas(columns=["msg_id"])
+    assert Counter(landed["msg_id"]) == Counter(list(dump)), "every message exactly once, after the re-landing"
+    until(lambda: not any(f.name.endswith(".inprogress") for f in events.rglob("*")), 120,
+          "the server's Spark application to end (its event log complete)")
+    # One application more: the server's. A run that started a Spark of its own would have made a second one.
+    assert len({app.name for app in events.iterdir()} - classic_apps) == 1, sorted(events.iterdir())
+    ended, hosts = tasks_by_executor(events)
+    served = {key: n for key, n in ended.items() if key[0] not in classic_apps}
+    assert served and all(executor != "driver" for _, executor in served), ended
+    assert sum(served.values()) >= 8, served  # the window's read, on the workers' executors
 
