@@ -1,0 +1,267 @@
+"""What a newcomer lives in after ``make demo`` then ``make ui``, measured over many one-minute windows.
+
+    .venv/bin/python -m benchmarks.steady_state [--minutes 60] [--per-minute 40]
+
+The README's two commands as a newcomer types them, on free ports and in a temporary project: ``rocketlake demo``
+(its own name server, two brokers and Spark Connect server, the demo's instance with the recommended
+``dagster.yaml``), then ``rocketlake ui`` (``dg dev``: the webserver and the daemon; the demo's schedules, the table's
+window schedule and the downstream assets' followers; the lag, backlog and rebalance sensors; and the trickle of
+``--per-minute`` orders from the Java producer). It runs ``--minutes`` minutes, sampling every second:
+
+* **CPU seconds per process class** (from ``/proc``: the Dagster run processes (the code servers' ``spawn``
+  children), the code servers, the daemon, the webserver, ``dg`` and ``rocketlake ui``, the Spark Connect server's JVM, its Python workers, the brokers, the name
+  server, the Java producer), per window. A process that exits between two samples loses its last second at most.
+* **runs queued** per job, the most ever seen at once, and the load average (1 min).
+* **the peer**: a Java ``DefaultMQPushConsumer`` of a group of its own, consuming the same trickle from the same topic
+  for the same minutes (its listener only acknowledges): what the Java client's own consumption costs a minute, beside
+  rocketlake's landing of it in Delta through Dagster.
+
+Then, from the instance: for each window closed after the first two minutes, the seconds from its close (its end
+plus the grace) to the table's offsets committed (the progress observation its run logs after the commit), to
+``<table>_by_region``'s materialization of it, and to the first ``<table>_customers`` materialization after the
+table's; p50 and p95 of each; and every asset check evaluation that failed.
+
+Goals (issue 46): p95 <= 40 s, never more than one run queued per job, every check green, a load average below the
+core count, <= 3 CPU-s per window on the warm path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+
+from rocketlake.launch import RECOMMENDED_INSTANCE
+from rocketlake.resources.local.peers import start_retry_consumer
+from rocketlake.resources.local.process import stat_fields
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+TABLE = "orders_raw"
+GRACE_S = 10  # the demo's window.grace_seconds
+WARM_UP_S = 120  # windows closing in the first two minutes of the UI are left out (code servers, first sessions)
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PORTS = (29876, 29911, 29921, 29300, 29002)  # name server, brokers, the UI, Spark Connect (the benchmarks' own)
+PEER = "the peer: Java push consumer"  # not rocketlake's: a DefaultMQPushConsumer of another group on the same topic
+TOPIC = "rocketlake_demo_orders"
+#: (class, what its command line holds), the first match wins
+CLASSES = (
+    # Dagster's code servers start each run as a multiprocessing child (spawn): nothing else here is one.
+    ("run processes", ("spawn_main",)),
+    ("daemon", ("dagster._daemon", "dagster-daemon")),
+    ("webserver", ("dagster_webserver", "dagster-webserver")),
+    ("dg dev + rocketlake ui", ("bin/dg dev", "dagster dev", "bin/rocketlake ui", "_cli.dev")),
+    ("code servers", ("api grpc", "code-server start")),
+    ("spark server (JVM)", ("SparkConnectServer",)),
+    ("spark python workers", ("pyspark.daemon", "pyspark/daemon", "pyspark.worker")),
+    ("brokers", ("BrokerStartup",)),
+    ("name server", ("NamesrvStartup",)),
+    ("java producer", ("PeerServer",)),
+    (PEER, ("RetryPeer",)),
+)
+
+
+def class_of(command: str) -> str | None:
+    for name, marks in CLASSES:
+        if any(m in command for m in marks):
+            return name
+    return None
+
+
+def processes() -> dict[int, tuple[str, float]]:
+    """Every process this benchmark counts: pid -> (class, CPU seconds so far)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # it exited while being read
+        kind = class_of(command)
+        fields = stat_fields(int(entry)) if kind is not None else None
+        if fields is not None:
+            found[int(entry)] = (kind, (int(fields[11]) + int(fields[12])) / CLK_TCK)  # utime + stime
+    return found
+
+
+class Sampler:
+    """CPU seconds per class, the most runs queued per job, the load averages: one sample a second."""
+
+    def __init__(self, instance):
+        self.instance = instance
+        self.last: dict[int, tuple[str, float]] = {}
+        self.cpu: dict[str, float] = defaultdict(float)
+        self.queued: dict[str, int] = defaultdict(int)
+        self.loads: list[float] = []
+
+    def sample(self) -> None:
+        from dagster import DagsterRunStatus, RunsFilter
+
+        now = processes()
+        for pid, (kind, seconds) in now.items():
+            before = self.last.get(pid)
+            self.cpu[kind] += seconds - (before[1] if before and before[0] == kind else 0.0)
+        self.last = now
+        counts: dict[str, int] = defaultdict(int)
+        for run in self.instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.QUEUED])):
+            counts[run.job_name] += 1
+        for job, n in counts.items():
+            self.queued[job] = max(self.queued[job], n)
+        self.loads.append(float(Path("/proc/loadavg").read_text().split()[0]))
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def window_close(key: str) -> float:
+    return datetime.strptime(key, "%Y-%m-%d-%H:%M").replace(tzinfo=timezone.utc).timestamp() + 60 + GRACE_S
+
+
+def latencies(instance, since: float, until: float) -> dict[str, list[float]]:
+    """Seconds from each window's close to: the table's offsets committed, by_region's materialization of it, the
+    first customers materialization after the table's (windows closed in [since, until - 90 s))."""
+    from dagster import AssetKey, AssetRecordsFilter, DagsterEventType
+
+    def first_by_key(name: str) -> dict[str, tuple[float, str]]:
+        found: dict[str, tuple[float, str]] = {}
+        records = instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey(name)), limit=10_000).records
+        for r in records:
+            key = r.partition_key
+            if key is not None and (key not in found or r.timestamp < found[key][0]):
+                found[key] = (r.timestamp, r.run_id)
+        return found
+
+    table = first_by_key(TABLE)
+    by_region = first_by_key(f"{TABLE}_by_region")
+    customers = sorted(r.timestamp for r in instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey(f"{TABLE}_customers")), limit=10_000).records)
+    out: dict[str, list[float]] = defaultdict(list)
+    for key, (landed, run_id) in sorted(table.items()):
+        close = window_close(key)
+        if not since <= close < until - 90:
+            continue
+        committed = next((e.timestamp for e in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_OBSERVATION)
+                          if e.timestamp >= landed and e.dagster_event.asset_key == AssetKey(TABLE)), None)
+        out[TABLE].append((committed or float("inf")) - close)
+        out[f"{TABLE}_by_region"].append(by_region.get(key, (float("inf"),))[0] - close)
+        out[f"{TABLE}_customers"].append(next((t for t in customers if t >= landed), float("inf")) - close)
+    return out
+
+
+def failed_checks(instance, since: float) -> dict[str, int]:
+    from dagster import DagsterEventType, EventRecordsFilter
+
+    failed: dict[str, int] = defaultdict(int)
+    records = instance.get_event_records(EventRecordsFilter(event_type=DagsterEventType.ASSET_CHECK_EVALUATION),
+                                         limit=10_000)
+    for r in records:
+        evaluation = r.event_log_entry.dagster_event.event_specific_data
+        if r.event_log_entry.timestamp >= since and not evaluation.passed:
+            failed[f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"] += 1
+    return failed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=int, default=60)
+    parser.add_argument("--per-minute", type=int, default=40, help="orders a minute the trickle sends")
+    args = parser.parse_args()
+    namesrv, broker_a, broker_b, web, connect = PORTS
+    with tempfile.TemporaryDirectory(prefix="rocketlake-steady-", dir="/dev/shm") as tmp:
+        project = Path(tmp)
+        config = yaml.safe_load((ROOT / "rocketlake.yaml").read_text())
+        config["clusters"]["local"]["namesrv"] = f"127.0.0.1:{namesrv}"
+        config["spark"]["remote"] = f"sc://127.0.0.1:{connect}"
+        config["lake"]["root"] = str(project / "lake")
+        (project / "rocketlake.yaml").write_text(yaml.safe_dump(config))
+        home = project / "dagster"
+        home.mkdir()
+        (home / "dagster.yaml").write_text(RECOMMENDED_INSTANCE.read_text())
+        cluster = ["--state-dir", str(project / "state"), "--namesrv-port", str(namesrv),
+                   "--broker-ports", f"{broker_a},{broker_b}"]
+        env = {k: v for k, v in os.environ.items() if k != "ROCKETLAKE_CONFIG"}
+        env["DAGSTER_HOME"] = str(home)
+        os.environ["DAGSTER_HOME"] = str(home)
+        ui = peer = None
+        try:
+            print("rocketlake demo (one window) ...", flush=True)
+            demo = subprocess.run([str(BIN / "rocketlake"), "demo", "--windows", "1", "--messages", "40", *cluster],
+                                  cwd=project, env=env, capture_output=True, text=True, timeout=900)
+            if demo.returncode != 0:
+                raise RuntimeError(f"rocketlake demo failed:\n{demo.stdout[-3000:]}{demo.stderr[-3000:]}")
+            peer = start_retry_consumer(f"127.0.0.1:{namesrv}", project / "state", "steady_state_peer", TOPIC,
+                                        max_reconsume_times=16, fail_until={})
+            delivered = []
+            threading.Thread(target=lambda: delivered.extend(peer.stdout), daemon=True).start()  # its pipe drained
+            log = (project / "ui.log").open("w")
+            ui = subprocess.Popen([str(BIN / "rocketlake"), "ui", "--port", str(web), "--per-minute",
+                                   str(args.per_minute), *cluster], cwd=project, env=env, stdout=log,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+            started = time.time()
+            print(f"rocketlake ui on :{web}, {args.per_minute} orders a minute, for {args.minutes} min ...", flush=True)
+            from dagster import DagsterInstance
+
+            with DagsterInstance.get() as instance:
+                sampler = Sampler(instance)
+                end = started + 60 * args.minutes
+                while time.time() < end:
+                    if ui.poll() is not None:
+                        raise RuntimeError(f"rocketlake ui exited ({ui.returncode}): see {project / 'ui.log'}")
+                    sampler.sample()
+                    time.sleep(1.0)  # the sampling period
+                measured = latencies(instance, started + WARM_UP_S, end)
+                checks = failed_checks(instance, started + WARM_UP_S)
+        finally:
+            if peer is not None:
+                peer.stdin.close()  # it shuts down when its stdin closes
+                peer.wait(timeout=30)
+            if ui is not None and ui.poll() is None:
+                os.killpg(ui.pid, signal.SIGINT)  # Ctrl-C, as a person ends `make ui`
+                try:
+                    ui.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(ui.pid, signal.SIGKILL)
+            subprocess.run([str(BIN / "rocketlake"), "local", "down", "--wipe", *cluster], cwd=project, env=env,
+                           capture_output=True, timeout=120)
+    report(args, sampler, measured, checks, len(delivered))
+
+
+def report(args, sampler: Sampler, measured: dict[str, list[float]], checks: dict[str, int], delivered: int) -> None:
+    windows = max(1, len(measured.get(TABLE, [])))
+    cores = os.cpu_count() or 1
+    print(f"\n{args.minutes} min of `make ui` after `make demo` ({args.per_minute} orders a minute), "
+          f"{windows} windows measured (closed after the first {WARM_UP_S} s and 90 s before the end)")
+    print("from a window's close to ...          p50       p95       max   (s)")
+    for name, values in measured.items():
+        print(f"  {name:<34} {statistics.median(values):8.1f}  {percentile(values, 0.95):8.1f}  {max(values):8.1f}")
+    if not measured:
+        print("  (no window closed in the measured span: run longer)")
+    print("most runs queued at once, per job: " + (", ".join(f"{j} {n}" for j, n in sorted(sampler.queued.items()))
+                                                     or "none ever queued"))
+    loads = sampler.loads
+    print(f"load average (1 min): median {statistics.median(loads):.2f}, max {max(loads):.2f} on {cores} cores")
+    ours = {kind: seconds for kind, seconds in sampler.cpu.items() if kind != PEER}
+    print(f"CPU seconds per window (a minute), everything but the peer: {sum(ours.values()) / args.minutes:.1f}")
+    for kind, seconds in sorted(ours.items(), key=lambda kv: -kv[1]):
+        print(f"  {kind:<26} {seconds / args.minutes:6.1f}")
+    print(f"the peer (Java DefaultMQPushConsumer, {delivered} deliveries): "
+          f"{sampler.cpu.get(PEER, 0.0) / args.minutes:.2f} CPU-s a minute")
+    print("asset checks failed: " + (", ".join(f"{k} x{n}" for k, n in sorted(checks.items())) or "none"))
+
+
+if __name__ == "__main__":
+    main()
