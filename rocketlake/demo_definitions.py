@@ -117,7 +117,7 @@ _follower_jobs = [define_asset_job(f"{a.key.to_user_string()}_job", selection=[a
 # rocketlake's own location (see rocketlake.definitions): rocketlake's executor for every job.
 defs = Definitions.merge(build_definitions(_config, schedules_running=True), Definitions(
     assets=[*_assets, *_followers], jobs=[*_jobs, *_follower_jobs], executor=rocketlake_executor,
-    schedules=[follow(job, next(iter(a.dependency_keys)), a.key, a.partitions_def)
+    sensors=[follow(job, next(iter(a.dependency_keys)), a.key, a.partitions_def)
                for job, a in zip(_jobs, _assets)]
     + [follow_changes(job, next(iter(a.dependency_keys)), a.key) for job, a in zip(_follower_jobs, _followers)]))
 

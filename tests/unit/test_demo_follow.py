@@ -10,7 +10,7 @@ from dagster import (
     SkipReason,
     TimeWindowPartitionsDefinition,
     asset,
-    build_schedule_context,
+    build_sensor_context,
     define_asset_job,
     instance_for_test,
 )
@@ -52,7 +52,7 @@ def test_the_follower_asks_one_run_over_the_newest_stale_range_and_nothing_while
     follows = follow(job, TABLE, BY_REGION, MINUTES)
     with instance_for_test() as instance:
         def tick():
-            return follows(build_schedule_context(instance=instance))
+            return follows(build_sensor_context(instance=instance))
 
         assert isinstance(tick(), SkipReason)  # nothing landed yet
         _landed(instance, TABLE, "2026-11-01-00:01", "2026-11-01-00:02", "2026-11-01-00:03")
@@ -81,7 +81,7 @@ def test_the_change_feed_follower_runs_after_new_landings_and_again_after_a_fail
     follows = follow_changes(job, TABLE, CUSTOMERS)
     with instance_for_test() as instance:
         def tick():
-            return follows(build_schedule_context(instance=instance))
+            return follows(build_sensor_context(instance=instance))
 
         assert "no materialization" in tick().skip_message
         _landed(instance, TABLE, "2026-11-01-00:01", "2026-11-01-00:02")
