@@ -27,6 +27,7 @@ from dagster import AssetKey, DagsterInstance
 from rocketlake.assets.lag import LAG_MESSAGES
 from rocketlake.demo import sample_orders
 from rocketlake.resources.local.peers import produce
+from rocketlake.resources.local.process import stat_fields
 from tests.conftest import free_ports
 from tests.dagster_instance import recommended_home
 
@@ -81,11 +82,8 @@ def session(sid: int) -> set[int]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            state, _ppid, _pgrp, their_sid = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[:4]
-        except (OSError, ValueError):
-            continue  # it exited while being read
-        if int(their_sid) == sid and state != "Z":
+        fields = stat_fields(int(entry))  # None: it exited while being read
+        if fields is not None and fields[0] != "Z" and int(fields[3]) == sid:  # state, ..., session (proc(5))
             found.add(int(entry))
     return found
 
