@@ -147,9 +147,18 @@ _spark_jvm = SparkJvmOptions()
 
 
 @pytest.fixture(scope="session")
-def spark_jvm_options() -> str:
-    """Quick-starting Spark driver JVMs (tests/spark_jvm.py) for every driver the session starts from now on."""
-    return _spark_jvm.apply()
+def spark_jvm_options(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Quick-starting Spark driver JVMs (tests/spark_jvm.py) for every driver the session starts from now on, with
+    their scratch space (``SPARK_LOCAL_DIRS``) in the session's temporary folder: a JVM the tests SIGKILL skips
+    Spark's shutdown hook and leaves its ``spark-*`` folder behind (its ``userFiles`` copy of the jars, 750 MB with
+    S3A's), which in ``/tmp`` piled up across runs until the disk was full; here it goes with the session."""
+    import os
+    import shutil
+
+    scratch = tmp_path_factory.mktemp("spark-local")
+    os.environ["SPARK_LOCAL_DIRS"] = str(scratch)
+    yield _spark_jvm.apply()
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
