@@ -3,9 +3,11 @@
 `LocalSparkCluster` starts a master and two workers from the installed pyspark (what `rocketlake local up
 --spark` starts). The executors' Python is an environment of its own that has rocketlake's dependencies but
 not rocketlake (a venv that sees the project's site-packages as a plain path, without the editable install's
-finder): the reader and its client reach the executors only as the package zip the session ships. The run is
+finder): the reader and its client reach the executors only as the package zip the session ships. The runs are
 the public CLI's `dagster asset materialize` on the README's instance configuration, from another working
-directory. Spark's event log (its own record of the application) says where every task ran.
+directory, opening their sessions on one `rocketlake spark-server` whose application runs on the cluster (the
+default warm path; a run with a JVM of its own is the same code with `spark.remote` unset). Spark's event log
+(its own record of the application) says where every task ran.
 """
 
 from __future__ import annotations
@@ -81,8 +83,8 @@ def tasks_by_executor(event_log_dir: Path) -> tuple[Counter, dict[tuple[str, str
 ORDERS = in_shared_minutes("spark_cluster", {"cluster": (4, None)}, lambda t: [order(i, t["cluster"]) for i in range(40)])
 
 
-def test_windows_land_through_the_executors_of_a_standalone_cluster(tmp_path, local_cluster, spark_cluster,
-                                                                     shared_minutes):
+def test_windows_land_through_a_spark_server_on_the_executors_of_a_standalone_cluster(tmp_path, local_cluster,
+                                                                                       spark_cluster, shared_minutes):
     shared = shared_minutes[ORDERS]  # its window closed
     topic, group, table = shared.topics["cluster"], unique("g"), unique("t")
     events = tmp_path / "spark-events"
@@ -93,8 +95,12 @@ def test_windows_land_through_the_executors_of_a_standalone_cluster(tmp_path, lo
                   "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
                   "spark.executor.memory": "512m", "spark.eventLog.enabled": "true",
                   "spark.eventLog.dir": events.as_uri(), "spark.eventLog.compress": "false"}
+    # The production shape (deploying.md): one long-lived Spark Connect server on the cluster, `rocketlake
+    # spark-server` on this configuration, and the runs open their sessions on it; the executors get rocketlake
+    # from the zip each session sends.
+    (port,) = free_ports(1)
     body = yaml.safe_load(config.read_text())
-    body["spark"] = {"master": spark_cluster.spec.master_url, "conf": spark_conf}
+    body["spark"] = {"master": spark_cluster.spec.master_url, "conf": spark_conf, "remote": f"sc://127.0.0.1:{port}"}
     config.write_text(yaml.safe_dump(body))
     home = recommended_home(tmp_path / "dagster_home")
     elsewhere = tmp_path / "elsewhere"  # not the checkout: nothing may rely on the driver's working directory
@@ -104,56 +110,33 @@ def test_windows_land_through_the_executors_of_a_standalone_cluster(tmp_path, lo
     assert len({(s.broker_name, s.queue_id) for s in sent}) == 8, "both brokers' queues carry messages"
 
     env = dict(os.environ, ROCKETLAKE_CONFIG=str(config), DAGSTER_HOME=str(home))
-    for window in windows:
-        result = subprocess.run([str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m",
-                                 "rocketlake.definitions", "--select", table, "--partition", window],
-                                cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)
-        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-
-    landed = DeltaTable(str(tmp_path / "lake" / table)).to_pandas(columns=["msg_id", "queue_offset", "broker_name"])
-    assert Counter(landed["msg_id"]) == Counter(list(dump)), "every message exactly once"
-
-    progress = {(q.broker_name, q.queue_id): q for q in local_cluster.mqadmin().consumer_progress(group, topic)
-                if q.topic == topic}
-    assert len(progress) == 8
-    assert all(q.consumer_offset == q.broker_offset for q in progress.values()), progress
-
-    # The CLI has exited; its Spark driver JVM ends the application as it exits (stdin closed), a moment later.
-    until(lambda: not any(f.name.endswith(".inprogress") for f in events.rglob("*")), 120,
-          "the runs' Spark applications to end (event logs complete)")
-    ended, hosts = tasks_by_executor(events)
-    assert ended and all(executor != "driver" for _, executor in ended), ended
-    assert set(ended) <= set(hosts) and set(hosts.values()) == {"127.0.0.1"}, (ended, hosts)
-    # Each queue's range is a task of the read: at least 8 tasks ran, all on the workers' executors.
-    assert sum(ended.values()) >= 8, ended
-
-    # The production shape (deploying.md): one long-lived Spark Connect server on the cluster, `rocketlake
-    # spark-server` on this configuration, and the runs open their sessions on it. The window landed again there
-    # (a backfill replaces its slice) reads through the same executors, which get rocketlake from the server's zip.
-    (port,) = free_ports(1)
-    body["spark"]["remote"] = f"sc://127.0.0.1:{port}"
-    config.write_text(yaml.safe_dump(body))
-    classic_apps = {app.name for app in events.iterdir()}
     server = subprocess.Popen([str(Path(sys.executable).parent / "rocketlake"), "spark-server", "--config",
                                str(config)], cwd=elsewhere, env=env, stdout=(tmp_path / "server.log").open("w"),
                               stderr=subprocess.STDOUT, start_new_session=True)
     try:
         until(lambda: port_in_use(port), 180, "the Spark Connect server to listen")
-        again = subprocess.run([str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m",
-                                "rocketlake.definitions", "--select", table, "--partition", windows[0]],
-                               cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)
-        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+        for window in windows:
+            result = subprocess.run([str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m",
+                                     "rocketlake.definitions", "--select", table, "--partition", window],
+                                    cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)
+            assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
-    landed = DeltaTable(str(tmp_path / "lake" / table)).to_pandas(columns=["msg_id"])
-    assert Counter(landed["msg_id"]) == Counter(list(dump)), "every message exactly once, after the re-landing"
+
+    landed = DeltaTable(str(tmp_path / "lake" / table)).to_pandas(columns=["msg_id", "queue_offset", "broker_name"])
+    assert Counter(landed["msg_id"]) == Counter(list(dump)), "every message exactly once"
+    progress = {(q.broker_name, q.queue_id): q for q in local_cluster.mqadmin().consumer_progress(group, topic)
+                if q.topic == topic}
+    assert len(progress) == 8
+    assert all(q.consumer_offset == q.broker_offset for q in progress.values()), progress
+
     until(lambda: not any(f.name.endswith(".inprogress") for f in events.rglob("*")), 120,
           "the server's Spark application to end (its event log complete)")
-    # One application more: the server's. A run that started a Spark of its own would have made a second one.
-    assert len({app.name for app in events.iterdir()} - classic_apps) == 1, sorted(events.iterdir())
+    # One application: the server's. A run that started a Spark of its own would have made a second one.
+    assert len(list(events.iterdir())) == 1, sorted(events.iterdir())
     ended, hosts = tasks_by_executor(events)
-    served = {key: n for key, n in ended.items() if key[0] not in classic_apps}
-    assert served and all(executor != "driver" for _, executor in served), ended
-    assert sum(served.values()) >= 8, served  # the window's read, on the workers' executors
-
+    assert ended and all(executor != "driver" for _, executor in ended), ended
+    assert set(ended) <= set(hosts) and set(hosts.values()) == {"127.0.0.1"}, (ended, hosts)
+    # Each queue's range is a task of the read: at least 8 tasks ran, all on the workers' executors.
+    assert sum(ended.values()) >= 8, ended
