@@ -127,6 +127,9 @@ def test_up_twice_then_down_leaves_nothing_running(tmp_path, local_s3, monkeypat
 def test_port_in_use_is_named_and_nothing_starts(tmp_path):
     spec = make_spec(tmp_path / "state")
     with socket.socket() as squatter:
+        # As any server binds (Java's do): a connection of an earlier test that used this port may linger in
+        # TIME_WAIT, which fails a plain bind although the port is free to listen on (make_spec checks it so).
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         squatter.bind(("127.0.0.1", spec.namesrv_port))
         squatter.listen()
         result = rocketlake("local", "up", *cluster_args(spec))
