@@ -66,9 +66,19 @@ def stat_fields(pid: int) -> list[str] | None:
 def start_time(pid: int) -> str | None:
     """The kernel's start time of ``pid`` (clock ticks since boot), or None if it is gone."""
     fields = stat_fields(pid)
-    if fields is None or fields[0] == "Z":  # a zombie is dead for our purposes
+    if fields is None or (fields[0] == "Z" and not _threads_left(pid)):  # a zombie alone is dead for our purposes
         return None
     return fields[19]
+
+
+def _threads_left(pid: int) -> bool:
+    """Whether threads of ``pid`` other than its leader still run. A JVM's leader thread leaves first and shows as a
+    zombie while the others exit, and its files stay open until the last of them has: a Spark Connect server judged
+    gone then still listened on its port, and starting it again failed with "port in use"."""
+    try:
+        return any(task != str(pid) for task in os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return False
 
 
 def session_members(sid: int) -> list[int]:

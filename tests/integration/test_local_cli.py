@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -180,3 +181,39 @@ def test_free_ports_are_free():
     ports = free_ports(3, block=2)
     assert len(set(ports)) == 3
     assert not any(port_in_use(p) for p in ports)
+
+
+#: A leader thread that leaves before the others, as a JVM's does when it exits: the raw ``exit`` system call ends
+#: the calling thread only (ctypes releases the GIL for it), while another thread keeps the listening socket.
+LEAVER = """
+import ctypes, platform, socket, threading, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", {port}))
+s.listen()
+def hold():
+    while True:
+        time.sleep(0.05)
+threading.Thread(target=hold).start()
+ctypes.CDLL(None).syscall({{"x86_64": 60, "aarch64": 93}}[platform.machine()], 0)
+"""
+
+
+def test_a_process_whose_threads_are_still_exiting_is_not_gone_and_is_stopped_with_its_port(tmp_path):
+    """A process whose leader is a zombie while other threads still run holds its files and sockets open: the chaos
+    soak's restart of the Spark server found its port still listening right after `down` (ss: LISTEN, no process),
+    and the restart failed with "port in use". Such a process is still running for `pid()`, and `stop_all` ends it
+    and returns once its port is free."""
+    from rocketlake.resources.local.process import stat_fields, stop_all
+
+    (port,) = free_ports(1)
+    leaver = ManagedProcess("leaver", tmp_path)
+    pid = leaver.start([sys.executable, "-c", LEAVER.format(port=port)], dict(os.environ))
+    deadline = time.monotonic() + 30
+    while (fields := stat_fields(pid)) is not None and fields[0] != "Z":
+        assert time.monotonic() < deadline, "the leader thread did not leave"
+        time.sleep(0.05)  # polling another process's state
+    assert fields is not None and port_in_use(port)  # the leader left; the process still listens
+    assert leaver.pid() == pid, "a process whose threads still run was judged gone"
+    assert stop_all([leaver]) == ["leaver"]
+    assert leaver.pid() is None and not port_in_use(port)
