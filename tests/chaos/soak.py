@@ -250,6 +250,20 @@ class Soak:
     def _broker(self, key: str):
         return self.cluster.broker_processes[key]
 
+    def _kill_broker(self, key: str) -> None:
+        """SIGKILL a broker and wait until it is gone: a JVM's threads take a moment to exit, and until the last has
+        it holds its port (the cluster's ``up`` would take it for running and start nothing)."""
+        process = self._broker(key)
+        pid = process.pid()
+        if pid is None:
+            return
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while process.pid() is not None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{key} (pid {pid}) still running 60 s after SIGKILL")
+            time.sleep(0.1)  # polling the process table until the kernel has ended every thread
+
     def _next_started_run(self, since: float, timeout: float = 240.0):
         """The first run of the table's job started after ``since``, with the process it recorded."""
         from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
@@ -270,11 +284,11 @@ class Soak:
     def _apply(self, fault: Fault, rng: random.Random) -> None:
         kind = fault.kind
         if kind == "broker_kill":
-            os.kill(self._broker("broker-a").pid(), signal.SIGKILL)
+            self._kill_broker("broker-a")
         elif kind == "broker_pause":
             os.kill(self._broker("broker-b").pid(), signal.SIGSTOP)
         elif kind == "clock_step":
-            os.kill(self._broker("broker-b").pid(), signal.SIGKILL)
+            self._kill_broker("broker-b")
             self.cluster.broker_env["broker-b"] = faketime_env("-30s")
             self.cluster.up()
         elif kind == "member_restart":
@@ -320,7 +334,7 @@ class Soak:
         elif kind == "broker_pause":
             os.kill(self._broker("broker-b").pid(), signal.SIGCONT)
         elif kind == "clock_step":
-            os.kill(self._broker("broker-b").pid(), signal.SIGKILL)
+            self._kill_broker("broker-b")
             self.cluster.broker_env.pop("broker-b", None)
             self.cluster.up()
 
@@ -496,7 +510,7 @@ class Soak:
                 except ProcessLookupError:
                     pass
         if self.cluster.broker_env.pop("broker-b", None) is not None:
-            os.kill(self._broker("broker-b").pid(), signal.SIGKILL)
+            self._kill_broker("broker-b")
         stop_daemon(self.daemon)
         if self.member is not None and self.member.poll() is None:
             self.member.kill()
