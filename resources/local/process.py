@@ -66,15 +66,16 @@ def stat_fields(pid: int) -> list[str] | None:
 def start_time(pid: int) -> str | None:
     """The kernel's start time of ``pid`` (clock ticks since boot), or None if it is gone."""
     fields = stat_fields(pid)
-    if fields is None or (fields[0] == "Z" and not _threads_left(pid)):  # a zombie alone is dead for our purposes
-        return None
-    return fields[19]
+    return fields[19] if fields is not None and _alive(pid, fields) else None
 
 
-def _threads_left(pid: int) -> bool:
-    """Whether threads of ``pid`` other than its leader still run. A JVM's leader thread leaves first and shows as a
-    zombie while the others exit, and its files stay open until the last of them has: a Spark Connect server judged
-    gone then still listened on its port, and starting it again failed with "port in use"."""
+def _alive(pid: int, fields: list[str]) -> bool:
+    """Whether ``pid``, whose ``stat_fields`` are ``fields``, still runs. A zombie alone is dead for our purposes;
+    but a JVM's leader thread leaves first and shows as a zombie while its other threads exit, and its files stay
+    open until the last of them has: a Spark Connect server judged gone then still listened on its port, and
+    starting it again failed with "port in use"."""
+    if fields[0] != "Z":
+        return True
     try:
         return any(task != str(pid) for task in os.listdir(f"/proc/{pid}/task"))
     except OSError:
@@ -85,7 +86,8 @@ def session_members(sid: int) -> list[int]:
     """The pids of the live processes in session ``sid`` (field 6 of /proc/<pid>/stat): a daemon's children that
     put themselves in process groups of their own are still in its session."""
     return [int(entry.name) for entry in Path("/proc").iterdir()
-            if entry.name.isdigit() and (fields := stat_fields(int(entry.name))) is not None and int(fields[3]) == sid]
+            if entry.name.isdigit() and (fields := stat_fields(int(entry.name))) is not None and int(fields[3]) == sid
+            and _alive(int(entry.name), fields)]
 
 
 @dataclass(frozen=True)

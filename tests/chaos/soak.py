@@ -251,18 +251,11 @@ class Soak:
         return self.cluster.broker_processes[key]
 
     def _kill_broker(self, key: str) -> None:
-        """SIGKILL a broker and wait until it is gone: a JVM's threads take a moment to exit, and until the last has
-        it holds its port (the cluster's ``up`` would take it for running and start nothing)."""
-        process = self._broker(key)
-        pid = process.pid()
-        if pid is None:
-            return
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 60
-        while process.pid() is not None:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{key} (pid {pid}) still running 60 s after SIGKILL")
-            time.sleep(0.1)  # polling the process table until the kernel has ended every thread
+        """SIGKILL a broker and return once it is gone (every thread: until then it holds its port, and the
+        cluster's ``up`` would take it for running and start nothing)."""
+        from rocketlake.resources.local.process import stop_all
+
+        stop_all([self._broker(key)], sig=signal.SIGKILL)
 
     def _next_started_run(self, since: float, timeout: float = 240.0):
         """The first run of the table's job started after ``since``, with the process it recorded."""
@@ -303,15 +296,7 @@ class Soak:
                 fault.detail = "skipped: the soak does not own the Spark server"
                 return
             self.spark_server.down()
-            try:
-                self.spark_server.up()
-            except Exception:
-                # Seen once in 60-minute soaks (port still in use right after the server stopped, not reproduced):
-                # what holds the port, for the next time, before the soak stops.
-                held = subprocess.run(["ss", "-tanp", f"sport = :{self.spark_server.port}"], capture_output=True,
-                                      text=True).stdout
-                self.log(f"chaos: the Spark server's port after it stopped:\n{held}")
-                raise
+            self.spark_server.up()
         elif kind == "send_back_kill":
             self.arm_file.write_text("during_send_back\n")
             fault.detail = "armed: the next run with failures to send back dies half way through"

@@ -27,7 +27,7 @@ from dagster import AssetKey, DagsterInstance
 from rocketlake.assets.lag import LAG_MESSAGES
 from rocketlake.demo import sample_orders
 from rocketlake.resources.local.peers import produce
-from rocketlake.resources.local.process import stat_fields
+from rocketlake.resources.local.process import session_members
 from tests.conftest import free_ports
 from tests.dagster_instance import recommended_home
 
@@ -74,18 +74,6 @@ def stop(process: subprocess.Popen | None) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-
-
-def session(sid: int) -> set[int]:
-    """The live processes of the session ``sid`` (a process started with ``start``: its whole tree), zombies aside."""
-    found = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        fields = stat_fields(int(entry))  # None: it exited while being read
-        if fields is not None and fields[0] != "Z" and int(fields[3]) == sid:  # state, ..., session (proc(5))
-            found.add(int(entry))
-    return found
 
 
 def command_line(pid: int) -> str:
@@ -200,12 +188,13 @@ def test_lineage_partitions_and_lag_plot_in_a_real_browser(tmp_path, browser):
 
         # Ctrl-C, which the terminal sends to `make ui`'s whole process group: the webserver, the daemon, the runs in
         # flight and the trickle's producer are all gone within 10 s.
-        until(lambda: any("PeerServer" in command_line(p) for p in session(ui.pid)), 60, "the trickle's producer", ui)
-        running = {p: command_line(p) for p in session(ui.pid)}
+        until(lambda: any("PeerServer" in command_line(p) for p in session_members(ui.pid)), 60,
+              "the trickle's producer", ui)
+        running = {p: command_line(p) for p in session_members(ui.pid)}
         os.killpg(ui.pid, signal.SIGINT)
         interrupted = time.monotonic()
         deadline = interrupted + 10
-        while (left := session(ui.pid)) and time.monotonic() < deadline:
+        while (left := session_members(ui.pid)) and time.monotonic() < deadline:
             time.sleep(0.2)  # polling the process table, bounded by the 10 s the issue allows
         assert not left, f"still running 10 s after Ctrl-C: {[running.get(p, command_line(p)) for p in left]}"
         assert ui.wait(timeout=5) == 0, (tmp_path / "ui.log").read_text()[-3000:]
