@@ -8,7 +8,6 @@ on it meanwhile). Either is handed back with every broker registered and answeri
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
@@ -18,6 +17,7 @@ import pytest
 
 from rocketlake.resources.jars import ROCKETMQ_4_VERSION, ROCKETMQ_VERSION
 from rocketlake.resources.local.cluster import LocalCluster
+from rocketlake.resources.local.process import stop_all
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.connection import get_connection
 from rocketlake.resources.rocketmq.errors import ConnectionFailed, RequestTimeout, RocketMQError
@@ -32,17 +32,8 @@ HOLD_MS = 20_000  # the in-flight pull is a long poll held this long by the brok
 
 
 def kill_broker(cluster: LocalCluster, name: str) -> None:
-    process = cluster.broker_processes[name]
-    pid = process.pid()
-    assert pid is not None, f"{name} is not running"
-    os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 30
-    while process.pid() is not None:  # pid() is None once the process is gone (or a zombie)
-        assert time.monotonic() < deadline, f"{name} (pid {pid}) survived SIGKILL"
-        try:
-            os.waitpid(pid, os.WNOHANG)  # we started it, so we reap it
-        except ChildProcessError:
-            pass
+    """SIGKILL a broker, as a machine dies, and return once it is gone (stop_all waits for every thread)."""
+    assert stop_all([cluster.broker_processes[name]], sig=signal.SIGKILL) == [name], f"{name} is not running"
 
 
 def in_flight(address: str) -> bool:
