@@ -12,10 +12,12 @@ over time. The same tick evaluates the table's two checks and reports them with 
 - ``lag_not_growing`` warns when the total lag rose at each of the last observations (``pipelines.freshness``);
 - ``caught_up`` fails while a queue's committed offset trails the newest window past its deadline, and the tick asks
   for the run that lands what it trails by (``assets.catch_up``): ``fresh`` alone looks at the newest window only,
-  and stays green while later windows land above a hole that holds the group's offset back.
+  and stays green while later windows land above a hole that holds the group's offset back;
+- ``broker_clock`` fails while a broker's clock is off this host's by more than ``window.grace_seconds``
+  (``pipelines.broker_clock``): its messages then land in later windows than their store times name.
 
 Each check can also be executed from the UI: the first two read the same figures from the instance, ``caught_up``
-asks the brokers.
+and ``broker_clock`` ask the brokers.
 """
 
 # No "from __future__ import annotations" here: Dagster inspects the checks' context annotation at runtime.
@@ -54,6 +56,7 @@ from rocketlake.assets.partitions import (
     windows_from,
 )
 from rocketlake.pipelines.assignment import member_share
+from rocketlake.pipelines.broker_clock import BrokerClock, read_clocks
 from rocketlake.pipelines.broker_access import LiveGroup, group_broker
 from rocketlake.pipelines.config import IngestionConfig
 from rocketlake.pipelines.freshness import GROWTH_TICKS, Freshness, freshness, lag_keeps_growing
@@ -67,7 +70,8 @@ COMMITTED = "rocketlake/committed_offset"
 LAG_TABLE = "rocketlake/lag_per_queue"
 FRESH_CHECK = "fresh"
 GROWTH_CHECK = "lag_not_growing"
-LAG_CHECKS = (FRESH_CHECK, GROWTH_CHECK, CAUGHT_UP_CHECK)
+CLOCK_CHECK = "broker_clock"
+LAG_CHECKS = (FRESH_CHECK, GROWTH_CHECK, CAUGHT_UP_CHECK, CLOCK_CHECK)
 
 LAG_SCHEMA = TableSchema(columns=[
     TableColumn("topic", "string"), TableColumn("broker_name", "string"), TableColumn("queue_id", "int"),
@@ -150,8 +154,32 @@ def growth_outcome(totals_oldest_first: list[int]) -> dict:
             "metadata": {"recent_lag_totals": MetadataValue.text(", ".join(map(str, totals_oldest_first)))}}
 
 
+def clock_outcome(cfg: IngestionConfig, clocks: list[BrokerClock], unread: list[str]) -> dict:
+    """The ``broker_clock`` check's result: fails when a broker's clock is off by more than the window's grace."""
+    grace = cfg.window.grace_seconds
+    off = [c for c in clocks if c.off_by_more_than(max(grace, 1) * 1000)]
+    metadata = {f"skew_seconds/{c.broker}": MetadataValue.float(round(c.skew_ms / 1000, 1)) for c in clocks}
+    not_read = f"; not read: {'; '.join(unread)}" if unread else ""
+    if not off:
+        said = "; ".join(c.describe() for c in clocks) or "no broker answered"
+        return {"passed": True, "severity": AssetCheckSeverity.ERROR, "metadata": metadata,
+                "description": f"every broker's clock is within window.grace_seconds ({grace}s) of this host's: "
+                               f"{said}{not_read}"}
+    return {"passed": False, "severity": AssetCheckSeverity.ERROR, "metadata": metadata,
+            "description": f"{'; '.join(c.describe() for c in off)}: more than window.grace_seconds ({grace}s). "
+                           "Messages it stores after this host closed a window carry store times inside that "
+                           "window; they land in the next window (never lost or doubled), not in the one their "
+                           "store time names. Fix the broker host's time sync (chrony/NTP); a larger grace only "
+                           f"hides a clock behind{not_read}"}
+
+
+def clock_reading(client, rows: list[QueueProgress]) -> tuple[list[BrokerClock], list[str]]:
+    """The clocks of the brokers holding the group's queues."""
+    return read_clocks(client, {r.queue.broker_name for r in rows})
+
+
 def build_lag_checks(cfg: IngestionConfig, assets: IngestionAssets) -> list:
-    """The three checks, executable from the UI too (the sensor reports them every minute)."""
+    """The four checks, executable from the UI too (the sensor reports them every minute)."""
     asset_key = assets.table_key
     rocketmq_key = rocketmq_resource_key(cfg.cluster)
 
@@ -181,7 +209,17 @@ def build_lag_checks(cfg: IngestionConfig, assets: IngestionAssets) -> list:
         found = behind(cfg, window_partitions(cfg.window), [r for r in rows if r.queue in share], now)
         return AssetCheckResult(**caught_up_outcome(cfg, found, int(now.timestamp() * 1000)))
 
-    return [fresh, lag_not_growing, caught_up]
+    @asset_check(asset=asset_key, name=CLOCK_CHECK, blocking=False, required_resource_keys={rocketmq_key},
+                 description=f"Fails while the clock of a broker holding {cfg.table}'s queues is off this host's "
+                             f"by more than {cfg.window.grace_seconds}s grace: its messages then land in later "
+                             "windows than their store times name.")
+    def broker_clock(context: AssetCheckExecutionContext) -> AssetCheckResult:
+        with getattr(context.resources, rocketmq_key).open_client(cfg.mq_client_api_timeout) as client:
+            rows, _ = progress_and_share(client, cfg)
+            clocks, unread = clock_reading(client, rows)
+        return AssetCheckResult(**clock_outcome(cfg, clocks, unread))
+
+    return [fresh, lag_not_growing, caught_up, broker_clock]
 
 
 def progress_and_share(client, cfg: IngestionConfig) -> tuple[list[QueueProgress], set]:
@@ -193,9 +231,11 @@ def progress_and_share(client, cfg: IngestionConfig) -> tuple[list[QueueProgress
 
 
 def lag_events(cfg: IngestionConfig, assets: IngestionAssets, rows: list[QueueProgress], now_ms: int,
-               instance, log, share: set | None = None) -> tuple[list, list, str]:
+               instance, log, share: set | None = None,
+               clocks: tuple[list[BrokerClock], list[str]] = ([], [])) -> tuple[list, list, str]:
     """One ingestion's observation, check evaluations and catch-up run request (if any) for one tick; its summary.
-    ``share``: this member's queues (default: every queue), the ones its ``caught_up`` check and catch-up judge."""
+    ``share``: this member's queues (default: every queue), the ones its ``caught_up`` check and catch-up judge;
+    ``clocks``: the brokers' clocks read this tick, and the brokers that could not be read."""
     asset_key = assets.table_key
     metadata = lag_metadata(rows, now_ms, cfg.topic)  # None with several topics: every queue key names its topic
     total = metadata[LAG_MESSAGES].value
@@ -211,7 +251,8 @@ def lag_events(cfg: IngestionConfig, assets: IngestionAssets, rows: list[QueuePr
                                    **freshness_outcome(cfg, instance, now, asset_key)),
               AssetCheckEvaluation(asset_key=asset_key, check_name=GROWTH_CHECK, **growth_outcome(totals)),
               AssetCheckEvaluation(asset_key=asset_key, check_name=CAUGHT_UP_CHECK,
-                                   **caught_up_outcome(cfg, found, now_ms))]
+                                   **caught_up_outcome(cfg, found, now_ms)),
+              AssetCheckEvaluation(asset_key=asset_key, check_name=CLOCK_CHECK, **clock_outcome(cfg, *clocks))]
     return events, [request] if request else [], summary
 
 
@@ -237,10 +278,14 @@ def build_lag_sensor(cluster: str, members: Members) -> SensorDefinition:
         with resource.open_client(timeout_ms) as client:
             read, failed = read_each(members, lambda cfg: progress_and_share(client, cfg), "read the progress",
                                      context.log)
+            # Each broker's clock once a tick, however many ingestions its queues serve.
+            clocks, unread = clock_reading(client, [r for _, _, (rows, _) in read for r in rows])
         events, requests, said = [], [], []
         for cfg, assets, (rows, share) in read:
+            brokers = {r.queue.broker_name for r in rows}
+            mine = ([c for c in clocks if c.broker in brokers], [u for u in unread if u.split(":")[0] in brokers])
             ingestion_events, ingestion_requests, summary = lag_events(cfg, assets, rows, now_ms, context.instance,
-                                                                       context.log, share)
+                                                                       context.log, share, mine)
             events += ingestion_events
             requests += ingestion_requests
             said.append(summary)

@@ -8,6 +8,8 @@
 * GET_CONSUME_STATS (208): body ``ConsumeStats``, a map keyed by MessageQueue *objects* in
   fastjson's dialect (reference 2.15), read with :mod:`.fastjson`. The broker reports a
   missing consumer offset as 0 there (``consumerOffset < 0 -> 0``).
+* GET_BROKER_RUNTIME_INFO (28): no header; body ``KVTable`` JSON, ``{"table":{"name":"value",..}}``, every value
+  a string (``mqadmin brokerStatus`` prints it).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ __all__ = [
     "build_create_topic_request",
     "encode_lock_body",
     "parse_consume_stats",
+    "parse_kv_table",
     "parse_lock_response",
 ]
 
@@ -188,3 +191,12 @@ def parse_consume_stats(body: bytes) -> ConsumeStats:
     if not isinstance(tps, (int, float)) or isinstance(tps, bool):
         raise ProtocolError(f"ConsumeStats.consumeTps is {tps!r}, expected a number")
     return ConsumeStats(offsets, float(tps))
+
+
+def parse_kv_table(body: bytes) -> dict[str, str]:
+    """A ``KVTable`` body (GET_BROKER_RUNTIME_INFO): name -> value, both strings."""
+    obj = loads(body) if body else {}
+    table = obj.get("table") if isinstance(obj, dict) else None
+    if not isinstance(table, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in table.items()):
+        raise ProtocolError(f"KVTable is {bytes(body)[:200]!r}, expected {{\"table\": {{name: value, ..}}}}")
+    return dict(table)

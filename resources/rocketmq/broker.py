@@ -36,6 +36,7 @@ from .admin import (
     build_create_topic_request,
     encode_lock_body,
     parse_consume_stats,
+    parse_kv_table,
     parse_lock_response,
 )
 from .codes import RequestCode, ResponseCode
@@ -587,6 +588,15 @@ class BrokerClient:
         if isinstance(config, str):
             config = SubscriptionGroupConfig(config)
         self._call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, config.encode(), timeout=timeout)
+
+    def get_broker_runtime_info(self, *, timeout: float | None = None) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO: the broker's figures, as ``mqadmin brokerStatus`` prints them (name -> value)."""
+        r = self._call(RequestCode.GET_BROKER_RUNTIME_INFO, None, timeout=timeout)
+        try:
+            return parse_kv_table(r.body)
+        except ProtocolError as exc:
+            raise ProtocolError(f"{self.address} answered GET_BROKER_RUNTIME_INFO with a bad body: {exc}",
+                                address=self.address, request_code=RequestCode.GET_BROKER_RUNTIME_INFO) from exc
 
     def get_consume_stats(
         self, group: str, topic: str | None = None, *, timeout: float | None = None

@@ -18,7 +18,7 @@ from dagster import AssetCheckEvaluation, AssetKey, AssetObservation, build_sens
 
 from rocketlake.assets.catch_up import CAUGHT_UP_CHECK, RANGE_END, RANGE_START
 from rocketlake.assets.ingestion import CATCH_UP_TAG, QUEUES_TAG
-from rocketlake.assets.lag import BROKER_MAX, COMMITTED, FRESH_CHECK, LAG_MESSAGES, queue_figure, table_freshness
+from rocketlake.assets.lag import BROKER_MAX, CLOCK_CHECK, COMMITTED, FRESH_CHECK, LAG_MESSAGES, queue_figure, table_freshness
 from rocketlake.pipelines.config import load_config
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq_resource import RocketMQResource
@@ -87,6 +87,10 @@ def test_lag_equals_mqadmin_and_freshness_fails_until_a_catch_up(tmp_path, local
         metadata, checks = tick(instance, requested)
         assert checks[CAUGHT_UP_CHECK].passed, checks[CAUGHT_UP_CHECK].description
         assert requested == [] and metadata[LAG_MESSAGES].value == 0
+        # The tick read both brokers' clocks: on this host's clock, so the check is green and names each.
+        clock = checks[CLOCK_CHECK]
+        assert clock.passed and {"broker-a", "broker-b"} <= {k.split("/")[-1] for k in clock.metadata}, \
+            clock.description
         ticks = 3
 
         # Windows that closed since are empty: catch-up leaves them to the schedule (here: by hand), and `fresh`
