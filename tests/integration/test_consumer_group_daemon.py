@@ -65,11 +65,6 @@ def stop_daemon(process: subprocess.Popen | None) -> None:
             pass
 
 
-def materialized(deployment: Deployment, table: str) -> set[str]:
-    with DagsterInstance.from_config(str(deployment.home)) as instance:
-        return set(instance.get_materialized_partitions(AssetKey(table)))
-
-
 def test_two_deployments_run_by_their_daemons_split_the_queues_and_hand_them_over(tmp_path, local_cluster,
                                                                                   spark_connect):
     topic, group, table = unique("wide"), unique("g"), unique("t")
@@ -102,8 +97,11 @@ def test_two_deployments_run_by_their_daemons_split_the_queues_and_hand_them_ove
         sent = produce(local_cluster.spec.namesrv_address, local_cluster.spec.state_dir,
                        [order(i, topic) for i in range(64)])
         # The daemons' schedules launch the window's runs once it closes; wait on their instances' records.
-        until(lambda: w1 in materialized(first, table) and w1 in materialized(second, table), 480,
-              f"both deployments' daemons to land window {w1}")
+        # Each instance opened once: opening one costs about 0.2 CPU-s, which a poll every 0.2 s would pay for
+        # minutes, taking a core from the other worker.
+        with DagsterInstance.from_config(str(first.home)) as one, DagsterInstance.from_config(str(second.home)) as two:
+            until(lambda: all(w1 in i.get_materialized_partitions(AssetKey(table)) for i in (one, two)), 480,
+                  f"both deployments' daemons to land window {w1}")
         path = tmp_path / "lake" / table
         queues = sorted(peer.queues(topic))
         by_member = {e.member: sorted(r.queue for w in e.windows for r in w.ranges if r.queue.topic == topic)
@@ -118,7 +116,9 @@ def test_two_deployments_run_by_their_daemons_split_the_queues_and_hand_them_ove
         w2 = minute_key(int(datetime.now(timezone.utc).timestamp() * 1000))
         sent += produce(local_cluster.spec.namesrv_address, local_cluster.spec.state_dir,
                         [order(i, topic) for i in range(100, 148)])
-        until(lambda: w2 in materialized(second, table), 480, f"d2's daemon to land window {w2}")
+        with DagsterInstance.from_config(str(second.home)) as two:
+            until(lambda: w2 in two.get_materialized_partitions(AssetKey(table)), 480,
+                  f"d2's daemon to land window {w2}")
         w2_entries = [e for e in ledger(path) if w2 in e.partition_keys]
         assert {e.member for e in w2_entries} == {second.client_id}
         assert sorted(r.queue for e in w2_entries for w in e.windows if w.partition_key == w2
