@@ -9,6 +9,8 @@ table history. The table itself is a plain Delta table.
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -80,6 +82,10 @@ def _sql_path(path: str) -> str:
     return "delta.`" + path.replace("`", "``") + "`"
 
 
+#: What loading a path that holds no Delta table raises: nothing there, a folder without a log, another format.
+NOT_A_TABLE = ("PATH_NOT_FOUND", "DELTA_TABLE_NOT_FOUND", "DELTA_MISSING_DELTA_TABLE")
+
+
 def is_delta_table(spark: SparkSession, path: str) -> bool:
     if _on_connect(spark):
         import logging
@@ -92,9 +98,13 @@ def is_delta_table(spark: SparkSession, path: str) -> bool:
         level = client_log.level
         client_log.setLevel(logging.CRITICAL)
         try:
-            return spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").collect()[0]["format"] == "delta"
+            # The schema only: resolving it reads the log's newest metadata. DESCRIBE DETAIL also counts the
+            # table's files and bytes, which after each new commit is a Spark job over the whole state (0.7 CPU-s
+            # of the server's a call, several calls a landing, measured on a table of a few commits).
+            spark.read.format("delta").load(path).schema
+            return True
         except AnalysisException as e:
-            if e.getCondition() == "DELTA_MISSING_DELTA_TABLE":
+            if e.getCondition() in NOT_A_TABLE:
                 return False
             raise
         finally:
@@ -147,11 +157,27 @@ class _Detail:
     properties: dict[str, str]
 
 
+#: The property ``SHOW TBLPROPERTIES`` gives a liquid-clustered table's columns in (JSON, each a field path).
+CLUSTERING_PROPERTY = "clusteringColumns"
+
+
 def _detail(spark: SparkSession, path: str) -> _Detail:
-    """One ``DESCRIBE DETAIL`` read: what a write needs to know of the existing table."""
-    row = spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").collect()[0].asDict()
-    return _Detail(list(row.get("partitionColumns") or []), list(row.get("clusteringColumns") or []),
-                   dict(row.get("properties") or {}))
+    """What a write needs to know of the existing table, from its metadata only: ``SHOW TBLPROPERTIES`` (the
+    properties, and the clustering columns) and ``DESCRIBE TABLE`` (the partition columns). DESCRIBE DETAIL says
+    the same but also counts the table's files, a Spark job over its whole state after each new commit (0.85 CPU-s
+    a call against 0.07, measured on a table of a few commits)."""
+    properties = table_properties(spark, path, with_clustering=True)
+    clustering = json.loads(properties.pop(CLUSTERING_PROPERTY, "[]"))
+    partitions, in_section = [], False
+    for row in spark.sql(f"DESCRIBE TABLE {_sql_path(path)}").collect():
+        name = (row["col_name"] or "").strip()
+        if name == "# Partition Information":
+            in_section = True
+        elif in_section and (not name or (name.startswith("#") and name != "# col_name")):
+            break
+        elif in_section and name != "# col_name":
+            partitions.append(name)
+    return _Detail(partitions, [".".join(parts) for parts in clustering], properties)
 
 
 #: The UTC hour (0-23) of ``window_start``, from epoch milliseconds as the day is (``layout``'s ``window_hour``).
@@ -407,8 +433,13 @@ def compact_days(spark: SparkSession, path: str, days: list[str], zorder_by: Ite
     return done
 
 
-def table_properties(spark: SparkSession, path: str) -> dict[str, str]:
-    return dict(spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").collect()[0]["properties"] or {})
+def table_properties(spark: SparkSession, path: str, with_clustering: bool = False) -> dict[str, str]:
+    """The table's properties (its protocol's ``delta.feature.*`` and reader/writer versions among them), read from
+    its metadata; a liquid-clustered table's ``clusteringColumns`` only ``with_clustering``."""
+    found = {row["key"]: row["value"] for row in spark.sql(f"SHOW TBLPROPERTIES {_sql_path(path)}").collect()}
+    if not with_clustering:
+        found.pop(CLUSTERING_PROPERTY, None)
+    return found
 
 
 def set_table_properties(spark: SparkSession, path: str, wanted: Mapping[str, str],

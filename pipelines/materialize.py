@@ -44,7 +44,6 @@ from rocketlake.pipelines.delta_writer import (
     commit_ledger,
     compact_days,
     is_delta_table,
-    last_commit_version,
     slice_predicate,
     table_fields,
     vacuum,
@@ -56,7 +55,7 @@ from rocketlake.pipelines.failures import DEAD_LETTERED, FAILED, SENT_BACK, Fail
 from rocketlake.pipelines.ingest import Landing, Log, WindowAccounting
 from rocketlake.pipelines.listener import error_in_worker
 from rocketlake.pipelines.ledger import LedgerEntry, Suspension, WindowEntry
-from rocketlake.pipelines.ledger_log import read_ledger
+from rocketlake.pipelines.ledger_log import read_ledger, table_version
 from rocketlake.pipelines.storage import LOG_STORE_S3A, several_writers_refusal
 from rocketlake.pipelines.options import encode_plan
 from rocketlake.pipelines.source import register
@@ -85,7 +84,7 @@ class SparkLake:
         self.deadline = SparkDeadline(spark, cfg.run_timeout_seconds)  # counted from here: the run's step starts
 
     def table_version(self) -> int | None:
-        return last_commit_version(self.spark, self.table_path)
+        return table_version(self.table_path, self.storage_options)
 
     def writers_refusal(self, members: tuple[str, ...]) -> str | None:
         return several_writers_refusal(self.table_path, members, self.spark.conf.get(LOG_STORE_S3A, None))
@@ -103,7 +102,8 @@ class SparkLake:
         with self.deadline.watch("landing its windows"):
             try:
                 return land_entry(self.spark, self.source_options, self.cfg, self.table_path, entry, queue_count, log,
-                                  self.failures_path, self.last_errors_from, again=again)
+                                  self.failures_path, self.last_errors_from, again=again,
+                                  storage_options=self.storage_options)
             except Exception as e:
                 said = error_in_worker(e)  # the worker's sentence, not Spark's stack of the job
                 if said is None:
@@ -162,7 +162,8 @@ def read_plan(spark: SparkSession, source_options: dict[str, str], cfg: Ingestio
 
 def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: IngestionConfig, table_path: str,
                entry: LedgerEntry, queue_count: int, log: Log, failures_path: str | None = None,
-               last_errors_from: str | None = None, again: bool = False) -> Landing:
+               last_errors_from: str | None = None, again: bool = False,
+               storage_options: dict[str, str] | None = None) -> Landing:
     planned = entry.windows
     tasks = sum(-(-r.size // cfg.max_messages_per_task) for w in planned for r in w.ranges)
     log(f"Spark job: {tasks} tasks (at most {cfg.max_messages_per_task} offsets each) read the ranges and replace "
@@ -181,7 +182,7 @@ def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: Ingesti
                                                         fields=fields, again=again)
     else:
         figures, failed, contents = _land_all(df, table_path, entry, log, cfg), (), None
-    version = last_commit_version(spark, table_path)
+    version = table_version(table_path, storage_options)  # delta-rs, as the ledger is read (``storage_options``)
     log(f"Delta commit version {version} of {table_path} holds the slice and its ledger")
 
     rows = _rows_in_slice(spark, table_path, planned)
