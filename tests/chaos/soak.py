@@ -129,6 +129,8 @@ class Soak:
     broker-b it may kill; ``spark``: the ``spark:`` section of its configuration (a Connect server's settings);
     ``spark_server``: that server's ``LocalSparkServer`` when the soak may restart it."""
 
+    failed = False  # an invariant violated at the end: the work folder is kept
+
     def __init__(self, workdir: Path, cluster, spark: dict, faults: list[Fault], *, seed: int, minutes: float,
                  spark_server=None, log=print):
         from tests.dagster_instance import recommended_home
@@ -406,19 +408,36 @@ class Soak:
         poison = Counter(m["msgId"] for m in truth if m["tags"] == "poison")
         passed = Counter(m["msgId"] for m in truth if m["tags"] != "poison")
 
+        rows_of: dict[str, list[dict]] = {}
+
         def origins(path: Path) -> Counter:
             if not (path / "_delta_log").exists():
                 return Counter()
-            return Counter(r["origin_msg_id"] for r in DeltaTable(str(path)).to_pyarrow_table(
-                columns=["origin_msg_id"]).to_pylist())
+            rows = DeltaTable(str(path)).to_pyarrow_table(
+                columns=["origin_msg_id", "topic", "broker_name", "queue_id", "queue_offset", "window_start"]).to_pylist()
+            for r in rows:
+                rows_of.setdefault(r["origin_msg_id"], []).append(r)
+            return Counter(r["origin_msg_id"] for r in rows)
+
+        stored = {m["msgId"]: m for m in truth}
+
+        def where(msg_id: str) -> str:
+            """A message as the broker stored it, and each row that holds it: what a post-mortem starts from."""
+            m = stored.get(msg_id, {})
+            copies = "; ".join(f"{r['topic']} {r['broker_name']}:{r['queue_id']}@{r['queue_offset']} in window "
+                               f"{r['window_start']:%H:%M}" for r in rows_of.get(msg_id, []))
+            return (f"{msg_id} ({m.get('brokerName')}:{m.get('queueId')}@{m.get('queueOffset')}, stored "
+                    f"{m.get('storeTimestamp')}, tags {m.get('tags')}) rows: {copies or 'none'}")
 
         for what, expected, landed in (("table", passed, origins(self.lake / self.table)),
                                        ("dead-letter table", poison, origins(self.lake / f"{self.table}_dlq"))):
             missing, twice = expected - landed, {k: n for k, n in landed.items() if n > 1}
             extra = landed - expected - Counter({k: n - 1 for k, n in twice.items()})
             if missing or twice or extra:
+                named = [*missing, *twice, *extra][:12]
                 problems.append(f"1. the {what}: {sum(missing.values())} missing, {len(twice)} landed more than once, "
-                                f"{sum(extra.values())} not expected there (of {sum(expected.values())})")
+                                f"{sum(extra.values())} not expected there (of {sum(expected.values())}):\n    "
+                                + "\n    ".join(where(k) for k in named))
         with RocketMQClient(self.cluster.spec.namesrv_address) as client:
             for topic in (self.topic, f"%RETRY%{self.group}"):
                 behind = []
@@ -544,6 +563,7 @@ def main(argv: list[str] | None = None) -> int:
                     draw_faults(seed, args.minutes, kinds), seed=seed, minutes=args.minutes, spark_server=server,
                     log=lambda line: print(line, flush=True))
         problems = soak.run()
+        soak.failed = bool(problems)
         print(soak.report())
         for p in problems:
             print("VIOLATED", p)
@@ -554,7 +574,9 @@ def main(argv: list[str] | None = None) -> int:
             soak.close()
         server.down()
         cluster.down(wipe=True)
-        if not args.keep:
+        if args.keep or (soak is not None and soak.failed):
+            print(f"chaos: the work folder is kept for a post-mortem: {workdir}")
+        else:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
