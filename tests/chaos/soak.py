@@ -24,7 +24,7 @@ Invariants (``Soak.verdict``):
 
 1. every message the brokers stored on the topic is in the table exactly once (its copy, if it came back), or, if
    tagged ``poison``, in ``<table>_dlq`` exactly once;
-2. every queue's committed offset, on the topic and the group's retry topic, is at its end;
+2. every queue's committed offset, on the topic, the group's retry topic and its dead-letter topic, is at its end;
 3. no queue's oldest message not passed by the group was ever older than ``STUCK_BOUND_S`` plus the longest hold;
 4. each fault shows red in the UI, a ``fresh``, ``caught_up`` or ``broker_clock`` check failed after it began
    or, for a killed run, the run failed; and every check is green at the end.
@@ -403,6 +403,7 @@ class Soak:
         from deltalake import DeltaTable
 
         from rocketlake.resources.rocketmq.client import RocketMQClient
+        from rocketlake.resources.rocketmq.errors import TopicNotExist
 
         problems: list[str] = []
         poison = Counter(m["msgId"] for m in truth if m["tags"] == "poison")
@@ -442,9 +443,14 @@ class Soak:
                                 f"{sum(extra.values())} not expected there (of {sum(expected.values())}):\n    "
                                 + "\n    ".join(where(k) for k in named))
         with RocketMQClient(self.cluster.spec.namesrv_address) as client:
-            for topic in (self.topic, f"%RETRY%{self.group}"):
+            # The dead-letter table is landed by the same group from %DLQ%<group>: its offsets too.
+            for topic in (self.topic, f"%RETRY%{self.group}", f"%DLQ%{self.group}"):
                 behind = []
-                for q in client.queues(topic):
+                try:
+                    queues = client.queues(topic)
+                except TopicNotExist:  # no message was ever dead-lettered
+                    continue
+                for q in queues:
                     committed, end = client.query_consumer_offset(self.group, q), client.get_max_offset(q)
                     if end > (committed or 0):
                         behind.append(f"{q.broker_name}:{q.queue_id} {committed}/{end}")
