@@ -90,11 +90,12 @@ def test_a_run_whose_master_dies_reads_from_the_slave_and_lands_each_message_onc
         if killed and cluster.broker_processes[master.key].pid() is None:
             assert client.route(topic).broker("broker-a").master_addr is None  # it was down for the whole read
             cluster.up()  # the master restarts on its store
-        return last_commit_version(*args, **kwargs)
+        return table_version(*args, **kwargs)
 
-    read_plan, last_commit_version = materialize.read_plan, materialize.last_commit_version
+    # The landing asks the table's version right after its commit (and once before planning, when nothing is killed).
+    read_plan, table_version = materialize.read_plan, materialize.table_version
     monkeypatch.setattr(materialize, "read_plan", master_dies_after_planning)
-    monkeypatch.setattr(materialize, "last_commit_version", master_back_after_the_commit)
+    monkeypatch.setattr(materialize, "table_version", master_back_after_the_commit)
     landed = engine.run("r1", [("w1", Window(start, first_end))])
     assert killed and landed.balanced
     monkeypatch.undo()
