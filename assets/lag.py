@@ -154,12 +154,12 @@ def growth_outcome(totals_oldest_first: list[int]) -> dict:
             "metadata": {"recent_lag_totals": MetadataValue.text(", ".join(map(str, totals_oldest_first)))}}
 
 
-def clock_outcome(cfg: IngestionConfig, clocks: list[BrokerClock], unread: list[str]) -> dict:
+def clock_outcome(cfg: IngestionConfig, clocks: list[BrokerClock], unread: dict[str, str]) -> dict:
     """The ``broker_clock`` check's result: fails when a broker's clock is off by more than the window's grace."""
     grace = cfg.window.grace_seconds
     off = [c for c in clocks if c.off_by_more_than(max(grace, 1) * 1000)]
     metadata = {f"skew_seconds/{c.broker}": MetadataValue.float(round(c.skew_ms / 1000, 1)) for c in clocks}
-    not_read = f"; not read: {'; '.join(unread)}" if unread else ""
+    not_read = f"; not read: {'; '.join(f'{b}: {why}' for b, why in sorted(unread.items()))}" if unread else ""
     if not off:
         said = "; ".join(c.describe() for c in clocks) or "no broker answered"
         return {"passed": True, "severity": AssetCheckSeverity.ERROR, "metadata": metadata,
@@ -173,9 +173,9 @@ def clock_outcome(cfg: IngestionConfig, clocks: list[BrokerClock], unread: list[
                            f"hides a clock behind{not_read}"}
 
 
-def clock_reading(client, rows: list[QueueProgress]) -> tuple[list[BrokerClock], list[str]]:
-    """The clocks of the brokers holding the group's queues."""
-    return read_clocks(client, {r.queue.broker_name for r in rows})
+def clock_reading(client, cfg: IngestionConfig) -> tuple[list[BrokerClock], dict[str, str]]:
+    """The clocks of the brokers holding the ingestion's queues (their route only: no offset is read)."""
+    return read_clocks(client, {q.broker_name for q in group_broker(client, cfg).subscribed_queues()})
 
 
 def build_lag_checks(cfg: IngestionConfig, assets: IngestionAssets) -> list:
@@ -215,8 +215,7 @@ def build_lag_checks(cfg: IngestionConfig, assets: IngestionAssets) -> list:
                              "windows than their store times name.")
     def broker_clock(context: AssetCheckExecutionContext) -> AssetCheckResult:
         with getattr(context.resources, rocketmq_key).open_client(cfg.mq_client_api_timeout) as client:
-            rows, _ = progress_and_share(client, cfg)
-            clocks, unread = clock_reading(client, rows)
+            clocks, unread = clock_reading(client, cfg)
         return AssetCheckResult(**clock_outcome(cfg, clocks, unread))
 
     return [fresh, lag_not_growing, caught_up, broker_clock]
@@ -232,7 +231,7 @@ def progress_and_share(client, cfg: IngestionConfig) -> tuple[list[QueueProgress
 
 def lag_events(cfg: IngestionConfig, assets: IngestionAssets, rows: list[QueueProgress], now_ms: int,
                instance, log, share: set | None = None,
-               clocks: tuple[list[BrokerClock], list[str]] = ([], [])) -> tuple[list, list, str]:
+               clocks: tuple[list[BrokerClock], dict[str, str]] = ([], {})) -> tuple[list, list, str]:
     """One ingestion's observation, check evaluations and catch-up run request (if any) for one tick; its summary.
     ``share``: this member's queues (default: every queue), the ones its ``caught_up`` check and catch-up judge;
     ``clocks``: the brokers' clocks read this tick, and the brokers that could not be read."""
@@ -279,11 +278,11 @@ def build_lag_sensor(cluster: str, members: Members) -> SensorDefinition:
             read, failed = read_each(members, lambda cfg: progress_and_share(client, cfg), "read the progress",
                                      context.log)
             # Each broker's clock once a tick, however many ingestions its queues serve.
-            clocks, unread = clock_reading(client, [r for _, _, (rows, _) in read for r in rows])
+            clocks, unread = read_clocks(client, {r.queue.broker_name for _, _, (rows, _) in read for r in rows})
         events, requests, said = [], [], []
         for cfg, assets, (rows, share) in read:
             brokers = {r.queue.broker_name for r in rows}
-            mine = ([c for c in clocks if c.broker in brokers], [u for u in unread if u.split(":")[0] in brokers])
+            mine = ([c for c in clocks if c.broker in brokers], {b: why for b, why in unread.items() if b in brokers})
             ingestion_events, ingestion_requests, summary = lag_events(cfg, assets, rows, now_ms, context.instance,
                                                                        context.log, share, mine)
             events += ingestion_events
