@@ -16,6 +16,10 @@ over time. The same tick evaluates the table's two checks and reports them with 
 - ``broker_clock`` fails while a broker's clock is off this host's by more than ``window.grace_seconds``
   (``pipelines.broker_clock``): its messages then land in later windows than their store times name.
 
+A CLUSTERING group's dead-letter table (``<table>_dlq``) has a ``caught_up`` check and catch-up runs of its own,
+judged the same way on ``%DLQ%<group>``: its windows land in the table's runs, and a window that landed without a
+broker's dead-letter queue (down when it was planned), or was never asked for, holds that queue back just the same.
+
 Each check can also be executed from the UI: the first two read the same figures from the instance, ``caught_up``
 and ``broker_clock`` ask the brokers.
 """
@@ -58,7 +62,7 @@ from rocketlake.assets.partitions import (
 from rocketlake.pipelines.assignment import member_share
 from rocketlake.pipelines.broker_clock import BrokerClock, read_clocks
 from rocketlake.pipelines.broker_access import LiveGroup, group_broker
-from rocketlake.pipelines.config import IngestionConfig
+from rocketlake.pipelines.config import IngestionConfig, dead_letter_config
 from rocketlake.pipelines.freshness import GROWTH_TICKS, Freshness, freshness, lag_keeps_growing
 from rocketlake.pipelines.progress import QueueProgress, group_progress
 from rocketlake.assets.translator import IngestionAssets, cluster_sensor_name
@@ -218,7 +222,24 @@ def build_lag_checks(cfg: IngestionConfig, assets: IngestionAssets) -> list:
             clocks, unread = clock_reading(client, cfg)
         return AssetCheckResult(**clock_outcome(cfg, clocks, unread))
 
-    return [fresh, lag_not_growing, caught_up, broker_clock]
+    checks = [fresh, lag_not_growing, caught_up, broker_clock]
+    if assets.dead_letters is None:
+        return checks
+    dlq, dlq_key = dead_letter_config(cfg), assets.dead_letters.key
+
+    @asset_check(asset=dlq_key, name=CAUGHT_UP_CHECK, blocking=False, required_resource_keys={rocketmq_key},
+                 description=f"Fails while a dead-letter queue of group {cfg.consumer_group} (%DLQ%) has a message "
+                             f"not passed that was stored before the end of the newest window past close + "
+                             f"{cfg.window.grace_seconds}s grace + {cfg.window.freshness_slack_seconds}s slack (the "
+                             "lag sensor then asks for the run that lands it).")
+    def dead_letters_caught_up(context: AssetCheckExecutionContext) -> AssetCheckResult:
+        with getattr(context.resources, rocketmq_key).open_client(cfg.mq_client_api_timeout) as client:
+            rows, share = progress_and_share(client, dlq)
+        now = datetime.now(timezone.utc)
+        found = behind(dlq, window_partitions(dlq.window), [r for r in rows if r.queue in share], now)
+        return AssetCheckResult(**caught_up_outcome(dlq, found, int(now.timestamp() * 1000)))
+
+    return [*checks, dead_letters_caught_up]
 
 
 def progress_and_share(client, cfg: IngestionConfig) -> tuple[list[QueueProgress], set]:
@@ -255,6 +276,18 @@ def lag_events(cfg: IngestionConfig, assets: IngestionAssets, rows: list[QueuePr
     return events, [request] if request else [], summary
 
 
+def dead_letter_events(cfg: IngestionConfig, assets: IngestionAssets, rows: list[QueueProgress], share: set,
+                       now_ms: int, instance, log) -> tuple[list, list]:
+    """The dead-letter table's ``caught_up`` evaluation and catch-up run request (if any) for one tick."""
+    dlq, asset_key = dead_letter_config(cfg), assets.dead_letters.key
+    now = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc)
+    partitions = window_partitions(dlq.window)
+    found = behind(dlq, partitions, [r for r in rows if r.queue in share], now)
+    request = catch_up_request(dlq, asset_key, assets.job_name, partitions, found, instance, now, log)
+    return ([AssetCheckEvaluation(asset_key=asset_key, check_name=CAUGHT_UP_CHECK,
+                                  **caught_up_outcome(dlq, found, now_ms))], [request] if request else [])
+
+
 def build_lag_sensor(cluster: str, members: Members) -> SensorDefinition:
     """One sensor for every ingestion of ``cluster``: one client a tick, whose routes and connections all the
     ingestions share, and one evaluation by the daemon where a sensor per ingestion cost one each."""
@@ -263,20 +296,24 @@ def build_lag_sensor(cluster: str, members: Members) -> SensorDefinition:
     groups = ", ".join(cfg.consumer_group for cfg, _ in members)
 
     tables = [a.table_key for _, a in members]
+    dead_letters = [(cfg, a) for cfg, a in members if a.dead_letters is not None]
 
     # It targets the tables: a tick that finds a queue trailing asks for the run that catches it up.
-    @sensor(name=cluster_sensor_name(cluster, tables, "lag"), minimum_interval_seconds=60, asset_selection=tables,
+    @sensor(name=cluster_sensor_name(cluster, tables, "lag"), minimum_interval_seconds=60,
+            asset_selection=[*tables, *(a.dead_letters.key for _, a in dead_letters)],
             required_resource_keys={rocketmq_key}, default_status=DefaultSensorStatus.RUNNING,
             description=f"Every minute, for each ingestion of cluster {cluster} (groups {groups}): broker max, "
                         "committed offset and lag (messages, seconds) per queue and in total, as observations of "
                         "its table; evaluates the table's freshness, lag-growth and caught-up checks, and asks for "
-                        "a run of the windows a trailing queue has not passed.")
+                        "a run of the windows a trailing queue has not passed (of the dead-letter tables too).")
     def lag(context: SensorEvaluationContext):
         resource = getattr(context.resources, rocketmq_key)
         now_ms = int(time.time() * 1000)
         with resource.open_client(timeout_ms) as client:
             read, failed = read_each(members, lambda cfg: progress_and_share(client, cfg), "read the progress",
                                      context.log)
+            dead_read, dead_failed = read_each(dead_letters, lambda cfg: progress_and_share(
+                client, dead_letter_config(cfg)), "read the dead-letter progress", context.log)
             # Each broker's clock once a tick, however many ingestions its queues serve.
             clocks, unread = read_clocks(client, {r.queue.broker_name for _, _, (rows, _) in read for r in rows})
         events, requests, said = [], [], []
@@ -288,7 +325,12 @@ def build_lag_sensor(cluster: str, members: Members) -> SensorDefinition:
             events += ingestion_events
             requests += ingestion_requests
             said.append(summary)
+        for cfg, assets, (rows, share) in dead_read:
+            dead_events, dead_requests = dead_letter_events(cfg, assets, rows, share, now_ms, context.instance,
+                                                            context.log)
+            events += dead_events
+            requests += dead_requests
         return SensorResult(asset_events=events, run_requests=requests,
-                            skip_reason=None if requests else SkipReason(tick_summary(said, failed)))
+                            skip_reason=None if requests else SkipReason(tick_summary(said, failed + dead_failed)))
 
     return lag

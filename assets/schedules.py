@@ -36,6 +36,7 @@ from dagster import (
 )
 
 from rocketlake.assets.ingestion import CLOSES_AT_TAG, LEAD_SECONDS
+from rocketlake.assets.catch_up import CAUGHT_UP_CHECK
 from rocketlake.assets.lag import LAG_CHECKS
 from rocketlake.assets.run_guard import ON_ITS_WAY, rocketlake_executor
 from rocketlake.assets.partitions import (
@@ -63,7 +64,8 @@ def build_window_schedule(cfg: IngestionConfig, assets: IngestionAssets, running
     # A CLUSTERING group's dead letters are landed in the same runs, after the table (``<table>_dlq``).
     dead_letters = [assets.dead_letters.key] if assets.dead_letters else []
     # The lag sensor evaluates the freshness and lag checks every minute; a window's run does not.
-    minute_checks = AssetSelection.checks(*(AssetCheckKey(assets.table_key, name) for name in LAG_CHECKS))
+    minute_checks = AssetSelection.checks(*(AssetCheckKey(assets.table_key, name) for name in LAG_CHECKS),
+                                          *(AssetCheckKey(key, CAUGHT_UP_CHECK) for key in dead_letters))
     selection = AssetSelection.assets(assets.table_key, *dead_letters) - minute_checks
     job = define_asset_job(assets.job_name, selection=selection, executor_def=rocketlake_executor,
                            tags={MAX_RUNTIME_TAG: str(max_runtime_seconds(cfg))})

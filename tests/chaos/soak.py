@@ -25,12 +25,14 @@ Invariants (``Soak.verdict``):
 1. every message the brokers stored on the topic is in the table exactly once (its copy, if it came back), or, if
    tagged ``poison``, in ``<table>_dlq`` exactly once;
 2. every queue's committed offset, on the topic, the group's retry topic and its dead-letter topic, is at its end;
-3. no queue's oldest message not passed by the group was ever older than ``STUCK_BOUND_S`` plus the longest hold;
+3. no queue's oldest message not passed by the group (on the topic and the dead-letter topic) was ever older than
+   ``STUCK_BOUND_S`` plus the longest hold;
 4. each fault shows red in the UI, a ``fresh``, ``caught_up`` or ``broker_clock`` check failed after it began
-   or, for a killed run, the run failed; and every check is green at the end.
+   or, for a killed run, the run failed; and every check, the dead-letter table's ``caught_up`` too, is green at
+   the end.
 
-``make chaos`` runs 60 minutes with every fault; ``tests/integration/test_chaos.py`` runs a short version with two
-faults in ``make test``. ``python -m tests.chaos.soak --seed N`` replays a printed schedule.
+``make chaos`` runs 60 minutes with every fault; ``tests/chaos/test_short_soak.py`` (``make chaos-short``) runs a
+short version with two faults. ``python -m tests.chaos.soak --seed N`` replays a printed schedule.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ GRACE_S, SLACK_S = 2, 45
 #: The listener gives up on a message after this many redeliveries: poison reaches the DLQ after one round trip.
 MAX_RECONSUME = 1
 CHECKS = ("fresh", "caught_up", "broker_clock")
+DLQ_CHECK = "caught_up"
 #: A broker on a stepped clock is held at least this long: the lag sensor reads the clocks once a minute, and the
 #: restart of the stepped broker takes some of the hold.
 CLOCK_HOLD_S = 100.0
@@ -230,15 +233,22 @@ class Soak:
 
     def _monitor(self) -> None:
         from rocketlake.resources.rocketmq.client import RocketMQClient
+        from rocketlake.resources.rocketmq.errors import TopicNotExist
 
         while not self._stop.wait(10.0):
             try:
                 with RocketMQClient(self.cluster.spec.namesrv_address, timeout=3.0) as client:
-                    for q in client.queues(self.topic):
-                        age = self._oldest_not_passed_age(client, q)
-                        if age is not None:
-                            key = f"{q.broker_name}:{q.queue_id}"
-                            self.observed.worst_age[key] = max(self.observed.worst_age.get(key, 0.0), age)
+                    # The dead-letter topic's queues too (once the broker created it): they are caught up alike.
+                    for topic, prefix in ((self.topic, ""), (f"%DLQ%{self.group}", "%DLQ%:")):
+                        try:
+                            queues = client.queues(topic)
+                        except TopicNotExist:
+                            continue
+                        for q in queues:
+                            age = self._oldest_not_passed_age(client, q)
+                            if age is not None:
+                                key = f"{prefix}{q.broker_name}:{q.queue_id}"
+                                self.observed.worst_age[key] = max(self.observed.worst_age.get(key, 0.0), age)
                 self.observed.ticks += 1
             except Exception:  # a broker down or paused: its queues are judged once it answers again
                 self.observed.errors += 1
@@ -469,10 +479,12 @@ class Soak:
         from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
         out = {}
+        # The dead-letter table's queues trail and catch up on their own (its ``caught_up`` check).
+        keys = {name: AssetCheckKey(AssetKey(self.table), name) for name in CHECKS}
+        keys[f"{self.table}_dlq {DLQ_CHECK}"] = AssetCheckKey(AssetKey(f"{self.table}_dlq"), DLQ_CHECK)
         with DagsterInstance.from_config(str(self.home)) as instance:
-            for name in CHECKS:
-                records = instance.event_log_storage.get_asset_check_execution_history(
-                    AssetCheckKey(AssetKey(self.table), name), limit=1000)
+            for name, key in keys.items():
+                records = instance.event_log_storage.get_asset_check_execution_history(key, limit=1000)
                 out[name] = sorted((r.create_timestamp, r.status == AssetCheckExecutionRecordStatus.SUCCEEDED)
                                    for r in records if r.status in (AssetCheckExecutionRecordStatus.SUCCEEDED,
                                                                     AssetCheckExecutionRecordStatus.FAILED))

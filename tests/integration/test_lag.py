@@ -7,6 +7,11 @@ the group's offsets trail at window 2, which no run will land (the schedule reac
 it does not run at all). The tick asks for one run of window 2 .. the newest due window, of the trailing queues;
 once it ran, the next tick finds every queue caught up and asks for nothing; the lag is 0 and, after the windows
 that closed meanwhile (empty ones, which catch-up leaves to the schedule), `fresh` passes.
+
+The group's dead-letter table trails the same way: its ``%DLQ%<group>`` holds dead letters in both minutes (sent
+there by the Java producer, as the broker stores a dead letter), and the run of window 1 landed the first minute's
+only. The tick shows `caught_up` red on `<table>_dlq` too and asks for its own catch-up run, which lands the second
+minute's dead letters once each.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from datetime import datetime, timezone
 
 import pytest
 from dagster import AssetCheckEvaluation, AssetKey, AssetObservation, build_sensor_context
+from deltalake import DeltaTable
 
 from rocketlake.assets.catch_up import CAUGHT_UP_CHECK, RANGE_END, RANGE_START
 from rocketlake.assets.ingestion import CATCH_UP_TAG, QUEUES_TAG
@@ -23,14 +29,30 @@ from rocketlake.pipelines.config import load_config
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq_resource import RocketMQResource
 from tests.dagster_instance import pooled_instance
-from tests.integration.ingestion_support import definitions, run_partitions, unique, write_config
+from tests.integration.ingestion_support import (
+    definitions,
+    in_shared_minutes,
+    order,
+    run_partitions,
+    unique,
+    write_config,
+)
 
 pytestmark = pytest.mark.dagster
 SCHEDULED = {"dagster/schedule_name": "orders_windows"}
+DLQ = "%DLQ%g"
+#: The dead letters of the test's group (its name is the topic's after "%DLQ%"): 3 in the first shared minute, 4 in
+#: the second, on the queue each broker has.
+DEAD_LETTERS = in_shared_minutes("lag_dead_letters", {DLQ: (1, None)},
+                                 lambda t: [order(i, t[DLQ]) for i in range(3)],
+                                 lambda t: [order(i, t[DLQ]) for i in range(3, 7)])
 
 
-def test_lag_equals_mqadmin_and_freshness_fails_until_a_catch_up(tmp_path, local_cluster, produced):
-    table, group = unique("t"), unique("g")
+def test_lag_equals_mqadmin_and_freshness_fails_until_a_catch_up(tmp_path, local_cluster, produced, shared_minutes):
+    dead = shared_minutes[DEAD_LETTERS]
+    dlq_topic = dead.topics[DLQ]
+    table, group = unique("t"), dlq_topic.removeprefix("%DLQ%")
+    dlq_key = AssetKey(f"{table}_dlq")
     config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake", {"orders": {
         "topic": produced.topic, "consumer_group": group, "table": table,
         "window": {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": 2, "freshness_slack_seconds": 0,
@@ -40,6 +62,8 @@ def test_lag_equals_mqadmin_and_freshness_fails_until_a_catch_up(tmp_path, local
     sensor = defs.get_sensor_def("rocketlake_test_lag")  # one a cluster
     resources = {"rocketmq_test": RocketMQResource(namesrv=local_cluster.spec.namesrv_address)}
     w1, w2 = produced.windows()
+    assert dead.windows == [w1, w2]
+    dlq_checks: dict[str, AssetCheckEvaluation] = {}
 
     def tick(instance, requested: list | None = None):
         result = sensor.evaluate_tick(build_sensor_context(instance=instance, resources=resources, definitions=defs,
@@ -47,7 +71,10 @@ def test_lag_equals_mqadmin_and_freshness_fails_until_a_catch_up(tmp_path, local
         for event in result.asset_events:  # what the daemon does with a sensor's events
             instance.report_runless_asset_event(event)
         (observation,) = [e for e in result.asset_events if isinstance(e, AssetObservation)]
-        checks = {e.check_name: e for e in result.asset_events if isinstance(e, AssetCheckEvaluation)}
+        checks = {e.check_name: e for e in result.asset_events
+                  if isinstance(e, AssetCheckEvaluation) and e.asset_key == AssetKey(table)}
+        dlq_checks.update({e.check_name: e for e in result.asset_events
+                           if isinstance(e, AssetCheckEvaluation) and e.asset_key == dlq_key})
         if requested is not None:
             requested.extend(result.run_requests or [])
         return observation.metadata, checks
@@ -77,15 +104,27 @@ def test_lag_equals_mqadmin_and_freshness_fails_until_a_catch_up(tmp_path, local
         metadata, checks = tick(instance, requested)
         assert not checks[CAUGHT_UP_CHECK].passed and "trail window" in checks[CAUGHT_UP_CHECK].description, \
             checks[CAUGHT_UP_CHECK].description
-        (request,) = requested
-        assert (request.tags[RANGE_START], request.tags[CATCH_UP_TAG]) == (w2, table)
+        # The dead-letter table trails at window 2 as well: its check is red, and it has a catch-up of its own.
+        assert not dlq_checks[CAUGHT_UP_CHECK].passed, dlq_checks.get(CAUGHT_UP_CHECK)
+        by_table = {r.tags[CATCH_UP_TAG]: r for r in requested}
+        assert set(by_table) == {table, dlq_key.to_user_string()}, requested
+        request, dlq_request = by_table[table], by_table[dlq_key.to_user_string()]
+        assert (request.tags[RANGE_START], request.asset_selection) == (w2, [AssetKey(table)])
         assert request.tags[RANGE_END] >= due and set(request.tags[QUEUES_TAG].split(",")) == trailing
+        dlq_trailing = {f"{dlq_topic}/{s.broker_name}/{s.queue_id}" for s in dead.by_minute[1]}
+        assert (dlq_request.tags[RANGE_START], dlq_request.asset_selection) == (w2, [dlq_key])
+        assert set(dlq_request.tags[QUEUES_TAG].split(",")) == dlq_trailing
         job = defs.resolve_job_def(f"{table}_job")
-        assert job.execute_in_process(instance=instance, tags=request.tags, asset_selection=request.asset_selection,
-                                      raise_on_error=False).success
+        for r in (request, dlq_request):
+            assert job.execute_in_process(instance=instance, tags=r.tags, asset_selection=r.asset_selection,
+                                          raise_on_error=False).success
+        # Every dead letter in its table once: the first minute's landed with window 1, the second's caught up.
+        landed = DeltaTable(str(tmp_path / "lake" / f"{table}_dlq")).to_pyarrow_table(columns=["msg_id"])
+        assert sorted(landed.column("msg_id").to_pylist()) == sorted(s.msg_id for s in dead.sent)
         requested.clear()
         metadata, checks = tick(instance, requested)
         assert checks[CAUGHT_UP_CHECK].passed, checks[CAUGHT_UP_CHECK].description
+        assert dlq_checks[CAUGHT_UP_CHECK].passed, dlq_checks[CAUGHT_UP_CHECK].description
         assert requested == [] and metadata[LAG_MESSAGES].value == 0
         # The tick read both brokers' clocks: on this host's clock, so the check is green and names each.
         clock = checks[CLOCK_CHECK]
