@@ -34,15 +34,19 @@ _CATALOGUE: tuple[tuple[str, pa.DataType, str, bool], ...] = (
     ("body", pa.binary(), "BINARY", True),
     ("origin_topic", pa.string(), "STRING", False),
     ("origin_msg_id", pa.string(), "STRING", False),
+    ("origin_offset_msg_id", pa.string(), "STRING", False),
 )
 
 CORE_COLUMNS: tuple[str, ...] = tuple(name for name, _, _, always in _CATALOGUE if always)
 #: Opt-in, by name. ``origin_topic`` / ``origin_msg_id``: the topic the producer wrote to and the message's original
 #: id, the same for a message and every redelivered copy of it (``RETRY_TOPIC``; ``UNIQ_KEY``, else
-#: ``ORIGIN_MESSAGE_ID``, else the offset id).
+#: ``ORIGIN_MESSAGE_ID``, else the offset id). ``origin_offset_msg_id``: the offset id of the one stored message a
+#: row is or came from (its own on a main-topic message; ``ORIGIN_MESSAGE_ID`` on a copy, which the broker sets on
+#: send-back): two messages a producer's retry stored with one msgId have one ``origin_msg_id`` and two of these.
 METADATA_COLUMNS: tuple[str, ...] = tuple(name for name, _, _, always in _CATALOGUE if not always)
-#: What dedup of redelivered copies and the dead-letter tables need: landed wherever copies can land.
-ORIGIN_COLUMNS = ("origin_topic", "origin_msg_id")
+#: What dedup of redelivered copies and the dead-letter tables need: landed wherever copies can land. A copy is
+#: matched to its original by ``origin_offset_msg_id``, the stored message it came from.
+ORIGIN_COLUMNS = ("origin_topic", "origin_msg_id", "origin_offset_msg_id")
 #: What sending a failed message back needs: its commit-log position and its attempts so far.
 SEND_BACK_COLUMNS = ("offset_msg_id", "reconsume_times")
 

@@ -512,8 +512,8 @@ class IngestionConfig(_Strict):
     metadata_columns: list[MetadataColumn] = Field(
         default_factory=list,
         description="Columns landed besides topic, broker_name, queue_id, queue_offset, msg_id, tags, keys, "
-                    "store_timestamp, body and window_start (pipelines.columns). origin_topic and origin_msg_id are "
-                    "landed anyway when messages can fail (a listener, or a body.format that may not decode), and in "
+                    "store_timestamp, body and window_start (pipelines.columns). origin_topic, origin_msg_id and "
+                    "origin_offset_msg_id are landed anyway when messages can fail (a listener, or a body.format that may not decode), and in "
                     "dead-letter tables; a column the table already has keeps being landed.")
     # A MessageListenerConcurrently: "package.module:function" (``pipelines.listener``); None: every message is consumed.
     listener: str | None = None

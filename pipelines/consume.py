@@ -35,6 +35,8 @@ CORRUPT = "_rl_corrupt"
 #: redelivered copy. Copies come back within hours of their original's consumption (16 retries, at most
 #: 2 h apart); a window landed for the first time more than this after its store time could miss one.
 ORIGIN_LOOKBACK_DAYS = 7
+#: The column copies are matched to their original by (``pipelines.columns``).
+ORIGIN_ID = "origin_offset_msg_id"
 
 
 #: Topics whose messages are copies of a message stored first elsewhere, known by its original msgId: redelivered
@@ -98,20 +100,25 @@ def mark_known(df: DataFrame, table_path: str | None, replaced: str, earliest_ms
 
     A copy (from a ``%RETRY%`` or ``%DLQ%`` topic) is one when its original, or another copy of it, is there. An
     original (a main-topic message) is one when a copy of it is there: a window landed again after its failures
-    were redelivered and landed in later windows (the copy stays; the original is counted as a duplicate). Two
-    main-topic messages with one msgId (a producer's retried send, stored twice) are two offsets, landed both.
+    were redelivered and landed in later windows (the copy stays; the original is counted as a duplicate). Copies
+    are matched to the stored message they came from (``origin_offset_msg_id``), not by msgId: two main-topic
+    messages with one msgId (a producer's retried send, stored twice) are two offsets, landed both, and so are
+    their copies.
     """
     if table_path is None:
         return df.withColumn(DUPLICATE, F.lit(False))
     spark = df.sparkSession
     table = spark.read.format("delta").load(table_path)
-    origin = F.coalesce(F.col("origin_msg_id"), F.col("msg_id")) if "origin_msg_id" in table.columns else F.col("msg_id")
+    # The stored message each row is or came from; rows landed before that column was (their msgId) match none.
+    origin = (F.coalesce(F.col(ORIGIN_ID), F.col("origin_msg_id")) if ORIGIN_ID in table.columns
+              else F.coalesce(F.col("origin_msg_id"), F.col("msg_id")) if "origin_msg_id" in table.columns
+              else F.col("msg_id"))
     since = earliest_ms - ORIGIN_LOOKBACK_DAYS * 86_400_000
     known = (table.where(F.col("window_start") >= F.timestamp_millis(F.lit(since)))
              .where(f"NOT ({replaced})")
              .groupBy(origin.alias("_rl_known_id"))
              .agg(F.max(is_copy(F.col("topic"))).alias("_rl_known_copy")))
-    joined = df.join(known, df["origin_msg_id"] == known["_rl_known_id"], "left")
+    joined = df.join(known, df[ORIGIN_ID] == known["_rl_known_id"], "left")
     copy = is_copy(F.col("topic"))
     duplicate = F.col("_rl_known_id").isNotNull() & (copy | F.col("_rl_known_copy"))
     return joined.withColumn(DUPLICATE, F.coalesce(duplicate, F.lit(False))).drop("_rl_known_id", "_rl_known_copy")

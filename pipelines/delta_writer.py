@@ -265,14 +265,15 @@ def optimize_write_for(ledger: LedgerEntry) -> bool:
 #: column falls back to plain encoding anyway; written plain from the start, a million 1 KiB messages cost Spark
 #: about 3 CPU seconds less and the files 2-3 % more (``benchmarks/README.md``). Topic, tags, hosts and property
 #: names keep their dictionaries: there they pay.
-PLAIN_COLUMNS = ("body", "body_text", "msg_id", "offset_msg_id", "origin_msg_id", "keys", "properties.key_value.value")
+PLAIN_COLUMNS = ("body", "body_text", "msg_id", "offset_msg_id", "origin_msg_id", "origin_offset_msg_id", "keys",
+                 "properties.key_value.value")
 
 #: Columns Delta keeps no min/max statistics for in tables rocketlake creates. Delta's default takes the first 32
 #: columns, so every row written fed bodies, property maps, hosts and keys into per-file min/max aggregates that
 #: no query prunes files with (about 2 CPU seconds per million 1 KiB messages). Statistics stay on the columns
 #: messages are looked up by (topic, queue, offsets, ids, tags, times, window) and on a decoded body's fields.
 NO_STATS_COLUMNS = frozenset({"body", "body_text", "properties", "keys", "born_host", "store_host", "reconsume_times",
-                              "origin_topic", "origin_msg_id"})
+                              "origin_topic", "origin_msg_id", "origin_offset_msg_id"})
 
 
 def plain_encoding_settings() -> dict[str, str]:

@@ -62,7 +62,7 @@ class FailedContent:
     body: bytes
     tags: str | None
     keys: str | None  # the ``keys`` column: the keys joined by a space
-    origin_msg_id: str  # the ``origin_msg_id`` column
+    origin_offset_msg_id: str  # the ``origin_offset_msg_id`` column: the stored message it is or came from
     properties: Mapping[str, str] | None = None  # every property, when the run read them (``properties`` column)
 
 
@@ -75,8 +75,10 @@ def retry_message(group: str, failure: FailedMessage, content: FailedContent, ma
                   ) -> RetryMessage:
     """``failure`` as Java's push consumer produces a message into ``%RETRY%<group>`` when the broker that stores it
     does not take CONSUMER_SEND_MSG_BACK (``DefaultMQPushConsumerImpl#sendMessageBackAsNormalMessage``): the body
-    and properties read, ``RETRY_TOPIC`` the original topic, ``ORIGIN_MESSAGE_ID`` the original's (its own, else its
-    msgId), ``RECONSUME_TIME`` one more, ``MAX_RECONSUME_TIMES``, no ``TRAN_MSG``, delay level 3 + reconsume times.
+    and properties read, ``RETRY_TOPIC`` the original topic, ``ORIGIN_MESSAGE_ID`` the original's offset id (as
+    the broker sets it on CONSUMER_SEND_MSG_BACK; Java's fallback puts the msgId, which two messages a producer's
+    retry stored share, and the copy must name the one it came from), ``RECONSUME_TIME`` one more,
+    ``MAX_RECONSUME_TIMES``, no ``TRAN_MSG``, delay level 3 + reconsume times.
 
     The broker stores it in the retry topic, or in ``%DLQ%<group>`` when its reconsume times are over the maximum
     (``SendMessageProcessor#handleRetryAndDLQ``). A dead letter is one already (its attempts are over): an orderly
@@ -89,13 +91,12 @@ def retry_message(group: str, failure: FailedMessage, content: FailedContent, ma
     """
     if content.properties is not None:
         props = dict(content.properties)
-        origin = props.get(PROPERTY_ORIGIN_MESSAGE_ID) or failure.msg_id
     else:
         props = {name: value for name, value in ((PROPERTY_TAGS, content.tags), (PROPERTY_KEYS, content.keys))
                  if value}
         if failure.msg_id != failure.offset_msg_id:
             props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = failure.msg_id
-        origin = content.origin_msg_id or failure.msg_id
+    origin = content.origin_offset_msg_id or failure.offset_msg_id
     props.pop(PROPERTY_TRANSACTION_PREPARED, None)
     reconsume = failure.reconsume_times + 1
     if failure.outcome == DEAD_LETTERED:

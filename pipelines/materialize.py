@@ -26,6 +26,7 @@ from rocketlake.pipelines.consume import (
     ERROR,
     HELD,
     HELPERS,
+    ORIGIN_ID,
     decode_checked,
     is_copy,
     is_copy_topic,
@@ -308,7 +309,7 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
         # back by two attempts of a window, or dead-lettered twice): the first by window, main topic before a copy's
         # topic, offset, lands.
         fresh = consumed & ~F.col(DUPLICATE)
-        first = Window.partitionBy("origin_msg_id", fresh).orderBy(
+        first = Window.partitionBy(ORIGIN_ID, fresh).orderBy(
             "window_start", is_copy(F.col("topic")), "topic", "broker_name", "queue_id", "queue_offset")
         rank = F.when(fresh, F.row_number().over(first))
         # Only a redelivered copy can be a duplicate: two main-topic messages are two offsets, landed both.
@@ -356,12 +357,12 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
     sent_back = failed_rows.where(F.col(OUTCOME).isin(SENT_BACK, DEAD_LETTERED))
 
     def contents(broker_name: str) -> dict[tuple[MessageQueue, int], FailedContent]:
-        columns = ["topic", "queue_id", "queue_offset", "body", "tags", "keys", "origin_msg_id"]
+        columns = ["topic", "queue_id", "queue_offset", "body", "tags", "keys", ORIGIN_ID]
         with_properties = "properties" in failed_rows.columns
         rows = sent_back.where(F.col("broker_name") == broker_name) \
             .select(*columns, *(["properties"] if with_properties else [])).collect()
         return {(MessageQueue(r["topic"], broker_name, r["queue_id"]), r["queue_offset"]):
-                FailedContent(bytes(r["body"]), r["tags"], r["keys"], r["origin_msg_id"],
+                FailedContent(bytes(r["body"]), r["tags"], r["keys"], r[ORIGIN_ID],
                               dict(r["properties"]) if with_properties and r["properties"] is not None else None)
                 for r in rows}
 

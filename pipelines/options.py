@@ -14,7 +14,7 @@
 | consumerGroup | the group named in pull requests (nothing is committed), default ``rocketlake_reader`` |
 | timeoutMs | per broker call, default 3000 |
 | bodyFormat | ``raw`` (default) or ``text`` (adds ``body_text``) |
-| metadataColumns | comma-separated metadata columns to add (``pipelines.columns.METADATA_COLUMNS``: offset_msg_id, properties, born_timestamp, born_host, store_host, reconsume_times, origin_topic, origin_msg_id), or ``all``; default none |
+| metadataColumns | comma-separated metadata columns to add (``pipelines.columns.METADATA_COLUMNS``: offset_msg_id, properties, born_timestamp, born_host, store_host, reconsume_times, origin_topic, origin_msg_id, origin_offset_msg_id), or ``all``; default none |
 | includeFiltered | ``true``: also rows for messages the subscription filters out, with ``matched = false`` |
 | accessKey / secretKey | RocketMQ ACL credentials (prefer the Dagster resource, which reads them from the environment) |
 | accessKeyEnv / secretKeyEnv | instead: the environment variables holding them, read by each Spark worker (the keys never travel in Spark) |

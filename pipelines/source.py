@@ -31,7 +31,13 @@ from rocketlake.pipelines.columns import arrow_schema, schema_ddl
 from rocketlake.pipelines.options import SourceOptions, parse_options
 from rocketlake.pipelines.planning import split_ranges
 from rocketlake.resources.rocketmq.codes import RequestCode
-from rocketlake.resources.rocketmq.columnar import RawRecords, origin_msg_id, origin_topic, record_batch
+from rocketlake.resources.rocketmq.columnar import (
+    RawRecords,
+    origin_msg_id,
+    origin_offset_msg_id,
+    origin_topic,
+    record_batch,
+)
 from rocketlake.resources.rocketmq.errors import ProtocolError
 from rocketlake.resources.rocketmq.filter import Subscription
 from rocketlake.resources.rocketmq.message import (
@@ -222,6 +228,8 @@ class _BatchBuilder:
             "origin_topic": lambda m, _: origin_topic(m.topic, m.properties.get(PROPERTY_RETRY_TOPIC)),
             "origin_msg_id": lambda m, _: origin_msg_id(m.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
                                                         m.properties.get(PROPERTY_ORIGIN_MESSAGE_ID), m.offset_msg_id),
+            "origin_offset_msg_id": lambda m, _: origin_offset_msg_id(m.topic, m.properties.get(PROPERTY_ORIGIN_MESSAGE_ID),
+                                                                      m.offset_msg_id),
             "body_text": lambda m, _: m.body.decode("utf-8", errors="replace"),
             "matched": lambda m, matched: matched,
             "window_start": lambda m, _: self.window_us,

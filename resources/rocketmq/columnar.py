@@ -49,7 +49,7 @@ from .message import (
     decode_messages,
 )
 
-__all__ = ["RawRecords", "origin_msg_id", "origin_topic", "record_batch", "scan_records"]
+__all__ = ["RawRecords", "origin_msg_id", "origin_offset_msg_id", "origin_topic", "record_batch", "scan_records"]
 
 _SIZE = Struct(">i")
 _QUEUE_OFFSET = Struct(">q")
@@ -322,6 +322,16 @@ def _origin_msg_ids(rows: _Rows) -> pa.Array:
     return known if not known.null_count else pc.coalesce(known, rows.column("offset_msg_id"))
 
 
+def _origin_offset_msg_ids(rows: _Rows) -> pa.Array:
+    # A main-topic message is its own origin; a copy names it in ORIGIN_MESSAGE_ID (the broker's offset id of the
+    # original, set on send-back and kept by every later copy).
+    own = rows.column("offset_msg_id")
+    if not _redelivered(rows.topic):
+        return own
+    named = rows.props.lookup(PROPERTY_ORIGIN_MESSAGE_ID)
+    return named if not named.null_count else pc.coalesce(named, own)
+
+
 def _origin_topics(rows: _Rows) -> pa.Array:
     if not _redelivered(rows.topic):
         return rows.column("topic")
@@ -337,6 +347,12 @@ def origin_msg_id(uniq_key: str | None, origin_message_id: str | None, offset_ms
     """A message's original id, kept by every redelivered copy: the producer's UNIQ_KEY, else the broker's
     ORIGIN_MESSAGE_ID, else the offset id (what :func:`_origin_msg_ids` gives column-wise)."""
     return uniq_key or origin_message_id or offset_msg_id
+
+
+def origin_offset_msg_id(topic: str, origin_message_id: str | None, offset_msg_id: str) -> str:
+    """The offset id of the stored message a message is or came from (what :func:`_origin_offset_msg_ids` gives
+    column-wise): its own on a main topic, ``ORIGIN_MESSAGE_ID`` on a copy in a retry or dead-letter topic."""
+    return (origin_message_id or offset_msg_id) if _redelivered(topic) else offset_msg_id
 
 
 def _redelivered(topic: str) -> bool:
@@ -370,6 +386,7 @@ _COLUMN = {
     "body_text": lambda rows: _text(rows.column("body")),
     "origin_topic": _origin_topics,
     "origin_msg_id": _origin_msg_ids,
+    "origin_offset_msg_id": _origin_offset_msg_ids,
 }
 
 

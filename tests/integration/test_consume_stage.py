@@ -20,8 +20,10 @@ def message(offset: int, body: bytes, *, topic: str = "orders", tags: str = "Tag
             props: dict | None = None, msg_id: str | None = None) -> tuple:
     properties = {"UNIQ_KEY": msg_id or f"U{offset}", **(props or {})}
     origin_topic = properties.get("RETRY_TOPIC", topic) if topic.startswith("%RETRY%") else topic
-    return (topic, "broker-a", 0, offset, msg_id or f"U{offset}", f"{offset:032X}", tags, None, properties, T0, T0,
-            "127.0.0.1:1", "127.0.0.1:10911", 0, body, origin_topic, msg_id or f"U{offset}", matched, T0)
+    stored = f"{offset:032X}"  # its offset id; a copy's original's is its ORIGIN_MESSAGE_ID
+    origin_stored = properties.get("ORIGIN_MESSAGE_ID", stored) if topic.startswith("%RETRY%") else stored
+    return (topic, "broker-a", 0, offset, msg_id or f"U{offset}", stored, tags, None, properties, T0, T0,
+            "127.0.0.1:1", "127.0.0.1:10911", 0, body, origin_topic, msg_id or f"U{offset}", origin_stored, matched, T0)
 
 
 def frame(spark, rows):
@@ -61,12 +63,14 @@ def test_a_redelivered_copy_of_a_landed_message_is_a_duplicate(spark, tmp_path):
     landed = frame(spark, [message(0, b"x", msg_id="M0")])
     landed.drop("matched").write.format("delta").save(path)
     retry = "%RETRY%g"
-    rows = [message(5, b"x", topic=retry, msg_id="M0", props={"RETRY_TOPIC": "orders"}),
-            message(6, b"y", topic=retry, msg_id="M9", props={"RETRY_TOPIC": "orders"}),
-            message(7, b"z", msg_id="M0")]  # the main topic is never a copy
+    rows = [message(5, b"x", topic=retry, msg_id="M0", props={"RETRY_TOPIC": "orders", "ORIGIN_MESSAGE_ID": f"{0:032X}"}),
+            message(6, b"y", topic=retry, msg_id="M9", props={"RETRY_TOPIC": "orders", "ORIGIN_MESSAGE_ID": f"{1:032X}"}),
+            message(7, b"z", msg_id="M0"),  # the main topic is never a copy
+            # a copy of offset 7: msgId M0 too (a producer's retry stored it twice), another stored message
+            message(8, b"z", topic=retry, msg_id="M0", props={"RETRY_TOPIC": "orders", "ORIGIN_MESSAGE_ID": f"{7:032X}"})]
     df = frame(spark, rows)
     marked = {r["queue_offset"]: r for r in mark_known(df, path, "false", int(T0.timestamp() * 1000)).collect()}
-    assert (marked[5][DUPLICATE], marked[6][DUPLICATE], marked[7][DUPLICATE]) == (True, False, False)
+    assert [marked[i][DUPLICATE] for i in (5, 6, 7, 8)] == [True, False, False, False]
     assert marked[5]["origin_topic"] == "orders" and marked[5]["origin_msg_id"] == "M0"
     # The slice being replaced does not count: its rows are about to be rewritten.
     replaced = mark_known(df, path, "true", int(T0.timestamp() * 1000)).where(F.col(DUPLICATE)).count()

@@ -307,13 +307,13 @@ def test_metadata_columns_are_named_from_the_catalogue_and_the_rules_add_what_th
     # A table that already has a column keeps getting it; origin columns where copies can land; all for a listener.
     assert landed_metadata(cfg, ["topic", "store_host", "amount"]) == ("properties", "born_host", "store_host")
     failing = parse_config(with_ingestion(body={"format": "text"}), "test.yaml").ingestions["orders"]
-    assert landed_metadata(failing) == ("origin_topic", "origin_msg_id")
+    assert landed_metadata(failing) == ("origin_topic", "origin_msg_id", "origin_offset_msg_id")
     assert read_metadata(failing, landed_metadata(failing)) == ("offset_msg_id", "reconsume_times", "origin_topic",
-                                                                 "origin_msg_id")
+                                                                 "origin_msg_id", "origin_offset_msg_id")
     from rocketlake.pipelines.config import dead_letter_config
 
     assert landed_metadata(dead_letter_config(cfg)) == ("properties", "born_host", "reconsume_times", "origin_topic",
-                                                        "origin_msg_id")
+                                                        "origin_msg_id", "origin_offset_msg_id")
     listening = parse_config(with_ingestion(listener="tests.unit.listeners:fail_poison"), "t.yaml").ingestions["orders"]
     assert read_metadata(listening, landed_metadata(listening)) == METADATA_COLUMNS
     refused = "\n".join(problems(with_ingestion(metadata_columns=["properties", "msg_id"])))

@@ -170,7 +170,8 @@ def test_new_tables_keep_statistics_on_lookup_columns_and_a_decoded_bodys_fields
 
     columns = ["topic", "broker_name", "queue_id", "queue_offset", "msg_id", "offset_msg_id", "tags", "keys",
                "properties", "born_timestamp", "store_timestamp", "born_host", "store_host", "reconsume_times", "body",
-               "window_start", "origin_topic", "origin_msg_id", "order_id", "_rl_error", "window_date"]
+               "window_start", "origin_topic", "origin_msg_id", "origin_offset_msg_id", "order_id", "_rl_error",
+               "window_date"]
     assert stats_columns(columns) == ("`topic`,`broker_name`,`queue_id`,`queue_offset`,`msg_id`,`offset_msg_id`,`tags`,"
                                       "`born_timestamp`,`store_timestamp`,`window_start`,`order_id`")
 

@@ -23,7 +23,8 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * <p>Two ways to describe messages:
  * <ul>
  *   <li>stdin, one JSON object per line: {"topic","tags","keys":[..],"properties":{..},"body" (UTF-8 text)
- *       or "body_base64","broker","queue_id"}, or {"batch":[messages],"broker","queue_id"} for one batch send;</li>
+ *       or "body_base64","broker","queue_id","repeat"}, or {"batch":[messages],"broker","queue_id"} for one batch send
+ *       ("repeat": n sends of one message, stored n times with one msgId, as a producer's retry stores it);</li>
  *   <li>the command line, for bulk data: --topic T --count N [--body-size B] [--tags X] [--batch K]
  *       [--rate R] (at most R messages a second, paced from the start: a steady producer).</li>
  * </ul>
@@ -93,7 +94,11 @@ public final class ProducerPeer {
             if (spec.containsKey("broker")) {
                 target = new MessageQueue(messages.get(0).getTopic(), spec.getString("broker"), spec.getIntValue("queue_id"));
             }
-            index = send(producer, messages, target, spec.containsKey("batch"), index);
+            // "repeat": n sends of the same Message, as a producer's retry after a lost answer does: its UNIQ_KEY,
+            // set by the first send, is kept, and the broker stores it n times (n offsets, one msgId).
+            for (int n = spec.getIntValue("repeat") > 1 ? spec.getIntValue("repeat") : 1; n > 0; n--) {
+                index = send(producer, messages, target, spec.containsKey("batch"), index);
+            }
         }
     }
 
