@@ -312,8 +312,9 @@ def build_lag_sensor(cluster: str, members: Members) -> SensorDefinition:
         with resource.open_client(timeout_ms) as client:
             read, failed = read_each(members, lambda cfg: progress_and_share(client, cfg), "read the progress",
                                      context.log)
+            # The dead-letter topics after; not at all when no group could be read (the cluster did not answer).
             dead_read, dead_failed = read_each(dead_letters, lambda cfg: progress_and_share(
-                client, dead_letter_config(cfg)), "read the dead-letter progress", context.log)
+                client, dead_letter_config(cfg)), "read the dead-letter progress", context.log) if read else ([], [])
             # Each broker's clock once a tick, however many ingestions its queues serve.
             clocks, unread = read_clocks(client, {r.queue.broker_name for _, _, (rows, _) in read for r in rows})
         events, requests, said = [], [], []

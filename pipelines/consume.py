@@ -1,7 +1,7 @@
 """What becomes of each read message before the table: decoded, checked for an earlier copy, given to the listener.
 
 Columns added to the rows of a read (``materialize`` then sorts rows by them), which come from the source with
-``origin_topic`` and ``origin_msg_id`` (``pipelines.columns``): a redelivered copy is known by its origin.
+the origin columns (``pipelines.columns``): a redelivered copy is known by the stored message it came from.
 
 * ``_rl_error``: null when the message is consumed, else why not (a body that does not decode under
   ``body.format``, a listener's RECONSUME_LATER or exception, a call over ``consume_timeout``).
@@ -39,7 +39,7 @@ ORIGIN_LOOKBACK_DAYS = 7
 ORIGIN_ID = "origin_offset_msg_id"
 
 
-#: Topics whose messages are copies of a message stored first elsewhere, known by its original msgId: redelivered
+#: Topics whose messages are copies of a message stored first elsewhere, known by its offset id: redelivered
 #: through ``%RETRY%<group>``, or dead-lettered to ``%DLQ%<group>``, where one message arrives twice when it is sent
 #: back twice (a re-run after its send-back, a step retry).
 COPY_TOPIC_PREFIXES = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)
@@ -342,7 +342,14 @@ def with_last_error(df: DataFrame, failures_path: str) -> DataFrame:
     spark = df.sparkSession
     if not is_delta_table(spark, failures_path):
         return df.withColumn("last_error", F.lit(None).cast("string"))
-    last = (spark.read.format("delta").load(failures_path).where(F.col("outcome") == DEAD_LETTERED)
-            .groupBy(F.col("origin_msg_id").alias("_rl_origin"))
+    failures = spark.read.format("delta").load(failures_path)
+    # By the stored original: two messages a producer's retry stored with one msgId fail each with its own error.
+    # Failures recorded before that column was are found by msgId, as they were.
+    if ORIGIN_ID in failures.columns:
+        origin, key = F.coalesce(F.col(ORIGIN_ID), F.col("origin_msg_id")), ORIGIN_ID
+    else:
+        origin, key = F.col("origin_msg_id"), "origin_msg_id"
+    last = (failures.where(F.col("outcome") == DEAD_LETTERED)
+            .groupBy(origin.alias("_rl_origin"))
             .agg(F.max_by("error", F.struct("window_start", "queue_offset")).alias("last_error")))
-    return df.join(last, df["origin_msg_id"] == last["_rl_origin"], "left").drop("_rl_origin")
+    return df.join(last, df[key] == last["_rl_origin"], "left").drop("_rl_origin")

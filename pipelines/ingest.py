@@ -476,7 +476,7 @@ def send_back(broker: Broker, cfg: IngestionConfig, m: Materialization, log: Log
 
     A run that dies part-way leaves the materialization unrecorded and the offsets where they were: the
     next run lands the window again and sends back what fails then. A message sent back twice comes back
-    twice; the table lands it once (``consume.mark_known`` and the in-run dedupe, by original msgId).
+    twice; the table lands it once (``consume.mark_known`` and the in-run dedupe, by the stored original).
 
     When the broker that stores a message does not take its send-back (down, paused, an error answer), the message
     and the rest of that broker's are produced into ``%RETRY%<group>`` on another broker instead, as Java's

@@ -176,7 +176,7 @@ def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: Ingesti
     if last_errors_from is not None:
         df = with_last_error(df, last_errors_from)
     # Dead letters never fail, but one message can reach %DLQ%<group> twice (a re-run after its send-back, a step
-    # retry): the judged landing finds the later copy by its original msgId, as it finds redelivered ones.
+    # retry): the judged landing finds the later copy by the stored original, as it finds redelivered ones.
     if cfg.can_fail or cfg.dead_letters_of is not None:
         figures, failed, entry, contents = _land_judged(spark, df, cfg, table_path, entry, log, failures_path,
                                                         not_landed=tuple(c for c in read if c not in landed),

@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 
 from rocketlake.pipelines.config import BodyConfig
 from rocketlake.pipelines.columns import METADATA_COLUMNS, schema_ddl
-from rocketlake.pipelines.consume import DUPLICATE, ERROR, decode_checked, listen, mark_known
+from rocketlake.pipelines.consume import DUPLICATE, ERROR, decode_checked, listen, mark_known, with_last_error
 from tests.unit.support import ingestion_config
 
 pytestmark = pytest.mark.engine
@@ -21,7 +21,7 @@ def message(offset: int, body: bytes, *, topic: str = "orders", tags: str = "Tag
     properties = {"UNIQ_KEY": msg_id or f"U{offset}", **(props or {})}
     origin_topic = properties.get("RETRY_TOPIC", topic) if topic.startswith("%RETRY%") else topic
     stored = f"{offset:032X}"  # its offset id; a copy's original's is its ORIGIN_MESSAGE_ID
-    origin_stored = properties.get("ORIGIN_MESSAGE_ID", stored) if topic.startswith("%RETRY%") else stored
+    origin_stored = properties.get("ORIGIN_MESSAGE_ID", stored) if topic.startswith(("%RETRY%", "%DLQ%")) else stored
     return (topic, "broker-a", 0, offset, msg_id or f"U{offset}", stored, tags, None, properties, T0, T0,
             "127.0.0.1:1", "127.0.0.1:10911", 0, body, origin_topic, msg_id or f"U{offset}", origin_stored, matched, T0)
 
@@ -75,6 +75,21 @@ def test_a_redelivered_copy_of_a_landed_message_is_a_duplicate(spark, tmp_path):
     # The slice being replaced does not count: its rows are about to be rewritten.
     replaced = mark_known(df, path, "true", int(T0.timestamp() * 1000)).where(F.col(DUPLICATE)).count()
     assert replaced == 0
+
+
+def test_each_dead_letter_gets_the_error_of_the_stored_message_it_came_from(spark, tmp_path):
+    """Two messages a producer's retry stored with one msgId (offsets 0 and 1) failed each with its own error; their
+    dead letters (offsets 5 and 6 of %DLQ%g) name them in ORIGIN_MESSAGE_ID, and each gets its own."""
+    path = str(tmp_path / "failures")
+    failed = frame(spark, [message(0, b"x", msg_id="M0"), message(1, b"x", msg_id="M0")])
+    errors = F.when(F.col("queue_offset") == 0, F.lit("first")).otherwise(F.lit("second"))
+    (failed.drop("matched").withColumn("outcome", F.lit("dead_lettered")).withColumn("error", errors)
+     .write.format("delta").save(path))
+    dlq = "%DLQ%g"
+    letters = frame(spark, [message(6, b"x", topic=dlq, msg_id="M0", props={"ORIGIN_MESSAGE_ID": f"{1:032X}"}),
+                            message(5, b"x", topic=dlq, msg_id="M0", props={"ORIGIN_MESSAGE_ID": f"{0:032X}"})])
+    last = {r["queue_offset"]: r["last_error"] for r in with_last_error(letters, path).collect()}
+    assert last == {5: "first", 6: "second"}
 
 
 def test_a_listener_call_over_consume_timeout_is_a_retry_and_the_task_finishes(spark):

@@ -51,7 +51,8 @@ def setup(tmp_path: Path, local_cluster, produced, spark: dict | None = None, **
 #: What every table has: identity, store time, tags, keys, body, the window; here also the JSON body's fields, and the
 #: origin columns (a JSON body can fail to decode, so redelivered copies can land).
 DEFAULT_COLUMNS = ["topic", "broker_name", "queue_id", "queue_offset", "msg_id", "tags", "keys", "store_timestamp",
-                   "body", "window_start", "origin_topic", "origin_msg_id", "order_id", "amount", "window_date"]
+                   "body", "window_start", "origin_topic", "origin_msg_id", "origin_offset_msg_id", "order_id", "amount",
+                   "window_date"]
 
 
 def test_each_message_lands_once_in_the_window_of_its_store_time(tmp_path, local_cluster, produced):
