@@ -15,7 +15,7 @@ from dagster._core.definitions.executor_definition import IN_PROC_CONFIG, _core_
 # - the engine event an executor yields to write a line in the run's log (``context.log`` exists for steps only).
 from dagster._core.events import EngineEventData
 
-# ``rocketlake materialize`` runs a job of the code location in this process with the job's executor:
+# ``rocketlake backfill`` runs a job of the code location in this process with the job's executor:
 # ``execute_job`` needs a reconstructable job, and the public ``reconstructable`` needs a module-level
 # function, which a job made per ingestion from the configuration is not.
 from dagster._core.definitions.reconstruct import ReconstructableRepository

@@ -7,7 +7,7 @@ group would wait for a slot nobody releases. Dagster's daemon frees the slots of
 its run monitoring needs a run launcher that can check a worker's health; neither sees a run started by
 ``dagster asset materialize`` die.
 
-So every run of rocketlake's own jobs (``<table>_job``: the schedule's, the sensors', ``rocketlake materialize``'s,
+So every run of rocketlake's own jobs (``<table>_job``: the schedule's, the sensors', ``rocketlake backfill``'s,
 the job launched from the UI), in its executor, before any step claims a slot:
 
 1. records which process it is (host, boot id, pid, the process's start time) in a run tag;
