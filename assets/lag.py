@@ -38,6 +38,7 @@ from dagster import (
     AssetRecordsFilter,
     DefaultSensorStatus,
     MetadataValue,
+    RunRequest,
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
@@ -201,17 +202,7 @@ def build_lag_checks(cfg: IngestionConfig, assets: IngestionAssets) -> list:
         return AssetCheckResult(**growth_outcome(
             observed_lag_totals(context.instance, asset_key, GROWTH_TICKS + 1)))
 
-    @asset_check(asset=asset_key, name=CAUGHT_UP_CHECK, blocking=False, required_resource_keys={rocketmq_key},
-                 description=f"Fails while a queue of group {cfg.consumer_group} has a message not passed that was "
-                             f"stored before the end of the newest window past close + {cfg.window.grace_seconds}s "
-                             f"grace + {cfg.window.freshness_slack_seconds}s slack (the lag sensor then asks for "
-                             "the run that lands it).")
-    def caught_up(context: AssetCheckExecutionContext) -> AssetCheckResult:
-        with getattr(context.resources, rocketmq_key).open_client(cfg.mq_client_api_timeout) as client:
-            rows, share = progress_and_share(client, cfg)
-        now = datetime.now(timezone.utc)
-        found = behind(cfg, window_partitions(cfg.window), [r for r in rows if r.queue in share], now)
-        return AssetCheckResult(**caught_up_outcome(cfg, found, int(now.timestamp() * 1000)))
+    caught_up = caught_up_check(cfg, asset_key, rocketmq_key, f"a queue of group {cfg.consumer_group}")
 
     @asset_check(asset=asset_key, name=CLOCK_CHECK, blocking=False, required_resource_keys={rocketmq_key},
                  description=f"Fails while the clock of a broker holding {cfg.table}'s queues is off this host's "
@@ -225,21 +216,40 @@ def build_lag_checks(cfg: IngestionConfig, assets: IngestionAssets) -> list:
     checks = [fresh, lag_not_growing, caught_up, broker_clock]
     if assets.dead_letters is None:
         return checks
-    dlq, dlq_key = dead_letter_config(cfg), assets.dead_letters.key
-
-    @asset_check(asset=dlq_key, name=CAUGHT_UP_CHECK, blocking=False, required_resource_keys={rocketmq_key},
-                 description=f"Fails while a dead-letter queue of group {cfg.consumer_group} (%DLQ%) has a message "
-                             f"not passed that was stored before the end of the newest window past close + "
-                             f"{cfg.window.grace_seconds}s grace + {cfg.window.freshness_slack_seconds}s slack (the "
-                             "lag sensor then asks for the run that lands it).")
-    def dead_letters_caught_up(context: AssetCheckExecutionContext) -> AssetCheckResult:
-        with getattr(context.resources, rocketmq_key).open_client(cfg.mq_client_api_timeout) as client:
-            rows, share = progress_and_share(client, dlq)
-        now = datetime.now(timezone.utc)
-        found = behind(dlq, window_partitions(dlq.window), [r for r in rows if r.queue in share], now)
-        return AssetCheckResult(**caught_up_outcome(dlq, found, int(now.timestamp() * 1000)))
-
+    dead_letters_caught_up = caught_up_check(dead_letter_config(cfg), assets.dead_letters.key, rocketmq_key,
+                                             f"a dead-letter queue of group {cfg.consumer_group} (%DLQ%)")
     return [*checks, dead_letters_caught_up]
+
+
+def caught_up_check(cfg: IngestionConfig, asset_key: AssetKey, rocketmq_key: str, queues: str):
+    """The ``caught_up`` check of ``asset_key`` (a table, or its dead-letter table with ``dead_letter_config``),
+    executable from the UI: it asks the brokers what the lag sensor reads each tick."""
+
+    @asset_check(asset=asset_key, name=CAUGHT_UP_CHECK, blocking=False, required_resource_keys={rocketmq_key},
+                 description=f"Fails while {queues} has a message not passed that was stored before the end of the "
+                             f"newest window past close + {cfg.window.grace_seconds}s grace + "
+                             f"{cfg.window.freshness_slack_seconds}s slack (the lag sensor then asks for the run that "
+                             "lands it).")
+    def caught_up(context: AssetCheckExecutionContext) -> AssetCheckResult:
+        with getattr(context.resources, rocketmq_key).open_client(cfg.mq_client_api_timeout) as client:
+            rows, share = progress_and_share(client, cfg)
+        now_ms = int(time.time() * 1000)
+        evaluation, _ = caught_up_judged(cfg, asset_key, None, rows, share, now_ms, context.instance, None)
+        return AssetCheckResult(**evaluation)
+
+    return caught_up
+
+
+def caught_up_judged(cfg: IngestionConfig, asset_key: AssetKey, job_name: str | None, rows: list[QueueProgress],
+                     share: set | None, now_ms: int, instance, log) -> tuple[dict, RunRequest | None]:
+    """The ``caught_up`` outcome of ``share``'s queues (None: every queue) and, given the schedule's ``job_name``,
+    the catch-up run to ask for (``assets.catch_up``), if any."""
+    now = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc)
+    partitions = window_partitions(cfg.window)
+    found = behind(cfg, partitions, [r for r in rows if share is None or r.queue in share], now)
+    request = None if job_name is None else catch_up_request(cfg, asset_key, job_name, partitions, found, instance,
+                                                             now, log)
+    return caught_up_outcome(cfg, found, now_ms), request
 
 
 def progress_and_share(client, cfg: IngestionConfig) -> tuple[list[QueueProgress], set]:
@@ -263,15 +273,12 @@ def lag_events(cfg: IngestionConfig, assets: IngestionAssets, rows: list[QueuePr
                f"passed {metadata[LAG_SECONDS].value:.0f}s ago")
     totals = observed_lag_totals(instance, asset_key, GROWTH_TICKS) + [total]
     now = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc)
-    partitions = window_partitions(cfg.window)
-    found = behind(cfg, partitions, [r for r in rows if share is None or r.queue in share], now)
-    request = catch_up_request(cfg, asset_key, assets.job_name, partitions, found, instance, now, log)
+    caught_up, request = caught_up_judged(cfg, asset_key, assets.job_name, rows, share, now_ms, instance, log)
     events = [AssetObservation(asset_key=asset_key, metadata=metadata, description=summary),
               AssetCheckEvaluation(asset_key=asset_key, check_name=FRESH_CHECK,
                                    **freshness_outcome(cfg, instance, now, asset_key)),
               AssetCheckEvaluation(asset_key=asset_key, check_name=GROWTH_CHECK, **growth_outcome(totals)),
-              AssetCheckEvaluation(asset_key=asset_key, check_name=CAUGHT_UP_CHECK,
-                                   **caught_up_outcome(cfg, found, now_ms)),
+              AssetCheckEvaluation(asset_key=asset_key, check_name=CAUGHT_UP_CHECK, **caught_up),
               AssetCheckEvaluation(asset_key=asset_key, check_name=CLOCK_CHECK, **clock_outcome(cfg, *clocks))]
     return events, [request] if request else [], summary
 
@@ -279,13 +286,11 @@ def lag_events(cfg: IngestionConfig, assets: IngestionAssets, rows: list[QueuePr
 def dead_letter_events(cfg: IngestionConfig, assets: IngestionAssets, rows: list[QueueProgress], share: set,
                        now_ms: int, instance, log) -> tuple[list, list]:
     """The dead-letter table's ``caught_up`` evaluation and catch-up run request (if any) for one tick."""
-    dlq, asset_key = dead_letter_config(cfg), assets.dead_letters.key
-    now = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc)
-    partitions = window_partitions(dlq.window)
-    found = behind(dlq, partitions, [r for r in rows if r.queue in share], now)
-    request = catch_up_request(dlq, asset_key, assets.job_name, partitions, found, instance, now, log)
-    return ([AssetCheckEvaluation(asset_key=asset_key, check_name=CAUGHT_UP_CHECK,
-                                  **caught_up_outcome(dlq, found, now_ms))], [request] if request else [])
+    asset_key = assets.dead_letters.key
+    caught_up, request = caught_up_judged(dead_letter_config(cfg), asset_key, assets.job_name, rows, share, now_ms,
+                                          instance, log)
+    return ([AssetCheckEvaluation(asset_key=asset_key, check_name=CAUGHT_UP_CHECK, **caught_up)],
+            [request] if request else [])
 
 
 def build_lag_sensor(cluster: str, members: Members) -> SensorDefinition:
