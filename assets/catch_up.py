@@ -43,7 +43,7 @@ from rocketlake.assets.partitions import (
     window_start,
 )
 from rocketlake.pipelines.config import IngestionConfig
-from rocketlake.pipelines.progress import QueueProgress
+from rocketlake.pipelines.progress import QueueProgress, Unanswered
 from rocketlake.pipelines.windows import iso
 
 CAUGHT_UP_CHECK = "caught_up"
@@ -78,12 +78,24 @@ def behind(cfg: IngestionConfig, partitions, rows: Iterable[QueueProgress], now:
     return Behind(due[-1], due_end_ms, trailing)
 
 
-def caught_up_outcome(cfg: IngestionConfig, found: Behind, now_ms: int) -> dict:
-    """The ``caught_up`` check's result (the keyword arguments of an AssetCheckResult or AssetCheckEvaluation)."""
+def caught_up_outcome(cfg: IngestionConfig, found: Behind, now_ms: int,
+                      unread: dict[str, Unanswered] | None = None) -> dict:
+    """The ``caught_up`` check's result (the keyword arguments of an AssetCheckResult or AssetCheckEvaluation).
+    ``unread``: the brokers that did not answer the progress read; their queues may trail unseen, so the check
+    fails naming them, whatever the others' queues show."""
     bound = (f"a queue may trail at most to the newest window past its deadline (close + "
              f"{cfg.window.grace_seconds}s grace + {cfg.window.freshness_slack_seconds}s slack)")
     metadata = {"newest_due_window": MetadataValue.text(found.due or "none"),
                 "trailing_queues": MetadataValue.int(len(found.trailing))}
+    if unread:
+        metadata["unanswering_brokers"] = MetadataValue.text(", ".join(sorted(unread)))
+        down = "; ".join(f"{broker} ({u.address}) did not answer (the progress of {len(u.queues)} queue(s) of group "
+                         f"{cfg.consumer_group} on it is unknown): {u.error}" for broker, u in sorted(unread.items()))
+        others = (f" The other brokers' queues: {len(found.trailing)} trail window {found.due}."
+                  if found.trailing else " The other brokers' queues are caught up.")
+        return {"passed": False, "severity": AssetCheckSeverity.ERROR, "metadata": metadata,
+                "description": f"{down}. A broker's queues land once it answers again: the next runs land each "
+                               f"window from the offset the group committed there, none is skipped.{others}"}
     if not found.trailing:
         return {"passed": True, "severity": AssetCheckSeverity.ERROR, "metadata": metadata,
                 "description": f"every queue of group {cfg.consumer_group} passed window {found.due or '(none due)'}; "
@@ -97,6 +109,16 @@ def caught_up_outcome(cfg: IngestionConfig, found: Behind, now_ms: int) -> dict:
             "description": f"{len(found.trailing)} queue(s) of group {cfg.consumer_group} trail window {found.due}: "
                            f"{listed}{more}. The lag sensor asks for a run of the windows they trail by; if it "
                            f"fails, its log says why. {bound}"}
+
+
+def unread_outcome(cfg: IngestionConfig, why: str) -> dict:
+    """The ``caught_up`` check's result when no progress of the group could be read this tick (``why``: the error,
+    one sentence): whether its queues trail is unknown, which is not green."""
+    return {"passed": False, "severity": AssetCheckSeverity.ERROR,
+            "metadata": {"newest_due_window": MetadataValue.text("unknown")},
+            "description": f"{why}. Whether a queue of group {cfg.consumer_group} trails is unknown until the cluster "
+                           "answers again; nothing is skipped meanwhile: the next runs land each window from the "
+                           "offsets the group committed."}
 
 
 def window_holding(partitions, at_ms: int) -> str:

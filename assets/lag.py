@@ -26,6 +26,7 @@ and ``broker_clock`` ask the brokers.
 
 # No "from __future__ import annotations" here: Dagster inspects the checks' context annotation at runtime.
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from dagster import (
@@ -50,7 +51,13 @@ from dagster import (
     sensor,
 )
 
-from rocketlake.assets.catch_up import CAUGHT_UP_CHECK, behind, catch_up_request, caught_up_outcome
+from rocketlake.assets.catch_up import (
+    CAUGHT_UP_CHECK,
+    behind,
+    catch_up_request,
+    caught_up_outcome,
+    unread_outcome,
+)
 from rocketlake.assets.cluster_tick import Members, read_each, tick_summary, tick_timeout_ms
 from rocketlake.assets.ingestion import rocketmq_resource_key
 from rocketlake.assets.partitions import (
@@ -65,7 +72,7 @@ from rocketlake.pipelines.broker_clock import BrokerClock, read_clocks
 from rocketlake.pipelines.broker_access import LiveGroup, group_broker
 from rocketlake.pipelines.config import IngestionConfig, dead_letter_config
 from rocketlake.pipelines.freshness import GROWTH_TICKS, Freshness, freshness, lag_keeps_growing
-from rocketlake.pipelines.progress import QueueProgress, group_progress
+from rocketlake.pipelines.progress import QueueProgress, Unanswered, group_progress
 from rocketlake.assets.translator import IngestionAssets, cluster_sensor_name
 
 LAG_MESSAGES = "rocketlake/lag_messages"
@@ -221,6 +228,16 @@ def build_lag_checks(cfg: IngestionConfig, assets: IngestionAssets) -> list:
     return [*checks, dead_letters_caught_up]
 
 
+@dataclass(frozen=True)
+class Progress:
+    """One group's progress read this tick: the queues read, this member's share of them, and the brokers that
+    did not answer (``pipelines.progress.group_progress``)."""
+
+    rows: list[QueueProgress]
+    share: set
+    unread: dict[str, Unanswered]
+
+
 def caught_up_check(cfg: IngestionConfig, asset_key: AssetKey, rocketmq_key: str, queues: str):
     """The ``caught_up`` check of ``asset_key`` (a table, or its dead-letter table with ``dead_letter_config``),
     executable from the UI: it asks the brokers what the lag sensor reads each tick."""
@@ -232,49 +249,57 @@ def caught_up_check(cfg: IngestionConfig, asset_key: AssetKey, rocketmq_key: str
                              "lands it).")
     def caught_up(context: AssetCheckExecutionContext) -> AssetCheckResult:
         with getattr(context.resources, rocketmq_key).open_client(cfg.mq_client_api_timeout) as client:
-            rows, share = progress_and_share(client, cfg)
+            progress = progress_and_share(client, cfg)
         now_ms = int(time.time() * 1000)
-        evaluation, _ = caught_up_judged(cfg, asset_key, None, rows, share, now_ms, context.instance, None)
+        evaluation, _ = caught_up_judged(cfg, asset_key, None, progress, now_ms, context.instance, None)
         return AssetCheckResult(**evaluation)
 
     return caught_up
 
 
-def caught_up_judged(cfg: IngestionConfig, asset_key: AssetKey, job_name: str | None, rows: list[QueueProgress],
-                     share: set | None, now_ms: int, instance, log) -> tuple[dict, RunRequest | None]:
-    """The ``caught_up`` outcome of ``share``'s queues (None: every queue) and, given the schedule's ``job_name``,
-    the catch-up run to ask for (``assets.catch_up``), if any."""
+def caught_up_judged(cfg: IngestionConfig, asset_key: AssetKey, job_name: str | None, progress: Progress,
+                     now_ms: int, instance, log) -> tuple[dict, RunRequest | None]:
+    """The ``caught_up`` outcome of the member's share of queues and, given the schedule's ``job_name``, the
+    catch-up run to ask for (``assets.catch_up``), if any: of the queues read, a broker not answering fails the
+    check without holding back the others' catch-up."""
     now = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc)
     partitions = window_partitions(cfg.window)
-    found = behind(cfg, partitions, [r for r in rows if share is None or r.queue in share], now)
+    found = behind(cfg, partitions, [r for r in progress.rows if r.queue in progress.share], now)
     request = None if job_name is None else catch_up_request(cfg, asset_key, job_name, partitions, found, instance,
                                                              now, log)
-    return caught_up_outcome(cfg, found, now_ms), request
+    return caught_up_outcome(cfg, found, now_ms, progress.unread), request
 
 
-def progress_and_share(client, cfg: IngestionConfig) -> tuple[list[QueueProgress], set]:
+def progress_and_share(client, cfg: IngestionConfig) -> Progress:
     """Every queue's progress, and the queues this member takes now (``assignment.member_share``, as a run computes
-    it): a member catches up its own queues only; another member's trailing queues are that member's to land."""
-    rows = group_progress(group_broker(client, cfg))
-    share = member_share(cfg, [r.queue for r in rows], LiveGroup(client, cfg).members())
-    return rows, set(share.taken)
+    it): a member catches up its own queues only; another member's trailing queues are that member's to land. A
+    broker that does not answer leaves its queues out of both, and is named in ``unread``."""
+    unread: dict[str, Unanswered] = {}
+    rows = group_progress(group_broker(client, cfg), unread)
+    queues = [r.queue for r in rows] + [q for u in unread.values() for q in u.queues]
+    share = member_share(cfg, queues, LiveGroup(client, cfg).members())
+    return Progress(rows, set(share.taken), unread)
 
 
-def lag_events(cfg: IngestionConfig, assets: IngestionAssets, rows: list[QueueProgress], now_ms: int,
-               instance, log, share: set | None = None,
+def lag_events(cfg: IngestionConfig, assets: IngestionAssets, progress: Progress, now_ms: int, instance, log,
                clocks: tuple[list[BrokerClock], dict[str, str]] = ([], {})) -> tuple[list, list, str]:
     """One ingestion's observation, check evaluations and catch-up run request (if any) for one tick; its summary.
-    ``share``: this member's queues (default: every queue), the ones its ``caught_up`` check and catch-up judge;
-    ``clocks``: the brokers' clocks read this tick, and the brokers that could not be read."""
+    ``clocks``: the brokers' clocks read this tick, and the brokers that could not be read. With a broker not
+    answering there is no observation: a lag figure without its queues would read as a drop."""
     asset_key = assets.table_key
+    rows = progress.rows
     metadata = lag_metadata(rows, now_ms, cfg.topic)  # None with several topics: every queue key names its topic
     total = metadata[LAG_MESSAGES].value
     summary = (f"group {cfg.consumer_group}: lag {total} message(s) over {len(rows)} queue(s), oldest not "
                f"passed {metadata[LAG_SECONDS].value:.0f}s ago")
-    totals = observed_lag_totals(instance, asset_key, GROWTH_TICKS) + [total]
+    if progress.unread:
+        summary += f"; not read: {', '.join(sorted(progress.unread))} (not answering)"
+    totals = observed_lag_totals(instance, asset_key, GROWTH_TICKS) + ([] if progress.unread else [total])
     now = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc)
-    caught_up, request = caught_up_judged(cfg, asset_key, assets.job_name, rows, share, now_ms, instance, log)
-    events = [AssetObservation(asset_key=asset_key, metadata=metadata, description=summary),
+    caught_up, request = caught_up_judged(cfg, asset_key, assets.job_name, progress, now_ms, instance, log)
+    observed = [] if progress.unread else [AssetObservation(asset_key=asset_key, metadata=metadata,
+                                                            description=summary)]
+    events = [*observed,
               AssetCheckEvaluation(asset_key=asset_key, check_name=FRESH_CHECK,
                                    **freshness_outcome(cfg, instance, now, asset_key)),
               AssetCheckEvaluation(asset_key=asset_key, check_name=GROWTH_CHECK, **growth_outcome(totals)),
@@ -283,11 +308,11 @@ def lag_events(cfg: IngestionConfig, assets: IngestionAssets, rows: list[QueuePr
     return events, [request] if request else [], summary
 
 
-def dead_letter_events(cfg: IngestionConfig, assets: IngestionAssets, rows: list[QueueProgress], share: set,
-                       now_ms: int, instance, log) -> tuple[list, list]:
+def dead_letter_events(cfg: IngestionConfig, assets: IngestionAssets, progress: Progress, now_ms: int, instance,
+                       log) -> tuple[list, list]:
     """The dead-letter table's ``caught_up`` evaluation and catch-up run request (if any) for one tick."""
     asset_key = assets.dead_letters.key
-    caught_up, request = caught_up_judged(dead_letter_config(cfg), asset_key, assets.job_name, rows, share, now_ms,
+    caught_up, request = caught_up_judged(dead_letter_config(cfg), asset_key, assets.job_name, progress, now_ms,
                                           instance, log)
     return ([AssetCheckEvaluation(asset_key=asset_key, check_name=CAUGHT_UP_CHECK, **caught_up)],
             [request] if request else [])
@@ -321,22 +346,44 @@ def build_lag_sensor(cluster: str, members: Members) -> SensorDefinition:
             dead_read, dead_failed = read_each(dead_letters, lambda cfg: progress_and_share(
                 client, dead_letter_config(cfg)), "read the dead-letter progress", context.log) if read else ([], [])
             # Each broker's clock once a tick, however many ingestions its queues serve.
-            clocks, unread = read_clocks(client, {r.queue.broker_name for _, _, (rows, _) in read for r in rows})
+            # (A broker that did not answer the progress read is not asked again.)
+            clocks, unread = read_clocks(client, {r.queue.broker_name for _, _, p in read for r in p.rows})
         events, requests, said = [], [], []
-        for cfg, assets, (rows, share) in read:
-            brokers = {r.queue.broker_name for r in rows}
-            mine = ([c for c in clocks if c.broker in brokers], {b: why for b, why in unread.items() if b in brokers})
-            ingestion_events, ingestion_requests, summary = lag_events(cfg, assets, rows, now_ms, context.instance,
-                                                                       context.log, share, mine)
+        for cfg, assets, progress in read:
+            brokers = {r.queue.broker_name for r in progress.rows}
+            not_read = {b: f"did not answer: {u.error}" for b, u in progress.unread.items()}
+            mine = ([c for c in clocks if c.broker in brokers],
+                    {**{b: why for b, why in unread.items() if b in brokers}, **not_read})
+            ingestion_events, ingestion_requests, summary = lag_events(cfg, assets, progress, now_ms,
+                                                                       context.instance, context.log, mine)
             events += ingestion_events
             requests += ingestion_requests
             said.append(summary)
-        for cfg, assets, (rows, share) in dead_read:
-            dead_events, dead_requests = dead_letter_events(cfg, assets, rows, share, now_ms, context.instance,
+        for cfg, assets, progress in dead_read:
+            dead_events, dead_requests = dead_letter_events(cfg, assets, progress, now_ms, context.instance,
                                                             context.log)
             events += dead_events
             requests += dead_requests
+        # A group not read at all (the cluster, or its route, did not answer): its checks are not left green.
+        events += unread_evaluations(members, read, failed, lambda a: a.table_key)
+        events += unread_evaluations(dead_letters, dead_read, dead_failed or failed, lambda a: a.dead_letters.key)
         return SensorResult(asset_events=events, run_requests=requests,
                             skip_reason=None if requests else SkipReason(tick_summary(said, failed + dead_failed)))
 
     return lag
+
+
+def unread_evaluations(members: Members, read: list, failed: list[str], key) -> list[AssetCheckEvaluation]:
+    """A failed ``caught_up`` for each of ``members`` whose progress was not read, saying why (the tick's failure
+    naming its group, else the tick's last failure)."""
+    done = {id(cfg) for cfg, _, _ in read}
+    evaluations = []
+    for cfg, assets in members:
+        if id(cfg) in done:
+            continue
+        why = next((f for f in failed if f"group {cfg.consumer_group}:" in f), failed[-1] if failed else
+                   f"the progress of group {cfg.consumer_group} was not read")
+        evaluations.append(AssetCheckEvaluation(asset_key=key(assets), check_name=CAUGHT_UP_CHECK,
+                                                **unread_outcome(cfg, why)))
+    return evaluations
+

@@ -9,9 +9,10 @@ person watching a lake cares about, and 0 when the group is caught up.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from rocketlake.resources.rocketmq.errors import ConnectionFailed, RequestTimeout
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
 
@@ -41,14 +42,38 @@ class QueueProgress:
         return 0.0 if self.oldest_pending_ms is None else max(0.0, (now_ms - self.oldest_pending_ms) / 1000)
 
 
-def group_progress(group: GroupOffsets) -> list[QueueProgress]:
-    """Every subscribed queue's offsets, one store-time read per queue that has messages pending."""
+@dataclass
+class Unanswered:
+    """A broker that did not answer a progress read (a refused connection, a timeout): where it is, what it said,
+    and the queues whose progress is unknown for it."""
+
+    address: str
+    error: str
+    queues: list[MessageQueue] = field(default_factory=list)
+
+
+def group_progress(group: GroupOffsets, unread: dict[str, Unanswered] | None = None) -> list[QueueProgress]:
+    """Every subscribed queue's offsets, one store-time read per queue that has messages pending.
+
+    ``unread``: given, a broker that does not answer (its route still listed: the name server drops it 120 s after
+    its last heartbeat) has its queues left out and recorded there under its name, after one failed request rather
+    than one timeout per queue, and the other brokers' queues are still read. Without it, the first failure raises.
+    """
     rows = []
     for mq in group.subscribed_queues():
-        lo, hi = group.min_offset(mq), group.max_offset(mq)
-        committed = group.committed_offset(mq)
-        first_pending = max(lo, committed if committed is not None else lo)
-        oldest = group.store_time(mq, first_pending) if first_pending < hi else None
+        if unread is not None and mq.broker_name in unread:
+            unread[mq.broker_name].queues.append(mq)
+            continue
+        try:
+            lo, hi = group.min_offset(mq), group.max_offset(mq)
+            committed = group.committed_offset(mq)
+            first_pending = max(lo, committed if committed is not None else lo)
+            oldest = group.store_time(mq, first_pending) if first_pending < hi else None
+        except (ConnectionFailed, RequestTimeout) as e:
+            if unread is None or not e.retriable:  # a TLS refusal is configuration, not a broker down
+                raise
+            unread[mq.broker_name] = Unanswered(e.address or "?", str(e), [mq])
+            continue
         rows.append(QueueProgress(mq, lo, hi, committed, oldest))
     return rows
 

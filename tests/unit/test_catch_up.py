@@ -16,13 +16,14 @@ from rocketlake.assets.catch_up import (
     behind,
     catch_up_request,
     caught_up_outcome,
+    unread_outcome,
     window_holding,
 )
 from rocketlake.assets.ingestion import CATCH_UP_TAG, QUEUES_TAG
 from rocketlake.assets.partitions import window_partitions
 from rocketlake.assets.translator import translate
 from rocketlake.pipelines.config import parse_config
-from rocketlake.pipelines.progress import QueueProgress
+from rocketlake.pipelines.progress import QueueProgress, Unanswered
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from tests.unit.test_config import with_ingestion
 
@@ -61,6 +62,26 @@ def test_a_queue_trails_when_a_message_not_passed_was_stored_before_the_end_of_t
     earlier = behind(cfg, parts, rows, now - timedelta(minutes=5))
     assert earlier.due == "2026-11-01-08:00" and [r.queue for r in earlier.trailing] == [A]
     assert caught_up_outcome(cfg, behind(cfg, parts, [progress(A, 5, 10.02)], now), 0)["passed"]
+
+
+def test_a_broker_not_answering_fails_the_check_naming_it_whatever_the_other_queues_show():
+    cfg = config().ingestions["orders"]
+    parts = window_partitions(cfg.window)
+    now = START + timedelta(hours=10, minutes=6)
+    down = {"broker-b": Unanswered("127.0.0.1:10921", "127.0.0.1:10921 did not answer GET_MIN_OFFSET(31) within 3 s",
+                                   [B])}
+    outcome = caught_up_outcome(cfg, behind(cfg, parts, [progress(A, 5, 10.02)], now), 0, down)
+    assert not outcome["passed"], outcome
+    assert outcome["description"].startswith(
+        f"broker-b (127.0.0.1:10921) did not answer (the progress of 1 queue(s) of group {cfg.consumer_group} on it "
+        "is unknown): 127.0.0.1:10921 did not answer GET_MIN_OFFSET(31) within 3 s."), outcome["description"]
+    assert outcome["description"].endswith("The other brokers' queues are caught up."), outcome["description"]
+    assert outcome["metadata"]["unanswering_brokers"].value == "broker-b"
+    trailing = caught_up_outcome(cfg, behind(cfg, parts, [progress(A, 5, 8.5)], now), 0, down)
+    assert trailing["description"].endswith("1 trail window 2026-11-01-09:00."), trailing["description"]
+    unread = unread_outcome(cfg, "cannot read the progress of group g: 127.0.0.1:9876: connection refused")
+    assert not unread["passed"] and unread["description"].startswith(
+        "cannot read the progress of group g: 127.0.0.1:9876: connection refused. Whether a queue of group ")
 
 
 def test_the_window_holding_an_instant():

@@ -1,6 +1,9 @@
 """A group's progress per queue: lag as mqadmin's Diff, lag in seconds from the oldest pending message."""
 
+import pytest
+
 from rocketlake.pipelines.progress import QueueProgress, group_progress, last_landed, render
+from rocketlake.resources.rocketmq.errors import ConnectionTurnedAway, RequestTimeout
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
 A0, A1, B0 = MessageQueue("orders", "broker-a", 0), MessageQueue("orders", "broker-a", 1), MessageQueue("orders", "broker-b", 0)
@@ -38,6 +41,35 @@ def test_lag_and_the_oldest_pending_message_per_queue():
     assert rows[A1].oldest_pending_ms == 5000  # no offset: the queue's first message still there
     assert rows[B0].oldest_pending_ms is None and (B0, 7) not in group.reads  # caught up: nothing read
     assert rows[A0].lag_seconds(10_000) == 6.0 and rows[B0].lag_seconds(10_000) == 0.0
+
+
+class Unanswering(Offsets):
+    """Offsets whose broker-a raises ``error`` at every request, counting them."""
+
+    def __init__(self, table, error):
+        super().__init__(table)
+        self.error, self.asked_a = error, 0
+
+    def min_offset(self, mq):
+        if mq.broker_name == "broker-a":
+            self.asked_a += 1
+            raise self.error
+        return super().min_offset(mq)
+
+
+def test_a_broker_not_answering_is_named_once_and_the_others_are_still_read():
+    timeout = RequestTimeout("127.0.0.1:10911 did not answer GET_MIN_OFFSET(31) within 3 s", address="127.0.0.1:10911")
+    group = Unanswering({A0: (0, 10, 4), A1: (0, 9, 9), B0: (0, 7, 5)}, timeout)
+    unread = {}
+    rows = group_progress(group, unread)
+    assert [r.queue for r in rows] == [B0]
+    assert list(unread) == ["broker-a"] and unread["broker-a"].queues == [A0, A1]
+    assert unread["broker-a"].address == "127.0.0.1:10911" and "GET_MIN_OFFSET" in unread["broker-a"].error
+    assert group.asked_a == 1  # one timeout for the broker, not one per queue
+    with pytest.raises(RequestTimeout):  # without ``unread`` (the CLI's offsets show): the error, as before
+        group_progress(Unanswering({A0: (0, 10, 4)}, timeout))
+    with pytest.raises(ConnectionTurnedAway):  # a TLS refusal is configuration: never read as a broker down
+        group_progress(Unanswering({A0: (0, 10, 4)}, ConnectionTurnedAway("tls")), {})
 
 
 def test_a_committed_offset_below_the_min_reads_the_first_message_still_stored():

@@ -1,0 +1,83 @@
+"""Issue 45, a broker that stops answering shows red: the lag sensor's tick on the disruptable brokers, broker-b
+paused (SIGSTOP) past the client's timeout.
+
+While broker-b's route is still listed (the name server drops it only after 120 s without its heartbeat), the
+tick used to fail the whole group's read on broker-b's first request and end with a skip reason: no check was
+evaluated, so a paused or hung broker never showed in the UI. Now broker-a's queues are still judged, and the
+``caught_up`` check fails naming broker-b, its address and what it did not answer; it is green again the first tick
+after broker-b answers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from dagster import AssetCheckEvaluation, AssetKey, AssetObservation, DagsterInstance, build_sensor_context
+
+from rocketlake.assets.catch_up import CAUGHT_UP_CHECK
+from rocketlake.assets.lag import CLOCK_CHECK
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.resources.rocketmq.send import OutgoingMessage
+from rocketlake.resources.rocketmq_resource import RocketMQResource
+from tests.integration.ingestion_support import definitions, unique, write_config
+
+pytestmark = pytest.mark.broker
+
+
+def test_a_paused_broker_turns_caught_up_red_naming_it_and_the_other_brokers_queues_are_still_judged(
+        disruptable, tmp_path):
+    topic, group, table = unique("paused"), unique("g_paused"), unique("t")
+    with RocketMQClient(disruptable.spec.namesrv_address, timeout=5.0) as client:
+        client.create_topic(topic, 1)
+        deadline = time.monotonic() + 10
+        while {q.broker_name for q in client.queues(topic)} != {"broker-a", "broker-b"}:
+            assert time.monotonic() < deadline, client.queues(topic)
+            time.sleep(0.2)  # polls the name server for the route
+            client.refresh_route(topic)
+        client.create_subscription_group(group)
+        for broker in ("broker-a", "broker-b"):
+            mq = MessageQueue(topic, broker, 0)
+            client.send(OutgoingMessage(topic, b'{"order": "o"}'), mq)
+            client.update_consumer_offset(group, mq, 0)
+    config = write_config(tmp_path / "rocketlake.yaml", disruptable, tmp_path / "lake", {"orders": {
+        "topic": topic, "consumer_group": group, "table": table, "mq_client_api_timeout": 3000,
+        "window": {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": 2, "freshness_slack_seconds": 0,
+                   "start": "2026-11-01T00:00:00Z"}}})
+    defs = definitions(config)
+    sensor = defs.get_sensor_def("rocketlake_test_lag")
+    resources = {"rocketmq_test": RocketMQResource(namesrv=disruptable.spec.namesrv_address)}
+    broker_b = disruptable.broker_processes["broker-b"].pid()
+    address_b = next(b.address for b in disruptable.spec.brokers if b.name == "broker-b")
+
+    def tick(instance):
+        result = sensor.evaluate_tick(build_sensor_context(instance=instance, resources=resources, definitions=defs,
+                                                           sensor_name=sensor.name))
+        checks = {e.check_name: e for e in result.asset_events
+                  if isinstance(e, AssetCheckEvaluation) and e.asset_key == AssetKey(table)}
+        observations = [e for e in result.asset_events if isinstance(e, AssetObservation)]
+        assert result.asset_events, result.skip_message
+        return checks, observations
+
+    with DagsterInstance.ephemeral() as instance:
+        checks, _ = tick(instance)
+        assert checks[CAUGHT_UP_CHECK].passed, checks[CAUGHT_UP_CHECK].description
+        os.kill(broker_b, signal.SIGSTOP)
+        try:
+            checks, observations = tick(instance)
+        finally:
+            os.kill(broker_b, signal.SIGCONT)
+        red = checks[CAUGHT_UP_CHECK]
+        assert not red.passed, red.description
+        assert red.description.startswith(f"broker-b ({address_b}) did not answer "), red.description
+        assert f"the progress of 1 queue(s) of group {group} on it is unknown" in red.description, red.description
+        # No lag figure is better than one that leaves broker-b's queue out.
+        assert observations == [], observations
+        assert "not read: broker-b" in checks[CLOCK_CHECK].description, checks[CLOCK_CHECK].description
+
+        checks, observations = tick(instance)
+        assert checks[CAUGHT_UP_CHECK].passed, checks[CAUGHT_UP_CHECK].description
+        assert len(observations) == 1
