@@ -16,8 +16,10 @@ Faults (``FAULTS``), each at a time the seed draws, held for a drawn while, then
 - ``broker_pause``: broker-b SIGSTOPped past every client timeout, then SIGCONT;
 - ``run_kill``: the next run the daemon starts SIGKILLed at a random instant of its work;
 - ``send_back_kill``: the next run with failures to send back killed half way through them;
-- ``member_restart``: the member process killed and started under another client id (its IP changed);
-- ``spark_restart``: the Spark Connect server stopped and started again (only where the soak owns it);
+- ``member_restart``: the deployment's host restarted under another IP: the member process and the run in flight
+  killed, the member started under another client id;
+- ``spark_restart``: the Spark Connect server stopped and started again under a run in flight (only where the soak
+  owns the server);
 - ``clock_step``: broker-b restarted on a clock 30 s behind (libfaketime), and back.
 
 Invariants (``Soak.verdict``):
@@ -28,7 +30,7 @@ Invariants (``Soak.verdict``):
 3. no queue's oldest message not passed by the group (on the topic and the dead-letter topic) was ever older than
    ``STUCK_BOUND_S`` plus the longest hold;
 4. each fault shows red in the UI, a ``fresh``, ``caught_up`` or ``broker_clock`` check failed after it began
-   or, for a killed run, the run failed; and every check, the dead-letter table's ``caught_up`` too, is green at
+   or, for a fault under a run in flight (a run killed, a host or the Spark server restarted), that run failed; and every check, the dead-letter table's ``caught_up`` too, is green at
    the end.
 
 ``make chaos`` runs 60 minutes with every fault; ``tests/chaos/test_short_soak.py`` (``make chaos-short``) runs a
@@ -303,32 +305,52 @@ class Soak:
             self.cluster.broker_env["broker-b"] = faketime_env("-30s")
             self.cluster.up()
         elif kind == "member_restart":
+            # The deployment's host restarted under another IP: the member and the run in flight there die with
+            # it; the dead-run sensor fails that run, and the new member's runs land what it left.
+            run, process = self._run_in_flight(fault, rng)
+            if run is not None:
+                self._kill_run(fault, run, process)
             self.member.kill()
             self.member.wait()
             self.members += 1
             self._write_config()  # the runs read it when they start: the next one is the new member's
             self._start_member()
-            fault.detail = f"member now {self.client_id}"
+            fault.detail = f"{fault.detail}; member now {self.client_id}".lstrip("; ")
         elif kind == "spark_restart":
             if self.spark_server is None:
                 fault.detail = "skipped: the soak does not own the Spark server"
                 return
+            # Under a run in flight, whose session goes with the server: that run fails, the next one lands it.
+            run, _ = self._run_in_flight(fault, rng)
             self.spark_server.down()
             self.spark_server.up()
+            if run is not None:
+                fault.victim_run, fault.detail = run.run_id, f"restarted under run {run.run_id[:8]}"
         elif kind == "send_back_kill":
             self.arm_file.write_text("during_send_back\n")
             fault.detail = "armed: the next run with failures to send back dies half way through"
         elif kind == "run_kill":
-            run, process = self._next_started_run(time.time())
-            if run is None:
-                fault.detail = "no run started in time"
-                return
-            time.sleep(rng.uniform(0, 15))  # a random instant of its work (most runs take 15-40 s)
-            try:
-                os.kill(process.pid, signal.SIGKILL)
-                fault.victim_run, fault.detail = run.run_id, f"killed run {run.run_id[:8]} (pid {process.pid})"
-            except ProcessLookupError:
-                fault.detail = f"run {run.run_id[:8]} ended before the kill"
+            run, process = self._run_in_flight(fault, rng)
+            if run is not None:
+                self._kill_run(fault, run, process)
+
+    def _run_in_flight(self, fault: Fault, rng: random.Random):
+        """The next run the daemon starts, and its process, at a random instant of its work (most runs take 15-40
+        s); (None, None) when none starts in time."""
+        run, process = self._next_started_run(time.time())
+        if run is None:
+            fault.detail = "no run started in time"
+            return None, None
+        time.sleep(rng.uniform(0, 15))
+        return run, process
+
+    @staticmethod
+    def _kill_run(fault: Fault, run, process) -> None:
+        try:
+            os.kill(process.pid, signal.SIGKILL)
+            fault.victim_run, fault.detail = run.run_id, f"killed run {run.run_id[:8]} (pid {process.pid})"
+        except ProcessLookupError:
+            fault.detail = f"run {run.run_id[:8]} ended before the kill"
 
     def _undo(self, fault: Fault) -> None:
         kind = fault.kind
