@@ -1,6 +1,6 @@
-"""The chaos soak's tests run only when asked for (``make chaos-short``, ``ROCKETLAKE_CHAOS=1``): on the 2-core
-machine the four-minute version takes 10 to 13 minutes with its drain, which ``make test``'s budget does not have."""
+"""The chaos soak's short version runs in ``make test`` (and CI), handed out first so that its real minutes pass
+while the other worker runs the long files; ``ROCKETLAKE_CHAOS=0`` leaves it out of a local run."""
 
 import os
 
-collect_ignore_glob = [] if os.environ.get("ROCKETLAKE_CHAOS") else ["test_*.py"]
+collect_ignore_glob = ["test_*.py"] if os.environ.get("ROCKETLAKE_CHAOS") == "0" else []
