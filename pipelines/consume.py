@@ -26,9 +26,8 @@ from rocketlake.resources.rocketmq.message import DLQ_GROUP_TOPIC_PREFIX, RETRY_
 
 ERROR = "_rl_error"
 DUPLICATE = "_rl_duplicate"
-BODY_LENGTH = "_rl_body_length"
 HELD = "_rl_held"
-HELPERS = (ERROR, DUPLICATE, BODY_LENGTH, HELD, "matched")
+HELPERS = (ERROR, DUPLICATE, HELD, "matched")
 CORRUPT = "_rl_corrupt"
 
 #: How far back (days before the earliest window of a run) the table is searched for the original of a

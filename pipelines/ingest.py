@@ -123,8 +123,6 @@ class Landing:
     """What the lake reports after landing an entry."""
 
     accounting: tuple[WindowAccounting, ...]
-    rows_by_queue: dict[MessageQueue, int]
-    bytes_read: int            # bytes of every message body read, filtered ones included
     delta_version: int | None  # the Delta commit that replaced the slice and carries the ledger
     failures: tuple[FailedMessage, ...] = ()  # messages not consumed; CLUSTERING sends them back after the commit
     entry: LedgerEntry | None = None  # the entry as committed, when landing changed it (orderly suspensions)

@@ -11,17 +11,16 @@ Nothing here touches the consumer group's offsets (see ``pipelines.ingest``).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import replace
 
 from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
-
+from rocketlake.pipelines.body import configured_schema
+from rocketlake.pipelines.columns import landed_metadata, read_metadata
 from rocketlake.pipelines.config import IngestionConfig, MessageModel
 from rocketlake.pipelines.consume import (
-    BODY_LENGTH,
     DUPLICATE,
     ERROR,
     HELD,
@@ -36,7 +35,6 @@ from rocketlake.pipelines.consume import (
     with_last_error,
 )
 from rocketlake.pipelines.deadline import SparkDeadline
-from rocketlake.pipelines.columns import landed_metadata, read_metadata
 from rocketlake.pipelines.delta_writer import (
     DAY_COLUMN,
     HOUR_COLUMN,
@@ -50,16 +48,21 @@ from rocketlake.pipelines.delta_writer import (
     vacuum,
     write_slice,
 )
-from rocketlake.pipelines.body import configured_schema
 from rocketlake.pipelines.evolution import evolve
-from rocketlake.pipelines.failures import DEAD_LETTERED, FAILED, SENT_BACK, FailedContent, FailedMessage
+from rocketlake.pipelines.failures import (
+    DEAD_LETTERED,
+    FAILED,
+    SENT_BACK,
+    FailedContent,
+    FailedMessage,
+)
 from rocketlake.pipelines.ingest import Landing, Log, WindowAccounting
-from rocketlake.pipelines.listener import error_in_worker
 from rocketlake.pipelines.ledger import LedgerEntry, Suspension, WindowEntry
 from rocketlake.pipelines.ledger_log import read_ledger, table_version
-from rocketlake.pipelines.storage import LOG_STORE_S3A, several_writers_refusal
+from rocketlake.pipelines.listener import error_in_worker
 from rocketlake.pipelines.options import encode_plan
 from rocketlake.pipelines.source import register
+from rocketlake.pipelines.storage import LOG_STORE_S3A, several_writers_refusal
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
 MIB = 1024 * 1024
@@ -99,7 +102,7 @@ class SparkLake:
             # stake, no commit to make; the table appears with the first dead letter.
             log(f"no queue of {self.cfg.topic_label} to read in these windows (none exists yet, or every one waits): "
                 "nothing to land")
-            return Landing(tuple(WindowAccounting(w.partition_key, 0, 0, 0, 0) for w in entry.windows), {}, 0, None)
+            return Landing(tuple(WindowAccounting(w.partition_key, 0, 0, 0, 0) for w in entry.windows), None)
         with self.deadline.watch("landing its windows"):
             try:
                 return land_entry(self.spark, self.source_options, self.cfg, self.table_path, entry, queue_count, log,
@@ -204,10 +207,7 @@ def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: Ingesti
             queue_problems=problems.get(w.start_ms, ()),
         )
         for w in planned)
-    by_queue: dict[MessageQueue, int] = defaultdict(int)
-    for (_, mq), n in rows.items():
-        by_queue[mq] += n
-    return Landing(accounting, dict(by_queue), int(figures.get("bytes", 0)), version, failed, entry, contents)
+    return Landing(accounting, version, failed, entry, contents)
 
 
 NOT_LANDED = ("filtered", "duplicates", SENT_BACK, DEAD_LETTERED, FAILED, "held")
@@ -244,16 +244,15 @@ def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log, cfg:
                     F.count_if(in_window & ~F.col("matched")).alias(f"filtered_{w.start_ms}"),
                     F.coalesce(F.sum(F.when(in_window & F.col("matched"), F.length("body"))), F.lit(0))
                     .alias(f"landed_bytes_{w.start_ms}")]
-    metrics.append(F.coalesce(F.sum(F.length("body")), F.lit(0)).alias("bytes"))
-    observed = df.observe(observation, *metrics)
+    observed = df.observe(observation, *metrics) if metrics else df
     write_slice(observed.where("matched").drop("matched"), table_path, entry, log, properties=cfg.table_properties,
                 layout=layout_of(cfg))
-    got = observation.get
-    if "bytes" not in got:
+    got = observation.get if metrics else {}
+    if any(f"seen_{w.start_ms}" not in got for w in entry.windows):
         # PySpark 4.0's Spark Connect client returns no observed metrics for a write (4.2's does): count them in a
         # pass of their own over the same bounded ranges, which hold the same messages.
         got = df.agg(*metrics).collect()[0].asDict()
-    figures: dict = {"bytes": got["bytes"]}
+    figures: dict = {}
     for w in entry.windows:
         for name in ("seen", "filtered", "landed_bytes"):
             figures[(w.start_ms, name)] = got[f"{name}_{w.start_ms}"]
@@ -283,8 +282,7 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
     # main-topic offsets does not pay: none of its messages was ever sent back.
     with_copies = again or any(is_copy_topic(mq.topic) for mq in queues)
     # Only matched rows keep their body: filtered ones are counted, nothing more.
-    df = (df.withColumn(BODY_LENGTH, F.length("body"))
-          .withColumn("body", F.when(F.col("matched"), F.col("body"))))
+    df = df.withColumn("body", F.when(F.col("matched"), F.col("body")))
     schema = None
     if cfg.body.evolve != "none":
         # Read once: the schema's inference and the landing must see the very same messages.
@@ -326,12 +324,10 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
     judged = judged.withColumn(OUTCOME, outcome)
     figures: dict = {}
     for row in (judged.groupBy(F.unix_millis("window_start").alias("w"), "topic", "broker_name", "queue_id", OUTCOME)
-                .agg(F.count(F.lit(1)).alias("n"), F.sum(BODY_LENGTH).alias("bytes"),
-                     F.sum(F.length("body")).alias("landed_bytes")).collect()):
+                .agg(F.count(F.lit(1)).alias("n"), F.sum(F.length("body")).alias("landed_bytes")).collect()):
         w, mq, outcome_name = row["w"], MessageQueue(row["topic"], row["broker_name"], row["queue_id"]), row[OUTCOME]
         for key in ((w, outcome_name), (w, "seen"), (w, mq, outcome_name), (w, mq, "seen")):
             figures[key] = figures.get(key, 0) + row["n"]
-        figures["bytes"] = figures.get("bytes", 0) + (row["bytes"] or 0)
         if outcome_name == "rows":
             figures[(w, "landed_bytes")] = figures.get((w, "landed_bytes"), 0) + (row["landed_bytes"] or 0)
 
@@ -346,7 +342,7 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
                                     "origin_topic", "reconsume_times", OUTCOME, ERROR)
         .orderBy("topic", "broker_name", "queue_id", "queue_offset").collect())
     if failures_path is not None and (failures or is_delta_table(spark, failures_path)):
-        kept = failed_rows.select(*[c for c in failed_rows.columns if c not in (BODY_LENGTH, DUPLICATE, HELD, "matched")])
+        kept = failed_rows.select(*[c for c in failed_rows.columns if c not in (DUPLICATE, HELD, "matched")])
         kept = kept.withColumnRenamed(ERROR, "error").withColumnRenamed(OUTCOME, "outcome") \
             .withColumn("run_id", F.lit(entry.run_id))
         write_slice(kept, failures_path, entry, log, with_ledger=False)

@@ -89,7 +89,7 @@ class LakeOnPaper:
         lost, self.lost_rows = self.lost_rows, 0
         accounting = tuple(WindowAccounting(w.partition_key, w.size, w.size, w.size - (lost if i == 0 else 0), 0)
                            for i, w in enumerate(entry.windows))
-        return Landing(accounting, {}, 0, len(self.entries) - 1)
+        return Landing(accounting, len(self.entries) - 1)
 
     def record_verdict(self, verdict):
         self.entries.append(replace(verdict, version=len(self.entries)))

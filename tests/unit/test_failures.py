@@ -76,7 +76,7 @@ def content(offset: int) -> FailedContent:
 
 def materialization(*failures: FailedMessage, contents=None) -> Materialization:
     entry = LedgerEntry("orders", "g", "run-1", ())
-    return Materialization(entry, Landing((), {}, 0, 3, failures, contents=contents))
+    return Materialization(entry, Landing((), 3, failures, contents=contents))
 
 
 def test_send_back_sends_what_the_brokers_take_back_and_nothing_kept():
