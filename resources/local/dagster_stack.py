@@ -2,8 +2,8 @@
 
 ``dagster-daemon`` (schedules, sensors, the run queue, run retries and monitoring) and ``dagster-webserver``
 on an instance configured by ``deploy/dagster.yaml`` (PostgreSQL storage, queued runs, pools, run retries),
-both loading the code location ``rocketlake.definitions`` with the given ``rocketlake.yaml``; every schedule is
-turned on. The processes are recorded and stopped by pid like the rest of the local stack; each leads its own
+both loading the code location ``rocketlake.definitions`` with the given ``rocketlake.yaml`` from one long-lived
+code server (``code_server``: the daemon does not start a new one every minute); every schedule is turned on. The processes are recorded and stopped by pid like the rest of the local stack; each leads its own
 process group, so ``down`` also ends the code servers and run workers they started.
 """
 
@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocketlake.resources.local.code_server import LocalCodeServer
 from rocketlake.resources.local.postgres import LocalPostgres
 from rocketlake.resources.local.process import (
     LocalClusterError,
@@ -31,7 +32,6 @@ from rocketlake.resources.local.process import (
 )
 
 LOOPBACK = "127.0.0.1"
-MODULE = "rocketlake.definitions"
 START_TIMEOUT_S = 180.0
 
 
@@ -49,6 +49,11 @@ class LocalDagster:
     config: Path             # the rocketlake.yaml the code location loads
     postgres: LocalPostgres
     webserver_port: int = 3000
+    code_server_port: int = 4266
+
+    @property
+    def code_server(self) -> LocalCodeServer:
+        return LocalCodeServer(self.state_dir, self.code_server_port)
 
     @property
     def home(self) -> Path:
@@ -79,17 +84,23 @@ class LocalDagster:
         self.home.mkdir(parents=True, exist_ok=True)
         shutil.copy(production_instance(), self.home / "dagster.yaml")
         env = self.env()
+        server = self.code_server
+        if server.process.pid() is None and port_in_use(self.code_server_port):
+            raise LocalClusterError(f"cannot start the Dagster code server: port {self.code_server_port} on {LOOPBACK} "
+                                    "is in use; stop that process")
+        server.start(env, timeout)
+        workspace = ["-w", str(server.workspace)]
         if self.daemon.pid() is None:
-            self.daemon.start([self._bin("dagster-daemon"), "run", "-m", MODULE], env)
+            self.daemon.start([self._bin("dagster-daemon"), "run", *workspace], env)
         if self.webserver.pid() is None:
             if port_in_use(self.webserver_port):
                 raise LocalClusterError(f"cannot start dagster-webserver: port {self.webserver_port} on {LOOPBACK} is in "
                                         "use; stop that process or choose another port (--dagster-port)")
             self.webserver.start([self._bin("dagster-webserver"), "-h", LOOPBACK, "-p", str(self.webserver_port),
-                                  "-m", MODULE], env)
+                                  *workspace], env)
         wait_for(self._serving, time.monotonic() + timeout, [self.daemon, self.webserver],
                  f"dagster-webserver to serve {self.url}")
-        result = subprocess.run([self._bin("dagster"), "schedule", "start", "--start-all", "-m", MODULE], env=env,
+        result = subprocess.run([self._bin("dagster"), "schedule", "start", "--start-all", *workspace], env=env,
                                 capture_output=True, text=True, timeout=300)
         if result.returncode != 0:
             raise LocalClusterError(f"turning the schedules on failed:\n{(result.stdout + result.stderr)[-2000:]}")
@@ -105,7 +116,7 @@ class LocalDagster:
 
     def status(self) -> str:
         return "\n".join(f"{p.role}: {'running' if p.pid() else 'down'} (pid {p.pid() or '-'})"
-                         for p in (self.daemon, self.webserver)) + f"; UI {self.url}"
+                         for p in (self.code_server.process, self.daemon, self.webserver)) + f"; UI {self.url}"
 
     def down(self) -> list[str]:
         # Each leads its own session; the code servers and run workers they start stay in it (in process groups of
@@ -118,5 +129,7 @@ class LocalDagster:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
+        if self.code_server.stop():  # after the daemon: it launches no run on a server going away
+            stopped.append(self.code_server.process.role)
         return stopped
 

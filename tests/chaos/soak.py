@@ -199,9 +199,16 @@ class Soak:
                                        start_new_session=True)
 
     def _start_daemon(self) -> None:
-        log = (self.workdir / "daemon.log").open("a")
-        self.daemon = subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-m", "rocketlake.definitions"], cwd=ROOT,
-                                       env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        """The daemon as ``rocketlake local up --stack`` runs it, on a code server of its own."""
+        from tests.integration.test_consumer_group_daemon import start_daemon
+
+        self.daemon = start_daemon(self)
+
+    def _restart_code_server(self) -> None:
+        """The code server reads the configuration when it starts: a host restarted under another IP starts it
+        again (the daemon finds it again at its next refresh of the workspace, within a minute)."""
+        self.daemon.code_server.stop()
+        self.daemon.code_server.start(self.env, cwd=ROOT)
 
     def setup(self) -> None:
         self.set_up_at = time.time()
@@ -314,6 +321,7 @@ class Soak:
             self.member.wait()
             self.members += 1
             self._write_config()  # the runs read it when they start: the next one is the new member's
+            self._restart_code_server()  # the sensors, when it starts
             self._start_member()
             fault.detail = f"{fault.detail}; member now {self.client_id}".lstrip("; ")
         elif kind == "spark_restart":

@@ -15,14 +15,20 @@ import signal
 import time
 
 import pytest
-from dagster import AssetCheckEvaluation, AssetKey, AssetObservation, DagsterInstance, build_sensor_context
-
+from dagster import (
+    AssetCheckEvaluation,
+    AssetKey,
+    AssetObservation,
+    DagsterInstance,
+    build_sensor_context,
+)
 from rocketlake.assets.catch_up import CAUGHT_UP_CHECK
 from rocketlake.assets.lag import CLOCK_CHECK
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq.send import OutgoingMessage
 from rocketlake.resources.rocketmq_resource import RocketMQResource
+
 from tests.integration.ingestion_support import definitions, unique, write_config
 
 pytestmark = pytest.mark.broker
