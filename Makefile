@@ -35,6 +35,7 @@ test: setup
 	  echo "the broker-clock test starts a broker on a shifted clock: apt-get install libfaketime" >&2; exit 1; }
 	@command -v go >/dev/null || { \
 	  echo "the S3 tests build their server from its Go module: install Go 1.25 or newer (go.dev/dl)" >&2; exit 1; }
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # The lowest versions of every range in pyproject.toml (uv's lowest-direct resolution) in an environment of their own,

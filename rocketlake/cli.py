@@ -341,7 +341,7 @@ def _group_of(config, ingestion):
     """The ingestion's group on its cluster (``broker_access.group_broker``); the errors people meet become one
     line with what to do, and the client is closed at the end."""
     from rocketlake.pipelines.broker_access import group_broker
-    from rocketlake.resources.rocketmq.errors import ConnectionFailed, RequestTimeout, TopicNotExist
+    from rocketlake.resources.rocketmq.errors import RequestTimeout, TopicNotExist
 
     namesrv = config.clusters[ingestion.cluster].namesrv
     client = _client(config, ingestion)

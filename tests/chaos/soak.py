@@ -54,8 +54,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from tests.faketime import faketime_env
 
 ROOT = Path(__file__).resolve().parents[2]
