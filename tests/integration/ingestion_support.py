@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
 import yaml
 
 from rocketlake.assets.definitions import build_definitions
@@ -25,6 +26,22 @@ def minute_key(epoch_ms: int) -> str:
 
 def minute_floor_ms(epoch_ms: int) -> int:
     return epoch_ms // 60_000 * 60_000
+
+
+def until(condition, timeout: float, what, process=None, interval: float = 0.2):
+    """Poll another process's state (a broker, the name server, a Dagster instance, a web page) until
+    ``condition()`` is truthy, and return that value. ``what`` (a text, or a callable giving one) names what was
+    awaited when ``timeout`` seconds pass; a ``process`` (``subprocess.Popen``) that exits meanwhile fails at once
+    with the end of its output."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if process is not None and process.poll() is not None:
+            output = process.stdout.read()[-3000:] if process.stdout else ""
+            pytest.fail(f"{what() if callable(what) else what}: the process exited ({process.returncode}):\n{output}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what() if callable(what) else what}: not within {timeout:.0f}s")
+        time.sleep(interval)  # none of these notifies a change
+    return value
 
 
 def wait_until(epoch_s: float) -> None:

@@ -45,7 +45,7 @@ from tests.integration.ingestion_support import (
     wait_for_next_minute,
     write_config,
 )
-from tests.integration.test_member import until
+from tests.integration.ingestion_support import until
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]

@@ -29,7 +29,7 @@ from rocketlake.resources.rocketmq.client import RocketMQClient
 from tests.conftest import free_ports
 from tests.integration.ingestion_support import minute_key, order, room_in_this_minute, unique, wait_until
 from tests.integration.test_consumer_group import Deployment, ledger
-from tests.integration.test_member import until
+from tests.integration.ingestion_support import until
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]

@@ -37,7 +37,7 @@ from tests.conftest import _running_cluster, free_ports
 from tests.integration.ingestion_support import order, unique, wait_until
 from tests.integration.test_ha_brokers import assert_landed_once_at_the_ends
 from tests.integration.test_engine_runs import Engine, now_ms
-from tests.integration.test_member import until
+from tests.integration.ingestion_support import until
 from tests.unit.support import ingestion_config
 
 pytestmark = pytest.mark.engine

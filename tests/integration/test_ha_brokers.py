@@ -32,7 +32,7 @@ from rocketlake.resources.rocketmq.errors import RocketMQError, TopicNotExist
 from rocketlake.resources.rocketmq.client import BrokerNotFound, RocketMQClient
 from rocketlake.resources.jars import ROCKETMQ_VERSION
 from tests.conftest import _running_cluster, free_ports
-from tests.integration.test_member import until
+from tests.integration.ingestion_support import until
 from tests.integration.ingestion_support import order, unique, wait_until
 from tests.integration.test_engine_runs import Engine, now_ms
 from tests.unit.support import ingestion_config

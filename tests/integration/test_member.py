@@ -6,26 +6,15 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from rocketlake.resources.rocketmq.client import RocketMQClient
-from tests.integration.ingestion_support import unique, write_config
+from tests.integration.ingestion_support import unique, until, write_config
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def until(condition, timeout_s: float, what: str):
-    """Poll the broker's own state until ``condition()`` is truthy."""
-    deadline = time.monotonic() + timeout_s
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what() if callable(what) else what}: not within {timeout_s:.0f}s")
-        time.sleep(0.2)
-    return value
 
 
 def test_a_member_process_joins_the_group_and_leaves_it_when_stopped(tmp_path, local_cluster, produced):

@@ -19,7 +19,6 @@ other tests use meanwhile; the fixture hands it over with broker-b running and r
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from datetime import datetime, timezone
 
@@ -40,19 +39,13 @@ from tests.integration.ingestion_support import (
     room_in_this_minute,
     run_partitions,
     unique,
+    until,
     wait_for_next_minute,
     write_config,
 )
 
 pytestmark = pytest.mark.dagster
 SCHEDULED = {"dagster/schedule_name": "orders_windows"}
-
-
-def until(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)  # polling the name server's route, an external process
 
 
 def current_minute() -> str:

@@ -30,6 +30,7 @@ from rocketlake.resources.local.peers import produce
 from rocketlake.resources.local.process import session_members
 from tests.conftest import free_ports
 from tests.dagster_instance import recommended_home
+from tests.integration.ingestion_support import until
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,18 +38,6 @@ BIN = Path(sys.executable).parent
 TOPIC = "rocketlake_demo_orders"
 MORE = 20  # orders sent after the demo: the lag the sensor must see
 PER_BATCH = 5  # orders the trickle of `rocketlake ui` sends each 15 s
-
-
-def until(condition, timeout: float, what: str, process: subprocess.Popen | None = None):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if process is not None and process.poll() is not None:
-            raise AssertionError(f"{what}: the process exited ({process.returncode}):\n{process.stdout.read()[-3000:]}")
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)  # polling another process's state (HTTP, the Dagster instance)
 
 
 def answers(url: str) -> bool:
