@@ -9,11 +9,14 @@ For each size, on a dedicated local cluster (a name server and two brokers, 4 qu
   remoting requests it sends (by request code) and the connections it opens; per minute, each sensor's count times
   60 over its ``minimum_interval_seconds``;
 * **daemon CPU**: ``dagster-daemon run`` on the location with every sensor started (``dagster sensor start
-  --start-all``), CPU seconds per minute of the daemon's process tree (the daemon and its code server) over
+  --start-all``), CPU seconds per minute of the daemon's process tree and of the code server it loads from over
   ``--minutes`` after a minute of warm-up. The instance never launches a run (``max_concurrent_runs: 0``): what is
-  measured is the sensors and the daemon's own loop.
+  measured is the sensors and the daemon's own loop. ``--location server`` (the default, as ``rocketlake local up
+  --stack`` runs it): a long-lived ``dagster code-server start`` loaded through a ``grpc_server`` workspace;
+  ``--location module``: ``dagster-daemon run -m``, which starts a code server of its own and replaces it every
+  minute; ``--location both`` measures each, one after the other.
 
-    .venv/bin/python -m benchmarks.deployment_cost [--sizes 1,10,100] [--minutes 2] [--loads 3]
+    .venv/bin/python -m benchmarks.deployment_cost [--sizes 1,10,100] [--minutes 2] [--loads 3] [--location both]
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import argparse
 import collections
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -32,6 +36,7 @@ from pathlib import Path
 import yaml
 
 from benchmarks.common import _processes, _subtrees, bench_cluster
+from rocketlake.resources.local.code_server import LocalCodeServer
 from rocketlake.resources.local.process import ManagedProcess
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.codes import RequestCode
@@ -145,33 +150,48 @@ def sensor_requests(config: Path) -> dict:
             "opened_per_minute": opened_per_minute}
 
 
-def daemon_cpu_per_minute(config: Path, minutes: float) -> float:
+def daemon_cpu_per_minute(config: Path, minutes: float, location: str) -> float:
+    """CPU seconds a minute of the daemon's tree, and of its code server's with ``location`` "server"."""
     home = Path(tempfile.mkdtemp(prefix="cost-home-"))
+    server = None
     try:
         settings = yaml.safe_load((ROOT / "rocketlake" / "dagster.yaml").read_text()) or {}
         # Sensors only: no run is ever launched (a queue of no concurrent runs).
         settings.setdefault("concurrency", {})["runs"] = {"max_concurrent_runs": 0}
         (home / "dagster.yaml").write_text(yaml.safe_dump(settings))
         env = dict(os.environ, DAGSTER_HOME=str(home), ROCKETLAKE_CONFIG=str(config))
-        location = ["-m", "rocketlake.definitions"]
-        started = subprocess.run([str(BIN / "dagster"), "sensor", "start", "--start-all", *location], cwd=ROOT,
+        workspace = ["-m", "rocketlake.definitions"]
+        if location == "server":
+            server = LocalCodeServer(home / "code-server", free_port())
+            server.start(env, cwd=ROOT)
+            workspace = ["-w", str(server.workspace)]
+        started = subprocess.run([str(BIN / "dagster"), "sensor", "start", "--start-all", *workspace], cwd=ROOT,
                                  env=env, capture_output=True, text=True, timeout=600)
         if started.returncode != 0:
             raise RuntimeError(f"starting the sensors failed:\n{started.stderr[-3000:]}")
         daemon = ManagedProcess("dagster-daemon", home)
-        pid = daemon.start([str(BIN / "dagster-daemon"), "run", *location], env, cwd=ROOT)
+        pid = daemon.start([str(BIN / "dagster-daemon"), "run", *workspace], env, cwd=ROOT)
+        roots = [pid] + ([server.process.pid()] if server is not None else [])
         try:
             time.sleep(60)  # the code server's start and the first ticks
-            before = _tree_cpu(pid)
+            before = sum(_tree_cpu(r) for r in roots)
             time.sleep(minutes * 60)
-            after = _tree_cpu(pid)
+            after = sum(_tree_cpu(r) for r in roots)
             if daemon.pid() is None:
                 raise RuntimeError(f"the daemon ended; its log ends with:\n{daemon.log_tail()}")
         finally:
             daemon.stop()
         return (after - before) / minutes
     finally:
+        if server is not None:
+            server.stop()
         shutil.rmtree(home, ignore_errors=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _tree_cpu(root: int) -> float:
@@ -185,7 +205,10 @@ def main() -> None:
     parser.add_argument("--sizes", default="1,10,100")
     parser.add_argument("--minutes", type=float, default=2.0)
     parser.add_argument("--loads", type=int, default=3)
+    parser.add_argument("--location", choices=("server", "module", "both"), default="server",
+                        help="how the daemon loads the code location (see above)")
     args = parser.parse_args()
+    locations = ("server", "module") if args.location == "both" else (args.location,)
     sizes = [int(s) for s in args.sizes.split(",")]
     work = Path(tempfile.mkdtemp(prefix="deployment-cost-"))
     names = {code.value: code.name for code in RequestCode}
@@ -202,21 +225,23 @@ def main() -> None:
                 config = write_config(work / f"rocketlake-{size}.yaml", namesrv, work / "lake", size)
                 load = load_seconds(config, args.loads)
                 requests = sensor_requests(config)
-                cpu = daemon_cpu_per_minute(config, args.minutes)
+                cpus = {where: daemon_cpu_per_minute(config, args.minutes, where) for where in locations}
                 total = sum(requests["per_minute"].values())
-                rows.append((size, load, requests, cpu, total))
+                rows.append((size, load, requests, cpus, total))
                 top = ", ".join(f"{names.get(code, code)} {n:.0f}" for code, n in requests["per_minute"].most_common(4))
                 print(f"{size} ingestion(s): load {load:.2f} s; sensors {requests['sensors']}; requests per tick "
                       f"{requests['per_tick']}; {total:.0f} broker/name server requests a minute ({top}); "
                       f"{requests['opened_per_minute']:.0f} sockets connected a minute; daemon "
-                      f"{cpu:.1f} CPU s a minute", flush=True)
+                      + ", ".join(f"{c:.1f} CPU s a minute (location: {w})" for w, c in cpus.items()), flush=True)
+            heads = " | ".join(f"daemon CPU s / min ({w})" for w in locations)
             print("\n| ingestions | queues | load s | sensors | requests / min | per queue | sockets connected / min "
-                  "| daemon CPU s / min |")
-            print("|---|---|---|---|---|---|---|---|")
-            for size, load, requests, cpu, total in rows:
+                  f"| {heads} |")
+            print("|---|---|---|---|---|---|---|" + "---|" * len(locations))
+            for size, load, requests, cpus, total in rows:
                 queues = size * 2 * QUEUES_PER_BROKER
                 print(f"| {size} | {queues} | {load:.2f} | {sum(requests['sensors'].values())} | {total:,.0f} | "
-                      f"{total / queues:.1f} | {requests['opened_per_minute']:,.0f} | {cpu:.1f} |")
+                      f"{total / queues:.1f} | {requests['opened_per_minute']:,.0f} | "
+                      + " | ".join(f"{cpus[w]:.1f}" for w in locations) + " |")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
