@@ -370,14 +370,16 @@ class Soak:
             self.cluster.up()
 
     def _failed_run_since(self, since: float) -> str | None:
+        """The first run to fail after ``since``: the run that took an armed send-back may have started before the
+        arm (it reads the arm when it reaches its send-back), so it is found by when it failed."""
         from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
         with DagsterInstance.from_config(str(self.home)) as instance:
-            for run in instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.FAILURE])):
-                record = instance.get_run_record_by_id(run.run_id)
-                if record.start_time and record.start_time >= since:
-                    return run.run_id
-        return None
+            failed = [(record.end_time, run.run_id)
+                      for run in instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.FAILURE]))
+                      if (record := instance.get_run_record_by_id(run.run_id)).end_time
+                      and record.end_time >= since]
+        return min(failed)[1] if failed else None
 
     def _inject_all(self) -> None:
         rng = random.Random(self.seed + 1)
