@@ -27,7 +27,13 @@ import pytest
 from rocketlake.resources.rocketmq.acl import AclClientRPCHook, Credentials, sign, signing_content
 from rocketlake.resources.rocketmq.codes import RequestCode, ResponseCode, SerializeType
 from rocketlake.resources.rocketmq.connection import Connection, close_all, get_connection, split_address
-from rocketlake.resources.rocketmq.errors import ConnectionFailed, InvalidArgument, RequestTimeout, TopicNotExist
+from rocketlake.resources.rocketmq.errors import (
+    ConnectionFailed,
+    InvalidArgument,
+    ProtocolError,
+    RequestTimeout,
+    TopicNotExist,
+)
 from rocketlake.resources.rocketmq.frame import FLAG_ONEWAY, FrameDecoder, RemotingCommand, encode
 
 WAIT = 5.0  # upper bound for anything that should happen "at once"
@@ -100,6 +106,8 @@ class FrameEchoPeer:
                             sock.sendall(out)
         except OSError:
             pass
+        except ProtocolError:
+            pass  # the client's TLS probe (a ClientHello is no frame): a plain broker closes it, as here
         finally:
             sock.close()
 
