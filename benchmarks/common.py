@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import tempfile
 import threading
@@ -16,6 +17,13 @@ from rocketlake.resources.local.cluster import LocalCluster
 from rocketlake.resources.local.peers import java_command
 from rocketlake.resources.local.process import LocalClusterError, stat_fields
 from rocketlake.resources.local.spec import BrokerSpec, ClusterSpec
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 nothing listens on now (a code server's)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @contextmanager

@@ -25,7 +25,6 @@ import argparse
 import collections
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,7 +34,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import _processes, _subtrees, bench_cluster
+from benchmarks.common import _processes, _subtrees, bench_cluster, free_port
 from rocketlake.resources.local.code_server import LocalCodeServer
 from rocketlake.resources.local.process import ManagedProcess
 from rocketlake.resources.rocketmq.client import RocketMQClient
@@ -186,12 +185,6 @@ def daemon_cpu_per_minute(config: Path, minutes: float, location: str) -> float:
         if server is not None:
             server.stop()
         shutil.rmtree(home, ignore_errors=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _tree_cpu(root: int) -> float:

@@ -6,7 +6,7 @@ seconds go.
 A name server and two brokers of our own; one topic of 8 queues fed by the official Java producer at a steady
 ``--rate`` messages a second (1 KiB each, batches of 10, paced from its start) for the whole run; one ingestion of
 one-minute windows (``window.grace_seconds`` = ``--grace``) in a code location of its own, its schedule started,
-``dagster-daemon run`` launching each window's run as a process of its own (the default run launcher, the
+``dagster-daemon run`` (on a code server of its own) launching each window's run as a process of its own (the default run launcher, the
 instance settings the project recommends: ``rocketlake/dagster.yaml``), Delta on ``/dev/shm``. Spark ``local[2]``: by
 default one long-lived ``rocketlake spark-server`` the runs open sessions on (``spark.remote``); ``--spark local``
 gives each run a Spark of its own, as before.
@@ -44,7 +44,8 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import bench_cluster
+from benchmarks.common import bench_cluster, free_port
+from rocketlake.resources.local.code_server import LocalCodeServer
 from rocketlake.resources.local.peers import java_command
 from rocketlake.resources.local.process import ManagedProcess, accepts_connections, stop_all, wait_for
 
@@ -173,7 +174,11 @@ def main() -> None:
                 server.start([str(BIN / "rocketlake"), "spark-server", "--config", str(config)], env, cwd=ROOT)
                 wait_for(lambda: accepts_connections(CONNECT_PORT), time.monotonic() + 180, [server],
                          "the Spark Connect server")
-            location = ["-m", "rocketlake.definitions"]
+            # The daemon loads the location from a long-lived code server, as `rocketlake local up --stack` runs it
+            # (a daemon given -m replaces its own code server every minute).
+            code_server = LocalCodeServer(tmp_path / "code-server", free_port())
+            code_server.start(env, cwd=ROOT)
+            location = ["-w", str(code_server.workspace)]
             started = subprocess.run([str(BIN / "dagster"), "schedule", "start", "--start-all", *location], cwd=ROOT,
                                      env=env, capture_output=True, text=True, timeout=600)
             if started.returncode != 0:
@@ -195,6 +200,7 @@ def main() -> None:
                 time.sleep(5)  # the last run's commit and its observation
             finally:
                 stop_all([daemon, producer, server])
+                code_server.stop()
             runs = collect(home, args.grace, keys[WARM_UP_WINDOWS:])
             check_offsets(namesrv, runs[-1].key)
     report(runs, args)
