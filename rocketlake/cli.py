@@ -110,7 +110,8 @@ def _dagster(args: argparse.Namespace, postgres):
     from rocketlake.resources.local.dagster_stack import LocalDagster
 
     config = _local_config(args, "deploy/rocketlake.yaml")
-    return LocalDagster(Path(args.state_dir).absolute() / "dagster", config, postgres, webserver_port=args.dagster_port)
+    return LocalDagster(Path(args.state_dir).absolute() / "dagster", config, postgres, webserver_port=args.dagster_port,
+                        code_server_port=args.code_server_port)
 
 
 def _create_topics(cluster, config_path: Path) -> None:
@@ -682,6 +683,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "plus dagster-webserver on deploy/dagster.yaml with every schedule on")
     local.add_argument("--dagster-port", type=int, default=3000,
                        help="with --stack: dagster-webserver's port on 127.0.0.1 (default: 3000)")
+    local.add_argument("--code-server-port", type=int, default=4266,
+                       help="with --stack: the port on 127.0.0.1 of the Dagster code server the daemon and the "
+                            "webserver load the code location from (default: 4266)")
     local.add_argument("--config", default=None,
                        help="the rocketlake.yaml whose spark.remote, when on this machine, `up` starts a Spark Connect "
                             "server for (default: $ROCKETLAKE_CONFIG or ./rocketlake.yaml); with --stack, also the one "

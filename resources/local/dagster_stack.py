@@ -87,7 +87,7 @@ class LocalDagster:
         server = self.code_server
         if server.process.pid() is None and port_in_use(self.code_server_port):
             raise LocalClusterError(f"cannot start the Dagster code server: port {self.code_server_port} on {LOOPBACK} "
-                                    "is in use; stop that process")
+                                    "is in use; stop that process or choose another port (--code-server-port)")
         server.start(env, timeout)
         workspace = ["-w", str(server.workspace)]
         if self.daemon.pid() is None:
