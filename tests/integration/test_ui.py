@@ -7,6 +7,10 @@ demo's instance, and a trickle of orders): the lag sensor's first tick records t
 the lineage page shows the topic, the raw table, the aggregate and the dead letters; that the partitions view lists
 the landed window; and that the lag plot has points. Then Ctrl-C on its process group ends everything within 10 s.
 Screenshots go to ``$ROCKETLAKE_SCREENSHOTS`` (the README's are made this way), else the test's temporary directory.
+
+Backfill by timestamp from the UI: a range of windows typed into the asset's partitions view and launched from the
+dialog it opens (the backfill daemon makes one run of it) lands exactly those windows; the group's offsets stay where
+the landed ranges leave a gap, and move to the queues' ends once the window before them is launched from the UI too.
 """
 
 from __future__ import annotations
@@ -20,9 +24,14 @@ import time
 import urllib.request
 from pathlib import Path
 
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+
 import pytest
 import yaml
-from dagster import AssetKey, DagsterInstance
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster._core.execution.backfill import BulkActionStatus
+from deltalake import DeltaTable
 
 from rocketlake.assets.lag import LAG_MESSAGES
 from rocketlake.demo import sample_orders
@@ -30,7 +39,9 @@ from rocketlake.resources.local.peers import produce
 from rocketlake.resources.local.process import session_members
 from tests.conftest import free_ports
 from tests.dagster_instance import recommended_home
-from tests.integration.ingestion_support import until
+from tests.integration.ingestion_support import until, unique, wait_until
+from tests.integration.test_consumer_group import Deployment
+from tests.integration.test_consumer_group_daemon import start_daemon, stop_daemon
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]
@@ -192,3 +203,98 @@ def test_lineage_partitions_and_lag_plot_in_a_real_browser(tmp_path, browser):
         stop(ui)
         subprocess.run([str(BIN / "rocketlake"), "local", "down", "--wipe", *cluster], cwd=tmp_path, env=env,
                        capture_output=True, timeout=120)
+
+
+def launch_from_partitions_view(browser, base: str, table: str, selection: str, button: str) -> None:
+    """What a person does: type the windows into the asset's partitions view, open Materialize, launch."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    browser.get(f"{base}/assets/{table}?view=partitions")
+    field = browser.find_element(By.XPATH, "//input[contains(@value, '...')]")  # the view's range, all at first
+    field.send_keys(Keys.CONTROL, "a")
+    field.send_keys(selection, Keys.ENTER)
+    browser.find_element(By.XPATH, "//button[normalize-space()='Materialize…']").click()
+    # The dialog takes the view's selection as its custom range.
+    dialog = browser.find_element(By.XPATH, "//div[@role='dialog']")
+    assert dialog.find_element(By.XPATH, ".//input[@placeholder]").get_attribute("value") == selection
+    dialog.find_element(By.XPATH, f".//button[normalize-space()='{button}']").click()
+    until(lambda: not browser.find_elements(By.XPATH, "//div[@role='dialog']"), 30, "the dialog to close")
+
+
+def landed(path: str, version: int | None = None) -> Counter:
+    table = DeltaTable(path, version=version)
+    return Counter(r["msg_id"] for r in table.to_pyarrow_table(columns=["msg_id"]).to_pylist())
+
+
+def test_a_range_of_windows_backfilled_from_the_ui_lands_exactly_those_windows(
+        tmp_path, browser, local_cluster, produced, spark_connect):
+    w1, w2 = produced.windows()
+    w3 = (datetime.strptime(w2, "%Y-%m-%d-%H:%M") + timedelta(minutes=1)).strftime("%Y-%m-%d-%H:%M")
+    # w3 holds no message of the topic; it must be closed (+ the 2 s grace) to be landed.
+    wait_until(datetime.strptime(w3, "%Y-%m-%d-%H:%M").replace(tzinfo=timezone.utc).timestamp() + 63)
+    table, group = unique("t_ui"), unique("g_ui")
+    # The lag sensor runs in the daemon: its catch-up would land window 1 on its own once a queue trails past the
+    # bound (close + grace + freshness_slack_seconds); a bound of an hour keeps this test's launches the only ones.
+    deployment = Deployment(tmp_path, local_cluster, "ui", {"orders": {
+        "topic": produced.topic, "consumer_group": group, "table": table,
+        "window": {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": 2, "freshness_slack_seconds": 3600,
+                   "start": (datetime.now(timezone.utc) - timedelta(days=1)).strftime("%Y-%m-%dT00:00:00+00:00")}}},
+        spark_connect.settings())
+    path = str(tmp_path / "lake" / table)
+    daemon = web = None
+    try:
+        # The deployed shape: the daemon (which runs backfills) and the webserver on one long-lived code server.
+        daemon = start_daemon(deployment)
+        web_port = free_ports(1)[0]
+        web = start([str(BIN / "dagster-webserver"), "-w", str(daemon.code_server.workspace), "-h", "127.0.0.1",
+                     "-p", str(web_port)], deployment.env, tmp_path / "webserver.log")
+        base = f"http://127.0.0.1:{web_port}"
+        until(lambda: answers(f"{base}/server_info"), 120, "the webserver to answer", web)
+        browser.get(base + "/asset-groups")
+        browser.execute_script("localStorage.setItem('communityNux', '1')")
+
+        with DagsterInstance.from_config(str(deployment.home)) as instance:
+            # 1. Windows 2 and 3 (window 1 left out): the backfill the UI makes, one run of both windows.
+            launch_from_partitions_view(browser, base, table, f"[{w2}...{w3}]", "Launch backfill")
+            (backfill,) = instance.get_backfills()
+            (run,) = until(lambda: instance.get_runs(RunsFilter.for_backfill(backfill.backfill_id)), 120,
+                           "the backfill's run", daemon)
+            run = until(lambda: (r := instance.get_run_by_id(run.run_id)).is_finished and r, 300,
+                        "the backfill's run to end", daemon)
+            assert run.status is DagsterRunStatus.SUCCESS
+            assert (run.tags["dagster/asset_partition_range_start"], run.tags["dagster/asset_partition_range_end"]) \
+                == (w2, w3)
+            materializations = instance.fetch_materializations(AssetKey(table), limit=10).records
+            assert sorted(r.partition_key for r in materializations) == [w2, w3]
+            # Exactly window 2's messages, each once (window 3 has none).
+            assert landed(path) == Counter(m["msgId"] for m in produced.in_window(w2))
+            # The group has not passed window 1, which is not landed: every queue stays at its start (0), as the
+            # Java admin tool reports it.
+            progress = local_cluster.mqadmin().consumer_progress(group, produced.topic)
+            assert not [q for q in progress if q.topic == produced.topic and q.consumer_offset], progress
+
+            # 2. Window 1 alone: one run, launched by the webserver; the offsets move over all three windows.
+            launch_from_partitions_view(browser, base, table, w1, "Launch 1 run")
+            (single,) = until(lambda: instance.get_runs(RunsFilter(tags={"dagster/partition": w1})), 60,
+                              "the window's run", web)
+            ended = until(lambda: (r := instance.get_run_by_id(single.run_id)).is_finished and r, 300,
+                          "the window's run to end", daemon)
+            assert ended.status is DagsterRunStatus.SUCCESS
+            assert sorted(r.partition_key for r in instance.fetch_materializations(AssetKey(table), limit=10).records) \
+                == [w1, w2, w3]
+            # The backfill ended with its one run (the daemon marks it in one of its next iterations).
+            done = until(lambda: (b := instance.get_backfill(backfill.backfill_id)).status in (
+                BulkActionStatus.COMPLETED_SUCCESS, BulkActionStatus.COMPLETED_FAILED, BulkActionStatus.FAILED,
+                BulkActionStatus.CANCELED) and b, 120, "the backfill to end", daemon)
+            assert done.status is BulkActionStatus.COMPLETED_SUCCESS, done
+        assert landed(path) == Counter(produced.by_msg_id.keys())
+        ends = Counter()
+        for m in produced.by_msg_id.values():
+            ends[(m["brokerName"], m["queueId"])] = max(ends[(m["brokerName"], m["queueId"])], m["queueOffset"] + 1)
+        progress = local_cluster.mqadmin().consumer_progress(group, produced.topic)
+        assert {(q.broker_name, q.queue_id): q.consumer_offset for q in progress
+                if q.topic == produced.topic and (q.broker_name, q.queue_id) in ends} == dict(ends)
+    finally:
+        stop(web)
+        stop_daemon(daemon)
