@@ -17,6 +17,7 @@ For each window, from the instance's event log of its run (every timestamp is th
 
 * **close**: the window's end plus the grace: the earliest a run may plan it;
 * **tick**: the schedule's run created (the daemon evaluates the schedule at each minute's start);
+* **dequeued**: the run queue's daemon handed it to the launcher (RUN_STARTING; every ``dequeue_interval_seconds``);
 * **launch**: the run's process started (RUN_START);
 * **plan**: the window's ranges planned (the Spark session and the broker calls before it included);
 * **write**: the Delta commit made (the Spark job that reads and writes the slice);
@@ -56,7 +57,7 @@ WARM_UP_WINDOWS = 2
 CONNECT_PORT = 29002  # the Spark Connect server's, with --spark connect
 KEY_FORMAT = "%Y-%m-%d-%H:%M"  # the partition keys of one-minute windows
 #: Marks of a run, in order: (name, how its event is recognised in the run's event log).
-MARKS = ("created", "launch", "plan", "write", "materialized", "committed")
+MARKS = ("created", "dequeued", "launch", "plan", "write", "materialized", "committed")
 
 
 @dataclass
@@ -99,7 +100,9 @@ def run_marks(instance, record) -> dict[str, float]:
         event = entry.dagster_event
         kind = event.event_type_value if event is not None else None
         text = entry.user_message or ""
-        if kind in ("RUN_START", "PIPELINE_START"):
+        if kind in ("RUN_STARTING", "PIPELINE_STARTING"):
+            marks.setdefault("dequeued", entry.timestamp)
+        elif kind in ("RUN_START", "PIPELINE_START"):
             marks.setdefault("launch", entry.timestamp)
         elif "offsets planned" in text:
             marks.setdefault("plan", entry.timestamp)
