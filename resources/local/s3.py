@@ -1,7 +1,8 @@
 """`rocketlake local up --s3`: an S3-compatible object store on 127.0.0.1 for the lake, no system service.
 
-The server is versitygw (github.com/versity/versitygw, Apache-2.0), built once from its Go module with the Go
-toolchain on the machine (``go install``, cached in ``~/.cache/rocketlake/bin``) and run with its POSIX backend: a
+The server is versitygw (github.com/versity/versitygw, Apache-2.0), built once from its Go module (``go install``,
+cached in ``~/.cache/rocketlake/bin``) with the machine's Go, or without one with a pinned Go from the Go module proxy
+(``resources.local.go_toolchain``), and run with its POSIX backend: a
 bucket is a directory under ``<state>/s3/data``, an object a file, its metadata in extended attributes. It speaks
 the S3 API Hadoop's S3A connector and delta-rs use (path-style requests, SigV4, multipart uploads, ListObjectsV2,
 bulk deletes, and ``If-None-Match: *`` conditional writes, which delta-rs commits with). Like the other local
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocketlake.resources.jars import cache_dir
+from rocketlake.resources.local.go_toolchain import go_command
 from rocketlake.resources.local.process import (
     LocalClusterError,
     ManagedProcess,
@@ -54,10 +56,7 @@ def server_binary(progress: Callable[[str], None] | None = None) -> Path:
     binary = home / "versitygw"
     if binary.exists():
         return binary
-    go = shutil.which("go")
-    if go is None:
-        raise LocalClusterError("the local S3 server is built from its Go module and 'go' is not on PATH; install Go "
-                                "1.25 or newer (go.dev/dl; Debian 12's golang package is 1.19, too old) and try again")
+    go = go_command(progress)  # the machine's Go, or a pinned one from the Go module proxy
     home.mkdir(parents=True, exist_ok=True)
     with open(home / ".lock", "w") as lock:  # one build at a time on this machine (parallel test workers)
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -66,7 +65,7 @@ def server_binary(progress: Callable[[str], None] | None = None) -> Path:
         (progress or (lambda line: None))(f"  building versitygw {VERSITYGW_VERSION} from its Go module (once)")
         partial = home / "partial"
         shutil.rmtree(partial, ignore_errors=True)
-        env = dict(os.environ, GOBIN=str(partial), CGO_ENABLED="0", GOFLAGS="-trimpath")
+        env = dict(os.environ, GOBIN=str(partial), CGO_ENABLED="0", GOFLAGS="-trimpath", GOTOOLCHAIN="local")
         result = subprocess.run([go, "install", f"{VERSITYGW_MODULE}/cmd/versitygw@{VERSITYGW_VERSION}"],
                                 env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
         if result.returncode != 0 or not (partial / "versitygw").exists():
