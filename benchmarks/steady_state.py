@@ -11,7 +11,8 @@ window schedule and the downstream assets' followers; the lag, backlog and rebal
 * **CPU seconds per process class** (from ``/proc``: the Dagster run processes (the code servers' ``spawn``
   children), the code servers, the daemon, the webserver, ``dg`` and ``rocketlake ui``, the Spark Connect server's JVM, its Python workers, the brokers, the name
   server, the Java producer), per window. A process that exits between two samples loses its last second at most.
-* **runs queued** per job, the most ever seen at once, and the load average (1 min).
+* **runs queued** per job, the most ever seen at once, each run's wait in the queue (enqueued to handed to the
+  launcher), and the load average (1 min).
 * **the peer**: a Java ``DefaultMQPushConsumer`` of a group of its own, consuming the same trickle from the same topic
   for the same minutes (its listener only acknowledges): what the Java client's own consumption costs a minute, beside
   rocketlake's landing of it in Delta through Dagster.
@@ -162,6 +163,23 @@ def latencies(instance, since: float, until: float) -> dict[str, list[float]]:
     return out
 
 
+def queue_waits(instance, since: float) -> dict[str, list[float]]:
+    """Per job, each run's seconds from enqueued to handed to the launcher (RUN_STARTING): the run queue's daemon
+    dequeues every ``dequeue_interval_seconds`` while schedules tick on the minute (the launch sawtooth)."""
+    from dagster import DagsterEventType, RunsFilter
+
+    waits: dict[str, list[float]] = defaultdict(list)
+    kinds = {DagsterEventType.RUN_ENQUEUED, DagsterEventType.RUN_STARTING}
+    for record in instance.get_run_records(RunsFilter(created_after=datetime.fromtimestamp(since, timezone.utc)),
+                                           limit=10_000):
+        marks = {e.dagster_event.event_type: e.timestamp for e in instance.all_logs(record.dagster_run.run_id,
+                                                                                    of_type=kinds)}
+        if len(marks) == 2:
+            waits[record.dagster_run.job_name].append(
+                marks[DagsterEventType.RUN_STARTING] - marks[DagsterEventType.RUN_ENQUEUED])
+    return waits
+
+
 def failed_checks(instance, since: float) -> dict[str, int]:
     from dagster import DagsterEventType, EventRecordsFilter
 
@@ -225,6 +243,7 @@ def main() -> None:
                     time.sleep(1.0)  # the sampling period
                 measured = latencies(instance, started + WARM_UP_S, end)
                 checks = failed_checks(instance, started + WARM_UP_S)
+                waits = queue_waits(instance, started + WARM_UP_S)
         finally:
             if peer is not None:
                 peer.stdin.close()  # it shuts down when its stdin closes
@@ -237,10 +256,11 @@ def main() -> None:
                     os.killpg(ui.pid, signal.SIGKILL)
             subprocess.run([str(BIN / "rocketlake"), "local", "down", "--wipe", *cluster], cwd=project, env=env,
                            capture_output=True, timeout=120)
-    report(args, sampler, measured, checks, len(delivered))
+    report(args, sampler, measured, checks, len(delivered), waits)
 
 
-def report(args, sampler: Sampler, measured: dict[str, list[float]], checks: dict[str, int], delivered: int) -> None:
+def report(args, sampler: Sampler, measured: dict[str, list[float]], checks: dict[str, int], delivered: int,
+           waits: dict[str, list[float]]) -> None:
     windows = max(1, len(measured.get(TABLE, [])))
     cores = os.cpu_count() or 1
     print(f"\n{args.minutes} min of `make ui` after `make demo` ({args.per_minute} orders a minute), "
@@ -252,6 +272,8 @@ def report(args, sampler: Sampler, measured: dict[str, list[float]], checks: dic
         print("  (no window closed in the measured span: run longer)")
     print("most runs queued at once, per job: " + (", ".join(f"{j} {n}" for j, n in sorted(sampler.queued.items()))
                                                      or "none ever queued"))
+    print("queue wait, enqueued -> handed to the launcher, per job (median, max s): " + (", ".join(
+        f"{j} {statistics.median(w):.1f} / {max(w):.1f} ({len(w)} runs)" for j, w in sorted(waits.items())) or "none"))
     loads = sampler.loads
     print(f"load average (1 min): median {statistics.median(loads):.2f}, max {max(loads):.2f} on {cores} cores")
     ours = {kind: seconds for kind, seconds in sampler.cpu.items() if kind != PEER}
