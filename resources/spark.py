@@ -9,6 +9,7 @@ another environment's site-packages.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import sys
 import threading
@@ -248,13 +249,11 @@ def package_zip(cache_dir: Path | None = None) -> Path:
     """The ``rocketlake`` package as a zip for ``addPyFile``: every module of it and of its subpackages (the
     design card's folders, mapped under ``rocketlake``), named by a digest of their contents so a changed
     checkout never reuses a stale zip."""
-    import rocketlake
-
-    root = Path(rocketlake.__file__).resolve().parent
+    # Where each folder is installed, read from the import system without importing the layers above this one.
+    root = Path(importlib.util.find_spec("rocketlake").origin).resolve().parent
     subpackages = {"rocketlake": root}
     for name in ("assets", "pipelines", "resources"):
-        module = __import__(f"rocketlake.{name}", fromlist=["_"])
-        subpackages[f"rocketlake/{name}"] = Path(module.__file__).resolve().parent
+        subpackages[f"rocketlake/{name}"] = Path(importlib.util.find_spec(f"rocketlake.{name}").origin).resolve().parent
     files: list[tuple[str, Path]] = []
     for prefix, folder in subpackages.items():
         for path in sorted(folder.rglob("*.py")):

@@ -9,6 +9,7 @@ process group, so ``down`` also ends the code servers and run workers they start
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -38,9 +39,8 @@ START_TIMEOUT_S = 180.0
 def production_instance() -> Path:
     """The production instance settings, shipped in the package (``deploy/dagster.yaml`` in the repository
     links to it)."""
-    import rocketlake
-
-    return Path(rocketlake.__file__).with_name("dagster.production.yaml")
+    # Package data found where the package is, without importing the layers above this one.
+    return Path(importlib.util.find_spec("rocketlake").origin).with_name("dagster.production.yaml")
 
 
 @dataclass(frozen=True)
