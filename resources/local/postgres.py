@@ -60,6 +60,10 @@ def server_binaries() -> Path:
                             "(only its programs are used: rocketlake starts its own server, not the system service)")
 
 
+class StalePassword(LocalClusterError):
+    """The data directory's role has a password other than the one this state directory keeps."""
+
+
 @dataclass(frozen=True)
 class LocalPostgres:
     state_dir: Path  # <state>/postgres: pid file, log, password
@@ -132,8 +136,12 @@ class LocalPostgres:
             settings = [arg for key, value in SERVER_SETTINGS.items() for arg in ("-c", f"{key}={value}")]
             self.process.start(self._as_server_user([str(server_binaries() / "postgres"), "-D", str(self.data_dir),
                                                      "-p", str(self.port), *settings]), dict(os.environ))
-        wait_for(lambda: accepts_connections(self.port) and self._database_ready(), time.monotonic() + timeout,
-                 [self.process], f"PostgreSQL on {LOOPBACK}:{self.port}", interval=0.3)
+        try:
+            wait_for(lambda: accepts_connections(self.port) and self._database_ready(), time.monotonic() + timeout,
+                     [self.process], f"PostgreSQL on {LOOPBACK}:{self.port}", interval=0.3)
+        except StalePassword:
+            stop_all([self.process], sig=signal.SIGINT)  # started for nothing: nobody can log in to it
+            raise
         report(f"  postgresql listening on {LOOPBACK}:{self.port}, database {DATABASE!r} owned by {ROLE!r} "
                f"({time.monotonic() - started:.0f}s)")
 
@@ -144,7 +152,16 @@ class LocalPostgres:
         try:
             connection = psycopg2.connect(host=LOOPBACK, port=self.port, user=ROLE, password=self.password(),
                                           dbname="postgres", connect_timeout=2)
-        except psycopg2.OperationalError:
+        except psycopg2.OperationalError as e:
+            if "password authentication failed" in str(e):
+                # Run as root, the data outlives a state directory deleted by hand, and with it the password it
+                # was made with: waiting cannot help.
+                raise StalePassword(
+                    f"PostgreSQL's data in {self.data_dir} was made with another password than "
+                    f"{self.state_dir / 'password'} (or ${PASSWORD_ENV}) holds: the state directory was deleted, or "
+                    f"the variable changed. Run `rocketlake local down --postgres --wipe` with the same --state-dir "
+                    f"to delete that data (Dagster's runs and events in it), or set ${PASSWORD_ENV} to the password "
+                    "it was made with") from None
             return False  # still starting (or recovering)
         try:
             connection.autocommit = True
