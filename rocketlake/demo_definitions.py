@@ -15,6 +15,7 @@ amount per customer, MERGEd from what changed since its last run.
 # No "from __future__ import annotations" here: Dagster inspects the context annotation at runtime.
 from dagster import (
     AssetExecutionContext,
+    AssetKey,
     BackfillPolicy,
     Definitions,
     MaterializeResult,
@@ -31,7 +32,7 @@ from rocketlake.assets.metadata import column_schema, table_identity
 from rocketlake.assets.partitions import window_partitions
 from rocketlake.assets.run_guard import rocketlake_executor
 from rocketlake.demo_customers import build_customers
-from rocketlake.demo_follow import follow, follow_changes
+from rocketlake.demo_follow import follow, follow_changes, follow_together
 from rocketlake.pipelines.body import top_level_names
 from rocketlake.pipelines.config import load_config
 from rocketlake.pipelines.storage import apply_lake
@@ -110,15 +111,39 @@ _assets = demo_assets(_config)
 _jobs = [define_asset_job(f"{a.key.to_user_string()}_job", selection=[a.key]) for a in _assets]
 
 # Downstream assets follow the table in batches, one run at a time, and again after a window is landed again
-# (rocketlake.demo_follow): not one run per window per asset.
+# (rocketlake.demo_follow): not one run per window per asset. Their own jobs (`<asset>_job`) are what `rocketlake
+# demo` runs; the sensors run both followers of a table in one job.
 _followers = change_followers(_config)
 _follower_jobs = [define_asset_job(f"{a.key.to_user_string()}_job", selection=[a.key]) for a in _followers]
 
+
+def _upstream(a) -> AssetKey:
+    return next(iter(a.dependency_keys))
+
+
+def follower_sensors(windowed: list, changes: list, own_jobs: dict) -> tuple[list, list]:
+    """(jobs, sensors) that follow each table: for a table with both kinds of follower, one job of both and one
+    sensor (``follow_together``: one run per batch for the two); else each follower's own job (``own_jobs``)."""
+    by_table = {_upstream(a): a for a in changes}
+    jobs, sensors = [], []
+    for a in windowed:
+        other = by_table.pop(_upstream(a), None)
+        if other is None:
+            sensors.append(follow(own_jobs[a.key], _upstream(a), a.key, a.partitions_def))
+        else:
+            job = define_asset_job(f"{_upstream(a).to_user_string()}_followers_job", selection=[a.key, other.key])
+            sensors.append(follow_together(job, _upstream(a), a.key, a.partitions_def, other.key))
+            jobs.append(job)
+    sensors += [follow_changes(own_jobs[a.key], _upstream(a), a.key) for a in by_table.values()]
+    return jobs, sensors
+
+
+_sensor_jobs, _sensors = follower_sensors(
+    _assets, _followers, {a.key: job for job, a in zip([*_jobs, *_follower_jobs], [*_assets, *_followers])})
+
 # rocketlake's own location (see rocketlake.definitions): rocketlake's executor for every job.
 defs = Definitions.merge(build_definitions(_config, schedules_running=True), Definitions(
-    assets=[*_assets, *_followers], jobs=[*_jobs, *_follower_jobs], executor=rocketlake_executor,
-    sensors=[follow(job, next(iter(a.dependency_keys)), a.key, a.partitions_def)
-               for job, a in zip(_jobs, _assets)]
-    + [follow_changes(job, next(iter(a.dependency_keys)), a.key) for job, a in zip(_follower_jobs, _followers)]))
+    assets=[*_assets, *_followers], jobs=[*_jobs, *_follower_jobs, *_sensor_jobs], executor=rocketlake_executor,
+    sensors=_sensors))
 
 __all__ = ["defs"]

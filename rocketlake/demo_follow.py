@@ -14,6 +14,8 @@ The pattern here is the one to copy instead:
 * **soon after the landing.** A sensor ticking every ``FOLLOW_EVERY_S`` seconds, not a cron: a follower on the
   minute's cron started up to a minute after the table's window landed (74 s from the window's close to the
   aggregate, against 15 s to the table, in ``benchmarks/steady_state.py``).
+* **together.** The followers of one table share a run (``follow_together``): a run's fixed cost (a process that
+  imports Dagster and the code location, a Spark session) is paid once per batch, not once per follower.
 """
 
 # No "from __future__ import annotations": Dagster inspects the sensor's context annotation at runtime.
@@ -97,5 +99,34 @@ def follow_changes(job, upstream: AssetKey, downstream: AssetKey, every_s: int =
             return SkipReason(f"{downstream.to_user_string()} has followed every landing of "
                               f"{upstream.to_user_string()}")
         return RunRequest()  # no run key: a failed run is asked for again at the next tick
+
+    return follows
+
+
+def follow_together(job, upstream: AssetKey, windowed: AssetKey, partitions_def, changes: AssetKey,
+                    every_s: int = FOLLOW_EVERY_S):
+    """Both kinds of follower of one table in one job and one run at a time: ``windowed`` over the newest range of
+    windows stale for it (as ``follow``) and, in the same run, ``changes``, which reads the table's change feed since
+    its last run (as ``follow_changes``); when only ``changes`` is behind, a run of it alone."""
+
+    @sensor(name=f"{job.name}_follows", job=job, minimum_interval_seconds=every_s,
+            default_status=DefaultSensorStatus.RUNNING,
+            description=f"Materializes {windowed.to_user_string()} over the windows of {upstream.to_user_string()} "
+                        f"landed (or landed again) since it last did, and {changes.to_user_string()} after them, "
+                        "in one run.")
+    def follows(context: SensorEvaluationContext):
+        if wait := busy(context.instance, job.name):
+            return wait
+        latest = context.instance.get_latest_storage_id_by_partition
+        stale = stale_windows(latest(upstream, DagsterEventType.ASSET_MATERIALIZATION),
+                              latest(windowed, DagsterEventType.ASSET_MATERIALIZATION))
+        if stale:
+            first, last = contiguous_ranges(stale, partitions_def.get_next_partition_key)[-1]  # the newest first
+            return RunRequest(tags={RANGE_START: first, RANGE_END: last})  # no run key: see ``follow``
+        landed, followed = latest_storage_id(context.instance, upstream), latest_storage_id(context.instance, changes)
+        if landed is not None and (followed is None or followed < landed):
+            return RunRequest(asset_selection=[changes])
+        return SkipReason(f"{windowed.to_user_string()} and {changes.to_user_string()} are up to date with "
+                          f"{upstream.to_user_string()}")
 
     return follows

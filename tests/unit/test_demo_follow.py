@@ -16,7 +16,15 @@ from dagster import (
 )
 from dagster._core.test_utils import create_run_for_test
 
-from rocketlake.demo_follow import RANGE_END, RANGE_START, contiguous_ranges, follow, follow_changes, stale_windows
+from rocketlake.demo_follow import (
+    RANGE_END,
+    RANGE_START,
+    contiguous_ranges,
+    follow,
+    follow_changes,
+    follow_together,
+    stale_windows,
+)
 
 MINUTES = TimeWindowPartitionsDefinition(cron_schedule="* * * * *", start=datetime(2026, 11, 1, tzinfo=timezone.utc),
                                          fmt="%Y-%m-%d-%H:%M")
@@ -91,3 +99,39 @@ def test_the_change_feed_follower_runs_after_new_landings_and_again_after_a_fail
         assert "followed every landing" in tick().skip_message
         _landed(instance, TABLE, "2026-11-01-00:03")
         assert isinstance(tick(), RunRequest)
+
+
+def test_both_followers_of_a_table_share_one_run_per_batch():
+    @asset(key=BY_REGION, deps=[TABLE], partitions_def=MINUTES)
+    def by_region():
+        return None
+
+    @asset(key=CUSTOMERS, deps=[TABLE])
+    def customers():
+        return None
+
+    job = define_asset_job("orders_raw_followers_job", selection=[BY_REGION, CUSTOMERS])
+    follows = follow_together(job, TABLE, BY_REGION, MINUTES, CUSTOMERS)
+    with instance_for_test() as instance:
+        def tick():
+            return follows(build_sensor_context(instance=instance))
+
+        assert "up to date" in tick().skip_message  # nothing landed yet
+        _landed(instance, TABLE, "2026-11-01-00:01", "2026-11-01-00:02")
+        request = tick()  # one run for both: the windowed follower over the range, the change feed after it
+        assert isinstance(request, RunRequest) and request.asset_selection is None and request.run_key is None
+        assert (request.tags[RANGE_START], request.tags[RANGE_END]) == ("2026-11-01-00:01", "2026-11-01-00:02")
+
+        run = create_run_for_test(instance, job_name=job.name)
+        assert "queued or running" in tick().skip_message  # one run of the two at a time
+        instance.report_run_failed(run)
+
+        _landed(instance, BY_REGION, "2026-11-01-00:01", "2026-11-01-00:02")  # the run landed the windows, then
+        request = tick()                                                     # failed before the change feed
+        assert request.asset_selection == [CUSTOMERS] and RANGE_START not in request.tags
+        instance.report_runless_asset_event(AssetMaterialization(asset_key=CUSTOMERS))
+        assert "up to date" in tick().skip_message
+        _landed(instance, TABLE, "2026-11-01-00:03")
+        request = tick()
+        assert request.asset_selection is None
+        assert (request.tags[RANGE_START], request.tags[RANGE_END]) == ("2026-11-01-00:03", "2026-11-01-00:03")
