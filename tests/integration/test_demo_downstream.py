@@ -35,15 +35,16 @@ class Lake:
 @dataclass
 class Ingestion:
     table: str
+    window: object = None  # a WindowConfig: the windowed follower's partitions
 
 
-def land(spark, path, run, window_ms, orders, *, cdf=True):
-    """``orders`` [(offset, customer, amount)] as window ``window_ms`` of queue broker-a/0."""
+def land(spark, path, run, window_ms, orders, *, cdf=True, region="eu"):
+    """``orders`` [(offset, customer, amount)] as window ``window_ms`` of queue broker-a/0, all from ``region``."""
     from pyspark.sql import functions as F
 
-    df = spark.createDataFrame([("t", "broker-a", 0, o, window_ms, c, a) for o, c, a in orders],
+    df = spark.createDataFrame([("t", "broker-a", 0, o, window_ms, c, a, region) for o, c, a in orders],
                                "topic STRING, broker_name STRING, queue_id INT, queue_offset BIGINT, w BIGINT, "
-                               "customer STRING, amount DOUBLE")
+                               "customer STRING, amount DOUBLE, region STRING")
     df = df.withColumn("window_start", F.timestamp_millis("w")).drop("w")
     first, last = min(o for o, _, _ in orders), max(o for o, _, _ in orders) + 1
     entry = LedgerEntry("orders", "g", run, (WindowEntry(f"k{run}", window_ms, window_ms + MIN, (
@@ -102,3 +103,36 @@ def test_the_change_feed_follower_stays_equal_to_the_landed_table_through_re_lan
     fourth = run()
     assert fourth["read"] == "snapshot (delta.enableChangeDataFeed is not on for the landed table)"
     assert figures(spark, target) == expected(spark, source) and figures(spark, target)["c1"] == (2, Decimal("11.25"))
+
+
+@pytest.mark.dagster
+def test_both_followers_land_in_one_run_over_a_range_of_windows(spark, tmp_path):
+    """The demo's two followers in one run, as their sensor asks for it (``follow_together``): the windowed one over
+    the range of windows, the change-feed one after the same landings."""
+    from datetime import datetime, timedelta, timezone
+
+    from rocketlake.assets.partitions import RANGE_END, RANGE_START, window_key, window_partitions
+    from rocketlake.demo_definitions import build_by_region
+    from rocketlake.pipelines.config import WindowConfig
+
+    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    window = WindowConfig(cron="* * * * *", start=(now - timedelta(hours=2)).replace(minute=0))
+    ingestion, lake = Ingestion("orders_raw", window), Lake(str(tmp_path))
+    source = lake.table_path("orders_raw")
+    first, second = now - timedelta(minutes=10), now - timedelta(minutes=9)
+    land(spark, source, "r1", int(first.timestamp() * 1000), [(0, "c1", 10.25), (1, "c2", 5.5)], region="eu")
+    land(spark, source, "r2", int(second.timestamp() * 1000), [(2, "c1", 1.0)], region="us")
+    partitions = window_partitions(window)
+    keys = [window_key(partitions, first), window_key(partitions, second)]
+    followers = [build_by_region(ingestion, lake), build_customers(ingestion, lake)]
+    result = materialize(followers, resources={"spark": SparkResource(master="local[2]", s3a=True)},
+                         tags={RANGE_START: keys[0], RANGE_END: keys[1]})
+    assert result.success
+    landed = sorted((e.asset_key.to_user_string(), e.partition) for e in result.get_asset_materialization_events())
+    assert landed == [("orders_raw_by_region", keys[0]), ("orders_raw_by_region", keys[1]),
+                      ("orders_raw_customers", None)]
+    by_region = {(r["region"], r["orders"]) for r in
+                 spark.read.format("delta").load(lake.table_path("orders_raw_by_region")).collect()}
+    assert by_region == {("eu", 2), ("us", 1)}
+    assert figures(spark, lake.table_path("orders_raw_customers")) == expected(spark, source) == {
+        "c1": (2, Decimal("11.25")), "c2": (1, Decimal("5.50"))}
