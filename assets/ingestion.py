@@ -56,7 +56,7 @@ from rocketlake.pipelines.listener import ListenerError, ListenerHung
 from rocketlake.pipelines.materialize import SparkLake
 from rocketlake.pipelines.offset_store import OffsetStoreCorrupt
 from rocketlake.pipelines.orderly import LockLost, OutOfOrder, QueuesLocked
-from rocketlake.pipelines.run import BrokersSilent, Committed, Landed, RunRequest, Unbalanced, check_closed
+from rocketlake.pipelines.run import BrokersSilent, Committed, Landed, LandingRequest, Unbalanced, check_closed
 from rocketlake.pipelines.run import run as engine_run
 from rocketlake.pipelines.windows import MessagesDeleted, Window, WindowNotClosed, to_ms
 from rocketlake.resources.rocketmq.errors import (
@@ -238,7 +238,7 @@ def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_p
         tw = partitions.time_window_for_partition_key(key)
         windows.append((key, Window.from_datetimes(tw.start, tw.end)))
     only = context.run.tags.get(QUEUES_TAG)
-    request = RunRequest(
+    request = LandingRequest(
         ingestion=name, run_id=context.run.run_id, windows=windows, now_ms=now_ms,
         first_window_start_ms=to_ms(cfg.window.start),
         start_at_group_position=any(tag in context.run.tags for tag in (SCHEDULE_TAG, RESUME_TAG, CATCH_UP_TAG)),

@@ -70,8 +70,8 @@ class Alone:
 
 
 @dataclass(frozen=True)
-class RunRequest:
-    """What the caller asks of one run."""
+class LandingRequest:
+    """What the caller asks of one run (not ``dagster.RunRequest``, which asks Dagster for a run)."""
 
     ingestion: str
     run_id: str
@@ -119,7 +119,7 @@ def still_held(held) -> None:
         held.check()
 
 
-def check_closed(request: RunRequest, cfg: IngestionConfig) -> None:
+def check_closed(request: LandingRequest, cfg: IngestionConfig) -> None:
     """Refuse the run in one sentence if one of its windows is not closed (end + grace) yet."""
     for key, window in request.windows:
         try:
@@ -129,7 +129,7 @@ def check_closed(request: RunRequest, cfg: IngestionConfig) -> None:
 
 
 def run(broker: Broker, lake: Lake, recorded: RecordedRuns, group: Group, cfg: IngestionConfig,
-        request: RunRequest, log: RunLog) -> Iterator[Landed | Committed]:
+        request: LandingRequest, log: RunLog) -> Iterator[Landed | Committed]:
     check_closed(request, cfg)
 
     share = member_share(cfg, broker.subscribed_queues(), group.members(), request.only_queues)

@@ -23,7 +23,7 @@ from rocketlake.pipelines.config import dead_letter_config
 from rocketlake.pipelines.ledger_log import read_ledger
 from rocketlake.pipelines.ledger import BALANCED, UNBALANCED
 from rocketlake.pipelines.materialize import SparkLake
-from rocketlake.pipelines.run import Alone, Committed, Landed, RunRequest, Unbalanced, run
+from rocketlake.pipelines.run import Alone, Committed, Landed, LandingRequest, Unbalanced, run
 from rocketlake.pipelines.windows import Window
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
@@ -66,7 +66,7 @@ class Engine:
         """Runs to the end; returns the landing's event. An unbalanced run raises ``Unbalanced``, recording nothing.
         ``now``: the planner's clock (default: this machine's, which the brokers stamp store times with). ``only``:
         the queues a narrowed run takes (a catch-up's, a rebalance run's)."""
-        request = RunRequest("orders", run_id, windows, now or now_ms(), 0, start_at_group_position=not backfill,
+        request = LandingRequest("orders", run_id, windows, now or now_ms(), 0, start_at_group_position=not backfill,
                              only_queues=only)
         events = run(self.broker, self.lake, self.recorded, Alone(), self.cfg, request, Lines())
         landed = next(events)

@@ -30,7 +30,7 @@ from rocketlake.pipelines.failures import DEAD_LETTERED, failures_table
 from rocketlake.pipelines.ledger import BALANCED
 from rocketlake.pipelines.ledger_log import read_ledger
 from rocketlake.pipelines.materialize import SparkLake
-from rocketlake.pipelines.run import Alone, Committed, Landed, RunRequest, run
+from rocketlake.pipelines.run import Alone, Committed, Landed, LandingRequest, run
 from rocketlake.pipelines.storage import apply_lake, delta_rs_options
 from rocketlake.pipelines.windows import Window
 from rocketlake.resources.rocketmq.client import RocketMQClient
@@ -107,7 +107,7 @@ def engine_run(spec: dict, recorded: Recorded, dead_letters: bool = False) -> tu
                          last_errors_from=failures_path if dead_letters else None,
                          storage_options=delta_rs_options(lake_cfg))
         windows = [(key, Window(start, end)) for key, start, end in spec["windows"]]
-        request = RunRequest("orders", spec["run_id"], windows, now_ms(), 0, start_at_group_position=True)
+        request = LandingRequest("orders", spec["run_id"], windows, now_ms(), 0, start_at_group_position=True)
         events = run(group_broker(client, cfg), lake, recorded, Alone(), cfg, request, Lines())
         landed = next(events)
         assert isinstance(landed, Landed) and landed.balanced, landed
@@ -267,7 +267,7 @@ def two_deployments_run(spec: dict) -> str:
         elsewhere.heart_beat("10.9.9.9@other_deployment", [consumer])
         lake = SparkLake(session(), RocketMQResource(namesrv=namesrv).source_options(), cfg,
                          lake_cfg.table_path(cfg.table), storage_options=delta_rs_options(lake_cfg))
-        request = RunRequest("orders", "r1", [(k, Window(s, e)) for k, s, e in spec["windows"]], now_ms(), 0,
+        request = LandingRequest("orders", "r1", [(k, Window(s, e)) for k, s, e in spec["windows"]], now_ms(), 0,
                              start_at_group_position=True)
         with pytest.raises(SeveralWriters) as refused:
             next(run(group_broker(client, cfg), lake, Recorded(), LiveGroup(client, cfg), cfg, request, Lines()))

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from rocketlake.pipelines.run import Alone, Committed, RunRequest, run
+from rocketlake.pipelines.run import Alone, Committed, LandingRequest, run
 from rocketlake.pipelines.windows import Window
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.errors import TopicNotExist
@@ -62,7 +62,7 @@ def test_a_send_back_the_storing_broker_does_not_take_is_produced_into_the_retry
     lines = Lines()
     try:
         events = run(engine.broker, engine.lake, engine.recorded, Alone(), cfg,
-                     RunRequest("orders", "r1", [("w", Window(start, end))], now_ms(), 0, start_at_group_position=True),
+                     LandingRequest("orders", "r1", [("w", Window(start, end))], now_ms(), 0, start_at_group_position=True),
                      lines)
         landed = next(events)  # the send-back is made before the landing is reported
     finally:

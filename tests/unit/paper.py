@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from rocketlake.pipelines.ingest import Landing, WindowAccounting
 from rocketlake.pipelines.ledger import LedgerEntry, history_of
-from rocketlake.pipelines.run import Alone, Committed, Landed, RunRequest, run
+from rocketlake.pipelines.run import Alone, Committed, Landed, LandingRequest, run
 from rocketlake.pipelines.windows import Window
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from tests.unit.support import Lines, ingestion_config
@@ -138,7 +138,7 @@ def one_run(broker, lake, recorded, cfg, run_id, windows, *, scheduled=True, rec
     """``pipelines.run.run`` as the asset drives it: the caller records a balanced landing (unless ``record`` is
     False: Dagster never recorded it) and resumes the run to commit (unless ``commit`` is False: the process
     died right after the record)."""
-    request = RunRequest("orders", run_id, windows, now_ms, 0, scheduled, only, windows_between)
+    request = LandingRequest("orders", run_id, windows, now_ms, 0, scheduled, only, windows_between)
     events = run(broker, lake, recorded, Alone(), cfg, request, log or Lines())
     landed = next(events)
     assert isinstance(landed, Landed)

@@ -24,7 +24,7 @@ from rocketlake.pipelines.ledger import (
     LedgerEntry,
     Suspension,
 )
-from rocketlake.pipelines.run import Alone, Committed, RunRequest, Unbalanced, run
+from rocketlake.pipelines.run import Alone, Committed, LandingRequest, Unbalanced, run
 from rocketlake.pipelines.windows import MessagesDeleted
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 from tests.unit.paper import MIN, A, B, LakeOnPaper, QueuesOnPaper, RacedLake, config, minutes, one_run, window
@@ -501,7 +501,7 @@ def test_an_orderly_run_holds_the_queue_locks_through_its_verdict_and_its_offset
 
     broker, lake, recorded = Committing({A: minutes(3, 2)}, committed={A: 0}), Deciding(), Recorded()
     cfg = config(consume_orderly=True)
-    events = run(broker, lake, recorded, Locking(), cfg, RunRequest("orders", "r1", [window(0)], 100 * MIN, 0, True),
+    events = run(broker, lake, recorded, Locking(), cfg, LandingRequest("orders", "r1", [window(0)], 100 * MIN, 0, True),
                  Lines())
     landed = next(events)
     recorded.record(landed.materialization.ledger)
@@ -597,7 +597,7 @@ def test_an_orderly_run_that_lost_a_lock_stops_before_its_send_back_verdict_and_
 
     broker, lake = QueuesOnPaper({A: minutes(3, 2)}, committed={A: 0}), LakeOnPaper()
     events = run(broker, lake, Recorded(), Losing(), config(consume_orderly=True),
-                 RunRequest("orders", "r1", [window(0)], 100 * MIN, 0, True), Lines())
+                 LandingRequest("orders", "r1", [window(0)], 100 * MIN, 0, True), Lines())
     with pytest.raises(LockLost):
         next(events)
     assert [e.verdict for e in lake.entries] == [PENDING] and broker.commits == []
