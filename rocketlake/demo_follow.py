@@ -59,6 +59,19 @@ def latest_storage_id(instance: DagsterInstance, key: AssetKey) -> int | None:
     return records[0].storage_id if records else None
 
 
+def newest_stale_range(instance: DagsterInstance, upstream: AssetKey, downstream: AssetKey,
+                       partitions_def) -> RunRequest | None:
+    """A run over the newest range of windows stale for ``downstream``, or None when none is."""
+    latest = instance.get_latest_storage_id_by_partition
+    stale = stale_windows(latest(upstream, DagsterEventType.ASSET_MATERIALIZATION),
+                          latest(downstream, DagsterEventType.ASSET_MATERIALIZATION))
+    if not stale:
+        return None
+    first, last = contiguous_ranges(stale, partitions_def.get_next_partition_key)[-1]  # the newest first
+    # No run key: a failed run's windows are still stale at the next tick, and are asked for again.
+    return RunRequest(tags={RANGE_START: first, RANGE_END: last})
+
+
 def follow(job, upstream: AssetKey, downstream: AssetKey, partitions_def, every_s: int = FOLLOW_EVERY_S):
     """The downstream job over the newest range of windows stale for it, one run at a time (see the module)."""
 
@@ -69,14 +82,8 @@ def follow(job, upstream: AssetKey, downstream: AssetKey, partitions_def, every_
     def follows(context: SensorEvaluationContext):
         if wait := busy(context.instance, job.name):
             return wait
-        latest = context.instance.get_latest_storage_id_by_partition
-        stale = stale_windows(latest(upstream, DagsterEventType.ASSET_MATERIALIZATION),
-                              latest(downstream, DagsterEventType.ASSET_MATERIALIZATION))
-        if not stale:
-            return SkipReason(f"{downstream.to_user_string()} is up to date with {upstream.to_user_string()}")
-        first, last = contiguous_ranges(stale, partitions_def.get_next_partition_key)[-1]  # the newest first
-        # No run key: a failed run's windows are still stale at the next tick, and are asked for again.
-        return RunRequest(tags={RANGE_START: first, RANGE_END: last})
+        return newest_stale_range(context.instance, upstream, downstream, partitions_def) or SkipReason(
+            f"{downstream.to_user_string()} is up to date with {upstream.to_user_string()}")
 
     return follows
 
@@ -117,12 +124,8 @@ def follow_together(job, upstream: AssetKey, windowed: AssetKey, partitions_def,
     def follows(context: SensorEvaluationContext):
         if wait := busy(context.instance, job.name):
             return wait
-        latest = context.instance.get_latest_storage_id_by_partition
-        stale = stale_windows(latest(upstream, DagsterEventType.ASSET_MATERIALIZATION),
-                              latest(windowed, DagsterEventType.ASSET_MATERIALIZATION))
-        if stale:
-            first, last = contiguous_ranges(stale, partitions_def.get_next_partition_key)[-1]  # the newest first
-            return RunRequest(tags={RANGE_START: first, RANGE_END: last})  # no run key: see ``follow``
+        if request := newest_stale_range(context.instance, upstream, windowed, partitions_def):
+            return request  # both assets: the windowed one over the range, the change feed after the same landings
         landed, followed = latest_storage_id(context.instance, upstream), latest_storage_id(context.instance, changes)
         if landed is not None and (followed is None or followed < landed):
             return RunRequest(asset_selection=[changes])
