@@ -41,6 +41,7 @@ from rocketlake.assets.metadata import (
     table_identity,
     windows_metadata,
 )
+from rocketlake.assets.instance_records import materialization_records
 from rocketlake.assets.pool_limit import PoolNotLimited, check_pool_limited
 from rocketlake.assets.run_guard import record_process
 from rocketlake.pipelines.storage import ServerWithoutLake, apply_lake, delta_rs_options
@@ -331,15 +332,8 @@ class DagsterRecordedRuns:
         self.asset_key = asset_key
 
     def among(self, partition_keys) -> set[str]:
-        runs: set[str] = set()
         keys = sorted(set(partition_keys))
         if not keys:
-            return runs
-        cursor = None
-        while True:
-            result = self.instance.fetch_materializations(
-                AssetRecordsFilter(asset_key=self.asset_key, asset_partitions=keys), limit=1000, cursor=cursor)
-            runs |= {r.run_id for r in result.records}
-            if not result.has_more:
-                return runs
-            cursor = result.cursor
+            return set()
+        return {r.run_id for r in materialization_records(
+            self.instance, AssetRecordsFilter(asset_key=self.asset_key, asset_partitions=keys))}

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dagster import AssetKey, AssetRecordsFilter, TimeWindow, TimeWindowPartitionsDefinition
 
 from rocketlake.assets.dagster_private import cron_string_iterator, dst_safe_strftime, dst_safe_strptime
+from rocketlake.assets.instance_records import materialization_records
 from rocketlake.pipelines.config import WindowConfig
 from rocketlake.pipelines.windows import Window
 
@@ -144,14 +145,15 @@ def materialized_among(instance, asset_key: AssetKey, keys: Sequence[str]) -> se
     A query of those partitions only: ``get_materialized_partitions`` groups every materialization the asset
     ever had (half a million rows after a year of minute windows), and the schedule, the lag and the rebalance
     sensors of every ingestion ask every minute."""
-    wanted, found, cursor = set(keys), set(), None
-    while wanted - found:
-        page = instance.fetch_materializations(AssetRecordsFilter(asset_key=asset_key, asset_partitions=list(keys)),
-                                               limit=100, cursor=cursor)
-        found |= {record.partition_key for record in page.records} & wanted
-        if not page.has_more:
-            break
-        cursor = page.cursor
+    wanted, found = set(keys), set()
+    if not wanted:
+        return found
+    for record in materialization_records(instance, AssetRecordsFilter(asset_key=asset_key,
+                                                                       asset_partitions=list(keys)), page=100):
+        if record.partition_key in wanted:
+            found.add(record.partition_key)
+            if found == wanted:
+                break
     return found
 
 

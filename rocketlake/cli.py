@@ -484,6 +484,7 @@ def _recent_rates(config, name: str):
 
     from dagster import AssetRecordsFilter, DagsterInstance, DagsterRunStatus, RunsFilter
 
+    from rocketlake.assets.instance_records import materialization_records
     from rocketlake.assets.translator import translate
     from rocketlake.member_metrics import landing_of
     from rocketlake.member_status import HOUR_S, MINUTE_S, EndedRun, LandedWindow, consume_status
@@ -491,19 +492,13 @@ def _recent_rates(config, name: str):
     assets = translate(config)[name]
     now = time.time()
     with DagsterInstance.get() as instance:
-        windows, cursor = [], None
-        while True:
-            page = instance.fetch_materializations(AssetRecordsFilter(asset_key=assets.table_key,
-                                                                      after_timestamp=now - HOUR_S),
-                                                   limit=1000, cursor=cursor)
-            for record in page.records:
-                materialization = record.asset_materialization
-                landing = landing_of(materialization.metadata) if materialization else None
-                if landing is not None:
-                    windows.append(LandedWindow(record.timestamp, landing.rows, landing.sent_back + landing.failed))
-            if not page.has_more:
-                break
-            cursor = page.cursor
+        windows = []
+        for record in materialization_records(instance, AssetRecordsFilter(asset_key=assets.table_key,
+                                                                           after_timestamp=now - HOUR_S)):
+            materialization = record.asset_materialization
+            landing = landing_of(materialization.metadata) if materialization else None
+            if landing is not None:
+                windows.append(LandedWindow(record.timestamp, landing.rows, landing.sent_back + landing.failed))
         runs = [EndedRun(r.end_time, r.end_time - r.start_time) for r in instance.get_run_records(RunsFilter(
             job_name=assets.job_name, statuses=[DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE],
             updated_after=datetime.fromtimestamp(now - MINUTE_S, tz=timezone.utc)))

@@ -295,20 +295,18 @@ class DagsterInstanceReads:
     def _landings(self, instance) -> tuple[list[Landing], int | None]:
         from dagster import AssetRecordsFilter
 
+        from rocketlake.assets.instance_records import materialization_records
+
         after_id = self._after_id
         records_filter = (AssetRecordsFilter(asset_key=self.asset_key, after_timestamp=self.since_s)
                           if after_id is None else AssetRecordsFilter(asset_key=self.asset_key, after_storage_id=after_id))
-        landings, cursor = [], None
-        while True:
-            result = instance.fetch_materializations(records_filter, limit=self.PAGE, cursor=cursor, ascending=True)
-            for record in result.records:
-                after_id = max(after_id or 0, record.storage_id)
-                landing = landing_of(record.asset_materialization.metadata) if record.asset_materialization else None
-                if landing is not None:
-                    landings.append(landing)
-            if not result.has_more:
-                return landings, after_id
-            cursor = result.cursor
+        landings = []
+        for record in materialization_records(instance, records_filter, page=self.PAGE, ascending=True):
+            after_id = max(after_id or 0, record.storage_id)
+            landing = landing_of(record.asset_materialization.metadata) if record.asset_materialization else None
+            if landing is not None:
+                landings.append(landing)
+        return landings, after_id
 
     def _finished_runs(self, instance) -> list[FinishedRun]:
         from dagster import DagsterRunStatus, RunsFilter
