@@ -198,7 +198,7 @@ class Soak:
 
     def _start_daemon(self) -> None:
         """The daemon as ``rocketlake local up --stack`` runs it, on a code server of its own."""
-        from tests.integration.test_consumer_group_daemon import start_daemon
+        from tests.integration.deployment_support import start_daemon
 
         self.daemon = start_daemon(self)
 
@@ -560,7 +560,7 @@ class Soak:
         return "\n".join(lines)
 
     def close(self) -> None:
-        from tests.integration.test_consumer_group_daemon import stop_daemon
+        from tests.integration.deployment_support import stop_daemon
 
         self._stop.set()
         for key in ("broker-a", "broker-b"):

@@ -16,6 +16,8 @@ from rocketlake.assets.definitions import build_definitions
 from rocketlake.pipelines.config import load_config
 from rocketlake.resources.local import peers
 from rocketlake.resources.local.cluster import LocalCluster
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.errors import TopicNotExist
 
 BODY_SCHEMA = "order_id STRING, amount DOUBLE"
 
@@ -176,3 +178,32 @@ class SentInMinutes:
             sent = [s for s in self.sent if s.topic == topic]
             self._produced[alias] = Produced(topic, java_dump(cluster, topic, sent), sent)
         return self._produced[alias]
+
+
+def dead_letters(client: RocketMQClient, group: str) -> list:
+    """Every message in %DLQ%<group>, as the broker holds it."""
+    try:
+        queues = client.queues(f"%DLQ%{group}")
+    except TopicNotExist:
+        return []
+    found = []
+    for mq in queues:
+        offset, end = client.get_min_offset(mq), client.get_max_offset(mq)
+        while offset < end:
+            result = client.pull(mq, offset, 32, consumer_group=group)
+            found += result.messages
+            offset = result.next_begin_offset
+    return found
+
+
+def sections(status: str) -> dict[str, list[str]]:
+    """``mqadmin consumerStatus -i``'s output: section title -> its lines."""
+    found: dict[str, list[str]] = {}
+    title = None
+    for line in status.splitlines():
+        if line.startswith("#") and line.rstrip().endswith("#") and len(line.strip()) > 2:
+            title = line.strip().strip("#")
+            found[title] = []
+        elif title is not None and line.strip():
+            found[title].append(line)
+    return found

@@ -14,8 +14,7 @@ import pytest
 from deltalake import DeltaTable
 
 from tests.integration.ingestion_support import unique
-from tests.integration.test_engine_runs import Engine
-from tests.integration.test_schema_evolution import send_window
+from tests.integration.engine_support import Engine, send_window
 from tests.unit.support import ingestion_config
 
 pytestmark = pytest.mark.engine

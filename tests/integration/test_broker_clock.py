@@ -21,7 +21,7 @@ from rocketlake.resources.local.process import stop_all
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from tests.conftest import hand_over
 from tests.faketime import faketime_env
-from tests.unit.test_config import with_ingestion
+from tests.unit.support import with_ingestion
 
 pytestmark = pytest.mark.broker
 

@@ -12,11 +12,7 @@ members compute for it.
 from __future__ import annotations
 
 import json
-import os
 import queue
-import signal
-import subprocess
-import sys
 import threading
 from collections import Counter
 from pathlib import Path
@@ -28,14 +24,12 @@ from deltalake import DeltaTable
 from rocketlake.assets.metadata import ASSIGNMENT
 from rocketlake.pipelines.assignment import assign
 from rocketlake.pipelines.config import load_config
-from rocketlake.pipelines.ledger import LedgerEntry
 from rocketlake.resources.local.peers import produce, start_push_member
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq_resource import RocketMQResource
-from tests.dagster_instance import recommended_home
+from tests.integration.deployment_support import Deployment, ledger
 from tests.integration.ingestion_support import (
-    definitions,
     java_dump,
     minute_key,
     order,
@@ -43,54 +37,11 @@ from tests.integration.ingestion_support import (
     run_partitions,
     unique,
     wait_for_next_minute,
-    write_config,
 )
 from tests.integration.ingestion_support import until
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class Deployment:
-    """One deployment: its configuration (own instance_name) and its `rocketlake member` process (the brokers
-    know a member by its connection, so each member is its own process, as each deployment is)."""
-
-    def __init__(self, tmp_path, cluster, name: str, ingestions: dict, spark: dict | None = None):
-        self.client_id = f"127.0.0.1@{name}"
-        specs = {k: {**v, "client_ip": "127.0.0.1", "instance_name": name} for k, v in ingestions.items()}
-        self.config = write_config(tmp_path / f"{name}.yaml", cluster, tmp_path / "lake", specs, spark)
-        self.defs = definitions(self.config)
-        self.home = recommended_home(tmp_path / f"{name}_dagster_home")  # the README's instance
-        self.env = dict(os.environ, ROCKETLAKE_CONFIG=str(self.config), DAGSTER_HOME=str(self.home))
-        self.member: subprocess.Popen | None = None
-
-    def materialize(self, table: str, partition: str) -> subprocess.Popen:
-        """``dagster asset materialize`` of one window on this deployment's own instance."""
-        return subprocess.Popen([str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m",
-                                 "rocketlake.definitions", "--select", table, "--partition", partition], cwd=ROOT,
-                                env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-    def join(self):
-        self.member = subprocess.Popen([str(Path(sys.executable).parent / "rocketlake"), "member", "wide", "--config",
-                                        str(self.config)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       text=True)
-
-    def leave(self) -> str:
-        self.member.send_signal(signal.SIGTERM)
-        output, _ = self.member.communicate(timeout=60)
-        assert self.member.returncode == 0 and f"member {self.client_id} left group" in output, output
-        return output
-
-    def kill(self):
-        if self.member is not None and self.member.poll() is None:
-            self.member.kill()
-            self.member.communicate()
-
-
-def ledger(path) -> list[LedgerEntry]:
-    """Every landing's entry, oldest first (verdict commits, which land nothing, left out)."""
-    return [e for e in (LedgerEntry.from_json(c.get("userMetadata")) for c in reversed(DeltaTable(str(path)).history()))
-            if e is not None and not e.is_verdict]
 
 
 def test_two_deployments_split_the_queues_and_a_sensor_completes_what_a_departed_member_left(

@@ -9,8 +9,6 @@ daemon, records the new share. Every message lands exactly once and the committe
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 from collections import Counter
@@ -22,14 +20,10 @@ from dagster import AssetKey, DagsterInstance
 from deltalake import DeltaTable
 
 from rocketlake.assets.metadata import ASSIGNMENT
-from rocketlake.resources.local.code_server import LocalCodeServer
-from rocketlake.resources.local.process import session_members
 from rocketlake.resources.local.peers import produce
 from rocketlake.resources.rocketmq.client import RocketMQClient
-from tests.conftest import free_ports
-from tests.integration.ingestion_support import minute_key, order, room_in_this_minute, unique, wait_until
-from tests.integration.test_consumer_group import Deployment, ledger
-from tests.integration.ingestion_support import until
+from tests.integration.ingestion_support import minute_key, order, room_in_this_minute, unique, until, wait_until
+from tests.integration.deployment_support import Deployment, ledger, start_daemon, stop_daemon
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,42 +34,6 @@ def dagster_cli(deployment: Deployment, *args: str) -> None:
     result = subprocess.run([DAGSTER, *args, "-m", "rocketlake.definitions"], cwd=ROOT, env=deployment.env,
                             capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-
-
-def start_daemon(deployment: Deployment) -> subprocess.Popen:
-    """``dagster-daemon`` as ``rocketlake local up --stack`` runs it: on a long-lived code server of the deployment's
-    (``resources/local/code_server.py``), which ``stop_daemon`` stops with it."""
-    server = LocalCodeServer(deployment.home / "code-server", free_ports(1)[0])
-    server.start(deployment.env, cwd=ROOT)
-    log = (deployment.home / "daemon.log").open("w")
-    daemon = str(Path(sys.executable).parent / "dagster-daemon")
-    process = subprocess.Popen([daemon, "run", "-w", str(server.workspace)], cwd=ROOT, env=deployment.env,
-                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    process.code_server = server
-    return process
-
-
-def stop_daemon(process: subprocess.Popen | None) -> None:
-    # Its session holds any code server and run it started, each in a process group of its own; the runs launched
-    # from the code server are in that server's session.
-    if process is None:
-        return
-    if process.poll() is None:
-        members = [pid for pid in session_members(process.pid) if pid != process.pid]
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        for pid in members:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-    server = getattr(process, "code_server", None)
-    if server is not None:
-        server.stop()
 
 
 def test_two_deployments_run_by_their_daemons_split_the_queues_and_hand_them_over(tmp_path, local_cluster,

@@ -34,10 +34,8 @@ from rocketlake.resources.local.peers import produce
 from rocketlake.resources.local.spec import SLAVE_PORT_OFFSET, BrokerSpec
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from tests.conftest import _running_cluster, free_ports
-from tests.integration.ingestion_support import order, unique, wait_until
-from tests.integration.test_ha_brokers import assert_landed_once_at_the_ends
-from tests.integration.test_engine_runs import Engine, now_ms
-from tests.integration.ingestion_support import until
+from tests.integration.ingestion_support import order, unique, until, wait_until
+from tests.integration.engine_support import assert_landed_once_at_the_ends, Engine, now_ms
 from tests.unit.support import ingestion_config
 
 pytestmark = pytest.mark.engine

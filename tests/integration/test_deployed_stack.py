@@ -36,9 +36,8 @@ from rocketlake.resources.local.peers import produce
 from rocketlake.resources.local.postgres import LocalPostgres
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from tests.conftest import free_ports
-from tests.integration.ingestion_support import minute_key, order, unique, wait_until, write_config
-from tests.integration.test_consumer_group_daemon import start_daemon, stop_daemon
-from tests.integration.ingestion_support import until
+from tests.integration.ingestion_support import minute_key, order, unique, until, wait_until, write_config
+from tests.integration.deployment_support import start_daemon, stop_daemon
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]

@@ -32,9 +32,8 @@ from rocketlake.resources.rocketmq.errors import RocketMQError, TopicNotExist
 from rocketlake.resources.rocketmq.client import BrokerNotFound, RocketMQClient
 from rocketlake.resources.jars import ROCKETMQ_VERSION
 from tests.conftest import _running_cluster, free_ports
-from tests.integration.ingestion_support import until
-from tests.integration.ingestion_support import order, unique, wait_until
-from tests.integration.test_engine_runs import Engine, now_ms
+from tests.integration.ingestion_support import order, unique, until, wait_until
+from tests.integration.engine_support import assert_landed_once_at_the_ends, Engine, now_ms
 from tests.unit.support import ingestion_config
 
 pytestmark = pytest.mark.engine
@@ -187,13 +186,3 @@ def test_a_slave_behind_the_table_answering_for_its_dead_master_is_no_truncated_
     client.close()
 
 
-def assert_landed_once_at_the_ends(engine, cluster, client: RocketMQClient, topic: str, group: str, sent: int):
-    """The table holds orders o-0 .. o-<sent - 1>, each once, and the group's offsets are the queues' ends, as the
-    engine and mqadmin consumerProgress read them."""
-    rows = DeltaTable(str(engine.lake.table_path)).to_pyarrow_table(columns=["keys"])
-    assert sorted(rows.column("keys").to_pylist()) == sorted(f"o-{i}" for i in range(sent))  # none lost, none twice
-    ends = {(q.broker_name, q.queue_id): client.get_max_offset(q) for q in client.queues(topic)}
-    assert sum(ends.values()) == sent
-    assert engine.offsets(topic) == ends
-    assert {(p.broker_name, p.queue_id): p.consumer_offset for p in cluster.mqadmin().consumer_progress(group, topic)
-            } == ends

@@ -332,7 +332,7 @@ def test_rocketlake_backfill_lands_a_range_given_by_store_times(tmp_path, local_
 def consumer_rates(cluster, group: str, topic: str) -> tuple[dict[str, float], tuple[float, float]]:
     """The group's one member's ``#Consumer RT&TPS#`` row of ``topic`` in ``mqadmin consumerStatus -i`` (column
     name -> figure), and when it was asked (from, to)."""
-    from tests.integration.test_member import sections
+    from tests.integration.ingestion_support import sections
 
     client = RocketMQClient(cluster.spec.namesrv_address)
     try:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rocketlake.resources.rocketmq.client import RocketMQClient
-from tests.integration.ingestion_support import unique, until, write_config
+from tests.integration.ingestion_support import sections, unique, until, write_config
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,19 +142,6 @@ def assert_direct_consume_answers_the_listeners_verdict(cluster, client, group: 
             "answered RECONSUME_LATER") in verdicts["poison"], verdicts
     assert {q: client.query_consumer_offset(group, q) for q in committed} == committed
     assert not lake.exists()  # landing happens in window runs only
-
-
-def sections(status: str) -> dict[str, list[str]]:
-    """``mqadmin consumerStatus -i``'s output: section title -> its lines."""
-    found: dict[str, list[str]] = {}
-    title = None
-    for line in status.splitlines():
-        if line.startswith("#") and line.rstrip().endswith("#") and len(line.strip()) > 2:
-            title = line.strip().strip("#")
-            found[title] = []
-        elif title is not None and line.strip():
-            found[title].append(line)
-    return found
 
 
 def assert_consumer_status_shows_the_member(cluster, client, group: str, client_id: str, topic: str):

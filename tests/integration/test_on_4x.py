@@ -33,7 +33,7 @@ from tests.integration.ingestion_support import (
     wait_for_next_minute,
     write_config,
 )
-from tests.integration.test_engine_runs import now_ms
+from tests.integration.engine_support import now_ms
 
 pytestmark = pytest.mark.dagster
 

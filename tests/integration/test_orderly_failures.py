@@ -23,7 +23,7 @@ from tests.integration.ingestion_support import (
     unique,
     write_config,
 )
-from tests.integration.test_retry_and_dead_letters import dead_letters
+from tests.integration.ingestion_support import dead_letters
 from tests.unit.listeners import calls_file
 
 pytestmark = pytest.mark.dagster

@@ -19,7 +19,6 @@ from rocketlake.assets.backlog import DLQ_OLDEST_AGE, DLQ_WAITING, RETRY_WAITING
 from rocketlake.assets.metadata import DEAD_LETTERED as DEAD_LETTERED_KEY
 from rocketlake.resources.local import peers
 from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.errors import TopicNotExist
 from rocketlake.resources.rocketmq_resource import RocketMQResource
 from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import (
@@ -32,27 +31,12 @@ from tests.integration.ingestion_support import (
     write_config,
 )
 from tests.unit.listeners import FAIL_UNTIL
+from tests.integration.ingestion_support import dead_letters
 
 pytestmark = pytest.mark.dagster
 MAX_RECONSUME = 2
 #: Dead letters: 2 poison messages, one of them stored twice, and the malformed body.
 DEAD = 4
-
-
-def dead_letters(client: RocketMQClient, group: str) -> list:
-    """Every message in %DLQ%<group>, as the broker holds it."""
-    try:
-        queues = client.queues(f"%DLQ%{group}")
-    except TopicNotExist:
-        return []
-    found = []
-    for mq in queues:
-        offset, end = client.get_min_offset(mq), client.get_max_offset(mq)
-        while offset < end:
-            result = client.pull(mq, offset, 32, consumer_group=group)
-            found += result.messages
-            offset = result.next_begin_offset
-    return found
 
 
 def dlq_rows(path) -> list[dict]:

@@ -8,7 +8,6 @@ store time around what was just sent (``test_engine_runs``).
 
 from __future__ import annotations
 
-import base64
 import json
 import time
 
@@ -19,22 +18,10 @@ from rocketlake.pipelines.windows import Window
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.errors import TopicNotExist
 from tests.integration.ingestion_support import unique, wait_until
-from tests.integration.test_engine_runs import Engine, now_ms
+from tests.integration.engine_support import Engine, now_ms, send_window
 from tests.unit.support import ingestion_config
 
 pytestmark = pytest.mark.engine
-
-
-def send_window(java_producer, topic: str, bodies: list[dict], raw: list[bytes] = ()) -> Window:
-    """``bodies`` (as JSON) and ``raw`` bodies alone in a window of store time, closed when this returns."""
-    start = now_ms()
-    java_producer([{"topic": topic, "tags": "TagA", "keys": [f"k{i}"], "body": json.dumps(body)}
-                   for i, body in enumerate(bodies)]
-                  + [{"topic": topic, "tags": "TagA", "keys": [f"r{i}"], "body_base64": base64.b64encode(body).decode()}
-                     for i, body in enumerate(raw)])
-    end = now_ms() + 1
-    wait_until(end / 1000)
-    return Window(start, end)
 
 
 def retry_copies(client: RocketMQClient, topic: str) -> int:

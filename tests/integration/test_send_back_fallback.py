@@ -18,7 +18,7 @@ from rocketlake.resources.rocketmq.message import retry_topic
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq.send import OutgoingMessage
 from tests.integration.ingestion_support import unique, wait_until
-from tests.integration.test_engine_runs import Engine, now_ms, stored
+from tests.integration.engine_support import Engine, now_ms, stored
 from tests.unit.support import Lines, ingestion_config
 
 pytestmark = pytest.mark.engine

@@ -11,7 +11,7 @@ from deltalake import DeltaTable
 
 from rocketlake.pipelines.windows import Window
 from tests.integration.ingestion_support import order, unique, wait_until
-from tests.integration.test_engine_runs import Engine, now_ms, send_in_two_windows
+from tests.integration.engine_support import Engine, now_ms, send_in_two_windows
 from tests.unit.support import ingestion_config
 
 pytestmark = pytest.mark.engine

@@ -19,7 +19,7 @@ from rocketlake.pipelines.ledger_log import read_ledger
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.pipelines.windows import Window
 from tests.integration.ingestion_support import unique, wait_until
-from tests.integration.test_engine_runs import Engine, now_ms
+from tests.integration.engine_support import Engine, now_ms
 from tests.unit.support import ingestion_config
 
 pytestmark = pytest.mark.engine

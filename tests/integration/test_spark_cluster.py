@@ -29,8 +29,7 @@ from rocketlake.resources.local.spark_cluster import LocalSparkCluster, SparkClu
 from rocketlake.resources.local.process import port_in_use
 from tests.conftest import free_ports
 from tests.dagster_instance import recommended_home
-from tests.integration.ingestion_support import until
-from tests.integration.ingestion_support import in_shared_minutes, order, unique, write_config
+from tests.integration.ingestion_support import in_shared_minutes, order, unique, until, write_config
 
 pytestmark = pytest.mark.stack
 

@@ -40,8 +40,7 @@ from rocketlake.resources.local.process import session_members
 from tests.conftest import free_ports
 from tests.dagster_instance import recommended_home
 from tests.integration.ingestion_support import until, unique, wait_until
-from tests.integration.test_consumer_group import Deployment
-from tests.integration.test_consumer_group_daemon import start_daemon, stop_daemon
+from tests.integration.deployment_support import Deployment, start_daemon, stop_daemon
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocketlake.pipelines.config import IngestionConfig, parse_config
+
+
+#: The smallest valid rocketlake.yaml: one ingestion ``orders`` (``with_ingestion`` changes its keys).
+MINIMAL = {
+    "clusters": {"local": {"namesrv": "127.0.0.1:9876"}},
+    "ingestions": {
+        "orders": {
+            "cluster": "local", "topic": "orders", "consumer_group": "rocketlake_orders", "table": "orders_raw",
+            "window": {"start": "2026-11-01T00:00:00Z"},
+        }
+    },
+}
+
+
+def with_ingestion(**changes) -> dict:
+    raw = copy.deepcopy(MINIMAL)
+    raw["ingestions"]["orders"].update(changes)
+    return raw
 
 
 def ingestion_config(**ingestion) -> IngestionConfig:

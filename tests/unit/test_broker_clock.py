@@ -10,7 +10,7 @@ from rocketlake.pipelines.broker_clock import BrokerClock, clock_of, read_clocks
 from rocketlake.pipelines.config import IngestionConfig, parse_config
 from rocketlake.resources.rocketmq.admin import parse_kv_table
 from rocketlake.resources.rocketmq.errors import ConnectionFailed, ProtocolError
-from tests.unit.test_config import with_ingestion
+from tests.unit.support import with_ingestion
 
 
 def test_runtime_is_read_in_seconds_with_thousands_grouped():

@@ -25,7 +25,7 @@ from rocketlake.assets.translator import translate
 from rocketlake.pipelines.config import parse_config
 from rocketlake.pipelines.progress import QueueProgress, Unanswered
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
-from tests.unit.test_config import with_ingestion
+from tests.unit.support import with_ingestion
 
 START = datetime(2026, 11, 1, tzinfo=timezone.utc)
 HOUR = 3_600_000

@@ -16,24 +16,10 @@ from rocketlake.pipelines.config import (
     load_config,
     parse_config,
 )
+from tests.unit.support import MINIMAL, with_ingestion
 
 ROOT = Path(__file__).resolve().parents[2]
 
-MINIMAL = {
-    "clusters": {"local": {"namesrv": "127.0.0.1:9876"}},
-    "ingestions": {
-        "orders": {
-            "cluster": "local", "topic": "orders", "consumer_group": "rocketlake_orders", "table": "orders_raw",
-            "window": {"start": "2026-11-01T00:00:00Z"},
-        }
-    },
-}
-
-
-def with_ingestion(**changes) -> dict:
-    raw = copy.deepcopy(MINIMAL)
-    raw["ingestions"]["orders"].update(changes)
-    return raw
 
 
 def problems(raw: dict) -> list[str]:

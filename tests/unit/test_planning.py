@@ -69,7 +69,7 @@ def test_watermarks_start_a_queue_without_offset_at_its_origin():
 def test_start_position_of_a_group_without_offsets(where, expected):
     from rocketlake.pipelines.config import parse_config
     from rocketlake.pipelines.offsets import start_position
-    from tests.unit.test_config import with_ingestion
+    from tests.unit.support import with_ingestion
 
     cfg = parse_config(with_ingestion(consume_from_where=where)).ingestions["orders"]
     assert start_position(cfg, min_offset=10, max_offset=90, floor=25, timestamp_offset=40) == expected
@@ -78,7 +78,7 @@ def test_start_position_of_a_group_without_offsets(where, expected):
 def test_timestamp_before_the_first_window_starts_at_the_first_window():
     from rocketlake.pipelines.config import parse_config
     from rocketlake.pipelines.offsets import start_position
-    from tests.unit.test_config import with_ingestion
+    from tests.unit.support import with_ingestion
 
     cfg = parse_config(with_ingestion(consume_from_where="CONSUME_FROM_TIMESTAMP")).ingestions["orders"]
     assert start_position(cfg, min_offset=0, max_offset=90, floor=25, timestamp_offset=3) == 25

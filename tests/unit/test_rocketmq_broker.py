@@ -58,7 +58,7 @@ from rocketlake.resources.rocketmq.send import (
     build_send_request,
     parse_send_response,
 )
-from tests.unit.test_rocketmq_connection import FrameEchoPeer
+from tests.unit.frame_peer import FrameEchoPeer
 
 ADDRESS = "127.0.0.1:10911"
 

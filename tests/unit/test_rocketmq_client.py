@@ -32,7 +32,7 @@ from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq.pull import FLAG_COMMIT_OFFSET
 from rocketlake.resources.rocketmq.retry import NO_RETRY, ExponentialBackoff, call_with_retries
 from rocketlake.resources.rocketmq.send import OutgoingMessage, RetryMessage
-from tests.unit.test_rocketmq_connection import CLOSE, FrameEchoPeer
+from tests.unit.frame_peer import CLOSE, FrameEchoPeer
 
 # --------------------------------------------------------------------------- MessageQueue
 

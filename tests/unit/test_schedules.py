@@ -8,7 +8,7 @@ from rocketlake.assets.partitions import RANGE_END, RANGE_START, last_closed_win
 from rocketlake.assets.schedules import CATCH_UP, build_window_schedule
 from rocketlake.assets.translator import translate
 from rocketlake.pipelines.config import parse_config
-from tests.unit.test_config import with_ingestion
+from tests.unit.support import with_ingestion
 
 START = datetime(2026, 11, 1, tzinfo=timezone.utc)
 

@@ -1,0 +1,99 @@
+"""The engine's runs as the asset makes them, below Dagster: the helpers the engine-tier tests share."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+
+from deltalake import DeltaTable
+
+from rocketlake.pipelines.broker_access import group_broker
+from rocketlake.pipelines.materialize import SparkLake
+from rocketlake.pipelines.run import Alone, Committed, Landed, LandingRequest, run
+from rocketlake.pipelines.windows import Window
+from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.resources.rocketmq_resource import RocketMQResource
+from tests.integration.ingestion_support import order, wait_until
+from tests.unit.support import Lines, Recorded
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def send_in_two_windows(java_producer, topic: str, per_window: int) -> list[tuple[str, Window]]:
+    """Two batches, each alone in a window of store time: [before the first send, after it), [then, after the
+    second). The brokers stamp store times on this machine's clock, so the bounds come from it."""
+    start = now_ms()
+    java_producer([order(i, topic) for i in range(per_window)])
+    boundary = now_ms() + 1  # every message of the first batch is stored before this instant
+    wait_until(boundary / 1000)
+    java_producer([order(i, topic) for i in range(per_window, 2 * per_window)])
+    end = now_ms() + 1
+    wait_until(end / 1000)  # the second window is closed (grace 0) once this instant has passed
+    return [("w1", Window(start, boundary)), ("w2", Window(boundary, end))]
+
+
+class Engine:
+    """One ingestion's runs as the asset makes them, on the session's cluster, Spark and a Delta table."""
+
+    def __init__(self, cluster, spark, path, cfg, **lake_options):
+        resource = RocketMQResource(namesrv=cluster.spec.namesrv_address)
+        self.client = RocketMQClient(cluster.spec.namesrv_address)
+        self.broker = group_broker(self.client, cfg)
+        self.lake = SparkLake(spark, resource.source_options(), cfg, str(path), **lake_options)
+        self.cfg = cfg
+        self.recorded = Recorded()
+
+    def run(self, run_id: str, windows, *, backfill: bool = False, now: int | None = None, only=None):
+        """Runs to the end; returns the landing's event. An unbalanced run raises ``Unbalanced``, recording nothing.
+        ``now``: the planner's clock (default: this machine's, which the brokers stamp store times with). ``only``:
+        the queues a narrowed run takes (a catch-up's, a rebalance run's)."""
+        request = LandingRequest("orders", run_id, windows, now or now_ms(), 0, start_at_group_position=not backfill,
+                             only_queues=only)
+        events = run(self.broker, self.lake, self.recorded, Alone(), self.cfg, request, Lines())
+        landed = next(events)
+        assert isinstance(landed, Landed)
+        if landed.balanced:
+            self.recorded.record(landed.materialization.ledger)
+        committed = [e for e in events if isinstance(e, Committed)]  # raises Unbalanced when not balanced
+        assert len(committed) == 1
+        return landed
+
+    def offsets(self, topic: str) -> dict[tuple[str, int], int | None]:
+        return {(mq.broker_name, mq.queue_id): self.client.query_consumer_offset(self.cfg.consumer_group, mq)
+                for mq in self.client.queues(topic)}
+
+
+def stored(client: RocketMQClient, mq: MessageQueue, count: int, within: float = 10) -> None:
+    """Return once ``mq`` holds ``count`` messages (the broker indexes what it stored asynchronously)."""
+    deadline = time.monotonic() + within
+    while client.get_max_offset(mq) < count:
+        assert time.monotonic() < deadline, f"{mq} did not hold {count} messages within {within} s"
+        time.sleep(0.05)  # polling the broker's queue, bounded by the deadline above
+
+
+def send_window(java_producer, topic: str, bodies: list[dict], raw: list[bytes] = ()) -> Window:
+    """``bodies`` (as JSON) and ``raw`` bodies alone in a window of store time, closed when this returns."""
+    start = now_ms()
+    java_producer([{"topic": topic, "tags": "TagA", "keys": [f"k{i}"], "body": json.dumps(body)}
+                   for i, body in enumerate(bodies)]
+                  + [{"topic": topic, "tags": "TagA", "keys": [f"r{i}"], "body_base64": base64.b64encode(body).decode()}
+                     for i, body in enumerate(raw)])
+    end = now_ms() + 1
+    wait_until(end / 1000)
+    return Window(start, end)
+
+
+def assert_landed_once_at_the_ends(engine, cluster, client: RocketMQClient, topic: str, group: str, sent: int):
+    """The table holds orders o-0 .. o-<sent - 1>, each once, and the group's offsets are the queues' ends, as the
+    engine and mqadmin consumerProgress read them."""
+    rows = DeltaTable(str(engine.lake.table_path)).to_pyarrow_table(columns=["keys"])
+    assert sorted(rows.column("keys").to_pylist()) == sorted(f"o-{i}" for i in range(sent))  # none lost, none twice
+    ends = {(q.broker_name, q.queue_id): client.get_max_offset(q) for q in client.queues(topic)}
+    assert sum(ends.values()) == sent
+    assert engine.offsets(topic) == ends
+    assert {(p.broker_name, p.queue_id): p.consumer_offset for p in cluster.mqadmin().consumer_progress(group, topic)
+            } == ends
