@@ -17,8 +17,8 @@ from rocketlake.resources.rocketmq.message import (
     COMPRESSED_FLAG,
     Message,
     decode_messages,
-    encode_message_record,
 )
+from tests.unit.record_encoder import encode_message_record
 
 # Names that end like another ("XTAGS"), values that hold a piece's text ("TAGS\x01TagA"): a lookup must find a name
 # only where a piece starts.

@@ -11,9 +11,10 @@ from rocketlake.resources.rocketmq.client_requests import CMResult, DirectConsum
 from rocketlake.resources.rocketmq.codes import RequestCode, ResponseCode
 from rocketlake.resources.rocketmq.errors import ProtocolError
 from rocketlake.resources.rocketmq.frame import RemotingCommand
-from rocketlake.resources.rocketmq.message import Message, encode_message_record
+from rocketlake.resources.rocketmq.message import Message
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from tests.unit.support import ingestion_config
+from tests.unit.record_encoder import encode_message_record
 
 pytestmark = pytest.mark.unit
 

@@ -37,7 +37,7 @@ from rocketlake.resources.rocketmq.fastjson import FrozenObject, loads
 from rocketlake.resources.rocketmq.filter import Subscription
 from rocketlake.resources.rocketmq.frame import RemotingCommand, encode
 from rocketlake.resources.rocketmq.heartbeat import ConsumerData, MessageModel, encode_heartbeat, new_client_id
-from rocketlake.resources.rocketmq.message import Message, decode_batch, decode_properties, encode_message_record
+from rocketlake.resources.rocketmq.message import Message, decode_batch, decode_properties
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq.pools import PrivateConnections
 from rocketlake.resources.rocketmq.pull import (
@@ -59,6 +59,7 @@ from rocketlake.resources.rocketmq.send import (
     parse_send_response,
 )
 from tests.unit.frame_peer import FrameEchoPeer
+from tests.unit.record_encoder import encode_message_record
 
 ADDRESS = "127.0.0.1:10911"
 

@@ -30,9 +30,9 @@ from rocketlake.resources.rocketmq.message import (
     decode_properties,
     encode_batch,
     encode_batch_entry,
-    encode_message_record,
     encode_properties,
 )
+from tests.unit.record_encoder import encode_message_record
 
 MAGIC_V1 = -626843481  # 0xDAA320A7, MessageDecoder.MESSAGE_MAGIC_CODE: 1-byte topic length
 MAGIC_V2 = -626843477  # 0xDAA320AB, MessageDecoder.MESSAGE_MAGIC_CODE_V2: 2-byte topic length
