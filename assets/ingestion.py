@@ -170,7 +170,7 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetS
         try:
             # First of all: one writer per group holds only if the instance runs one step of the pool at a time.
             check_pool_limited(context.instance, pool, cfg.consumer_group)
-            yield from run(context, name, cfg, table_path, spark, rocketmq, failures_path, dead_letters, lake)
+            yield from run_step(context, name, cfg, table_path, spark, rocketmq, failures_path, dead_letters, lake)
         except REFUSED as e:  # the cluster turns this run away for its TLS or its keys: only new settings help
             raise Failure(description=explain(e, cfg, rocketmq.namesrv), allow_retries=False) from e
         except TRANSIENT as e:
@@ -225,10 +225,12 @@ def wait_for_close(context: AssetExecutionContext) -> None:
             wait = int(context.run.tags[CLOSES_AT_TAG]) / 1000 - time.time()
 
 
-def run(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_path: str,
-        spark_resource: SparkResource, rocketmq, failures_path: str | None = None,
-        dead_letters: bool = False, storage: LakeConfig | None = None) -> Iterator[MaterializeResult | AssetCheckResult]:
-    """Translate Dagster's context into the engine's run (``pipelines.run``) and its events into Dagster's."""
+def run_step(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_path: str,
+             spark_resource: SparkResource, rocketmq, failures_path: str | None = None,
+             dead_letters: bool = False, storage: LakeConfig | None = None
+             ) -> Iterator[MaterializeResult | AssetCheckResult]:
+    """The asset's step: Dagster's context translated into the engine's run (``pipelines.run.run``), and its events
+    into Dagster's."""
     # A run of another job than rocketlake's (the UI's Materialize button) is recorded here, for the dead-runs sensor.
     record_process(context.instance, context.run)
     wait_for_close(context)
