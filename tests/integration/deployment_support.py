@@ -76,6 +76,16 @@ def start_daemon(deployment: Deployment) -> subprocess.Popen:
     return process
 
 
+def end_group(process: subprocess.Popen, timeout: float) -> None:
+    """SIGTERM to the process group ``process`` leads, SIGKILL if it has not ended ``timeout`` seconds later."""
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
 def stop_daemon(process: subprocess.Popen | None) -> None:
     # Its session holds any code server and run it started, each in a process group of its own; the runs launched
     # from the code server are in that server's session.
@@ -83,12 +93,7 @@ def stop_daemon(process: subprocess.Popen | None) -> None:
         return
     if process.poll() is None:
         members = [pid for pid in session_members(process.pid) if pid != process.pid]
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        end_group(process, timeout=60)
         for pid in members:
             try:
                 os.kill(pid, signal.SIGTERM)

@@ -40,7 +40,7 @@ from rocketlake.resources.local.process import session_members
 from tests.conftest import free_ports
 from tests.dagster_instance import recommended_home
 from tests.integration.ingestion_support import until, unique, wait_until
-from tests.integration.deployment_support import Deployment, start_daemon, stop_daemon
+from tests.integration.deployment_support import end_group, Deployment, start_daemon, stop_daemon
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,14 +65,8 @@ def start(cmd: list[str], env: dict, log: Path) -> subprocess.Popen:
 
 
 def stop(process: subprocess.Popen | None) -> None:
-    if process is None or process.poll() is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    if process is not None and process.poll() is None:
+        end_group(process, timeout=30)
 
 
 def command_line(pid: int) -> str:
