@@ -19,6 +19,7 @@ from rocketlake.demo import DEMO_CONFIG, DEMO_MODULE, sample_orders
 from rocketlake.launch import dagster_home
 from rocketlake.pipelines.config import CONFIG_ENV, load_config
 from rocketlake.resources.local.peers import produce
+from rocketlake.resources.local.process import descendants, end_processes
 from rocketlake.resources.local.spark_server import server_for
 from rocketlake.resources.local.spec import ClusterSpec
 
@@ -72,16 +73,30 @@ def run_ui(spec: ClusterSpec, port: int, topic: str, per_minute: int) -> int:
         return dev.wait()
     except KeyboardInterrupt:
         # Ctrl-C reached the whole process group: dg dev, its webserver and daemon, the runs the daemon launched
-        # and the trickle's Java producer each stop on it. Wait for dg dev to be done with its children; one that
-        # hangs is ended, so that nothing outlives the command.
+        # and the trickle's Java producer each stop on it. Wait for dg dev to be done with its children; then end
+        # whatever it started that is still there (a code server waiting for a run in flight, the run itself), so
+        # that nothing outlives the command. The snapshot is taken first: dg dev's exit hands its children to init.
+        # Only those in this session: a Spark Connect server started above lives in a session of its own, and
+        # outlives `make ui` as it outlives the demo (`rocketlake local down` stops it).
+        session = os.getsid(0)
+        started = {pid: t for pid, t in descendants(os.getpid()).items() if _session_of(pid) == session}
         stop_within(dev, STOP_WITHIN_S)
+        end_processes(started, grace=END_GRACE_S)
         return 0
     finally:
         if trickle:
             trickle.stop()
 
 
-STOP_WITHIN_S = 8.0  # what Ctrl-C on `make ui` may take, with room for the process tree's own exits (10 s in all)
+STOP_WITHIN_S = 5.0  # what dg dev gets to stop its children on Ctrl-C; then they are ended (10 s in all)
+END_GRACE_S = 2.0  # between SIGTERM and SIGKILL for what dg dev left running
+
+
+def _session_of(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:  # gone
+        return None
 
 
 def stop_within(process: subprocess.Popen, seconds: float) -> None:
@@ -90,7 +105,7 @@ def stop_within(process: subprocess.Popen, seconds: float) -> None:
         if ending is not None:
             ending()
         try:
-            process.wait(timeout=seconds if ending is None else 2.0)
+            process.wait(timeout=seconds if ending is None else 1.0)
             return
         except subprocess.TimeoutExpired:
             continue

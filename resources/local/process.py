@@ -90,6 +90,42 @@ def session_members(sid: int) -> list[int]:
             and _alive(int(entry.name), fields)]
 
 
+def descendants(pid: int) -> dict[int, str]:
+    """The live descendants of ``pid`` (children, their children, ...) and their start times: a snapshot that outlives
+    a parent's exit, when its children are handed to init."""
+    children: dict[int, list[int]] = {}
+    started: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := stat_fields(int(entry.name))) is not None and _alive(int(entry.name),
+                                                                                                      fields):
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+            started[int(entry.name)] = fields[19]
+    found: dict[int, str] = {}
+    todo = list(children.get(pid, ()))
+    while todo:
+        child = todo.pop()
+        if child not in found:
+            found[child] = started[child]
+            todo.extend(children.get(child, ()))
+    return found
+
+
+def end_processes(processes: dict[int, str], grace: float) -> list[int]:
+    """SIGTERM each of ``processes`` (pid -> start time) still running as the same process, SIGKILL those still
+    there ``grace`` seconds later; the pids that had to be killed."""
+    def running() -> list[int]:
+        return [pid for pid, started in processes.items() if start_time(pid) == started]
+
+    for pid in running():
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while (left := running()) and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling the process table, bounded by the grace
+    for pid in left:
+        _signal(pid, signal.SIGKILL)
+    return left
+
+
 @dataclass(frozen=True)
 class ManagedProcess:
     """One JVM of the cluster: its pid file and its console log."""

@@ -290,3 +290,36 @@ def test_a_running_local_server_without_the_lakes_bucket_is_refused_before_a_run
     server.lake_file.write_text(json.dumps(server_settings(lake)))
     assert server.lake_refusal() is None
     assert LocalSparkServer(tmp_path, port=1).lake_refusal() is None  # a local lake needs no bucket
+
+
+def test_descendants_are_found_before_their_parent_exits_and_ended_after_it():
+    """What `rocketlake ui` does on Ctrl-C: the process tree is taken first, so a grandchild handed to init when its
+    parent exits is still ended; one that ignores SIGTERM is killed after the grace."""
+    import time
+
+    from rocketlake.resources.local.process import descendants, end_processes, start_time
+
+    grandchild = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
+                  "time.sleep(60)")
+    parent = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys; p = subprocess.Popen([sys.executable, "
+                               f"'-c', {grandchild!r}], stdout=sys.stdout); p.wait()"], stdout=subprocess.PIPE,
+                              text=True)
+    tree: dict[int, str] = {}
+    try:
+        assert parent.stdout.readline().strip() == "ready"
+        assert parent.pid in descendants(os.getpid())
+        tree = descendants(parent.pid)  # only the test's own: the worker may have other children (a cluster's JVMs)
+        (child,) = tree
+        parent.kill()
+        parent.wait()
+        assert start_time(child) == tree[child]  # orphaned, still running
+        began = time.monotonic()
+        assert end_processes({child: tree[child]}, grace=1.0) == [child]  # it ignored SIGTERM: killed
+        assert time.monotonic() - began < 5
+        deadline = time.monotonic() + 5
+        while start_time(child) is not None and time.monotonic() < deadline:
+            time.sleep(0.05)  # init reaps it; polling the process table, bounded
+        assert start_time(child) is None
+    finally:
+        parent.kill()
+        end_processes(tree, grace=0)  # whatever a failed assertion left running
