@@ -82,20 +82,26 @@ _clock: list[MinuteClock] = []
 _wanted: list[bool] = [False]  # does a collected test use the shared minutes?
 
 
+@pytest.hookimpl(trylast=True)  # after `-m` and `-k` deselected what will not run
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Under pytest-xdist each worker collects every test and cannot know which files it will be sent, so each
-    # worker with a cluster sends the minutes on its own cluster: a few background sends, cheaper than waiting.
+    # worker sends the minutes on its own cluster: a few background sends, cheaper than waiting.
     _wanted[0] = any("shared_minutes" in item.fixturenames for item in items)
+
+
+def start_shared_minutes(request: pytest.FixtureRequest) -> None:
+    """Start the session's cluster and the shared minutes in the background, once, if a selected test needs them."""
+    if not _clock and _wanted[0]:
+        clock = MinuteClock(request.getfixturevalue("local_cluster"))
+        _clock.append(clock)
+        clock.start()
 
 
 @pytest.fixture(autouse=True)
 def _shared_minutes_early(request: pytest.FixtureRequest) -> None:
-    """Start the shared minutes with the first test that starts the session's cluster, if a collected test needs
-    them, so they are sent while the cheaper tiers run."""
-    if not _clock and _wanted[0] and "local_cluster" in request.fixturenames:
-        clock = MinuteClock(request.getfixturevalue("local_cluster"))
-        _clock.append(clock)
-        clock.start()
+    """Start the shared minutes with the worker's first integration test, so they are sent while it runs
+    (``tests/chaos/conftest.py`` starts them with the chaos soak, beside which they cost a worker nothing)."""
+    start_shared_minutes(request)
 
 
 @pytest.fixture(scope="session")

@@ -201,21 +201,25 @@ class Ingestion:
 
 #: The named places a run can die at, in the order a run reaches them.
 WORST_PLACES = ("during_pull", "during_write", "after_delta_commit", "before_offset_commit")
-#: Those of a run whose session is on a Spark Connect server: its own process's. The pulls and the writes are the
-#: server's Python workers' and JVM's, which a run's death does not stop (a late commit of its slice is refused by
-#: Delta's conflict check once a later run replaced it; ``test_runs_killed_at_random_instants_never_block_the_next``
-#: kills such runs at random instants).
-CLIENT_PLACES = ("after_delta_commit", "before_offset_commit")
+#: Where the S3 chain kills a run with a Spark of its own: in Spark's Python workers, which are the run's own only there.
+SPARK_PLACES = WORST_PLACES[:2]
+#: Where it kills a run whose session is on a Spark Connect server: in its own process, after the Delta commit and
+#: before the offsets'. (The pulls and the writes are the server's Python workers' and JVM's, which a run's death
+#: does not stop: a late commit of its slice is refused by Delta's conflict check once a later run replaced it, and
+#: ``test_runs_killed_at_random_instants_never_block_the_next`` kills such runs at random instants.) These two
+#: places are the same code in both modes: each half of the chain takes the places only it can reach.
+CLIENT_PLACES = WORST_PLACES[2:]
 
 
-@pytest.mark.parametrize("places", [WORST_PLACES, CLIENT_PLACES], ids=["own_spark", "spark_connect"])
+@pytest.mark.parametrize("places", [SPARK_PLACES, CLIENT_PLACES], ids=["own_spark", "spark_connect"])
 def test_killed_at_each_worst_place_in_turn_is_repaired_by_the_next(places, request, tmp_path, local_cluster, produced,
                                                                     instance_home, local_s3):
     """One window's run killed at each named place in turn, each run after a kill (the next armed one, then a clean
     one) finding what the last left: its pool slot, files written without a commit, a commit whose offsets never
     moved. On the lake production runs on, S3 (the tests' S3 server), where a Delta commit is one object written:
-    the other tests of this file keep their tables in a local folder. Once with a Spark of each run's own, once on
-    the Spark Connect server started with the bucket's settings and keys, as the local runtime runs by default."""
+    the other tests of this file keep their tables in a local folder. With a Spark of each run's own, killed in its
+    Python workers (``SPARK_PLACES``); on the Spark Connect server started with the bucket's settings and keys, as the
+    local runtime runs by default, killed in the run's own process (``CLIENT_PLACES``)."""
     server = request.getfixturevalue("s3_spark_connect") if places is CLIENT_PLACES else None
     ingestion = Ingestion(tmp_path, local_cluster, produced, instance_home, s3=local_s3,
                           spark=server.settings() if server else None,
