@@ -78,8 +78,7 @@ def run_ui(spec: ClusterSpec, port: int, topic: str, per_minute: int) -> int:
         # that nothing outlives the command. The snapshot is taken first: dg dev's exit hands its children to init.
         # Only those in this session: a Spark Connect server started above lives in a session of its own, and
         # outlives `make ui` as it outlives the demo (`rocketlake local down` stops it).
-        session = os.getsid(0)
-        started = {pid: t for pid, t in descendants(os.getpid()).items() if _session_of(pid) == session}
+        started = descendants(os.getpid(), session=os.getsid(0))
         stop_within(dev, STOP_WITHIN_S)
         end_processes(started, grace=END_GRACE_S)
         return 0
@@ -90,13 +89,6 @@ def run_ui(spec: ClusterSpec, port: int, topic: str, per_minute: int) -> int:
 
 STOP_WITHIN_S = 5.0  # what dg dev gets to stop its children on Ctrl-C; then they are ended (10 s in all)
 END_GRACE_S = 2.0  # between SIGTERM and SIGKILL for what dg dev left running
-
-
-def _session_of(pid: int) -> int | None:
-    try:
-        return os.getsid(pid)
-    except OSError:  # gone
-        return None
 
 
 def stop_within(process: subprocess.Popen, seconds: float) -> None:

@@ -90,24 +90,25 @@ def session_members(sid: int) -> list[int]:
             and _alive(int(entry.name), fields)]
 
 
-def descendants(pid: int) -> dict[int, str]:
-    """The live descendants of ``pid`` (children, their children, ...) and their start times: a snapshot that outlives
-    a parent's exit, when its children are handed to init."""
+def descendants(pid: int, session: int | None = None) -> dict[int, str]:
+    """The live descendants of ``pid`` (children, their children, ...) and their start times, those of ``session``
+    only when given: a snapshot that outlives a parent's exit, when its children are handed to init."""
     children: dict[int, list[int]] = {}
-    started: dict[int, str] = {}
+    seen: dict[int, list[str]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and (fields := stat_fields(int(entry.name))) is not None and _alive(int(entry.name),
                                                                                                       fields):
             children.setdefault(int(fields[1]), []).append(int(entry.name))
-            started[int(entry.name)] = fields[19]
+            seen[int(entry.name)] = fields
     found: dict[int, str] = {}
     todo = list(children.get(pid, ()))
     while todo:
         child = todo.pop()
         if child not in found:
-            found[child] = started[child]
+            found[child] = seen[child][19]
             todo.extend(children.get(child, ()))
-    return found
+    return {child: started for child, started in found.items()
+            if session is None or int(seen[child][3]) == session}
 
 
 def end_processes(processes: dict[int, str], grace: float) -> list[int]:
