@@ -45,6 +45,9 @@ _tier_seconds: dict[str, float] = {tier: 0.0 for tier in TIERS}
 _tier_outcomes: dict[str, dict[str, int]] = {tier: {} for tier in TIERS}
 _session_started: list[float] = []
 _summary_lines: list[str] = []
+_slow_fixtures: list[tuple[float, str]] = []  # (seconds, "fixture (scope) for test"): where setup time goes
+#: a fixture's setup at least this long is listed in the summary
+SLOW_FIXTURE_S = 15.0
 
 
 @pytest.fixture
@@ -72,6 +75,29 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem) -> Iterator[None]:
     memory_guard.current_test[0] = item.nodeid
     yield
     memory_guard.current_test[0] = "(between tests)"
+
+
+class FixtureTimer:
+    """Times each fixture's setup: pytest's durations charge a session fixture to the test that first used it, where
+    it looks like that test's own setup. A slow one rides on that test's reports to the summary (from a worker too).
+    A plugin of its own (``pytest_configure``): a conftest's hooks see only the fixtures of nodes below it, and a
+    session fixture's node is the session."""
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest) -> Iterator[None]:
+        import time
+
+        started = time.monotonic()
+        yield
+        seconds = time.monotonic() - started
+        item = getattr(request, "_pyfuncitem", None)
+        if seconds >= SLOW_FIXTURE_S and item is not None:
+            item.user_properties.append(("fixture", (round(seconds, 1), f"{fixturedef.argname} ({fixturedef.scope}) "
+                                                                        f"for {item.nodeid}")))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(FixtureTimer(), "rocketlake-fixture-timer")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -178,6 +204,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         return
     if report.when == "teardown":
         _summary_lines.extend(text for key, text in report.user_properties if key == "summary")
+        _slow_fixtures.extend(tuple(value) for key, value in report.user_properties if key == "fixture")
     _tier_seconds[tier] += report.duration  # setup + call + teardown, session fixtures charged where first used
     if report.when == "call" or (report.when == "setup" and not report.passed):
         outcomes = _tier_outcomes[tier]
@@ -204,6 +231,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
           + (f"; the tiers add up their tests' times, in {workers} workers at once)" if workers else ")"))
     for line in _summary_lines:
         write(line)
+    if _slow_fixtures:
+        write(f"fixture setups of {SLOW_FIXTURE_S:.0f} s or more, the slowest first "
+              "(the cost is nested: a fixture's includes the fixtures it asked for):")
+        for seconds, what in sorted(_slow_fixtures, reverse=True)[:15]:
+            write(f"  {seconds:7.1f}s {what}")
     started = os.environ.get("ROCKETLAKE_CI_STARTED")  # set by .ci/run: setup is charged to the total, not the tests
     if started:
         total_s = time.time() - float(started)
