@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dagster import Definitions
+from collections.abc import Callable, Sequence
+
+from dagster import AssetsDefinition, Definitions
 
 from rocketlake.assets.backlog import build_backlog_sensor
-from rocketlake.assets.ingestion import build_dead_letter_asset, build_ingestion_asset, rocketmq_resource_key
+from rocketlake.assets.ingestion import Body, build_dead_letter_asset, build_ingestion_asset, rocketmq_resource_key
 from rocketlake.assets.lag import build_lag_checks, build_lag_sensor
 from rocketlake.assets.orderly_resume import build_resume_sensor
 from rocketlake.assets.rebalance import build_rebalance_sensor
@@ -18,12 +20,32 @@ from rocketlake.resources.rocketmq_resource import RocketMQResource
 from rocketlake.resources.spark import SparkResource
 
 
+def rocketlake_assets(config: RocketLakeConfig, ingestion: str,
+                      translator: RocketlakeTranslator | None = None) -> Callable[[Body], AssetsDefinition]:
+    """The table asset of one ingestion with a body of one's own, as ``@dbt_assets`` and ``@sling_assets`` give one:
+    the decorated ``body(context, landing)`` runs in place of rocketlake's and calls ``landing.land()``, which yields
+    the materialization and its checks (``yield from landing.land()``), with what it likes before and after. The
+    asset is otherwise rocketlake's own (key, partitions, pool, checks, retries); hand it to ``build_definitions``
+    (``assets=[...]``), which puts it in place of the one it would build."""
+    if ingestion not in config.ingestions:
+        raise ValueError(f"rocketlake_assets: no ingestion {ingestion!r} in the configuration; it has "
+                         f"{', '.join(sorted(config.ingestions)) or 'none'}")
+
+    def decorator(body: Body) -> AssetsDefinition:
+        shaped = translate(config, translator)[ingestion]
+        return build_ingestion_asset(ingestion, config.ingestions[ingestion], config.lake, shaped, body=body)
+
+    return decorator
+
+
 def build_definitions(config: RocketLakeConfig, translator: RocketlakeTranslator | None = None, *,
-                      schedules_running: bool = False) -> Definitions:
+                      assets: Sequence[AssetsDefinition] = (), schedules_running: bool = False) -> Definitions:
     """Every asset, check, job, schedule, sensor and resource of ``config``'s ingestions, the assets shaped by
-    ``translator`` (``assets.translator``). No executor: the user's project keeps its own for its own jobs;
-    rocketlake's jobs carry theirs (``assets.run_guard``). The schedules start stopped unless
+    ``translator`` (``assets.translator``). ``assets`` made by ``rocketlake_assets`` (with the same translator) take
+    the place of the table assets of their ingestions. No executor: the user's project keeps its own for its own
+    jobs; rocketlake's jobs carry theirs (``assets.run_guard``). The schedules start stopped unless
     ``schedules_running`` (the demo's UI runs them)."""
+    own = {a.key: a for a in assets}
     # An S3 lake needs S3A's jars when the session starts; its settings and keys reach the session when a run starts
     # (pipelines.storage.apply_lake).
     resources: dict = {"spark": SparkResource(master=config.spark.master, s3a=on_s3(config.lake.root),
@@ -43,24 +65,31 @@ def build_definitions(config: RocketLakeConfig, translator: RocketlakeTranslator
     topics = {spec.key: spec for _, _, a in ingestions for spec in a.topics}
     # The lag, retry-backlog and rebalance sensors serve a cluster each (assets.cluster_tick).
     by_cluster: dict[str, list] = {}
-    for _, ing, assets in ingestions:
-        by_cluster.setdefault(ing.cluster, []).append((ing, assets))
-    clustering = {cluster: [(ing, assets) for ing, assets in members if ing.message_model is MessageModel.CLUSTERING]
+    for _, ing, made in ingestions:
+        by_cluster.setdefault(ing.cluster, []).append((ing, made))
+    clustering = {cluster: [(ing, made) for ing, made in members if ing.message_model is MessageModel.CLUSTERING]
                   for cluster, members in by_cluster.items()}
+    tables = {made.table_key for _, _, made in ingestions}
+    strangers = sorted(key.to_user_string() for key in own if key not in tables)
+    if strangers:
+        raise ValueError(f"build_definitions: assets={strangers} are not the table of any ingestion (the tables are "
+                         f"{sorted(k.to_user_string() for k in tables)}); make them with rocketlake_assets and the "
+                         "same translator")
     return Definitions(
         assets=[*topics.values(),  # the topics, upstream of their tables
-                *(build_ingestion_asset(name, ing, config.lake, assets) for name, ing, assets in ingestions),
+                *(own.get(made.table_key) or build_ingestion_asset(name, ing, config.lake, made)
+                  for name, ing, made in ingestions),
                 # CLUSTERING groups send failures back; the broker dead-letters them into %DLQ%<group>.
-                *(build_dead_letter_asset(name, ing, config.lake, assets) for name, ing, assets in ingestions
-                  if assets.dead_letters is not None)],
-        asset_checks=[check for _, ing, assets in ingestions for check in build_lag_checks(ing, assets)],
-        schedules=[build_window_schedule(ing, assets, running=schedules_running) for _, ing, assets in ingestions],
+                *(build_dead_letter_asset(name, ing, config.lake, made) for name, ing, made in ingestions
+                  if made.dead_letters is not None)],
+        asset_checks=[check for _, ing, made in ingestions for check in build_lag_checks(ing, made)],
+        schedules=[build_window_schedule(ing, made, running=schedules_running) for _, ing, made in ingestions],
         sensors=[dead_runs_sensor,
                  *(build_lag_sensor(cluster, members) for cluster, members in by_cluster.items()),
                  *(build_rebalance_sensor(cluster, members, config.lake) for cluster, members in by_cluster.items()),
                  *(build_backlog_sensor(cluster, members) for cluster, members in clustering.items() if members),
                  # Orderly queues suspended at a message resume once their pause is over, not at the next window.
-                 *(build_resume_sensor(ing, assets) for _, ing, assets in ingestions
+                 *(build_resume_sensor(ing, made) for _, ing, made in ingestions
                    if ing.consume_orderly and ing.can_fail)],
         resources=resources,
     )

@@ -10,7 +10,8 @@ backfill, UI or ``dagster asset materialize``), with no daemon involved.
 # No "from __future__ import annotations" here: Dagster inspects the context annotation at runtime.
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import partial
 
 from dagster import (
@@ -115,8 +116,26 @@ def dead_letter_pool(group: str) -> str:
     return f"rocketmq_group_{group}_dlq"
 
 
-def build_ingestion_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, assets: IngestionAssets) -> AssetsDefinition:
-    return _build_asset(name, cfg, lake, assets.table, upstream=[s.key for s in assets.topics], dead_letters=False)
+@dataclass(frozen=True)
+class Landing:
+    """What an asset body of one's own (``rocketlake.rocketlake_assets``) gets: the ingestion, and ``land()``, the
+    step rocketlake's own asset runs. ``land()`` yields the materialization and its checks as rocketlake's body
+    does; the offsets move after Dagster recorded them, whatever the body does before or after it."""
+
+    ingestion: str
+    config: IngestionConfig
+    table_path: str
+    land: Callable[[], Iterator[MaterializeResult | AssetCheckResult]]
+
+
+#: An asset body of one's own: ``body(context, landing)`` yields what ``landing.land()`` yields, and more if it likes.
+Body = Callable[[AssetExecutionContext, Landing], Iterator]
+
+
+def build_ingestion_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, assets: IngestionAssets,
+                          body: Body | None = None) -> AssetsDefinition:
+    return _build_asset(name, cfg, lake, assets.table, upstream=[s.key for s in assets.topics], dead_letters=False,
+                        body=body)
 
 
 def build_dead_letter_asset(name: str, cfg: IngestionConfig, lake: LakeConfig,
@@ -128,7 +147,7 @@ def build_dead_letter_asset(name: str, cfg: IngestionConfig, lake: LakeConfig,
 
 
 def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetSpec, *, upstream: list[AssetKey],
-                 dead_letters: bool, failures_path: str | None = None) -> AssetsDefinition:
+                 dead_letters: bool, failures_path: str | None = None, body: Body | None = None) -> AssetsDefinition:
     rocketmq_key = rocketmq_resource_key(cfg.cluster)
     table_path = lake.table_path(cfg.table)
     checks = [AssetCheckSpec(CHECK_NAME, asset=spec.key, blocking=True,
@@ -165,6 +184,12 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetS
                   **({"rocketlake/failures_table": MetadataValue.path(failures_path)} if failures_path else {})},
     )
     def ingestion_asset(context: AssetExecutionContext) -> Iterator[MaterializeResult]:
+        if body is None:
+            yield from land(context)
+        else:
+            yield from body(context, Landing(name, cfg, table_path, partial(land, context)))
+
+    def land(context: AssetExecutionContext) -> Iterator[MaterializeResult | AssetCheckResult]:
         spark: SparkResource = context.resources.spark
         rocketmq = getattr(context.resources, rocketmq_key)
         try:

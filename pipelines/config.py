@@ -932,6 +932,8 @@ def dead_letter_config(cfg: IngestionConfig) -> IngestionConfig:
 
 
 class RocketLakeConfig(_Strict):
+    """A whole ``rocketlake.yaml``, validated: its clusters, lake, Spark and ingestions (``load_config`` reads one)."""
+
     clusters: dict[str, ClusterConfig]
     lake: LakeConfig = LakeConfig()
     spark: SparkConfig = SparkConfig()

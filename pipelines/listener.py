@@ -39,6 +39,8 @@ from typing import Any
 
 
 class ConsumeConcurrentlyStatus(enum.Enum):
+    """What a per-batch listener answers (``MessageListenerConcurrently``): the batch landed, or comes back later."""
+
     CONSUME_SUCCESS = "CONSUME_SUCCESS"
     RECONSUME_LATER = "RECONSUME_LATER"
 

@@ -22,7 +22,10 @@ class MissingCredentials(ValueError):
 
 
 class RocketMQResource(ConfigurableResource):
-    """Examples:
+    """A RocketMQ cluster for rocketlake's runs and sensors: its name servers, and its ACL keys and TLS if it has them.
+    ``build_definitions`` makes one per cluster of the configuration (``rocketmq_<cluster>``).
+
+    Examples:
         .. code-block:: python
 
             RocketMQResource(namesrv="10.0.0.1:9876;10.0.0.2:9876",

@@ -1,8 +1,11 @@
-"""MkDocs hook: the configuration reference, generated from the configuration models at build time.
+"""MkDocs hook: the references, generated from the code at build time, so they cannot drift from it.
 
-A page holding ``<!-- configuration-reference -->`` gets one table per section of ``rocketlake.yaml`` (and of the
-Component's attributes, which are the same models): every key, its type, default, allowed values and what it does,
-read from ``rocketlake.pipelines.config``, so the reference cannot drift from what a load accepts.
+* ``<!-- configuration-reference -->``: one table per section of ``rocketlake.yaml`` (and of the Component's
+  attributes, which are the same models): every key, its type, default, allowed values and what it does, read from
+  ``rocketlake.pipelines.config``.
+* ``<!-- python-api-reference -->``: every name ``import rocketlake`` offers (``rocketlake.PUBLIC``), with its
+  signature and docstring.
+* ``<!-- cli-reference -->``: every ``rocketlake`` command with its options, from the CLI's own parser.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from enum import Enum
 from pydantic import BaseModel
 
 MARKER = "<!-- configuration-reference -->"
+API_MARKER = "<!-- python-api-reference -->"
+CLI_MARKER = "<!-- cli-reference -->"
 
 
 def _type(annotation) -> str:
@@ -80,5 +85,57 @@ def render() -> str:
     return "\n".join(out)
 
 
+def render_api() -> str:
+    import inspect
+
+    import rocketlake
+
+    out = []
+    for name, module in rocketlake.PUBLIC.items():
+        value = getattr(rocketlake, name)
+        kind = "class" if inspect.isclass(value) else "function"
+        try:
+            signature = str(inspect.signature(value))
+        except (TypeError, ValueError):
+            signature = ""
+        if inspect.isclass(value) and issubclass(value, BaseModel):
+            signature = ""  # a model's fields are its keys: see the configuration reference
+        out.append(f"## `{name}`\n")
+        out.append(f"```python\n{kind} rocketlake.{name}{signature}\n```\n")
+        out.append(f"*Defined in* `{module}`.\n")
+        # A class's own docstring only: one it inherits (pydantic's, Dagster's) says nothing about rocketlake.
+        own = value.__dict__.get("__doc__") if inspect.isclass(value) else value.__doc__
+        doc = inspect.cleandoc(own) if own else ""
+        if doc:
+            out.append(doc.replace("``", "`") + "\n")
+    return "\n".join(out)
+
+
+def render_cli() -> str:
+    import argparse
+
+    from rocketlake.cli import build_parser
+
+    def commands(parser: argparse.ArgumentParser, prefix: str):
+        for action in parser._actions:  # argparse offers no public walk of its subcommands
+            if isinstance(action, argparse._SubParsersAction):
+                helps = {a.dest: a.help for a in action._choices_actions}
+                for name, sub in action.choices.items():
+                    yield f"{prefix} {name}", helps.get(name), sub
+                    yield from commands(sub, f"{prefix} {name}")
+
+    parser = build_parser()
+    out = ["```text", parser.format_usage().strip(), "```", ""]
+    for path, help_text, sub in commands(parser, "rocketlake"):
+        out.append(f"## `{path}`\n")
+        if help_text:
+            out.append(help_text + "\n")
+        out.append("```text\n" + sub.format_help().strip() + "\n```\n")
+    return "\n".join(out)
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
-    return markdown.replace(MARKER, render()) if MARKER in markdown else markdown
+    for marker, render_page in ((MARKER, render), (API_MARKER, render_api), (CLI_MARKER, render_cli)):
+        if marker in markdown:
+            markdown = markdown.replace(marker, render_page())
+    return markdown

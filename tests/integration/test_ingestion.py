@@ -18,6 +18,7 @@ import yaml
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
 from deltalake import DeltaTable
 
+import rocketlake
 from rocketlake.assets.metadata import ROWS
 from rocketlake.resources.local.process import ManagedProcess, accepts_connections, stop_all, wait_for
 from rocketlake.resources.rocketmq.client import RocketMQClient
@@ -82,7 +83,19 @@ def test_each_message_lands_once_in_the_window_of_its_store_time(tmp_path, local
 
 
 def test_offsets_committed_after_materialization_match_mqadmin(tmp_path, local_cluster, produced):
-    defs, table, group, path = setup(tmp_path, local_cluster, produced)
+    """Through an asset body of one's own (``rocketlake.rocketlake_assets``) that yields what ``landing.land()``
+    yields: the offsets still move only once Dagster has recorded the materialization."""
+    _, table, group, path = setup(tmp_path, local_cluster, produced)
+    config = rocketlake.load_config(tmp_path / "rocketlake.yaml")
+    events = []
+
+    @rocketlake.rocketlake_assets(config, "orders")
+    def orders(context, landing: rocketlake.Landing):
+        for event in landing.land():
+            events.append((context.partition_key, type(event).__name__))
+            yield event
+
+    defs = rocketlake.build_definitions(config, assets=[orders])
     w1, w2 = produced.windows()
     admin = local_cluster.mqadmin()
     with pooled_instance() as instance:
@@ -96,6 +109,7 @@ def test_offsets_committed_after_materialization_match_mqadmin(tmp_path, local_c
     progress = {(q.broker_name, q.queue_id): q.consumer_offset
                 for q in admin.consumer_progress(group, produced.topic) if q.topic == produced.topic}
     assert progress == dict(ends)
+    assert [e for e in events if e[1] == "MaterializeResult"] == [(w2, "MaterializeResult"), (w1, "MaterializeResult")]
 
 
 def test_rematerializing_a_window_changes_nothing(tmp_path, local_cluster, produced):

@@ -8,7 +8,7 @@ import pytest
 
 from rocketlake.pipelines.columns import CORE_COLUMNS
 from rocketlake.pipelines.options import SourceOptionError, parse_options
-from rocketlake.pipelines.source import register
+from rocketlake import register
 
 pytestmark = pytest.mark.engine
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rocketlake.pipelines.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, vectorized
+from rocketlake import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, vectorized  # the front door, as users import
 
 
 def fail_poison(messages, context):
