@@ -10,6 +10,7 @@ from rocketlake.assets.backlog import build_backlog_sensor
 from rocketlake.assets.ingestion import Body, build_dead_letter_asset, build_ingestion_asset, rocketmq_resource_key
 from rocketlake.assets.lag import build_lag_checks, build_lag_sensor
 from rocketlake.assets.orderly_resume import build_resume_sensor
+from rocketlake.assets.partitions import check_crons
 from rocketlake.assets.rebalance import build_rebalance_sensor
 from rocketlake.assets.schedules import build_window_schedule
 from rocketlake.assets.sensors import dead_runs_sensor
@@ -45,6 +46,7 @@ def build_definitions(config: RocketLakeConfig, translator: RocketlakeTranslator
     the place of the table assets of their ingestions. No executor: the user's project keeps its own for its own
     jobs; rocketlake's jobs carry theirs (``assets.run_guard``). The schedules start stopped unless
     ``schedules_running`` (the demo's UI runs them)."""
+    check_crons(config)
     own = {a.key: a for a in assets}
     # An S3 lake needs S3A's jars when the session starts; its settings and keys reach the session when a run starts
     # (pipelines.storage.apply_lake).

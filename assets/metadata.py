@@ -16,6 +16,7 @@ from rocketlake.pipelines.config import IngestionConfig, MessageModel
 from rocketlake.pipelines.ingest import Materialization, WindowAccounting
 from rocketlake.pipelines.ledger import WindowEntry
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.pipelines.identity import client_id, offset_store_path
 
 ROWS = "rocketlake/rows"
 BODY_BYTES = "rocketlake/body_bytes"
@@ -138,8 +139,8 @@ def progress_metadata(cfg: IngestionConfig, committed: dict[MessageQueue, int | 
     """An observation after the offsets moved: whose progress, where it is kept, and the offset per queue."""
     broadcasting = cfg.message_model is MessageModel.BROADCASTING
     return {
-        MEMBER: cfg.client_id,
-        OFFSET_STORE: MetadataValue.path(str(cfg.offset_store_path)) if broadcasting else
+        MEMBER: client_id(cfg),
+        OFFSET_STORE: MetadataValue.path(str(offset_store_path(cfg))) if broadcasting else
         f"brokers (group {cfg.consumer_group})",
         OFFSETS: MetadataValue.table(
             [TableRecord({"topic": mq.topic, "broker_name": mq.broker_name, "queue_id": mq.queue_id,

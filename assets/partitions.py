@@ -14,11 +14,18 @@ from zoneinfo import ZoneInfo
 
 from collections.abc import Sequence
 
-from dagster import AssetKey, AssetRecordsFilter, TimeWindow, TimeWindowPartitionsDefinition
+from dagster import (
+    AssetKey,
+    AssetRecordsFilter,
+    DagsterInvalidDefinitionError,
+    ScheduleDefinition,
+    TimeWindow,
+    TimeWindowPartitionsDefinition,
+)
 
 from rocketlake.assets.dagster_private import cron_string_iterator, dst_safe_strftime, dst_safe_strptime
 from rocketlake.assets.instance_records import materialization_records
-from rocketlake.pipelines.config import WindowConfig
+from rocketlake.pipelines.config import CRON_PROBLEM, ConfigError, RocketLakeConfig, WindowConfig
 from rocketlake.pipelines.windows import Window
 
 
@@ -32,6 +39,20 @@ _EPOCH = datetime(1970, 1, 2, tzinfo=timezone.utc)
 def partition_format(cron: str, timezone: str) -> str:
     ticks = islice(cron_string_iterator(_EPOCH.timestamp(), cron, timezone), 60)
     return DATE_FORMAT if all(t.hour == 0 and t.minute == 0 for t in ticks) else MINUTE_FORMAT
+
+
+def check_crons(config: RocketLakeConfig, source: str = "the configuration") -> None:
+    """Each ingestion's ``window.cron`` read by Dagster's own parser (through its public API: the cron a schedule of
+    these windows gets), whose partitions the windows are; ConfigError naming each key it refuses. The configuration
+    checks the cron's shape only, so that it needs no Dagster."""
+    problems = []
+    for name, ingestion in config.ingestions.items():
+        try:
+            ScheduleDefinition(name="cron_check", cron_schedule=ingestion.window.cron, job_name="cron_check")
+        except (DagsterInvalidDefinitionError, ValueError):
+            problems.append(f"ingestions.{name}.window.cron: {ingestion.window.cron!r} {CRON_PROBLEM}")
+    if problems:
+        raise ConfigError(source, problems)
 
 
 def window_partitions(window: WindowConfig) -> TimeWindowPartitionsDefinition:

@@ -43,6 +43,7 @@ from rocketlake.pipelines.ledger_log import recent_entries
 from rocketlake.pipelines.config import IngestionConfig, LakeConfig
 from rocketlake.pipelines.storage import delta_rs_options
 from rocketlake.assets.translator import IngestionAssets, cluster_sensor_name
+from rocketlake.pipelines.identity import client_id
 
 #: How many of the most recent closed windows are checked for slices nobody landed.
 WINDOWS_CHECKED = 10
@@ -60,7 +61,7 @@ def rebalance_one(context: SensorEvaluationContext, cfg: IngestionConfig, assets
         effective = next_boundary(partitions, now)
         context.log.info(f"{cfg.table}: {share.describe()}; effective from window {effective}")
         events.append(AssetObservation(asset_key=asset_key, metadata={
-            MEMBER: cfg.client_id, ASSIGNMENT: share.describe(), EFFECTIVE_FROM: effective}))
+            MEMBER: client_id(cfg), ASSIGNMENT: share.describe(), EFFECTIVE_FROM: effective}))
         cursor[key] = share.key
     closed = last_closed_windows(partitions, now, cfg.window.grace_seconds, WINDOWS_CHECKED)
     materialized = materialized_among(context.instance, asset_key, closed)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from rocketlake.pipelines.allocation import PrefixMachineRoomResolver, Strategy, make_strategy, rebalance
 from rocketlake.pipelines.config import AllocateStrategy, IngestionConfig, MessageModel
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.pipelines import identity
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def member_share(cfg: IngestionConfig, queues: Iterable[MessageQueue], members: 
     """This member's queues now (the membership the brokers list, divided by the strategy), narrowed to
     ``only`` (the queues a rebalance sensor asked a run for) when given."""
     members = members if cfg.message_model is MessageModel.CLUSTERING else []
-    share = assign(cfg, cfg.client_id, queues, members)
+    share = assign(cfg, identity.client_id(cfg), queues, members)
     if only is None:
         return share
     asked = set(only)

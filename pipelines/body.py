@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from rocketlake.pipelines.avro import HEADER_BYTES, SINGLE_OBJECT_MARKER, fingerprint, required_fields
 from rocketlake.pipelines.columns import OWN_COLUMNS
 
 
@@ -62,3 +63,36 @@ def configured_schema(schema_ddl: str | None) -> StructType:
     if clashes:
         raise BodySchemaError(f"body.schema fields {clashes} clash with rocketlake's own columns; rename them")
     return schema
+
+
+def decode_avro(df, body, error_name: str, schema_text: str | None = None):
+    """``df`` with the record's fields as columns, and ``error_name``: why a matched message is not a record of the
+    schema (null when it is)."""
+    from pyspark.sql.avro.functions import from_avro
+
+    schema_text = schema_text if schema_text is not None else body.avro_schema()
+    raw = F.col("body")
+    if body.encoding == "single_object":
+        header = SINGLE_OBJECT_MARKER + fingerprint(schema_text)
+        framed = F.substring(raw, 1, HEADER_BYTES) == F.lit(header)
+        payload = F.when(framed, F.expr(f"substring(body, {HEADER_BYTES + 1})"))
+        not_framed = F.lit(f"body is not Avro single-object encoding of schema_file {body.schema_file} (expected "
+                           f"marker and fingerprint {header.hex()}, found ")
+        bad_frame = F.concat(not_framed, F.hex(F.substring(raw, 1, HEADER_BYTES)), F.lit(")"))
+    else:
+        framed, payload, bad_frame = F.lit(True), raw, F.lit(None)
+    decoded = df.withColumn("_rl_avro", from_avro(payload, schema_text, {"mode": "PERMISSIVE"}))
+    fields = decoded.schema["_rl_avro"].dataType.fields
+    # PERMISSIVE gives a record of nulls for a body that does not decode (and Spark's types then call every field
+    # nullable); a field the schema cannot leave null (no union with null) tells it from a record of nulls.
+    required = [F.col("_rl_avro").getField(name).isNull() for name in required_fields(schema_text)]
+    undecoded = F.lit(False)
+    for missing in required:
+        undecoded = undecoded | missing
+    error = (F.when(~F.col("matched"), F.lit(None))
+             .when(raw.isNull(), F.lit("body is empty"))
+             .when(~framed, bad_frame)
+             .when(F.col("_rl_avro").isNull() | undecoded,
+                   F.lit(f"body is not Avro binary of the record in schema_file {body.schema_file}")))
+    return decoded.select(*df.columns, *[F.col("_rl_avro").getField(f.name).alias(f.name) for f in fields],
+                          error.cast("string").alias(error_name))

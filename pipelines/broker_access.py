@@ -28,6 +28,7 @@ from rocketlake.resources.rocketmq.filter import Subscription
 from rocketlake.resources.rocketmq.message import Message, is_retry_topic, retry_topic
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 from rocketlake.resources.rocketmq.range_reader import read_ranges
+from rocketlake.pipelines.identity import client_id, offset_store_path
 
 if TYPE_CHECKING:  # the configuration (pydantic, YAML) is not imported where Spark tasks only read: 0.2 s a worker
     from rocketlake.pipelines.config import IngestionConfig
@@ -217,7 +218,7 @@ class LiveGroup:
     def locked(self, queues, log):
         from rocketlake.pipelines.orderly import queues_locked
 
-        return queues_locked(self.client, self.cfg.consumer_group, self.cfg.client_id, queues, log=log)
+        return queues_locked(self.client, self.cfg.consumer_group, client_id(self.cfg), queues, log=log)
 
 
 def group_broker(client: RocketMQClient, cfg: IngestionConfig) -> GroupBroker:
@@ -226,7 +227,7 @@ def group_broker(client: RocketMQClient, cfg: IngestionConfig) -> GroupBroker:
 
     topics = cfg.topic if cfg.topic is not None else (lambda: cfg.subscribed_topics(client))
     if cfg.message_model is MessageModel.BROADCASTING:
-        return MemberBroker(client, topics, cfg.consumer_group, LocalOffsetStore(cfg.offset_store_path))
+        return MemberBroker(client, topics, cfg.consumer_group, LocalOffsetStore(offset_store_path(cfg)))
     if cfg.dead_letters_of is not None:
         return GroupBroker(client, topics, cfg.consumer_group, with_retry_topic=False, topic_may_be_absent=True)
     return GroupBroker(client, topics, cfg.consumer_group, with_retry_topic=True)

@@ -66,7 +66,7 @@ def decode_checked(df: DataFrame, body: BodyConfig, schema: StructType | None = 
         decoded = decode_body(df, "text")
         return decoded.withColumn(ERROR, F.when(F.col("matched") & ~utf8, bad_utf8))
     if body.format == "avro":
-        from rocketlake.pipelines.avro import decode_avro
+        from rocketlake.pipelines.body import decode_avro
 
         return decode_avro(df, body, ERROR)
     if schema is None:

@@ -38,6 +38,7 @@ from rocketlake.pipelines.ingest import Broker, Lake, Materialization, RecordedR
 from rocketlake.pipelines.offsets import OffsetMove
 from rocketlake.pipelines.windows import Window, WindowNotClosed
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.pipelines.identity import client_id
 
 
 class RunLog(Protocol):
@@ -149,7 +150,7 @@ def run(broker: Broker, lake: Lake, recorded: RecordedRuns, group: Group, cfg: I
         log.warning(f"broker(s) {', '.join(sorted(silent))} do not answer ({listed}): their queues are left out of "
                     "this run and land once they answer again")
     prepared = ingest.prepare(broker, lake, recorded, cfg, request.now_ms, request.first_window_start_ms,
-                              member=cfg.client_id, taken=share.taken, silent=silent)
+                              member=client_id(cfg), taken=share.taken, silent=silent)
     for tail in prepared.replaced:  # a failover lost messages the table has: say what happened, once per queue
         log.warning(tail.describe(cfg.consumer_group))
     for move in prepared.repaired:

@@ -27,6 +27,7 @@ from rocketlake.resources.rocketmq.errors import (
     RocketMQError,
 )
 from rocketlake.resources.local.spec import BrokerSpec, ClusterSpec, default_state_dir
+from rocketlake.pipelines.identity import client_id
 
 
 def _cluster_spec(args: argparse.Namespace) -> ClusterSpec:
@@ -273,9 +274,11 @@ class _Refused(Exception):
 
 def _ingestion(args: argparse.Namespace):
     """(the whole configuration, the ingestion ``args.ingestion`` names in it)."""
-    from rocketlake.pipelines.config import load_config
+    from rocketlake.assets.partitions import check_crons
+    from rocketlake.pipelines.config import config_path, load_config
 
     config = load_config(args.config)
+    check_crons(config, str(config_path(args.config)))
     if args.ingestion not in config.ingestions:
         raise _Refused(f"no ingestion {args.ingestion!r} in the configuration; there are: "
                        + ", ".join(sorted(config.ingestions)))
@@ -389,7 +392,7 @@ def _offsets(args: argparse.Namespace) -> int:
         owned = owners(ingestion, [r.queue for r in rows], members)
     entries = recent_entries(config.lake.table_path(ingestion.table), storage_options=delta_rs_options(config.lake))
     last_windows = last_landed(landed_queues(entries, ingestion.consumer_group))
-    where = (f"member {ingestion.client_id}'s local offset store {group.store.path}" if isinstance(group, MemberBroker)
+    where = (f"member {client_id(ingestion)}'s local offset store {group.store.path}" if isinstance(group, MemberBroker)
              else "offsets committed on the brokers; lag as mqadmin consumerProgress's Diff")
     print(f"group {ingestion.consumer_group} ({ingestion.message_model.value}) on {ingestion.topic_label}, "
           f"cluster {ingestion.cluster} ({cluster.namesrv}); {where}; lag s = age of the oldest message not passed:")

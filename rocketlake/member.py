@@ -26,6 +26,7 @@ from rocketlake.resources.rocketmq.errors import ClosedBeforeAnswer, RocketMQErr
 from rocketlake.resources.rocketmq.heartbeat import ConsumerData, ConsumeType
 from rocketlake.resources.rocketmq.frame import RemotingCommand
 from rocketlake.resources.rocketmq.message import retry_topic
+from rocketlake.pipelines import identity
 
 HEARTBEAT_S = 30.0  # ClientConfig.heartbeatBrokerInterval
 
@@ -88,7 +89,7 @@ class Member:
                  in_flight: Callable[[], set[str]] | None = None,
                  rates: Callable[[], member_status.ConsumeStatus | None] | None = None):
         self.client, self.cfg, self.log, self.every_s = client, cfg, log, every_s
-        self.client_id = cfg.client_id
+        self.client_id = identity.client_id(cfg)
         self.landed = landed or dict
         self.in_flight = in_flight or set
         self.rates = rates or (lambda: None)

@@ -26,6 +26,7 @@ from rocketlake.pipelines.run import Unbalanced
 from rocketlake.pipelines.windows import Window
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.pipelines.identity import client_id
 from tests.integration.engine_support import Engine, now_ms, send_in_two_windows, stored
 from tests.integration.ingestion_support import order, unique, wait_until
 from tests.unit.support import Recorded, ingestion_config
@@ -69,7 +70,7 @@ def test_an_unbalanced_landing_moves_no_offset_whoever_runs_next_and_a_balanced_
     # Whoever runs next, this member or another (its own Dagster instance), moves nothing over that landing.
     other = ingestion_config(topic=topic, consumer_group=group, instance_name="another_member")
     for cfg_next, recorded in ((cfg, engine.recorded), (other, Recorded())):
-        prepared = ingest.prepare(engine.broker, engine.lake, recorded, cfg_next, now_ms(), 0, member=cfg_next.client_id)
+        prepared = ingest.prepare(engine.broker, engine.lake, recorded, cfg_next, now_ms(), 0, member=client_id(cfg_next))
         assert prepared.repaired == []
     assert engine.offsets(topic) == before
 

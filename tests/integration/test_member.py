@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.pipelines.identity import client_id
 from tests.integration.ingestion_support import sections, unique, until, write_config
 
 pytestmark = pytest.mark.stack
@@ -201,7 +202,7 @@ def test_two_deployments_on_one_host_with_one_configuration_are_two_members(tmp_
                                            "--config", str(config)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT, text=True))
             monkeypatch.setenv("DAGSTER_HOME", env["DAGSTER_HOME"])
-            ids.append(load_config(config).ingestions["orders"].client_id)  # what that deployment's runs use
+            ids.append(client_id(load_config(config).ingestions["orders"]))  # what that deployment's runs use
         assert ids[0] != ids[1] and all(i.startswith("127.0.0.1@dagster-") for i in ids)
         until(lambda: sorted(client.get_consumer_list_by_group(group, produced.topic)) == sorted(ids), 60,
               lambda: f"both deployments listed (brokers list {client.get_consumer_list_by_group(group, produced.topic)})")

@@ -253,6 +253,7 @@ def test_failures_and_dead_letters_land_in_their_tables_on_s3(local_cluster, loc
 def two_deployments_run(spec: dict) -> str:
     """(On the server.) A run of the spec's ingestion while two members heartbeat in its group: its refusal."""
     from rocketlake.pipelines.broker_access import LiveGroup
+    from rocketlake.pipelines.identity import client_id
     from rocketlake.pipelines.run import SeveralWriters
     from rocketlake.resources.rocketmq.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 
@@ -263,7 +264,7 @@ def two_deployments_run(spec: dict) -> str:
     namesrv = spec["namesrv"]
     with RocketMQClient(namesrv, private_connections=True) as here, \
             RocketMQClient(namesrv, private_connections=True) as elsewhere, RocketMQClient(namesrv) as client:
-        here.heart_beat(cfg.client_id, [consumer])
+        here.heart_beat(client_id(cfg), [consumer])
         elsewhere.heart_beat("10.9.9.9@other_deployment", [consumer])
         lake = SparkLake(session(), RocketMQResource(namesrv=namesrv).source_options(), cfg,
                          lake_cfg.table_path(cfg.table), storage_options=delta_rs_options(lake_cfg))
@@ -271,7 +272,7 @@ def two_deployments_run(spec: dict) -> str:
                              start_at_group_position=True)
         with pytest.raises(SeveralWriters) as refused:
             next(run(group_broker(client, cfg), lake, Recorded(), LiveGroup(client, cfg), cfg, request, Lines()))
-        assert cfg.client_id in str(refused.value)
+        assert client_id(cfg) in str(refused.value)
         return str(refused.value)
 
 

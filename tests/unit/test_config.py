@@ -16,6 +16,7 @@ from rocketlake.pipelines.config import (
     load_config,
     parse_config,
 )
+from rocketlake.pipelines.identity import client_id, offset_store_path
 from tests.unit.support import MINIMAL, with_ingestion
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,8 +153,8 @@ def test_a_setting_not_honoured_yet_is_refused_when_present(key):
 def test_broadcasting_keeps_each_members_progress_in_a_local_store(tmp_path):
     cfg = parse_config(with_ingestion(message_model="BROADCASTING", client_ip="10.0.0.7", instance_name="eu1",
                                       local_offset_store_dir=str(tmp_path))).ingestions["orders"]
-    assert cfg.message_model is MessageModel.BROADCASTING and cfg.client_id == "10.0.0.7@eu1"
-    assert cfg.offset_store_path == tmp_path / "10.0.0.7@eu1" / cfg.consumer_group / "offsets.json"
+    assert cfg.message_model is MessageModel.BROADCASTING and client_id(cfg) == "10.0.0.7@eu1"
+    assert offset_store_path(cfg) == tmp_path / "10.0.0.7@eu1" / cfg.consumer_group / "offsets.json"
     parse_config(with_ingestion(message_model="BROADCASTING"))  # accepted at load
 
 
@@ -268,20 +269,20 @@ def test_listener_keys_accepted_with_a_listener():
 def test_a_default_instance_name_becomes_the_deployments_own_in_clustering(monkeypatch, tmp_path):
     from tests.unit.support import ingestion_config
 
-    from rocketlake.pipelines.config import deployment_instance_name
+    from rocketlake.pipelines.identity import deployment_instance_name
 
     cfg = ingestion_config(client_ip="10.0.0.1")
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "d1"))
-    d1 = cfg.client_id
+    d1 = client_id(cfg)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "d1" / ".." / "d1"))  # the same instance, spelled otherwise
-    assert cfg.client_id == d1 and d1.startswith("10.0.0.1@dagster-")
+    assert client_id(cfg) == d1 and d1.startswith("10.0.0.1@dagster-")
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "d2"))
-    assert cfg.client_id != d1, "another deployment on the host is another member"
+    assert client_id(cfg) != d1, "another deployment on the host is another member"
     monkeypatch.delenv("DAGSTER_HOME")
-    assert cfg.client_id == f"10.0.0.1@{os.getpid()}", "a process without a Dagster instance: its pid, as Java"
+    assert client_id(cfg) == f"10.0.0.1@{os.getpid()}", "a process without a Dagster instance: its pid, as Java"
     assert deployment_instance_name({}) == str(os.getpid())
-    assert ingestion_config(client_ip="10.0.0.1", instance_name="eu1").client_id == "10.0.0.1@eu1"
-    assert ingestion_config(client_ip="10.0.0.1", message_model="BROADCASTING").client_id == "10.0.0.1@DEFAULT"
+    assert client_id(ingestion_config(client_ip="10.0.0.1", instance_name="eu1")) == "10.0.0.1@eu1"
+    assert client_id(ingestion_config(client_ip="10.0.0.1", message_model="BROADCASTING")) == "10.0.0.1@DEFAULT"
 
 
 def test_metadata_columns_are_named_from_the_catalogue_and_the_rules_add_what_the_run_needs():

@@ -1,5 +1,6 @@
 """The public surface: everything a Dagster project needs from ``import rocketlake``, and a body of one's own."""
 
+import re
 import subprocess
 import sys
 
@@ -63,3 +64,13 @@ def test_an_asset_of_ones_own_must_be_an_ingestions_table():
 
     with pytest.raises(ValueError, match=r"\['payments_raw'\] are not the table of any ingestion.*orders_raw"):
         rocketlake.build_definitions(config, assets=[payments])
+
+
+@pytest.mark.parametrize("cron", ["61 * * * *", "0 0 30 2 *"])
+def test_a_cron_of_the_right_shape_that_dagster_refuses_is_refused_naming_its_key(cron):
+    from rocketlake.pipelines.config import ConfigError
+    from tests.unit.support import with_ingestion
+
+    config = parse_config(with_ingestion(window={"start": "2026-11-01T00:00:00Z", "cron": cron}))  # its shape is fine
+    with pytest.raises(ConfigError, match=re.escape(f"ingestions.orders.window.cron: '{cron}' is not a valid cron")):
+        rocketlake.build_definitions(config)

@@ -27,6 +27,7 @@ from rocketlake.pipelines.ledger import (
 from rocketlake.pipelines.run import Alone, Committed, LandingRequest, Unbalanced, run
 from rocketlake.pipelines.windows import MessagesDeleted
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
+from rocketlake.pipelines.identity import client_id
 from tests.unit.paper import MIN, A, B, LakeOnPaper, QueuesOnPaper, RacedLake, config, minutes, one_run, window
 from tests.unit.support import Lines, Recorded
 
@@ -97,8 +98,8 @@ def test_a_landing_that_died_before_its_verdict_moves_no_offset_for_anyone_under
         one_run(broker, lake, recorded, config(), "dead", [window(0)])
     lake.__class__ = LakeOnPaper
     for cfg in (config(), config(client_ip="10.0.0.9"), config(instance_name="other")):
-        prepared = ingest.prepare(broker, lake, recorded, cfg, 100 * MIN, 0, member=cfg.client_id)
-        assert prepared.repaired == [] and broker.committed == {A: 0}, cfg.client_id
+        prepared = ingest.prepare(broker, lake, recorded, cfg, 100 * MIN, 0, member=client_id(cfg))
+        assert prepared.repaired == [] and broker.committed == {A: 0}, client_id(cfg)
         assert [e.run_id for e in prepared.at_stake] == ["dead"]  # still carried: it may never move an offset
 
 
@@ -110,8 +111,8 @@ def test_a_balanced_verdict_moves_offsets_without_dagsters_record_whoever_reads_
         lake = LakeOnPaper()
         one_run(broker, lake, Recorded(), config(), "unrecorded", [window(0)], record=False)
         assert lake.ledger("g")[-1].verdict == BALANCED and broker.committed == {A: 0}
-        prepared = ingest.prepare(broker, lake, Recorded(), reader, 100 * MIN, 0, member=reader.client_id)
-        assert [(m.queue, m.before, m.after) for m in prepared.repaired] == [(A, 0, 3)], reader.client_id
+        prepared = ingest.prepare(broker, lake, Recorded(), reader, 100 * MIN, 0, member=client_id(reader))
+        assert [(m.queue, m.before, m.after) for m in prepared.repaired] == [(A, 0, 3)], client_id(reader)
 
 
 def test_the_failures_are_sent_back_before_the_verdict_is_committed():
@@ -344,7 +345,7 @@ def test_two_members_share_one_table_and_a_handover_moves_offsets_over_the_other
     # alone now, takes both queues.
     one_run(broker, lake, Recorded(), m2, "b1", [window(1)], only={B}, record=False)
     assert broker.committed[B] == 1 and lake.ledger("g")[-1].verdict == BALANCED
-    handover = ingest.prepare(broker, lake, first, m1, 100 * MIN, 0, member=m1.client_id, taken={A, B})
+    handover = ingest.prepare(broker, lake, first, m1, 100 * MIN, 0, member=client_id(m1), taken={A, B})
     assert [(m.queue, m.before, m.after) for m in handover.repaired] == [(B, 1, 2)], \
         "m2's balanced verdict is the proof of its slice: m1's instance never heard of run b1"
     one_run(broker, lake, first, m1, "a2", [window(1), window(2)])
@@ -358,7 +359,7 @@ def test_another_members_landing_whose_verdict_never_came_moves_no_offset_and_is
     with pytest.raises(Died):  # killed between its Delta commit and its verdict
         one_run(broker, lake, Recorded(), m2, "b1", [window(1)], only={B})
     assert [e.verdict for e in lake.ledger("g")] == [PENDING]
-    handover = ingest.prepare(broker, lake, first, m1, 100 * MIN, 0, member=m1.client_id, taken={A, B})
+    handover = ingest.prepare(broker, lake, first, m1, 100 * MIN, 0, member=client_id(m1), taken={A, B})
     assert handover.repaired == [], "nobody knows whether b1's rows add up: its landing may not move an offset"
     lake.__class__ = LakeOnPaper  # m1's own run lives on
     _, landed, _ = one_run(broker, lake, first, m1, "a1", [window(1)])
@@ -375,8 +376,8 @@ def test_an_unbalanced_landing_is_never_recorded_never_moves_an_offset_and_a_bal
     assert recorded.runs == {} and broker.commits == []
     assert [e.verdict for e in lake.ledger("g")] == [UNBALANCED]
     # Whoever runs next: this member's next run, or another member's, moves nothing over it.
-    assert ingest.prepare(broker, lake, recorded, m1, 100 * MIN, 0, member=m1.client_id).repaired == []
-    assert ingest.prepare(broker, lake, other, m2, 100 * MIN, 0, member=m2.client_id).repaired == []
+    assert ingest.prepare(broker, lake, recorded, m1, 100 * MIN, 0, member=client_id(m1)).repaired == []
+    assert ingest.prepare(broker, lake, other, m2, 100 * MIN, 0, member=client_id(m2)).repaired == []
     assert broker.commits == []
     # A later balanced run of the same windows lands them anew and moves the offsets.
     one_run(broker, lake, recorded, m1, "r2", [window(0)])
@@ -394,7 +395,7 @@ def test_a_copy_carried_as_pending_by_a_member_that_read_before_the_verdict_does
     stale = replace(lake.entries[0], version=None, carried=())
     lake.entries[2] = replace(lake.entries[2], read_version=0, carried=(stale,))
     assert [e.verdict for e in lake.ledger("g") if e.run_id == "a0"] == [BALANCED]
-    assert [(m.queue, m.after) for m in ingest.prepare(broker, lake, second, m2, 100 * MIN, 0, member=m2.client_id,
+    assert [(m.queue, m.after) for m in ingest.prepare(broker, lake, second, m2, 100 * MIN, 0, member=client_id(m2),
                                                         taken={A, B}).repaired] == [(A, 2), (B, 1)]
 
 

@@ -11,9 +11,10 @@ mapping: ``assets/`` is ``rocketlake.assets``, and so on. Top to bottom:
 4. ``rocketlake.pipelines``: the engine, the Spark data source and the Delta writer;
 5. the RocketMQ wire client (``resources.rocketmq``) and the jar resolver (``resources.jars``).
 
-A module imports from its own layer and the layers below, never above. The engine's pure core (``ENGINE_CORE``:
-windows, planning, the ledger, the accounting, progress) imports neither Dagster nor Spark nor Delta, even through
-another module of the package.
+A module imports from its own layer and the layers below, never above. The engine's core (``ENGINE_CORE``: the
+configuration, windows, planning, the ledger, the accounting, progress, the run and its steps) imports neither Dagster
+nor Spark nor Delta, even through another module of the package: only the Spark and Delta side of ``pipelines``
+(the data source, the body decoding, the writer, the ledger's reader) does.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ LAYERS = (
 )
 FRAMEWORKS = ("dagster", "dagster_shared", "pyspark", "delta", "deltalake")
 ENGINE_CORE = tuple(f"rocketlake.pipelines.{name}" for name in (
-    "backlog", "broker_clock", "columns", "completeness", "failures", "freshness", "ledger", "listener",
-    "offset_store", "options", "orderly", "planning", "progress", "tails", "windows"))
+    "allocation", "assignment", "avro", "backlog", "broker_access", "broker_clock", "columns", "completeness", "config",
+    "failures", "freshness", "identity", "ingest", "ledger", "listener", "offset_store", "offsets", "options",
+    "orderly", "planning", "progress", "run", "tails", "windows"))
 
 
 @cache
