@@ -24,8 +24,8 @@ from rocketlake.resources.spark import SparkResource
 def rocketlake_assets(config: RocketLakeConfig, ingestion: str,
                       translator: RocketlakeTranslator | None = None) -> Callable[[Body], AssetsDefinition]:
     """The table asset of one ingestion with a body of one's own, as ``@dbt_assets`` and ``@sling_assets`` give one:
-    the decorated ``body(context, landing)`` runs in place of rocketlake's and calls ``landing.land()``, which yields
-    the materialization and its checks (``yield from landing.land()``), with what it likes before and after. The
+    the decorated ``body(context, step)`` runs in place of rocketlake's and calls ``step.land()``, which yields
+    the materialization and its checks (``yield from step.land()``), with what it likes before and after. The
     asset is otherwise rocketlake's own (key, partitions, pool, checks, retries); hand it to ``build_definitions``
     (``assets=[...]``), which puts it in place of the one it would build."""
     if ingestion not in config.ingestions:

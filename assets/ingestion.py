@@ -54,6 +54,7 @@ from rocketlake.pipelines.body import BodySchemaError
 from rocketlake.pipelines.config import IngestionConfig, LakeConfig, dead_letter_config
 from rocketlake.pipelines.failures import failures_table
 from rocketlake.pipelines.deadline import RunDeadlinePassed
+from rocketlake.pipelines.ledger import NewerLedger
 from rocketlake.pipelines.listener import ListenerError, ListenerHung
 from rocketlake.pipelines.materialize import SparkLake
 from rocketlake.pipelines.offset_store import OffsetStoreCorrupt
@@ -117,7 +118,7 @@ def dead_letter_pool(group: str) -> str:
 
 
 @dataclass(frozen=True)
-class Landing:
+class IngestionStep:
     """What an asset body of one's own (``rocketlake.rocketlake_assets``) gets: the ingestion, and ``land()``, the
     step rocketlake's own asset runs. ``land()`` yields the materialization and its checks as rocketlake's body
     does; the offsets move after Dagster recorded them, whatever the body does before or after it."""
@@ -128,8 +129,8 @@ class Landing:
     land: Callable[[], Iterator[MaterializeResult | AssetCheckResult]]
 
 
-#: An asset body of one's own: ``body(context, landing)`` yields what ``landing.land()`` yields, and more if it likes.
-Body = Callable[[AssetExecutionContext, Landing], Iterator]
+#: An asset body of one's own: ``body(context, step)`` yields what ``step.land()`` yields, and more if it likes.
+Body = Callable[[AssetExecutionContext, IngestionStep], Iterator]
 
 
 def build_ingestion_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, assets: IngestionAssets,
@@ -187,7 +188,7 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetS
         if body is None:
             yield from land(context)
         else:
-            yield from body(context, Landing(name, cfg, table_path, partial(land, context)))
+            yield from body(context, IngestionStep(name, cfg, table_path, partial(land, context)))
 
     def land(context: AssetExecutionContext) -> Iterator[MaterializeResult | AssetCheckResult]:
         spark: SparkResource = context.resources.spark
@@ -217,7 +218,7 @@ REFUSED = (ConnectionTurnedAway, MissingCredentials)
 TRANSIENT = (ConnectionFailed, RequestTimeout, QueuesLocked, LockLost, BrokersSilent, RunDeadlinePassed, ListenerHung,
              ingest.SendBackFailed, ingest.SlaveBehind, ingest.MasterChanged)
 PERMANENT = (PoolNotLimited, TopicNotExist, MessagesDeleted, ingest.LedgerAheadOfBroker, OutOfOrder, OffsetStoreCorrupt,
-             ListenerError, BodySchemaError)
+             ListenerError, BodySchemaError, NewerLedger)
 
 
 def retry_policy(cfg: IngestionConfig) -> RetryPolicy | None:

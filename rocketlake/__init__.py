@@ -32,7 +32,7 @@ PUBLIC: dict[str, str] = {
     # Dagster: the definitions, their shape, and a body of one's own
     "build_definitions": "rocketlake.assets.definitions",
     "rocketlake_assets": "rocketlake.assets.definitions",
-    "Landing": "rocketlake.assets.ingestion",
+    "IngestionStep": "rocketlake.assets.ingestion",
     "RocketlakeTranslator": "rocketlake.assets.translator",
     "RocketlakeAssetData": "rocketlake.assets.translator",
     "RocketlakeComponent": "rocketlake.component",
@@ -66,7 +66,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what type checkers and IDEs see
     from rocketlake.assets.definitions import build_definitions, rocketlake_assets
-    from rocketlake.assets.ingestion import Landing
+    from rocketlake.assets.ingestion import IngestionStep
     from rocketlake.assets.translator import RocketlakeAssetData, RocketlakeTranslator
     from rocketlake.component import RocketlakeComponent
     from rocketlake.pipelines.config import RocketLakeConfig, load_config

@@ -83,15 +83,15 @@ def test_each_message_lands_once_in_the_window_of_its_store_time(tmp_path, local
 
 
 def test_offsets_committed_after_materialization_match_mqadmin(tmp_path, local_cluster, produced):
-    """Through an asset body of one's own (``rocketlake.rocketlake_assets``) that yields what ``landing.land()``
+    """Through an asset body of one's own (``rocketlake.rocketlake_assets``) that yields what ``step.land()``
     yields: the offsets still move only once Dagster has recorded the materialization."""
     _, table, group, path = setup(tmp_path, local_cluster, produced)
     config = rocketlake.load_config(tmp_path / "rocketlake.yaml")
     events = []
 
     @rocketlake.rocketlake_assets(config, "orders")
-    def orders(context, landing: rocketlake.Landing):
-        for event in landing.land():
+    def orders(context, step: rocketlake.IngestionStep):
+        for event in step.land():
             events.append((context.partition_key, type(event).__name__))
             yield event
 

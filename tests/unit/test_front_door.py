@@ -29,8 +29,8 @@ def test_a_body_of_ones_own_takes_the_place_of_rocketlakes_and_keeps_its_asset()
     calls = []
 
     @rocketlake.rocketlake_assets(config, "orders")
-    def orders(context: dg.AssetExecutionContext, landing: rocketlake.Landing):
-        calls.append((context.partition_key, landing.ingestion, landing.config.table, landing.table_path))
+    def orders(context: dg.AssetExecutionContext, step: rocketlake.IngestionStep):
+        calls.append((context.partition_key, step.ingestion, step.config.table, step.table_path))
         yield dg.MaterializeResult(check_results=[dg.AssetCheckResult(check_name="offsets_accounted", passed=True)])
 
     built = rocketlake.build_definitions(config)
