@@ -10,6 +10,8 @@ table history. The table itself is a plain Delta table.
 from __future__ import annotations
 
 import json
+import random
+import time
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -215,9 +217,6 @@ def write_slice(df: DataFrame, path: str, ledger: LedgerEntry, log=None, *, with
     whatever won the race loses and duplicates nothing. Its ledger entry is unchanged: the winner's entry has a
     version between this entry's ``read_version`` and its own, where readers look for it.
     """
-    import random
-    import time
-
     conflicts = _conflicts()
     for attempt in range(1, CONFLICT_ATTEMPTS + 1):
         try:
@@ -237,6 +236,9 @@ def write_slice(df: DataFrame, path: str, ledger: LedgerEntry, log=None, *, with
 def commit_ledger(spark: SparkSession, path: str, ledger: LedgerEntry) -> None:
     """A commit of the table at ``path`` that adds and removes nothing and carries ``ledger`` (a verdict): an
     empty append, retried on conflicts like a slice (an append conflicts with nothing a member writes)."""
+    # An append of nothing is a commit only where Delta records empty commits: set here too, not left to a slice
+    # written earlier in the session (a verdict dropped silently would leave its landing pending for ever).
+    spark.conf.set("spark.databricks.delta.skipRecordingEmptyCommits", "false")
     empty = spark.read.format("delta").load(path).limit(0)
     for attempt in range(1, CONFLICT_ATTEMPTS + 1):
         try:
@@ -245,6 +247,7 @@ def commit_ledger(spark: SparkSession, path: str, ledger: LedgerEntry) -> None:
         except _conflicts():
             if attempt == CONFLICT_ATTEMPTS:
                 raise
+            time.sleep(random.uniform(0.2, 0.5) * 2 ** min(attempt, 4))  # jittered, as a slice's retry
 
 
 #: Optimized writes exist for small slices: without them every Spark task (a queue's range, or a piece of one)

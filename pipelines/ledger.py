@@ -6,7 +6,7 @@ landed them, where the group started on each queue (``origin``) and the deleted 
 as lost (``gaps``).
 
 A run needs only the entries still *at stake*: those with a range (or gap) the group's committed
-offset has not passed yet, on any queue of the group. Those its run trusted (recorded by Dagster, or
+offset has not passed yet, on any queue of the group, and those holding an orderly queue's suspension. Those its run trusted (recorded by Dagster, or
 another member's balanced landing) each entry keeps only as merged spans per queue (``landed``): a
 queue stuck behind a gap keeps one span above it, however many windows land meanwhile, so an entry's
 size stays bounded. The others it repeats whole (``carried``) as the run saw them when it read the
@@ -14,7 +14,8 @@ table at version ``read_version``; commits made after that by other
 members of the group (concurrent writers) are read on their own. So a reader needs the group's
 newest entry, its carried entries and every entry committed between its ``read_version`` and it
 (recursively); older commits may be cleaned from the Delta log (``delta.logRetentionDuration``)
-without losing anything a run relies on. With a single writer that is the newest entry alone.
+without losing anything a run relies on. With a single writer that is the newest verdict and the landing it
+decides. docs/concepts/ledger.md is the specification.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRang
 
 LEDGER_KEY = "rocketlake"
 LEDGER_VERSION = 1
+
+
+class NewerLedger(ValueError):
+    """The table's ledger was written in a newer format than this rocketlake reads."""
 
 # An entry's verdict: whether the rows its commit left in the table add up to its ranges (the accounting check).
 # A run commits its slice first (``pending``), reads the slice back, then commits the verdict (an entry without
@@ -174,7 +179,15 @@ class LedgerEntry:
             raw = json.loads(text)
         except (TypeError, ValueError):
             return None
-        if not isinstance(raw, dict) or raw.get(LEDGER_KEY) != LEDGER_VERSION:
+        if not isinstance(raw, dict) or raw.get(LEDGER_KEY) is None:
+            return None
+        written = raw[LEDGER_KEY]
+        if isinstance(written, int) and written > LEDGER_VERSION:
+            # Read as someone else's commit, it would hide what a newer rocketlake landed: a run would land it again.
+            raise NewerLedger(f"Delta version {version} of this table holds a ledger entry in format {written}, written "
+                              f"by a newer rocketlake; this one reads format {LEDGER_VERSION}: upgrade rocketlake on "
+                              "every member of the group before it lands this table again")
+        if written != LEDGER_VERSION:
             return None
         carried = raw.get("carried")
         entry = cls._from_body(raw, version, None if carried is None else tuple(cls._from_body(c, None, ()) for c in carried))

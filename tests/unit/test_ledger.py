@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry, at_stake, history_of
+from rocketlake.pipelines.ledger import LedgerEntry, NewerLedger, WindowEntry, at_stake, history_of
 from rocketlake.pipelines.options import SourceOptionError, decode_plan, encode_plan, parse_options
 from rocketlake.pipelines.source import Chunk, RocketMQReader
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
@@ -40,9 +40,18 @@ def test_an_entry_written_before_carried_existed_is_not_self_sufficient():
     assert not back.self_sufficient
 
 
-@pytest.mark.parametrize("foreign", ["not json", '{"operation": "OPTIMIZE"}', '{"rocketlake": 99}', "null"])
+@pytest.mark.parametrize("foreign", ["not json", '{"operation": "OPTIMIZE"}', '{"rocketlake": "yes"}', "null"])
 def test_other_commits_are_not_entries(foreign):
     assert LedgerEntry.from_json(foreign) is None
+
+
+def test_an_entry_of_a_newer_format_is_refused_not_skipped():
+    """Skipped as someone else's commit, it would hide what a newer rocketlake landed, and a run would land it
+    again: a run of an older rocketlake stops, saying what to do."""
+    newer = entry("r9", OffsetRange(A, 0, 4)).to_json().replace('"rocketlake":1', '"rocketlake":2')
+    assert newer != entry("r9", OffsetRange(A, 0, 4)).to_json()
+    with pytest.raises(NewerLedger, match="format 2, written by a newer rocketlake.*upgrade rocketlake"):
+        LedgerEntry.from_json(newer, version=12)
 
 
 def test_history_stops_at_the_groups_newest_self_sufficient_entry():
