@@ -10,8 +10,10 @@ test on plain data:
 * ``RecordedRuns``: which runs Dagster has recorded a materialization for, among some partitions.
 
 The asset calls ``prepare`` and ``land`` before it reports the materialization, and ``commit`` only
-after Dagster has recorded it. Offsets move only over ledger entries of recorded runs, so a run that
-dies anywhere leaves the group where the table says it is, and the next run's ``prepare`` repairs it.
+after Dagster has recorded it. Offsets move only over ledger entries someone may trust (``trusted``): a balanced
+verdict, whoever wrote it, or a landing without a verdict that Dagster recorded or another member wrote; never a
+pending or unbalanced one. So a run that dies anywhere leaves the group where the table says it is, and the next
+run's ``prepare`` repairs it (docs/concepts/ledger.md states the rules).
 """
 
 from __future__ import annotations

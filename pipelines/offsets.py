@@ -2,8 +2,9 @@
 
 A group with a committed offset resumes exactly there. A group without one (QUERY_CONSUMER_OFFSET
 says not found) starts per ``consume_from_where``; that origin is written into the ledger by the
-first run, so every later run agrees on it. Offsets move only over ledger entries whose
-materialization Dagster has recorded, and only forward along contiguous ranges
+first run, so every later run agrees on it. Offsets move only over ledger entries a run may trust
+(``ingest``: a balanced verdict, or a landing without one that Dagster recorded), and only forward along contiguous
+ranges
 (``planning.advance_watermark``); a crash between the Delta commit and the broker commit is
 therefore repaired by simply committing again at the start of the next run.
 """
