@@ -17,6 +17,8 @@ from dataclasses import replace
 from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
+from rocketlake.pipelines.accounting import DUPLICATES, FILTERED, ROWS, Tally, account
+from rocketlake.pipelines.accounting import HELD as HELD_OUTCOME
 from rocketlake.pipelines.body import configured_schema
 from rocketlake.pipelines.columns import landed_metadata, read_metadata
 from rocketlake.pipelines.config import IngestionConfig, MessageModel
@@ -181,60 +183,19 @@ def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: Ingesti
     # Dead letters never fail, but one message can reach %DLQ%<group> twice (a re-run after its send-back, a step
     # retry): the judged landing finds the later copy by the stored original, as it finds redelivered ones.
     if cfg.can_fail or cfg.dead_letters_of is not None:
-        figures, failed, entry, contents = _land_judged(spark, df, cfg, table_path, entry, log, failures_path,
+        tally, failed, entry, contents = _land_judged(spark, df, cfg, table_path, entry, log, failures_path,
                                                         not_landed=tuple(c for c in read if c not in landed),
                                                         fields=fields, again=again)
     else:
-        figures, failed, contents = _land_all(df, table_path, entry, log, cfg), (), None
+        tally, failed, contents = _land_all(df, table_path, entry, log, cfg), (), None
     version = table_version(table_path, storage_options)  # delta-rs, as the ledger is read (``storage_options``)
     log(f"Delta commit version {version} of {table_path} holds the slice and its ledger")
 
-    rows = _rows_in_slice(spark, table_path, planned)
-    problems = _queue_problems(planned, rows, figures)
-    accounting = tuple(
-        WindowAccounting(
-            partition_key=w.partition_key,
-            planned=sum(r.size for r in w.ranges),
-            seen=figures.get((w.start_ms, "seen"), 0),
-            rows=sum(n for (start_ms, _), n in rows.items() if start_ms == w.start_ms),
-            filtered=figures.get((w.start_ms, "filtered"), 0),
-            body_bytes=int(figures.get((w.start_ms, "landed_bytes"), 0)),
-            sent_back=figures.get((w.start_ms, SENT_BACK), 0),
-            dead_lettered=figures.get((w.start_ms, DEAD_LETTERED), 0),
-            failed=figures.get((w.start_ms, FAILED), 0),
-            duplicates=figures.get((w.start_ms, "duplicates"), 0),
-            held=figures.get((w.start_ms, "held"), 0),
-            queue_problems=problems.get(w.start_ms, ()),
-        )
-        for w in planned)
+    accounting = account(planned, _rows_in_slice(spark, table_path, planned), tally)
     return Landing(accounting, version, failed, entry, contents)
 
 
-NOT_LANDED = ("filtered", "duplicates", SENT_BACK, DEAD_LETTERED, FAILED, "held")
-
-
-def _queue_problems(planned: tuple[WindowEntry, ...], rows: dict[tuple[int, MessageQueue], int],
-                    figures: dict) -> dict[int, tuple[str, ...]]:
-    """Per window, the queues whose offsets do not add up: rows in the table + offsets not landed = range size.
-
-    Where the verdicts were counted per queue (a listener or a body that can fail) that is exact; otherwise only
-    the window's filtered count is known, and a queue must at least not hold more rows than its range."""
-    problems: dict[int, tuple[str, ...]] = {}
-    for w in planned:
-        found = []
-        for r in w.ranges:
-            landed = rows.get((w.start_ms, r.queue), 0)
-            counted = (w.start_ms, r.queue, "seen") in figures
-            other = sum(figures.get((w.start_ms, r.queue, name), 0) for name in NOT_LANDED)
-            if (counted and (landed + other != r.size or figures[(w.start_ms, r.queue, "seen")] != r.size)) \
-                    or landed > r.size:
-                found.append(f"{r.queue.key}: {landed} rows + {other} not landed, range of {r.size}")
-        if found:
-            problems[w.start_ms] = tuple(found)
-    return problems
-
-
-def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log, cfg: IngestionConfig) -> dict:
+def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log, cfg: IngestionConfig) -> Tally:
     """Every matched message is a row (no listener, a body that cannot fail): one pass, counted on the way."""
     observation = Observation(f"rocketlake-{entry.run_id}")
     metrics = []
@@ -252,17 +213,19 @@ def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log, cfg:
         # PySpark 4.0's Spark Connect client returns no observed metrics for a write (4.2's does): count them in a
         # pass of their own over the same bounded ranges, which hold the same messages.
         got = df.agg(*metrics).collect()[0].asDict()
-    figures: dict = {}
+    tally = Tally()
     for w in entry.windows:
-        for name in ("seen", "filtered", "landed_bytes"):
-            figures[(w.start_ms, name)] = got[f"{name}_{w.start_ms}"]
-    return figures
+        filtered = got[f"filtered_{w.start_ms}"]
+        tally.add(w.start_ms, FILTERED, filtered)
+        tally.add(w.start_ms, ROWS, got[f"seen_{w.start_ms}"] - filtered)
+        tally.landed_bytes[w.start_ms] += got[f"landed_bytes_{w.start_ms}"]
+    return tally
 
 
 def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table_path: str, entry: LedgerEntry,
                  log: Log, failures_path: str | None,
                  not_landed: tuple[str, ...] = (), fields=(), again: bool = False
-                 ) -> tuple[dict, tuple[FailedMessage, ...], LedgerEntry, Callable[[str], dict] | None]:
+                 ) -> tuple[Tally, tuple[FailedMessage, ...], LedgerEntry, Callable[[str], dict] | None]:
     """Messages that may fail (a listener, a body that may not decode), or dead letters (copies of one message may
     arrive twice): judged once, then split.
 
@@ -313,23 +276,22 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
         # Only a redelivered copy can be a duplicate: two main-topic messages are two offsets, landed both.
         later_copy = is_copy(F.col("topic")) & F.coalesce(rank > 1, F.lit(False))
         judged = judged.withColumn(DUPLICATE, F.col(DUPLICATE) | later_copy)
-    outcome = (F.when(~F.col("matched"), F.lit("filtered"))
-               .when(F.col(HELD), F.lit("held"))
-               .when(F.col(ERROR).isNull() & F.col(DUPLICATE), F.lit("duplicates"))
-               .when(F.col(ERROR).isNull(), F.lit("rows"))
+    outcome = (F.when(~F.col("matched"), F.lit(FILTERED))
+               .when(F.col(HELD), F.lit(HELD_OUTCOME))
+               .when(F.col(ERROR).isNull() & F.col(DUPLICATE), F.lit(DUPLICATES))
+               .when(F.col(ERROR).isNull(), F.lit(ROWS))
                .when(F.lit(not clustering), F.lit(FAILED))
                .when(F.lit(cfg.consume_orderly), F.lit(DEAD_LETTERED))
                .when(F.col("reconsume_times") >= max_times, F.lit(DEAD_LETTERED))
                .otherwise(F.lit(SENT_BACK)))
     judged = judged.withColumn(OUTCOME, outcome)
-    figures: dict = {}
+    tally = Tally()
     for row in (judged.groupBy(F.unix_millis("window_start").alias("w"), "topic", "broker_name", "queue_id", OUTCOME)
                 .agg(F.count(F.lit(1)).alias("n"), F.sum(F.length("body")).alias("landed_bytes")).collect()):
-        w, mq, outcome_name = row["w"], MessageQueue(row["topic"], row["broker_name"], row["queue_id"]), row[OUTCOME]
-        for key in ((w, outcome_name), (w, "seen"), (w, mq, outcome_name), (w, mq, "seen")):
-            figures[key] = figures.get(key, 0) + row["n"]
-        if outcome_name == "rows":
-            figures[(w, "landed_bytes")] = figures.get((w, "landed_bytes"), 0) + (row["landed_bytes"] or 0)
+        queue = MessageQueue(row["topic"], row["broker_name"], row["queue_id"])
+        tally.add(row["w"], row[OUTCOME], row["n"], queue)
+        if row[OUTCOME] == ROWS:
+            tally.landed_bytes[row["w"]] += row["landed_bytes"] or 0
 
     entry = with_suspensions(entry, judged, reading, cfg.suspend_current_queue_time_millis, log)
     stopped = F.col(OUTCOME).isin(SENT_BACK, DEAD_LETTERED, FAILED) | (F.col(HELD) & F.col(ERROR).isNotNull())
@@ -348,7 +310,7 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
         write_slice(kept, failures_path, entry, log, with_ledger=False)
         log(f"{len(failures)} failure(s) of this run are in {failures_path}")
     # The failures table keeps every column read (what a person needs to see why); the table, the columns landed.
-    landed = judged.where(F.col(OUTCOME) == "rows").drop(*HELPERS, OUTCOME, *not_landed)
+    landed = judged.where(F.col(OUTCOME) == ROWS).drop(*HELPERS, OUTCOME, *not_landed)
     write_slice(landed, table_path, entry, log, properties=cfg.table_properties, layout=layout_of(cfg))
     sent_back = failed_rows.where(F.col(OUTCOME).isin(SENT_BACK, DEAD_LETTERED))
 
@@ -362,7 +324,7 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
                               dict(r["properties"]) if with_properties and r["properties"] is not None else None)
                 for r in rows}
 
-    return figures, tuple(f for f in failures if f.outcome != SUSPENDED), entry, contents if clustering else None
+    return tally, tuple(f for f in failures if f.outcome != SUSPENDED), entry, contents if clustering else None
 
 
 def _evolved_schema(df: DataFrame, cfg: IngestionConfig, fields, log: Log) -> StructType:

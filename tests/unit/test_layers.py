@@ -40,9 +40,9 @@ LAYERS = (
 )
 FRAMEWORKS = ("dagster", "dagster_shared", "pyspark", "delta", "deltalake")
 ENGINE_CORE = tuple(f"rocketlake.pipelines.{name}" for name in (
-    "allocation", "assignment", "avro", "backlog", "broker_access", "broker_clock", "columns", "completeness", "config",
-    "failures", "freshness", "identity", "ingest", "ledger", "listener", "offset_store", "offsets", "options",
-    "orderly", "planning", "progress", "run", "tails", "windows"))
+    "accounting", "allocation", "assignment", "avro", "backlog", "broker_access", "broker_clock", "columns",
+    "completeness", "config", "failures", "freshness", "identity", "ingest", "ledger", "listener", "offset_store",
+    "offsets", "options", "orderly", "planning", "progress", "run", "tails", "windows"))
 
 
 @cache
