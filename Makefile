@@ -34,6 +34,7 @@ test: setup
 	@ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || { \
 	  echo "the broker-clock test starts a broker on a shifted clock: apt-get install libfaketime" >&2; exit 1; }
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # The lowest versions of every range in pyproject.toml (uv's lowest-direct resolution) in an environment of their own,

@@ -39,18 +39,24 @@ DLQ_TOTAL = "rocketlake/dead_letters_total"
 RETRY_AGE_WARNING_S = 3 * 3600
 
 
-def backlog_events(cfg: IngestionConfig, assets: IngestionAssets, retry: Backlog, dead: Backlog, now_ms: int,
-                   log) -> tuple[list, list, str]:
+def backlog_events(
+    cfg: IngestionConfig, assets: IngestionAssets, retry: Backlog, dead: Backlog, now_ms: int, log
+) -> tuple[list, list, str]:
     """One ingestion's figures (what the cursor keeps), its observation (none when unchanged) and its summary."""
     summary = f"{retry.describe(now_ms)}; {dead.describe(now_ms)}"
     if dead.waiting:
-        log.warning(f"{dead.waiting} dead letter(s) of {cfg.consumer_group} wait to be landed in "
-                    f"{assets.dead_letters.key.to_user_string()}: {summary}")
+        log.warning(
+            f"{dead.waiting} dead letter(s) of {cfg.consumer_group} wait to be landed in "
+            f"{assets.dead_letters.key.to_user_string()}: {summary}"
+        )
     if retry.waiting and (retry.age_seconds(now_ms) or 0) > RETRY_AGE_WARNING_S:
         log.warning(f"the retry topic of {cfg.consumer_group} backs up: {summary}")
     figures = [retry.waiting, retry.oldest_store_ms, dead.waiting, dead.oldest_store_ms, dead.total]
-    metadata = {RETRY_WAITING: MetadataValue.int(retry.waiting), DLQ_WAITING: MetadataValue.int(dead.waiting),
-                DLQ_TOTAL: MetadataValue.int(dead.total)}
+    metadata = {
+        RETRY_WAITING: MetadataValue.int(retry.waiting),
+        DLQ_WAITING: MetadataValue.int(dead.waiting),
+        DLQ_TOTAL: MetadataValue.int(dead.total),
+    }
     for key, backlog in ((RETRY_OLDEST_AGE, retry), (DLQ_OLDEST_AGE, dead)):
         age = backlog.age_seconds(now_ms)
         if age is not None:
@@ -66,19 +72,27 @@ def build_backlog_sensor(cluster: str, members: Members) -> SensorDefinition:
     tables = [assets.table_key for _, assets in members]
 
     def measure(client, cfg: IngestionConfig) -> tuple[Backlog, Backlog]:
-        return (backlog_of(client, cfg.consumer_group, retry_topic(cfg.consumer_group)),
-                backlog_of(client, cfg.consumer_group, DLQ_GROUP_TOPIC_PREFIX + cfg.consumer_group))
+        return (
+            backlog_of(client, cfg.consumer_group, retry_topic(cfg.consumer_group)),
+            backlog_of(client, cfg.consumer_group, DLQ_GROUP_TOPIC_PREFIX + cfg.consumer_group),
+        )
 
-    @sensor(name=cluster_sensor_name(cluster, tables, "retry_backlog"), minimum_interval_seconds=60,
-            required_resource_keys={rocketmq_key}, asset_selection=tables, default_status=DefaultSensorStatus.STOPPED,
-            description=f"Reports, for each CLUSTERING ingestion of cluster {cluster}, the messages waiting in "
-                        "%RETRY%<group> and %DLQ%<group> (count and age of the oldest) on its table.")
+    @sensor(
+        name=cluster_sensor_name(cluster, tables, "retry_backlog"),
+        minimum_interval_seconds=60,
+        required_resource_keys={rocketmq_key},
+        asset_selection=tables,
+        default_status=DefaultSensorStatus.STOPPED,
+        description=f"Reports, for each CLUSTERING ingestion of cluster {cluster}, the messages waiting in "
+        "%RETRY%<group> and %DLQ%<group> (count and age of the oldest) on its table.",
+    )
     def retry_backlog(context: SensorEvaluationContext):
         resource = getattr(context.resources, rocketmq_key)
         now_ms = int(time.time() * 1000)
         with resource.open_client(timeout_ms) as client:
-            read, failed = read_each(members, lambda cfg: measure(client, cfg),
-                                     "measure the retry and dead-letter backlog", context.log)
+            read, failed = read_each(
+                members, lambda cfg: measure(client, cfg), "measure the retry and dead-letter backlog", context.log
+            )
         cursor = json.loads(context.cursor) if context.cursor else {}
         events, said = [], []
         for cfg, assets, (retry, dead) in read:

@@ -73,52 +73,83 @@ def behind(cfg: IngestionConfig, partitions, rows: Iterable[QueueProgress], now:
     if not due:
         return Behind(None, 0, ())
     due_end_ms = int(window_end(partitions, due[-1]).timestamp() * 1000)
-    trailing = tuple(r for r in rows if r.committed is not None and r.oldest_pending_ms is not None
-                     and r.oldest_pending_ms < due_end_ms)
+    trailing = tuple(
+        r
+        for r in rows
+        if r.committed is not None and r.oldest_pending_ms is not None and r.oldest_pending_ms < due_end_ms
+    )
     return Behind(due[-1], due_end_ms, trailing)
 
 
-def caught_up_outcome(cfg: IngestionConfig, found: Behind, now_ms: int,
-                      unread: dict[str, Unanswered] | None = None) -> dict:
+def caught_up_outcome(
+    cfg: IngestionConfig, found: Behind, now_ms: int, unread: dict[str, Unanswered] | None = None
+) -> dict:
     """The ``caught_up`` check's result (the keyword arguments of an AssetCheckResult or AssetCheckEvaluation).
     ``unread``: the brokers that did not answer the progress read; their queues may trail unseen, so the check
     fails naming them, whatever the others' queues show."""
-    bound = (f"a queue may trail at most to the newest window past its deadline (close + "
-             f"{cfg.window.grace_seconds}s grace + {cfg.window.freshness_slack_seconds}s slack)")
-    metadata = {"newest_due_window": MetadataValue.text(found.due or "none"),
-                "trailing_queues": MetadataValue.int(len(found.trailing))}
+    bound = (
+        f"a queue may trail at most to the newest window past its deadline (close + "
+        f"{cfg.window.grace_seconds}s grace + {cfg.window.freshness_slack_seconds}s slack)"
+    )
+    metadata = {
+        "newest_due_window": MetadataValue.text(found.due or "none"),
+        "trailing_queues": MetadataValue.int(len(found.trailing)),
+    }
     if unread:
         metadata["unanswering_brokers"] = MetadataValue.text(", ".join(sorted(unread)))
-        down = "; ".join(f"{broker} ({u.address}) did not answer (the progress of {len(u.queues)} queue(s) of group "
-                         f"{cfg.consumer_group} on it is unknown): {u.error}" for broker, u in sorted(unread.items()))
-        others = (f" The other brokers' queues: {len(found.trailing)} trail window {found.due}."
-                  if found.trailing else " The other brokers' queues are caught up.")
-        return {"passed": False, "severity": AssetCheckSeverity.ERROR, "metadata": metadata,
-                "description": f"{down}. A broker's queues land once it answers again: the next runs land each "
-                               f"window from the offset the group committed there, none is skipped.{others}"}
+        down = "; ".join(
+            f"{broker} ({u.address}) did not answer (the progress of {len(u.queues)} queue(s) of group "
+            f"{cfg.consumer_group} on it is unknown): {u.error}"
+            for broker, u in sorted(unread.items())
+        )
+        others = (
+            f" The other brokers' queues: {len(found.trailing)} trail window {found.due}."
+            if found.trailing
+            else " The other brokers' queues are caught up."
+        )
+        return {
+            "passed": False,
+            "severity": AssetCheckSeverity.ERROR,
+            "metadata": metadata,
+            "description": f"{down}. A broker's queues land once it answers again: the next runs land each "
+            f"window from the offset the group committed there, none is skipped.{others}",
+        }
     if not found.trailing:
-        return {"passed": True, "severity": AssetCheckSeverity.ERROR, "metadata": metadata,
-                "description": f"every queue of group {cfg.consumer_group} passed window {found.due or '(none due)'}; "
-                               + bound}
+        return {
+            "passed": True,
+            "severity": AssetCheckSeverity.ERROR,
+            "metadata": metadata,
+            "description": f"every queue of group {cfg.consumer_group} passed window {found.due or '(none due)'}; "
+            + bound,
+        }
     worst = max((now_ms - r.oldest_pending_ms) / 1000 for r in found.trailing)
-    listed = "; ".join(f"{r.queue.key} at offset {r.committed} (stored {iso(r.oldest_pending_ms)})"
-                       for r in sorted(found.trailing, key=lambda r: r.oldest_pending_ms)[:10])
+    listed = "; ".join(
+        f"{r.queue.key} at offset {r.committed} (stored {iso(r.oldest_pending_ms)})"
+        for r in sorted(found.trailing, key=lambda r: r.oldest_pending_ms)[:10]
+    )
     more = f" and {len(found.trailing) - 10} more" if len(found.trailing) > 10 else ""
     metadata["oldest_not_passed_seconds"] = MetadataValue.float(round(worst, 1))
-    return {"passed": False, "severity": AssetCheckSeverity.ERROR, "metadata": metadata,
-            "description": f"{len(found.trailing)} queue(s) of group {cfg.consumer_group} trail window {found.due}: "
-                           f"{listed}{more}. The lag sensor asks for a run of the windows they trail by; if it "
-                           f"fails, its log says why. {bound}"}
+    return {
+        "passed": False,
+        "severity": AssetCheckSeverity.ERROR,
+        "metadata": metadata,
+        "description": f"{len(found.trailing)} queue(s) of group {cfg.consumer_group} trail window {found.due}: "
+        f"{listed}{more}. The lag sensor asks for a run of the windows they trail by; if it "
+        f"fails, its log says why. {bound}",
+    }
 
 
 def unread_outcome(cfg: IngestionConfig, why: str) -> dict:
     """The ``caught_up`` check's result when no progress of the group could be read this tick (``why``: the error,
     one sentence): whether its queues trail is unknown, which is not green."""
-    return {"passed": False, "severity": AssetCheckSeverity.ERROR,
-            "metadata": {"newest_due_window": MetadataValue.text("unknown")},
-            "description": f"{why}. Whether a queue of group {cfg.consumer_group} trails is unknown until the cluster "
-                           "answers again; nothing is skipped meanwhile: the next runs land each window from the "
-                           "offsets the group committed."}
+    return {
+        "passed": False,
+        "severity": AssetCheckSeverity.ERROR,
+        "metadata": {"newest_due_window": MetadataValue.text("unknown")},
+        "description": f"{why}. Whether a queue of group {cfg.consumer_group} trails is unknown until the cluster "
+        "answers again; nothing is skipped meanwhile: the next runs land each window from the "
+        "offsets the group committed.",
+    }
 
 
 def window_holding(partitions, at_ms: int) -> str:
@@ -156,8 +187,9 @@ def windows_on_their_way(instance, asset_key, job_name: str, partitions) -> set[
     return found
 
 
-def catch_up_request(cfg: IngestionConfig, asset_key, job_name: str, partitions, found: Behind, instance,
-                     now: datetime, log) -> RunRequest | None:
+def catch_up_request(
+    cfg: IngestionConfig, asset_key, job_name: str, partitions, found: Behind, instance, now: datetime, log
+) -> RunRequest | None:
     """One run of the windows the trailing queues trail by, or None (nothing trails, or a run of them is queued)."""
     if not found.trailing:
         return None
@@ -169,7 +201,7 @@ def catch_up_request(cfg: IngestionConfig, asset_key, job_name: str, partitions,
     keys = windows_through(partitions, window_holding(partitions, found.oldest_ms), found.due, MOST_WINDOWS)
     if keys[0] in scheduled:
         return None  # the window's own run is on its way: it lands from where the group stands
-    keys = keys[:next((i for i, k in enumerate(keys) if k in scheduled), len(keys))]
+    keys = keys[: next((i for i, k in enumerate(keys) if k in scheduled), len(keys))]
     # Up to the newest window not landed yet: windows landed already (after a hole) need no run, only the
     # commit at the run's end, which moves the group over them.
     landed = materialized_among(instance, asset_key, keys)
@@ -180,7 +212,12 @@ def catch_up_request(cfg: IngestionConfig, asset_key, job_name: str, partitions,
     state = ",".join(f"{r.queue.key}={r.committed}" for r in sorted(found.trailing, key=lambda r: r.queue))
     digest = hashlib.sha1(f"{keys[0]}..{last}|{state}".encode()).hexdigest()[:12]
     attempt = int(now.timestamp()) // RETRY_EVERY_S
-    log.info(f"{table}: {len(found.trailing)} queue(s) trail window {found.due}; requesting a run of windows "
-             f"{keys[0]} .. {last} for them")
-    return RunRequest(run_key=f"{table}:catch_up:{digest}:{attempt}", asset_selection=[asset_key],
-                      tags={RANGE_START: keys[0], RANGE_END: last, QUEUES_TAG: queues, CATCH_UP_TAG: table})
+    log.info(
+        f"{table}: {len(found.trailing)} queue(s) trail window {found.due}; requesting a run of windows "
+        f"{keys[0]} .. {last} for them"
+    )
+    return RunRequest(
+        run_key=f"{table}:catch_up:{digest}:{attempt}",
+        asset_selection=[asset_key],
+        tags={RANGE_START: keys[0], RANGE_END: last, QUEUES_TAG: queues, CATCH_UP_TAG: table},
+    )

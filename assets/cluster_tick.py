@@ -25,8 +25,9 @@ def tick_timeout_ms(members: Members) -> int | None:
     return max((cfg.mq_client_api_timeout for cfg, _ in members if cfg.mq_client_api_timeout), default=None)
 
 
-def read_each(members: Members, read: Callable[[IngestionConfig], T], what: str,
-              log) -> tuple[list[tuple[IngestionConfig, IngestionAssets, T]], list[str]]:
+def read_each(
+    members: Members, read: Callable[[IngestionConfig], T], what: str, log
+) -> tuple[list[tuple[IngestionConfig, IngestionAssets, T]], list[str]]:
     """``read`` of each ingestion, in order, and what could not be read (each also a warning in ``log``)."""
     done, failed = [], []
     for i, (cfg, assets) in enumerate(members):

@@ -10,8 +10,10 @@ Kept in one place so that a Dagster upgrade that moves one of them breaks here, 
 # that can check a worker, and none sees a `dagster` CLI run die), so the executor is extended:
 # - the in-process executor class, to subclass its ``execute``;
 from dagster._core.executor.in_process import InProcessExecutor
+
 # - its config schema and constructor, so the executor takes the same run config as Dagster's ``in_process``;
 from dagster._core.definitions.executor_definition import IN_PROC_CONFIG, _core_in_process_executor_creation
+
 # - the engine event an executor yields to write a line in the run's log (``context.log`` exists for steps only).
 from dagster._core.events import EngineEventData
 
@@ -23,9 +25,11 @@ from dagster._core.definitions.reconstruct import ReconstructableRepository
 # Window boundaries (``partitions``): the public partitions definition walks one window per call
 # (``get_next_partition_window``, milliseconds each: minutes for a year of minute windows); this streams them.
 from dagster._utils.schedules import cron_string_iterator
+
 # ... and keys them as Dagster does, the second of two equal local times (daylight saving time ends) with its
 # UTC offset: the partitions definition keys a window only through lookups that walk from its start.
 from dagster._time import dst_safe_strftime
+
 # ... and reads a key back to its window's start the same way (``time_window_for_partition_key`` also computes the
 # end, walking the cron: too slow for every landed window of a table, which the freshness check compares).
 from dagster._time import dst_safe_strptime
@@ -34,5 +38,14 @@ from dagster._time import dst_safe_strptime
 # (``event_log_storage.get_pool_config()``) is not exported by ``dagster``.
 from dagster._core.instance.config import PoolGranularity
 
-__all__ = ["PoolGranularity", "cron_string_iterator", "dst_safe_strftime", "dst_safe_strptime", "InProcessExecutor", "IN_PROC_CONFIG", "_core_in_process_executor_creation", "EngineEventData",
-           "ReconstructableRepository"]
+__all__ = [
+    "PoolGranularity",
+    "cron_string_iterator",
+    "dst_safe_strftime",
+    "dst_safe_strptime",
+    "InProcessExecutor",
+    "IN_PROC_CONFIG",
+    "_core_in_process_executor_creation",
+    "EngineEventData",
+    "ReconstructableRepository",
+]

@@ -21,16 +21,19 @@ from rocketlake.resources.rocketmq_resource import RocketMQResource
 from rocketlake.resources.spark import SparkResource
 
 
-def rocketlake_assets(config: RocketLakeConfig, ingestion: str,
-                      translator: RocketlakeTranslator | None = None) -> Callable[[Body], AssetsDefinition]:
+def rocketlake_assets(
+    config: RocketLakeConfig, ingestion: str, translator: RocketlakeTranslator | None = None
+) -> Callable[[Body], AssetsDefinition]:
     """The table asset of one ingestion with a body of one's own, as ``@dbt_assets`` and ``@sling_assets`` give one:
     the decorated ``body(context, step)`` runs in place of rocketlake's and calls ``step.land()``, which yields
     the materialization and its checks (``yield from step.land()``), with what it likes before and after. The
     asset is otherwise rocketlake's own (key, partitions, pool, checks, retries); hand it to ``build_definitions``
     (``assets=[...]``), which puts it in place of the one it would build."""
     if ingestion not in config.ingestions:
-        raise ValueError(f"rocketlake_assets: no ingestion {ingestion!r} in the configuration; it has "
-                         f"{', '.join(sorted(config.ingestions)) or 'none'}")
+        raise ValueError(
+            f"rocketlake_assets: no ingestion {ingestion!r} in the configuration; it has "
+            f"{', '.join(sorted(config.ingestions)) or 'none'}"
+        )
 
     def decorator(body: Body) -> AssetsDefinition:
         shaped = translate(config, translator)[ingestion]
@@ -39,8 +42,13 @@ def rocketlake_assets(config: RocketLakeConfig, ingestion: str,
     return decorator
 
 
-def build_definitions(config: RocketLakeConfig, translator: RocketlakeTranslator | None = None, *,
-                      assets: Sequence[AssetsDefinition] = (), schedules_running: bool = False) -> Definitions:
+def build_definitions(
+    config: RocketLakeConfig,
+    translator: RocketlakeTranslator | None = None,
+    *,
+    assets: Sequence[AssetsDefinition] = (),
+    schedules_running: bool = False,
+) -> Definitions:
     """Every asset, check, job, schedule, sensor and resource of ``config``'s ingestions, the assets shaped by
     ``translator`` (``assets.translator``). ``assets`` made by ``rocketlake_assets`` (with the same translator) take
     the place of the table assets of their ingestions. No executor: the user's project keeps its own for its own
@@ -50,16 +58,24 @@ def build_definitions(config: RocketLakeConfig, translator: RocketlakeTranslator
     own = {a.key: a for a in assets}
     # An S3 lake needs S3A's jars when the session starts; its settings and keys reach the session when a run starts
     # (pipelines.storage.apply_lake).
-    resources: dict = {"spark": SparkResource(master=config.spark.master, s3a=on_s3(config.lake.root),
-                                              conf=config.spark.conf, remote=config.spark.remote)}
+    resources: dict = {
+        "spark": SparkResource(
+            master=config.spark.master, s3a=on_s3(config.lake.root), conf=config.spark.conf, remote=config.spark.remote
+        )
+    }
     for name, cluster in config.clusters.items():
         keys = {}
         if cluster.access_key_env:
             # The variables' names: each process that needs the keys (a run, a sensor, a Spark worker) reads them.
             keys = {"access_key_env": cluster.access_key_env, "secret_key_env": cluster.secret_key_env}
         if cluster.tls is not None:
-            keys |= {"tls": True, "tls_ca_file": cluster.tls.ca_file, "tls_cert_file": cluster.tls.cert_file,
-                     "tls_key_file": cluster.tls.key_file, "tls_verify_hostname": cluster.tls.verify_hostname}
+            keys |= {
+                "tls": True,
+                "tls_ca_file": cluster.tls.ca_file,
+                "tls_cert_file": cluster.tls.cert_file,
+                "tls_key_file": cluster.tls.key_file,
+                "tls_verify_hostname": cluster.tls.verify_hostname,
+            }
         resources[rocketmq_resource_key(name)] = RocketMQResource(namesrv=cluster.namesrv, cluster=name, **keys)
     shaped = translate(config, translator)
     ingestions = [(name, ing, shaped[name]) for name, ing in config.ingestions.items()]
@@ -69,29 +85,41 @@ def build_definitions(config: RocketLakeConfig, translator: RocketlakeTranslator
     by_cluster: dict[str, list] = {}
     for _, ing, made in ingestions:
         by_cluster.setdefault(ing.cluster, []).append((ing, made))
-    clustering = {cluster: [(ing, made) for ing, made in members if ing.message_model is MessageModel.CLUSTERING]
-                  for cluster, members in by_cluster.items()}
+    clustering = {
+        cluster: [(ing, made) for ing, made in members if ing.message_model is MessageModel.CLUSTERING]
+        for cluster, members in by_cluster.items()
+    }
     tables = {made.table_key for _, _, made in ingestions}
     strangers = sorted(key.to_user_string() for key in own if key not in tables)
     if strangers:
-        raise ValueError(f"build_definitions: assets={strangers} are not the table of any ingestion (the tables are "
-                         f"{sorted(k.to_user_string() for k in tables)}); make them with rocketlake_assets and the "
-                         "same translator")
+        raise ValueError(
+            f"build_definitions: assets={strangers} are not the table of any ingestion (the tables are "
+            f"{sorted(k.to_user_string() for k in tables)}); make them with rocketlake_assets and the "
+            "same translator"
+        )
     return Definitions(
-        assets=[*topics.values(),  # the topics, upstream of their tables
-                *(own.get(made.table_key) or build_ingestion_asset(name, ing, config.lake, made)
-                  for name, ing, made in ingestions),
-                # CLUSTERING groups send failures back; the broker dead-letters them into %DLQ%<group>.
-                *(build_dead_letter_asset(name, ing, config.lake, made) for name, ing, made in ingestions
-                  if made.dead_letters is not None)],
+        assets=[
+            *topics.values(),  # the topics, upstream of their tables
+            *(
+                own.get(made.table_key) or build_ingestion_asset(name, ing, config.lake, made)
+                for name, ing, made in ingestions
+            ),
+            # CLUSTERING groups send failures back; the broker dead-letters them into %DLQ%<group>.
+            *(
+                build_dead_letter_asset(name, ing, config.lake, made)
+                for name, ing, made in ingestions
+                if made.dead_letters is not None
+            ),
+        ],
         asset_checks=[check for _, ing, made in ingestions for check in build_lag_checks(ing, made)],
         schedules=[build_window_schedule(ing, made, running=schedules_running) for _, ing, made in ingestions],
-        sensors=[dead_runs_sensor,
-                 *(build_lag_sensor(cluster, members) for cluster, members in by_cluster.items()),
-                 *(build_rebalance_sensor(cluster, members, config.lake) for cluster, members in by_cluster.items()),
-                 *(build_backlog_sensor(cluster, members) for cluster, members in clustering.items() if members),
-                 # Orderly queues suspended at a message resume once their pause is over, not at the next window.
-                 *(build_resume_sensor(ing, made) for _, ing, made in ingestions
-                   if ing.consume_orderly and ing.can_fail)],
+        sensors=[
+            dead_runs_sensor,
+            *(build_lag_sensor(cluster, members) for cluster, members in by_cluster.items()),
+            *(build_rebalance_sensor(cluster, members, config.lake) for cluster, members in by_cluster.items()),
+            *(build_backlog_sensor(cluster, members) for cluster, members in clustering.items() if members),
+            # Orderly queues suspended at a message resume once their pause is over, not at the next window.
+            *(build_resume_sensor(ing, made) for _, ing, made in ingestions if ing.consume_orderly and ing.can_fail),
+        ],
         resources=resources,
     )

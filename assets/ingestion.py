@@ -6,7 +6,6 @@ only once Dagster has recorded that materialization, whatever started the run (s
 backfill, UI or ``dagster asset materialize``), with no daemon involved.
 """
 
-
 # No "from __future__ import annotations" here: Dagster inspects the context annotation at runtime.
 import time
 import warnings
@@ -133,32 +132,61 @@ class IngestionStep:
 Body = Callable[[AssetExecutionContext, IngestionStep], Iterator]
 
 
-def build_ingestion_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, assets: IngestionAssets,
-                          body: Body | None = None) -> AssetsDefinition:
-    return _build_asset(name, cfg, lake, assets.table, upstream=[s.key for s in assets.topics], dead_letters=False,
-                        body=body)
+def build_ingestion_asset(
+    name: str, cfg: IngestionConfig, lake: LakeConfig, assets: IngestionAssets, body: Body | None = None
+) -> AssetsDefinition:
+    return _build_asset(
+        name, cfg, lake, assets.table, upstream=[s.key for s in assets.topics], dead_letters=False, body=body
+    )
 
 
-def build_dead_letter_asset(name: str, cfg: IngestionConfig, lake: LakeConfig,
-                            assets: IngestionAssets) -> AssetsDefinition:
+def build_dead_letter_asset(
+    name: str, cfg: IngestionConfig, lake: LakeConfig, assets: IngestionAssets
+) -> AssetsDefinition:
     """``<table>_dlq``: the group's ``%DLQ%<group>`` landed the same way (windows, ledger, offsets after the
     materialization), downstream of the main table, with the original topic, msgId, reconsume count and last error."""
-    return _build_asset(name, dead_letter_config(cfg), lake, assets.dead_letters, upstream=[assets.table_key],
-                        dead_letters=True, failures_path=lake.table_path(failures_table(cfg.table)))
+    return _build_asset(
+        name,
+        dead_letter_config(cfg),
+        lake,
+        assets.dead_letters,
+        upstream=[assets.table_key],
+        dead_letters=True,
+        failures_path=lake.table_path(failures_table(cfg.table)),
+    )
 
 
-def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetSpec, *, upstream: list[AssetKey],
-                 dead_letters: bool, failures_path: str | None = None, body: Body | None = None) -> AssetsDefinition:
+def _build_asset(
+    name: str,
+    cfg: IngestionConfig,
+    lake: LakeConfig,
+    spec: AssetSpec,
+    *,
+    upstream: list[AssetKey],
+    dead_letters: bool,
+    failures_path: str | None = None,
+    body: Body | None = None,
+) -> AssetsDefinition:
     rocketmq_key = rocketmq_resource_key(cfg.cluster)
     table_path = lake.table_path(cfg.table)
-    checks = [AssetCheckSpec(CHECK_NAME, asset=spec.key, blocking=True,
-                             description="Every offset of every window's range is a row, filtered by tag, sent back, "
-                                         "dead-lettered, kept as a failure or a duplicate copy: they add up to the "
-                                         "sum of range sizes.")]
+    checks = [
+        AssetCheckSpec(
+            CHECK_NAME,
+            asset=spec.key,
+            blocking=True,
+            description="Every offset of every window's range is a row, filtered by tag, sent back, "
+            "dead-lettered, kept as a failure or a duplicate copy: they add up to the "
+            "sum of range sizes.",
+        )
+    ]
     if dead_letters:
-        checks.append(AssetCheckSpec(DEAD_LETTER_CHECK, asset=spec.key,
-                                     description="Warns when dead letters arrive: messages that failed "
-                                                 "max_reconsume_times times."))
+        checks.append(
+            AssetCheckSpec(
+                DEAD_LETTER_CHECK,
+                asset=spec.key,
+                description="Warns when dead letters arrive: messages that failed max_reconsume_times times.",
+            )
+        )
     else:
         failures_path = lake.table_path(failures_table(cfg.table)) if cfg.can_fail else None
 
@@ -181,8 +209,11 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetS
         code_version=spec.code_version,
         automation_condition=spec.automation_condition,
         description=spec.description,
-        metadata={**spec.metadata, **table_identity(cfg.table, table_path),
-                  **({"rocketlake/failures_table": MetadataValue.path(failures_path)} if failures_path else {})},
+        metadata={
+            **spec.metadata,
+            **table_identity(cfg.table, table_path),
+            **({"rocketlake/failures_table": MetadataValue.path(failures_path)} if failures_path else {}),
+        },
     )
     def ingestion_asset(context: AssetExecutionContext) -> Iterator[MaterializeResult]:
         if body is None:
@@ -215,10 +246,29 @@ def _build_asset(name: str, cfg: IngestionConfig, lake: LakeConfig, spec: AssetS
 
 # Errors a later attempt may not meet again (a broker back up, a lock released), and those it would meet again.
 REFUSED = (ConnectionTurnedAway, MissingCredentials)
-TRANSIENT = (ConnectionFailed, RequestTimeout, QueuesLocked, LockLost, BrokersSilent, RunDeadlinePassed, ListenerHung,
-             ingest.SendBackFailed, ingest.SlaveBehind, ingest.MasterChanged)
-PERMANENT = (PoolNotLimited, TopicNotExist, MessagesDeleted, ingest.LedgerAheadOfBroker, OutOfOrder, OffsetStoreCorrupt,
-             ListenerError, BodySchemaError, NewerLedger)
+TRANSIENT = (
+    ConnectionFailed,
+    RequestTimeout,
+    QueuesLocked,
+    LockLost,
+    BrokersSilent,
+    RunDeadlinePassed,
+    ListenerHung,
+    ingest.SendBackFailed,
+    ingest.SlaveBehind,
+    ingest.MasterChanged,
+)
+PERMANENT = (
+    PoolNotLimited,
+    TopicNotExist,
+    MessagesDeleted,
+    ingest.LedgerAheadOfBroker,
+    OutOfOrder,
+    OffsetStoreCorrupt,
+    ListenerError,
+    BodySchemaError,
+    NewerLedger,
+)
 
 
 def retry_policy(cfg: IngestionConfig) -> RetryPolicy | None:
@@ -227,8 +277,12 @@ def retry_policy(cfg: IngestionConfig) -> RetryPolicy | None:
     retry after a failure anywhere is an ordinary re-run."""
     if cfg.run_retry.max_retries == 0:
         return None
-    return RetryPolicy(max_retries=cfg.run_retry.max_retries, delay=cfg.run_retry.delay_seconds,
-                       backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS)
+    return RetryPolicy(
+        max_retries=cfg.run_retry.max_retries,
+        delay=cfg.run_retry.delay_seconds,
+        backoff=Backoff.EXPONENTIAL,
+        jitter=Jitter.PLUS_MINUS,
+    )
 
 
 def seconds_to_close(tags, now_s: float) -> float:
@@ -244,17 +298,26 @@ def seconds_to_close(tags, now_s: float) -> float:
 def wait_for_close(context: AssetExecutionContext) -> None:
     wait = seconds_to_close(context.run.tags, time.time())
     if wait:
-        context.log.info(f"the schedule asked for this window ahead of its close (end + grace): waiting {wait:.1f}s "
-                         "for it before planning")
+        context.log.info(
+            f"the schedule asked for this window ahead of its close (end + grace): waiting {wait:.1f}s "
+            "for it before planning"
+        )
         while wait > 0:  # a sleep ends on the monotonic clock; the close is on the wall clock
             time.sleep(wait)
             wait = int(context.run.tags[CLOSES_AT_TAG]) / 1000 - time.time()
 
 
-def run_step(context: AssetExecutionContext, name: str, cfg: IngestionConfig, table_path: str,
-             spark_resource: SparkResource, rocketmq, failures_path: str | None = None,
-             dead_letters: bool = False, storage: LakeConfig | None = None
-             ) -> Iterator[MaterializeResult | AssetCheckResult]:
+def run_step(
+    context: AssetExecutionContext,
+    name: str,
+    cfg: IngestionConfig,
+    table_path: str,
+    spark_resource: SparkResource,
+    rocketmq,
+    failures_path: str | None = None,
+    dead_letters: bool = False,
+    storage: LakeConfig | None = None,
+) -> Iterator[MaterializeResult | AssetCheckResult]:
     """The asset's step: Dagster's context translated into the engine's run (``pipelines.run.run``), and its events
     into Dagster's."""
     # A run of another job than rocketlake's (the UI's Materialize button) is recorded here, for the dead-runs sensor.
@@ -268,11 +331,15 @@ def run_step(context: AssetExecutionContext, name: str, cfg: IngestionConfig, ta
         windows.append((key, Window.from_datetimes(tw.start, tw.end)))
     only = context.run.tags.get(QUEUES_TAG)
     request = LandingRequest(
-        ingestion=name, run_id=context.run.run_id, windows=windows, now_ms=now_ms,
+        ingestion=name,
+        run_id=context.run.run_id,
+        windows=windows,
+        now_ms=now_ms,
         first_window_start_ms=to_ms(cfg.window.start),
         start_at_group_position=any(tag in context.run.tags for tag in (SCHEDULE_TAG, RESUME_TAG, CATCH_UP_TAG)),
         only_queues=None if only is None else {MessageQueue.from_key(k) for k in only.split(",") if k},
-        windows_between=partial(windows_between, partitions))
+        windows_between=partial(windows_between, partitions),
+    )
     try:
         check_closed(request, cfg)  # before a Spark session starts: the open window is a partition (window_partitions)
     except WindowNotClosed as e:
@@ -285,39 +352,58 @@ def run_step(context: AssetExecutionContext, name: str, cfg: IngestionConfig, ta
             apply_lake(spark, storage)
         except ServerWithoutLake as e:
             raise Failure(description=str(e), allow_retries=False) from None
-    lake = SparkLake(spark, rocketmq.source_options(timeout), cfg, table_path,
-                     None if dead_letters else failures_path, last_errors_from=failures_path if dead_letters else None,
-                     storage_options=None if storage is None else delta_rs_options(storage))
+    lake = SparkLake(
+        spark,
+        rocketmq.source_options(timeout),
+        cfg,
+        table_path,
+        None if dead_letters else failures_path,
+        last_errors_from=failures_path if dead_letters else None,
+        storage_options=None if storage is None else delta_rs_options(storage),
+    )
     recorded = DagsterRecordedRuns(context.instance, context.asset_key)
-    engine = engine_run(group_broker(client, cfg), lake, recorded, LiveGroup(rocketmq.client(timeout), cfg), cfg,
-                        request, context.log)
+    engine = engine_run(
+        group_broker(client, cfg), lake, recorded, LiveGroup(rocketmq.client(timeout), cfg), cfg, request, context.log
+    )
     try:
         for event in engine:
             if isinstance(event, Landed):
                 yield from landed_events(context, cfg, table_path, event, dead_letters)
             elif isinstance(event, Committed):
-                context.log_event(AssetObservation(asset_key=context.asset_key,
-                                                   metadata=progress_metadata(cfg, event.positions)))
+                context.log_event(
+                    AssetObservation(asset_key=context.asset_key, metadata=progress_metadata(cfg, event.positions))
+                )
     except WindowNotClosed as e:
         raise Failure(description=str(e), allow_retries=False) from None
     except Unbalanced as e:
         raise Failure(description=str(e)) from None
 
 
-def landed_events(context: AssetExecutionContext, cfg: IngestionConfig, table_path: str, landed: Landed,
-                  dead_letters: bool) -> Iterator[MaterializeResult | AssetCheckResult]:
+def landed_events(
+    context: AssetExecutionContext, cfg: IngestionConfig, table_path: str, landed: Landed, dead_letters: bool
+) -> Iterator[MaterializeResult | AssetCheckResult]:
     """A balanced landing: the materialization with its windows' metadata and its checks. An unbalanced one: the
     failed check alone, so Dagster records no materialization and nothing moves an offset over it."""
     m = landed.materialization
-    checks = [AssetCheckResult(
-        check_name=CHECK_NAME, passed=landed.balanced, metadata={"windows": accounting_table(m)},
-        description=None if landed.balanced else "some offsets are not accounted for: see the windows")]
+    checks = [
+        AssetCheckResult(
+            check_name=CHECK_NAME,
+            passed=landed.balanced,
+            metadata={"windows": accounting_table(m)},
+            description=None if landed.balanced else "some offsets are not accounted for: see the windows",
+        )
+    ]
     if dead_letters:
         arrived = sum(a.rows for a in m.accounting)
-        checks.append(AssetCheckResult(
-            check_name=DEAD_LETTER_CHECK, passed=arrived == 0, severity=AssetCheckSeverity.WARN,
-            metadata={"dead_letters": MetadataValue.int(arrived)},
-            description=f"{arrived} dead letter(s) arrived in these windows" if arrived else None))
+        checks.append(
+            AssetCheckResult(
+                check_name=DEAD_LETTER_CHECK,
+                passed=arrived == 0,
+                severity=AssetCheckSeverity.WARN,
+                metadata={"dead_letters": MetadataValue.int(arrived)},
+                description=f"{arrived} dead letter(s) arrived in these windows" if arrived else None,
+            )
+        )
     if not landed.balanced:
         yield checks[0]
         return
@@ -340,13 +426,17 @@ def explain(error: Exception, cfg: IngestionConfig, namesrv: str) -> str:
     if isinstance(error, BrokersSilent):
         return f"cluster {cfg.cluster!r} ({namesrv}): {error}. {consistent}"
     if isinstance(error, (ConnectionFailed, RequestTimeout)):
-        return (f"cannot reach RocketMQ ({error}). Check that the name server {namesrv} of cluster {cfg.cluster!r} "
-                f"and its brokers are up (`rocketlake local status` for the local one). {consistent}")
+        return (
+            f"cannot reach RocketMQ ({error}). Check that the name server {namesrv} of cluster {cfg.cluster!r} "
+            f"and its brokers are up (`rocketlake local status` for the local one). {consistent}"
+        )
     if isinstance(error, TopicNotExist):
         if cfg.topic_pattern is not None:
             return f"{error} ({namesrv}): create a matching topic or fix `topic_pattern`. {consistent}"
-        return (f"a topic of {cfg.topic_label} does not exist on cluster {cfg.cluster!r} ({namesrv}): {error}. "
-                f"Create it (mqadmin updateTopic) or fix the configuration. {consistent}")
+        return (
+            f"a topic of {cfg.topic_label} does not exist on cluster {cfg.cluster!r} ({namesrv}): {error}. "
+            f"Create it (mqadmin updateTopic) or fix the configuration. {consistent}"
+        )
     if isinstance(error, RocketMQError):
         return f"cluster {cfg.cluster!r} ({namesrv}) answered this run with an error: {error}. {consistent}"
     return str(error)
@@ -363,5 +453,9 @@ class DagsterRecordedRuns:
         keys = sorted(set(partition_keys))
         if not keys:
             return set()
-        return {r.run_id for r in materialization_records(
-            self.instance, AssetRecordsFilter(asset_key=self.asset_key, asset_partitions=keys))}
+        return {
+            r.run_id
+            for r in materialization_records(
+                self.instance, AssetRecordsFilter(asset_key=self.asset_key, asset_partitions=keys)
+            )
+        }

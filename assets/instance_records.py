@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from dagster import AssetRecordsFilter, DagsterInstance, EventLogRecord
 
 
-def materialization_records(instance: DagsterInstance, records_filter: AssetRecordsFilter, *, page: int = 1000,
-                            ascending: bool = False) -> Iterator[EventLogRecord]:
+def materialization_records(
+    instance: DagsterInstance, records_filter: AssetRecordsFilter, *, page: int = 1000, ascending: bool = False
+) -> Iterator[EventLogRecord]:
     """Each materialization record ``records_filter`` matches, newest first (``ascending``: oldest first), fetched
     ``page`` at a time as the caller goes: one that stops early reads no further page."""
     cursor = None

@@ -34,10 +34,14 @@ CHECK_EVERY_S = 10
 def build_resume_sensor(cfg: IngestionConfig, assets: IngestionAssets) -> SensorDefinition:
     asset_key = assets.table_key
 
-    @sensor(name=assets.name("orderly_resume"), minimum_interval_seconds=CHECK_EVERY_S,
-            asset_selection=[asset_key], default_status=DefaultSensorStatus.RUNNING,
-            description=f"Resumes the suspended queues of {cfg.table} (orderly) once their pause of "
-                        f"{cfg.suspend_current_queue_time_millis} ms is over, without waiting for the schedule.")
+    @sensor(
+        name=assets.name("orderly_resume"),
+        minimum_interval_seconds=CHECK_EVERY_S,
+        asset_selection=[asset_key],
+        default_status=DefaultSensorStatus.RUNNING,
+        description=f"Resumes the suspended queues of {cfg.table} (orderly) once their pause of "
+        f"{cfg.suspend_current_queue_time_millis} ms is over, without waiting for the schedule.",
+    )
     def orderly_resume(context: SensorEvaluationContext):
         event = context.instance.get_latest_materialization_event(asset_key)
         if event is None or event.asset_materialization is None:
@@ -52,10 +56,14 @@ def build_resume_sensor(cfg: IngestionConfig, assets: IngestionAssets) -> Sensor
         if not due:
             first = min(s["retry_after_ms"] for s in suspended.values())
             return SkipReason(f"{len(suspended)} suspended queue(s) of {cfg.table} wait until {iso(first)}")
-        described = ", ".join(f"{q} at offset {suspended[q]['offset']} ({suspended[q]['attempts']} failed attempt(s))"
-                              for q in due)
+        described = ", ".join(
+            f"{q} at offset {suspended[q]['offset']} ({suspended[q]['attempts']} failed attempt(s))" for q in due
+        )
         context.log.info(f"resuming {described}: a run of partition {materialization.partition}")
-        return RunRequest(run_key=f"resume:{event.run_id}:{','.join(due)}", partition_key=materialization.partition,
-                          tags={RESUME_TAG: ",".join(due)})
+        return RunRequest(
+            run_key=f"resume:{event.run_id}:{','.join(due)}",
+            partition_key=materialization.partition,
+            tags={RESUME_TAG: ",".join(due)},
+        )
 
     return orderly_resume

@@ -95,8 +95,9 @@ def next_boundary(partitions: TimeWindowPartitionsDefinition, now: datetime) -> 
     return window_key(partitions, next(tick for tick in ticks if tick > now))
 
 
-def last_closed_windows(partitions: TimeWindowPartitionsDefinition, now: datetime, grace_seconds: int,
-                        count: int) -> list[str]:
+def last_closed_windows(
+    partitions: TimeWindowPartitionsDefinition, now: datetime, grace_seconds: int, count: int
+) -> list[str]:
     """Keys of the last ``count`` windows closed at ``now`` (end + grace), oldest first.
 
     Walks the cron back from the cut-off. Not with the partitions definition's own lookups: each of those
@@ -121,8 +122,9 @@ def last_closed_windows(partitions: TimeWindowPartitionsDefinition, now: datetim
 def windows_from(partitions: TimeWindowPartitionsDefinition, first: str, now: datetime) -> list[str]:
     """Keys of the window ``first`` and of every window after it that has started by ``now``."""
     keys = []
-    for tick in cron_string_iterator(window_start(partitions, first).timestamp(), partitions.cron_schedule,
-                                     partitions.timezone):
+    for tick in cron_string_iterator(
+        window_start(partitions, first).timestamp(), partitions.cron_schedule, partitions.timezone
+    ):
         if tick > now:
             break
         keys.append(window_key(partitions, tick))
@@ -169,8 +171,9 @@ def materialized_among(instance, asset_key: AssetKey, keys: Sequence[str]) -> se
     wanted, found = set(keys), set()
     if not wanted:
         return found
-    for record in materialization_records(instance, AssetRecordsFilter(asset_key=asset_key,
-                                                                       asset_partitions=list(keys)), page=100):
+    for record in materialization_records(
+        instance, AssetRecordsFilter(asset_key=asset_key, asset_partitions=list(keys)), page=100
+    ):
         if record.partition_key in wanted:
             found.add(record.partition_key)
             if found == wanted:
@@ -223,7 +226,8 @@ def launchable_windows(window: WindowConfig, start: str, end: str | None, now: d
                 raise WindowKeyError(
                     f"window {window_start.strftime(fmt)} is not closed yet: it closes at "
                     f"{(window_end + grace).isoformat()} (end + {window.grace_seconds}s grace), in {wait}s; "
-                    f"{_closed_range(window, first, now - grace, fmt)}; nothing was started")
+                    f"{_closed_range(window, first, now - grace, fmt)}; nothing was started"
+                )
             keys.append(window_start.strftime(fmt))
         window_start = window_end
     return keys
@@ -243,8 +247,9 @@ def _closed_range(window: WindowConfig, first: datetime, closed_before: datetime
 def windows_between(partitions: TimeWindowPartitionsDefinition, start_ms: int, end_ms: int) -> list[tuple[str, Window]]:
     """The partitions whose windows lie in ``[start_ms, end_ms)``, as ``(key, Window)``: the windows an orderly
     queue resuming at an earlier window still has to land."""
-    span = TimeWindow(datetime.fromtimestamp(start_ms / 1000, tz=timezone.utc),
-                      datetime.fromtimestamp(end_ms / 1000, tz=timezone.utc))
+    span = TimeWindow(
+        datetime.fromtimestamp(start_ms / 1000, tz=timezone.utc), datetime.fromtimestamp(end_ms / 1000, tz=timezone.utc)
+    )
     found = []
     for key in partitions.get_partition_keys_in_time_window(span):
         tw = partitions.time_window_for_partition_key(key)

@@ -29,8 +29,9 @@ from dagster import DagsterInstance
 
 from rocketlake.assets.dagster_private import PoolGranularity
 
-DEFAULT_LIMIT_1 = ("`concurrency: pools: default_limit: 1` in $DAGSTER_HOME/dagster.yaml "
-                   "(as rocketlake/dagster.yaml has it)")
+DEFAULT_LIMIT_1 = (
+    "`concurrency: pools: default_limit: 1` in $DAGSTER_HOME/dagster.yaml (as rocketlake/dagster.yaml has it)"
+)
 NOTHING_DONE = "nothing was read or written."
 
 
@@ -42,10 +43,10 @@ class PoolNotLimited(Exception):
 class PoolLimit:
     """What the instance enforces for one pool's steps."""
 
-    keeps_slots: bool         # the event log storage keeps pool slots at all
-    per_step: bool            # the step claims a slot (granularity op or unset), rather than the run queue alone
-    limit: int | None         # None: no limit
-    set_for_pool: bool        # the limit was set for this pool (`dagster instance concurrency set`), not the default
+    keeps_slots: bool  # the event log storage keeps pool slots at all
+    per_step: bool  # the step claims a slot (granularity op or unset), rather than the run queue alone
+    limit: int | None  # None: no limit
+    set_for_pool: bool  # the limit was set for this pool (`dagster instance concurrency set`), not the default
 
     @property
     def one_at_a_time(self) -> bool:
@@ -74,22 +75,27 @@ def check_pool_limited(instance: DagsterInstance, pool: str, group: str) -> None
         raise PoolNotLimited(
             f"this Dagster instance keeps no pool slots (an ephemeral instance), so pool {pool} has no limit and two "
             f"runs of consumer group {group} could land at once: run on a DAGSTER_HOME whose dagster.yaml sets "
-            f"`concurrency: pools: default_limit: 1` (as rocketlake/dagster.yaml does); {NOTHING_DONE}")
+            f"`concurrency: pools: default_limit: 1` (as rocketlake/dagster.yaml does); {NOTHING_DONE}"
+        )
     if not found.per_step:
         raise PoolNotLimited(
             f"pool {pool} is limited only for runs the run queue launches (`concurrency: pools: granularity: run`), "
             f"not for runs executed in their own process (`rocketlake backfill`, `dagster job execute`), {at_once}: "
             f"set `granularity: op` under `concurrency: pools:` in $DAGSTER_HOME/dagster.yaml, with "
-            f"`default_limit: 1`; {NOTHING_DONE}")
+            f"`default_limit: 1`; {NOTHING_DONE}"
+        )
     if found.limit is None:
         raise PoolNotLimited(
             f"pool {pool} has no limit on this Dagster instance, {at_once}: set {DEFAULT_LIMIT_1} or run "
-            f"`dagster instance concurrency set {pool} 1`; {NOTHING_DONE}")
+            f"`dagster instance concurrency set {pool} 1`; {NOTHING_DONE}"
+        )
     if found.set_for_pool:
         raise PoolNotLimited(
             f"pool {pool} is limited to {found.limit} (set for the pool) on this Dagster instance, {at_once}: run "
-            f"`dagster instance concurrency set {pool} 1`; {NOTHING_DONE}")
+            f"`dagster instance concurrency set {pool} 1`; {NOTHING_DONE}"
+        )
     raise PoolNotLimited(
         f"pool {pool} is limited to {found.limit} (`concurrency: pools: default_limit: {found.limit}`) on this Dagster "
         f"instance, {at_once}: set {DEFAULT_LIMIT_1} or run `dagster instance concurrency set {pool} 1`; "
-        f"{NOTHING_DONE}")
+        f"{NOTHING_DONE}"
+    )

@@ -50,8 +50,16 @@ WINDOWS_CHECKED = 10
 EFFECTIVE_FROM = "rocketlake/effective_from_window"
 
 
-def rebalance_one(context: SensorEvaluationContext, cfg: IngestionConfig, assets: IngestionAssets, partitions, share,
-                  cursor: dict, now: datetime, lake: LakeConfig) -> tuple[list, list, str]:
+def rebalance_one(
+    context: SensorEvaluationContext,
+    cfg: IngestionConfig,
+    assets: IngestionAssets,
+    partitions,
+    share,
+    cursor: dict,
+    now: datetime,
+    lake: LakeConfig,
+) -> tuple[list, list, str]:
     """One ingestion's part of a tick: its share observed when it changed (``cursor`` keeps the last, by table),
     and a run request for each recent window where a queue of the share was landed by nobody."""
     asset_key = assets.table_key
@@ -60,29 +68,43 @@ def rebalance_one(context: SensorEvaluationContext, cfg: IngestionConfig, assets
     if cursor.get(key) != share.key:
         effective = next_boundary(partitions, now)
         context.log.info(f"{cfg.table}: {share.describe()}; effective from window {effective}")
-        events.append(AssetObservation(asset_key=asset_key, metadata={
-            MEMBER: client_id(cfg), ASSIGNMENT: share.describe(), EFFECTIVE_FROM: effective}))
+        events.append(
+            AssetObservation(
+                asset_key=asset_key,
+                metadata={MEMBER: client_id(cfg), ASSIGNMENT: share.describe(), EFFECTIVE_FROM: effective},
+            )
+        )
         cursor[key] = share.key
     closed = last_closed_windows(partitions, now, cfg.window.grace_seconds, WINDOWS_CHECKED)
     materialized = materialized_among(context.instance, asset_key, closed)
     ran = [window for window in closed if window in materialized]
-    landed = landed_queues(recent_entries(lake.table_path(cfg.table), storage_options=delta_rs_options(lake)),
-                           cfg.consumer_group)
+    landed = landed_queues(
+        recent_entries(lake.table_path(cfg.table), storage_options=delta_rs_options(lake)), cfg.consumer_group
+    )
     on_their_way = windows_on_their_way(context.instance, asset_key, assets.job_name, partitions)
     for window, lacking in missing_slices(landed, ran, share.taken).items():
         queues = ",".join(q.key for q in lacking)
         if window in on_their_way:
             # A run of the window is queued or landing: it may be the one landing these slices (a run per tick,
             # each for the slices missing then, piled up behind the group's pool on the chaos soak).
-            context.log.info(f"{cfg.table}, window {window}: nobody landed {queues} yet; a run of the window is on "
-                             "its way, so none is requested now")
+            context.log.info(
+                f"{cfg.table}, window {window}: nobody landed {queues} yet; a run of the window is on "
+                "its way, so none is requested now"
+            )
             continue
-        context.log.info(f"{cfg.table}, window {window}: nobody landed {queues}; requesting a run of this member "
-                         "for them")
+        context.log.info(
+            f"{cfg.table}, window {window}: nobody landed {queues}; requesting a run of this member for them"
+        )
         digest = hashlib.sha1(queues.encode()).hexdigest()[:12]
         # The table in the run key: two ingestions of one topic (two groups) lack the same queues.
-        requests.append(RunRequest(run_key=f"{key}:{window}:{digest}", partition_key=window,
-                                   asset_selection=[asset_key], tags={QUEUES_TAG: queues}))
+        requests.append(
+            RunRequest(
+                run_key=f"{key}:{window}:{digest}",
+                partition_key=window,
+                asset_selection=[asset_key],
+                tags={QUEUES_TAG: queues},
+            )
+        )
     return events, requests, f"{cfg.table}: {share.describe()}; the last {len(ran)} window(s) run checked"
 
 
@@ -95,26 +117,35 @@ def build_rebalance_sensor(cluster: str, members: Members, lake: LakeConfig) -> 
 
     # It targets the assets, not the schedules' jobs: one job object reached from two definitions is a duplicate
     # to Definitions.merge (a dg project's defs folder). Each run request selects its one table.
-    @sensor(name=cluster_sensor_name(cluster, tables, "rebalance"), asset_selection=tables,
-            minimum_interval_seconds=30, required_resource_keys={rocketmq_key},
-            default_status=DefaultSensorStatus.STOPPED,
-            description=f"Rebalances each ingestion of cluster {cluster}: this member's share of the queues "
-                        "(effective from the next window) and runs for recent windows where a queue of the share "
-                        "was landed by nobody.")
+    @sensor(
+        name=cluster_sensor_name(cluster, tables, "rebalance"),
+        asset_selection=tables,
+        minimum_interval_seconds=30,
+        required_resource_keys={rocketmq_key},
+        default_status=DefaultSensorStatus.STOPPED,
+        description=f"Rebalances each ingestion of cluster {cluster}: this member's share of the queues "
+        "(effective from the next window) and runs for recent windows where a queue of the share "
+        "was landed by nobody.",
+    )
     def rebalance(context: SensorEvaluationContext):
         now = datetime.now(timezone.utc)
         resource = getattr(context.resources, rocketmq_key)
         # A client of its own, closed at the end of the tick (the resource's clients are cached for runs).
         with resource.open_client(timeout_ms) as client:
             read, failed = read_each(
-                members, lambda cfg: member_share(cfg, group_broker(client, cfg).subscribed_queues(),
-                                                  LiveGroup(client, cfg).members()),
-                "ask RocketMQ for the route and the members", context.log)
+                members,
+                lambda cfg: member_share(
+                    cfg, group_broker(client, cfg).subscribed_queues(), LiveGroup(client, cfg).members()
+                ),
+                "ask RocketMQ for the route and the members",
+                context.log,
+            )
         cursor = json.loads(context.cursor) if context.cursor else {}
         events, requests, said = [], [], []
         for cfg, assets, share in read:
-            ingestion_events, ingestion_requests, summary = rebalance_one(context, cfg, assets, partitions[assets.table_key],
-                                                                          share, cursor, now, lake)
+            ingestion_events, ingestion_requests, summary = rebalance_one(
+                context, cfg, assets, partitions[assets.table_key], share, cursor, now, lake
+            )
             events += ingestion_events
             requests += ingestion_requests
             said.append(summary)

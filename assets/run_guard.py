@@ -46,7 +46,12 @@ from rocketlake.assets.dagster_private import (
 PROCESS_TAG = "rocketlake/process"
 IN_PROGRESS = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 #: A run on its way: queued, or not ended yet (what the schedule and the catch-up never ask for twice).
-ON_ITS_WAY = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
+ON_ITS_WAY = [
+    DagsterRunStatus.QUEUED,
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+]
 FINISHED_STATUSES = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
 
 
@@ -123,7 +128,7 @@ def _start_ticks(pid: int) -> int | None:
     except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses: count fields after its closing one.
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     state, start = fields[0], fields[19]
     return None if state in ("Z", "X") else int(start)  # a zombie has exited: it only waits to be reaped
 
@@ -146,15 +151,23 @@ def reclaim_dead_runs(instance: DagsterInstance, current_run_id: str | None = No
             storage.free_concurrency_slots_for_run(run_id)
             lines.append(f"run {run_id} ended ({run.status.value}) still holding pool slots; released them")
         elif process.alive() is False:
-            what = (f"its process {process.pid} on {process.host} is gone" if process.boot_id == _boot_id()
-                    else f"{process.host} has rebooted since it started")
-            instance.report_run_failed(run, f"rocketlake: this run died without finishing ({what}); marked failed "
-                                            f"by run {current_run_id} so the consumer group's next runs can go on")
+            what = (
+                f"its process {process.pid} on {process.host} is gone"
+                if process.boot_id == _boot_id()
+                else f"{process.host} has rebooted since it started"
+            )
+            instance.report_run_failed(
+                run,
+                f"rocketlake: this run died without finishing ({what}); marked failed "
+                f"by run {current_run_id} so the consumer group's next runs can go on",
+            )
             if run_id in slot_holders:
                 storage.free_concurrency_slots_for_run(run_id)
-            lines.append(f"run {run_id} died without finishing ({what}): marked it failed"
-                         f"{' and released its pool slot' if run_id in slot_holders else ''}; its windows are "
-                         "materialized again by a later run, exactly once")
+            lines.append(
+                f"run {run_id} died without finishing ({what}): marked it failed"
+                f"{' and released its pool slot' if run_id in slot_holders else ''}; its windows are "
+                "materialized again by a later run, exactly once"
+            )
     return lines
 
 

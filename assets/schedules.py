@@ -64,38 +64,54 @@ def build_window_schedule(cfg: IngestionConfig, assets: IngestionAssets, running
     # A CLUSTERING group's dead letters are landed in the same runs, after the table (``<table>_dlq``).
     dead_letters = [assets.dead_letters.key] if assets.dead_letters else []
     # The lag sensor evaluates the freshness and lag checks every minute; a window's run does not.
-    minute_checks = AssetSelection.checks(*(AssetCheckKey(assets.table_key, name) for name in LAG_CHECKS),
-                                          *(AssetCheckKey(key, CAUGHT_UP_CHECK) for key in dead_letters))
+    minute_checks = AssetSelection.checks(
+        *(AssetCheckKey(assets.table_key, name) for name in LAG_CHECKS),
+        *(AssetCheckKey(key, CAUGHT_UP_CHECK) for key in dead_letters),
+    )
     selection = AssetSelection.assets(assets.table_key, *dead_letters) - minute_checks
-    job = define_asset_job(assets.job_name, selection=selection, executor_def=rocketlake_executor,
-                           tags={MAX_RUNTIME_TAG: str(max_runtime_seconds(cfg))})
+    job = define_asset_job(
+        assets.job_name,
+        selection=selection,
+        executor_def=rocketlake_executor,
+        tags={MAX_RUNTIME_TAG: str(max_runtime_seconds(cfg))},
+    )
 
-    @schedule(name=assets.name("windows"), job=job, cron_schedule="* * * * *",
-              execution_timezone=cfg.window.timezone, default_status=DefaultScheduleStatus.RUNNING if running else DefaultScheduleStatus.STOPPED,
-              description=f"Materializes each closed window of {cfg.table} ({cfg.window.cron}, "
-                          f"+{cfg.window.grace_seconds}s grace).")
+    @schedule(
+        name=assets.name("windows"),
+        job=job,
+        cron_schedule="* * * * *",
+        execution_timezone=cfg.window.timezone,
+        default_status=DefaultScheduleStatus.RUNNING if running else DefaultScheduleStatus.STOPPED,
+        description=f"Materializes each closed window of {cfg.table} ({cfg.window.cron}, "
+        f"+{cfg.window.grace_seconds}s grace).",
+    )
     def windows(context: ScheduleEvaluationContext):
-        closed = last_closed_windows(partitions, context.scheduled_execution_time, cfg.window.grace_seconds,
-                                     CATCH_UP)
+        closed = last_closed_windows(partitions, context.scheduled_execution_time, cfg.window.grace_seconds, CATCH_UP)
         on_its_way = context.instance.get_runs(RunsFilter(job_name=job.name, statuses=ON_ITS_WAY))
         if len(on_its_way) >= MOST_ON_ITS_WAY:
             # Behind: runs take longer than a window. What closes meanwhile waits for a later tick, where one run
             # takes every window left, instead of a run per window queueing up for ever.
-            return SkipReason(f"{len(on_its_way)} runs of {job.name} are on their way; the windows closed meanwhile "
-                              "are asked for together once one of them ends")
+            return SkipReason(
+                f"{len(on_its_way)} runs of {job.name} are on their way; the windows closed meanwhile "
+                "are asked for together once one of them ends"
+            )
         materialized = materialized_among(context.instance, assets.table_key, closed)
         pending = set().union(*(run_windows(partitions, run.tags) for run in on_its_way))
         # The last CATCH_UP closed windows that no run landed or is landing, oldest first: one run per window,
         # or one run over several that follow each other (after an outage, or while runs outlast windows).
         missing = [key for key in closed if key not in materialized | pending]
-        requests = [RunRequest(run_key=first, partition_key=first) if first == last else
-                    RunRequest(run_key=f"{first}...{last}", tags={RANGE_START: first, RANGE_END: last})
-                    for first, last in contiguous_ranges(missing, partitions.get_next_partition_key)]
+        requests = [
+            RunRequest(run_key=first, partition_key=first)
+            if first == last
+            else RunRequest(run_key=f"{first}...{last}", tags={RANGE_START: first, RANGE_END: last})
+            for first, last in contiguous_ranges(missing, partitions.get_next_partition_key)
+        ]
         soon = closing_soon(partitions, context.scheduled_execution_time, cfg.window.grace_seconds)
         if soon is not None and soon[0] not in pending:
             key, closes_at = soon
-            requests.append(RunRequest(run_key=key, partition_key=key,
-                                       tags={CLOSES_AT_TAG: str(int(closes_at.timestamp() * 1000))}))
+            requests.append(
+                RunRequest(run_key=key, partition_key=key, tags={CLOSES_AT_TAG: str(int(closes_at.timestamp() * 1000))})
+            )
         return requests
 
     return windows

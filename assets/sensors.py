@@ -13,9 +13,13 @@ from dagster import DefaultSensorStatus, SensorEvaluationContext, SkipReason, se
 from rocketlake.assets.run_guard import reclaim_dead_runs
 
 
-@sensor(name="rocketlake_dead_runs", minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING,
-        description="Marks rocketlake runs whose process died on this host as failed and frees their pool slots, "
-                    "so the consumer group's next run is never blocked.")
+@sensor(
+    name="rocketlake_dead_runs",
+    minimum_interval_seconds=30,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Marks rocketlake runs whose process died on this host as failed and frees their pool slots, "
+    "so the consumer group's next run is never blocked.",
+)
 def dead_runs_sensor(context: SensorEvaluationContext) -> SkipReason:
     lines = reclaim_dead_runs(context.instance)
     for line in lines:

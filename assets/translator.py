@@ -73,31 +73,54 @@ class RocketlakeTranslator:
     def get_asset_spec(self, data: RocketlakeAssetData) -> AssetSpec:
         if data.role == "topic" and data.config.topic_pattern is not None:
             return AssetSpec(
-                key=pattern_asset_key(data.cluster, data.topic), kinds={"rocketmq"}, group_name=DEFAULT_GROUP,
+                key=pattern_asset_key(data.cluster, data.topic),
+                kinds={"rocketmq"},
+                group_name=DEFAULT_GROUP,
                 description=f"RocketMQ topics matching `{data.topic}` on cluster `{data.cluster}` (name server "
-                            f"{data.namesrv}), as the name server lists them at each run: a topic created later "
-                            "joins. Not materialized by Dagster.",
-                metadata={"rocketlake/topic_pattern": data.topic, "rocketlake/cluster": data.cluster,
-                          "rocketlake/namesrv": data.namesrv})
+                f"{data.namesrv}), as the name server lists them at each run: a topic created later "
+                "joins. Not materialized by Dagster.",
+                metadata={
+                    "rocketlake/topic_pattern": data.topic,
+                    "rocketlake/cluster": data.cluster,
+                    "rocketlake/namesrv": data.namesrv,
+                },
+            )
         if data.role == "topic":
             return AssetSpec(
-                key=topic_asset_key(data.cluster, data.topic), kinds={"rocketmq"}, group_name=DEFAULT_GROUP,
+                key=topic_asset_key(data.cluster, data.topic),
+                kinds={"rocketmq"},
+                group_name=DEFAULT_GROUP,
                 description=f"RocketMQ topic `{data.topic}` on cluster `{data.cluster}` (name server {data.namesrv}). "
-                            "Not materialized by Dagster: the brokers hold it; the tables downstream land it.",
-                metadata={"rocketlake/topic": data.topic, "rocketlake/cluster": data.cluster,
-                          "rocketlake/namesrv": data.namesrv})
+                "Not materialized by Dagster: the brokers hold it; the tables downstream land it.",
+                metadata={
+                    "rocketlake/topic": data.topic,
+                    "rocketlake/cluster": data.cluster,
+                    "rocketlake/namesrv": data.namesrv,
+                },
+            )
         cfg = data.config
         if data.role == "dead_letters":
-            description = (f"Dead letters of group `{cfg.consumer_group}` (`{cfg.dead_letters_of}`): messages its listener "
-                           f"failed {cfg.effective_max_reconsume_times} times, landed in Delta at "
-                           f"`{data.table_path}` with their last error.")
+            description = (
+                f"Dead letters of group `{cfg.consumer_group}` (`{cfg.dead_letters_of}`): messages its listener "
+                f"failed {cfg.effective_max_reconsume_times} times, landed in Delta at "
+                f"`{data.table_path}` with their last error."
+            )
         else:
-            description = (f"RocketMQ {cfg.topic_label} (group `{cfg.consumer_group}`, {cfg.message_model.value}) "
-                           f"landed in Delta at `{data.table_path}`, one partition per window `{cfg.window.cron}`.")
-        return AssetSpec(key=AssetKey(data.table), kinds={"rocketmq", "spark", "delta"}, group_name=DEFAULT_GROUP,
-                         description=description,
-                         metadata={"rocketlake/topic": cfg.topic_label, "rocketlake/consumer_group": cfg.consumer_group,
-                                   "rocketlake/table_path": MetadataValue.path(data.table_path)})
+            description = (
+                f"RocketMQ {cfg.topic_label} (group `{cfg.consumer_group}`, {cfg.message_model.value}) "
+                f"landed in Delta at `{data.table_path}`, one partition per window `{cfg.window.cron}`."
+            )
+        return AssetSpec(
+            key=AssetKey(data.table),
+            kinds={"rocketmq", "spark", "delta"},
+            group_name=DEFAULT_GROUP,
+            description=description,
+            metadata={
+                "rocketlake/topic": cfg.topic_label,
+                "rocketlake/consumer_group": cfg.consumer_group,
+                "rocketlake/table_path": MetadataValue.path(data.table_path),
+            },
+        )
 
 
 @dataclass(frozen=True)
@@ -143,33 +166,43 @@ def translate(config: RocketLakeConfig, translator: RocketlakeTranslator | None 
     for name, ing in config.ingestions.items():
         namesrv = config.clusters[ing.cluster].namesrv
 
-        def data(role: Role, cfg: IngestionConfig = ing, lake: LakeConfig = config.lake,
-                 topic: str | None = None) -> RocketlakeAssetData:
+        def data(
+            role: Role, cfg: IngestionConfig = ing, lake: LakeConfig = config.lake, topic: str | None = None
+        ) -> RocketlakeAssetData:
             table = None if role == "topic" else cfg.table
-            return RocketlakeAssetData(role=role, ingestion=name, config=cfg, cluster=cfg.cluster, namesrv=namesrv,
-                                       topic=topic or cfg.topic_label, table=table,
-                                       table_path=lake.table_path(table) if table else None)
+            return RocketlakeAssetData(
+                role=role,
+                ingestion=name,
+                config=cfg,
+                cluster=cfg.cluster,
+                namesrv=namesrv,
+                topic=topic or cfg.topic_label,
+                table=table,
+                table_path=lake.table_path(table) if table else None,
+            )
 
         specs = []
         for topic in ing.topic_names or (ing.topic_pattern,):
             spec = topics.get((ing.cluster, topic))
             if spec is None:
-                spec = topics[(ing.cluster, topic)] = _checked(translator.get_asset_spec(data("topic", topic=topic)),
-                                                               "topic", name)
+                spec = topics[(ing.cluster, topic)] = _checked(
+                    translator.get_asset_spec(data("topic", topic=topic)), "topic", name
+                )
             specs.append(spec)
         table = _checked(translator.get_asset_spec(data("table")), "table", name)
         dead = None
         if ing.message_model is MessageModel.CLUSTERING:  # the broker dead-letters its failures
-            dead = _checked(translator.get_asset_spec(data("dead_letters", dead_letter_config(ing))), "dead_letters",
-                            name)
+            dead = _checked(
+                translator.get_asset_spec(data("dead_letters", dead_letter_config(ing))), "dead_letters", name
+            )
         out[name] = IngestionAssets(topics=tuple(specs), table=table, dead_letters=dead)
     return out
 
 
 def _checked(spec: AssetSpec, role: str, ingestion: str) -> AssetSpec:
     if not isinstance(spec, AssetSpec):
-        raise TypeError(f"the translator's get_asset_spec returned {type(spec).__name__} for the {role} asset of "
-                        f"ingestion {ingestion!r}; it must return a dagster.AssetSpec")
+        raise TypeError(
+            f"the translator's get_asset_spec returned {type(spec).__name__} for the {role} asset of "
+            f"ingestion {ingestion!r}; it must return a dagster.AssetSpec"
+        )
     return spec
-
-

@@ -44,8 +44,14 @@ def fill(cluster, topic: str, count: int) -> Window:
 def session(master: str):
     conf = {"spark.driver.memory": "2g"}
     if master.startswith("spark://"):
-        conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-                     "spark.executor.memory": "1g", "spark.ui.showConsoleProgress": "false"})
+        conf.update(
+            {
+                "spark.driver.host": "127.0.0.1",
+                "spark.driver.bindAddress": "127.0.0.1",
+                "spark.executor.memory": "1g",
+                "spark.ui.showConsoleProgress": "false",
+            }
+        )
     spark = spark_session(master, conf)
     spark.range(1).count()  # JVM and executors up before timing
     return spark
@@ -59,8 +65,11 @@ def main() -> None:
     n = args.messages
     with tempfile.TemporaryDirectory(prefix="rocketlake-cluster-", dir="/dev/shm") as tmp:
         tmp_path = Path(tmp)
-        spark_cluster = LocalSparkCluster(SparkClusterSpec(tmp_path / "spark", master_port=27077,
-                                                           master_ui_port=28080, worker_ui_ports=(28081, 28082)))
+        spark_cluster = LocalSparkCluster(
+            SparkClusterSpec(
+                tmp_path / "spark", master_port=27077, master_ui_port=28080, worker_ui_ports=(28081, 28082)
+            )
+        )
         with bench_cluster(tmp_path / "rocketmq") as cluster:
             window = fill(cluster, "bench_cluster", n)
             spark_cluster.up(progress=lambda line: print(line, flush=True))
@@ -69,31 +78,39 @@ def main() -> None:
                 daemons = spark_cluster.pids()
                 figures: dict[str, list[tuple[float, int, int]]] = {}
                 for r in range(args.rounds):
-                    for label, master, name in (("local[2]", "local[2]", "local"),
-                                                ("standalone, 2 workers", spark_cluster.spec.master_url, "cluster")):
+                    for label, master, name in (
+                        ("local[2]", "local[2]", "local"),
+                        ("standalone, 2 workers", spark_cluster.spec.master_url, "cluster"),
+                    ):
                         spark = session(master)
                         workers = [PeakRss(root_pid=pid) for pid in (w.pid() for w in spark_cluster.workers) if pid]
                         for sampler in workers:
                             sampler.__enter__()
                         with PeakRss(exclude=brokers | daemons) as driver:
-                            rows, seconds, *_ = land(cluster, spark, "bench_cluster", tmp_path / "lake", window,
-                                                    f"r{r}_{name}")
+                            rows, seconds, *_ = land(
+                                cluster, spark, "bench_cluster", tmp_path / "lake", window, f"r{r}_{name}"
+                            )
                         for sampler in workers:
                             sampler.__exit__(None, None, None)
                         executors = sum(s.peak for s in workers) if master.startswith("spark://") else 0
                         assert rows == n, f"{label}: {rows:,} rows, expected {n:,}"
                         figures.setdefault(label, []).append((seconds, driver.peak, executors))
-                        print(f"  {label:<24} {n / seconds:>9,.0f} msg/s {n / 1024 / seconds:>7.1f} MB/s  "
-                              f"driver peak RSS {mib(driver.peak):>10}  workers+executors {mib(executors):>10}"
-                              f"  ({seconds:.1f}s)", flush=True)
+                        print(
+                            f"  {label:<24} {n / seconds:>9,.0f} msg/s {n / 1024 / seconds:>7.1f} MB/s  "
+                            f"driver peak RSS {mib(driver.peak):>10}  workers+executors {mib(executors):>10}"
+                            f"  ({seconds:.1f}s)",
+                            flush=True,
+                        )
                         spark.stop()
             finally:
                 spark_cluster.down()
     print(f"\nsummary: {n:,} x 1 KiB, 16 queues on 2 brokers, median of {args.rounds} rounds")
     for label, runs in figures.items():
         median = statistics.median(s for s, _, _ in runs)
-        print(f"  {label:<24} {n / median:>9,.0f} msg/s  driver peak {mib(max(d for _, d, _ in runs)):>10}  "
-              f"workers+executors peak {mib(max(e for _, _, e in runs)):>10}")
+        print(
+            f"  {label:<24} {n / median:>9,.0f} msg/s  driver peak {mib(max(d for _, d, _ in runs)):>10}  "
+            f"workers+executors peak {mib(max(e for _, _, e in runs)):>10}"
+        )
 
 
 if __name__ == "__main__":

@@ -27,12 +27,20 @@ def free_port() -> int:
 
 
 @contextmanager
-def bench_cluster(state_dir: Path, store_dir: Path | None = None, ports=(29876, 29911, 29921),
-                  broker_properties: dict[str, object] | None = None):
+def bench_cluster(
+    state_dir: Path,
+    store_dir: Path | None = None,
+    ports=(29876, 29911, 29921),
+    broker_properties: dict[str, object] | None = None,
+):
     """A name server and two brokers of our own, stopped and wiped afterwards."""
-    spec = ClusterSpec(state_dir=state_dir, store_root=store_dir, namesrv_port=ports[0],
-                       brokers=(BrokerSpec("broker-a", ports[1]), BrokerSpec("broker-b", ports[2])),
-                       extra_broker_properties=tuple((broker_properties or {}).items()))
+    spec = ClusterSpec(
+        state_dir=state_dir,
+        store_root=store_dir,
+        namesrv_port=ports[0],
+        brokers=(BrokerSpec("broker-a", ports[1]), BrokerSpec("broker-b", ports[2])),
+        extra_broker_properties=tuple((broker_properties or {}).items()),
+    )
     cluster = LocalCluster(spec)
     try:
         cluster.up()
@@ -46,19 +54,34 @@ def produce_bulk(cluster: LocalCluster, topic: str, count: int, body_size: int =
 
     The producer prints a line per message sent; they go to a file and are only counted (held in memory, the
     lines of a 10x backlog took 17 GB), and a count short of ``count`` is an error."""
-    args = ["--namesrv", cluster.spec.namesrv_address, "--topic", topic, "--count", str(count),
-            "--body-size", str(body_size), "--batch", str(batch), "--compress-over", str(1 << 20)]
+    args = [
+        "--namesrv",
+        cluster.spec.namesrv_address,
+        "--topic",
+        topic,
+        "--count",
+        str(count),
+        "--body-size",
+        str(body_size),
+        "--batch",
+        str(batch),
+        "--compress-over",
+        str(1 << 20),
+    ]
     started = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.run(java_command("ProducerPeer", cluster.spec.state_dir, args), stdout=out, stderr=err,
-                              timeout=3600)
+        proc = subprocess.run(
+            java_command("ProducerPeer", cluster.spec.state_dir, args), stdout=out, stderr=err, timeout=3600
+        )
         seconds = time.perf_counter() - started
         out.seek(0)
         sent = sum(1 for line in out if line.startswith(b"{"))
         if proc.returncode != 0 or sent != count:
             err.seek(0)
-            raise LocalClusterError(f"the Java producer sent {sent:,} of {count:,} messages (exit {proc.returncode}):\n"
-                                    f"{err.read()[-3000:].decode(errors='replace')}")
+            raise LocalClusterError(
+                f"the Java producer sent {sent:,} of {count:,} messages (exit {proc.returncode}):\n"
+                f"{err.read()[-3000:].decode(errors='replace')}"
+            )
     return seconds
 
 
@@ -70,7 +93,7 @@ _PAGE = os.sysconf("SC_PAGE_SIZE")
 class _Process:
     ppid: int
     cpu_seconds: float  # the process's and its reaped children's (the kernel adds an exited child to its parent)
-    rss: int            # resident bytes
+    rss: int  # resident bytes
     cmdline: str
 
 
@@ -89,8 +112,9 @@ def _processes() -> dict[int, _Process]:
         if fields is None:
             continue
         utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
-        found[pid] = _Process(int(fields[1]), (utime + stime + cutime + cstime) / _TICK, int(fields[21]) * _PAGE,
-                              cmdline)
+        found[pid] = _Process(
+            int(fields[1]), (utime + stime + cutime + cstime) / _TICK, int(fields[21]) * _PAGE, cmdline
+        )
     return found
 
 

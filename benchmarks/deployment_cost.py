@@ -51,21 +51,30 @@ def write_config(path: Path, namesrv: str, lake: Path, count: int) -> Path:
         "lake": {"root": str(lake)},
         "spark": {"master": "local[2]"},
         "ingestions": {
-            f"ingestion_{i}": {"cluster": "bench", "topic": f"cost_topic_{i}", "consumer_group": f"cost_group_{i}",
-                               "table": f"cost_table_{i}", "consume_from_where": "CONSUME_FROM_FIRST_OFFSET",
-                               "window": {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": 2,
-                                          "start": "2026-11-01T00:00:00Z"},
-                               "body": {"format": "raw"}}
-            for i in range(count)},
+            f"ingestion_{i}": {
+                "cluster": "bench",
+                "topic": f"cost_topic_{i}",
+                "consumer_group": f"cost_group_{i}",
+                "table": f"cost_table_{i}",
+                "consume_from_where": "CONSUME_FROM_FIRST_OFFSET",
+                "window": {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": 2, "start": "2026-11-01T00:00:00Z"},
+                "body": {"format": "raw"},
+            }
+            for i in range(count)
+        },
     }
     path.write_text(yaml.safe_dump(body))
     return path
 
 
-_LOAD = ("import time; began = time.perf_counter(); from rocketlake.definitions import defs; "
-         "print(time.perf_counter() - began)")
-_IMPORT = ("import time; began = time.perf_counter(); import dagster, rocketlake.assets.definitions; "
-           "print(time.perf_counter() - began)")
+_LOAD = (
+    "import time; began = time.perf_counter(); from rocketlake.definitions import defs; "
+    "print(time.perf_counter() - began)"
+)
+_IMPORT = (
+    "import time; began = time.perf_counter(); import dagster, rocketlake.assets.definitions; "
+    "print(time.perf_counter() - began)"
+)
 
 
 def load_seconds(config: Path, loads: int) -> float:
@@ -80,8 +89,14 @@ def _median_seconds(code: str, times: int, **env: str) -> float:
     """The median of what ``code`` prints, each time in a fresh Python process."""
     measured = []
     for _ in range(times):
-        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, **env),
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            env=dict(os.environ, **env),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"{code!r} failed:\n{proc.stderr[-3000:]}")
         measured.append(float(proc.stdout.strip().splitlines()[-1]))
@@ -137,16 +152,23 @@ def sensor_requests(config: Path) -> dict:
         for sensor in repo.sensor_defs:
             kind = sensor.name.rsplit("_", 1)[-1] if sensor.name != "rocketlake_dead_runs" else "dead_runs"
             with RequestCounter() as counter:
-                sensor.evaluate_tick(build_sensor_context(instance=instance, resources=resources, definitions=defs,
-                                                          sensor_name=sensor.name))
+                sensor.evaluate_tick(
+                    build_sensor_context(
+                        instance=instance, resources=resources, definitions=defs, sensor_name=sensor.name
+                    )
+                )
             interval = sensor.minimum_interval_seconds or 30
             sensors[kind] += 1
             per_tick[kind] += sum(counter.requests.values())
             for code, n in counter.requests.items():
                 per_minute[code] += n * 60 / interval
             opened_per_minute += counter.opened * 60 / interval
-    return {"sensors": dict(sensors), "per_tick": dict(per_tick), "per_minute": per_minute,
-            "opened_per_minute": opened_per_minute}
+    return {
+        "sensors": dict(sensors),
+        "per_tick": dict(per_tick),
+        "per_minute": per_minute,
+        "opened_per_minute": opened_per_minute,
+    }
 
 
 def daemon_cpu_per_minute(config: Path, minutes: float, location: str) -> float:
@@ -164,8 +186,14 @@ def daemon_cpu_per_minute(config: Path, minutes: float, location: str) -> float:
             server = LocalCodeServer(home / "code-server", free_port())
             server.start(env, cwd=ROOT)
             workspace = ["-w", str(server.workspace)]
-        started = subprocess.run([str(BIN / "dagster"), "sensor", "start", "--start-all", *workspace], cwd=ROOT,
-                                 env=env, capture_output=True, text=True, timeout=600)
+        started = subprocess.run(
+            [str(BIN / "dagster"), "sensor", "start", "--start-all", *workspace],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if started.returncode != 0:
             raise RuntimeError(f"starting the sensors failed:\n{started.stderr[-3000:]}")
         daemon = ManagedProcess("dagster-daemon", home)
@@ -198,8 +226,12 @@ def main() -> None:
     parser.add_argument("--sizes", default="1,10,100")
     parser.add_argument("--minutes", type=float, default=2.0)
     parser.add_argument("--loads", type=int, default=3)
-    parser.add_argument("--location", choices=("server", "module", "both"), default="server",
-                        help="how the daemon loads the code location (see above)")
+    parser.add_argument(
+        "--location",
+        choices=("server", "module", "both"),
+        default="server",
+        help="how the daemon loads the code location (see above)",
+    )
     args = parser.parse_args()
     locations = ("server", "module") if args.location == "both" else (args.location,)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -211,8 +243,11 @@ def main() -> None:
             with RocketMQClient(namesrv) as client:
                 for i in range(max(sizes)):
                     client.create_topic(f"cost_topic_{i}", QUEUES_PER_BROKER)
-            print(f"importing dagster and rocketlake alone: {import_seconds(args.loads):.2f} s (median of "
-                  f"{args.loads}); a location's load below includes it", flush=True)
+            print(
+                f"importing dagster and rocketlake alone: {import_seconds(args.loads):.2f} s (median of "
+                f"{args.loads}); a location's load below includes it",
+                flush=True,
+            )
             rows = []
             for size in sizes:
                 config = write_config(work / f"rocketlake-{size}.yaml", namesrv, work / "lake", size)
@@ -222,19 +257,27 @@ def main() -> None:
                 total = sum(requests["per_minute"].values())
                 rows.append((size, load, requests, cpus, total))
                 top = ", ".join(f"{names.get(code, code)} {n:.0f}" for code, n in requests["per_minute"].most_common(4))
-                print(f"{size} ingestion(s): load {load:.2f} s; sensors {requests['sensors']}; requests per tick "
-                      f"{requests['per_tick']}; {total:.0f} broker/name server requests a minute ({top}); "
-                      f"{requests['opened_per_minute']:.0f} sockets connected a minute; daemon "
-                      + ", ".join(f"{c:.1f} CPU s a minute (location: {w})" for w, c in cpus.items()), flush=True)
+                print(
+                    f"{size} ingestion(s): load {load:.2f} s; sensors {requests['sensors']}; requests per tick "
+                    f"{requests['per_tick']}; {total:.0f} broker/name server requests a minute ({top}); "
+                    f"{requests['opened_per_minute']:.0f} sockets connected a minute; daemon "
+                    + ", ".join(f"{c:.1f} CPU s a minute (location: {w})" for w, c in cpus.items()),
+                    flush=True,
+                )
             heads = " | ".join(f"daemon CPU s / min ({w})" for w in locations)
-            print("\n| ingestions | queues | load s | sensors | requests / min | per queue | sockets connected / min "
-                  f"| {heads} |")
+            print(
+                "\n| ingestions | queues | load s | sensors | requests / min | per queue | sockets connected / min "
+                f"| {heads} |"
+            )
             print("|---|---|---|---|---|---|---|" + "---|" * len(locations))
             for size, load, requests, cpus, total in rows:
                 queues = size * 2 * QUEUES_PER_BROKER
-                print(f"| {size} | {queues} | {load:.2f} | {sum(requests['sensors'].values())} | {total:,.0f} | "
-                      f"{total / queues:.1f} | {requests['opened_per_minute']:,.0f} | "
-                      + " | ".join(f"{cpus[w]:.1f}" for w in locations) + " |")
+                print(
+                    f"| {size} | {queues} | {load:.2f} | {sum(requests['sensors'].values())} | {total:,.0f} | "
+                    f"{total / queues:.1f} | {requests['opened_per_minute']:,.0f} | "
+                    + " | ".join(f"{cpus[w]:.1f}" for w in locations)
+                    + " |"
+                )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -32,23 +32,41 @@ from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.spark import spark_session
 
 
-def land(cluster, spark, topic: str, lake: Path, window: Window, run: str, pull_batch_size: int = 32,
-         metadata_columns: tuple[str, ...] = ()):
-    cfg = parse_config({
-        "clusters": {"bench": {"namesrv": cluster.spec.namesrv_address}},
-        "ingestions": {"bench": {"cluster": "bench", "topic": topic, "consumer_group": f"bench_{run}",
-                                 "table": f"bench_{run}", "pull_batch_size": pull_batch_size,
-                                 "metadata_columns": list(metadata_columns),
-                                 "window": {"cron": "* * * * *", "start": "2026-01-01"}}},
-    }).ingestions["bench"]
+def land(
+    cluster,
+    spark,
+    topic: str,
+    lake: Path,
+    window: Window,
+    run: str,
+    pull_batch_size: int = 32,
+    metadata_columns: tuple[str, ...] = (),
+):
+    cfg = parse_config(
+        {
+            "clusters": {"bench": {"namesrv": cluster.spec.namesrv_address}},
+            "ingestions": {
+                "bench": {
+                    "cluster": "bench",
+                    "topic": topic,
+                    "consumer_group": f"bench_{run}",
+                    "table": f"bench_{run}",
+                    "pull_batch_size": pull_batch_size,
+                    "metadata_columns": list(metadata_columns),
+                    "window": {"cron": "* * * * *", "start": "2026-01-01"},
+                }
+            },
+        }
+    ).ingestions["bench"]
     client = RocketMQClient(cluster.spec.namesrv_address, timeout=10)
     with PeakRss(exclude=cluster_pids(cluster)) as rss:
         started = time.perf_counter()
         broker = GroupBroker(client, topic, cfg.consumer_group, with_retry_topic=False)
         queues = broker.subscribed_queues()
         entry = LedgerEntry("bench", cfg.consumer_group, run, plan_windows(broker, queues, [("w", window)]))
-        result = land_entry(spark, {"namesrv": cluster.spec.namesrv_address}, cfg, str(lake / cfg.table), entry,
-                            len(queues), print)
+        result = land_entry(
+            spark, {"namesrv": cluster.spec.namesrv_address}, cfg, str(lake / cfg.table), entry, len(queues), print
+        )
         seconds = time.perf_counter() - started
     (acct,) = result.accounting
     assert acct.balanced and acct.rows == acct.planned, acct
@@ -59,8 +77,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--backlog-factor", type=int, default=10)
-    parser.add_argument("--store-dir", default=None,
-                        help="broker store (default /dev/shm; a 10x backlog of 1 KiB messages needs ~11 GB)")
+    parser.add_argument(
+        "--store-dir",
+        default=None,
+        help="broker store (default /dev/shm; a 10x backlog of 1 KiB messages needs ~11 GB)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="rocketlake-e2e-", dir=args.store_dir) as tmp:
         tmp_path = Path(tmp)
@@ -87,23 +108,33 @@ def main() -> None:
                         time.sleep(0.5)
                     windows[factor] = Window(start_ms, end_ms)
                     print(f"produced {count:,} x 1 KiB into 16 queues in {produced_s:.0f}s", flush=True)
-                rows, seconds, peak, peaks = land(cluster, spark, topic, tmp_path / "lake", windows[factor],
-                                                  f"{factor}x_{len(figures)}")
+                rows, seconds, peak, peaks = land(
+                    cluster, spark, topic, tmp_path / "lake", windows[factor], f"{factor}x_{len(figures)}"
+                )
                 client = RocketMQClient(cluster.spec.namesrv_address)
                 ranges = {(mq.broker_name, mq.queue_id): (0, client.get_max_offset(mq)) for mq in client.queues(topic)}
                 (java,) = consume(cluster.spec.namesrv_address, cluster.spec.state_dir, topic, ranges, bench=True)
                 figures.append((f"{factor}x, {when}", rows, seconds, peak, peaks, java))
-                print(f"{factor:>3}x ({when}) landed {rows:,} rows in {seconds:.1f}s = {rows / seconds:,.0f} msg/s, "
-                      f"peak RSS {mib(peak)} ({_parts(peaks)}) | java pull only: "
-                      f"{java['messages'] / java['seconds']:,.0f} msg/s", flush=True)
-            print("\nsummary (local[2], 1 KiB messages, 16 queues, one window; peak RSS of the tree, then of each part):")
+                print(
+                    f"{factor:>3}x ({when}) landed {rows:,} rows in {seconds:.1f}s = {rows / seconds:,.0f} msg/s, "
+                    f"peak RSS {mib(peak)} ({_parts(peaks)}) | java pull only: "
+                    f"{java['messages'] / java['seconds']:,.0f} msg/s",
+                    flush=True,
+                )
+            print(
+                "\nsummary (local[2], 1 KiB messages, 16 queues, one window; peak RSS of the tree, then of each part):"
+            )
             for label, rows, seconds, peak, peaks, java in figures:
-                print(f"  {label:<20} {rows:>11,} messages: {rows / seconds:>9,.0f} msg/s end to end, peak RSS "
-                      f"{mib(peak):>10} ({_parts(peaks)}); java pull-only peer "
-                      f"{java['messages'] / java['seconds']:,.0f} msg/s")
+                print(
+                    f"  {label:<20} {rows:>11,} messages: {rows / seconds:>9,.0f} msg/s end to end, peak RSS "
+                    f"{mib(peak):>10} ({_parts(peaks)}); java pull-only peer "
+                    f"{java['messages'] / java['seconds']:,.0f} msg/s"
+                )
             warm, backlog = figures[2][3], figures[1][3]
-            print(f"  peak RSS at {args.backlog_factor}x / at 1x with a warm JVM: {backlog / warm:.2f}x "
-                  f"(against the first 1x, on a fresh JVM: {backlog / figures[0][3]:.2f}x)")
+            print(
+                f"  peak RSS at {args.backlog_factor}x / at 1x with a warm JVM: {backlog / warm:.2f}x "
+                f"(against the first 1x, on a fresh JVM: {backlog / figures[0][3]:.2f}x)"
+            )
 
 
 def _parts(peaks: dict[str, int]) -> str:

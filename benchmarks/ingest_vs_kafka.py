@@ -87,9 +87,13 @@ def ceiling_frame(spark, count: int, body_size: int):
 
     records = producer_peer_records(spark, count, body_size, PARTITIONS)
     return records.select(
-        F.lit("bench").alias("topic"), F.col("partition").alias("queue_id"), F.monotonically_increasing_id()
-        .alias("queue_offset"), F.col("key").cast("string").alias("keys"), F.current_timestamp()
-        .alias("store_timestamp"), F.col("value").alias("body"))
+        F.lit("bench").alias("topic"),
+        F.col("partition").alias("queue_id"),
+        F.monotonically_increasing_id().alias("queue_offset"),
+        F.col("key").cast("string").alias("keys"),
+        F.current_timestamp().alias("store_timestamp"),
+        F.col("value").alias("body"),
+    )
 
 
 def main() -> None:
@@ -103,8 +107,10 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="rocketlake-vs-kafka-", dir="/dev/shm") as tmp:
         tmp_path = Path(tmp)
-        with bench_cluster(tmp_path / "rocketmq", broker_properties=RAISED_TRANSFER_CAPS) as cluster, \
-                LocalKafka(tmp_path / "kafka") as kafka:
+        with (
+            bench_cluster(tmp_path / "rocketmq", broker_properties=RAISED_TRANSFER_CAPS) as cluster,
+            LocalKafka(tmp_path / "kafka") as kafka,
+        ):
             parts = {"rocketmq": cluster_pids(cluster), "kafka": kafka.pids()}
             brokers = parts["rocketmq"] | parts["kafka"]
             spark = spark_session("local[2]", {"spark.driver.memory": "2g", "spark.jars": ",".join(spark_kafka_jars())})
@@ -118,8 +124,11 @@ def main() -> None:
             kafka.create_topic("bench_headers", PARTITIONS)
             kafka_seconds = produce_with_spark(spark, kafka.bootstrap, "bench_headers", n, size, PARTITIONS, names)
             assert sum(kafka.end_offsets("bench_headers").values()) == n
-            print(f"kafka: produced {n:,} records with the headers {names} (the properties of the RocketMQ "
-                  f"messages) in {kafka_seconds:.0f}s", flush=True)
+            print(
+                f"kafka: produced {n:,} records with the headers {names} (the properties of the RocketMQ "
+                f"messages) in {kafka_seconds:.0f}s",
+                flush=True,
+            )
             # Warm the JVM's Parquet and Delta paths once, untimed, for both systems alike.
             ceiling_frame(spark, 100_000, size).write.format("delta").save(str(tmp_path / "warm"))
 
@@ -128,12 +137,23 @@ def main() -> None:
             def record(label: str, rows: int, seconds: float, peak: int, cpu: dict) -> None:
                 assert rows == n, f"{label}: {rows:,} rows, expected {n:,}"
                 figures.setdefault(label, []).append((seconds, peak, cpu))
-                print(f"  {label:<40} {n / seconds:>9,.0f} msg/s {mb / seconds:>7.1f} MB/s  peak RSS {mib(peak):>10}"
-                      f"  ({seconds:.1f}s; CPU s: {cpu_text(cpu)})", flush=True)
+                print(
+                    f"  {label:<40} {n / seconds:>9,.0f} msg/s {mb / seconds:>7.1f} MB/s  peak RSS {mib(peak):>10}"
+                    f"  ({seconds:.1f}s; CPU s: {cpu_text(cpu)})",
+                    flush=True,
+                )
 
             def rocketlake(r: int, batch: int, metadata: tuple[str, ...] = ()):
-                return land(cluster, spark, "bench", tmp_path / "lake", window, f"round{r}_{batch}{'_'.join(metadata)}",
-                            batch, metadata)[0]
+                return land(
+                    cluster,
+                    spark,
+                    "bench",
+                    tmp_path / "lake",
+                    window,
+                    f"round{r}_{batch}{'_'.join(metadata)}",
+                    batch,
+                    metadata,
+                )[0]
 
             for r in range(args.rounds):
                 print(f"round {r + 1}:", flush=True)
@@ -142,43 +162,61 @@ def main() -> None:
                     record(f"rocketlake -> delta (pulls of {batch})", rows, seconds, peak, cpu)
                 rows, seconds, peak, cpu = timed(
                     lambda: spark_kafka_to_delta(spark, kafka.bootstrap, "bench", str(tmp_path / f"kafka{r}")),
-                    brokers, parts)
+                    brokers,
+                    parts,
+                )
                 record("spark kafka source -> delta", rows, seconds, peak, cpu)
                 rows, seconds, peak, cpu = timed(lambda: rocketlake(r, 1024, ("properties",)), brokers, parts)
                 record(WITH_PROPERTIES, rows, seconds, peak, cpu)
                 rows, seconds, peak, cpu = timed(
-                    lambda: spark_kafka_to_delta(spark, kafka.bootstrap, "bench_headers",
-                                                 str(tmp_path / f"kafka_headers{r}"), headers=True), brokers, parts)
+                    lambda: spark_kafka_to_delta(
+                        spark, kafka.bootstrap, "bench_headers", str(tmp_path / f"kafka_headers{r}"), headers=True
+                    ),
+                    brokers,
+                    parts,
+                )
                 record(WITH_HEADERS, rows, seconds, peak, cpu)
 
             print("where the time goes:", flush=True)
             for r in range(args.rounds):
                 for batch in (32, 1024):
                     _, seconds, peak, cpu = timed(
-                        lambda: rocketmq_noop(spark, cluster.spec.namesrv_address, f"noop{r}_{batch}", batch), brokers,
-                        parts)
+                        lambda: rocketmq_noop(spark, cluster.spec.namesrv_address, f"noop{r}_{batch}", batch),
+                        brokers,
+                        parts,
+                    )
                     record(f"rocketlake source -> noop (pulls of {batch})", n, seconds, peak, cpu)
-                _, seconds, peak, cpu = timed(lambda: spark_kafka_read_noop(spark, kafka.bootstrap, "bench"), brokers,
-                                              parts)
+                _, seconds, peak, cpu = timed(
+                    lambda: spark_kafka_read_noop(spark, kafka.bootstrap, "bench"), brokers, parts
+                )
                 record("spark kafka source -> noop", n, seconds, peak, cpu)
-                _, seconds, peak, cpu = timed(lambda: ceiling_frame(spark, n, size).write.format("delta").save(
-                    str(tmp_path / f"ceiling{r}")), brokers, parts)
+                _, seconds, peak, cpu = timed(
+                    lambda: ceiling_frame(spark, n, size).write.format("delta").save(str(tmp_path / f"ceiling{r}")),
+                    brokers,
+                    parts,
+                )
                 record("generated in the JVM -> delta", n, seconds, peak, cpu)
 
     warm = {label: warm_rounds(runs) for label, runs in figures.items()}
-    print(f"\nsummary: {n:,} x {size} B, {PARTITIONS} queues/partitions, Spark local[2], Delta on /dev/shm, "
-          f"median of the {len(next(iter(warm.values())))} warm round(s) (after the first, which pays the JIT and "
-          "the caches); CPU seconds of that median round; peak RSS of every round")
+    print(
+        f"\nsummary: {n:,} x {size} B, {PARTITIONS} queues/partitions, Spark local[2], Delta on /dev/shm, "
+        f"median of the {len(next(iter(warm.values())))} warm round(s) (after the first, which pays the JIT and "
+        "the caches); CPU seconds of that median round; peak RSS of every round"
+    )
     medians = {label: statistics.median(s for s, _, _ in runs) for label, runs in warm.items()}
     for label, runs in figures.items():
-        print(f"  {label:<40} {n / medians[label]:>9,.0f} msg/s {mb / medians[label]:>7.1f} MB/s"
-              f"  peak RSS {mib(max(p for _, p, _ in runs)):>10}  CPU s: {cpu_text(median_round(warm[label])[2])}")
+        print(
+            f"  {label:<40} {n / medians[label]:>9,.0f} msg/s {mb / medians[label]:>7.1f} MB/s"
+            f"  peak RSS {mib(max(p for _, p, _ in runs)):>10}  CPU s: {cpu_text(median_round(warm[label])[2])}"
+        )
     spark_cpu = {label: spark_side(median_round(runs)[2]) for label, runs in warm.items()}
     pairs = [(f"rocketlake -> delta (pulls of {batch})", "spark kafka source -> delta") for batch in (32, 1024)]
     for ours, theirs in pairs + [(WITH_PROPERTIES, WITH_HEADERS)]:
-        print(f"  {ours} / {theirs}: {medians[theirs] / medians[ours]:.2f}x end to end; Spark-side CPU "
-              f"(JVM + Python workers) {spark_cpu[ours]:.1f} s against {spark_cpu[theirs]:.1f} s, "
-              f"{spark_cpu[ours] / spark_cpu[theirs]:.2f}x")
+        print(
+            f"  {ours} / {theirs}: {medians[theirs] / medians[ours]:.2f}x end to end; Spark-side CPU "
+            f"(JVM + Python workers) {spark_cpu[ours]:.1f} s against {spark_cpu[theirs]:.1f} s, "
+            f"{spark_cpu[ours] / spark_cpu[theirs]:.2f}x"
+        )
 
 
 def warm_rounds(runs: list) -> list:
@@ -217,9 +255,17 @@ def cpu_text(cpu: dict[str, float]) -> str:
 
 
 def rocketmq_noop(spark, namesrv: str, group: str, batch: int) -> None:
-    (spark.read.format("rocketmq").option("namesrv", namesrv).option("topic", "bench")
-     .option("consumerGroup", f"bench_{group}").option("pullBatchSize", batch)
-     .load().write.format("noop").mode("overwrite").save())
+    (
+        spark.read.format("rocketmq")
+        .option("namesrv", namesrv)
+        .option("topic", "bench")
+        .option("consumerGroup", f"bench_{group}")
+        .option("pullBatchSize", batch)
+        .load()
+        .write.format("noop")
+        .mode("overwrite")
+        .save()
+    )
 
 
 if __name__ == "__main__":

@@ -69,14 +69,17 @@ class KafkaError(RuntimeError):
 
 # ---------------------------------------------------------------------------------------------- jars
 
+
 def kafka_server_jar_set(version: str = KAFKA_VERSION) -> JarSet:
     """A KRaft broker (``kafka.Kafka``), the admin/perf tools, and a log4j2 binding for both."""
     return JarSet(
         f"kafka-server-{version}-log4j2",
-        (Artifact("org.apache.kafka", "kafka_2.13", version),
-         Artifact("org.apache.kafka", "kafka-tools", version),
-         Artifact("org.slf4j", "slf4j-api", SLF4J_VERSION),
-         Artifact("org.apache.logging.log4j", "log4j-slf4j2-impl", LOG4J_VERSION)),
+        (
+            Artifact("org.apache.kafka", "kafka_2.13", version),
+            Artifact("org.apache.kafka", "kafka-tools", version),
+            Artifact("org.slf4j", "slf4j-api", SLF4J_VERSION),
+            Artifact("org.apache.logging.log4j", "log4j-slf4j2-impl", LOG4J_VERSION),
+        ),
     )
 
 
@@ -84,8 +87,10 @@ def spark_kafka_jar_set() -> JarSet:
     """Spark's Kafka source for the installed pyspark (Scala 2.13), with its full Maven closure."""
     import pyspark
 
-    return JarSet(f"spark-kafka-{pyspark.__version__}",
-                  (Artifact("org.apache.spark", "spark-sql-kafka-0-10_2.13", pyspark.__version__),))
+    return JarSet(
+        f"spark-kafka-{pyspark.__version__}",
+        (Artifact("org.apache.spark", "spark-sql-kafka-0-10_2.13", pyspark.__version__),),
+    )
 
 
 def spark_kafka_jars() -> list[str]:
@@ -118,8 +123,11 @@ def _artifact_name(jar: Path) -> str:
     name = jar.name
     try:
         with zipfile.ZipFile(jar) as zf:
-            ids = {m.group(1) for m in map(re.compile(r"META-INF/maven/[^/]+/([^/]+)/pom\.properties$").match,
-                                           zf.namelist()) if m}
+            ids = {
+                m.group(1)
+                for m in map(re.compile(r"META-INF/maven/[^/]+/([^/]+)/pom\.properties$").match, zf.namelist())
+                if m
+            }
     except (OSError, zipfile.BadZipFile):
         ids = set()
     matching = [a for a in ids if name.startswith(a + "-")]
@@ -130,6 +138,7 @@ def _artifact_name(jar: Path) -> str:
 
 
 # --------------------------------------------------------------------------------------------- kafka
+
 
 def free_port() -> int:
     """A loopback port nobody listens on now (the kernel's pick, checked on the wildcard too)."""
@@ -203,7 +212,11 @@ class LocalKafka:
                 # and stop() can signal the whole group.
                 self._proc = subprocess.Popen(
                     ["java", *BROKER_HEAP, *self._log_flags(), "-cp", self._classpath, "kafka.Kafka", str(props)],
-                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
             self._wait_ready()
         except BaseException:
             self.stop()
@@ -256,20 +269,25 @@ class LocalKafka:
         while not accepts_connections(self.port):
             self._check_alive()
             if time.monotonic() > deadline:
-                raise KafkaError(f"Kafka did not listen on {self.bootstrap} within {self.start_timeout:.0f}s; "
-                                 f"last lines of {self.log_file}:\n{self._log_tail()}")
+                raise KafkaError(
+                    f"Kafka did not listen on {self.bootstrap} within {self.start_timeout:.0f}s; "
+                    f"last lines of {self.log_file}:\n{self._log_tail()}"
+                )
             time.sleep(0.2)  # polling a port with a deadline; the JVM gives no other signal
         # The listener opens before the broker has caught up with the metadata log; listing topics
         # succeeds only once it serves requests (the admin client retries within its own timeout).
         remaining = max(10.0, deadline - time.monotonic())
-        self._tool("org.apache.kafka.tools.TopicCommand", ["--bootstrap-server", self.bootstrap, "--list"],
-                   timeout=remaining)
+        self._tool(
+            "org.apache.kafka.tools.TopicCommand", ["--bootstrap-server", self.bootstrap, "--list"], timeout=remaining
+        )
         self._check_alive()
 
     def _check_alive(self) -> None:
         if self._proc is not None and self._proc.poll() is not None:
-            raise KafkaError(f"the Kafka broker exited with code {self._proc.returncode}; "
-                             f"last lines of {self.log_file}:\n{self._log_tail()}")
+            raise KafkaError(
+                f"the Kafka broker exited with code {self._proc.returncode}; "
+                f"last lines of {self.log_file}:\n{self._log_tail()}"
+            )
 
     def _log_tail(self, lines: int = 30) -> str:
         try:
@@ -283,24 +301,38 @@ class LocalKafka:
     def _log_flags(self) -> list[str]:
         return [f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}"]
 
-    def _tool(self, main_class: str, args: list[str], heap: list[str] = TOOL_HEAP,
-              timeout: float = 300) -> str:
+    def _tool(self, main_class: str, args: list[str], heap: list[str] = TOOL_HEAP, timeout: float = 300) -> str:
         """Run one of Kafka's Java tools to completion; its stdout, or KafkaError with its output's tail."""
         cmd = ["java", *heap, *self._log_flags(), "-cp", self._classpath, main_class, *args]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired as e:
-            raise KafkaError(f"{main_class.rsplit('.', 1)[-1]} {' '.join(args)} did not finish in {timeout:.0f}s; "
-                             f"broker log:\n{self._log_tail()}") from e
+            raise KafkaError(
+                f"{main_class.rsplit('.', 1)[-1]} {' '.join(args)} did not finish in {timeout:.0f}s; "
+                f"broker log:\n{self._log_tail()}"
+            ) from e
         if proc.returncode != 0:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
-            raise KafkaError(f"{main_class.rsplit('.', 1)[-1]} {' '.join(args)} failed (exit {proc.returncode}):\n{tail}")
+            raise KafkaError(
+                f"{main_class.rsplit('.', 1)[-1]} {' '.join(args)} failed (exit {proc.returncode}):\n{tail}"
+            )
         return proc.stdout
 
     def create_topic(self, name: str, partitions: int) -> None:
-        self._tool("org.apache.kafka.tools.TopicCommand",
-                   ["--bootstrap-server", self.bootstrap, "--create", "--topic", name,
-                    "--partitions", str(partitions), "--replication-factor", "1"])
+        self._tool(
+            "org.apache.kafka.tools.TopicCommand",
+            [
+                "--bootstrap-server",
+                self.bootstrap,
+                "--create",
+                "--topic",
+                name,
+                "--partitions",
+                str(partitions),
+                "--replication-factor",
+                "1",
+            ],
+        )
 
     def pids(self) -> frozenset[int]:
         """The broker's pid while it runs (for RSS sampling that must leave it out)."""
@@ -313,17 +345,35 @@ class LocalKafka:
         have no key, so the producer spreads batches over all partitions.
         """
         started = time.perf_counter()
-        self._tool("org.apache.kafka.tools.ProducerPerformance",
-                   ["--topic", topic, "--num-records", str(count), "--record-size", str(record_size),
-                    "--throughput", "-1", "--producer-props", f"bootstrap.servers={self.bootstrap}", "acks=1",
-                    "linger.ms=5", "batch.size=262144", "compression.type=none"],
-                   heap=PRODUCER_HEAP, timeout=3600)
+        self._tool(
+            "org.apache.kafka.tools.ProducerPerformance",
+            [
+                "--topic",
+                topic,
+                "--num-records",
+                str(count),
+                "--record-size",
+                str(record_size),
+                "--throughput",
+                "-1",
+                "--producer-props",
+                f"bootstrap.servers={self.bootstrap}",
+                "acks=1",
+                "linger.ms=5",
+                "batch.size=262144",
+                "compression.type=none",
+            ],
+            heap=PRODUCER_HEAP,
+            timeout=3600,
+        )
         return time.perf_counter() - started
 
     def end_offsets(self, topic: str) -> dict[int, int]:
         """Latest offset of every partition of ``topic`` (GetOffsetShell prints ``topic:partition:offset``)."""
-        out = self._tool("org.apache.kafka.tools.GetOffsetShell",
-                         ["--bootstrap-server", self.bootstrap, "--topic", topic, "--time", "-1"])
+        out = self._tool(
+            "org.apache.kafka.tools.GetOffsetShell",
+            ["--bootstrap-server", self.bootstrap, "--topic", topic, "--time", "-1"],
+        )
         offsets = {}
         for line in out.splitlines():
             name, partition, offset = line.strip().rsplit(":", 2)
@@ -358,14 +408,16 @@ KAFKA_STATS_COLUMNS = "topic,partition,offset,timestamp,timestampType"
 def _kafka_batch(spark, bootstrap: str, topic: str, headers: bool = False):
     """Everything in ``topic`` now: earliest to latest offsets, one Spark task per partition; with ``headers``, the
     source's ``includeHeaders`` (an eighth column)."""
-    return (spark.read.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", topic)
-            .option("startingOffsets", "earliest")
-            .option("endingOffsets", "latest")
-            .option("includeHeaders", str(headers).lower())
-            .load()
-            .select(*KAFKA_COLUMNS, *(["headers"] if headers else [])))
+    return (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .option("includeHeaders", str(headers).lower())
+        .load()
+        .select(*KAFKA_COLUMNS, *(["headers"] if headers else []))
+    )
 
 
 def producer_peer_records(spark, count: int, body_size: int, partitions: int):
@@ -376,11 +428,15 @@ def producer_peer_records(spark, count: int, body_size: int, partitions: int):
 
     alphabet = "abcdefghijklmnopqrstuvwxyz" * (body_size // 26 + 2)
     stamp = "concat('message-', cast(id as string), ' ')"
-    body = (f"cast(substring(concat({stamp}, substring('{alphabet}', cast((id + length({stamp})) % 26 as int) + 1, "
-            f"{body_size})), 1, {body_size}) as binary)")
+    body = (
+        f"cast(substring(concat({stamp}, substring('{alphabet}', cast((id + length({stamp})) % 26 as int) + 1, "
+        f"{body_size})), 1, {body_size}) as binary)"
+    )
     return spark.range(0, count, 1, partitions).select(
         F.concat(F.lit("key-"), F.col("id").cast("string")).cast("binary").alias("key"),
-        F.expr(body).alias("value"), (F.col("id") % partitions).cast("int").alias("partition"))
+        F.expr(body).alias("value"),
+        (F.col("id") % partitions).cast("int").alias("partition"),
+    )
 
 
 def with_headers(records, names: list[str]):
@@ -388,24 +444,42 @@ def with_headers(records, names: list[str]):
     (the key), UNIQ_KEY (32 hex digits, distinct per record), WAIT ("true"), any other name its literal value."""
     from pyspark.sql import functions as F
 
-    values = {"KEYS": F.col("key"), "UNIQ_KEY": F.upper(F.md5(F.col("value"))).cast("binary"),
-              "WAIT": F.lit("true").cast("binary")}
-    return records.withColumn("headers", F.array(*[
-        F.struct(F.lit(name).alias("key"), values.get(name, F.lit("DefaultCluster").cast("binary")).alias("value"))
-        for name in names]))
+    values = {
+        "KEYS": F.col("key"),
+        "UNIQ_KEY": F.upper(F.md5(F.col("value"))).cast("binary"),
+        "WAIT": F.lit("true").cast("binary"),
+    }
+    return records.withColumn(
+        "headers",
+        F.array(
+            *[
+                F.struct(
+                    F.lit(name).alias("key"), values.get(name, F.lit("DefaultCluster").cast("binary")).alias("value")
+                )
+                for name in names
+            ]
+        ),
+    )
 
 
-def produce_with_spark(spark, bootstrap: str, topic: str, count: int, body_size: int, partitions: int,
-                       headers: list[str] | None = None) -> float:
+def produce_with_spark(
+    spark, bootstrap: str, topic: str, count: int, body_size: int, partitions: int, headers: list[str] | None = None
+) -> float:
     """Fill ``topic`` with :func:`producer_peer_records` (with ``headers``: :func:`with_headers`) through Spark's
     Kafka sink; returns wall seconds."""
     started = time.perf_counter()
     records = producer_peer_records(spark, count, body_size, partitions)
     if headers:
         records = with_headers(records, headers)
-    (records.write.format("kafka")
-     .option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
-     .option("kafka.linger.ms", "5").option("kafka.batch.size", "262144").option("kafka.acks", "1").save())
+    (
+        records.write.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("kafka.linger.ms", "5")
+        .option("kafka.batch.size", "262144")
+        .option("kafka.acks", "1")
+        .save()
+    )
     return time.perf_counter() - started
 
 
@@ -416,10 +490,16 @@ def spark_kafka_to_delta(spark, bootstrap: str, topic: str, path: str | Path, he
 
     for column in KAFKA_PLAIN_COLUMNS:
         spark.conf.set(f"parquet.enable.dictionary#{column}", "false")
-    (_kafka_batch(spark, bootstrap, topic, headers)
-     .withColumn("window_date", F.to_date(F.col("timestamp")))
-     .write.format("delta").option("delta.dataSkippingStatsColumns", KAFKA_STATS_COLUMNS)
-     .option("optimizeWrite", "false").partitionBy("window_date").mode("append").save(str(path)))
+    (
+        _kafka_batch(spark, bootstrap, topic, headers)
+        .withColumn("window_date", F.to_date(F.col("timestamp")))
+        .write.format("delta")
+        .option("delta.dataSkippingStatsColumns", KAFKA_STATS_COLUMNS)
+        .option("optimizeWrite", "false")
+        .partitionBy("window_date")
+        .mode("append")
+        .save(str(path))
+    )
     return spark.read.format("delta").load(str(path)).count()
 
 
@@ -429,6 +509,7 @@ def spark_kafka_read_noop(spark, bootstrap: str, topic: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- main
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -446,8 +527,10 @@ def main() -> None:
         landed = sum(kafka.end_offsets(topic).values())
         if landed != count:
             raise SystemExit(f"produced {count:,} records but the end offsets of {topic} sum to {landed:,}")
-        print(f"produced {count:,} x {args.record_size} B into {args.partitions} partitions in {produced_s:.1f}s",
-              flush=True)
+        print(
+            f"produced {count:,} x {args.record_size} B into {args.partitions} partitions in {produced_s:.1f}s",
+            flush=True,
+        )
 
         from rocketlake.resources.spark import spark_session
 
@@ -464,8 +547,11 @@ def main() -> None:
             noop_s = time.perf_counter() - started
         finally:
             spark.stop()
-    print(f"spark kafka -> delta: {rows:,} rows in {delta_s:.1f}s = {rows / delta_s:,.0f} msg/s "
-          f"(count read back included) | kafka -> noop: {count / noop_s:,.0f} msg/s", flush=True)
+    print(
+        f"spark kafka -> delta: {rows:,} rows in {delta_s:.1f}s = {rows / delta_s:,.0f} msg/s "
+        f"(count read back included) | kafka -> noop: {count / noop_s:,.0f} msg/s",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

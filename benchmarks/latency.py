@@ -80,15 +80,30 @@ class WindowRun:
 
 
 def write_config(path: Path, namesrv: str, lake: Path, grace: int, start: datetime, remote: str | None) -> Path:
-    path.write_text(yaml.safe_dump({
-        "clusters": {"bench": {"namesrv": namesrv}},
-        "lake": {"root": str(lake)},
-        "spark": {"master": "local[2]", **({"remote": remote} if remote else {})},
-        "ingestions": {"latency": {
-            "cluster": "bench", "topic": "latency", "consumer_group": "latency_group", "table": "latency_raw",
-            "consume_from_where": "CONSUME_FROM_FIRST_OFFSET",
-            "window": {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": grace, "start": start.isoformat()}}},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": {"bench": {"namesrv": namesrv}},
+                "lake": {"root": str(lake)},
+                "spark": {"master": "local[2]", **({"remote": remote} if remote else {})},
+                "ingestions": {
+                    "latency": {
+                        "cluster": "bench",
+                        "topic": "latency",
+                        "consumer_group": "latency_group",
+                        "table": "latency_raw",
+                        "consume_from_where": "CONSUME_FROM_FIRST_OFFSET",
+                        "window": {
+                            "cron": "* * * * *",
+                            "timezone": "UTC",
+                            "grace_seconds": grace,
+                            "start": start.isoformat(),
+                        },
+                    }
+                },
+            }
+        )
+    )
     return path
 
 
@@ -153,9 +168,13 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=30)
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--grace", type=int, default=60)  # window.grace_seconds' default
-    parser.add_argument("--spark", choices=["connect", "local"], default="connect",
-                        help="connect: the runs open sessions on one `rocketlake spark-server` (spark.remote); "
-                             "local: each run starts Spark local[2] of its own")
+    parser.add_argument(
+        "--spark",
+        choices=["connect", "local"],
+        default="connect",
+        help="connect: the runs open sessions on one `rocketlake spark-server` (spark.remote); "
+        "local: each run starts Spark local[2] of its own",
+    )
     args = parser.parse_args()
     total = args.windows + WARM_UP_WINDOWS
 
@@ -175,31 +194,65 @@ def main() -> None:
             server = ManagedProcess("spark-connect", tmp_path)
             if remote:
                 server.start([str(BIN / "rocketlake"), "spark-server", "--config", str(config)], env, cwd=ROOT)
-                wait_for(lambda: accepts_connections(CONNECT_PORT), time.monotonic() + 180, [server],
-                         "the Spark Connect server")
+                wait_for(
+                    lambda: accepts_connections(CONNECT_PORT),
+                    time.monotonic() + 180,
+                    [server],
+                    "the Spark Connect server",
+                )
             # The daemon loads the location from a long-lived code server, as `rocketlake local up --stack` runs it
             # (a daemon given -m replaces its own code server every minute).
             code_server = LocalCodeServer(tmp_path / "code-server", free_port())
             code_server.start(env, cwd=ROOT)
             location = ["-w", str(code_server.workspace)]
-            started = subprocess.run([str(BIN / "dagster"), "schedule", "start", "--start-all", *location], cwd=ROOT,
-                                     env=env, capture_output=True, text=True, timeout=600)
+            started = subprocess.run(
+                [str(BIN / "dagster"), "schedule", "start", "--start-all", *location],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             if started.returncode != 0:
                 raise RuntimeError(f"starting the schedule failed:\n{started.stderr[-3000:]}")
             count = args.rate * 60 * (total + 3)
-            producer_args = ["--namesrv", namesrv, "--topic", "latency", "--count", str(count), "--body-size", "1024",
-                             "--batch", "10", "--rate", str(args.rate), "--compress-over", str(1 << 20)]
+            producer_args = [
+                "--namesrv",
+                namesrv,
+                "--topic",
+                "latency",
+                "--count",
+                str(count),
+                "--body-size",
+                "1024",
+                "--batch",
+                "10",
+                "--rate",
+                str(args.rate),
+                "--compress-over",
+                str(1 << 20),
+            ]
             producer, daemon = (ManagedProcess(role, tmp_path) for role in ("producer", "dagster-daemon"))
             producer.start(java_command("ProducerPeer", cluster.spec.state_dir, producer_args), dict(os.environ))
             daemon.start([str(BIN / "dagster-daemon"), "run", *location], env, cwd=ROOT)
-            keys = [datetime.fromtimestamp(first.timestamp() + 60 * i, timezone.utc).strftime(KEY_FORMAT)
-                    for i in range(total)]
-            print(f"windows {keys[0]} .. {keys[-1]}: {args.rate} msg/s, grace {args.grace}s; "
-                  f"measuring {keys[WARM_UP_WINDOWS]} onwards", flush=True)
+            keys = [
+                datetime.fromtimestamp(first.timestamp() + 60 * i, timezone.utc).strftime(KEY_FORMAT)
+                for i in range(total)
+            ]
+            print(
+                f"windows {keys[0]} .. {keys[-1]}: {args.rate} msg/s, grace {args.grace}s; "
+                f"measuring {keys[WARM_UP_WINDOWS]} onwards",
+                flush=True,
+            )
             try:
                 # The daemon writes the runs' materializations to the instance: polled, it has no notification.
-                wait_for(lambda: set(keys) <= materialized_keys(home), time.monotonic() + 60 * (total + 4),
-                         [producer, daemon], f"the windows {keys[0]} .. {keys[-1]} to land", interval=5)
+                wait_for(
+                    lambda: set(keys) <= materialized_keys(home),
+                    time.monotonic() + 60 * (total + 4),
+                    [producer, daemon],
+                    f"the windows {keys[0]} .. {keys[-1]} to land",
+                    interval=5,
+                )
                 time.sleep(5)  # the last run's commit and its observation
             finally:
                 stop_all([daemon, producer, server])
@@ -227,9 +280,11 @@ def report(runs: list[WindowRun], args) -> None:
     latencies = sorted(r.latency for r in runs)
     p50 = statistics.median(latencies)
     p95 = latencies[min(len(latencies) - 1, int(round(0.95 * (len(latencies) - 1))))]
-    print(f"\n{len(runs)} windows of one minute, {args.rate} msg/s, grace {args.grace}s, Spark {args.spark}: from "
-          "close to offsets "
-          f"committed p50 {p50:.1f}s, p95 {p95:.1f}s, min {latencies[0]:.1f}s, max {latencies[-1]:.1f}s")
+    print(
+        f"\n{len(runs)} windows of one minute, {args.rate} msg/s, grace {args.grace}s, Spark {args.spark}: from "
+        "close to offsets "
+        f"committed p50 {p50:.1f}s, p95 {p95:.1f}s, min {latencies[0]:.1f}s, max {latencies[-1]:.1f}s"
+    )
     print("window            latency   " + "  ".join(f"{m:>12}" for m in MARKS))
     for r in runs:
         seg = r.segments()

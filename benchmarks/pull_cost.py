@@ -43,8 +43,10 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="rocketlake-bench-") as tmp, \
-            bench_cluster(Path(tmp), broker_properties=RAISED_TRANSFER_CAPS) as cluster:
+    with (
+        tempfile.TemporaryDirectory(prefix="rocketlake-bench-") as tmp,
+        bench_cluster(Path(tmp), broker_properties=RAISED_TRANSFER_CAPS) as cluster,
+    ):
         cluster.create_topic(TOPIC, 8, ("broker-a", "broker-b"))
         produce_bulk(cluster, TOPIC, args.messages, 1024)
         namesrv = cluster.spec.namesrv_address
@@ -61,8 +63,10 @@ def main() -> None:
         pulls = {batch: sum(-(-(r.end - r.start) // batch) for r in ranges) for batch in cpu}
         beyond = (statistics.median(cpu[32]) - statistics.median(cpu[1024])) / (pulls[32] - pulls[1024])
         for batch in cpu:
-            print(f"pulls of {batch:>4}: {pulls[batch]:>6,} pulls, CPU {per_million[batch]:.2f} s a million "
-                  f"(rounds: {', '.join(f'{s:.2f}' for s in cpu[batch])} s)")
+            print(
+                f"pulls of {batch:>4}: {pulls[batch]:>6,} pulls, CPU {per_million[batch]:.2f} s a million "
+                f"(rounds: {', '.join(f'{s:.2f}' for s in cpu[batch])} s)"
+            )
         print(f"a pull beyond its records: {beyond * 1e6:.0f} us")
 
 

@@ -32,8 +32,13 @@ def python_pull(namesrv: str, queues: dict[MessageQueue, int], batch: int, in_fl
         client.get_max_offset(mq)
     count, size = 0, 0
     started = time.perf_counter()
-    for _, messages in read_ranges(client, [OffsetRange(mq, 0, end) for mq, end in queues.items()], consumer_group=GROUP,
-                                   batch_size=batch, pulls_in_flight=in_flight):
+    for _, messages in read_ranges(
+        client,
+        [OffsetRange(mq, 0, end) for mq, end in queues.items()],
+        consumer_group=GROUP,
+        batch_size=batch,
+        pulls_in_flight=in_flight,
+    ):
         count += len(messages)
         for m in messages:
             size += len(m.body)
@@ -43,9 +48,14 @@ def python_pull(namesrv: str, queues: dict[MessageQueue, int], batch: int, in_fl
 
 
 def java_pull(cluster, topic: str, queues: dict[MessageQueue, int], batch: int) -> tuple[int, int, float]:
-    (line,) = consume(cluster.spec.namesrv_address, cluster.spec.state_dir, topic,
-                      {(mq.broker_name, mq.queue_id): (0, end) for mq, end in queues.items()},
-                      bench=True, pull_batch_size=batch)
+    (line,) = consume(
+        cluster.spec.namesrv_address,
+        cluster.spec.state_dir,
+        topic,
+        {(mq.broker_name, mq.queue_id): (0, end) for mq, end in queues.items()},
+        bench=True,
+        pull_batch_size=batch,
+    )
     return line["messages"], line["bytes"], line["seconds"]
 
 
@@ -54,8 +64,10 @@ def report(label: str, python: tuple[int, int, float], java: tuple[int, int, flo
         return r[0] / r[2], r[1] / r[2] / 1024 / 1024
 
     (pm, pb), (jm, jb) = rates(python), rates(java)
-    return (f"{label:<12} python {python[0]:>9,} msgs {pm:>10,.0f} msg/s {pb:>7.1f} MB/s | "
-            f"java {java[0]:>9,} msgs {jm:>10,.0f} msg/s {jb:>7.1f} MB/s | ratio {pm / jm:.2f}x")
+    return (
+        f"{label:<12} python {python[0]:>9,} msgs {pm:>10,.0f} msg/s {pb:>7.1f} MB/s | "
+        f"java {java[0]:>9,} msgs {jm:>10,.0f} msg/s {jb:>7.1f} MB/s | ratio {pm / jm:.2f}x"
+    )
 
 
 def main() -> None:
@@ -68,12 +80,17 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="rocketlake-bench-") as tmp, bench_cluster(Path(tmp)) as cluster:
         lines = []
-        for label, topic, queue_count, brokers in (("1 queue", "bench_1q", 1, ("broker-a",)),
-                                                   ("16 queues", "bench_16q", 8, ("broker-a", "broker-b"))):
+        for label, topic, queue_count, brokers in (
+            ("1 queue", "bench_1q", 1, ("broker-a",)),
+            ("16 queues", "bench_16q", 8, ("broker-a", "broker-b")),
+        ):
             cluster.create_topic(topic, queue_count, brokers)
             seconds = produce_bulk(cluster, topic, args.messages, args.body_size)
-            print(f"produced {args.messages:,} x {args.body_size} B into {topic} with the Java producer "
-                  f"in {seconds:.1f}s", flush=True)
+            print(
+                f"produced {args.messages:,} x {args.body_size} B into {topic} with the Java producer "
+                f"in {seconds:.1f}s",
+                flush=True,
+            )
             client = RocketMQClient(cluster.spec.namesrv_address)
             queues = {mq: client.get_max_offset(mq) for mq in client.queues(topic)}
             best_py, best_java = None, None

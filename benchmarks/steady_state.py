@@ -148,15 +148,25 @@ def latencies(instance, since: float, until: float) -> dict[str, list[float]]:
 
     table = first_by_key(TABLE)
     by_region = first_by_key(f"{TABLE}_by_region")
-    customers = sorted(r.timestamp for r in instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=AssetKey(f"{TABLE}_customers")), limit=10_000).records)
+    customers = sorted(
+        r.timestamp
+        for r in instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey(f"{TABLE}_customers")), limit=10_000
+        ).records
+    )
     out: dict[str, list[float]] = defaultdict(list)
     for key, (landed, run_id) in sorted(table.items()):
         close = window_close(key)
         if not since <= close < until - 90:
             continue
-        committed = next((e.timestamp for e in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_OBSERVATION)
-                          if e.timestamp >= landed and e.dagster_event.asset_key == AssetKey(TABLE)), None)
+        committed = next(
+            (
+                e.timestamp
+                for e in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_OBSERVATION)
+                if e.timestamp >= landed and e.dagster_event.asset_key == AssetKey(TABLE)
+            ),
+            None,
+        )
         out[TABLE].append((committed or float("inf")) - close)
         out[f"{TABLE}_by_region"].append(by_region.get(key, (float("inf"),))[0] - close)
         out[f"{TABLE}_customers"].append(next((t for t in customers if t >= landed), float("inf")) - close)
@@ -170,13 +180,16 @@ def queue_waits(instance, since: float) -> dict[str, list[float]]:
 
     waits: dict[str, list[float]] = defaultdict(list)
     kinds = {DagsterEventType.RUN_ENQUEUED, DagsterEventType.RUN_STARTING}
-    for record in instance.get_run_records(RunsFilter(created_after=datetime.fromtimestamp(since, timezone.utc)),
-                                           limit=10_000):
-        marks = {e.dagster_event.event_type: e.timestamp for e in instance.all_logs(record.dagster_run.run_id,
-                                                                                    of_type=kinds)}
+    for record in instance.get_run_records(
+        RunsFilter(created_after=datetime.fromtimestamp(since, timezone.utc)), limit=10_000
+    ):
+        marks = {
+            e.dagster_event.event_type: e.timestamp for e in instance.all_logs(record.dagster_run.run_id, of_type=kinds)
+        }
         if len(marks) == 2:
             waits[record.dagster_run.job_name].append(
-                marks[DagsterEventType.RUN_STARTING] - marks[DagsterEventType.RUN_ENQUEUED])
+                marks[DagsterEventType.RUN_STARTING] - marks[DagsterEventType.RUN_ENQUEUED]
+            )
     return waits
 
 
@@ -184,8 +197,9 @@ def failed_checks(instance, since: float) -> dict[str, int]:
     from dagster import DagsterEventType, EventRecordsFilter
 
     failed: dict[str, int] = defaultdict(int)
-    records = instance.get_event_records(EventRecordsFilter(event_type=DagsterEventType.ASSET_CHECK_EVALUATION),
-                                         limit=10_000)
+    records = instance.get_event_records(
+        EventRecordsFilter(event_type=DagsterEventType.ASSET_CHECK_EVALUATION), limit=10_000
+    )
     for r in records:
         evaluation = r.event_log_entry.dagster_event.event_specific_data
         if r.event_log_entry.timestamp >= since and not evaluation.passed:
@@ -209,26 +223,49 @@ def main() -> None:
         home = project / "dagster"
         home.mkdir()
         (home / "dagster.yaml").write_text(RECOMMENDED_INSTANCE.read_text())
-        cluster = ["--state-dir", str(project / "state"), "--namesrv-port", str(namesrv),
-                   "--broker-ports", f"{broker_a},{broker_b}"]
+        cluster = [
+            "--state-dir",
+            str(project / "state"),
+            "--namesrv-port",
+            str(namesrv),
+            "--broker-ports",
+            f"{broker_a},{broker_b}",
+        ]
         env = {k: v for k, v in os.environ.items() if k != "ROCKETLAKE_CONFIG"}
         env["DAGSTER_HOME"] = str(home)
         os.environ["DAGSTER_HOME"] = str(home)
         ui = peer = None
         try:
             print("rocketlake demo (one window) ...", flush=True)
-            demo = subprocess.run([str(BIN / "rocketlake"), "demo", "--windows", "1", "--messages", "40", *cluster],
-                                  cwd=project, env=env, capture_output=True, text=True, timeout=900)
+            demo = subprocess.run(
+                [str(BIN / "rocketlake"), "demo", "--windows", "1", "--messages", "40", *cluster],
+                cwd=project,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
             if demo.returncode != 0:
                 raise RuntimeError(f"rocketlake demo failed:\n{demo.stdout[-3000:]}{demo.stderr[-3000:]}")
-            peer = start_retry_consumer(f"127.0.0.1:{namesrv}", project / "state", "steady_state_peer", TOPIC,
-                                        max_reconsume_times=16, fail_until={})
+            peer = start_retry_consumer(
+                f"127.0.0.1:{namesrv}",
+                project / "state",
+                "steady_state_peer",
+                TOPIC,
+                max_reconsume_times=16,
+                fail_until={},
+            )
             delivered = []
             threading.Thread(target=lambda: delivered.extend(peer.stdout), daemon=True).start()  # its pipe drained
             log = (project / "ui.log").open("w")
-            ui = subprocess.Popen([str(BIN / "rocketlake"), "ui", "--port", str(web), "--per-minute",
-                                   str(args.per_minute), *cluster], cwd=project, env=env, stdout=log,
-                                  stderr=subprocess.STDOUT, start_new_session=True)
+            ui = subprocess.Popen(
+                [str(BIN / "rocketlake"), "ui", "--port", str(web), "--per-minute", str(args.per_minute), *cluster],
+                cwd=project,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
             started = time.time()
             print(f"rocketlake ui on :{web}, {args.per_minute} orders a minute, for {args.minutes} min ...", flush=True)
             from dagster import DagsterInstance
@@ -254,34 +291,58 @@ def main() -> None:
                     ui.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     os.killpg(ui.pid, signal.SIGKILL)
-            subprocess.run([str(BIN / "rocketlake"), "local", "down", "--wipe", *cluster], cwd=project, env=env,
-                           capture_output=True, timeout=120)
+            subprocess.run(
+                [str(BIN / "rocketlake"), "local", "down", "--wipe", *cluster],
+                cwd=project,
+                env=env,
+                capture_output=True,
+                timeout=120,
+            )
     report(args, sampler, measured, checks, len(delivered), waits)
 
 
-def report(args, sampler: Sampler, measured: dict[str, list[float]], checks: dict[str, int], delivered: int,
-           waits: dict[str, list[float]]) -> None:
+def report(
+    args,
+    sampler: Sampler,
+    measured: dict[str, list[float]],
+    checks: dict[str, int],
+    delivered: int,
+    waits: dict[str, list[float]],
+) -> None:
     windows = max(1, len(measured.get(TABLE, [])))
     cores = os.cpu_count() or 1
-    print(f"\n{args.minutes} min of `make ui` after `make demo` ({args.per_minute} orders a minute), "
-          f"{windows} windows measured (closed after the first {WARM_UP_S} s and 90 s before the end)")
+    print(
+        f"\n{args.minutes} min of `make ui` after `make demo` ({args.per_minute} orders a minute), "
+        f"{windows} windows measured (closed after the first {WARM_UP_S} s and 90 s before the end)"
+    )
     print("from a window's close to ...          p50       p95       max   (s)")
     for name, values in measured.items():
         print(f"  {name:<34} {statistics.median(values):8.1f}  {percentile(values, 0.95):8.1f}  {max(values):8.1f}")
     if not measured:
         print("  (no window closed in the measured span: run longer)")
-    print("most runs queued at once, per job: " + (", ".join(f"{j} {n}" for j, n in sorted(sampler.queued.items()))
-                                                     or "none ever queued"))
-    print("queue wait, enqueued -> handed to the launcher, per job (median, max s): " + (", ".join(
-        f"{j} {statistics.median(w):.1f} / {max(w):.1f} ({len(w)} runs)" for j, w in sorted(waits.items())) or "none"))
+    print(
+        "most runs queued at once, per job: "
+        + (", ".join(f"{j} {n}" for j, n in sorted(sampler.queued.items())) or "none ever queued")
+    )
+    print(
+        "queue wait, enqueued -> handed to the launcher, per job (median, max s): "
+        + (
+            ", ".join(
+                f"{j} {statistics.median(w):.1f} / {max(w):.1f} ({len(w)} runs)" for j, w in sorted(waits.items())
+            )
+            or "none"
+        )
+    )
     loads = sampler.loads
     print(f"load average (1 min): median {statistics.median(loads):.2f}, max {max(loads):.2f} on {cores} cores")
     ours = {kind: seconds for kind, seconds in sampler.cpu.items() if kind != PEER}
     print(f"CPU seconds per window (a minute), everything but the peer: {sum(ours.values()) / args.minutes:.1f}")
     for kind, seconds in sorted(ours.items(), key=lambda kv: -kv[1]):
         print(f"  {kind:<26} {seconds / args.minutes:6.1f}")
-    print(f"the peer (Java DefaultMQPushConsumer, {delivered} deliveries): "
-          f"{sampler.cpu.get(PEER, 0.0) / args.minutes:.2f} CPU-s a minute")
+    print(
+        f"the peer (Java DefaultMQPushConsumer, {delivered} deliveries): "
+        f"{sampler.cpu.get(PEER, 0.0) / args.minutes:.2f} CPU-s a minute"
+    )
     print("asset checks failed: " + (", ".join(f"{k} x{n}" for k, n in sorted(checks.items())) or "none"))
 
 

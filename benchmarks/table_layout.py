@@ -32,12 +32,18 @@ DAY = 20_000 * DAY_MS  # a UTC midnight
 def window_frame(spark, start_ms: int, queues: int, rows: int, body: int):
     from pyspark.sql import functions as F
 
-    return (spark.range(queues * rows, numPartitions=queues)
-            .select(F.lit("t").alias("topic"), F.concat(F.lit("broker-"), (F.col("id") % 2).cast("string")).alias("broker_name"),
-                    (F.col("id") % queues).cast("int").alias("queue_id"), F.col("id").alias("queue_offset"),
-                    F.timestamp_millis(F.lit(start_ms)).alias("window_start"),
-                    F.expr(f"unhex(repeat('ab', {body}))").alias("body"))
-            .repartition(queues, "queue_id"))  # one task per queue, as the RocketMQ source plans them
+    return (
+        spark.range(queues * rows, numPartitions=queues)
+        .select(
+            F.lit("t").alias("topic"),
+            F.concat(F.lit("broker-"), (F.col("id") % 2).cast("string")).alias("broker_name"),
+            (F.col("id") % queues).cast("int").alias("queue_id"),
+            F.col("id").alias("queue_offset"),
+            F.timestamp_millis(F.lit(start_ms)).alias("window_start"),
+            F.expr(f"unhex(repeat('ab', {body}))").alias("body"),
+        )
+        .repartition(queues, "queue_id")
+    )  # one task per queue, as the RocketMQ source plans them
 
 
 def entry(start_ms: int, queues: int, rows: int, run: str) -> LedgerEntry:
@@ -67,9 +73,15 @@ def read_day(spark, path: str) -> tuple[float, float]:
     from pyspark.sql import functions as F
 
     started = time.perf_counter()
-    (spark.read.format("delta").load(path)
-     .where(F.col("window_start").between(F.timestamp_millis(F.lit(DAY)), F.timestamp_millis(F.lit(DAY + DAY_MS - 1))))
-     .agg(F.sum(F.length("body"))).collect())
+    (
+        spark.read.format("delta")
+        .load(path)
+        .where(
+            F.col("window_start").between(F.timestamp_millis(F.lit(DAY)), F.timestamp_millis(F.lit(DAY + DAY_MS - 1)))
+        )
+        .agg(F.sum(F.length("body")))
+        .collect()
+    )
     spark_s = time.perf_counter() - started
     started = time.perf_counter()
     DeltaTable(path).to_pyarrow_table(columns=["queue_offset", "body"])
@@ -86,8 +98,10 @@ def main() -> None:
     spark = spark_session("local[2]", {"spark.driver.memory": "2g"})
     spark.range(1).count()
     scale = 1440 / args.windows
-    print(f"{args.windows} one-minute windows x {args.queues} queues x {args.rows} messages of {args.body} B, "
-          f"each window its own commit; local[2]")
+    print(
+        f"{args.windows} one-minute windows x {args.queues} queues x {args.rows} messages of {args.body} B, "
+        f"each window its own commit; local[2]"
+    )
     print(f"{'layout':<34} {'files':>7} {'files/day':>10} {'land s':>8} {'day read, Spark s':>18} {'delta-rs s':>11}")
     with tempfile.TemporaryDirectory(prefix="rocketlake-layout-") as tmp:
         for name in ("earlier (unpartitioned)", "day partitions, optimized writes"):
@@ -95,7 +109,10 @@ def main() -> None:
             started = time.perf_counter()
             for i in range(args.windows):
                 start = DAY + i * MIN
-                df, e = window_frame(spark, start, args.queues, args.rows, args.body), entry(start, args.queues, args.rows, f"r{i}")
+                df, e = (
+                    window_frame(spark, start, args.queues, args.rows, args.body),
+                    entry(start, args.queues, args.rows, f"r{i}"),
+                )
                 if name.startswith("earlier"):
                     earlier_write(df, path, e, first=i == 0)
                 else:

@@ -17,10 +17,10 @@ from rocketlake.pipelines.ingest import WindowAccounting
 from rocketlake.pipelines.ledger import WindowEntry
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
-ROWS = "rows"              # landed as a row
-FILTERED = "filtered"      # the subscription's tags filtered it out
+ROWS = "rows"  # landed as a row
+FILTERED = "filtered"  # the subscription's tags filtered it out
 DUPLICATES = "duplicates"  # a redelivered copy of a message landed already
-HELD = "held"              # orderly: at or after the message its queue is suspended at
+HELD = "held"  # orderly: at or after the message its queue is suspended at
 #: what an offset read can become, and those of them that are not landed
 OUTCOMES = (ROWS, FILTERED, DUPLICATES, SENT_BACK, DEAD_LETTERED, FAILED, HELD)
 NOT_LANDED = OUTCOMES[1:]
@@ -49,26 +49,29 @@ class Tally:
         return self.by_window.get(window_ms, Counter())[outcome]
 
 
-def account(planned: tuple[WindowEntry, ...], rows: dict[tuple[int, MessageQueue], int],
-            tally: Tally) -> tuple[WindowAccounting, ...]:
+def account(
+    planned: tuple[WindowEntry, ...], rows: dict[tuple[int, MessageQueue], int], tally: Tally
+) -> tuple[WindowAccounting, ...]:
     """One accounting per planned window, from the tally and ``rows``: the rows the table holds after the commit,
     per (window start, queue)."""
     accounting = []
     for w in planned:
-        accounting.append(WindowAccounting(
-            partition_key=w.partition_key,
-            planned=sum(r.size for r in w.ranges),
-            seen=tally.seen(w.start_ms),
-            rows=sum(n for (start_ms, _), n in rows.items() if start_ms == w.start_ms),
-            filtered=tally.count(w.start_ms, FILTERED),
-            body_bytes=int(tally.landed_bytes[w.start_ms]),
-            sent_back=tally.count(w.start_ms, SENT_BACK),
-            dead_lettered=tally.count(w.start_ms, DEAD_LETTERED),
-            failed=tally.count(w.start_ms, FAILED),
-            duplicates=tally.count(w.start_ms, DUPLICATES),
-            held=tally.count(w.start_ms, HELD),
-            queue_problems=queue_problems(w, rows, tally),
-        ))
+        accounting.append(
+            WindowAccounting(
+                partition_key=w.partition_key,
+                planned=sum(r.size for r in w.ranges),
+                seen=tally.seen(w.start_ms),
+                rows=sum(n for (start_ms, _), n in rows.items() if start_ms == w.start_ms),
+                filtered=tally.count(w.start_ms, FILTERED),
+                body_bytes=int(tally.landed_bytes[w.start_ms]),
+                sent_back=tally.count(w.start_ms, SENT_BACK),
+                dead_lettered=tally.count(w.start_ms, DEAD_LETTERED),
+                failed=tally.count(w.start_ms, FAILED),
+                duplicates=tally.count(w.start_ms, DUPLICATES),
+                held=tally.count(w.start_ms, HELD),
+                queue_problems=queue_problems(w, rows, tally),
+            )
+        )
     return tuple(accounting)
 
 

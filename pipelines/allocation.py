@@ -42,9 +42,22 @@ from rocketlake.pipelines.config import AllocateStrategy
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
 __all__ = [
-    "AllocationError", "Strategy", "MachineRoomResolver", "PrefixMachineRoomResolver",
-    "Averagely", "AveragelyByCircle", "ByConfig", "ByMachineRoom", "MachineRoomNearby", "ConsistentHash",
-    "make_strategy", "sort_for_rebalance", "rebalance", "java_string_key", "java_split", "md5_hash",
+    "AllocationError",
+    "Strategy",
+    "MachineRoomResolver",
+    "PrefixMachineRoomResolver",
+    "Averagely",
+    "AveragelyByCircle",
+    "ByConfig",
+    "ByMachineRoom",
+    "MachineRoomNearby",
+    "ConsistentHash",
+    "make_strategy",
+    "sort_for_rebalance",
+    "rebalance",
+    "java_string_key",
+    "java_split",
+    "md5_hash",
 ]
 
 log = logging.getLogger(__name__)
@@ -90,12 +103,14 @@ def md5_hash(key: str) -> int:
 class Strategy(Protocol):
     name: str
 
-    def allocate(self, consumer_group: str, current_cid: str, mq_all: Sequence[MessageQueue],
-                 cid_all: Sequence[str]) -> list[MessageQueue]: ...
+    def allocate(
+        self, consumer_group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> list[MessageQueue]: ...
 
 
-def _check(consumer_group: str, current_cid: str | None, mq_all: Sequence[MessageQueue] | None,
-           cid_all: Sequence[str] | None) -> bool:
+def _check(
+    consumer_group: str, current_cid: str | None, mq_all: Sequence[MessageQueue] | None, cid_all: Sequence[str] | None
+) -> bool:
     """``AbstractAllocateMessageQueueStrategy#check``."""
     if not current_cid:
         raise AllocationError("currentCID is empty")
@@ -104,8 +119,12 @@ def _check(consumer_group: str, current_cid: str | None, mq_all: Sequence[Messag
     if not cid_all:
         raise AllocationError("cidAll is null or cidAll empty")
     if current_cid not in cid_all:
-        log.warning("consumer group %s: the consumer id %s is not among the members %s; it takes no queue",
-                    consumer_group, current_cid, list(cid_all))
+        log.warning(
+            "consumer group %s: the consumer id %s is not among the members %s; it takes no queue",
+            consumer_group,
+            current_cid,
+            list(cid_all),
+        )
         return False
     return True
 
@@ -174,7 +193,7 @@ class ByMachineRoom:
                 pre.append(mq)
         c = len(cid_all)
         mod, rem = len(pre) // c, len(pre) % c
-        result = pre[mod * current: mod * current + mod]
+        result = pre[mod * current : mod * current + mod]
         if rem > current:
             result.append(pre[current + mod * c])
         return result
@@ -279,10 +298,15 @@ class ConsistentHash:
         return result
 
 
-def make_strategy(strategy: AllocateStrategy | str, *, queues: Iterable[MessageQueue] | None = None,
-                  consumer_rooms: Iterable[str] | None = None, resolver: MachineRoomResolver | None = None,
-                  inner: AllocateStrategy | str | Strategy = AllocateStrategy.AVG,
-                  virtual_node_count: int = 10) -> Strategy:
+def make_strategy(
+    strategy: AllocateStrategy | str,
+    *,
+    queues: Iterable[MessageQueue] | None = None,
+    consumer_rooms: Iterable[str] | None = None,
+    resolver: MachineRoomResolver | None = None,
+    inner: AllocateStrategy | str | Strategy = AllocateStrategy.AVG,
+    virtual_node_count: int = 10,
+) -> Strategy:
     """The strategy a consumer's ``allocate_message_queue_strategy`` names, with what it needs.
 
     CONFIG needs ``queues``; MACHINE_ROOM needs ``consumer_rooms``; MACHINE_ROOM_NEARBY needs a
@@ -310,13 +334,15 @@ def make_strategy(strategy: AllocateStrategy | str, *, queues: Iterable[MessageQ
     if isinstance(inner, (str, AllocateStrategy)):
         if AllocateStrategy(inner) is AllocateStrategy.MACHINE_ROOM_NEARBY:
             raise AllocationError("MACHINE_ROOM_NEARBY cannot wrap itself; choose another inner strategy")
-        inner = make_strategy(inner, queues=queues, consumer_rooms=consumer_rooms,
-                              virtual_node_count=virtual_node_count)
+        inner = make_strategy(
+            inner, queues=queues, consumer_rooms=consumer_rooms, virtual_node_count=virtual_node_count
+        )
     return MachineRoomNearby(inner, resolver)
 
 
-def rebalance(strategy: Strategy, consumer_group: str, current_cid: str, mq_set: Iterable[MessageQueue],
-              cid_all: Iterable[str]) -> frozenset[MessageQueue]:
+def rebalance(
+    strategy: Strategy, consumer_group: str, current_cid: str, mq_set: Iterable[MessageQueue], cid_all: Iterable[str]
+) -> frozenset[MessageQueue]:
     """One topic's CLUSTERING rebalance as ``RebalanceImpl.rebalanceByTopic``: sort, allocate, make a set.
 
     Java logs an allocation exception and keeps its old assignment; here it propagates.

@@ -30,24 +30,32 @@ class Assignment:
 
     client_id: str
     strategy: str
-    members: tuple[str, ...]           # as the brokers listed them (sorted); empty: nobody heartbeats
-    queues: tuple[MessageQueue, ...]   # every queue of the subscription (sorted)
-    taken: tuple[MessageQueue, ...]    # this member's (sorted)
-    why_none: str = ""                 # when ``taken`` is empty: why, in one line
-    topic: str = ""                    # the subscribed topic (the others are its retry topic)
+    members: tuple[str, ...]  # as the brokers listed them (sorted); empty: nobody heartbeats
+    queues: tuple[MessageQueue, ...]  # every queue of the subscription (sorted)
+    taken: tuple[MessageQueue, ...]  # this member's (sorted)
+    why_none: str = ""  # when ``taken`` is empty: why, in one line
+    topic: str = ""  # the subscribed topic (the others are its retry topic)
 
     @property
     def key(self) -> str:
         """Changes exactly when the assignment or what it was computed from changes (a sensor's cursor)."""
-        return "|".join([self.strategy, ",".join(self.members), ",".join(q.key for q in self.queues),
-                         ",".join(q.key for q in self.taken)])
+        return "|".join(
+            [
+                self.strategy,
+                ",".join(self.members),
+                ",".join(q.key for q in self.queues),
+                ",".join(q.key for q in self.taken),
+            ]
+        )
 
     def describe(self) -> str:
         members = ", ".join(self.members) or f"none listed, so {self.client_id} alone"
         if not self.taken:
             return f"member {self.client_id} takes no queue: {self.why_none} (members: {members})"
-        text = (f"member {self.client_id} takes {len(self.taken)} of {len(self.queues)} queues under "
-                f"{self.strategy} (members: {members}): {', '.join(q.key for q in self.taken)}")
+        text = (
+            f"member {self.client_id} takes {len(self.taken)} of {len(self.queues)} queues under "
+            f"{self.strategy} (members: {members}): {', '.join(q.key for q in self.taken)}"
+        )
         of_topic = [q for q in self.queues if q.topic == self.topic]
         if of_topic and not any(q.topic == self.topic for q in self.taken):
             text += f"; it idles on topic {self.topic}: none of its {len(of_topic)} queue(s) is its share"
@@ -74,9 +82,14 @@ def _configured_queues(cfg: IngestionConfig) -> list[MessageQueue]:
 def strategy_of(cfg: IngestionConfig) -> Strategy:
     """The configured strategy with what it needs (``make_strategy``)."""
     resolver = _load(cfg.machine_room_resolver) if cfg.machine_room_resolver else PrefixMachineRoomResolver()
-    return make_strategy(cfg.allocate_message_queue_strategy, queues=_configured_queues(cfg),
-                         consumer_rooms=cfg.consumer_machine_rooms or [], resolver=resolver,
-                         inner=cfg.machine_room_nearby_strategy, virtual_node_count=cfg.virtual_node_count)
+    return make_strategy(
+        cfg.allocate_message_queue_strategy,
+        queues=_configured_queues(cfg),
+        consumer_rooms=cfg.consumer_machine_rooms or [],
+        resolver=resolver,
+        inner=cfg.machine_room_nearby_strategy,
+        virtual_node_count=cfg.virtual_node_count,
+    )
 
 
 def assign(cfg: IngestionConfig, client_id: str, queues: Iterable[MessageQueue], members: Iterable[str]) -> Assignment:
@@ -87,9 +100,18 @@ def assign(cfg: IngestionConfig, client_id: str, queues: Iterable[MessageQueue],
         return Assignment(client_id, "BROADCASTING", members, queues, queues, topic=cfg.topic)
     name = cfg.allocate_message_queue_strategy.value
     if members and client_id not in members:
-        return Assignment(client_id, name, members, queues, (), why_none=(
-            f"the group has members on the brokers and {client_id} is not one of them; start "
-            f"`rocketlake member` for this deployment (or give it the client id of a running one)"), topic=cfg.topic)
+        return Assignment(
+            client_id,
+            name,
+            members,
+            queues,
+            (),
+            why_none=(
+                f"the group has members on the brokers and {client_id} is not one of them; start "
+                f"`rocketlake member` for this deployment (or give it the client id of a running one)"
+            ),
+            topic=cfg.topic,
+        )
     cids = members or (client_id,)
     strategy = strategy_of(cfg)
     taken: set[MessageQueue] = set()
@@ -108,8 +130,12 @@ def membership(client, cfg: IngestionConfig) -> list[str]:
     return list(client.get_consumer_list_by_group(cfg.consumer_group, cfg.membership_topic_of(client)))
 
 
-def member_share(cfg: IngestionConfig, queues: Iterable[MessageQueue], members: Iterable[str],
-                 only: Collection[MessageQueue] | None = None) -> Assignment:
+def member_share(
+    cfg: IngestionConfig,
+    queues: Iterable[MessageQueue],
+    members: Iterable[str],
+    only: Collection[MessageQueue] | None = None,
+) -> Assignment:
     """This member's queues now (the membership the brokers list, divided by the strategy), narrowed to
     ``only`` (the queues a rebalance sensor asked a run for) when given."""
     members = members if cfg.message_model is MessageModel.CLUSTERING else []

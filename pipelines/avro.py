@@ -111,7 +111,7 @@ def schema_problem(schema) -> str | None:
                     return problem
             return None
         if not isinstance(s, dict) or "type" not in s:
-            return f"{at}: expected a type name, a union (list) or an object with \"type\", found {json.dumps(s)}"
+            return f'{at}: expected a type name, a union (list) or an object with "type", found {json.dumps(s)}'
         kind = s["type"]
         if isinstance(kind, (dict, list)):
             return check(kind, f"{at}.type", namespace)
@@ -162,6 +162,7 @@ def fingerprint(schema_text: str) -> bytes:
 
 def required_fields(schema_text: str) -> list[str]:
     """The record's top-level fields that are never null: their type is not ``null`` nor a union with it."""
+
     def nullable(kind) -> bool:
         if isinstance(kind, list):
             return any(nullable(branch) for branch in kind)

@@ -16,9 +16,9 @@ from rocketlake.resources.rocketmq.message_queue import MessageQueue
 @dataclass(frozen=True)
 class Backlog:
     topic: str
-    waiting: int                 # messages not consumed (retry) or not landed (dead letters) yet
+    waiting: int  # messages not consumed (retry) or not landed (dead letters) yet
     oldest_store_ms: int | None  # store time of the oldest of them (None: nothing waiting)
-    total: int                   # messages the topic holds (min to max offset)
+    total: int  # messages the topic holds (min to max offset)
 
     def age_seconds(self, now_ms: int) -> float | None:
         return None if self.oldest_store_ms is None else max(0.0, (now_ms - self.oldest_store_ms) / 1000)
@@ -26,7 +26,9 @@ class Backlog:
     def describe(self, now_ms: int) -> str:
         if not self.waiting:
             return f"{self.topic}: nothing waiting ({self.total} held)"
-        return f"{self.topic}: {self.waiting} waiting, the oldest for {self.age_seconds(now_ms):.0f}s ({self.total} held)"
+        return (
+            f"{self.topic}: {self.waiting} waiting, the oldest for {self.age_seconds(now_ms):.0f}s ({self.total} held)"
+        )
 
 
 def backlog_of(client, group: str, topic: str) -> Backlog:

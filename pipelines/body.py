@@ -76,8 +76,10 @@ def decode_avro(df, body, error_name: str, schema_text: str | None = None):
         header = SINGLE_OBJECT_MARKER + fingerprint(schema_text)
         framed = F.substring(raw, 1, HEADER_BYTES) == F.lit(header)
         payload = F.when(framed, F.expr(f"substring(body, {HEADER_BYTES + 1})"))
-        not_framed = F.lit(f"body is not Avro single-object encoding of schema_file {body.schema_file} (expected "
-                           f"marker and fingerprint {header.hex()}, found ")
+        not_framed = F.lit(
+            f"body is not Avro single-object encoding of schema_file {body.schema_file} (expected "
+            f"marker and fingerprint {header.hex()}, found "
+        )
         bad_frame = F.concat(not_framed, F.hex(F.substring(raw, 1, HEADER_BYTES)), F.lit(")"))
     else:
         framed, payload, bad_frame = F.lit(True), raw, F.lit(None)
@@ -89,10 +91,17 @@ def decode_avro(df, body, error_name: str, schema_text: str | None = None):
     undecoded = F.lit(False)
     for missing in required:
         undecoded = undecoded | missing
-    error = (F.when(~F.col("matched"), F.lit(None))
-             .when(raw.isNull(), F.lit("body is empty"))
-             .when(~framed, bad_frame)
-             .when(F.col("_rl_avro").isNull() | undecoded,
-                   F.lit(f"body is not Avro binary of the record in schema_file {body.schema_file}")))
-    return decoded.select(*df.columns, *[F.col("_rl_avro").getField(f.name).alias(f.name) for f in fields],
-                          error.cast("string").alias(error_name))
+    error = (
+        F.when(~F.col("matched"), F.lit(None))
+        .when(raw.isNull(), F.lit("body is empty"))
+        .when(~framed, bad_frame)
+        .when(
+            F.col("_rl_avro").isNull() | undecoded,
+            F.lit(f"body is not Avro binary of the record in schema_file {body.schema_file}"),
+        )
+    )
+    return decoded.select(
+        *df.columns,
+        *[F.col("_rl_avro").getField(f.name).alias(f.name) for f in fields],
+        error.cast("string").alias(error_name),
+    )

@@ -33,8 +33,18 @@ from rocketlake.pipelines.identity import client_id, offset_store_path
 if TYPE_CHECKING:  # the configuration (pydantic, YAML) is not imported where Spark tasks only read: 0.2 s a worker
     from rocketlake.pipelines.config import IngestionConfig
 
-__all__ = ["BrokerStoreTimes", "GroupBroker", "LiveGroup", "MemberBroker", "RangeUnreadable", "group_broker", "make_client",
-           "pull_chunks", "range_subscription", "resolve_ranges"]
+__all__ = [
+    "BrokerStoreTimes",
+    "GroupBroker",
+    "LiveGroup",
+    "MemberBroker",
+    "RangeUnreadable",
+    "group_broker",
+    "make_client",
+    "pull_chunks",
+    "range_subscription",
+    "resolve_ranges",
+]
 
 
 _clients: dict[tuple, RocketMQClient] = {}
@@ -52,8 +62,9 @@ def make_client(opts: SourceOptions) -> RocketMQClient:
     key = (os.getpid(), opts.namesrv, credentials, opts.timeout_ms, opts.tls)
     client = _clients.get(key)
     if client is None:
-        client = _clients[key] = RocketMQClient(opts.namesrv, credentials=credentials, timeout=opts.timeout_ms / 1000,
-                                                tls=opts.tls)
+        client = _clients[key] = RocketMQClient(
+            opts.namesrv, credentials=credentials, timeout=opts.timeout_ms / 1000, tls=opts.tls
+        )
     return client
 
 
@@ -69,7 +80,8 @@ def _credentials(opts: SourceOptions):
                 f"the RocketMQ ACL keys are read from the environment variables {' and '.join(map(str, names))}, "
                 f"and {' and '.join(map(str, missing))} is not set in this Spark worker (pid {os.getpid()}): set it "
                 "where the executors start (spark-env.sh, the worker's service), or in local mode in the process "
-                "before its Spark session starts")
+                "before its Spark session starts"
+            )
         return Credentials(os.environ[opts.access_key_env], os.environ[opts.secret_key_env])
     if opts.access_key and opts.secret_key:
         return Credentials(opts.access_key, opts.secret_key)
@@ -95,16 +107,24 @@ class BrokerStoreTimes:
     def store_time(self, queue: MessageQueue, offset: int) -> int:
         result = self.client.pull(queue, offset, 1, consumer_group=self.consumer_group)
         if not result.messages or result.messages[0].queue_offset != offset:
-            raise RangeUnreadable(f"{queue}: no message at offset {offset} (status {result.status}); "
-                                  "the broker may have deleted it meanwhile")
+            raise RangeUnreadable(
+                f"{queue}: no message at offset {offset} (status {result.status}); "
+                "the broker may have deleted it meanwhile"
+            )
         return result.messages[0].store_timestamp
 
 
 class GroupBroker(BrokerStoreTimes):
     """What a run of one ingestion needs from RocketMQ (``pipelines.ingest.Broker``) over a live cluster."""
 
-    def __init__(self, client: RocketMQClient, topic: str | Callable[[], list[str]], consumer_group: str,
-                 with_retry_topic: bool, topic_may_be_absent: bool = False):
+    def __init__(
+        self,
+        client: RocketMQClient,
+        topic: str | Callable[[], list[str]],
+        consumer_group: str,
+        with_retry_topic: bool,
+        topic_may_be_absent: bool = False,
+    ):
         super().__init__(client, consumer_group)
         self.cluster = client.namesrv_address  # written into the ledger: where the table's messages came from
         # The topics landed: one, or a function giving them now (several named, or a pattern's matches).
@@ -143,15 +163,18 @@ class GroupBroker(BrokerStoreTimes):
             # next pull of it, which the run has not made (the reset came later, or it read nothing there). A pull
             # from the master, where the mark is, erases it; then the commit takes, so what the ledger says holds on
             # the broker too, unless the reset moved the group further forward, which stands.
-            self.client.broker(queue.broker_name).pull(queue.topic, queue.queue_id, offset, 1,
-                                                       consumer_group=self.consumer_group)
+            self.client.broker(queue.broker_name).pull(
+                queue.topic, queue.queue_id, offset, 1, consumer_group=self.consumer_group
+            )
             now = self.client.query_consumer_offset(self.consumer_group, queue)
             if now is not None and now >= offset:
                 return
             if not self.client.update_consumer_offset(self.consumer_group, queue, offset):
-                raise OffsetNotTaken(f"broker {queue.broker_name} ignored the commit of group {self.consumer_group} "
-                                     f"at {offset} on {queue.key} twice (a server-side offset reset pending); the "
-                                     "next run commits it again")
+                raise OffsetNotTaken(
+                    f"broker {queue.broker_name} ignored the commit of group {self.consumer_group} "
+                    f"at {offset} on {queue.key} twice (a server-side offset reset pending); the "
+                    "next run commits it again"
+                )
 
     def silent_brokers(self, queues) -> dict[str, str]:
         """One request to each broker of ``queues`` (its first queue's max offset): those that fail to connect or
@@ -170,7 +193,9 @@ class GroupBroker(BrokerStoreTimes):
 
     def send_back(self, failure, max_reconsume_times: int, delay_level: int = 0) -> None:
         # Delay level 0: the broker picks 3 + reconsume_times, as for Java's default delayLevelWhenNextConsume.
-        self.client.consumer_send_msg_back(self.consumer_group, failure.queue, failure, delay_level, max_reconsume_times)
+        self.client.consumer_send_msg_back(
+            self.consumer_group, failure.queue, failure, delay_level, max_reconsume_times
+        )
 
     def produce_retry(self, message, avoid: str) -> str:
         return self.client.send_retry(message, avoid=(avoid,)).queue.broker_name
@@ -184,8 +209,9 @@ class MemberBroker(GroupBroker):
     """BROADCASTING: the broker for the messages, the member's local offset store for progress (the Java
     client's LocalFileOffsetStore); nothing is committed to the broker and there is no retry topic."""
 
-    def __init__(self, client: RocketMQClient, topic: str | Callable[[], list[str]], consumer_group: str,
-                 store: LocalOffsetStore):
+    def __init__(
+        self, client: RocketMQClient, topic: str | Callable[[], list[str]], consumer_group: str, store: LocalOffsetStore
+    ):
         super().__init__(client, topic, consumer_group, with_retry_topic=False)
         self.store = store
 
@@ -247,8 +273,10 @@ def resolve_ranges(opts: SourceOptions) -> list[OffsetRange]:
         if opts.ending_timestamp is not None:
             end = min(end, first_offset_at_or_after(times, mq, opts.ending_timestamp, lo, hi))
         if start < lo:
-            raise RangeUnreadable(f"{mq}: starting offset {start} is below the queue's min offset {lo}; "
-                                  f"offsets [{start}, {lo}) were already deleted by the broker")
+            raise RangeUnreadable(
+                f"{mq}: starting offset {start} is below the queue's min offset {lo}; "
+                f"offsets [{start}, {lo}) were already deleted by the broker"
+            )
         if end > start:
             ranges.append(OffsetRange(mq, start, min(end, hi)))
     return ranges
@@ -274,7 +302,12 @@ def pull_chunks(opts: SourceOptions, offsets: OffsetRange) -> Iterator[list[Mess
     records for :mod:`columnar <rocketlake.resources.rocketmq.columnar>` where it can read them, decoded
     messages otherwise."""
     client = make_client(opts)
-    for _, messages in read_ranges(client, [offsets], consumer_group=opts.consumer_group,
-                                   batch_size=opts.pull_batch_size, max_messages_in_flight=opts.pull_threshold_for_queue,
-                                   columnar=True):
+    for _, messages in read_ranges(
+        client,
+        [offsets],
+        consumer_group=opts.consumer_group,
+        batch_size=opts.pull_batch_size,
+        max_messages_in_flight=opts.pull_threshold_for_queue,
+        columnar=True,
+    ):
         yield messages

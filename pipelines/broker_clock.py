@@ -65,8 +65,9 @@ def clock_of(broker: str, info: dict[str, str], sent_ms: float, answered_ms: flo
     return BrokerClock(broker, round((low + high) / 2), round((high - low) / 2))
 
 
-def read_clocks(client, brokers: Iterable[str], now: Callable[[], float] = time.time
-                ) -> tuple[list[BrokerClock], dict[str, str]]:
+def read_clocks(
+    client, brokers: Iterable[str], now: Callable[[], float] = time.time
+) -> tuple[list[BrokerClock], dict[str, str]]:
     """Each broker's clock (one request to its master, not retried: a retry would only widen the error), and why
     the others could not be read: a broker that does not answer is the other checks' to show, not a clock to judge."""
     clocks, unread = [], {}

@@ -73,8 +73,9 @@ def check_metadata(names) -> tuple[str, ...]:
     return tuple(name for name in METADATA_COLUMNS if name in wanted)
 
 
-def source_fields(metadata=(), *, text: bool = False, matched: bool = False,
-                  window: bool = False) -> list[tuple[str, pa.DataType, str]]:
+def source_fields(
+    metadata=(), *, text: bool = False, matched: bool = False, window: bool = False
+) -> list[tuple[str, pa.DataType, str]]:
     """(name, Arrow type, DDL type) of the source's columns: the core ones, ``metadata``, then the optional ones."""
     wanted = set(check_metadata(metadata))
     fields = [(name, kind, ddl) for name, kind, ddl, always in _CATALOGUE if always or name in wanted]
@@ -85,13 +86,15 @@ def source_fields(metadata=(), *, text: bool = False, matched: bool = False,
 
 
 def arrow_schema(metadata=(), *, text: bool = False, matched: bool = False, window: bool = False) -> pa.Schema:
-    return pa.schema([(name, kind) for name, kind, _ in source_fields(metadata, text=text, matched=matched,
-                                                                         window=window)])
+    return pa.schema(
+        [(name, kind) for name, kind, _ in source_fields(metadata, text=text, matched=matched, window=window)]
+    )
 
 
 def schema_ddl(metadata=(), *, text: bool = False, matched: bool = False, window: bool = False) -> str:
-    return ", ".join(f"{name} {ddl}" for name, _, ddl in source_fields(metadata, text=text, matched=matched,
-                                                                         window=window))
+    return ", ".join(
+        f"{name} {ddl}" for name, _, ddl in source_fields(metadata, text=text, matched=matched, window=window)
+    )
 
 
 def landed_metadata(cfg, table_columns=()) -> tuple[str, ...]:

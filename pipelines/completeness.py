@@ -33,8 +33,9 @@ def landed_queues(entries: Iterable[LedgerEntry], group: str) -> dict[str, set[M
     return landed
 
 
-def missing_slices(landed: dict[str, set[MessageQueue]], window_keys: Iterable[str],
-                   queues: Iterable[MessageQueue]) -> dict[str, list[MessageQueue]]:
+def missing_slices(
+    landed: dict[str, set[MessageQueue]], window_keys: Iterable[str], queues: Iterable[MessageQueue]
+) -> dict[str, list[MessageQueue]]:
     """Window key -> the queues among ``queues`` no entry landed for it (windows with none missing left out)."""
     queues = sorted(set(queues))
     missing = {}

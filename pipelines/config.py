@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from rocketlake.pipelines.columns import METADATA_COLUMNS
 from rocketlake.resources.rocketmq.errors import InvalidName
+
 # One definition of each, the wire's: a config value is the name the Java client and the broker use.
 from rocketlake.resources.rocketmq.heartbeat import ConsumeFromWhere, MessageModel
 from rocketlake.resources.rocketmq.message import DLQ_GROUP_TOPIC_PREFIX
@@ -88,13 +89,20 @@ class TlsConfig(_Strict):
     ``tls.server.mode`` ``enforcing`` (or ``permissive``). The files are PEM and must be readable where the code
     location, the runs and the Spark tasks run."""
 
-    ca_file: str | None = Field(default=None, description="CA certificate(s) the servers' certificates chain to "
-                                                           "(their tls.server.certPath); default: the system's trust store.")
-    cert_file: str | None = Field(default=None, description="Client certificate, for servers that require one "
-                                                             "(tls.server.need.client.auth=require).")
+    ca_file: str | None = Field(
+        default=None,
+        description="CA certificate(s) the servers' certificates chain to "
+        "(their tls.server.certPath); default: the system's trust store.",
+    )
+    cert_file: str | None = Field(
+        default=None,
+        description="Client certificate, for servers that require one (tls.server.need.client.auth=require).",
+    )
     key_file: str | None = Field(default=None, description="The client certificate's private key (PEM, unencrypted).")
-    verify_hostname: bool = Field(default=True, description="Check that the server's certificate names the address "
-                                                            "connected to; false only for test clusters.")
+    verify_hostname: bool = Field(
+        default=True,
+        description="Check that the server's certificate names the address connected to; false only for test clusters.",
+    )
 
     @model_validator(mode="after")
     def _files(self) -> "TlsConfig":
@@ -143,14 +151,24 @@ DEFAULT_LAKE_ROOT = ".rocketlake/lake"
 class S3Config(_Strict):
     """How Spark (Hadoop's S3A) and delta-rs reach an S3 lake (``lake.root: s3a://bucket/prefix``)."""
 
-    endpoint: str | None = Field(default=None, description="The S3 endpoint URL, e.g. http://127.0.0.1:7070 for an "
-                                 "S3-compatible store; none for AWS's endpoint of the region.")
-    region: str = Field(default="us-east-1", description="The bucket's region (S3-compatible stores take any, usually "
-                        "us-east-1).")
-    path_style_access: bool = Field(default=False, description="Path-style requests (endpoint/bucket/key), which most "
-                                    "S3-compatible stores need; AWS prefers virtual-hosted style.")
-    access_key_env: str | None = Field(default=None, description="Environment variable holding the access key id; "
-                                       "none for the default credential chains (instance profile, AWS_* variables).")
+    endpoint: str | None = Field(
+        default=None,
+        description="The S3 endpoint URL, e.g. http://127.0.0.1:7070 for an "
+        "S3-compatible store; none for AWS's endpoint of the region.",
+    )
+    region: str = Field(
+        default="us-east-1", description="The bucket's region (S3-compatible stores take any, usually us-east-1)."
+    )
+    path_style_access: bool = Field(
+        default=False,
+        description="Path-style requests (endpoint/bucket/key), which most "
+        "S3-compatible stores need; AWS prefers virtual-hosted style.",
+    )
+    access_key_env: str | None = Field(
+        default=None,
+        description="Environment variable holding the access key id; "
+        "none for the default credential chains (instance profile, AWS_* variables).",
+    )
     secret_key_env: str | None = Field(default=None, description="Environment variable holding the secret access key.")
 
     @field_validator("endpoint")
@@ -170,10 +188,13 @@ class S3Config(_Strict):
 
 
 class LakeConfig(_Strict):
-    root: str = Field(default=DEFAULT_LAKE_ROOT, description="Tables live at <root>/<table>: a local path, or "
-                      "s3a://bucket/prefix for S3 (with lake.s3).")
-    s3: S3Config | None = Field(default=None, description="The S3 endpoint, region, path style and keys' variables "
-                                "of an s3a:// root.")
+    root: str = Field(
+        default=DEFAULT_LAKE_ROOT,
+        description="Tables live at <root>/<table>: a local path, or s3a://bucket/prefix for S3 (with lake.s3).",
+    )
+    s3: S3Config | None = Field(
+        default=None, description="The S3 endpoint, region, path style and keys' variables of an s3a:// root."
+    )
 
     @field_validator("root")
     @classmethod
@@ -182,12 +203,16 @@ class LakeConfig(_Strict):
             return value
         scheme = value.split("://", 1)[0] + "://" if "://" in value else ""
         if scheme in ("s3://", "s3n://"):
-            raise ValueError(f"uses {scheme}, which Spark's Hadoop has no filesystem for: write s3a://"
-                             f"{value[len(scheme):]} (Hadoop's S3A connector; delta-rs reads it too)")
+            raise ValueError(
+                f"uses {scheme}, which Spark's Hadoop has no filesystem for: write s3a://"
+                f"{value[len(scheme) :]} (Hadoop's S3A connector; delta-rs reads it too)"
+            )
         if scheme not in ("", "file://", "s3a://"):
-            raise ValueError(f"uses {scheme}, which rocketlake does not support yet: a local path or s3a://bucket/"
-                             "prefix (ADLS and GCS: see the storage guide)")
-        if scheme == "s3a://" and not value[len(scheme):].split("/", 1)[0]:
+            raise ValueError(
+                f"uses {scheme}, which rocketlake does not support yet: a local path or s3a://bucket/"
+                "prefix (ADLS and GCS: see the storage guide)"
+            )
+        if scheme == "s3a://" and not value[len(scheme) :].split("/", 1)[0]:
             raise ValueError("names no bucket: s3a://bucket/prefix")
         return value
 
@@ -204,14 +229,23 @@ class LakeConfig(_Strict):
 
 
 class SparkConfig(_Strict):
-    master: str = Field(default="local[*]", description="Spark master URL of the runs' own sessions (local[N], "
-                        "spark://, k8s://, yarn), or of the Spark Connect server `rocketlake spark-server` starts.")
-    conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark configuration, applied last. With "
-                                 "`remote`, the server starts with it and each run's session sets its SQL settings.")
-    remote: str | None = Field(default=None, description="A Spark Connect server's URL (sc://host:port): each run "
-                               "opens a session on that long-lived server instead of starting Spark of its own (about "
-                               "15 s less per run). Start it with `rocketlake spark-server` on the same configuration: "
-                               "it takes the lake's S3 settings and keys from it too.")
+    master: str = Field(
+        default="local[*]",
+        description="Spark master URL of the runs' own sessions (local[N], "
+        "spark://, k8s://, yarn), or of the Spark Connect server `rocketlake spark-server` starts.",
+    )
+    conf: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra Spark configuration, applied last. With "
+        "`remote`, the server starts with it and each run's session sets its SQL settings.",
+    )
+    remote: str | None = Field(
+        default=None,
+        description="A Spark Connect server's URL (sc://host:port): each run "
+        "opens a session on that long-lived server instead of starting Spark of its own (about "
+        "15 s less per run). Start it with `rocketlake spark-server` on the same configuration: "
+        "it takes the lake's S3 settings and keys from it too.",
+    )
 
     @field_validator("remote")
     @classmethod
@@ -271,27 +305,32 @@ class WindowConfig(_Strict):
 
 class BodyConfig(_Strict):
     format: Literal["raw", "text", "json", "avro"] = "raw"
-    schema_: str | None = Field(default=None, alias="schema", description="Spark DDL of the JSON body, e.g. 'a STRING'.")
+    schema_: str | None = Field(
+        default=None, alias="schema", description="Spark DDL of the JSON body, e.g. 'a STRING'."
+    )
     evolve: Literal["none", "add_columns"] = Field(
         default="none",
         description="JSON bodies only. `add_columns`: a top-level or nested field the table lacks becomes a new "
-                    "column, with the type Spark's JSON inference gives it over the run's bodies, in the same Delta "
-                    "commit as the window it arrived in (earlier rows hold null there). The table's columns then "
-                    "bind: a body whose field holds a value of another type is a failed message (sent to the retry "
-                    "topic, then the dead-letter queue, and counted), not a null. Fields whose name Delta cannot "
-                    "store, or that match a column only up to case, stay in `body` and are named in the run's log. "
-                    "With `add_columns`, `schema` may be left out: every column then comes from the bodies. "
-                    "`none`: only `schema`'s fields are columns; other fields stay in `body`.")
+        "column, with the type Spark's JSON inference gives it over the run's bodies, in the same Delta "
+        "commit as the window it arrived in (earlier rows hold null there). The table's columns then "
+        "bind: a body whose field holds a value of another type is a failed message (sent to the retry "
+        "topic, then the dead-letter queue, and counted), not a null. Fields whose name Delta cannot "
+        "store, or that match a column only up to case, stay in `body` and are named in the run's log. "
+        "With `add_columns`, `schema` may be left out: every column then comes from the bodies. "
+        "`none`: only `schema`'s fields are columns; other fields stay in `body`.",
+    )
 
     schema_file: str | None = Field(
         default=None,
         description="format avro: the writer schema, an Avro record schema file (.avsc), relative to the project "
-                    "directory. Its fields become columns (Spark's from_avro types).")
+        "directory. Its fields become columns (Spark's from_avro types).",
+    )
     encoding: Literal["binary", "single_object"] = Field(
         default="binary",
         description="format avro: `binary`, the record's Avro binary encoding alone; `single_object`, Avro's "
-                    "single-object encoding (C3 01, the schema's 8-byte CRC-64-AVRO fingerprint, then the binary "
-                    "encoding), whose fingerprint must be schema_file's.")
+        "single-object encoding (C3 01, the schema's 8-byte CRC-64-AVRO fingerprint, then the binary "
+        "encoding), whose fingerprint must be schema_file's.",
+    )
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -307,20 +346,23 @@ class BodyConfig(_Strict):
                     raise ValueError(f"{key} applies to format avro only (format is {self.format!r}); remove it")
             return self
         if self.schema_ is not None or self.evolve != "none":
-            raise ValueError("format avro takes its columns from schema_file (an .avsc file): remove schema and "
-                             "evolve")
+            raise ValueError("format avro takes its columns from schema_file (an .avsc file): remove schema and evolve")
         if not self.schema_file:
             raise ValueError("format avro needs schema_file, the writer schema (an Avro record schema, .avsc)")
         try:
             parsed = json.loads(self.avro_schema())
         except OSError as e:
-            raise ValueError(f"schema_file {self.schema_file!r} cannot be read ({e.strerror}); give a path relative "
-                             "to the project directory") from None
+            raise ValueError(
+                f"schema_file {self.schema_file!r} cannot be read ({e.strerror}); give a path relative "
+                "to the project directory"
+            ) from None
         except ValueError as e:
             raise ValueError(f"schema_file {self.schema_file!r} is not JSON: {e}") from None
         if not isinstance(parsed, dict) or parsed.get("type") != "record" or not parsed.get("fields"):
-            raise ValueError(f"schema_file {self.schema_file!r} is not an Avro record schema with fields (its "
-                             "fields become the table's columns)")
+            raise ValueError(
+                f"schema_file {self.schema_file!r} is not an Avro record schema with fields (its "
+                "fields become the table's columns)"
+            )
         from rocketlake.pipelines.avro import schema_problem
 
         problem = schema_problem(parsed)
@@ -330,25 +372,32 @@ class BodyConfig(_Strict):
 
         clashes = sorted({f.get("name") for f in parsed["fields"]} & OWN_COLUMNS)
         if clashes:
-            raise ValueError(f"schema_file {self.schema_file!r}: fields {clashes} clash with rocketlake's own "
-                             "columns; rename them")
+            raise ValueError(
+                f"schema_file {self.schema_file!r}: fields {clashes} clash with rocketlake's own columns; rename them"
+            )
         return self
 
     @model_validator(mode="after")
     def _json_needs_schema(self) -> "BodyConfig":
         if self.evolve != "none" and self.format != "json":
-            raise ValueError(f"evolve {self.evolve!r} applies to format json only (format is {self.format!r}); "
-                             "remove evolve, or set format: json")
+            raise ValueError(
+                f"evolve {self.evolve!r} applies to format json only (format is {self.format!r}); "
+                "remove evolve, or set format: json"
+            )
         if self.format == "json" and self.evolve == "none" and not (self.schema_ or "").strip():
-            raise ValueError("format json needs a schema (Spark DDL, e.g. \"order_id STRING, amount DOUBLE\"), or "
-                             "evolve: add_columns to take the columns from the bodies")
+            raise ValueError(
+                'format json needs a schema (Spark DDL, e.g. "order_id STRING, amount DOUBLE"), or '
+                "evolve: add_columns to take the columns from the bodies"
+            )
         return self
 
 
 #: Columns no layout may name: the day partition is always there (first), bytes and maps cannot partition or cluster.
-LAYOUT_REFUSED = {"window_date": "it is always the table's first partition column",
-                  "body": "bytes cannot partition, cluster or Z-order a table",
-                  "properties": "a map cannot partition, cluster or Z-order a table"}
+LAYOUT_REFUSED = {
+    "window_date": "it is always the table's first partition column",
+    "body": "bytes cannot partition, cluster or Z-order a table",
+    "properties": "a map cannot partition, cluster or Z-order a table",
+}
 #: Delta's limit on clustering columns.
 MAX_CLUSTERING_COLUMNS = 4
 
@@ -359,18 +408,21 @@ class LayoutConfig(_Strict):
     partition_by: list[str] = Field(
         default_factory=list,
         description="Partition columns after window_date: window_hour (the UTC hour of the window's start), a "
-                    "column rocketlake lands (topic, broker_name, queue_id, tags, ...) or a field of the JSON body. "
-                    "Set when the table is created; a run refuses an existing table partitioned otherwise.")
+        "column rocketlake lands (topic, broker_name, queue_id, tags, ...) or a field of the JSON body. "
+        "Set when the table is created; a run refuses an existing table partitioned otherwise.",
+    )
     cluster_by: list[str] = Field(
         default_factory=list,
         description="Delta liquid clustering on these columns (at most 4; window_date and window_hour allowed) "
-                    "instead of partitions: the table is created with CLUSTER BY, is not partitioned, and the "
-                    "compaction after a day closes is an OPTIMIZE that clusters what was written since. Not with "
-                    "partition_by or zorder_by.")
+        "instead of partitions: the table is created with CLUSTER BY, is not partitioned, and the "
+        "compaction after a day closes is an OPTIMIZE that clusters what was written since. Not with "
+        "partition_by or zorder_by.",
+    )
     zorder_by: list[str] = Field(
         default_factory=list,
         description="The compaction of a day that is over Z-orders its files by these columns (OPTIMIZE ... "
-                    "ZORDER BY), so reads filtering on them skip files. Not a partition column.")
+        "ZORDER BY), so reads filtering on them skip files. Not a partition column.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> "LayoutConfig":
@@ -380,20 +432,27 @@ class LayoutConfig(_Strict):
                 if name in LAYOUT_REFUSED:
                     raise ValueError(f"{key}: {name!r} is not allowed ({LAYOUT_REFUSED[name]})")
                 if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-                    raise ValueError(f"{key}: {name!r} is not a column name (letters, digits and '_'; nested fields "
-                                     "cannot lay out a table)")
+                    raise ValueError(
+                        f"{key}: {name!r} is not a column name (letters, digits and '_'; nested fields "
+                        "cannot lay out a table)"
+                    )
             if len(set(names)) != len(names):
                 raise ValueError(f"{key}: {names} names a column twice")
         if self.cluster_by and (self.partition_by or self.zorder_by):
-            raise ValueError("cluster_by cannot be combined with partition_by or zorder_by: a liquid-clustered Delta "
-                             "table is neither partitioned nor Z-ordered; choose one")
+            raise ValueError(
+                "cluster_by cannot be combined with partition_by or zorder_by: a liquid-clustered Delta "
+                "table is neither partitioned nor Z-ordered; choose one"
+            )
         if len(self.cluster_by) > MAX_CLUSTERING_COLUMNS:
-            raise ValueError(f"cluster_by: {self.cluster_by} names {len(self.cluster_by)} columns; Delta clusters "
-                             f"by at most {MAX_CLUSTERING_COLUMNS}")
+            raise ValueError(
+                f"cluster_by: {self.cluster_by} names {len(self.cluster_by)} columns; Delta clusters "
+                f"by at most {MAX_CLUSTERING_COLUMNS}"
+            )
         both = sorted(set(self.partition_by) & set(self.zorder_by))
         if both:
-            raise ValueError(f"zorder_by: {both} are partition columns, which Delta cannot Z-order by; remove them "
-                             "from zorder_by")
+            raise ValueError(
+                f"zorder_by: {both} are partition columns, which Delta cannot Z-order by; remove them from zorder_by"
+            )
         return self
 
 
@@ -429,7 +488,8 @@ NOT_SUPPORTED_YET = {
     "consume_concurrently_max_span": (
         "a run reads exact ranges and moves offsets only over whole landed windows, so no span of unacknowledged "
         "messages builds up behind a slow one for it to limit; what a task holds is bounded by "
-        "pull_threshold_for_queue and max_messages_per_task"),
+        "pull_threshold_for_queue and max_messages_per_task"
+    ),
     "pull_interval": "the reader pulls without pauses",
     "pull_batch_size_in_bytes": "pulls are bounded by pull_batch_size and the broker's transfer limits",
     "post_subscription_when_pull": "pulls always carry no subscription: every offset is read and its tag re-checked",
@@ -473,28 +533,32 @@ class IngestionConfig(_Strict):
     topics: list[str] = Field(
         default_factory=list,
         description="Several topics landed into the one table, as a consumer subscribed to each: every queue of each "
-                    "keeps its own ranges and offsets, in the one ledger and commit; subscription applies to all.")
+        "keeps its own ranges and offsets, in the one ledger and commit; subscription applies to all.",
+    )
     topic_pattern: str | None = Field(
         default=None,
         description="A regular expression (Python's, matched whole) of the topics landed, like Spark's "
-                    "subscribePattern: the name server's topic list is matched at every run and by the rebalance "
-                    "sensor, so a topic created later joins at the next window (from consume_from_where). Retry, "
-                    "dead-letter and RocketMQ's system topics never match.")
+        "subscribePattern: the name server's topic list is matched at every run and by the rebalance "
+        "sensor, so a topic created later joins at the next window (from consume_from_where). Retry, "
+        "dead-letter and RocketMQ's system topics never match.",
+    )
     subscription: str = "*"
     consumer_group: str
     message_model: MessageModel = MessageModel.CLUSTERING
     consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
     consume_timestamp: str | None = Field(
-        default=None, description="yyyyMMddHHmmss in the window's time zone; default: 30 minutes before first run.")
+        default=None, description="yyyyMMddHHmmss in the window's time zone; default: 30 minutes before first run."
+    )
     table: str
     window: WindowConfig
     body: BodyConfig = BodyConfig()
     metadata_columns: list[MetadataColumn] = Field(
         default_factory=list,
         description="Columns landed besides topic, broker_name, queue_id, queue_offset, msg_id, tags, keys, "
-                    "store_timestamp, body and window_start (pipelines.columns). origin_topic, origin_msg_id and "
-                    "origin_offset_msg_id are landed anyway when messages can fail (a listener, or a body.format that may not decode), and in "
-                    "dead-letter tables; a column the table already has keeps being landed.")
+        "store_timestamp, body and window_start (pipelines.columns). origin_topic, origin_msg_id and "
+        "origin_offset_msg_id are landed anyway when messages can fail (a listener, or a body.format that may not decode), and in "
+        "dead-letter tables; a column the table already has keeps being landed.",
+    )
     # A MessageListenerConcurrently: "package.module:function" (``pipelines.listener``); None: every message is consumed.
     listener: str | None = None
     run_retry: RunRetryConfig = RunRetryConfig()
@@ -512,22 +576,29 @@ class IngestionConfig(_Strict):
     table_properties: dict[str, str] = Field(
         default_factory=dict,
         description="Delta table properties (e.g. delta.enableChangeDataFeed: 'true', delta.logRetentionDuration: "
-                    "'interval 30 days', or a name of your own; not Spark's reserved owner, comment, location, ...): "
-                    "set by the commit that creates the table, and on an existing table whose values differ before "
-                    "a run writes (ALTER TABLE ... SET TBLPROPERTIES, a commit of its own). Delta checks delta.* "
-                    "names and values: a run whose properties Delta refuses fails before it writes anything.")
-    layout: LayoutConfig = Field(default_factory=LayoutConfig,
-                                 description="Partitioning, liquid clustering or Z-ordering of the table.")
+        "'interval 30 days', or a name of your own; not Spark's reserved owner, comment, location, ...): "
+        "set by the commit that creates the table, and on an existing table whose values differ before "
+        "a run writes (ALTER TABLE ... SET TBLPROPERTIES, a commit of its own). Delta checks delta.* "
+        "names and values: a run whose properties Delta refuses fails before it writes anything.",
+    )
+    layout: LayoutConfig = Field(
+        default_factory=LayoutConfig, description="Partitioning, liquid clustering or Z-ordering of the table."
+    )
     vacuum_retention_hours: int | None = Field(
-        default=None, ge=0, le=10 * 365 * 24,
+        default=None,
+        ge=0,
+        le=10 * 365 * 24,
         description="After a run compacts a day that is over, VACUUM the table with this retention: data files no "
-                    "longer in the table for that long are deleted. None (default): never. Below Delta's 168 h "
-                    "check, make sure no reader or writer of the table runs that long (time travel to older "
-                    "versions fails once their files are gone). Refused below run_timeout (a run of another member "
-                    "could lose the files it reads).")
+        "longer in the table for that long are deleted. None (default): never. Below Delta's 168 h "
+        "check, make sure no reader or writer of the table runs that long (time travel to older "
+        "versions fails once their files are gone). Refused below run_timeout (a run of another member "
+        "could lose the files it reads).",
+    )
     on_deleted_messages: Literal["fail", "record"] = Field(
-        default="fail", description="When the broker deleted messages the group never landed: fail the run, or "
-                                    "record the gap in the ledger and move on.")
+        default="fail",
+        description="When the broker deleted messages the group never landed: fail the run, or "
+        "record the gap in the ledger and move on.",
+    )
 
     # DefaultMQPushConsumer settings, RocketMQ's defaults; ranges from checkConfig (inclusive).
     consume_thread_min: int = 20
@@ -559,10 +630,13 @@ class IngestionConfig(_Strict):
     # rocketlake's own: the run's deadline (``pipelines.deadline``); the job's dagster/max_runtime tag carries it to
     # Dagster's run monitoring.
     run_timeout: float = Field(
-        default=120, gt=0, le=7 * 24 * 60,
+        default=120,
+        gt=0,
+        le=7 * 24 * 60,
         description="Minutes (fractions allowed) a run may take from its step's start: past it, its Spark work is "
-                    "stopped and it fails with nothing more committed, freeing its group's pool slot; its windows "
-                    "land again. At least consume_timeout; vacuum_retention_hours must outlast it.")
+        "stopped and it fails with nothing more committed, freeing its group's pool slot; its windows "
+        "land again. At least consume_timeout; vacuum_retention_hours must outlast it.",
+    )
     # ClientConfig settings a batch pipeline still uses.
     # ms, per broker call; unset: the cluster's RocketMQResource timeout_ms (3000 unless the project sets another).
     mq_client_api_timeout: int | None = Field(default=None, ge=1)
@@ -614,8 +688,10 @@ class IngestionConfig(_Strict):
     def _one_source(self) -> "IngestionConfig":
         given = [key for key in ("topic", "topics", "topic_pattern") if getattr(self, key)]
         if len(given) != 1:
-            raise ValueError("name the topics landed with exactly one of topic, topics (a list) and topic_pattern "
-                             f"(a regular expression); given: {', '.join(given) or 'none'}")
+            raise ValueError(
+                "name the topics landed with exactly one of topic, topics (a list) and topic_pattern "
+                f"(a regular expression); given: {', '.join(given) or 'none'}"
+            )
         if len(set(self.topics)) != len(self.topics):
             raise ValueError(f"topics {self.topics} names a topic twice")
         if self.topic_pattern is not None:
@@ -624,8 +700,10 @@ class IngestionConfig(_Strict):
             except re.error as e:
                 raise ValueError(f"topic_pattern {self.topic_pattern!r} is not a regular expression: {e}") from None
         if self.topic is None and any(len(item.split("/")) != 3 for item in self.allocate_message_queue_list or []):
-            raise ValueError("allocate_message_queue_list: with topics or topic_pattern, name each queue as "
-                             "topic/broker_name/queue_id")
+            raise ValueError(
+                "allocate_message_queue_list: with topics or topic_pattern, name each queue as "
+                "topic/broker_name/queue_id"
+            )
         return self
 
     @field_validator("table_properties", mode="before")
@@ -633,8 +711,10 @@ class IngestionConfig(_Strict):
     def _table_property_texts(cls, value):
         """YAML's ``true`` and ``5`` as Delta writes them (``'true'``, ``'5'``)."""
         if isinstance(value, dict):
-            return {k: str(v).lower() if isinstance(v, bool) else str(v) if isinstance(v, (int, float)) else v
-                    for k, v in value.items()}
+            return {
+                k: str(v).lower() if isinstance(v, bool) else str(v) if isinstance(v, (int, float)) else v
+                for k, v in value.items()
+            }
         return value
 
     @field_validator("table_properties")
@@ -642,15 +722,21 @@ class IngestionConfig(_Strict):
     def _table_properties(cls, value: dict[str, str]) -> dict[str, str]:
         for key, text in value.items():
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]*", key):
-                raise ValueError(f"table property name {key!r} is not allowed: letters, digits, '_', '.' and '-' "
-                                 "(e.g. delta.enableChangeDataFeed)")
+                raise ValueError(
+                    f"table property name {key!r} is not allowed: letters, digits, '_', '.' and '-' "
+                    "(e.g. delta.enableChangeDataFeed)"
+                )
             if key.lower() in SPARK_RESERVED_PROPERTIES:
-                raise ValueError(f"table property {key} is reserved by Spark, which sets it itself and refuses it "
-                                 f"({', '.join(sorted(SPARK_RESERVED_PROPERTIES))}): remove it, or use a name of your "
-                                 "own")
+                raise ValueError(
+                    f"table property {key} is reserved by Spark, which sets it itself and refuses it "
+                    f"({', '.join(sorted(SPARK_RESERVED_PROPERTIES))}): remove it, or use a name of your "
+                    "own"
+                )
             if any(c in text for c in "'\\\n"):
-                raise ValueError(f"table property {key}: the value {text!r} holds a quote, backslash or line break, "
-                                 "which rocketlake does not pass on to Delta; write the value without them")
+                raise ValueError(
+                    f"table property {key}: the value {text!r} holds a quote, backslash or line break, "
+                    "which rocketlake does not pass on to Delta; write the value without them"
+                )
         return value
 
     @field_validator("consume_timestamp")
@@ -680,64 +766,89 @@ class IngestionConfig(_Strict):
         for item in value or []:
             parts = item.split("/")
             if len(parts) not in (2, 3) or not parts[-1].isdigit() or not all(parts[:-1]):
-                raise ValueError(f"item {item!r} is not a queue: write broker_name/queue_id (e.g. broker-a/3), or "
-                                 "topic/broker_name/queue_id for another subscribed topic")
+                raise ValueError(
+                    f"item {item!r} is not a queue: write broker_name/queue_id (e.g. broker-a/3), or "
+                    "topic/broker_name/queue_id for another subscribed topic"
+                )
         return value
 
     @field_validator("machine_room_resolver")
     @classmethod
     def _resolver(cls, value: str | None) -> str | None:
         if value is not None and not re.fullmatch(r"[\w.]+:[\w.]+", value):
-            raise ValueError("must be an import path module:attribute (an object or class with "
-                             "broker_deploy_in(queue) and consumer_deploy_in(client_id))")
+            raise ValueError(
+                "must be an import path module:attribute (an object or class with "
+                "broker_deploy_in(queue) and consumer_deploy_in(client_id))"
+            )
         return value
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "IngestionConfig":
         if self.consume_thread_min > self.consume_thread_max:
-            raise ValueError(f"consume_thread_min ({self.consume_thread_min}) is larger than consume_thread_max "
-                             f"({self.consume_thread_max})")
+            raise ValueError(
+                f"consume_thread_min ({self.consume_thread_min}) is larger than consume_thread_max "
+                f"({self.consume_thread_max})"
+            )
         strategy = self.allocate_message_queue_strategy
         if strategy is AllocateStrategy.CONFIG and not self.allocate_message_queue_list:
-            raise ValueError("allocate_message_queue_strategy CONFIG needs allocate_message_queue_list, the queues "
-                             "this member takes (broker_name/queue_id items)")
+            raise ValueError(
+                "allocate_message_queue_strategy CONFIG needs allocate_message_queue_list, the queues "
+                "this member takes (broker_name/queue_id items)"
+            )
         if strategy is AllocateStrategy.MACHINE_ROOM and not self.consumer_machine_rooms:
-            raise ValueError("allocate_message_queue_strategy MACHINE_ROOM needs consumer_machine_rooms, the rooms "
-                             "whose brokers (named room@broker) this member's group consumes")
+            raise ValueError(
+                "allocate_message_queue_strategy MACHINE_ROOM needs consumer_machine_rooms, the rooms "
+                "whose brokers (named room@broker) this member's group consumes"
+            )
         if self.machine_room_nearby_strategy is AllocateStrategy.MACHINE_ROOM_NEARBY:
-            raise ValueError("machine_room_nearby_strategy: MACHINE_ROOM_NEARBY cannot wrap itself; choose AVG, "
-                             "AVG_BY_CIRCLE, CONFIG, MACHINE_ROOM or CONSISTENT_HASH")
-        used = {"allocate_message_queue_list": AllocateStrategy.CONFIG,
-                "consumer_machine_rooms": AllocateStrategy.MACHINE_ROOM,
-                "machine_room_resolver": AllocateStrategy.MACHINE_ROOM_NEARBY,
-                "machine_room_nearby_strategy": AllocateStrategy.MACHINE_ROOM_NEARBY,
-                "virtual_node_count": AllocateStrategy.CONSISTENT_HASH}
+            raise ValueError(
+                "machine_room_nearby_strategy: MACHINE_ROOM_NEARBY cannot wrap itself; choose AVG, "
+                "AVG_BY_CIRCLE, CONFIG, MACHINE_ROOM or CONSISTENT_HASH"
+            )
+        used = {
+            "allocate_message_queue_list": AllocateStrategy.CONFIG,
+            "consumer_machine_rooms": AllocateStrategy.MACHINE_ROOM,
+            "machine_room_resolver": AllocateStrategy.MACHINE_ROOM_NEARBY,
+            "machine_room_nearby_strategy": AllocateStrategy.MACHINE_ROOM_NEARBY,
+            "virtual_node_count": AllocateStrategy.CONSISTENT_HASH,
+        }
         for key, needs in used.items():
             # A key that changes nothing is refused: it only applies with its strategy (or as NEARBY's inner one).
             inner = self.machine_room_nearby_strategy if strategy is AllocateStrategy.MACHINE_ROOM_NEARBY else None
             if key in self.model_fields_set and needs not in (strategy, inner):
-                raise ValueError(f"{key} applies only with allocate_message_queue_strategy {needs.value} "
-                                 f"(this ingestion uses {strategy.value}); remove it")
+                raise ValueError(
+                    f"{key} applies only with allocate_message_queue_strategy {needs.value} "
+                    f"(this ingestion uses {strategy.value}); remove it"
+                )
         self._listener_checks()
         self._deadline_checks()
-        if self.message_model is MessageModel.BROADCASTING and "allocate_message_queue_strategy" in self.model_fields_set:
-            raise ValueError("allocate_message_queue_strategy applies to CLUSTERING only: in BROADCASTING every "
-                             "member takes every queue; remove it")
+        if (
+            self.message_model is MessageModel.BROADCASTING
+            and "allocate_message_queue_strategy" in self.model_fields_set
+        ):
+            raise ValueError(
+                "allocate_message_queue_strategy applies to CLUSTERING only: in BROADCASTING every "
+                "member takes every queue; remove it"
+            )
         return self
 
     def _deadline_checks(self) -> None:
         """The run's deadline against what must fit in it, or outlast it."""
         if self.listener is not None and self.run_timeout < self.consume_timeout:
-            raise ValueError(f"run_timeout: {self.run_timeout:g} is below consume_timeout ({self.consume_timeout:g} "
-                             f"min): one listener call could outlast the run; allowed: run_timeout >= "
-                             f"{self.consume_timeout:g}")
+            raise ValueError(
+                f"run_timeout: {self.run_timeout:g} is below consume_timeout ({self.consume_timeout:g} "
+                f"min): one listener call could outlast the run; allowed: run_timeout >= "
+                f"{self.consume_timeout:g}"
+            )
         hours = self.vacuum_retention_hours
         if hours is not None and hours * 60 < self.run_timeout:
             # Another member's run (or this table's dead-letter run) may read a snapshot as old as its start; a
             # VACUUM that deletes that snapshot's files under it fails it, or worse.
-            raise ValueError(f"vacuum_retention_hours: {hours} is below run_timeout ({self.run_timeout:g} min): "
-                             "VACUUM could delete files a run of another member still reads; allowed: "
-                             f"vacuum_retention_hours >= {math.ceil(self.run_timeout / 60)} (or a shorter run_timeout)")
+            raise ValueError(
+                f"vacuum_retention_hours: {hours} is below run_timeout ({self.run_timeout:g} min): "
+                "VACUUM could delete files a run of another member still reads; allowed: "
+                f"vacuum_retention_hours >= {math.ceil(self.run_timeout / 60)} (or a shorter run_timeout)"
+            )
 
     def _listener_checks(self) -> None:
         """Listener settings change something only where a listener (or a decoding that can fail) runs."""
@@ -748,21 +859,33 @@ class IngestionConfig(_Strict):
                 raise ValueError(f"{key} applies only to a listener (set listener: package.module:function); remove it")
         vectorised = self.listener_is_vectorized  # loads the listener: one that cannot be imported fails here
         if vectorised and self.consume_orderly:
-            raise ValueError(f"a vectorised listener ({self.listener}) with consume_orderly: true is not supported yet: "
-                             "orderly queues are consumed message batch by message batch, in offset order; use a "
-                             "per-batch listener (fn(messages, context) -> ConsumeOrderlyStatus)")
-        if "suspend_current_queue_time_millis" in self.model_fields_set and not (self.consume_orderly and self.can_fail):
-            raise ValueError("suspend_current_queue_time_millis applies only to consume_orderly: true ingestions whose "
-                             "messages can fail (a listener, or a body.format that can fail to decode); remove it")
+            raise ValueError(
+                f"a vectorised listener ({self.listener}) with consume_orderly: true is not supported yet: "
+                "orderly queues are consumed message batch by message batch, in offset order; use a "
+                "per-batch listener (fn(messages, context) -> ConsumeOrderlyStatus)"
+            )
+        if "suspend_current_queue_time_millis" in self.model_fields_set and not (
+            self.consume_orderly and self.can_fail
+        ):
+            raise ValueError(
+                "suspend_current_queue_time_millis applies only to consume_orderly: true ingestions whose "
+                "messages can fail (a listener, or a body.format that can fail to decode); remove it"
+            )
         if "consume_message_batch_max_size" in self.model_fields_set and vectorised:
-            raise ValueError(f"consume_message_batch_max_size applies to per-batch listeners; {self.listener} is "
-                             "vectorised and gets whole Arrow batches (bounded by pull_threshold_for_queue); remove it")
+            raise ValueError(
+                f"consume_message_batch_max_size applies to per-batch listeners; {self.listener} is "
+                "vectorised and gets whole Arrow batches (bounded by pull_threshold_for_queue); remove it"
+            )
         if "max_reconsume_times" in self.model_fields_set and not self.can_fail:
-            raise ValueError("max_reconsume_times applies only when a message can fail: with a listener, or a body.format "
-                             "(json, text) that can fail to decode; remove it")
+            raise ValueError(
+                "max_reconsume_times applies only when a message can fail: with a listener, or a body.format "
+                "(json, text) that can fail to decode; remove it"
+            )
         if "max_reconsume_times" in self.model_fields_set and self.message_model is MessageModel.BROADCASTING:
-            raise ValueError("max_reconsume_times applies to CLUSTERING only: in BROADCASTING a failed message is "
-                             "not sent back (as in RocketMQ), it lands in the failures table; remove it")
+            raise ValueError(
+                "max_reconsume_times applies to CLUSTERING only: in BROADCASTING a failed message is "
+                "not sent back (as in RocketMQ), it lands in the failures table; remove it"
+            )
 
     @property
     def listener_is_vectorized(self) -> bool:
@@ -828,11 +951,15 @@ class IngestionConfig(_Strict):
     def not_supported_yet(self) -> list[str]:
         """'key: value is not supported yet (why); what to do' for every setting in the file rocketlake does
         not honour yet."""
+
         def shown(value: Any) -> str:
             return repr(getattr(value, "value", value))  # an enum as the user wrote it
 
-        refused = [f"{key}: {shown(getattr(self, key))} is not supported yet ({why}); remove the key"
-                   for key, why in NOT_SUPPORTED_YET.items() if key in self.model_fields_set]
+        refused = [
+            f"{key}: {shown(getattr(self, key))} is not supported yet ({why}); remove the key"
+            for key, why in NOT_SUPPORTED_YET.items()
+            if key in self.model_fields_set
+        ]
         for (key, value), (why, instead) in NOT_SUPPORTED_VALUES.items():
             current = getattr(self, key)
             if getattr(current, "value", current) == value:
@@ -878,11 +1005,20 @@ def dead_letter_config(cfg: IngestionConfig) -> IngestionConfig:
     """The ingestion of ``%DLQ%<group>`` into ``<table>_dlq``: same group, cluster, windows and members; raw bodies
     (a dead letter is kept as it was, decodable or not), no listener, from the queue's first offset (a dead letter
     is never skipped), no retry topic."""
-    dlq = cfg.model_copy(update={
-        "topic": DLQ_GROUP_TOPIC_PREFIX + cfg.consumer_group, "table": f"{cfg.table}_dlq", "subscription": "*",
-        "topics": [], "topic_pattern": None,
-        "body": BodyConfig(), "listener": None, "consume_orderly": False, "layout": LayoutConfig(),
-        "consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET})
+    dlq = cfg.model_copy(
+        update={
+            "topic": DLQ_GROUP_TOPIC_PREFIX + cfg.consumer_group,
+            "table": f"{cfg.table}_dlq",
+            "subscription": "*",
+            "topics": [],
+            "topic_pattern": None,
+            "body": BodyConfig(),
+            "listener": None,
+            "consume_orderly": False,
+            "layout": LayoutConfig(),
+            "consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        }
+    )
     dlq._dead_letters_of = cfg.topic_label
     dlq._dead_letters_cfg = cfg
     return dlq
@@ -902,11 +1038,14 @@ class RocketLakeConfig(_Strict):
         tables: dict[str, str] = {}
         for name, ing in self.ingestions.items():
             if ing.cluster not in self.clusters:
-                problems.append(f"ingestions.{name}.cluster: {ing.cluster!r} is not one of the clusters "
-                                f"{sorted(self.clusters)}")
+                problems.append(
+                    f"ingestions.{name}.cluster: {ing.cluster!r} is not one of the clusters {sorted(self.clusters)}"
+                )
             if ing.table in tables:
-                problems.append(f"ingestions.{name}.table: {ing.table!r} is already the table of ingestion "
-                                f"{tables[ing.table]!r}; each ingestion needs its own table")
+                problems.append(
+                    f"ingestions.{name}.table: {ing.table!r} is already the table of ingestion "
+                    f"{tables[ing.table]!r}; each ingestion needs its own table"
+                )
             tables[ing.table] = name
         if problems:
             raise ValueError("; ".join(problems))
@@ -925,17 +1064,23 @@ def load_config(path: str | os.PathLike | None = None) -> RocketLakeConfig:
     except FileNotFoundError:
         raise ConfigError(str(source), [f"file not found (set {CONFIG_ENV} or create {DEFAULT_CONFIG})"]) from None
     except IsADirectoryError:
-        raise ConfigError(str(source), [f"is a directory, not a file: name the YAML file in it (set {CONFIG_ENV} "
-                                        f"to it, or --config)"]) from None
+        raise ConfigError(
+            str(source), [f"is a directory, not a file: name the YAML file in it (set {CONFIG_ENV} to it, or --config)"]
+        ) from None
     except PermissionError:
-        raise ConfigError(str(source), ["cannot be read by this user (permission denied): make it readable to "
-                                        "the process that runs rocketlake (Dagster's code server and runs too)"]
-                          ) from None
+        raise ConfigError(
+            str(source),
+            [
+                "cannot be read by this user (permission denied): make it readable to "
+                "the process that runs rocketlake (Dagster's code server and runs too)"
+            ],
+        ) from None
     except OSError as e:
         raise ConfigError(str(source), [f"cannot be read: {e.strerror or e}"]) from None
     except UnicodeDecodeError as e:
-        raise ConfigError(str(source), [f"is not UTF-8 text (byte 0x{e.object[e.start]:02x} at position "
-                                        f"{e.start}): save it as UTF-8"]) from None
+        raise ConfigError(
+            str(source), [f"is not UTF-8 text (byte 0x{e.object[e.start]:02x} at position {e.start}): save it as UTF-8"]
+        ) from None
     except yaml.YAMLError as e:
         raise ConfigError(str(source), [f"not valid YAML: {e}"]) from None
     return parse_config(raw, str(source))
@@ -948,8 +1093,11 @@ def parse_config(raw: Any, source: str = "<config>") -> RocketLakeConfig:
         config = RocketLakeConfig.model_validate(raw)
     except ValidationError as e:
         raise ConfigError(source, [_describe(err, raw) for err in e.errors()]) from None
-    refused = [f"ingestions.{name}.{problem}"
-               for name, ingestion in config.ingestions.items() for problem in ingestion.not_supported_yet()]
+    refused = [
+        f"ingestions.{name}.{problem}"
+        for name, ingestion in config.ingestions.items()
+        for problem in ingestion.not_supported_yet()
+    ]
     if refused:
         raise ConfigError(source, refused)
     return config

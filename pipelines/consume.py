@@ -77,20 +77,29 @@ def decode_checked(df: DataFrame, body: BodyConfig, schema: StructType | None = 
     # One parse per body: Spark's PERMISSIVE mode gives the schema's fields and, for a record that does not match
     # the schema (a value of another type included), keeps its text in the corrupt-record column.
     parsed = F.col("_rl_json")
-    with_json = df.withColumn("_rl_json", F.from_json(
-        F.col("body").cast("string"), StructType(schema.fields + StructType.fromDDL(f"{CORRUPT} STRING").fields),
-        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}))
-    malformed = F.concat(F.lit(f"body is not JSON matching {against}: "),
-                         F.substring(F.col("body").cast("string"), 1, 200))
-    error = (F.when(~F.col("matched"), F.lit(None))
-             .when(~utf8, bad_utf8)
-             .when(parsed.isNull() | parsed.getField(CORRUPT).isNotNull(), malformed))
-    return with_json.select(*df.columns, *[parsed.getField(f.name).alias(f.name) for f in schema.fields],
-                            error.cast("string").alias(ERROR))
+    with_json = df.withColumn(
+        "_rl_json",
+        F.from_json(
+            F.col("body").cast("string"),
+            StructType(schema.fields + StructType.fromDDL(f"{CORRUPT} STRING").fields),
+            {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT},
+        ),
+    )
+    malformed = F.concat(
+        F.lit(f"body is not JSON matching {against}: "), F.substring(F.col("body").cast("string"), 1, 200)
+    )
+    error = (
+        F.when(~F.col("matched"), F.lit(None))
+        .when(~utf8, bad_utf8)
+        .when(parsed.isNull() | parsed.getField(CORRUPT).isNotNull(), malformed)
+    )
+    return with_json.select(
+        *df.columns, *[parsed.getField(f.name).alias(f.name) for f in schema.fields], error.cast("string").alias(ERROR)
+    )
 
 
 def _shortened(text: str, limit: int = 300) -> str:
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def mark_known(df: DataFrame, table_path: str | None, replaced: str, earliest_ms: int) -> DataFrame:
@@ -109,14 +118,20 @@ def mark_known(df: DataFrame, table_path: str | None, replaced: str, earliest_ms
     spark = df.sparkSession
     table = spark.read.format("delta").load(table_path)
     # The stored message each row is or came from; rows landed before that column was (their msgId) match none.
-    origin = (F.coalesce(F.col(ORIGIN_ID), F.col("origin_msg_id")) if ORIGIN_ID in table.columns
-              else F.coalesce(F.col("origin_msg_id"), F.col("msg_id")) if "origin_msg_id" in table.columns
-              else F.col("msg_id"))
+    origin = (
+        F.coalesce(F.col(ORIGIN_ID), F.col("origin_msg_id"))
+        if ORIGIN_ID in table.columns
+        else F.coalesce(F.col("origin_msg_id"), F.col("msg_id"))
+        if "origin_msg_id" in table.columns
+        else F.col("msg_id")
+    )
     since = earliest_ms - ORIGIN_LOOKBACK_DAYS * 86_400_000
-    known = (table.where(F.col("window_start") >= F.timestamp_millis(F.lit(since)))
-             .where(f"NOT ({replaced})")
-             .groupBy(origin.alias("_rl_known_id"))
-             .agg(F.max(is_copy(F.col("topic"))).alias("_rl_known_copy")))
+    known = (
+        table.where(F.col("window_start") >= F.timestamp_millis(F.lit(since)))
+        .where(f"NOT ({replaced})")
+        .groupBy(origin.alias("_rl_known_id"))
+        .agg(F.max(is_copy(F.col("topic"))).alias("_rl_known_copy"))
+    )
     joined = df.join(known, df[ORIGIN_ID] == known["_rl_known_id"], "left")
     copy = is_copy(F.col("topic"))
     duplicate = F.col("_rl_known_id").isNotNull() & (copy | F.col("_rl_known_copy"))
@@ -133,12 +148,25 @@ def listen(df: DataFrame, cfg: IngestionConfig) -> DataFrame:
     if added is not None:
         clashes = sorted({f.name for f in added.fields} & set(schema.fieldNames()))
         if clashes:
-            raise BodySchemaError(f"listener {cfg.listener} declares columns {clashes} the table already has; "
-                                  "return them in its DataFrame to replace their values instead")
+            raise BodySchemaError(
+                f"listener {cfg.listener} declares columns {clashes} the table already has; "
+                "return them in its DataFrame to replace their values instead"
+            )
         schema = StructType(schema.fields + added.fields)
-    return plain_strings(df.mapInArrow(_listening(cfg.listener, cfg.consume_message_batch_max_size,
-                                                  cfg.consume_thread_min, cfg.consume_thread_max,
-                                                  cfg.consume_timeout_seconds, added), schema), schema)
+    return plain_strings(
+        df.mapInArrow(
+            _listening(
+                cfg.listener,
+                cfg.consume_message_batch_max_size,
+                cfg.consume_thread_min,
+                cfg.consume_thread_max,
+                cfg.consume_timeout_seconds,
+                added,
+            ),
+            schema,
+        ),
+        schema,
+    )
 
 
 def _has_string(kind: DataType) -> bool:
@@ -157,12 +185,19 @@ def plain_strings(df: DataFrame, schema: StructType) -> DataFrame:
     ``string collate UTF8_BINARY``, a type delta-rs (the sensors' and the CLI's reader) refuses to read. A cast to
     the type's DDL, which the server parses, gives the plain string back; on a classic session it changes nothing.
     ``schema``: the one handed to ``mapInArrow`` (asking ``df.schema`` would cost a Connect round trip)."""
-    return df.select(*[df[quoted(f.name)].cast(type_ddl(f.dataType, quote=True)).alias(f.name)
-                       if _has_string(f.dataType) else df[quoted(f.name)] for f in schema.fields])
+    return df.select(
+        *[
+            df[quoted(f.name)].cast(type_ddl(f.dataType, quote=True)).alias(f.name)
+            if _has_string(f.dataType)
+            else df[quoted(f.name)]
+            for f in schema.fields
+        ]
+    )
 
 
-def _listening(path: str, batch_max: int, threads_min: int, threads_max: int, timeout_s: float,
-               added: StructType | None):
+def _listening(
+    path: str, batch_max: int, threads_min: int, threads_max: int, timeout_s: float, added: StructType | None
+):
     """The mapInArrow function: picklable, it loads the listener in the Python worker."""
 
     def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -189,14 +224,20 @@ def _listening(path: str, batch_max: int, threads_min: int, threads_max: int, ti
     return apply
 
 
-def _listen_batch(batch: pa.RecordBatch, listener, vectorised: bool, batch_max: int, pool, log,
-                  extra: dict[str, pa.DataType]) -> pa.RecordBatch:
+def _listen_batch(
+    batch: pa.RecordBatch, listener, vectorised: bool, batch_max: int, pool, log, extra: dict[str, pa.DataType]
+) -> pa.RecordBatch:
     from rocketlake.pipelines.listener import consume_rows
 
     table = pa.Table.from_batches([batch])
     errors = table.column(ERROR).to_pylist()
-    pending = [i for i, (m, e, d) in enumerate(zip(table.column("matched").to_pylist(), errors,
-                                                   table.column(DUPLICATE).to_pylist())) if m and e is None and not d]
+    pending = [
+        i
+        for i, (m, e, d) in enumerate(
+            zip(table.column("matched").to_pylist(), errors, table.column(DUPLICATE).to_pylist())
+        )
+        if m and e is None and not d
+    ]
     added = {name: [None] * table.num_rows for name in extra}
     if pending:
         rows = table.take(pending)
@@ -214,8 +255,9 @@ def _listen_batch(batch: pa.RecordBatch, listener, vectorised: bool, batch_max: 
                         column = table.column(name).to_pylist()
                         for i, v in zip(pending, values):
                             column[i] = v
-                        table = table.set_column(table.column_names.index(name), name,
-                                                 pa.array(column, type=table.schema.field(name).type))
+                        table = table.set_column(
+                            table.column_names.index(name), name, pa.array(column, type=table.schema.field(name).type)
+                        )
         else:
             messages = [_as_message(r) for r in rows.to_pylist()]
             verdicts = consume_rows(messages, listener, batch_max, pool, log)
@@ -224,7 +266,11 @@ def _listen_batch(batch: pa.RecordBatch, listener, vectorised: bool, batch_max: 
     table = table.set_column(table.column_names.index(ERROR), ERROR, pa.array(errors, type=pa.string()))
     for name, values in added.items():
         table = table.append_column(name, pa.array(values, type=extra[name]))
-    return table.combine_chunks().to_batches()[0] if table.num_rows else pa.RecordBatch.from_pylist([], schema=table.schema)
+    return (
+        table.combine_chunks().to_batches()[0]
+        if table.num_rows
+        else pa.RecordBatch.from_pylist([], schema=table.schema)
+    )
 
 
 def _call_vectorised(listener, rows: pa.Table, pool, log):
@@ -255,7 +301,9 @@ def queue_key(df_topic: str = "topic") -> Column:
     return F.concat_ws("/", F.col(df_topic), F.col("broker_name"), F.col("queue_id").cast("string"))
 
 
-def listen_orderly(df: DataFrame, cfg: IngestionConfig, prior: dict[str, tuple[int, int]], queue_count: int) -> DataFrame:
+def listen_orderly(
+    df: DataFrame, cfg: IngestionConfig, prior: dict[str, tuple[int, int]], queue_count: int
+) -> DataFrame:
     """Orderly consumption (``listener.consume_in_order``): each queue's rows in one Spark task, in offset order,
     given to the listener one batch at a time; ``_rl_held`` marks what a suspension holds back.
 
@@ -266,20 +314,37 @@ def listen_orderly(df: DataFrame, cfg: IngestionConfig, prior: dict[str, tuple[i
     attempts = None
     for q, (offset, failed) in prior.items():
         hit = (key == F.lit(q)) & (F.col("queue_offset") == F.lit(offset))
-        attempts = (F.when(hit, F.lit(failed)) if attempts is None else attempts.when(hit, F.lit(failed)))
+        attempts = F.when(hit, F.lit(failed)) if attempts is None else attempts.when(hit, F.lit(failed))
     if attempts is not None:
         df = df.withColumn("reconsume_times", attempts.otherwise(F.col("reconsume_times")).cast("int"))
-    ordered = (df.repartition(max(1, queue_count), "topic", "broker_name", "queue_id")
-               .sortWithinPartitions("topic", "broker_name", "queue_id", "queue_offset"))
+    ordered = df.repartition(max(1, queue_count), "topic", "broker_name", "queue_id").sortWithinPartitions(
+        "topic", "broker_name", "queue_id", "queue_offset"
+    )
     schema = StructType(df.schema.fields + StructType.fromDDL(f"{HELD} BOOLEAN").fields)
-    return plain_strings(ordered.mapInArrow(_in_order(cfg.listener, cfg.consume_message_batch_max_size,
-                                                      cfg.consume_timeout_seconds, prior,
-                                                      cfg.effective_max_reconsume_times, cfg.consume_thread_max),
-                                            schema), schema)
+    return plain_strings(
+        ordered.mapInArrow(
+            _in_order(
+                cfg.listener,
+                cfg.consume_message_batch_max_size,
+                cfg.consume_timeout_seconds,
+                prior,
+                cfg.effective_max_reconsume_times,
+                cfg.consume_thread_max,
+            ),
+            schema,
+        ),
+        schema,
+    )
 
 
-def _in_order(path: str | None, batch_max: int, timeout_s: float, prior: dict[str, tuple[int, int]],
-              max_attempts: int, threads: int = 1):
+def _in_order(
+    path: str | None,
+    batch_max: int,
+    timeout_s: float,
+    prior: dict[str, tuple[int, int]],
+    max_attempts: int,
+    threads: int = 1,
+):
     """The mapInArrow function of ``listen_orderly``: picklable. A task holds one queue or several (hashed to the
     same partition): its queues are consumed side by side on up to ``threads`` threads (``consume_thread_max``, as
     the Java consumer's pool serves many queues), each queue one listener call at a time, in offset order."""
@@ -304,10 +369,17 @@ def _in_order(path: str | None, batch_max: int, timeout_s: float, prior: dict[st
         try:
             for batch in batches:
                 table = pa.Table.from_batches([batch])
-                rows = [{"queue": f"{r['topic']}/{r['broker_name']}/{r['queue_id']}", "queue_offset": r["queue_offset"],
-                         "matched": r["matched"], "duplicate": r[DUPLICATE], "error": r[ERROR],
-                         "message": _as_message(r)}
-                        for r in table.to_pylist()]
+                rows = [
+                    {
+                        "queue": f"{r['topic']}/{r['broker_name']}/{r['queue_id']}",
+                        "queue_offset": r["queue_offset"],
+                        "matched": r["matched"],
+                        "duplicate": r[DUPLICATE],
+                        "error": r[ERROR],
+                        "message": _as_message(r),
+                    }
+                    for r in table.to_pylist()
+                ]
                 at: dict[str, list[int]] = {}
                 for i, row in enumerate(rows):  # sorted by queue and offset: each queue's rows stay in order
                     at.setdefault(row["queue"], []).append(i)
@@ -315,15 +387,20 @@ def _in_order(path: str | None, batch_max: int, timeout_s: float, prior: dict[st
                     if key not in pools:
                         pools[key] = CallPool(1, 1, timeout_s)
                 verdicts: list = [None] * len(rows)
-                for indexes, found in zip(at.values(), workers.map(consume_queue, ([rows[i] for i in ix]
-                                                                                   for ix in at.values()))):
+                for indexes, found in zip(
+                    at.values(), workers.map(consume_queue, ([rows[i] for i in ix] for ix in at.values()))
+                ):
                     for i, verdict in zip(indexes, found):
                         verdicts[i] = verdict
-                table = table.set_column(table.column_names.index(ERROR), ERROR,
-                                         pa.array([e for e, _ in verdicts], type=pa.string()))
+                table = table.set_column(
+                    table.column_names.index(ERROR), ERROR, pa.array([e for e, _ in verdicts], type=pa.string())
+                )
                 table = table.append_column(HELD, pa.array([h for _, h in verdicts], type=pa.bool_()))
-                yield (table.combine_chunks().to_batches()[0] if table.num_rows
-                       else pa.RecordBatch.from_pylist([], schema=table.schema))
+                yield (
+                    table.combine_chunks().to_batches()[0]
+                    if table.num_rows
+                    else pa.RecordBatch.from_pylist([], schema=table.schema)
+                )
         finally:
             workers.shutdown(wait=False)
             for pool in pools.values():
@@ -348,7 +425,9 @@ def with_last_error(df: DataFrame, failures_path: str) -> DataFrame:
         origin, key = F.coalesce(F.col(ORIGIN_ID), F.col("origin_msg_id")), ORIGIN_ID
     else:
         origin, key = F.col("origin_msg_id"), "origin_msg_id"
-    last = (failures.where(F.col("outcome") == DEAD_LETTERED)
-            .groupBy(origin.alias("_rl_origin"))
-            .agg(F.max_by("error", F.struct("window_start", "queue_offset")).alias("last_error")))
+    last = (
+        failures.where(F.col("outcome") == DEAD_LETTERED)
+        .groupBy(origin.alias("_rl_origin"))
+        .agg(F.max_by("error", F.struct("window_start", "queue_offset")).alias("last_error"))
+    )
     return df.join(last, df[key] == last["_rl_origin"], "left").drop("_rl_origin")

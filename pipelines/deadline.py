@@ -24,8 +24,7 @@ from rocketlake.pipelines.delta_writer import _on_connect
 
 
 #: what becomes of a landing stopped at the deadline
-LANDING = ("Nothing it had not committed is kept and no offset moved past it; its windows land again in the next "
-           "run.")
+LANDING = "Nothing it had not committed is kept and no offset moved past it; its windows land again in the next run."
 
 
 INTERRUPT_EVERY_S = 1.0
@@ -95,7 +94,9 @@ class SparkDeadline:
             self.spark.sparkContext.cancelJobsWithTag(self.tag)
 
     def _sentence(self, what: str, after: str, started: bool) -> str:
-        return (f"the run passed its deadline (run_timeout: {self.timeout_s / 60:g} min) "
-                f"{'while' if started else 'before'} {what}: its Spark work was stopped. {after} If runs of this size "
-                "need longer, raise run_timeout; if the listener hangs, fix it (a call over consume_timeout is "
-                "given up)")
+        return (
+            f"the run passed its deadline (run_timeout: {self.timeout_s / 60:g} min) "
+            f"{'while' if started else 'before'} {what}: its Spark work was stopped. {after} If runs of this size "
+            "need longer, raise run_timeout; if the listener hangs, fix it (a call over consume_timeout is "
+            "given up)"
+        )

@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
+
 def _sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
@@ -33,9 +34,11 @@ def _queues_sql(queues: Iterable[MessageQueue]) -> str:
     by_broker: dict[tuple[str, str], list[int]] = {}
     for mq in queues:
         by_broker.setdefault((mq.topic, mq.broker_name), []).append(mq.queue_id)
-    clauses = [f"(topic = {_sql_string(topic)} AND broker_name = {_sql_string(broker)} AND "
-               + (f"queue_id = {ids[0]})" if len(ids) == 1 else f"queue_id IN ({', '.join(map(str, sorted(set(ids))))}))")
-               for (topic, broker), ids in sorted(by_broker.items())]
+    clauses = [
+        f"(topic = {_sql_string(topic)} AND broker_name = {_sql_string(broker)} AND "
+        + (f"queue_id = {ids[0]})" if len(ids) == 1 else f"queue_id IN ({', '.join(map(str, sorted(set(ids))))}))")
+        for (topic, broker), ids in sorted(by_broker.items())
+    ]
     return clauses[0] if len(clauses) == 1 else "(" + " OR ".join(clauses) + ")"
 
 
@@ -57,15 +60,18 @@ def slice_predicate(windows: Iterable[WindowEntry]) -> str:
                 continue
             if r.queue not in seen:
                 seen.add(r.queue)
-                bounded.append(f"(window_start = timestamp_millis({w.start_ms}) AND {_queues_sql([r.queue])} "
-                               f"AND queue_offset >= {r.start})")
+                bounded.append(
+                    f"(window_start = timestamp_millis({w.start_ms}) AND {_queues_sql([r.queue])} "
+                    f"AND queue_offset >= {r.start})"
+                )
             else:
                 by_queue.setdefault(r.queue, []).append(w.start_ms)
     for mq, starts in by_queue.items():
         whole.setdefault(tuple(sorted(set(starts))), set()).add(mq)
     clauses = bounded + [
         f"(window_start IN ({', '.join(f'timestamp_millis({ms})' for ms in starts)}) AND {_queues_sql(queues)})"
-        for starts, queues in sorted(whole.items())]
+        for starts, queues in sorted(whole.items())
+    ]
     return "(" + " OR ".join(clauses) + ")" if clauses else "false"
 
 
@@ -203,13 +209,28 @@ def _conflicts() -> tuple[type[BaseException], ...]:
         ProtocolChangedException,
     )
 
-    return (ConcurrentAppendException, ConcurrentDeleteDeleteException, ConcurrentDeleteReadException,
-            ConcurrentTransactionException, ConcurrentWriteException, DeltaConcurrentModificationException,
-            MetadataChangedException, ProtocolChangedException)
+    return (
+        ConcurrentAppendException,
+        ConcurrentDeleteDeleteException,
+        ConcurrentDeleteReadException,
+        ConcurrentTransactionException,
+        ConcurrentWriteException,
+        DeltaConcurrentModificationException,
+        MetadataChangedException,
+        ProtocolChangedException,
+    )
 
 
-def write_slice(df: DataFrame, path: str, ledger: LedgerEntry, log=None, *, with_ledger: bool = True,
-                properties: Mapping[str, str] | None = None, layout: Layout = Layout()) -> int:
+def write_slice(
+    df: DataFrame,
+    path: str,
+    ledger: LedgerEntry,
+    log=None,
+    *,
+    with_ledger: bool = True,
+    properties: Mapping[str, str] | None = None,
+    layout: Layout = Layout(),
+) -> int:
     """``_write_slice`` again whenever Delta reports a concurrent commit it conflicts with; the attempts made.
 
     Members of a group write the same table: their slices are disjoint (other queues) or identical (a queue
@@ -227,8 +248,10 @@ def write_slice(df: DataFrame, path: str, ledger: LedgerEntry, log=None, *, with
                 raise
             wait = random.uniform(0.2, 0.5) * 2 ** min(attempt, 4)  # jittered: two losers must not collide again
             if log is not None:
-                log(f"Delta commit of {path} lost a race with another writer ({type(e).__name__}); "
-                    f"writing the slice again in {wait:.1f}s (attempt {attempt + 1} of {CONFLICT_ATTEMPTS})")
+                log(
+                    f"Delta commit of {path} lost a race with another writer ({type(e).__name__}); "
+                    f"writing the slice again in {wait:.1f}s (attempt {attempt + 1} of {CONFLICT_ATTEMPTS})"
+                )
             time.sleep(wait)
     raise AssertionError("unreachable")
 
@@ -268,15 +291,35 @@ def optimize_write_for(ledger: LedgerEntry) -> bool:
 #: column falls back to plain encoding anyway; written plain from the start, a million 1 KiB messages cost Spark
 #: about 3 CPU seconds less and the files 2-3 % more (``benchmarks/README.md``). Topic, tags, hosts and property
 #: names keep their dictionaries: there they pay.
-PLAIN_COLUMNS = ("body", "body_text", "msg_id", "offset_msg_id", "origin_msg_id", "origin_offset_msg_id", "keys",
-                 "properties.key_value.value")
+PLAIN_COLUMNS = (
+    "body",
+    "body_text",
+    "msg_id",
+    "offset_msg_id",
+    "origin_msg_id",
+    "origin_offset_msg_id",
+    "keys",
+    "properties.key_value.value",
+)
 
 #: Columns Delta keeps no min/max statistics for in tables rocketlake creates. Delta's default takes the first 32
 #: columns, so every row written fed bodies, property maps, hosts and keys into per-file min/max aggregates that
 #: no query prunes files with (about 2 CPU seconds per million 1 KiB messages). Statistics stay on the columns
 #: messages are looked up by (topic, queue, offsets, ids, tags, times, window) and on a decoded body's fields.
-NO_STATS_COLUMNS = frozenset({"body", "body_text", "properties", "keys", "born_host", "store_host", "reconsume_times",
-                              "origin_topic", "origin_msg_id", "origin_offset_msg_id"})
+NO_STATS_COLUMNS = frozenset(
+    {
+        "body",
+        "body_text",
+        "properties",
+        "keys",
+        "born_host",
+        "store_host",
+        "reconsume_times",
+        "origin_topic",
+        "origin_msg_id",
+        "origin_offset_msg_id",
+    }
+)
 
 
 def plain_encoding_settings() -> dict[str, str]:
@@ -290,13 +333,22 @@ def stats_columns(columns: Iterable[str], layout: Layout = Layout()) -> str:
     ``_rl_*`` bookkeeping columns and the partition columns (Delta refuses statistics on those); clustering
     columns always (Delta requires statistics on them)."""
     keep, partitions = set(layout.cluster_by), {DAY_COLUMN, *layout.partition_by}
-    kept = [c for c in columns if c in keep or (c not in NO_STATS_COLUMNS and not c.startswith("_rl_")
-                                               and c not in partitions)]
+    kept = [
+        c
+        for c in columns
+        if c in keep or (c not in NO_STATS_COLUMNS and not c.startswith("_rl_") and c not in partitions)
+    ]
     return ",".join("`" + c.replace("`", "``") + "`" for c in kept)
 
 
-def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: bool = True,
-                 properties: Mapping[str, str] | None = None, layout: Layout = Layout()) -> None:
+def _write_slice(
+    df: DataFrame,
+    path: str,
+    ledger: LedgerEntry,
+    with_ledger: bool = True,
+    properties: Mapping[str, str] | None = None,
+    layout: Layout = Layout(),
+) -> None:
     """Replace (ledger windows) x (ledger queues) in the table at ``path`` with ``df``, one commit (carrying the
     ledger entry, unless ``with_ledger`` is False: a side table such as the failures table has no ledger).
 
@@ -325,8 +377,11 @@ def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: boo
         spark.conf.set("spark.databricks.delta.skipRecordingEmptyCommits", "false")
 
     def writer_of(frame: DataFrame):
-        writer = (frame.write.format("delta").option("mergeSchema", "true")
-                  .option("optimizeWrite", str(optimize_write_for(ledger)).lower()))
+        writer = (
+            frame.write.format("delta")
+            .option("mergeSchema", "true")
+            .option("optimizeWrite", str(optimize_write_for(ledger)).lower())
+        )
         return writer.option("userMetadata", ledger.to_json()) if with_ledger else writer
 
     def with_layout_columns(frame: DataFrame, day: bool, hour: bool) -> DataFrame:
@@ -336,11 +391,17 @@ def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: boo
     properties = properties or {}
     if not is_delta_table(spark, path):
         laid = with_layout_columns(df, day=True, hour=HOUR_COLUMN in layout.columns)
-        missing = [f"{key}: {name!r}" for key in ("partition_by", "cluster_by", "zorder_by")
-                   for name in getattr(layout, key) if name not in laid.columns]
+        missing = [
+            f"{key}: {name!r}"
+            for key in ("partition_by", "cluster_by", "zorder_by")
+            for name in getattr(layout, key)
+            if name not in laid.columns
+        ]
         if missing:
-            raise LayoutMismatch(f"layout {', '.join(missing)} is not a column of the rows landed "
-                                 f"({', '.join(laid.columns)}); name a column rocketlake lands or a body field")
+            raise LayoutMismatch(
+                f"layout {', '.join(missing)} is not a column of the rows landed "
+                f"({', '.join(laid.columns)}); name a column rocketlake lands or a body field"
+            )
         stats = stats_columns(laid.columns, layout)
         if layout.cluster_by:
             _create_clustered(spark, path, laid, layout.cluster_by, stats, properties)
@@ -360,8 +421,11 @@ def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: boo
     # The table's own layout decides the derived columns a slice needs: a layout since removed from the
     # configuration (the default asks nothing) must not drop a column the table is partitioned or clustered by.
     laid_out_by = {*detail.partition_by, *detail.cluster_by}
-    df = with_layout_columns(df, day=DAY_COLUMN in detail.partition_by or bool(detail.cluster_by),
-                             hour=HOUR_COLUMN in layout.columns or HOUR_COLUMN in laid_out_by)
+    df = with_layout_columns(
+        df,
+        day=DAY_COLUMN in detail.partition_by or bool(detail.cluster_by),
+        hour=HOUR_COLUMN in layout.columns or HOUR_COLUMN in laid_out_by,
+    )
     if DAY_COLUMN in detail.partition_by:
         days = slice_days(ledger.windows)
         if days:
@@ -370,17 +434,27 @@ def _write_slice(df: DataFrame, path: str, ledger: LedgerEntry, with_ledger: boo
     writer_of(df).mode("overwrite").option("replaceWhere", predicate).save(path)
 
 
-def _create_clustered(spark: SparkSession, path: str, frame: DataFrame, cluster_by: tuple[str, ...], stats: str,
-                      properties: Mapping[str, str]) -> None:
+def _create_clustered(
+    spark: SparkSession,
+    path: str,
+    frame: DataFrame,
+    cluster_by: tuple[str, ...],
+    stats: str,
+    properties: Mapping[str, str],
+) -> None:
     """An empty liquid-clustered table of ``frame``'s columns (a commit of its own, before the first slice's)."""
     from rocketlake.pipelines.evolution import quoted, type_ddl
 
     columns = ", ".join(f"{quoted(f.name)} {type_ddl(f.dataType, quote=True)}" for f in frame.schema.fields)
-    listed = {"delta.dataSkippingStatsColumns": stats,
-              **{key: value for key, value in properties.items() if key.startswith("delta.")}}
+    listed = {
+        "delta.dataSkippingStatsColumns": stats,
+        **{key: value for key, value in properties.items() if key.startswith("delta.")},
+    }
     options = ", ".join(f"'{key}' = '{value}'" for key, value in listed.items())
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {_sql_path(path)} ({columns}) USING delta "
-              f"CLUSTER BY ({', '.join(map(quoted, cluster_by))}) TBLPROPERTIES ({options})")
+    spark.sql(
+        f"CREATE TABLE IF NOT EXISTS {_sql_path(path)} ({columns}) USING delta "
+        f"CLUSTER BY ({', '.join(map(quoted, cluster_by))}) TBLPROPERTIES ({options})"
+    )
 
 
 def _check_layout(path: str, detail: _Detail, layout: Layout) -> None:
@@ -394,7 +468,8 @@ def _check_layout(path: str, detail: _Detail, layout: Layout) -> None:
             f"the table at {path} is partitioned by {detail.partition_by or 'nothing'} and clustered by "
             f"{detail.cluster_by or 'nothing'}, but layout asks for partitions {wanted[0] or 'none'} and clustering "
             f"{wanted[1] or 'none'}. Delta fixes a table's layout when it is created: write a new table, or set "
-            "layout to what the table has")
+            "layout to what the table has"
+        )
 
 
 def closed_days(window_starts_ms: Iterable[int], closed_before_ms: int) -> list[str]:
@@ -403,7 +478,9 @@ def closed_days(window_starts_ms: Iterable[int], closed_before_ms: int) -> list[
     return sorted({_day(ms) for ms in window_starts_ms if (ms // DAY_MS + 1) * DAY_MS <= closed_before_ms})
 
 
-def compact_days(spark: SparkSession, path: str, days: list[str], zorder_by: Iterable[str] = ()) -> list[tuple[str, int, int]]:
+def compact_days(
+    spark: SparkSession, path: str, days: list[str], zorder_by: Iterable[str] = ()
+) -> list[tuple[str, int, int]]:
     """Delta OPTIMIZE of these day partitions (bin-packing, or Z-ordering by ``zorder_by``): ``(day, files removed,
     files added)`` each. A liquid-clustered table is OPTIMIZEd whole, once (Delta clusters only what is not
     clustered yet): ``("clustered", removed, added)``.
@@ -446,8 +523,9 @@ def table_properties(spark: SparkSession, path: str, with_clustering: bool = Fal
     return found
 
 
-def set_table_properties(spark: SparkSession, path: str, wanted: Mapping[str, str],
-                         current: Mapping[str, str] | None = None) -> dict[str, str]:
+def set_table_properties(
+    spark: SparkSession, path: str, wanted: Mapping[str, str], current: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """Set those of ``wanted`` the table lacks or holds another value of (one ``ALTER TABLE ... SET TBLPROPERTIES``
     commit, none when all match); what was set. Names and values were checked at load (no quote to escape).
     ``current``: the table's properties, when the caller has read them already."""

@@ -30,8 +30,8 @@ class Evolution:
     """The schema to parse with, and what this run's bodies changed or could not change."""
 
     schema: StructType
-    added: list[str] = field(default_factory=list)      # dotted paths of new columns, with their types
-    left_out: list[str] = field(default_factory=list)   # dotted paths kept in ``body`` only, with why
+    added: list[str] = field(default_factory=list)  # dotted paths of new columns, with their types
+    left_out: list[str] = field(default_factory=list)  # dotted paths kept in ``body`` only, with why
 
 
 def body_fields(table_fields: Iterable[StructField], reserved: Iterable[str] = ()) -> list[StructField]:
@@ -51,8 +51,9 @@ def _refusal(name: str, top_level: bool, reserved: set[str]) -> str | None:
     return None
 
 
-def merge(existing: StructType, found: StructType, *, path: str = "", top_level: bool = True,
-          reserved: Iterable[str] = ()) -> Evolution:
+def merge(
+    existing: StructType, found: StructType, *, path: str = "", top_level: bool = True, reserved: Iterable[str] = ()
+) -> Evolution:
     """``existing`` with the fields of ``found`` it lacks appended (recursively inside struct columns and arrays of
     structs); an existing field keeps its type whatever ``found`` says."""
     reserved = set(reserved)
@@ -136,8 +137,9 @@ def infer_fields(bodies) -> StructType:
     except PySparkTypeError:
         # pyspark before 4.2 reads JSON from a DataFrame only in the JVM: DataFrameReader.json(Dataset[String]).
         if not hasattr(objects, "_jdf"):
-            raise RuntimeError("body.evolve on Spark Connect needs pyspark 4.2 or later (spark.read.json of a "
-                               "DataFrame)") from None
+            raise RuntimeError(
+                "body.evolve on Spark Connect needs pyspark 4.2 or later (spark.read.json of a DataFrame)"
+            ) from None
         reader = spark._jsparkSession.read()
         for key, value in options.items():
             reader = reader.option(key, value)
@@ -146,7 +148,9 @@ def infer_fields(bodies) -> StructType:
     return StructType([f for f in inferred.fields if f.name != INFERENCE_CORRUPT])
 
 
-def evolve(bodies, configured: StructType, table_fields: Iterable[StructField], reserved: Iterable[str] = ()) -> Evolution:
+def evolve(
+    bodies, configured: StructType, table_fields: Iterable[StructField], reserved: Iterable[str] = ()
+) -> Evolution:
     """The schema to parse this run's ``bodies`` with: the table's body columns, the configured fields the table
     does not have yet, then what the bodies add."""
     reserved = tuple(reserved)

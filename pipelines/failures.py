@@ -71,8 +71,7 @@ FIRST_DELAY_LEVEL = 3
 _INT_MAX = 2**31 - 1
 
 
-def retry_message(group: str, failure: FailedMessage, content: FailedContent, max_reconsume_times: int
-                  ) -> RetryMessage:
+def retry_message(group: str, failure: FailedMessage, content: FailedContent, max_reconsume_times: int) -> RetryMessage:
     """``failure`` as Java's push consumer produces a message into ``%RETRY%<group>`` when the broker that stores it
     does not take CONSUMER_SEND_MSG_BACK (``DefaultMQPushConsumerImpl#sendMessageBackAsNormalMessage``): the body
     and properties read, ``RETRY_TOPIC`` the original topic, ``ORIGIN_MESSAGE_ID`` the original's offset id (as
@@ -92,8 +91,7 @@ def retry_message(group: str, failure: FailedMessage, content: FailedContent, ma
     if content.properties is not None:
         props = dict(content.properties)
     else:
-        props = {name: value for name, value in ((PROPERTY_TAGS, content.tags), (PROPERTY_KEYS, content.keys))
-                 if value}
+        props = {name: value for name, value in ((PROPERTY_TAGS, content.tags), (PROPERTY_KEYS, content.keys)) if value}
         if failure.msg_id != failure.offset_msg_id:
             props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = failure.msg_id
     origin = content.origin_offset_msg_id or failure.offset_msg_id
@@ -101,9 +99,13 @@ def retry_message(group: str, failure: FailedMessage, content: FailedContent, ma
     reconsume = failure.reconsume_times + 1
     if failure.outcome == DEAD_LETTERED:
         reconsume = min(max(reconsume, max_reconsume_times + 1), _INT_MAX)
-    props |= {PROPERTY_ORIGIN_MESSAGE_ID: origin, PROPERTY_RETRY_TOPIC: failure.origin_topic,
-              "RECONSUME_TIME": str(reconsume), "MAX_RECONSUME_TIMES": str(max_reconsume_times),
-              "DELAY": str(FIRST_DELAY_LEVEL + failure.reconsume_times)}
+    props |= {
+        PROPERTY_ORIGIN_MESSAGE_ID: origin,
+        PROPERTY_RETRY_TOPIC: failure.origin_topic,
+        "RECONSUME_TIME": str(reconsume),
+        "MAX_RECONSUME_TIMES": str(max_reconsume_times),
+        "DELAY": str(FIRST_DELAY_LEVEL + failure.reconsume_times),
+    }
     return RetryMessage(retry_topic(group), content.body, props, reconsume, max_reconsume_times)
 
 

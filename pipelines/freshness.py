@@ -20,8 +20,8 @@ GROWTH_TICKS = 5
 @dataclass(frozen=True)
 class Freshness:
     passed: bool
-    newest_landed: str | None   # partition key
-    newest_due: str | None      # the newest window whose close + grace + slack is over (None: none yet)
+    newest_landed: str | None  # partition key
+    newest_due: str | None  # the newest window whose close + grace + slack is over (None: none yet)
 
     def describe(self) -> str:
         if self.newest_due is None:
@@ -41,5 +41,5 @@ def freshness(newest_due: str | None, landed: Sequence[str], start_of: Callable[
 
 def lag_keeps_growing(totals_oldest_first: Sequence[int], ticks: int = GROWTH_TICKS) -> bool:
     """Whether the total lag rose at each of the last ``ticks`` observations."""
-    last = list(totals_oldest_first)[-(ticks + 1):]
+    last = list(totals_oldest_first)[-(ticks + 1) :]
     return len(last) == ticks + 1 and all(b > a for a, b in zip(last, last[1:]))

@@ -99,16 +99,16 @@ class RecordedRuns(Protocol):
 @dataclass(frozen=True)
 class WindowAccounting:
     partition_key: str
-    planned: int   # sum of the window's range sizes
-    seen: int      # offsets the reader returned
-    rows: int      # rows of this window x these queues in the table after the commit
+    planned: int  # sum of the window's range sizes
+    seen: int  # offsets the reader returned
+    rows: int  # rows of this window x these queues in the table after the commit
     filtered: int  # offsets the subscription's tags filtered out
     body_bytes: int = 0  # bytes of the message bodies of the rows landed (before any decoding)
-    sent_back: int = 0      # failed, sent back to %RETRY%<group> (CLUSTERING)
+    sent_back: int = 0  # failed, sent back to %RETRY%<group> (CLUSTERING)
     dead_lettered: int = 0  # failed for the last time, sent back to %DLQ%<group> (CLUSTERING)
-    failed: int = 0         # failed, kept in the failures table (BROADCASTING: never sent back)
-    duplicates: int = 0     # redelivered copies of messages landed already
-    held: int = 0           # orderly: at or after the message a queue is suspended at, landed when it resumes
+    failed: int = 0  # failed, kept in the failures table (BROADCASTING: never sent back)
+    duplicates: int = 0  # redelivered copies of messages landed already
+    held: int = 0  # orderly: at or after the message a queue is suspended at, landed when it resumes
     queue_problems: tuple[str, ...] = ()  # queues of the window whose offsets do not add up (see materialize)
 
     @property
@@ -131,7 +131,8 @@ class Landing:
     #: The failures of one broker as read (``FailedContent`` by queue and offset), asked for only when that broker does
     #: not take their send-back: their bodies stay out of the driver otherwise.
     contents: Callable[[str], dict[tuple[MessageQueue, int], FailedContent]] | None = field(
-        default=None, compare=False, repr=False)
+        default=None, compare=False, repr=False
+    )
 
 
 class Lake(Protocol):
@@ -192,20 +193,30 @@ def verdict_of(m: Materialization) -> LedgerEntry | None:
     if m.delta_version is None:
         return None
     decided = replace(m.ledger, verdict=BALANCED if m.balanced else UNBALANCED, carried=(), version=None)
-    return replace(m.ledger, windows=(), origin={}, gaps={}, suspended={}, verdict=None, version=None, landed={},
-                   bounds={}, carried=(*m.ledger.carried, decided))
+    return replace(
+        m.ledger,
+        windows=(),
+        origin={},
+        gaps={},
+        suspended={},
+        verdict=None,
+        version=None,
+        landed={},
+        bounds={},
+        carried=(*m.ledger.carried, decided),
+    )
 
 
 @dataclass(frozen=True)
 class Prepared:
-    queues: list[MessageQueue]               # the queues this member takes
-    at_stake: list[LedgerEntry]              # earlier entries at stake this run does not trust (kept whole)
-    repaired: list[OffsetMove]               # offsets a previous run landed but did not commit
-    starts: dict[MessageQueue, int]          # where the group stands on each queue (committed or origin)
-    origin: dict[MessageQueue, int]          # where the group started, known or decided now
+    queues: list[MessageQueue]  # the queues this member takes
+    at_stake: list[LedgerEntry]  # earlier entries at stake this run does not trust (kept whole)
+    repaired: list[OffsetMove]  # offsets a previous run landed but did not commit
+    starts: dict[MessageQueue, int]  # where the group stands on each queue (committed or origin)
+    origin: dict[MessageQueue, int]  # where the group started, known or decided now
     gaps: dict[MessageQueue, tuple[int, int]]  # deleted before they were landed (on_deleted_messages: record)
-    member: str | None = None                # this member's client id, written into its entries
-    read_version: int | None = None          # the table version the ledger was read at
+    member: str | None = None  # this member's client id, written into its entries
+    read_version: int | None = None  # the table version the ledger was read at
     suspended: dict[MessageQueue, Suspension] = field(default_factory=dict)  # orderly queues stopped at a message
     landed: dict[MessageQueue, tuple[tuple[int, int], ...]] = field(default_factory=dict)  # trusted spans, merged
     bounds: Bounds = field(default_factory=dict)  # window boundaries recorded by earlier plans (``ledger``)
@@ -220,8 +231,9 @@ def _foreign(entry: LedgerEntry, member: str | None) -> bool:
     return entry.member is not None and member is not None and entry.member != member
 
 
-def trusted_entries(recorded: RecordedRuns, entries: list[LedgerEntry], member: str | None
-                    ) -> Callable[[LedgerEntry], bool]:
+def trusted_entries(
+    recorded: RecordedRuns, entries: list[LedgerEntry], member: str | None
+) -> Callable[[LedgerEntry], bool]:
     """Which entries may move offsets: never an unbalanced one; any entry whose verdict says balanced, whoever
     wrote it; one whose run Dagster recorded.
 
@@ -249,9 +261,18 @@ def _apply(broker: Broker, moves: list[OffsetMove]) -> None:
         broker.commit_offset(move.queue, move.after)
 
 
-def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionConfig, now_ms: int,
-            first_window_start_ms: int, *, member: str | None = None,
-            taken: Collection[MessageQueue] | None = None, silent: Collection[str] = ()) -> Prepared:
+def prepare(
+    broker: Broker,
+    lake: Lake,
+    recorded: RecordedRuns,
+    cfg: IngestionConfig,
+    now_ms: int,
+    first_window_start_ms: int,
+    *,
+    member: str | None = None,
+    taken: Collection[MessageQueue] | None = None,
+    silent: Collection[str] = (),
+) -> Prepared:
     """Repair offsets an earlier run landed but did not commit, then decide where the group stands.
 
     ``taken``: the queues this member takes (default: every queue of the subscription). Offsets move
@@ -315,7 +336,8 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
         raise MessagesDeleted(
             f"the broker deleted messages group {group} never landed ({listed}). Nothing was written. "
             "Land them from a backup if you have one; to accept the loss, set on_deleted_messages: record for this "
-            "ingestion, which records the gap in the ledger and moves on.")
+            "ingestion, which records the gap in the ledger and moves on."
+        )
     positions = {mq: max(start, gaps.get(mq, (0, 0))[1]) for mq, start in starts.items()}
     still = at_stake(ledger, committed_all)
     # What this run trusts is kept merged, the rest whole: the entry it writes stays bounded (see ``ledger``).
@@ -325,9 +347,20 @@ def prepare(broker: Broker, lake: Lake, recorded: RecordedRuns, cfg: IngestionCo
     bounds = known_bounds(ledger)
     for r in replaced:  # the next window on the queue starts at the anchor: every new message lands
         bounds.setdefault(r.queue, {})[r.boundary_ms] = r.anchor
-    return Prepared(queues, kept_whole, repaired, starts, origin, gaps, member, read_version,
-                    suspensions(ledger, positions) if cfg.consume_orderly else {}, landed,
-                    kept_bounds(bounds, committed_all), tuple(replaced))
+    return Prepared(
+        queues,
+        kept_whole,
+        repaired,
+        starts,
+        origin,
+        gaps,
+        member,
+        read_version,
+        suspensions(ledger, positions) if cfg.consume_orderly else {},
+        landed,
+        kept_bounds(bounds, committed_all),
+        tuple(replaced),
+    )
 
 
 def check_within_broker(broker: Broker, moves: list[OffsetMove], group: str, slaves: Collection[str] = ()) -> None:
@@ -345,9 +378,11 @@ def check_within_broker(broker: Broker, moves: list[OffsetMove], group: str, sla
                 f"the table's ledger says group {group} landed messages the broker does not have ({listed}): the "
                 f"master of {', '.join(names)} does not answer, and a slave answers in its place with what it has "
                 "copied so far; the rest is on the master. Nothing was read and no offset moved, and the table is "
-                "right as it is: the run lands these queues once the master is back.")
-        raise ahead_of_broker(group, listed, "The broker's store was recreated, or the ingestion now points at "
-                                             "another cluster.")
+                "right as it is: the run lands these queues once the master is back."
+            )
+        raise ahead_of_broker(
+            group, listed, "The broker's store was recreated, or the ingestion now points at another cluster."
+        )
 
 
 def deleted_gaps(broker: Broker, starts: dict[MessageQueue, int]) -> dict[MessageQueue, tuple[int, int]]:
@@ -360,16 +395,24 @@ def deleted_gaps(broker: Broker, starts: dict[MessageQueue, int]) -> dict[Messag
     return gaps
 
 
-def plan_windows(times: StoreTimeReader, queues: list[MessageQueue], windows: list[tuple[str, Window]],
-                 starts: dict[MessageQueue, int] | None = None, bounds: Bounds | None = None
-                 ) -> tuple[WindowEntry, ...]:
+def plan_windows(
+    times: StoreTimeReader,
+    queues: list[MessageQueue],
+    windows: list[tuple[str, Window]],
+    starts: dict[MessageQueue, int] | None = None,
+    bounds: Bounds | None = None,
+) -> tuple[WindowEntry, ...]:
     """Exact ranges per window; with ``starts``, a range begins no earlier than its queue's start."""
     return planned_with_bounds(times, queues, windows, starts, bounds)[0]
 
 
-def planned_with_bounds(times: StoreTimeReader, queues: list[MessageQueue], windows: list[tuple[str, Window]],
-                        starts: dict[MessageQueue, int] | None = None, bounds: Bounds | None = None
-                        ) -> tuple[tuple[WindowEntry, ...], Bounds]:
+def planned_with_bounds(
+    times: StoreTimeReader,
+    queues: list[MessageQueue],
+    windows: list[tuple[str, Window]],
+    starts: dict[MessageQueue, int] | None = None,
+    bounds: Bounds | None = None,
+) -> tuple[tuple[WindowEntry, ...], Bounds]:
     """``plan_windows``, and ``bounds`` with the boundaries these windows were planned with (a recorded one where the
     broker still holds it, else the one found now).
 
@@ -394,9 +437,20 @@ def planned_with_bounds(times: StoreTimeReader, queues: list[MessageQueue], wind
 WindowsBetween = Callable[[int, int], list[tuple[str, Window]]]
 
 
-def land(broker: Broker, lake: Lake, cfg: IngestionConfig, ingestion: str, run_id: str,
-         windows: list[tuple[str, Window]], prepared: Prepared, *, start_at_group_position: bool,
-         log: Log = _no_log, now_ms: int = 0, windows_between: WindowsBetween | None = None) -> Materialization:
+def land(
+    broker: Broker,
+    lake: Lake,
+    cfg: IngestionConfig,
+    ingestion: str,
+    run_id: str,
+    windows: list[tuple[str, Window]],
+    prepared: Prepared,
+    *,
+    start_at_group_position: bool,
+    log: Log = _no_log,
+    now_ms: int = 0,
+    windows_between: WindowsBetween | None = None,
+) -> Materialization:
     """Plan the windows and land them in one commit whose ledger entry carries what is still at stake.
 
     ``start_at_group_position``: scheduled runs start where the group stands; an explicit backfill
@@ -404,23 +458,42 @@ def land(broker: Broker, lake: Lake, cfg: IngestionConfig, ingestion: str, run_i
     of a queue (``OutOfOrder``), except where a queue is suspended (``orderly_plan``). ``log`` hears one
     line per step: the planned ranges, the Spark job, the commit.
     """
-    planned, bounds = planned_with_bounds(broker, prepared.queues, windows,
-                                          prepared.starts if start_at_group_position else None, prepared.bounds)
+    planned, bounds = planned_with_bounds(
+        broker, prepared.queues, windows, prepared.starts if start_at_group_position else None, prepared.bounds
+    )
     suspended: dict[MessageQueue, Suspension] = {}
     if cfg.consume_orderly:
         planned, suspended = orderly_plan(broker, planned, prepared, now_ms, windows_between, log)
         positions = {mq: max(start, prepared.gaps.get(mq, (0, 0))[1]) for mq, start in prepared.starts.items()}
         problems = out_of_order(planned, {mq: p for mq, p in positions.items() if mq not in suspended})
         if problems:
-            raise OutOfOrder("orderly: a window of a queue cannot land before the earlier ones; land the earlier "
-                             "windows first (nothing was read, no offset moved): " + "; ".join(problems))
-    entry = LedgerEntry(ingestion, cfg.consumer_group, run_id, planned, dict(prepared.origin), dict(prepared.gaps),
-                        carried=tuple(prepared.at_stake), member=prepared.member, read_version=prepared.read_version,
-                        suspended=suspended, verdict=PENDING, namesrv=broker.cluster, landed=dict(prepared.landed),
-                        bounds={mq: tuple(sorted(by_time.items())) for mq, by_time in sorted(bounds.items())})
+            raise OutOfOrder(
+                "orderly: a window of a queue cannot land before the earlier ones; land the earlier "
+                "windows first (nothing was read, no offset moved): " + "; ".join(problems)
+            )
+    entry = LedgerEntry(
+        ingestion,
+        cfg.consumer_group,
+        run_id,
+        planned,
+        dict(prepared.origin),
+        dict(prepared.gaps),
+        carried=tuple(prepared.at_stake),
+        member=prepared.member,
+        read_version=prepared.read_version,
+        suspended=suspended,
+        verdict=PENDING,
+        namesrv=broker.cluster,
+        landed=dict(prepared.landed),
+        bounds={mq: tuple(sorted(by_time.items())) for mq, by_time in sorted(bounds.items())},
+    )
     for w in planned:
-        log(f"window {w.partition_key}: {w.size} offsets planned: "
-            + ", ".join(f"{r.queue.broker_name}/{r.queue.topic}/{r.queue.queue_id} [{r.start}, {r.end})" for r in w.ranges))
+        log(
+            f"window {w.partition_key}: {w.size} offsets planned: "
+            + ", ".join(
+                f"{r.queue.broker_name}/{r.queue.topic}/{r.queue.queue_id} [{r.start}, {r.end})" for r in w.ranges
+            )
+        )
     return Materialization(entry, lake.land(entry, len(prepared.queues), log, again=landed_before(planned, prepared)))
 
 
@@ -432,12 +505,19 @@ def landed_before(planned: Iterable[WindowEntry], prepared: Prepared) -> bool:
         for w in entry.windows:
             for r in w.ranges:
                 spans.setdefault(r.queue, []).append((r.start, r.end))
-    return any(lo < r.end and r.start < hi
-               for w in planned for r in w.ranges if r.size for lo, hi in spans.get(r.queue, ()))
+    return any(
+        lo < r.end and r.start < hi for w in planned for r in w.ranges if r.size for lo, hi in spans.get(r.queue, ())
+    )
 
 
-def orderly_plan(times: StoreTimeReader, planned: tuple[WindowEntry, ...], prepared: Prepared, now_ms: int,
-                 windows_between: WindowsBetween | None, log: Log) -> tuple[tuple[WindowEntry, ...], dict]:
+def orderly_plan(
+    times: StoreTimeReader,
+    planned: tuple[WindowEntry, ...],
+    prepared: Prepared,
+    now_ms: int,
+    windows_between: WindowsBetween | None,
+    log: Log,
+) -> tuple[tuple[WindowEntry, ...], dict]:
     """Where orderly queues are suspended: a queue whose pause is not over takes no range in this run (its
     windows wait); one whose pause is over resumes at its message, in the window that holds it, and takes
     every window from there on, so it lands in order. Returns the plan and the suspensions it carries (the
@@ -445,8 +525,10 @@ def orderly_plan(times: StoreTimeReader, planned: tuple[WindowEntry, ...], prepa
     waiting = {mq: s for mq, s in prepared.suspended.items() if s.until_ms > now_ms and mq in prepared.queues}
     due = {mq: s for mq, s in prepared.suspended.items() if s.until_ms <= now_ms and mq in prepared.queues}
     for mq, s in sorted(waiting.items()):
-        log(f"orderly: {mq.key} is suspended at offset {s.offset} ({s.attempts} failed attempt(s), last: "
-            f"{s.error}); it waits until {iso(s.until_ms)} and takes no range in this run")
+        log(
+            f"orderly: {mq.key} is suspended at offset {s.offset} ({s.attempts} failed attempt(s), last: "
+            f"{s.error}); it waits until {iso(s.until_ms)} and takes no range in this run"
+        )
     windows = {w.start_ms: w for w in planned}
     first_ms = min(windows, default=None)
     for mq, s in sorted(due.items()):
@@ -465,9 +547,15 @@ def orderly_plan(times: StoreTimeReader, planned: tuple[WindowEntry, ...], prepa
         offset = due[r.queue].offset if r.queue in due else r.start
         return OffsetRange(r.queue, min(max(r.start, offset), r.end), r.end)
 
-    resumed = tuple(replace(w, ranges=tuple(sorted((from_suspension(r) for r in w.ranges if r.queue not in waiting),
-                                                   key=lambda r: r.queue)))
-                    for _, w in sorted(windows.items()))
+    resumed = tuple(
+        replace(
+            w,
+            ranges=tuple(
+                sorted((from_suspension(r) for r in w.ranges if r.queue not in waiting), key=lambda r: r.queue)
+            ),
+        )
+        for _, w in sorted(windows.items())
+    )
     return resumed, {**waiting, **due}
 
 
@@ -499,8 +587,10 @@ def send_back(broker: Broker, cfg: IngestionConfig, m: Materialization, log: Log
         produce_back(broker, cfg, m.landing, name, why, failures, log)
     if sent:
         dead = sum(f.outcome == DEAD_LETTERED for f in sent)
-        log(f"sent back {len(sent)} failed message(s) to {cfg.consumer_group}'s retry topic ({dead} of them to "
-            f"%DLQ%{cfg.consumer_group}, after {cfg.effective_max_reconsume_times} attempts)")
+        log(
+            f"sent back {len(sent)} failed message(s) to {cfg.consumer_group}'s retry topic ({dead} of them to "
+            f"%DLQ%{cfg.consumer_group}, after {cfg.effective_max_reconsume_times} attempts)"
+        )
     return len(sent)
 
 
@@ -508,31 +598,48 @@ class SendBackFailed(RuntimeError):
     """A broker did not take a send-back and the failures could not be produced into the retry topic either."""
 
 
-def produce_back(broker: Broker, cfg: IngestionConfig, landing: Landing, name: str, why: str,
-                 failures: Sequence[FailedMessage], log: Log = _no_log) -> None:
+def produce_back(
+    broker: Broker,
+    cfg: IngestionConfig,
+    landing: Landing,
+    name: str,
+    why: str,
+    failures: Sequence[FailedMessage],
+    log: Log = _no_log,
+) -> None:
     """Produce ``failures``, which broker ``name`` did not take back (``why``), into ``%RETRY%<group>`` on another
     broker (``failures.retry_message``): the broker stores each there, or in ``%DLQ%<group>`` once it is out of
     attempts. Raises when that fails too: the run stops before its verdict and the window lands again."""
     retry = retry_topic(cfg.consumer_group)
     if landing.contents is None:
-        raise SendBackFailed(f"broker {name} did not take the send-back of {len(failures)} failed message(s) ({why}), "
-                             f"and this landing cannot produce them into {retry}: it kept none of their bodies")
+        raise SendBackFailed(
+            f"broker {name} did not take the send-back of {len(failures)} failed message(s) ({why}), "
+            f"and this landing cannot produce them into {retry}: it kept none of their bodies"
+        )
     read = landing.contents(name)
     missing = [f for f in failures if (f.queue, f.queue_offset) not in read]
     if missing:
         listed = ", ".join(f"{f.queue.key}@{f.queue_offset}" for f in missing[:5])
-        raise SendBackFailed(f"broker {name} did not take the send-back ({why}), and {len(missing)} of its failed "
-                             f"messages are not among those this run read ({listed}): nothing to produce into {retry}")
+        raise SendBackFailed(
+            f"broker {name} did not take the send-back ({why}), and {len(missing)} of its failed "
+            f"messages are not among those this run read ({listed}): nothing to produce into {retry}"
+        )
     stored_on: set[str] = set()
     for f in failures:
-        message = retry_message(cfg.consumer_group, f, read[(f.queue, f.queue_offset)], cfg.effective_max_reconsume_times)
+        message = retry_message(
+            cfg.consumer_group, f, read[(f.queue, f.queue_offset)], cfg.effective_max_reconsume_times
+        )
         try:
             stored_on.add(broker.produce_retry(message, avoid=name))
         except Exception as e:
-            raise SendBackFailed(f"broker {name} did not take the send-back of {f.queue.key}@{f.queue_offset} ({why}), "
-                                 f"and producing it into {retry} on another broker failed too: {e}") from e
-    log(f"{len(failures)} failed message(s) were produced into {retry} (on {', '.join(sorted(stored_on))}) because "
-        f"broker {name} did not take the send-back: {why}")
+            raise SendBackFailed(
+                f"broker {name} did not take the send-back of {f.queue.key}@{f.queue_offset} ({why}), "
+                f"and producing it into {retry} on another broker failed too: {e}"
+            ) from e
+    log(
+        f"{len(failures)} failed message(s) were produced into {retry} (on {', '.join(sorted(stored_on))}) because "
+        f"broker {name} did not take the send-back: {why}"
+    )
 
 
 def commit(broker: Broker, recorded: RecordedRuns, prepared: Prepared, landed: LedgerEntry) -> list[OffsetMove]:

@@ -33,6 +33,7 @@ LEDGER_VERSION = 1
 class NewerLedger(ValueError):
     """The table's ledger was written in a newer format than this rocketlake reads."""
 
+
 # An entry's verdict: whether the rows its commit left in the table add up to its ranges (the accounting check).
 # A run commits its slice first (``pending``), reads the slice back, then commits the verdict (an entry without
 # windows that carries the decided copy); other members move offsets only over ``balanced`` entries. Entries
@@ -73,15 +74,28 @@ class Suspension:
     error: str | None = None
 
     def to_dict(self) -> dict:
-        return {"offset": self.offset, "attempts": self.attempts, "until_ms": self.until_ms,
-                "window": [self.window_key, self.window_start_ms, self.window_end_ms],
-                "msg_id": self.msg_id, "error": self.error}
+        return {
+            "offset": self.offset,
+            "attempts": self.attempts,
+            "until_ms": self.until_ms,
+            "window": [self.window_key, self.window_start_ms, self.window_end_ms],
+            "msg_id": self.msg_id,
+            "error": self.error,
+        }
 
     @classmethod
     def from_dict(cls, raw: dict) -> Suspension:
         key, start, end = raw["window"]
-        return cls(int(raw["offset"]), int(raw["attempts"]), int(raw["until_ms"]), key, int(start), int(end),
-                   raw.get("msg_id"), raw.get("error"))
+        return cls(
+            int(raw["offset"]),
+            int(raw["attempts"]),
+            int(raw["until_ms"]),
+            key,
+            int(start),
+            int(end),
+            raw.get("msg_id"),
+            raw.get("error"),
+        )
 
 
 @dataclass(frozen=True)
@@ -148,22 +162,38 @@ class LedgerEntry:
 
     def _body(self) -> dict:
         return {
-            "ingestion": self.ingestion, "consumer_group": self.consumer_group, "run_id": self.run_id,
-            "windows": [{"partition_key": w.partition_key, "start_ms": w.start_ms, "end_ms": w.end_ms,
-                         "ranges": [r.to_dict() for r in w.ranges]} for w in self.windows],
+            "ingestion": self.ingestion,
+            "consumer_group": self.consumer_group,
+            "run_id": self.run_id,
+            "windows": [
+                {
+                    "partition_key": w.partition_key,
+                    "start_ms": w.start_ms,
+                    "end_ms": w.end_ms,
+                    "ranges": [r.to_dict() for r in w.ranges],
+                }
+                for w in self.windows
+            ],
             "origin": {mq.key: offset for mq, offset in sorted(self.origin.items())},
             "gaps": {mq.key: list(gap) for mq, gap in sorted(self.gaps.items())},
             **({"member": self.member} if self.member is not None else {}),
             **({"namesrv": self.namesrv} if self.namesrv is not None else {}),
-            **({"suspended": {mq.key: s.to_dict() for mq, s in sorted(self.suspended.items())}}
-               if self.suspended else {}),
+            **(
+                {"suspended": {mq.key: s.to_dict() for mq, s in sorted(self.suspended.items())}}
+                if self.suspended
+                else {}
+            ),
         }
 
     def _with_verdict(self) -> dict:
         return {**self._body(), **({"verdict": self.verdict} if self.verdict is not None else {})}
 
     def to_json(self) -> str:
-        body = {LEDGER_KEY: LEDGER_VERSION, **self._with_verdict(), "carried": [e._with_verdict() for e in self.carried]}
+        body = {
+            LEDGER_KEY: LEDGER_VERSION,
+            **self._with_verdict(),
+            "carried": [e._with_verdict() for e in self.carried],
+        }
         if self.landed:
             body["landed"] = {mq.key: [list(s) for s in spans] for mq, spans in sorted(self.landed.items())}
         if self.bounds:
@@ -184,38 +214,63 @@ class LedgerEntry:
         written = raw[LEDGER_KEY]
         if isinstance(written, int) and written > LEDGER_VERSION:
             # Read as someone else's commit, it would hide what a newer rocketlake landed: a run would land it again.
-            raise NewerLedger(f"Delta version {version} of this table holds a ledger entry in format {written}, written "
-                              f"by a newer rocketlake; this one reads format {LEDGER_VERSION}: upgrade rocketlake on "
-                              "every member of the group before it lands this table again")
+            raise NewerLedger(
+                f"Delta version {version} of this table holds a ledger entry in format {written}, written "
+                f"by a newer rocketlake; this one reads format {LEDGER_VERSION}: upgrade rocketlake on "
+                "every member of the group before it lands this table again"
+            )
         if written != LEDGER_VERSION:
             return None
         carried = raw.get("carried")
-        entry = cls._from_body(raw, version, None if carried is None else tuple(cls._from_body(c, None, ()) for c in carried))
+        entry = cls._from_body(
+            raw, version, None if carried is None else tuple(cls._from_body(c, None, ()) for c in carried)
+        )
         read_version = raw.get("read_version")
         if read_version is not None:
             entry = replace(entry, read_version=int(read_version))
         landed = raw.get("landed")
         if landed:
-            entry = replace(entry, landed={MessageQueue.from_key(k): tuple((int(a), int(b)) for a, b in v)
-                                           for k, v in landed.items()})
+            entry = replace(
+                entry,
+                landed={MessageQueue.from_key(k): tuple((int(a), int(b)) for a, b in v) for k, v in landed.items()},
+            )
         bounds = raw.get("bounds")
         if bounds:
-            entry = replace(entry, bounds={MessageQueue.from_key(k): tuple((int(t), int(o)) for t, o in v)
-                                           for k, v in bounds.items()})
+            entry = replace(
+                entry,
+                bounds={MessageQueue.from_key(k): tuple((int(t), int(o)) for t, o in v) for k, v in bounds.items()},
+            )
         return entry
 
     @classmethod
     def _from_body(cls, raw: dict, version: int | None, carried: tuple[LedgerEntry, ...] | None) -> LedgerEntry:
         windows = tuple(
-            WindowEntry(w["partition_key"], int(w["start_ms"]), int(w["end_ms"]),
-                        tuple(OffsetRange.from_dict(r) for r in w["ranges"]))
-            for w in raw["windows"])
+            WindowEntry(
+                w["partition_key"],
+                int(w["start_ms"]),
+                int(w["end_ms"]),
+                tuple(OffsetRange.from_dict(r) for r in w["ranges"]),
+            )
+            for w in raw["windows"]
+        )
         origin = {MessageQueue.from_key(k): int(v) for k, v in raw.get("origin", {}).items()}
         gaps = {MessageQueue.from_key(k): (int(v[0]), int(v[1])) for k, v in raw.get("gaps", {}).items()}
         suspended = {MessageQueue.from_key(k): Suspension.from_dict(v) for k, v in raw.get("suspended", {}).items()}
-        return cls(raw["ingestion"], raw["consumer_group"], raw["run_id"], windows, origin, gaps, carried or (),
-                   version, raw.get("member"), self_sufficient=carried is not None, suspended=suspended,
-                   verdict=raw.get("verdict"), namesrv=raw.get("namesrv"))
+        return cls(
+            raw["ingestion"],
+            raw["consumer_group"],
+            raw["run_id"],
+            windows,
+            origin,
+            gaps,
+            carried or (),
+            version,
+            raw.get("member"),
+            self_sufficient=carried is not None,
+            suspended=suspended,
+            verdict=raw.get("verdict"),
+            namesrv=raw.get("namesrv"),
+        )
 
     @property
     def identity(self) -> str:
@@ -229,8 +284,9 @@ class LedgerEntry:
         return self.read_version if self.read_version is not None else self.version - 1
 
 
-def history_of(entries_newest_first: Iterable[LedgerEntry], group: str,
-               lowest_version_read: int | None = None) -> tuple[list[LedgerEntry], bool]:
+def history_of(
+    entries_newest_first: Iterable[LedgerEntry], group: str, lowest_version_read: int | None = None
+) -> tuple[list[LedgerEntry], bool]:
     """The entries of ``group`` a run needs, oldest first, from commits read newest first.
 
     Takes the group's entries (and what they carry) down to the lowest floor (``reads_down_to``) of
@@ -271,8 +327,13 @@ def history_of(entries_newest_first: Iterable[LedgerEntry], group: str,
 
 def with_verdicts(entries_oldest_first: list[LedgerEntry]) -> list[LedgerEntry]:
     """The landings' entries, each with the verdict a later verdict commit decided, verdict commits left out."""
-    decided = {e.identity: e.verdict for v in entries_oldest_first if v.is_verdict for e in v.carried
-               if e.verdict not in (None, PENDING)}
+    decided = {
+        e.identity: e.verdict
+        for v in entries_oldest_first
+        if v.is_verdict
+        for e in v.carried
+        if e.verdict not in (None, PENDING)
+    }
     return [replace(e, verdict=decided.get(e.identity, e.verdict)) for e in entries_oldest_first if not e.is_verdict]
 
 
@@ -320,8 +381,9 @@ def summarized(entries: Iterable[LedgerEntry]) -> dict[MessageQueue, list[tuple[
     return spans
 
 
-def merged(spans: dict[MessageQueue, list[tuple[int, int]]], committed: dict[MessageQueue, int | None]
-           ) -> dict[MessageQueue, tuple[tuple[int, int], ...]]:
+def merged(
+    spans: dict[MessageQueue, list[tuple[int, int]]], committed: dict[MessageQueue, int | None]
+) -> dict[MessageQueue, tuple[tuple[int, int], ...]]:
     """Spans above the committed offsets of the group's queues, overlapping and touching ones joined, and below
     each committed offset ``[0, committed)``: where the group stood, passed already. That span lets a later run
     move the group forward again after an operator's tool set it back on the broker (5.x resets offsets there,
@@ -341,7 +403,9 @@ def merged(spans: dict[MessageQueue, list[tuple[int, int]]], committed: dict[Mes
     return out
 
 
-def landed_spans(entries: Iterable[LedgerEntry], trusted: Callable[[LedgerEntry], bool]) -> dict[MessageQueue, list[tuple[int, int]]]:
+def landed_spans(
+    entries: Iterable[LedgerEntry], trusted: Callable[[LedgerEntry], bool]
+) -> dict[MessageQueue, list[tuple[int, int]]]:
     """Per queue, what the group may pass over: the spans of the entries ``trusted`` accepts (recorded by Dagster,
     balanced), and the trusted spans entries keep merged."""
     entries = list(entries)
@@ -386,7 +450,7 @@ def kept_bounds(found: Bounds, committed: dict[MessageQueue, int | None]) -> Bou
         below = [] if at is None else [p for p in pairs if p[1] <= at][-BOUNDS_KEPT_PASSED:]
         above = pairs if at is None else [p for p in pairs if p[1] > at]
         if len(above) > BOUNDS_KEPT:
-            above = above[:BOUNDS_KEPT // 2] + above[-(BOUNDS_KEPT // 2):]
+            above = above[: BOUNDS_KEPT // 2] + above[-(BOUNDS_KEPT // 2) :]
         if below or above:
             kept[mq] = dict(below + above)
     return kept

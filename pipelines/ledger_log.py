@@ -47,8 +47,9 @@ def _entries(history: list[dict]) -> list[LedgerEntry]:
     return sorted((e for e in found if e is not None), key=lambda e: -(e.version or 0))
 
 
-def read_ledger(path: str, group: str | None = None, storage_options: dict[str, str] | None = None
-                ) -> list[LedgerEntry]:
+def read_ledger(
+    path: str, group: str | None = None, storage_options: dict[str, str] | None = None
+) -> list[LedgerEntry]:
     """The ledger entries a run of ``group`` needs, oldest first (if ``group`` is None, every landing's entry of the
     log, with the verdicts committed after it)."""
     limit = FIRST_HISTORY_PAGE
@@ -68,8 +69,9 @@ def read_ledger(path: str, group: str | None = None, storage_options: dict[str, 
         limit *= 10
 
 
-def recent_entries(path: str, limit: int = RECENT_COMMITS, storage_options: dict[str, str] | None = None
-                   ) -> list[LedgerEntry]:
+def recent_entries(
+    path: str, limit: int = RECENT_COMMITS, storage_options: dict[str, str] | None = None
+) -> list[LedgerEntry]:
     """The ledger entries among the table's newest ``limit`` commits, newest first ([] when no table yet)."""
     return _entries(_history(path, limit, storage_options) or [])
 

@@ -97,14 +97,18 @@ def load_listener(path: str) -> Callable:
         for part in attribute.split("."):
             target = getattr(target, part)
     except (ImportError, AttributeError) as e:
-        raise ListenerError(f"listener {path!r} cannot be loaded ({type(e).__name__}: {e}); it must be importable "
-                            "by the Dagster code location and by Spark's Python workers") from None
+        raise ListenerError(
+            f"listener {path!r} cannot be loaded ({type(e).__name__}: {e}); it must be importable "
+            "by the Dagster code location and by Spark's Python workers"
+        ) from None
     except SyntaxError as e:  # the module's own text: where, so the user can fix it
-        raise ListenerError(f"listener {path!r} cannot be loaded: its module has a syntax error at "
-                            f"{e.filename}:{e.lineno} ({e.msg})") from None
+        raise ListenerError(
+            f"listener {path!r} cannot be loaded: its module has a syntax error at {e.filename}:{e.lineno} ({e.msg})"
+        ) from None
     except Exception as e:  # noqa: BLE001 - whatever the module raises while it is imported is the user's to fix
-        raise ListenerError(f"listener {path!r} cannot be loaded: importing {module_name} raised "
-                            f"{type(e).__name__}: {e}") from None
+        raise ListenerError(
+            f"listener {path!r} cannot be loaded: importing {module_name} raised {type(e).__name__}: {e}"
+        ) from None
     if not callable(target):
         raise ListenerError(f"listener {path!r} is a {type(target).__name__}, not a function")
     return target
@@ -123,7 +127,9 @@ def judge_batch(answer: Any, context: ConsumeConcurrentlyContext) -> list[str | 
         # Java's listener returning null counts as RECONSUME_LATER; so does anything that is not a status.
         return [f"listener answered {answer!r}, not a ConsumeConcurrentlyStatus"] * n
     ok = min(context.ack_index, n - 1) + 1
-    return [None] * ok + [f"not acknowledged: the listener set ack_index={context.ack_index} in a batch of {n}"] * (n - ok)
+    return [None] * ok + [f"not acknowledged: the listener set ack_index={context.ack_index} in a batch of {n}"] * (
+        n - ok
+    )
 
 
 class ListenerHung(RuntimeError):
@@ -169,17 +175,18 @@ class CallPool:
                 f"{hung} listener call(s) given up at consume_timeout ({timeout_s:g}s) in earlier tasks still run "
                 f"in this Spark Python worker (pid {os.getpid()}), as many as consume_thread_max allows: the task "
                 "stops so that the worker exits with them, and the run fails with nothing committed (its windows "
-                "land again). The listener hangs: make its calls end (a timeout on what it waits for)")
+                "land again). The listener hangs: make its calls end (a timeout on what it waits for)"
+            )
         self.max_threads = max_threads
         self.timeout_s = timeout_s
         self._tasks: queue.SimpleQueue = queue.SimpleQueue()
         self._done: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._started: dict[int, float] = {}   # call index -> monotonic start
+        self._started: dict[int, float] = {}  # call index -> monotonic start
         self._threads: dict[int, threading.Thread] = {}  # call index -> the thread running it
-        self._abandoned: set[int] = set()     # calls given up: their threads exit when (if) they return
-        self._live = 0                        # threads serving the pool (abandoned ones excluded)
-        self._next_id = 0                     # call ids are unique over the pool's life, across ``run``s
+        self._abandoned: set[int] = set()  # calls given up: their threads exit when (if) they return
+        self._live = 0  # threads serving the pool (abandoned ones excluded)
+        self._next_id = 0  # call ids are unique over the pool's life, across ``run``s
         self.abandoned_calls = 0
         for _ in range(min_threads):
             self._spawn()
@@ -251,17 +258,20 @@ class CallPool:
             self._tasks.put((-1, None))
 
 
-def consume_rows(rows: list[dict], listener: Callable, batch_max: int, pool: CallPool,
-                 log: Callable[[str], None] = lambda _: None) -> list[str | None]:
+def consume_rows(
+    rows: list[dict], listener: Callable, batch_max: int, pool: CallPool, log: Callable[[str], None] = lambda _: None
+) -> list[str | None]:
     """Per row: None (consumed) or why not, calling a per-batch ``listener`` on batches of ``batch_max``."""
-    batches = [rows[i:i + batch_max] for i in range(0, len(rows), batch_max)]
+    batches = [rows[i : i + batch_max] for i in range(0, len(rows), batch_max)]
     contexts = [ConsumeConcurrentlyContext(len(b)) for b in batches]
 
     def call(batch: list[dict], context: ConsumeConcurrentlyContext) -> Callable[[], Any]:
         return lambda: listener(batch, context)
 
     errors: list[str | None] = []
-    for batch, context, (kind, value) in zip(batches, contexts, pool.run([call(b, c) for b, c in zip(batches, contexts)])):
+    for batch, context, (kind, value) in zip(
+        batches, contexts, pool.run([call(b, c) for b, c in zip(batches, contexts)])
+    ):
         if kind == "ok":
             errors += judge_batch(value, context)
         elif kind == "error":
@@ -271,9 +281,16 @@ def consume_rows(rows: list[dict], listener: Callable, batch_max: int, pool: Cal
     return errors
 
 
-def consume_in_order(rows: list[dict], listener: Callable | None, batch_max: int, pool: CallPool,
-                     prior: dict[str, tuple[int, int]], max_attempts: int, held: set[str],
-                     log: Callable[[str], None] = lambda _: None) -> list[tuple[str | None, bool]]:
+def consume_in_order(
+    rows: list[dict],
+    listener: Callable | None,
+    batch_max: int,
+    pool: CallPool,
+    prior: dict[str, tuple[int, int]],
+    max_attempts: int,
+    held: set[str],
+    log: Callable[[str], None] = lambda _: None,
+) -> list[tuple[str | None, bool]]:
     """Orderly consumption of rows sorted by queue and offset: per row (error or None, held).
 
     Rows carry ``queue`` (its key), ``queue_offset``, ``matched``, ``duplicate`` and ``error`` (a body that did not
@@ -298,9 +315,14 @@ def consume_in_order(rows: list[dict], listener: Callable | None, batch_max: int
             continue
         batch = [i]
         if row["error"] is None:
-            while (len(batch) < batch_max and batch[-1] + 1 < len(rows) and rows[batch[-1] + 1]["queue"] == queue_key
-                   and rows[batch[-1] + 1]["matched"] and not rows[batch[-1] + 1]["duplicate"]
-                   and rows[batch[-1] + 1]["error"] is None):
+            while (
+                len(batch) < batch_max
+                and batch[-1] + 1 < len(rows)
+                and rows[batch[-1] + 1]["queue"] == queue_key
+                and rows[batch[-1] + 1]["matched"]
+                and not rows[batch[-1] + 1]["duplicate"]
+                and rows[batch[-1] + 1]["error"] is None
+            ):
                 batch.append(batch[-1] + 1)
             error = _call_orderly(listener, [rows[j]["message"] for j in batch], queue_key, pool, log)
         else:
@@ -311,8 +333,10 @@ def consume_in_order(rows: list[dict], listener: Callable | None, batch_max: int
         offset, attempts = prior.get(queue_key, (None, 0))
         failed_before = attempts if offset == row["queue_offset"] else 0
         if failed_before >= max_attempts:
-            log(f"{queue_key} offset {row['queue_offset']}: failed {failed_before + 1} times (max_reconsume_times "
-                f"{max_attempts}); sent to the dead-letter queue, the queue goes on")
+            log(
+                f"{queue_key} offset {row['queue_offset']}: failed {failed_before + 1} times (max_reconsume_times "
+                f"{max_attempts}); sent to the dead-letter queue, the queue goes on"
+            )
             for j in batch:
                 out[j] = (error, False)
             continue
@@ -322,8 +346,9 @@ def consume_in_order(rows: list[dict], listener: Callable | None, batch_max: int
     return out
 
 
-def _call_orderly(listener: Callable | None, messages: list[dict], queue_key: str, pool: CallPool,
-                  log: Callable[[str], None]) -> str | None:
+def _call_orderly(
+    listener: Callable | None, messages: list[dict], queue_key: str, pool: CallPool, log: Callable[[str], None]
+) -> str | None:
     """One orderly listener call: None if the batch is consumed, else why not."""
     if listener is None:
         return None
@@ -364,8 +389,11 @@ def judge_frame(answer: Any, n: int) -> tuple[list[str | None], Any]:
         raise ListenerError(f"a vectorised listener answered {len(statuses)} statuses for {n} rows")
     errors: list[str | None] = []
     for status, reason in zip(statuses, reasons):
-        errors.append(None if _consumed(status) else (str(reason) if reason is not None and reason == reason else
-                                                      "listener answered RECONSUME_LATER"))
+        errors.append(
+            None
+            if _consumed(status)
+            else (str(reason) if reason is not None and reason == reason else "listener answered RECONSUME_LATER")
+        )
     return errors, frame
 
 

@@ -77,9 +77,17 @@ SUSPENDED = "suspended"  # failures table: the message an orderly queue is suspe
 class SparkLake:
     """The table at ``table_path``, read and written with Spark and Delta."""
 
-    def __init__(self, spark: SparkSession, source_options: dict[str, str], cfg: IngestionConfig, table_path: str,
-                 failures_path: str | None = None, *, last_errors_from: str | None = None,
-                 storage_options: dict[str, str] | None = None):
+    def __init__(
+        self,
+        spark: SparkSession,
+        source_options: dict[str, str],
+        cfg: IngestionConfig,
+        table_path: str,
+        failures_path: str | None = None,
+        *,
+        last_errors_from: str | None = None,
+        storage_options: dict[str, str] | None = None,
+    ):
         self.spark = spark
         self.storage_options = storage_options  # delta-rs's, for the ledger (``pipelines.storage``)
         self.source_options = source_options
@@ -102,14 +110,26 @@ class SparkLake:
         if not entry.queues:
             # No queue at all (a dead-letter queue the broker has not created yet): nothing to read, nothing at
             # stake, no commit to make; the table appears with the first dead letter.
-            log(f"no queue of {self.cfg.topic_label} to read in these windows (none exists yet, or every one waits): "
-                "nothing to land")
+            log(
+                f"no queue of {self.cfg.topic_label} to read in these windows (none exists yet, or every one waits): "
+                "nothing to land"
+            )
             return Landing(tuple(WindowAccounting(w.partition_key, 0, 0, 0, 0) for w in entry.windows), None)
         with self.deadline.watch("landing its windows"):
             try:
-                return land_entry(self.spark, self.source_options, self.cfg, self.table_path, entry, queue_count, log,
-                                  self.failures_path, self.last_errors_from, again=again,
-                                  storage_options=self.storage_options)
+                return land_entry(
+                    self.spark,
+                    self.source_options,
+                    self.cfg,
+                    self.table_path,
+                    entry,
+                    queue_count,
+                    log,
+                    self.failures_path,
+                    self.last_errors_from,
+                    again=again,
+                    storage_options=self.storage_options,
+                )
             except Exception as e:
                 said = error_in_worker(e)  # the worker's sentence, not Spark's stack of the job
                 if said is None:
@@ -130,9 +150,12 @@ class SparkLake:
         if not is_delta_table(self.spark, self.table_path):
             return []
         with self.deadline.watch("compacting", MAINTENANCE):
-            return compact_days(self.spark, self.table_path,
-                                closed_days((w.start_ms for w in entry.windows), closed_before_ms),
-                                self.cfg.layout.zorder_by)
+            return compact_days(
+                self.spark,
+                self.table_path,
+                closed_days((w.start_ms for w in entry.windows), closed_before_ms),
+                self.cfg.layout.zorder_by,
+            )
 
     def vacuum(self) -> int | None:
         """VACUUM with the ingestion's ``vacuum_retention_hours``: the retention applied, or None when it has none."""
@@ -149,31 +172,53 @@ def layout_of(cfg: IngestionConfig) -> Layout:
     return Layout(tuple(layout.partition_by), tuple(layout.cluster_by), tuple(layout.zorder_by))
 
 
-def read_plan(spark: SparkSession, source_options: dict[str, str], cfg: IngestionConfig,
-              windows: tuple[WindowEntry, ...], queue_count: int, metadata: tuple[str, ...] = ()) -> DataFrame:
+def read_plan(
+    spark: SparkSession,
+    source_options: dict[str, str],
+    cfg: IngestionConfig,
+    windows: tuple[WindowEntry, ...],
+    queue_count: int,
+    metadata: tuple[str, ...] = (),
+) -> DataFrame:
     register(spark)
     plan = encode_plan((r, w.start_ms) for w in windows for r in w.ranges if r.size > 0)
     max_messages, max_bytes = cfg.per_queue_limits(queue_count)
-    return (spark.read.format("rocketmq").options(**source_options)
-            .option("topic", cfg.topic or min(r.queue.topic for w in windows for r in w.ranges))
-            .option("subscription", cfg.subscription)
-            .option("plan", plan).option("includeFiltered", "true")
-            .option("pullBatchSize", cfg.pull_batch_size).option("pullThresholdForQueue", max_messages)
-            .option("pullThresholdSizeForQueue", max(1, max_bytes // MIB))
-            .option("maxMessagesPerPartition", cfg.max_messages_per_task)
-            .option("consumerGroup", cfg.consumer_group)
-            .option("metadataColumns", ",".join(metadata))
-            .load())
+    return (
+        spark.read.format("rocketmq")
+        .options(**source_options)
+        .option("topic", cfg.topic or min(r.queue.topic for w in windows for r in w.ranges))
+        .option("subscription", cfg.subscription)
+        .option("plan", plan)
+        .option("includeFiltered", "true")
+        .option("pullBatchSize", cfg.pull_batch_size)
+        .option("pullThresholdForQueue", max_messages)
+        .option("pullThresholdSizeForQueue", max(1, max_bytes // MIB))
+        .option("maxMessagesPerPartition", cfg.max_messages_per_task)
+        .option("consumerGroup", cfg.consumer_group)
+        .option("metadataColumns", ",".join(metadata))
+        .load()
+    )
 
 
-def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: IngestionConfig, table_path: str,
-               entry: LedgerEntry, queue_count: int, log: Log, failures_path: str | None = None,
-               last_errors_from: str | None = None, again: bool = False,
-               storage_options: dict[str, str] | None = None) -> Landing:
+def land_entry(
+    spark: SparkSession,
+    source_options: dict[str, str],
+    cfg: IngestionConfig,
+    table_path: str,
+    entry: LedgerEntry,
+    queue_count: int,
+    log: Log,
+    failures_path: str | None = None,
+    last_errors_from: str | None = None,
+    again: bool = False,
+    storage_options: dict[str, str] | None = None,
+) -> Landing:
     planned = entry.windows
     tasks = sum(-(-r.size // cfg.max_messages_per_task) for w in planned for r in w.ranges)
-    log(f"Spark job: {tasks} tasks (at most {cfg.max_messages_per_task} offsets each) read the ranges and replace "
-        f"{len(planned)} window(s) x {queue_count} queue(s) of {table_path} in one Delta commit")
+    log(
+        f"Spark job: {tasks} tasks (at most {cfg.max_messages_per_task} offsets each) read the ranges and replace "
+        f"{len(planned)} window(s) x {queue_count} queue(s) of {table_path} in one Delta commit"
+    )
     fields = table_fields(spark, table_path)
     landed = landed_metadata(cfg, [f.name for f in fields])
     read = read_metadata(cfg, landed)
@@ -183,9 +228,18 @@ def land_entry(spark: SparkSession, source_options: dict[str, str], cfg: Ingesti
     # Dead letters never fail, but one message can reach %DLQ%<group> twice (a re-run after its send-back, a step
     # retry): the judged landing finds the later copy by the stored original, as it finds redelivered ones.
     if cfg.can_fail or cfg.dead_letters_of is not None:
-        tally, failed, entry, contents = _land_judged(spark, df, cfg, table_path, entry, log, failures_path,
-                                                        not_landed=tuple(c for c in read if c not in landed),
-                                                        fields=fields, again=again)
+        tally, failed, entry, contents = _land_judged(
+            spark,
+            df,
+            cfg,
+            table_path,
+            entry,
+            log,
+            failures_path,
+            not_landed=tuple(c for c in read if c not in landed),
+            fields=fields,
+            again=again,
+        )
     else:
         tally, failed, contents = _land_all(df, table_path, entry, log, cfg), (), None
     version = table_version(table_path, storage_options)  # delta-rs, as the ledger is read (``storage_options``)
@@ -201,13 +255,22 @@ def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log, cfg:
     metrics = []
     for w in entry.windows:
         in_window = F.col("window_start") == F.timestamp_millis(F.lit(w.start_ms))
-        metrics += [F.count_if(in_window).alias(f"seen_{w.start_ms}"),
-                    F.count_if(in_window & ~F.col("matched")).alias(f"filtered_{w.start_ms}"),
-                    F.coalesce(F.sum(F.when(in_window & F.col("matched"), F.length("body"))), F.lit(0))
-                    .alias(f"landed_bytes_{w.start_ms}")]
+        metrics += [
+            F.count_if(in_window).alias(f"seen_{w.start_ms}"),
+            F.count_if(in_window & ~F.col("matched")).alias(f"filtered_{w.start_ms}"),
+            F.coalesce(F.sum(F.when(in_window & F.col("matched"), F.length("body"))), F.lit(0)).alias(
+                f"landed_bytes_{w.start_ms}"
+            ),
+        ]
     observed = df.observe(observation, *metrics) if metrics else df
-    write_slice(observed.where("matched").drop("matched"), table_path, entry, log, properties=cfg.table_properties,
-                layout=layout_of(cfg))
+    write_slice(
+        observed.where("matched").drop("matched"),
+        table_path,
+        entry,
+        log,
+        properties=cfg.table_properties,
+        layout=layout_of(cfg),
+    )
     got = observation.get if metrics else {}
     if any(f"seen_{w.start_ms}" not in got for w in entry.windows):
         # PySpark 4.0's Spark Connect client returns no observed metrics for a write (4.2's does): count them in a
@@ -222,10 +285,18 @@ def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log, cfg:
     return tally
 
 
-def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table_path: str, entry: LedgerEntry,
-                 log: Log, failures_path: str | None,
-                 not_landed: tuple[str, ...] = (), fields=(), again: bool = False
-                 ) -> tuple[Tally, tuple[FailedMessage, ...], LedgerEntry, Callable[[str], dict] | None]:
+def _land_judged(
+    spark: SparkSession,
+    df: DataFrame,
+    cfg: IngestionConfig,
+    table_path: str,
+    entry: LedgerEntry,
+    log: Log,
+    failures_path: str | None,
+    not_landed: tuple[str, ...] = (),
+    fields=(),
+    again: bool = False,
+) -> tuple[Tally, tuple[FailedMessage, ...], LedgerEntry, Callable[[str], dict] | None]:
     """Messages that may fail (a listener, a body that may not decode), or dead letters (copies of one message may
     arrive twice): judged once, then split.
 
@@ -253,8 +324,9 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
         schema = _evolved_schema(df, cfg, fields, log)
     judged = decode_checked(df, cfg.body, schema)
     earliest = min((w.start_ms for w in entry.windows), default=0)
-    judged = mark_known(judged, table_path if with_copies and is_delta_table(spark, table_path) else None, replaced,
-                        earliest)
+    judged = mark_known(
+        judged, table_path if with_copies and is_delta_table(spark, table_path) else None, replaced, earliest
+    )
     reading = {r.queue for w in entry.windows for r in w.ranges if r.size}
     if cfg.consume_orderly:
         prior = {mq.key: (s.offset, s.attempts) for mq, s in entry.suspended.items() if mq in reading}
@@ -271,23 +343,29 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
         # topic, offset, lands.
         fresh = consumed & ~F.col(DUPLICATE)
         first = Window.partitionBy(ORIGIN_ID, fresh).orderBy(
-            "window_start", is_copy(F.col("topic")), "topic", "broker_name", "queue_id", "queue_offset")
+            "window_start", is_copy(F.col("topic")), "topic", "broker_name", "queue_id", "queue_offset"
+        )
         rank = F.when(fresh, F.row_number().over(first))
         # Only a redelivered copy can be a duplicate: two main-topic messages are two offsets, landed both.
         later_copy = is_copy(F.col("topic")) & F.coalesce(rank > 1, F.lit(False))
         judged = judged.withColumn(DUPLICATE, F.col(DUPLICATE) | later_copy)
-    outcome = (F.when(~F.col("matched"), F.lit(FILTERED))
-               .when(F.col(HELD), F.lit(HELD_OUTCOME))
-               .when(F.col(ERROR).isNull() & F.col(DUPLICATE), F.lit(DUPLICATES))
-               .when(F.col(ERROR).isNull(), F.lit(ROWS))
-               .when(F.lit(not clustering), F.lit(FAILED))
-               .when(F.lit(cfg.consume_orderly), F.lit(DEAD_LETTERED))
-               .when(F.col("reconsume_times") >= max_times, F.lit(DEAD_LETTERED))
-               .otherwise(F.lit(SENT_BACK)))
+    outcome = (
+        F.when(~F.col("matched"), F.lit(FILTERED))
+        .when(F.col(HELD), F.lit(HELD_OUTCOME))
+        .when(F.col(ERROR).isNull() & F.col(DUPLICATE), F.lit(DUPLICATES))
+        .when(F.col(ERROR).isNull(), F.lit(ROWS))
+        .when(F.lit(not clustering), F.lit(FAILED))
+        .when(F.lit(cfg.consume_orderly), F.lit(DEAD_LETTERED))
+        .when(F.col("reconsume_times") >= max_times, F.lit(DEAD_LETTERED))
+        .otherwise(F.lit(SENT_BACK))
+    )
     judged = judged.withColumn(OUTCOME, outcome)
     tally = Tally()
-    for row in (judged.groupBy(F.unix_millis("window_start").alias("w"), "topic", "broker_name", "queue_id", OUTCOME)
-                .agg(F.count(F.lit(1)).alias("n"), F.sum(F.length("body")).alias("landed_bytes")).collect()):
+    for row in (
+        judged.groupBy(F.unix_millis("window_start").alias("w"), "topic", "broker_name", "queue_id", OUTCOME)
+        .agg(F.count(F.lit(1)).alias("n"), F.sum(F.length("body")).alias("landed_bytes"))
+        .collect()
+    ):
         queue = MessageQueue(row["topic"], row["broker_name"], row["queue_id"])
         tally.add(row["w"], row[OUTCOME], row["n"], queue)
         if row[OUTCOME] == ROWS:
@@ -295,18 +373,47 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
 
     entry = with_suspensions(entry, judged, reading, cfg.suspend_current_queue_time_millis, log)
     stopped = F.col(OUTCOME).isin(SENT_BACK, DEAD_LETTERED, FAILED) | (F.col(HELD) & F.col(ERROR).isNotNull())
-    failed_rows = judged.where(stopped).withColumn(OUTCOME, F.when(F.col(HELD), F.lit(SUSPENDED)).otherwise(F.col(OUTCOME)))
+    failed_rows = judged.where(stopped).withColumn(
+        OUTCOME, F.when(F.col(HELD), F.lit(SUSPENDED)).otherwise(F.col(OUTCOME))
+    )
     # Only a message that can fail is ever a failure (dead letters are not: nor do they read send-back columns).
-    failures = () if not cfg.can_fail else tuple(
-        FailedMessage(MessageQueue(r["topic"], r["broker_name"], r["queue_id"]), r["queue_offset"], r["offset_msg_id"],
-                      r["msg_id"], r["origin_topic"], r["reconsume_times"], r[OUTCOME], r[ERROR])
-        for r in failed_rows.select("topic", "broker_name", "queue_id", "queue_offset", "offset_msg_id", "msg_id",
-                                    "origin_topic", "reconsume_times", OUTCOME, ERROR)
-        .orderBy("topic", "broker_name", "queue_id", "queue_offset").collect())
+    failures = (
+        ()
+        if not cfg.can_fail
+        else tuple(
+            FailedMessage(
+                MessageQueue(r["topic"], r["broker_name"], r["queue_id"]),
+                r["queue_offset"],
+                r["offset_msg_id"],
+                r["msg_id"],
+                r["origin_topic"],
+                r["reconsume_times"],
+                r[OUTCOME],
+                r[ERROR],
+            )
+            for r in failed_rows.select(
+                "topic",
+                "broker_name",
+                "queue_id",
+                "queue_offset",
+                "offset_msg_id",
+                "msg_id",
+                "origin_topic",
+                "reconsume_times",
+                OUTCOME,
+                ERROR,
+            )
+            .orderBy("topic", "broker_name", "queue_id", "queue_offset")
+            .collect()
+        )
+    )
     if failures_path is not None and (failures or is_delta_table(spark, failures_path)):
         kept = failed_rows.select(*[c for c in failed_rows.columns if c not in (DUPLICATE, HELD, "matched")])
-        kept = kept.withColumnRenamed(ERROR, "error").withColumnRenamed(OUTCOME, "outcome") \
+        kept = (
+            kept.withColumnRenamed(ERROR, "error")
+            .withColumnRenamed(OUTCOME, "outcome")
             .withColumn("run_id", F.lit(entry.run_id))
+        )
         write_slice(kept, failures_path, entry, log, with_ledger=False)
         log(f"{len(failures)} failure(s) of this run are in {failures_path}")
     # The failures table keeps every column read (what a person needs to see why); the table, the columns landed.
@@ -317,12 +424,21 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
     def contents(broker_name: str) -> dict[tuple[MessageQueue, int], FailedContent]:
         columns = ["topic", "queue_id", "queue_offset", "body", "tags", "keys", ORIGIN_ID]
         with_properties = "properties" in failed_rows.columns
-        rows = sent_back.where(F.col("broker_name") == broker_name) \
-            .select(*columns, *(["properties"] if with_properties else [])).collect()
-        return {(MessageQueue(r["topic"], broker_name, r["queue_id"]), r["queue_offset"]):
-                FailedContent(bytes(r["body"]), r["tags"], r["keys"], r[ORIGIN_ID],
-                              dict(r["properties"]) if with_properties and r["properties"] is not None else None)
-                for r in rows}
+        rows = (
+            sent_back.where(F.col("broker_name") == broker_name)
+            .select(*columns, *(["properties"] if with_properties else []))
+            .collect()
+        )
+        return {
+            (MessageQueue(r["topic"], broker_name, r["queue_id"]), r["queue_offset"]): FailedContent(
+                bytes(r["body"]),
+                r["tags"],
+                r["keys"],
+                r[ORIGIN_ID],
+                dict(r["properties"]) if with_properties and r["properties"] is not None else None,
+            )
+            for r in rows
+        }
 
     return tally, tuple(f for f in failures if f.outcome != SUSPENDED), entry, contents if clustering else None
 
@@ -330,28 +446,40 @@ def _land_judged(spark: SparkSession, df: DataFrame, cfg: IngestionConfig, table
 def _evolved_schema(df: DataFrame, cfg: IngestionConfig, fields, log: Log) -> StructType:
     """The JSON schema of an evolving table for this run (``pipelines.evolution``): its body columns, the
     configured fields, and the fields the bodies of ``df`` add."""
-    found = evolve(df.where(F.col("body").isNotNull()).select(F.col("body").cast("string").alias("body")),
-                   configured_schema(cfg.body.schema_), fields, reserved=(DAY_COLUMN, HOUR_COLUMN))
+    found = evolve(
+        df.where(F.col("body").isNotNull()).select(F.col("body").cast("string").alias("body")),
+        configured_schema(cfg.body.schema_),
+        fields,
+        reserved=(DAY_COLUMN, HOUR_COLUMN),
+    )
     if found.added:
-        log(f"schema evolution: new column(s) {', '.join(found.added)} from the bodies of this run, added by the "
-            "commit that lands its windows")
+        log(
+            f"schema evolution: new column(s) {', '.join(found.added)} from the bodies of this run, added by the "
+            "commit that lands its windows"
+        )
     if found.left_out:
         log(f"schema evolution: field(s) {', '.join(found.left_out)} not made columns; they stay in body")
     return found.schema
 
 
-def with_suspensions(entry: LedgerEntry, judged: DataFrame, reading: set[MessageQueue], suspend_ms: int,
-                     log: Log) -> LedgerEntry:
+def with_suspensions(
+    entry: LedgerEntry, judged: DataFrame, reading: set[MessageQueue], suspend_ms: int, log: Log
+) -> LedgerEntry:
     """The entry to commit: the suspensions this landing found on the queues it read (the first held message of
     each, with its failed attempts counted on from the previous suspension at the same offset), and those of the
     queues it did not read (still waiting), unchanged."""
     import time
 
-    first_held = (judged.where(F.col(HELD) & F.col(ERROR).isNotNull())
-                  .groupBy("topic", "broker_name", "queue_id")
-                  .agg(F.min_by(F.struct("queue_offset", "msg_id", ERROR, F.unix_millis("window_start").alias("w")),
-                                "queue_offset").alias("first"))
-                  .collect())
+    first_held = (
+        judged.where(F.col(HELD) & F.col(ERROR).isNotNull())
+        .groupBy("topic", "broker_name", "queue_id")
+        .agg(
+            F.min_by(
+                F.struct("queue_offset", "msg_id", ERROR, F.unix_millis("window_start").alias("w")), "queue_offset"
+            ).alias("first")
+        )
+        .collect()
+    )
     if not first_held and not entry.suspended:
         return entry
     windows = {w.start_ms: w for w in entry.windows}
@@ -362,20 +490,38 @@ def with_suspensions(entry: LedgerEntry, judged: DataFrame, reading: set[Message
         before = entry.suspended.get(mq)
         attempts = (before.attempts if before is not None and before.offset == first["queue_offset"] else 0) + 1
         w = windows[first["w"]]
-        suspended[mq] = Suspension(first["queue_offset"], attempts, now_ms + suspend_ms, w.partition_key, w.start_ms,
-                                   w.end_ms, first["msg_id"], first[ERROR])
-        log(f"orderly: {mq.key} suspended at offset {first['queue_offset']} (attempt {attempts}: {first[ERROR]}); "
-            f"its later messages wait, the next run after {suspend_ms} ms tries it again")
+        suspended[mq] = Suspension(
+            first["queue_offset"],
+            attempts,
+            now_ms + suspend_ms,
+            w.partition_key,
+            w.start_ms,
+            w.end_ms,
+            first["msg_id"],
+            first[ERROR],
+        )
+        log(
+            f"orderly: {mq.key} suspended at offset {first['queue_offset']} (attempt {attempts}: {first[ERROR]}); "
+            f"its later messages wait, the next run after {suspend_ms} ms tries it again"
+        )
     return replace(entry, suspended=suspended)
 
 
-def _rows_in_slice(spark: SparkSession, table_path: str, windows: tuple[WindowEntry, ...]) -> dict[tuple[int, MessageQueue], int]:
+def _rows_in_slice(
+    spark: SparkSession, table_path: str, windows: tuple[WindowEntry, ...]
+) -> dict[tuple[int, MessageQueue], int]:
     """(window start ms, queue) -> rows now in the table, read back from Delta."""
     predicate = slice_predicate(windows)
     if predicate == "false" or not is_delta_table(spark, table_path):
         return {}
-    counted = (spark.read.format("delta").load(table_path)
-               .where(predicate)
-               .groupBy((F.unix_millis("window_start")).alias("w"), "topic", "broker_name", "queue_id").count()
-               .collect())
-    return {(row["w"], MessageQueue(row["topic"], row["broker_name"], row["queue_id"])): row["count"] for row in counted}
+    counted = (
+        spark.read.format("delta")
+        .load(table_path)
+        .where(predicate)
+        .groupBy((F.unix_millis("window_start")).alias("w"), "topic", "broker_name", "queue_id")
+        .count()
+        .collect()
+    )
+    return {
+        (row["w"], MessageQueue(row["topic"], row["broker_name"], row["queue_id"])): row["count"] for row in counted
+    }

@@ -48,8 +48,10 @@ class LocalOffsetStore:
             except (ValueError, KeyError, TypeError) as e:
                 problems.append(f"{candidate}: {e}")
         if problems:
-            raise OffsetStoreCorrupt("the local offset store cannot be read (" + "; ".join(problems) + "); move it "
-                                     "away to start this member per consume_from_where")
+            raise OffsetStoreCorrupt(
+                "the local offset store cannot be read (" + "; ".join(problems) + "); move it "
+                "away to start this member per consume_from_where"
+            )
         return {}
 
     def committed_offset(self, queue: MessageQueue) -> int | None:

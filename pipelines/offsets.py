@@ -29,8 +29,9 @@ class OffsetMove:
     after: int
 
 
-def start_position(cfg: IngestionConfig, *, min_offset: int, max_offset: int, floor: int,
-                   timestamp_offset: int | None) -> int:
+def start_position(
+    cfg: IngestionConfig, *, min_offset: int, max_offset: int, floor: int, timestamp_offset: int | None
+) -> int:
     """Where a group with no committed offset starts, per consume_from_where (RebalancePushImpl's table).
 
     Only reached when QUERY_CONSUMER_OFFSET says "not found": like the Java client we send no
@@ -48,8 +49,9 @@ def start_position(cfg: IngestionConfig, *, min_offset: int, max_offset: int, fl
     return max_offset
 
 
-def initial_position(times: StoreTimeReader, cfg: IngestionConfig, mq: MessageQueue, now_ms: int,
-                     first_window_start_ms: int) -> int:
+def initial_position(
+    times: StoreTimeReader, cfg: IngestionConfig, mq: MessageQueue, now_ms: int, first_window_start_ms: int
+) -> int:
     """``start_position`` with the broker's bounds and store-time boundaries for ``mq``."""
     lo, hi = times.min_offset(mq), times.max_offset(mq)
     floor = first_offset_at_or_after(times, mq, first_window_start_ms, lo, hi)
@@ -60,8 +62,9 @@ def initial_position(times: StoreTimeReader, cfg: IngestionConfig, mq: MessageQu
     return start_position(cfg, min_offset=lo, max_offset=hi, floor=floor, timestamp_offset=ts_offset)
 
 
-def moves_from_ledger(committed: dict[MessageQueue, int | None], entries: list[LedgerEntry],
-                      trusted: Callable[[LedgerEntry], bool]) -> list[OffsetMove]:
+def moves_from_ledger(
+    committed: dict[MessageQueue, int | None], entries: list[LedgerEntry], trusted: Callable[[LedgerEntry], bool]
+) -> list[OffsetMove]:
     """Where each queue's committed offset may move over the entries ``trusted`` accepts (gaps count as passed)."""
     moved = watermarks(committed, origin_of(entries), landed_spans(entries, trusted))
     return [OffsetMove(mq, before, after) for mq, (before, after) in sorted(moved.items())]
@@ -71,9 +74,9 @@ def moves_from_ledger(committed: dict[MessageQueue, int | None], entries: list[L
 class ResetPlan:
     """What resetting a group's offsets to a time would do, per queue (RocketMQ's resetOffsetByTime)."""
 
-    moves: list[OffsetMove]      # forward, or from no offset at all: applied
+    moves: list[OffsetMove]  # forward, or from no offset at all: applied
     unchanged: list[MessageQueue]
-    backward: list[OffsetMove]   # refused: the ledger would move them forward again (see ``plan_reset``)
+    backward: list[OffsetMove]  # refused: the ledger would move them forward again (see ``plan_reset``)
 
 
 def plan_reset(committed: dict[MessageQueue, int | None], targets: dict[MessageQueue, int]) -> ResetPlan:

@@ -54,8 +54,10 @@ def decode_plan(text: str) -> list[PlannedRange]:
     try:
         return [(OffsetRange.from_dict(item), int(item["window_start_ms"])) for item in json.loads(text)]
     except (ValueError, TypeError, KeyError, AttributeError):
-        raise SourceOptionError("option plan is not a valid plan (a JSON list of ranges with window_start_ms); "
-                                "it is internal to rocketlake's pipeline") from None
+        raise SourceOptionError(
+            "option plan is not a valid plan (a JSON list of ranges with window_start_ms); "
+            "it is internal to rocketlake's pipeline"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,8 @@ def _bound(options: dict[str, str], key: str, default: str) -> Bound:
     except (ValueError, AttributeError, TypeError):
         raise SourceOptionError(
             f"option {key}={raw!r} is not valid: use earliest, latest, or JSON keyed by broker name then queue id, "
-            'e.g. {"broker-a": {"0": 12, "1": 40}}') from None
+            'e.g. {"broker-a": {"0": 12, "1": 40}}'
+        ) from None
 
 
 def parse_options(raw: Any) -> SourceOptions:
@@ -122,8 +125,10 @@ def parse_options(raw: Any) -> SourceOptions:
             raise SourceOptionError(f"option {required} is required for format rocketmq")
     body_format = options.get("bodyformat", "raw")
     if body_format not in ("raw", "text"):
-        raise SourceOptionError(f"option bodyFormat={body_format!r} is not allowed; allowed: raw, text "
-                                "(for JSON bodies use pipelines.body.decode_body on the result)")
+        raise SourceOptionError(
+            f"option bodyFormat={body_format!r} is not allowed; allowed: raw, text "
+            "(for JSON bodies use pipelines.body.decode_body on the result)"
+        )
     starting = _bound(options, "startingOffsets", "earliest")
     ending = _bound(options, "endingOffsets", "latest")
     if starting == "latest":
@@ -133,10 +138,14 @@ def parse_options(raw: Any) -> SourceOptions:
     ts = {}
     for key in ("startingTimestamp", "endingTimestamp"):
         ts[key] = _int(options, key, -1, 0, 2**63 - 1) if key.lower() in options else None
-    if ts["startingTimestamp"] is not None and ts["endingTimestamp"] is not None \
-            and ts["endingTimestamp"] < ts["startingTimestamp"]:
-        raise SourceOptionError(f"option endingTimestamp={ts['endingTimestamp']} is before "
-                                f"startingTimestamp={ts['startingTimestamp']}")
+    if (
+        ts["startingTimestamp"] is not None
+        and ts["endingTimestamp"] is not None
+        and ts["endingTimestamp"] < ts["startingTimestamp"]
+    ):
+        raise SourceOptionError(
+            f"option endingTimestamp={ts['endingTimestamp']} is before startingTimestamp={ts['startingTimestamp']}"
+        )
     plan = decode_plan(options["plan"]) if "plan" in options else None
     return SourceOptions(
         namesrv=options["namesrv"],
@@ -189,7 +198,8 @@ def _tls(options: dict[str, str]) -> TlsSettings | None:
     if verify not in ("true", "false"):
         raise SourceOptionError(f"option tlsVerifyHostname={verify!r} is not allowed; allowed: true, false")
     try:
-        return TlsSettings(options.get("tlscafile"), options.get("tlscertfile"), options.get("tlskeyfile"),
-                           verify == "true")
+        return TlsSettings(
+            options.get("tlscafile"), options.get("tlscertfile"), options.get("tlskeyfile"), verify == "true"
+        )
     except ValueError as exc:
         raise SourceOptionError(f"options tlsCertFile/tlsKeyFile: {exc}") from None

@@ -61,8 +61,10 @@ def out_of_order(windows: Iterable[WindowEntry], positions: dict[MessageQueue, i
                 continue
             checked.add(r.queue)
             if r.start > position:
-                problems.append(f"{r.queue.key}: window {w.partition_key} starts at offset {r.start}, but the group "
-                                f"has landed only up to {position}")
+                problems.append(
+                    f"{r.queue.key}: window {w.partition_key} starts at offset {r.start}, but the group "
+                    f"has landed only up to {position}"
+                )
     return problems
 
 
@@ -81,9 +83,11 @@ class _Renewal(threading.Thread):
         another member must not see half done (the send-back and verdict, the offset commit)."""
         if self.lost or self.error:
             why = f"lost {_names(self.lost)}" if self.lost else f"could not renew ({self.error})"
-            raise LockLost(f"orderly: the run {why} while it worked; another member may have read them meanwhile. The "
-                           "table holds each message once (slices are replaced), but the offsets were not committed: "
-                           "the next run lands the windows again")
+            raise LockLost(
+                f"orderly: the run {why} while it worked; another member may have read them meanwhile. The "
+                "table holds each message once (slices are replaced), but the offsets were not committed: "
+                "the next run lands the windows again"
+            )
 
     def run(self) -> None:
         while not self.stopped.wait(self.every_s):
@@ -94,9 +98,16 @@ class _Renewal(threading.Thread):
 
 
 @contextmanager
-def queues_locked(locker: QueueLocker, group: str, client_id: str, queues: Iterable[MessageQueue], *,
-                  log: Callable[[str], None] = lambda _: None, wait: Callable[[float], None] | None = None,
-                  renew_every_s: float = LOCK_RENEW_S) -> Iterator[_Renewal]:
+def queues_locked(
+    locker: QueueLocker,
+    group: str,
+    client_id: str,
+    queues: Iterable[MessageQueue],
+    *,
+    log: Callable[[str], None] = lambda _: None,
+    wait: Callable[[float], None] | None = None,
+    renew_every_s: float = LOCK_RENEW_S,
+) -> Iterator[_Renewal]:
     """Hold the broker locks of ``queues`` for ``client_id`` for the body; unlock them at the end.
 
     Raises ``QueuesLocked`` (after ``LOCK_ATTEMPTS`` tries) before the body runs when another member
@@ -112,15 +123,19 @@ def queues_locked(locker: QueueLocker, group: str, client_id: str, queues: Itera
         if not missing:
             break
         if attempt < LOCK_ATTEMPTS:
-            log(f"orderly: {_names(missing)} locked by another member of group {group}; asking again in "
-                f"{LOCK_RETRY_S:.0f}s ({attempt}/{LOCK_ATTEMPTS})")
+            log(
+                f"orderly: {_names(missing)} locked by another member of group {group}; asking again in "
+                f"{LOCK_RETRY_S:.0f}s ({attempt}/{LOCK_ATTEMPTS})"
+            )
             wait(LOCK_RETRY_S)
     else:
         if granted:
             locker.unlock_batch_mq(group, client_id, granted)
-        raise QueuesLocked(f"orderly: {_names(missing)} of group {group} are locked by another member (LOCK_BATCH_MQ "
-                           f"refused {LOCK_ATTEMPTS} times); nothing was read and no offset moved: the next run "
-                           "tries again")
+        raise QueuesLocked(
+            f"orderly: {_names(missing)} of group {group} are locked by another member (LOCK_BATCH_MQ "
+            f"refused {LOCK_ATTEMPTS} times); nothing was read and no offset moved: the next run "
+            "tries again"
+        )
     log(f"orderly: {client_id} holds the broker locks of {len(queues)} queue(s) of group {group}")
     renewal = _Renewal(locker, group, client_id, queues, renew_every_s)
     renewal.start()

@@ -41,8 +41,9 @@ def advance_watermark(committed: int, materialized: Iterable[tuple[int, int]]) -
     return watermark
 
 
-def watermarks(committed: dict[Hashable, int | None], origin: dict[Hashable, int],
-               landed: dict[Hashable, list[tuple[int, int]]]) -> dict[Hashable, tuple[int | None, int]]:
+def watermarks(
+    committed: dict[Hashable, int | None], origin: dict[Hashable, int], landed: dict[Hashable, list[tuple[int, int]]]
+) -> dict[Hashable, tuple[int | None, int]]:
     """``queue -> (committed, new)`` for every queue whose committed offset the landed ranges move.
 
     A queue with no committed offset advances from its ``origin`` (and is committed even if no range

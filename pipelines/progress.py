@@ -101,21 +101,30 @@ def last_landed(landed: dict[str, set[MessageQueue]]) -> dict[MessageQueue, str]
     return last
 
 
-def render(rows: Iterable[QueueProgress], now_ms: int, last_windows: dict[MessageQueue, str] | None = None,
-           owners: dict[MessageQueue, str] | None = None) -> str:
+def render(
+    rows: Iterable[QueueProgress],
+    now_ms: int,
+    last_windows: dict[MessageQueue, str] | None = None,
+    owners: dict[MessageQueue, str] | None = None,
+) -> str:
     """A table a person reads, one line per queue and a total line; with the last window landed and the member
     that owns the queue now when given."""
     rows = list(rows)
     last_windows, owners = last_windows or {}, owners or {}
-    header = (f"{'topic':<32} {'broker':<12} {'queue':>5} {'min':>10} {'max':>10} {'committed':>10} {'lag':>10} "
-              f"{'lag s':>9}  {'last window':<16}  owner")
+    header = (
+        f"{'topic':<32} {'broker':<12} {'queue':>5} {'min':>10} {'max':>10} {'committed':>10} {'lag':>10} "
+        f"{'lag s':>9}  {'last window':<16}  owner"
+    )
     lines = [header]
     for r in rows:
         committed = "-" if r.committed is None else str(r.committed)
-        lines.append(f"{r.queue.topic:<32} {r.queue.broker_name:<12} {r.queue.queue_id:>5} {r.min_offset:>10} "
-                     f"{r.max_offset:>10} {committed:>10} {r.lag:>10} {r.lag_seconds(now_ms):>9.1f}  "
-                     f"{last_windows.get(r.queue, '-'):<16}  {owners.get(r.queue, '-')}")
+        lines.append(
+            f"{r.queue.topic:<32} {r.queue.broker_name:<12} {r.queue.queue_id:>5} {r.min_offset:>10} "
+            f"{r.max_offset:>10} {committed:>10} {r.lag:>10} {r.lag_seconds(now_ms):>9.1f}  "
+            f"{last_windows.get(r.queue, '-'):<16}  {owners.get(r.queue, '-')}"
+        )
     worst = max((r.lag_seconds(now_ms) for r in rows), default=0.0)
-    lines.append(f"{'total':<32} {'':<12} {len(rows):>5} {'':>10} {'':>10} {'':>10} "
-                 f"{sum(r.lag for r in rows):>10} {worst:>9.1f}")
+    lines.append(
+        f"{'total':<32} {'':<12} {len(rows):>5} {'':>10} {'':>10} {'':>10} {sum(r.lag for r in rows):>10} {worst:>9.1f}"
+    )
     return "\n".join(lines)

@@ -78,10 +78,10 @@ class LandingRequest:
     run_id: str
     windows: list[tuple[str, Window]]  # (partition key, window), in any order
     now_ms: int
-    first_window_start_ms: int         # where the ingestion's windows begin (cfg.window.start)
-    start_at_group_position: bool      # scheduled runs start where the group stands; a backfill takes whole windows
+    first_window_start_ms: int  # where the ingestion's windows begin (cfg.window.start)
+    start_at_group_position: bool  # scheduled runs start where the group stands; a backfill takes whole windows
     only_queues: Collection[MessageQueue] | None = None  # a rebalance sensor's narrowing of this member's share
-    windows_between: WindowsBetween | None = None         # orderly resumes reach back to earlier windows
+    windows_between: WindowsBetween | None = None  # orderly resumes reach back to earlier windows
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class Landed:
     materialization: Materialization
     share: Assignment
     columns: list[tuple[str, str, bool]]  # the table's columns after the commit (``Lake.columns``)
-    prepared: ingest.Prepared              # where the group stood before the landing
+    prepared: ingest.Prepared  # where the group stood before the landing
 
     @property
     def balanced(self) -> bool:
@@ -129,8 +129,15 @@ def check_closed(request: LandingRequest, cfg: IngestionConfig) -> None:
             raise WindowNotClosed(f"partition {key}: {e}") from None
 
 
-def run(broker: Broker, lake: Lake, recorded: RecordedRuns, group: Group, cfg: IngestionConfig,
-        request: LandingRequest, log: RunLog) -> Iterator[Landed | Committed]:
+def run(
+    broker: Broker,
+    lake: Lake,
+    recorded: RecordedRuns,
+    group: Group,
+    cfg: IngestionConfig,
+    request: LandingRequest,
+    log: RunLog,
+) -> Iterator[Landed | Committed]:
     check_closed(request, cfg)
 
     share = member_share(cfg, broker.subscribed_queues(), group.members(), request.only_queues)
@@ -145,12 +152,25 @@ def run(broker: Broker, lake: Lake, recorded: RecordedRuns, group: Group, cfg: I
     if silent:
         listed = "; ".join(f"{name}: {why}" for name, why in sorted(silent.items()))
         if all(q.broker_name in silent for q in share.taken):
-            raise BrokersSilent(f"no broker of the group's queues answers ({listed}); nothing was read and no "
-                                "offset moved. Check that the brokers are up and reachable from here")
-        log.warning(f"broker(s) {', '.join(sorted(silent))} do not answer ({listed}): their queues are left out of "
-                    "this run and land once they answer again")
-    prepared = ingest.prepare(broker, lake, recorded, cfg, request.now_ms, request.first_window_start_ms,
-                              member=client_id(cfg), taken=share.taken, silent=silent)
+            raise BrokersSilent(
+                f"no broker of the group's queues answers ({listed}); nothing was read and no "
+                "offset moved. Check that the brokers are up and reachable from here"
+            )
+        log.warning(
+            f"broker(s) {', '.join(sorted(silent))} do not answer ({listed}): their queues are left out of "
+            "this run and land once they answer again"
+        )
+    prepared = ingest.prepare(
+        broker,
+        lake,
+        recorded,
+        cfg,
+        request.now_ms,
+        request.first_window_start_ms,
+        member=client_id(cfg),
+        taken=share.taken,
+        silent=silent,
+    )
     for tail in prepared.replaced:  # a failover lost messages the table has: say what happened, once per queue
         log.warning(tail.describe(cfg.consumer_group))
     for move in prepared.repaired:
@@ -160,9 +180,19 @@ def run(broker: Broker, lake: Lake, recorded: RecordedRuns, group: Group, cfg: I
     # ConsumeMessageOrderlyService holds them through its offset update: a member that takes a queue over
     # finds it landed, sent back, decided and committed, or untouched by this run's later steps.
     with group.locked(prepared.queues, log.info) if cfg.consume_orderly else nullcontext() as held:
-        landed = ingest.land(broker, lake, cfg, request.ingestion, request.run_id, request.windows, prepared,
-                             start_at_group_position=request.start_at_group_position, log=log.info,
-                             now_ms=request.now_ms, windows_between=request.windows_between)
+        landed = ingest.land(
+            broker,
+            lake,
+            cfg,
+            request.ingestion,
+            request.run_id,
+            request.windows,
+            prepared,
+            start_at_group_position=request.start_at_group_position,
+            log=log.info,
+            now_ms=request.now_ms,
+            windows_between=request.windows_between,
+        )
         # The failures go back before the verdict: a balanced verdict is what lets any member (another
         # deployment, or this one under a new client id) move offsets over the slice without asking Dagster,
         # so it must only exist once every side effect of the landing is done. A run killed part-way through
@@ -176,13 +206,16 @@ def run(broker: Broker, lake: Lake, recorded: RecordedRuns, group: Group, cfg: I
             lake.record_verdict(verdict)
         yield Landed(landed, share, lake.columns(), prepared)
         if not landed.balanced:
-            raise Unbalanced("the accounting check failed: the table's rows of these windows do not add up to "
-                             "their ranges (see the check's windows); the landing is marked unbalanced in the ledger "
-                             "and no offset moved. Running the windows again lands them anew.")
+            raise Unbalanced(
+                "the accounting check failed: the table's rows of these windows do not add up to "
+                "their ranges (see the check's windows); the landing is marked unbalanced in the ledger "
+                "and no offset moved. Running the windows again lands them anew."
+            )
 
         if request.run_id not in recorded.among(landed.ledger.partition_keys):
-            log.warning("the materialization is not visible in the instance yet; offsets will be committed by the "
-                        "next run")
+            log.warning(
+                "the materialization is not visible in the instance yet; offsets will be committed by the next run"
+            )
             return
         still_held(held)
         moves = ingest.commit(broker, recorded, prepared, landed.ledger)

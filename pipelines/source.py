@@ -48,6 +48,7 @@ from rocketlake.resources.rocketmq.message import (
 )
 from rocketlake.resources.rocketmq.message_queue import OffsetRange
 
+
 @dataclass(frozen=True)
 class Chunk(InputPartition):
     """One task: a range of one queue (and the window it belongs to, when planned). Picklable; carries
@@ -72,8 +73,12 @@ class RocketMQDataSource(DataSource):
 
 
 def _schema_args(opts: SourceOptions) -> dict:
-    return {"metadata": opts.metadata_columns, "text": opts.body_format == "text", "matched": opts.include_filtered,
-            "window": opts.plan is not None}
+    return {
+        "metadata": opts.metadata_columns,
+        "text": opts.body_format == "text",
+        "matched": opts.include_filtered,
+        "window": opts.plan is not None,
+    }
 
 
 def register(spark) -> None:
@@ -88,8 +93,11 @@ class RocketMQReader(DataSourceReader):
     def partitions(self) -> list[Chunk]:
         opts = self.options
         if opts.plan is not None:
-            return [Chunk(piece, window_start_ms) for offsets, window_start_ms in opts.plan
-                    for piece in split_ranges([offsets], opts.max_messages_per_partition)]
+            return [
+                Chunk(piece, window_start_ms)
+                for offsets, window_start_ms in opts.plan
+                for piece in split_ranges([offsets], opts.max_messages_per_partition)
+            ]
         from rocketlake.pipelines.broker_access import resolve_ranges
 
         return [Chunk(r) for r in split_ranges(resolve_ranges(opts), opts.max_messages_per_partition)]
@@ -103,13 +111,21 @@ class RocketMQReader(DataSourceReader):
             return  # an empty plan: Spark still runs one task, with its own default partition
         opts = self.options
         schema = arrow_schema(**_schema_args(opts))
-        batches = _TaskBatches(schema, partition.offsets.queue.broker_name, partition.window_start_ms,
-                               range_subscription(opts, partition.offsets), opts.include_filtered)
+        batches = _TaskBatches(
+            schema,
+            partition.offsets.queue.broker_name,
+            partition.window_start_ms,
+            range_subscription(opts, partition.offsets),
+            opts.include_filtered,
+        )
         for chunk in pull_chunks(opts, partition.offsets):
             batches.add(chunk)
             # What a task holds at once stays within the push consumer's per-queue cache limits (give or take
             # the one pull answer that crossed them, as the push consumer checks before it pulls).
-            if batches.rows >= opts.pull_threshold_for_queue or batches.bytes >= opts.pull_threshold_size_for_queue_bytes:
+            if (
+                batches.rows >= opts.pull_threshold_for_queue
+                or batches.bytes >= opts.pull_threshold_size_for_queue_bytes
+            ):
                 yield from batches.flush()
         yield from batches.flush()
 
@@ -134,8 +150,14 @@ class _TaskBatches:
     """A task's pull answers until the next flush: indexed records go to Arrow in one step
     (:func:`record_batch`); decoded messages, and records it declines, row by row."""
 
-    def __init__(self, schema: pa.Schema, broker_name: str, window_start_ms: int | None,
-                 subscription: Subscription, include_filtered: bool):
+    def __init__(
+        self,
+        schema: pa.Schema,
+        broker_name: str,
+        window_start_ms: int | None,
+        subscription: Subscription,
+        include_filtered: bool,
+    ):
         self.schema = schema
         self.broker_name = broker_name
         self.window_us = None if window_start_ms is None else window_start_ms * 1000
@@ -163,8 +185,10 @@ class _TaskBatches:
         try:
             return records.messages()
         except ProtocolError as exc:
-            raise ProtocolError(f"broker {self.broker_name} answered PULL_MESSAGE with a body that does not decode: "
-                                f"{exc}", request_code=RequestCode.PULL_MESSAGE) from exc
+            raise ProtocolError(
+                f"broker {self.broker_name} answered PULL_MESSAGE with a body that does not decode: {exc}",
+                request_code=RequestCode.PULL_MESSAGE,
+            ) from exc
 
     def _add_messages(self, messages: list[Message]) -> None:
         matches = self.subscription.matches
@@ -177,8 +201,14 @@ class _TaskBatches:
         if self.records:
             records = RawRecords.concat(self.records)
             self.records = []
-            batch = record_batch(records, self.schema, broker_name=self.broker_name, subscription=self.subscription,
-                                 include_filtered=self.include_filtered, window_start_us=self.window_us)
+            batch = record_batch(
+                records,
+                self.schema,
+                broker_name=self.broker_name,
+                subscription=self.subscription,
+                include_filtered=self.include_filtered,
+                window_start_us=self.window_us,
+            )
             if batch is None:
                 self._add_messages(self._decoded(records))
             elif batch.num_rows:
@@ -226,10 +256,14 @@ class _BatchBuilder:
             "born_timestamp": lambda m, _: m.born_timestamp * 1000,
             "store_timestamp": lambda m, _: m.store_timestamp * 1000,
             "origin_topic": lambda m, _: origin_topic(m.topic, m.properties.get(PROPERTY_RETRY_TOPIC)),
-            "origin_msg_id": lambda m, _: origin_msg_id(m.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                                                        m.properties.get(PROPERTY_ORIGIN_MESSAGE_ID), m.offset_msg_id),
-            "origin_offset_msg_id": lambda m, _: origin_offset_msg_id(m.topic, m.properties.get(PROPERTY_ORIGIN_MESSAGE_ID),
-                                                                      m.offset_msg_id),
+            "origin_msg_id": lambda m, _: origin_msg_id(
+                m.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                m.properties.get(PROPERTY_ORIGIN_MESSAGE_ID),
+                m.offset_msg_id,
+            ),
+            "origin_offset_msg_id": lambda m, _: origin_offset_msg_id(
+                m.topic, m.properties.get(PROPERTY_ORIGIN_MESSAGE_ID), m.offset_msg_id
+            ),
             "body_text": lambda m, _: m.body.decode("utf-8", errors="replace"),
             "matched": lambda m, matched: matched,
             "window_start": lambda m, _: self.window_us,

@@ -46,12 +46,13 @@ def _keys(lake: "LakeConfig", environ: Mapping[str, str]) -> tuple[str, str] | N
         raise StorageKeysMissing(
             f"the lake {lake.root} takes its S3 keys from ${s3.access_key_env} and ${s3.secret_key_env} "
             f"(lake.s3.access_key_env, lake.s3.secret_key_env); {' and '.join('$' + m for m in missing)} "
-            f"{'is' if len(missing) == 1 else 'are'} not set in this process's environment")
+            f"{'is' if len(missing) == 1 else 'are'} not set in this process's environment"
+        )
     return environ[s3.access_key_env], environ[s3.secret_key_env]
 
 
 def bucket_of(root: str) -> str:
-    return root[len("s3a://"):].split("/", 1)[0]
+    return root[len("s3a://") :].split("/", 1)[0]
 
 
 #: The keys of a run's own session: from its Hadoop configuration (``apply_lake``), and from nowhere else.
@@ -77,7 +78,8 @@ def hadoop_settings(lake: "LakeConfig", keys_from_environment: bool = False) -> 
         settings[prefix + "connection.ssl.enabled"] = str(s3.endpoint.startswith("https://")).lower()
     if s3.access_key_env:
         settings[prefix + "aws.credentials.provider"] = (
-            ENVIRONMENT_CREDENTIALS_PROVIDER if keys_from_environment else HADOOP_CONFIGURATION_PROVIDER)
+            ENVIRONMENT_CREDENTIALS_PROVIDER if keys_from_environment else HADOOP_CONFIGURATION_PROVIDER
+        )
     return settings
 
 
@@ -111,10 +113,12 @@ def server_refusal(lake: "LakeConfig", server_setting: Callable[[str], str | Non
     for key, wanted in server_settings(lake).items():
         has = server_setting(key)
         if has != wanted:
-            return (f"the Spark Connect server (spark.remote) was not started with the S3 settings of the lake "
-                    f"{lake.root} ({key} is {'not set' if has is None else repr(has)} there, {wanted!r} in this "
-                    "configuration): start it with this configuration (rocketlake spark-server; the local runtime's: "
-                    "rocketlake local down, then local up) and run again")
+            return (
+                f"the Spark Connect server (spark.remote) was not started with the S3 settings of the lake "
+                f"{lake.root} ({key} is {'not set' if has is None else repr(has)} there, {wanted!r} in this "
+                "configuration): start it with this configuration (rocketlake spark-server; the local runtime's: "
+                "rocketlake local down, then local up) and run again"
+            )
     return None
 
 
@@ -175,8 +179,10 @@ def several_writers_refusal(table_path: str, members: tuple[str, ...], log_store
     with its own mutual exclusion (DynamoDB's) is safe."""
     if len(members) < 2 or not on_s3(table_path) or log_store == DYNAMODB_LOG_STORE:
         return None
-    return (f"the consumer group has {len(members)} members ({', '.join(members)}) and its table {table_path} is on "
-            "S3, where Delta's default log store (S3SingleDriverLogStore) is safe with one writer only: two "
-            "deployments' commits can overwrite each other and lose a landed window. Run this ingestion from one "
-            f"deployment, or give every deployment Delta's DynamoDB log store ({LOG_STORE_S3A}: {DYNAMODB_LOG_STORE} "
-            "and io.delta:delta-storage-s3-dynamodb on spark.jars; see the storage guide)")
+    return (
+        f"the consumer group has {len(members)} members ({', '.join(members)}) and its table {table_path} is on "
+        "S3, where Delta's default log store (S3SingleDriverLogStore) is safe with one writer only: two "
+        "deployments' commits can overwrite each other and lose a landed window. Run this ingestion from one "
+        f"deployment, or give every deployment Delta's DynamoDB log store ({LOG_STORE_S3A}: {DYNAMODB_LOG_STORE} "
+        "and io.delta:delta-storage-s3-dynamodb on spark.jars; see the storage guide)"
+    )

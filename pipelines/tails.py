@@ -41,7 +41,8 @@ class LedgerAheadOfBroker(RuntimeError):
 #: is left of those messages. An offsets reset would not help: the ledger would move the group past the broker again.
 KEEP_THE_TABLE = (
     "Nothing was read and no offset moved. Point the ingestion back at the cluster the table was landed from; or, to "
-    "land this broker's messages, give the ingestion a new `table` (this table stays as it is, with what it landed).")
+    "land this broker's messages, give the ingestion a new `table` (this table stays as it is, with what it landed)."
+)
 
 
 class SlaveBehind(RuntimeError):
@@ -59,14 +60,18 @@ def check_same_masters(before: dict[str, str], now: dict[str, str], queues: Iter
     changed = sorted({q.broker_name for q in queues if now.get(q.broker_name) != before.get(q.broker_name)})
     if changed:
         listed = "; ".join(f"{name}: {before.get(name)} before, {now.get(name) or 'none'} now" for name in changed)
-        raise MasterChanged(f"the master of broker(s) {', '.join(changed)} changed while this run read their queues "
-                            f"({listed}). Nothing was written and no offset moved: the next run reads them again.")
+        raise MasterChanged(
+            f"the master of broker(s) {', '.join(changed)} changed while this run read their queues "
+            f"({listed}). Nothing was written and no offset moved: the next run reads them again."
+        )
 
 
 def ahead_of_broker(group: str, listed: str, why: str) -> LedgerAheadOfBroker:
     """The refusal, in one form wherever it is found: ``listed`` names each queue, ``why`` the likely cause."""
-    return LedgerAheadOfBroker(f"the table's ledger says group {group} landed messages the broker does not have "
-                               f"({listed}). {why} {KEEP_THE_TABLE}")
+    return LedgerAheadOfBroker(
+        f"the table's ledger says group {group} landed messages the broker does not have "
+        f"({listed}). {why} {KEEP_THE_TABLE}"
+    )
 
 
 @dataclass(frozen=True)
@@ -74,20 +79,25 @@ class ReplacedTail:
     """A queue the broker holds only up to ``anchor`` of what the table landed up to ``landed_end``."""
 
     queue: MessageQueue
-    landed_end: int         # E: how far the ledger says the table landed the queue
-    broker_end: int         # the broker's max offset now
-    anchor: int             # b': the first offset stored at or after ``boundary_ms``; the old messages end there
-    boundary_ms: int        # t_last: the end of the newest window landed on the queue
-    committed: int | None   # the group's offset on the queue when the run found it
+    landed_end: int  # E: how far the ledger says the table landed the queue
+    broker_end: int  # the broker's max offset now
+    anchor: int  # b': the first offset stored at or after ``boundary_ms``; the old messages end there
+    boundary_ms: int  # t_last: the end of the newest window landed on the queue
+    committed: int | None  # the group's offset on the queue when the run found it
 
     def describe(self, group: str) -> str:
-        moved = (f", group {group}'s offset goes back from {self.committed} to {self.anchor}"
-                 if self.committed is not None and self.committed > self.anchor else "")
-        return (f"queue {self.queue.key} lost its newest messages in a failover: the table landed it up to offset "
-                f"{self.landed_end}, but the master serving it now holds the old messages only below offset "
-                f"{self.anchor} (its max offset is {self.broker_end}), so messages [{self.anchor}, {self.landed_end}), "
-                f"landed from the old master, stay in the table{moved}, and new messages from offset {self.anchor} "
-                "land in the next windows")
+        moved = (
+            f", group {group}'s offset goes back from {self.committed} to {self.anchor}"
+            if self.committed is not None and self.committed > self.anchor
+            else ""
+        )
+        return (
+            f"queue {self.queue.key} lost its newest messages in a failover: the table landed it up to offset "
+            f"{self.landed_end}, but the master serving it now holds the old messages only below offset "
+            f"{self.anchor} (its max offset is {self.broker_end}), so messages [{self.anchor}, {self.landed_end}), "
+            f"landed from the old master, stay in the table{moved}, and new messages from offset {self.anchor} "
+            "land in the next windows"
+        )
 
 
 def recorded_bounds(entries: Iterable[LedgerEntry]) -> dict[MessageQueue, dict[int, int]]:
@@ -113,9 +123,15 @@ def landed_ends(entries: Iterable[LedgerEntry]) -> dict[MessageQueue, int]:
     return ends
 
 
-def replaced_tails(times: StoreTimeReader, entries: list[LedgerEntry], queues: Iterable[MessageQueue],
-                   committed: dict[MessageQueue, int | None], cluster: str | None, group: str,
-                   refuse: Collection[MessageQueue]) -> list[ReplacedTail]:
+def replaced_tails(
+    times: StoreTimeReader,
+    entries: list[LedgerEntry],
+    queues: Iterable[MessageQueue],
+    committed: dict[MessageQueue, int | None],
+    cluster: str | None,
+    group: str,
+    refuse: Collection[MessageQueue],
+) -> list[ReplacedTail]:
     """The queues among ``queues`` whose tail the broker replaced, each with where to re-anchor it.
 
     One store-time read per queue the ledger knows (the message below its newest boundary), more only for a queue
@@ -147,8 +163,16 @@ def replaced_tails(times: StoreTimeReader, entries: list[LedgerEntry], queues: I
     return found
 
 
-def check_same_store(times: StoreTimeReader, entries: list[LedgerEntry], mq: MessageQueue, points: dict[int, int],
-                     anchor: int, offsets: tuple[int, int, int], cluster: str | None, group: str) -> None:
+def check_same_store(
+    times: StoreTimeReader,
+    entries: list[LedgerEntry],
+    mq: MessageQueue,
+    points: dict[int, int],
+    anchor: int,
+    offsets: tuple[int, int, int],
+    cluster: str | None,
+    group: str,
+) -> None:
     """Refuse to re-anchor on a store that is not the one the table was landed from: another cluster's name server,
     or no recorded boundary the broker still holds below the anchor (a message just below it stored before it). A
     truncated replica keeps every boundary of its older messages; a recreated store keeps none."""
@@ -156,17 +180,25 @@ def check_same_store(times: StoreTimeReader, entries: list[LedgerEntry], mq: Mes
     listed = f"{mq.key}: landed up to {end}, the broker holds up to {hi}"
     landed_from = next((e.namesrv for e in reversed(entries) if e.namesrv is not None), None)
     if cluster is not None and landed_from is not None and cluster != landed_from:
-        raise ahead_of_broker(group, listed, f"The table was landed from cluster {landed_from}, and the ingestion "
-                                             f"now reads cluster {cluster}.")
+        raise ahead_of_broker(
+            group,
+            listed,
+            f"The table was landed from cluster {landed_from}, and the ingestion now reads cluster {cluster}.",
+        )
     newest = max(points)
     older = [(t, b) for t, b in sorted(points.items(), reverse=True) if t < newest and lo < b <= min(hi, anchor)]
     if not any(times.store_time(mq, b - 1) < t for t, b in older):  # stops at the first one held
-        raise ahead_of_broker(group, listed, "None of the messages the table landed there is on the broker: its "
-                                             "store was recreated, or the ingestion now points at another cluster.")
+        raise ahead_of_broker(
+            group,
+            listed,
+            "None of the messages the table landed there is on the broker: its "
+            "store was recreated, or the ingestion now points at another cluster.",
+        )
 
 
-def cut_at(entries: list[LedgerEntry], anchors: dict[MessageQueue, int],
-           keep_bounds: Collection[MessageQueue] = ()) -> list[LedgerEntry]:
+def cut_at(
+    entries: list[LedgerEntry], anchors: dict[MessageQueue, int], keep_bounds: Collection[MessageQueue] = ()
+) -> list[LedgerEntry]:
     """The entries as a run must read them once each queue of ``anchors`` holds the old messages only below its anchor:
     ranges, gaps, trusted spans and boundaries above it dropped (an empty range stays: the window did land the queue),
     so nothing moves the group over the reused offsets, and nothing plans a window from a boundary that is gone.
@@ -188,13 +220,18 @@ def cut_at(entries: list[LedgerEntry], anchors: dict[MessageQueue, int],
 
     cut_entries = []
     for e in entries:
-        cut_entries.append(replace(
-            e,
-            windows=tuple(replace(w, ranges=tuple(rng(r) for r in w.ranges)) for w in e.windows),
-            origin={mq: min(o, anchors.get(mq, o)) for mq, o in e.origin.items()},
-            gaps={mq: gap for mq, (lo, hi) in e.gaps.items() for gap in below(mq, [(lo, hi)])},
-            suspended={mq: s for mq, s in e.suspended.items() if kept(mq, s)},
-            landed={mq: spans for mq, spans in ((mq, below(mq, s)) for mq, s in e.landed.items()) if spans},
-            bounds={mq: tuple((t, b) for t, b in pairs if mq not in anchors or mq in keep_bounds or b <= anchors[mq])
-                    for mq, pairs in e.bounds.items()}))
+        cut_entries.append(
+            replace(
+                e,
+                windows=tuple(replace(w, ranges=tuple(rng(r) for r in w.ranges)) for w in e.windows),
+                origin={mq: min(o, anchors.get(mq, o)) for mq, o in e.origin.items()},
+                gaps={mq: gap for mq, (lo, hi) in e.gaps.items() for gap in below(mq, [(lo, hi)])},
+                suspended={mq: s for mq, s in e.suspended.items() if kept(mq, s)},
+                landed={mq: spans for mq, spans in ((mq, below(mq, s)) for mq, s in e.landed.items()) if spans},
+                bounds={
+                    mq: tuple((t, b) for t, b in pairs if mq not in anchors or mq in keep_bounds or b <= anchors[mq])
+                    for mq, pairs in e.bounds.items()
+                },
+            )
+        )
     return cut_entries

@@ -50,7 +50,8 @@ class Window:
             raise WindowNotClosed(
                 f"window [{iso(self.start_ms)}, {iso(self.end_ms)}) is not closed yet: it closes at "
                 f"{iso(self.end_ms + grace_ms)} (end + {grace_ms // 1000}s grace), in {wait_s}s. "
-                "Materialize it after that; a window is only final once no message can land in it.")
+                "Materialize it after that; a window is only final once no message can land in it."
+            )
 
 
 def to_ms(value: datetime) -> int:
@@ -79,8 +80,9 @@ class StoreTimeReader(Protocol):
         """The store timestamp of the message at ``offset`` (min_offset <= offset < max_offset)."""
 
 
-def first_offset_at_or_after(reader: StoreTimeReader, queue: MessageQueue, timestamp_ms: int,
-                             lo: int | None = None, hi: int | None = None) -> int:
+def first_offset_at_or_after(
+    reader: StoreTimeReader, queue: MessageQueue, timestamp_ms: int, lo: int | None = None, hi: int | None = None
+) -> int:
     """``b(q, t)`` within ``[lo, hi]`` (default: the queue's min and max offsets)."""
     lo = reader.min_offset(queue) if lo is None else lo
     hi = reader.max_offset(queue) if hi is None else hi
@@ -117,8 +119,12 @@ def first_offset_at_or_after(reader: StoreTimeReader, queue: MessageQueue, times
     return above
 
 
-def window_ranges(reader: StoreTimeReader, queues: list[MessageQueue], window: Window,
-                  anchors: dict[MessageQueue, dict[int, int]] | None = None) -> list[OffsetRange]:
+def window_ranges(
+    reader: StoreTimeReader,
+    queues: list[MessageQueue],
+    window: Window,
+    anchors: dict[MessageQueue, dict[int, int]] | None = None,
+) -> list[OffsetRange]:
     """``R(q, W)`` for every queue, in the order of ``queues``.
 
     ``anchors``: boundaries recorded by earlier plans (``ledger.known_bounds``): a window starts where the one

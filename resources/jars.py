@@ -74,7 +74,10 @@ def rocketmq_jar_set(version: str = ROCKETMQ_VERSION) -> JarSet:
     g = "org.apache.rocketmq"
     return JarSet(
         f"rocketmq-{version}",
-        tuple(Artifact(g, a, version) for a in ("rocketmq-namesrv", "rocketmq-broker", "rocketmq-tools", "rocketmq-client")),
+        tuple(
+            Artifact(g, a, version)
+            for a in ("rocketmq-namesrv", "rocketmq-broker", "rocketmq-tools", "rocketmq-client")
+        ),
     )
 
 
@@ -101,8 +104,9 @@ def spark_avro_jar_set() -> JarSet:
     its Spark functions."""
     import pyspark
 
-    return JarSet(f"spark-avro-{pyspark.__version__}",
-                  (Artifact("org.apache.spark", "spark-avro_2.13", pyspark.__version__),))
+    return JarSet(
+        f"spark-avro-{pyspark.__version__}", (Artifact("org.apache.spark", "spark-avro_2.13", pyspark.__version__),)
+    )
 
 
 def beside_spark(resolved: list[Path]) -> list[Path]:
@@ -125,9 +129,10 @@ def spark_hadoop_version() -> str:
 
     found = sorted((Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar"))
     if not found:
-        raise JarResolutionFailed(f"pyspark {pyspark.__version__} ships no hadoop-client-api jar: cannot tell which "
-                                  "hadoop-aws matches it")
-    return found[-1].name[len("hadoop-client-api-"):-len(".jar")]
+        raise JarResolutionFailed(
+            f"pyspark {pyspark.__version__} ships no hadoop-client-api jar: cannot tell which hadoop-aws matches it"
+        )
+    return found[-1].name[len("hadoop-client-api-") : -len(".jar")]
 
 
 def s3a_jar_set() -> JarSet:
@@ -146,8 +151,10 @@ def cache_dir() -> Path:
 def require_tool(name: str, purpose: str) -> str:
     path = shutil.which(name)
     if path is None:
-        raise ToolMissing(f"'{name}' is not on PATH; rocketlake needs it to {purpose}. Install it (e.g. apt-get install "
-                          f"{'maven' if name == 'mvn' else 'openjdk-17-jdk-headless'}) and try again.")
+        raise ToolMissing(
+            f"'{name}' is not on PATH; rocketlake needs it to {purpose}. Install it (e.g. apt-get install "
+            f"{'maven' if name == 'mvn' else 'openjdk-17-jdk-headless'}) and try again."
+        )
     return path
 
 
@@ -169,24 +176,40 @@ def resolve(jar_set: JarSet) -> list[Path]:
         if lib.exists():
             shutil.rmtree(lib)
         # -U: a "not found" Maven cached from an earlier outage must not stick.
-        cmd = [mvn, "-B", "-q", "-U", "-f", str(home / "pom.xml"), f"{DEPENDENCY_PLUGIN}:copy-dependencies",
-               "-DincludeScope=runtime", f"-DoutputDirectory={lib}"]
+        cmd = [
+            mvn,
+            "-B",
+            "-q",
+            "-U",
+            "-f",
+            str(home / "pom.xml"),
+            f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={lib}",
+        ]
         # The first resolution downloads tens of megabytes: say so, or a person watches a silent minute.
-        print(f"resolving {jar_set.name} from Maven Central into {lib} (once per machine) ...", file=sys.stderr,
-              flush=True)
+        print(
+            f"resolving {jar_set.name} from Maven Central into {lib} (once per machine) ...",
+            file=sys.stderr,
+            flush=True,
+        )
         started = time.monotonic()
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
             raise JarResolutionFailed(
                 f"Maven could not resolve {', '.join(a.coordinates for a in jar_set.artifacts)} "
-                f"(exit {proc.returncode}). Is Maven Central reachable? Last lines of Maven's output:\n{tail}")
+                f"(exit {proc.returncode}). Is Maven Central reachable? Last lines of Maven's output:\n{tail}"
+            )
         jars = sorted(p.name for p in lib.glob("*.jar"))
         if not jars:
             raise JarResolutionFailed(f"Maven resolved {jar_set.name} but wrote no jar into {lib}")
         marker.write_text("\n".join(jars) + "\n")
-        print(f"resolved {len(jars)} jar(s) of {jar_set.name} in {time.monotonic() - started:.0f}s", file=sys.stderr,
-              flush=True)
+        print(
+            f"resolved {len(jars)} jar(s) of {jar_set.name} in {time.monotonic() - started:.0f}s",
+            file=sys.stderr,
+            flush=True,
+        )
         return [lib / j for j in jars]
 
 
@@ -195,7 +218,8 @@ def _listed_jars(lib: Path, marker: Path) -> list[Path]:
     missing = [j.name for j in jars if not j.exists()]
     if missing:
         raise JarResolutionFailed(
-            f"the jar cache {lib} lost {', '.join(missing[:3])}; delete {marker.parent} and run again to re-resolve")
+            f"the jar cache {lib} lost {', '.join(missing[:3])}; delete {marker.parent} and run again to re-resolve"
+        )
     return jars
 
 

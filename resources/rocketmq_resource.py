@@ -35,21 +35,35 @@ class RocketMQResource(ConfigurableResource):
     namesrv: str = Field(description="Name server address(es), ';'-separated.")
     access_key: str | None = Field(default=None, description="ACL AccessKey; pass EnvVar(...), never a literal.")
     secret_key: str | None = Field(default=None, description="ACL SecretKey; pass EnvVar(...), never a literal.")
-    access_key_env: str | None = Field(default=None, description="Instead of access_key: the environment variable "
-                                       "holding it, read where it is needed (the run, a sensor, each Spark worker).")
-    secret_key_env: str | None = Field(default=None, description="Instead of secret_key: the environment variable "
-                                       "holding it. The Spark tasks then get the variables' names, never the keys.")
+    access_key_env: str | None = Field(
+        default=None,
+        description="Instead of access_key: the environment variable "
+        "holding it, read where it is needed (the run, a sensor, each Spark worker).",
+    )
+    secret_key_env: str | None = Field(
+        default=None,
+        description="Instead of secret_key: the environment variable "
+        "holding it. The Spark tasks then get the variables' names, never the keys.",
+    )
     cluster: str | None = Field(default=None, description="The cluster's name in the configuration, for messages.")
-    tls: bool = Field(default=False, description="TLS to the name servers and brokers (servers with "
-                                                 "tls.server.mode enforcing or permissive).")
-    tls_ca_file: str | None = Field(default=None, description="PEM CA the servers' certificates chain to; default: "
-                                                              "the system's trust store.")
+    tls: bool = Field(
+        default=False,
+        description="TLS to the name servers and brokers (servers with tls.server.mode enforcing or permissive).",
+    )
+    tls_ca_file: str | None = Field(
+        default=None, description="PEM CA the servers' certificates chain to; default: the system's trust store."
+    )
     tls_cert_file: str | None = Field(default=None, description="PEM client certificate, for servers that require one.")
     tls_key_file: str | None = Field(default=None, description="Its unencrypted PEM private key.")
-    tls_verify_hostname: bool = Field(default=True, description="Check the server certificate's name (false: test "
-                                                                "clusters only).")
-    timeout_ms: int = Field(default=3000, ge=1, description="Timeout of every broker and name server call, unless "
-                                                          "an ingestion sets its own mqClientApiTimeout.")
+    tls_verify_hostname: bool = Field(
+        default=True, description="Check the server certificate's name (false: test clusters only)."
+    )
+    timeout_ms: int = Field(
+        default=3000,
+        ge=1,
+        description="Timeout of every broker and name server call, unless "
+        "an ingestion sets its own mqClientApiTimeout.",
+    )
     _clients: dict[int, RocketMQClient] = PrivateAttr(default_factory=dict)
 
     def credentials(self) -> Credentials | None:
@@ -59,7 +73,8 @@ class RocketMQResource(ConfigurableResource):
             if missing:
                 raise MissingCredentials(
                     f"cluster {self.cluster or self.namesrv!r} signs its requests (ACL): set the environment "
-                    f"variable{'s' if len(missing) > 1 else ''} {' and '.join(missing)} (its AccessKey and SecretKey)")
+                    f"variable{'s' if len(missing) > 1 else ''} {' and '.join(missing)} (its AccessKey and SecretKey)"
+                )
             return Credentials(values[self.access_key_env], values[self.secret_key_env])
         if self.access_key and self.secret_key:
             return Credentials(self.access_key, self.secret_key)
@@ -74,15 +89,20 @@ class RocketMQResource(ConfigurableResource):
         """The driver's client, one per timeout (an ingestion's ``mq_client_api_timeout``, else the resource's)."""
         timeout_ms = timeout_ms or self.timeout_ms
         if timeout_ms not in self._clients:
-            self._clients[timeout_ms] = RocketMQClient(self.namesrv, credentials=self.credentials(),
-                                                       timeout=timeout_ms / 1000, tls=self.tls_settings())
+            self._clients[timeout_ms] = RocketMQClient(
+                self.namesrv, credentials=self.credentials(), timeout=timeout_ms / 1000, tls=self.tls_settings()
+            )
         return self._clients[timeout_ms]
 
     def open_client(self, timeout_ms: int | None = None) -> RocketMQClient:
         """A client of its own for a short task (a sensor's tick), to close at its end (``with``); the run's
         clients (``client``) are cached for the process."""
-        return RocketMQClient(self.namesrv, credentials=self.credentials(), timeout=(timeout_ms or self.timeout_ms) / 1000,
-                              tls=self.tls_settings())
+        return RocketMQClient(
+            self.namesrv,
+            credentials=self.credentials(),
+            timeout=(timeout_ms or self.timeout_ms) / 1000,
+            tls=self.tls_settings(),
+        )
 
     def source_options(self, timeout_ms: int | None = None) -> dict[str, str]:
         """Options for ``spark.read.format("rocketmq")``: the executors' clients get the driver's settings

@@ -88,8 +88,9 @@ def jar_files(settings: dict[str, str], needed: list[Path]) -> str:
     return ",".join([*map(str, needed), *filter(None, extra.split(","))])
 
 
-def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None,
-                  app_name: str = "rocketlake", s3a: bool = False) -> SparkSession:
+def spark_session(
+    master: str = "local[*]", conf: dict[str, str] | None = None, app_name: str = "rocketlake", s3a: bool = False
+) -> SparkSession:
     """The process's SparkSession with Delta configured (created on first call, then reused).
 
     Spark allows one active session per JVM; asking again returns it, with ``conf`` applied where Spark
@@ -149,9 +150,14 @@ def connect_endpoint(remote: str) -> tuple[str, int]:
     return parts.hostname or "localhost", parts.port or CONNECT_DEFAULT_PORT
 
 
-def connect_server_command(remote: str, master: str = "local[*]", conf: dict[str, str] | None = None,
-                           app_name: str = "rocketlake", lake: LakeConfig | None = None,
-                           environ: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+def connect_server_command(
+    remote: str,
+    master: str = "local[*]",
+    conf: dict[str, str] | None = None,
+    app_name: str = "rocketlake",
+    lake: LakeConfig | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[list[str], dict[str, str]]:
     """The command and environment of a Spark Connect server for ``remote``, configured as :func:`spark_session`
     configures a run's own session (Delta, its jars as files, the local defaults, this interpreter for the Python
     workers, the malloc cap), bound to the URL's host and port.
@@ -162,14 +168,27 @@ def connect_server_command(remote: str, master: str = "local[*]", conf: dict[str
     host, port = connect_endpoint(remote)
     env = dict(os.environ if environ is None else environ, SPARK_HOME=str(Path(pyspark.__file__).resolve().parent))
     on_s3 = lake is not None and storage.on_s3(lake.root)
-    settings = {**CONNECT_REAPS_DEAD_CLIENTS, **session_settings(master, conf, env),
-                **(storage.server_settings(lake) if on_s3 else {}),  # the lake's, whatever spark.conf says: runs check
-                "spark.connect.grpc.binding.address": host, "spark.connect.grpc.binding.port": str(port)}
+    settings = {
+        **CONNECT_REAPS_DEAD_CLIENTS,
+        **session_settings(master, conf, env),
+        **(storage.server_settings(lake) if on_s3 else {}),  # the lake's, whatever spark.conf says: runs check
+        "spark.connect.grpc.binding.address": host,
+        "spark.connect.grpc.binding.port": str(port),
+    }
     if on_s3:
         storage.server_keys(lake, env)
     needed = [*session_jars(), *(jars.resolve(jars.s3a_jar_set()) if on_s3 else [])]
-    cmd = [str(Path(env["SPARK_HOME"]) / "bin" / "spark-submit"), "--master", master, "--name", app_name,
-           "--class", CONNECT_SERVER_CLASS, "--jars", jar_files(settings, needed)]
+    cmd = [
+        str(Path(env["SPARK_HOME"]) / "bin" / "spark-submit"),
+        "--master",
+        master,
+        "--name",
+        app_name,
+        "--class",
+        CONNECT_SERVER_CLASS,
+        "--jars",
+        jar_files(settings, needed),
+    ]
     if not master.startswith("local"):
         cmd += ["--py-files", str(package_zip())]  # as spark_session's addPyFile: executors elsewhere get rocketlake
     for key, value in settings.items():
@@ -188,7 +207,8 @@ def connect_session(remote: str, conf: dict[str, str] | None = None) -> SparkSes
     if SparkContext._active_spark_context is not None:
         raise SparkSessionConflict(
             f"SparkResource: remote={remote!r} asks for a Spark Connect session, but this process already runs a "
-            "classic SparkSession (PySpark keeps one kind per process): stop it first, or leave remote unset.")
+            "classic SparkSession (PySpark keeps one kind per process): stop it first, or leave remote unset."
+        )
     session = SparkSession.builder.remote(remote).getOrCreate()
     if not session.conf.get("spark.master", "local").startswith("local"):
         # A server on a cluster runs the session's Python functions (the reader, a listener) with the interpreter
@@ -209,7 +229,8 @@ def connect_session(remote: str, conf: dict[str, str] | None = None) -> SparkSes
         listed = "; ".join(f"{key}={want!r} (the server has {have!r})" for key, want, have in wrong)
         raise SparkSessionConflict(
             f"SparkResource: the Spark Connect server at {remote} cannot take {listed}: these are fixed when the server "
-            "starts. Restart it on this configuration (rocketlake spark-server).")
+            "starts. Restart it on this configuration (rocketlake spark-server)."
+        )
     return session
 
 
@@ -242,7 +263,8 @@ def apply_to_active(active: SparkSession, master: str, app_name: str, conf: dict
         raise SparkSessionConflict(
             f"SparkResource: a SparkSession is already running in this process and cannot take {listed}: these are "
             "fixed when a session starts. Give the resource the running session's values, or stop that session "
-            "(spark.stop()) before the run starts its own.")
+            "(spark.stop()) before the run starts its own."
+        )
 
 
 def package_zip(cache_dir: Path | None = None) -> Path:
@@ -288,15 +310,24 @@ class SparkResource(ConfigurableResource):
 
     master: str = Field(default="local[*]", description="Spark master URL: local[N], spark://, k8s://, yarn.")
     app_name: str = Field(default="rocketlake", description="Application name shown in Spark's UI.")
-    conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark configuration, applied last. When a "
-                                 "SparkSession is already running in the process, SQL settings are applied to it "
-                                 "and a different master, name or static setting is refused.")
+    conf: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra Spark configuration, applied last. When a "
+        "SparkSession is already running in the process, SQL settings are applied to it "
+        "and a different master, name or static setting is refused.",
+    )
 
-    s3a: bool = Field(default=False, description="Put Hadoop's S3A connector (hadoop-aws and the AWS SDK it needs) "
-                      "on the class path, for a lake on s3a://.")
-    remote: str | None = Field(default=None, description="A Spark Connect server (sc://host:port) to open sessions on "
-                               "instead of starting Spark in the process; master and static settings are the "
-                               "server's (rocketlake spark-server).")
+    s3a: bool = Field(
+        default=False,
+        description="Put Hadoop's S3A connector (hadoop-aws and the AWS SDK it needs) "
+        "on the class path, for a lake on s3a://.",
+    )
+    remote: str | None = Field(
+        default=None,
+        description="A Spark Connect server (sc://host:port) to open sessions on "
+        "instead of starting Spark in the process; master and static settings are the "
+        "server's (rocketlake spark-server).",
+    )
 
     def session(self) -> SparkSession:
         if self.remote is not None:

@@ -68,8 +68,14 @@ def _spark_cluster(args: argparse.Namespace):
     if saved is not None and args.action != "up":
         return LocalSparkCluster(saved)
     ui = args.spark_ui_port
-    return LocalSparkCluster(SparkClusterSpec(state_dir, master_port=args.spark_port, master_ui_port=ui,
-                                              worker_ui_ports=tuple(ui + 1 + i for i in range(args.spark_workers))))
+    return LocalSparkCluster(
+        SparkClusterSpec(
+            state_dir,
+            master_port=args.spark_port,
+            master_ui_port=ui,
+            worker_ui_ports=tuple(ui + 1 + i for i in range(args.spark_workers)),
+        )
+    )
 
 
 def _local_config(args: argparse.Namespace, default: str) -> Path:
@@ -111,8 +117,13 @@ def _dagster(args: argparse.Namespace, postgres):
     from rocketlake.resources.local.dagster_stack import LocalDagster
 
     config = _local_config(args, "deploy/rocketlake.yaml")
-    return LocalDagster(Path(args.state_dir).absolute() / "dagster", config, postgres, webserver_port=args.dagster_port,
-                        code_server_port=args.code_server_port)
+    return LocalDagster(
+        Path(args.state_dir).absolute() / "dagster",
+        config,
+        postgres,
+        webserver_port=args.dagster_port,
+        code_server_port=args.code_server_port,
+    )
 
 
 def _create_topics(cluster, config_path: Path) -> None:
@@ -180,12 +191,14 @@ def _local(args: argparse.Namespace) -> int:
 
             tls = cluster.spec.tls_settings()
             block = {"namesrv": cluster.spec.namesrv_address, "tls": {"ca_file": tls.ca_file}}
-            print(f"TLS enforced (CA in {cluster.spec.tls_dir}); use it with "
-                  f"{yaml.safe_dump({'clusters': {'local': block}}, default_flow_style=True).strip()} in rocketlake.yaml")
+            print(
+                f"TLS enforced (CA in {cluster.spec.tls_dir}); use it with "
+                f"{yaml.safe_dump({'clusters': {'local': block}}, default_flow_style=True).strip()} in rocketlake.yaml"
+            )
         if spark is not None:
             print(f"starting a Spark standalone master and {spark.spec.workers} workers ...", flush=True)
             print(spark.up(progress=lambda line: print(line, flush=True)).render())
-            print(f"use it with spark: {{master: \"{spark.spec.master_url}\"}} in rocketlake.yaml")
+            print(f'use it with spark: {{master: "{spark.spec.master_url}"}} in rocketlake.yaml')
         if connect is not None:  # after the standalone cluster: its master may be the server's
             print("starting the Spark Connect server the runs open their sessions on (spark.remote) ...", flush=True)
             # An S3 lake's keys, from the variables its configuration names: the local S3 server's, when it is
@@ -196,16 +209,20 @@ def _local(args: argparse.Namespace) -> int:
             print("starting PostgreSQL for Dagster's storage ...", flush=True)
             postgres.up(progress=lambda line: print(line, flush=True))
             print(postgres.status())
-            print(f"deploy/dagster.yaml reads {', '.join(sorted(postgres.dagster_env()))}; "
-                  f"`rocketlake local env --postgres` prints them for a shell")
+            print(
+                f"deploy/dagster.yaml reads {', '.join(sorted(postgres.dagster_env()))}; "
+                f"`rocketlake local env --postgres` prints them for a shell"
+            )
         if s3 is not None:
             print("starting the S3-compatible object store for the lake ...", flush=True)
             s3.up(progress=lambda line: print(line, flush=True))
             print(s3.status())
             import yaml
 
-            print(f"use it with {yaml.safe_dump({'lake': s3.lake_settings()}, default_flow_style=True).strip()} "
-                  "in rocketlake.yaml; `rocketlake local env --s3` prints the keys' variables for a shell")
+            print(
+                f"use it with {yaml.safe_dump({'lake': s3.lake_settings()}, default_flow_style=True).strip()} "
+                "in rocketlake.yaml; `rocketlake local env --s3` prints the keys' variables for a shell"
+            )
         if dagster is not None:
             _create_topics(cluster, dagster.config)
             print(f"starting dagster-daemon and dagster-webserver on {dagster.config} ...", flush=True)
@@ -214,18 +231,25 @@ def _local(args: argparse.Namespace) -> int:
     elif args.action == "env":
         # For `eval "$(rocketlake local env --postgres --s3)"`: the secrets go to the shell, not to a log.
         if postgres is None and s3 is None:
-            raise _Refused("local env prints the DAGSTER_PG_* variables (--postgres) or the local S3 server's keys "
-                           "(--s3): add one of them")
-        variables = {**(postgres.dagster_env() if postgres is not None else {}),
-                     **(s3.credentials_env() if s3 is not None else {})}
+            raise _Refused(
+                "local env prints the DAGSTER_PG_* variables (--postgres) or the local S3 server's keys "
+                "(--s3): add one of them"
+            )
+        variables = {
+            **(postgres.dagster_env() if postgres is not None else {}),
+            **(s3.credentials_env() if s3 is not None else {}),
+        }
         for key, value in sorted(variables.items()):
             print(f"export {key}={shlex.quote(value)}")
     elif args.action == "down":
-        stopped = ((dagster.down() if dagster is not None else [])
-                   + (postgres.down(wipe=args.wipe) if postgres is not None else [])
-                   + (s3.down(wipe=args.wipe) if s3 is not None else [])
-                   + (connect.down() if connect is not None else [])
-                   + (spark.down() if spark is not None else []) + cluster.down(wipe=args.wipe))
+        stopped = (
+            (dagster.down() if dagster is not None else [])
+            + (postgres.down(wipe=args.wipe) if postgres is not None else [])
+            + (s3.down(wipe=args.wipe) if s3 is not None else [])
+            + (connect.down() if connect is not None else [])
+            + (spark.down() if spark is not None else [])
+            + cluster.down(wipe=args.wipe)
+        )
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
         if args.wipe:
             wiped = _wipe_local_landings(cluster.spec.namesrv_address)
@@ -264,8 +288,13 @@ def _ui(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from rocketlake.demo import run_demo
 
-    return run_demo(_cluster_spec(args), topic=args.topic, messages=args.messages, windows=args.windows,
-                    s3_port=args.s3_port if args.s3 else None)
+    return run_demo(
+        _cluster_spec(args),
+        topic=args.topic,
+        messages=args.messages,
+        windows=args.windows,
+        s3_port=args.s3_port if args.s3 else None,
+    )
 
 
 class _Refused(Exception):
@@ -280,8 +309,9 @@ def _ingestion(args: argparse.Namespace):
     config = load_config(args.config)
     check_crons(config, str(config_path(args.config)))
     if args.ingestion not in config.ingestions:
-        raise _Refused(f"no ingestion {args.ingestion!r} in the configuration; there are: "
-                       + ", ".join(sorted(config.ingestions)))
+        raise _Refused(
+            f"no ingestion {args.ingestion!r} in the configuration; there are: " + ", ".join(sorted(config.ingestions))
+        )
     return config, config.ingestions[args.ingestion]
 
 
@@ -307,8 +337,11 @@ def _backfill(args: argparse.Namespace) -> int:
             check_pool_limited(instance, consumer_group_pool(ingestion.consumer_group), ingestion.consumer_group)
         except PoolNotLimited as e:
             raise _Refused(f"ingestion {args.ingestion}: {e}") from None
-    print(f"landing {len(keys)} window(s) of {args.ingestion} ({keys[0]} .. {keys[-1]}) into {ingestion.table} "
-          "in one Dagster run ...", flush=True)
+    print(
+        f"landing {len(keys)} window(s) of {args.ingestion} ({keys[0]} .. {keys[-1]}) into {ingestion.table} "
+        "in one Dagster run ...",
+        flush=True,
+    )
     if args.config:
         import os
 
@@ -332,12 +365,17 @@ def _client(config, ingestion):
     if cluster.access_key_env:
         key, secret = os.environ.get(cluster.access_key_env), os.environ.get(cluster.secret_key_env)
         if not key or not secret:
-            raise _Refused(f"cluster {ingestion.cluster!r} uses ACL: set ${cluster.access_key_env} and "
-                           f"${cluster.secret_key_env}")
+            raise _Refused(
+                f"cluster {ingestion.cluster!r} uses ACL: set ${cluster.access_key_env} and ${cluster.secret_key_env}"
+            )
         credentials = Credentials(key, secret)
     timeout_ms = ingestion.mq_client_api_timeout or RocketMQResource.model_fields["timeout_ms"].default
-    return RocketMQClient(cluster.namesrv, credentials=credentials, timeout=timeout_ms / 1000,
-                          tls=cluster.tls.settings() if cluster.tls is not None else None)
+    return RocketMQClient(
+        cluster.namesrv,
+        credentials=credentials,
+        timeout=timeout_ms / 1000,
+        tls=cluster.tls.settings() if cluster.tls is not None else None,
+    )
 
 
 @contextmanager
@@ -358,9 +396,10 @@ def _group_of(config, ingestion):
     except (ConnectionFailed, RequestTimeout) as e:
         if isinstance(e, (ConnectionTurnedAway, ClosedBeforeAnswer)):  # TLS failed, or the server wants TLS
             raise _Refused(f"cluster {ingestion.cluster!r} ({namesrv}) turned the connection away: {e}") from None
-        raise _Refused(f"cannot reach RocketMQ ({e}): check that the name server {namesrv} of cluster "
-                       f"{ingestion.cluster!r} and its brokers are up (`rocketlake local status` for the local one)"
-                       ) from None
+        raise _Refused(
+            f"cannot reach RocketMQ ({e}): check that the name server {namesrv} of cluster "
+            f"{ingestion.cluster!r} and its brokers are up (`rocketlake local status` for the local one)"
+        ) from None
     except TopicNotExist as e:
         raise _Refused(f"{ingestion.topic_label} on cluster {ingestion.cluster!r} ({namesrv}): {e}") from None
     finally:
@@ -392,10 +431,15 @@ def _offsets(args: argparse.Namespace) -> int:
         owned = owners(ingestion, [r.queue for r in rows], members)
     entries = recent_entries(config.lake.table_path(ingestion.table), storage_options=delta_rs_options(config.lake))
     last_windows = last_landed(landed_queues(entries, ingestion.consumer_group))
-    where = (f"member {client_id(ingestion)}'s local offset store {group.store.path}" if isinstance(group, MemberBroker)
-             else "offsets committed on the brokers; lag as mqadmin consumerProgress's Diff")
-    print(f"group {ingestion.consumer_group} ({ingestion.message_model.value}) on {ingestion.topic_label}, "
-          f"cluster {ingestion.cluster} ({cluster.namesrv}); {where}; lag s = age of the oldest message not passed:")
+    where = (
+        f"member {client_id(ingestion)}'s local offset store {group.store.path}"
+        if isinstance(group, MemberBroker)
+        else "offsets committed on the brokers; lag as mqadmin consumerProgress's Diff"
+    )
+    print(
+        f"group {ingestion.consumer_group} ({ingestion.message_model.value}) on {ingestion.topic_label}, "
+        f"cluster {ingestion.cluster} ({cluster.namesrv}); {where}; lag s = age of the oldest message not passed:"
+    )
     print(render(rows, int(time.time() * 1000), last_windows, owned))
     if all(r.committed is None for r in rows):
         print(f"group {ingestion.consumer_group} has committed no offset on this topic yet")
@@ -412,8 +456,9 @@ def _reset_time_ms(value: str, timezone_name: str) -> int:
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
-        raise _Refused(f"--to-time {value!r} is neither epoch milliseconds nor an ISO-8601 time "
-                       "(e.g. 2026-11-01T10:17:30+01:00)") from None
+        raise _Refused(
+            f"--to-time {value!r} is neither epoch milliseconds nor an ISO-8601 time (e.g. 2026-11-01T10:17:30+01:00)"
+        ) from None
     return int((parsed if parsed.tzinfo else parsed.replace(tzinfo=ZoneInfo(timezone_name))).timestamp() * 1000)
 
 
@@ -445,8 +490,10 @@ def _offsets_reset(args: argparse.Namespace) -> int:
             committed[mq] = group.committed_offset(mq)
             targets[mq] = first_offset_at_or_after(group, mq, to_ms, lo, hi)
         plan = plan_reset(committed, targets)
-        print(f"reset of group {ingestion.consumer_group} on {ingestion.topic_label} to the first message stored at or "
-              f"after {to_ms} ms{' (dry run: nothing changes)' if args.dry_run else ''}:")
+        print(
+            f"reset of group {ingestion.consumer_group} on {ingestion.topic_label} to the first message stored at or "
+            f"after {to_ms} ms{' (dry run: nothing changes)' if args.dry_run else ''}:"
+        )
         for move in plan.moves:
             print(f"  {move.queue.key}: {'-' if move.before is None else move.before} -> {move.after}")
         for mq in plan.unchanged:
@@ -454,15 +501,19 @@ def _offsets_reset(args: argparse.Namespace) -> int:
         for move in plan.backward:
             print(f"  {move.queue.key}: {move.before} -> {move.after} REFUSED (backward)")
         if plan.backward:
-            raise _Refused(f"{len(plan.backward)} queue(s) would move backward; offsets only move forward (the ledger "
-                           f"would move them forward again); to land earlier windows again, use `rocketlake backfill "
-                           f"{args.ingestion} FROM TO`. Nothing was changed")
+            raise _Refused(
+                f"{len(plan.backward)} queue(s) would move backward; offsets only move forward (the ledger "
+                f"would move them forward again); to land earlier windows again, use `rocketlake backfill "
+                f"{args.ingestion} FROM TO`. Nothing was changed"
+            )
         if args.dry_run:
             return 0
         in_flight = _runs_in_flight(ingestion.consumer_group)
         if in_flight:
-            raise _Refused(f"run(s) {', '.join(sorted(in_flight))} of group {ingestion.consumer_group} are in flight "
-                           "(they hold or wait for its pool slot); reset once they end. Nothing was changed")
+            raise _Refused(
+                f"run(s) {', '.join(sorted(in_flight))} of group {ingestion.consumer_group} are in flight "
+                "(they hold or wait for its pool slot); reset once they end. Nothing was changed"
+            )
         for move in plan.moves:
             group.commit_offset(move.queue, move.after)
         print(f"moved {len(plan.moves)} queue(s)")
@@ -496,16 +547,24 @@ def _recent_rates(config, name: str):
     now = time.time()
     with DagsterInstance.get() as instance:
         windows = []
-        for record in materialization_records(instance, AssetRecordsFilter(asset_key=assets.table_key,
-                                                                           after_timestamp=now - HOUR_S)):
+        for record in materialization_records(
+            instance, AssetRecordsFilter(asset_key=assets.table_key, after_timestamp=now - HOUR_S)
+        ):
             materialization = record.asset_materialization
             landing = landing_of(materialization.metadata) if materialization else None
             if landing is not None:
                 windows.append(LandedWindow(record.timestamp, landing.rows, landing.sent_back + landing.failed))
-        runs = [EndedRun(r.end_time, r.end_time - r.start_time) for r in instance.get_run_records(RunsFilter(
-            job_name=assets.job_name, statuses=[DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE],
-            updated_after=datetime.fromtimestamp(now - MINUTE_S, tz=timezone.utc)))
-            if r.end_time is not None and r.start_time is not None]
+        runs = [
+            EndedRun(r.end_time, r.end_time - r.start_time)
+            for r in instance.get_run_records(
+                RunsFilter(
+                    job_name=assets.job_name,
+                    statuses=[DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE],
+                    updated_after=datetime.fromtimestamp(now - MINUTE_S, tz=timezone.utc),
+                )
+            )
+            if r.end_time is not None and r.start_time is not None
+        ]
     return consume_status(windows, runs, now)
 
 
@@ -538,12 +597,18 @@ def _member(args: argparse.Namespace) -> int:
     try:
         if args.metrics_port:
             endpoint = _metrics_endpoint(args, config, ingestion, _print_line)
-        Member(client, ingestion, log=_print_line, landed=lambda: _landed_ends(config, ingestion),
-               in_flight=lambda: _runs_in_flight(ingestion.consumer_group),
-               rates=lambda: _recent_rates(config, args.ingestion)).run(stop)
+        Member(
+            client,
+            ingestion,
+            log=_print_line,
+            landed=lambda: _landed_ends(config, ingestion),
+            in_flight=lambda: _runs_in_flight(ingestion.consumer_group),
+            rates=lambda: _recent_rates(config, args.ingestion),
+        ).run(stop)
     except RocketMQError as e:  # only a refusal (TLS, ACL) ends a member: Member.run beats again after the others
-        raise _Refused(f"cluster {ingestion.cluster!r} ({config.clusters[ingestion.cluster].namesrv}) turned the "
-                       f"member away: {e}") from None
+        raise _Refused(
+            f"cluster {ingestion.cluster!r} ({config.clusters[ingestion.cluster].namesrv}) turned the member away: {e}"
+        ) from None
     finally:
         if endpoint is not None:
             endpoint.stop()
@@ -563,8 +628,9 @@ def _metrics_endpoint(args: argparse.Namespace, config, ingestion, log):
     metrics_client = _client(config, ingestion)
     collector = member_collector(config, args.ingestion, metrics_client, lambda: _landed_ends(config, ingestion), log)
     try:
-        endpoint = serve(collector, args.metrics_port, args.metrics_address,
-                         on_stop=(collector.close, metrics_client.close))
+        endpoint = serve(
+            collector, args.metrics_port, args.metrics_address, on_stop=(collector.close, metrics_client.close)
+        )
     except OSError as e:
         collector.close()
         metrics_client.close()
@@ -581,14 +647,19 @@ def _spark_server(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     if config.spark.remote is None:
-        raise _Refused(f"{config_path(args.config)}: spark.remote is not set; set it to the URL the server is to "
-                       "listen on (e.g. sc://127.0.0.1:15002), and the runs will open their sessions there")
+        raise _Refused(
+            f"{config_path(args.config)}: spark.remote is not set; set it to the URL the server is to "
+            "listen on (e.g. sc://127.0.0.1:15002), and the runs will open their sessions there"
+        )
     # An S3 lake: its bucket's settings, and its keys (from the variables the configuration names) in the server's
     # environment, never on its command line.
     cmd, env = connect_server_command(config.spark.remote, config.spark.master, config.spark.conf, lake=config.lake)
     s3 = f", the S3 bucket {bucket_of(config.lake.root)}" if on_s3(config.lake.root) else ""
-    print(f"rocketlake: Spark Connect server on {config.spark.remote} (master {config.spark.master}, Delta{s3}), "
-          "until SIGTERM or Ctrl-C", flush=True)
+    print(
+        f"rocketlake: Spark Connect server on {config.spark.remote} (master {config.spark.master}, Delta{s3}), "
+        "until SIGTERM or Ctrl-C",
+        flush=True,
+    )
     os.execve(cmd[0], cmd, env)  # the JVM takes this pid: a supervisor stops it like any server
 
 
@@ -618,120 +689,186 @@ EXAMPLES = """examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rocketlake", description=__doc__, epilog=EXAMPLES,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="rocketlake", description=__doc__, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def cluster_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--state-dir", default=str(default_state_dir()),
-                       help="pids, configs and logs of the local cluster (default: $ROCKETLAKE_LOCAL_DIR or .rocketlake/local)")
+        p.add_argument(
+            "--state-dir",
+            default=str(default_state_dir()),
+            help="pids, configs and logs of the local cluster (default: $ROCKETLAKE_LOCAL_DIR or .rocketlake/local)",
+        )
         p.add_argument("--store-dir", default=None, help="broker store root (default: on /dev/shm when available)")
         p.add_argument("--namesrv-port", type=int, default=9876, help="name server port on 127.0.0.1 (default: 9876)")
-        p.add_argument("--broker-ports", default="10911,10921",
-                       help="comma-separated listen ports, one broker each, named broker-a, broker-b, ... "
-                            "(each also uses port-2 and port+1; default: 10911,10921)")
+        p.add_argument(
+            "--broker-ports",
+            default="10911,10921",
+            help="comma-separated listen ports, one broker each, named broker-a, broker-b, ... "
+            "(each also uses port-2 and port+1; default: 10911,10921)",
+        )
 
     def config_option(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--config", default=None,
-                       help="rocketlake.yaml to use (default: $ROCKETLAKE_CONFIG or ./rocketlake.yaml)")
+        p.add_argument(
+            "--config", default=None, help="rocketlake.yaml to use (default: $ROCKETLAKE_CONFIG or ./rocketlake.yaml)"
+        )
 
     local = sub.add_parser(
-        "local", help="a real RocketMQ name server and two brokers on 127.0.0.1",
+        "local",
+        help="a real RocketMQ name server and two brokers on 127.0.0.1",
         description="A real RocketMQ 5.3.3 name server and two brokers from Maven Central, as `java -cp` processes "
-                    "on 127.0.0.1 with small heaps, recorded and stopped by pid.",
+        "on 127.0.0.1 with small heaps, recorded and stopped by pid.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="actions:\n"
-               "  up      resolve the jars (cached), start the cluster, return once the name server lists every broker;\n"
-               "          harmless when it is already up\n"
-               "  down    stop exactly the processes `up` started (checked by pid and start time)\n"
-               "  status  print what the name server reports; exit 0 when ready, 3 when not\n"
-               "  env     with --postgres: print `export DAGSTER_PG_...=...` lines for deploy/dagster.yaml")
+        "  up      resolve the jars (cached), start the cluster, return once the name server lists every broker;\n"
+        "          harmless when it is already up\n"
+        "  down    stop exactly the processes `up` started (checked by pid and start time)\n"
+        "  status  print what the name server reports; exit 0 when ready, 3 when not\n"
+        "  env     with --postgres: print `export DAGSTER_PG_...=...` lines for deploy/dagster.yaml",
+    )
     local.add_argument("action", choices=["up", "down", "status", "env"], help="up, down, status or env (see below)")
-    local.add_argument("--wipe", action="store_true",
-                       help="with down: also delete the broker store, and the tables and Dagster runs landed from it "
-                            "in the project's default places (.rocketlake/lake, .rocketlake/dagster)")
-    local.add_argument("--spark", action="store_true",
-                       help="also a Spark standalone master and workers from the installed pyspark (state in "
-                            "<state-dir>/spark)")
+    local.add_argument(
+        "--wipe",
+        action="store_true",
+        help="with down: also delete the broker store, and the tables and Dagster runs landed from it "
+        "in the project's default places (.rocketlake/lake, .rocketlake/dagster)",
+    )
+    local.add_argument(
+        "--spark",
+        action="store_true",
+        help="also a Spark standalone master and workers from the installed pyspark (state in <state-dir>/spark)",
+    )
     local.add_argument("--spark-port", type=int, default=7077, help="with --spark: the master's port (default: 7077)")
-    local.add_argument("--spark-ui-port", type=int, default=8080,
-                       help="with --spark: the master's web UI port; workers take the next ones (default: 8080)")
+    local.add_argument(
+        "--spark-ui-port",
+        type=int,
+        default=8080,
+        help="with --spark: the master's web UI port; workers take the next ones (default: 8080)",
+    )
     local.add_argument("--spark-workers", type=int, default=2, help="with --spark: how many workers (default: 2)")
-    local.add_argument("--postgres", action="store_true",
-                       help="also a PostgreSQL server for Dagster's storage (Debian's postgresql; data in "
-                            "<state-dir>/postgres, or /var/tmp/rocketlake-postgres when run as root)")
-    local.add_argument("--postgres-port", type=int, default=5432,
-                       help="with --postgres: its port on 127.0.0.1 (default: 5432)")
-    local.add_argument("--slaves", action="store_true",
-                       help="each broker a master with a slave (classic replication: brokerId 1, brokerRole SLAVE, "
-                            "listening 5 ports above its master); runs pull from a slave while its master is down")
-    local.add_argument("--controller", action="store_true",
-                       help="5.x controller mode (automatic master/slave switch): a controller in the name server, "
-                            "2 above its port, and each broker two replicas (as --slaves) whose master it elects, and "
-                            "replaces when it dies")
-    local.add_argument("--tls", action="store_true",
-                       help="the name server and brokers take TLS only (tls.server.mode=enforcing), with certificates "
-                            "of a CA of their own kept in <state-dir>/tls")
-    local.add_argument("--s3", action="store_true",
-                       help="also an S3-compatible object store for the lake (versitygw, built once from its Go "
-                            "module), with a bucket 'lake'; state in <state-dir>/s3")
+    local.add_argument(
+        "--postgres",
+        action="store_true",
+        help="also a PostgreSQL server for Dagster's storage (Debian's postgresql; data in "
+        "<state-dir>/postgres, or /var/tmp/rocketlake-postgres when run as root)",
+    )
+    local.add_argument(
+        "--postgres-port", type=int, default=5432, help="with --postgres: its port on 127.0.0.1 (default: 5432)"
+    )
+    local.add_argument(
+        "--slaves",
+        action="store_true",
+        help="each broker a master with a slave (classic replication: brokerId 1, brokerRole SLAVE, "
+        "listening 5 ports above its master); runs pull from a slave while its master is down",
+    )
+    local.add_argument(
+        "--controller",
+        action="store_true",
+        help="5.x controller mode (automatic master/slave switch): a controller in the name server, "
+        "2 above its port, and each broker two replicas (as --slaves) whose master it elects, and "
+        "replaces when it dies",
+    )
+    local.add_argument(
+        "--tls",
+        action="store_true",
+        help="the name server and brokers take TLS only (tls.server.mode=enforcing), with certificates "
+        "of a CA of their own kept in <state-dir>/tls",
+    )
+    local.add_argument(
+        "--s3",
+        action="store_true",
+        help="also an S3-compatible object store for the lake (versitygw, built once from its Go "
+        "module), with a bucket 'lake'; state in <state-dir>/s3",
+    )
     local.add_argument("--s3-port", type=int, default=7070, help="with --s3: its port on 127.0.0.1 (default: 7070)")
-    local.add_argument("--stack", action="store_true",
-                       help="the whole stack as production runs it: brokers, --spark, --postgres, and dagster-daemon "
-                            "plus dagster-webserver on deploy/dagster.yaml with every schedule on")
-    local.add_argument("--dagster-port", type=int, default=3000,
-                       help="with --stack: dagster-webserver's port on 127.0.0.1 (default: 3000)")
-    local.add_argument("--code-server-port", type=int, default=4266,
-                       help="with --stack: the port on 127.0.0.1 of the Dagster code server the daemon and the "
-                            "webserver load the code location from (default: 4266)")
-    local.add_argument("--config", default=None,
-                       help="the rocketlake.yaml whose spark.remote, when on this machine, `up` starts a Spark Connect "
-                            "server for (default: $ROCKETLAKE_CONFIG or ./rocketlake.yaml); with --stack, also the one "
-                            "Dagster loads (default: $ROCKETLAKE_CONFIG or deploy/rocketlake.yaml)")
+    local.add_argument(
+        "--stack",
+        action="store_true",
+        help="the whole stack as production runs it: brokers, --spark, --postgres, and dagster-daemon "
+        "plus dagster-webserver on deploy/dagster.yaml with every schedule on",
+    )
+    local.add_argument(
+        "--dagster-port",
+        type=int,
+        default=3000,
+        help="with --stack: dagster-webserver's port on 127.0.0.1 (default: 3000)",
+    )
+    local.add_argument(
+        "--code-server-port",
+        type=int,
+        default=4266,
+        help="with --stack: the port on 127.0.0.1 of the Dagster code server the daemon and the "
+        "webserver load the code location from (default: 4266)",
+    )
+    local.add_argument(
+        "--config",
+        default=None,
+        help="the rocketlake.yaml whose spark.remote, when on this machine, `up` starts a Spark Connect "
+        "server for (default: $ROCKETLAKE_CONFIG or ./rocketlake.yaml); with --stack, also the one "
+        "Dagster loads (default: $ROCKETLAKE_CONFIG or deploy/rocketlake.yaml)",
+    )
     cluster_options(local)
     local.set_defaults(func=_local)
 
     demo = sub.add_parser(
-        "demo", help="the main job on embedded defaults: local cluster, sample orders over several one-minute "
-                     "windows, materialized through Dagster into Delta",
+        "demo",
+        help="the main job on embedded defaults: local cluster, sample orders over several one-minute "
+        "windows, materialized through Dagster into Delta",
         description="Start the local cluster, produce JSON orders with the official Java client over several "
-                    "one-minute windows of broker store time, wait until the last one closes, land them all through "
-                    "Dagster in one run, and print rows per window and the group's committed offsets. Then `make ui` "
-                    "shows the runs on the demo's Dagster instance.")
-    demo.add_argument("--topic", default="rocketlake_demo_orders",
-                      help="the topic of one ingestion in rocketlake.yaml (default: rocketlake_demo_orders)")
+        "one-minute windows of broker store time, wait until the last one closes, land them all through "
+        "Dagster in one run, and print rows per window and the group's committed offsets. Then `make ui` "
+        "shows the runs on the demo's Dagster instance.",
+    )
+    demo.add_argument(
+        "--topic",
+        default="rocketlake_demo_orders",
+        help="the topic of one ingestion in rocketlake.yaml (default: rocketlake_demo_orders)",
+    )
     demo.add_argument("--messages", type=int, default=300, help="orders to produce in all (default: 300)")
-    demo.add_argument("--s3", action="store_true", help="land in the local S3 server's bucket (started like "
-                      "`rocketlake local up --s3`) instead of the local lake")
+    demo.add_argument(
+        "--s3",
+        action="store_true",
+        help="land in the local S3 server's bucket (started like `rocketlake local up --s3`) instead of the local lake",
+    )
     demo.add_argument("--s3-port", type=int, default=7070, help="with --s3: the server's port (default: 7070)")
-    demo.add_argument("--windows", type=int, default=3,
-                      help="one-minute windows to spread the messages over (default: 3)")
+    demo.add_argument(
+        "--windows", type=int, default=3, help="one-minute windows to spread the messages over (default: 3)"
+    )
     cluster_options(demo)
     demo.set_defaults(func=_demo)
 
     ui = sub.add_parser(
-        "ui", help="the Dagster UI (dg dev) on the local instance; after `rocketlake demo`, with orders flowing",
+        "ui",
+        help="the Dagster UI (dg dev) on the local instance; after `rocketlake demo`, with orders flowing",
         description="Open the Dagster UI with `dg dev` on the local instance. After `rocketlake demo` it loads the "
-                    "demo's configuration with its schedules running and sends a trickle of orders to the demo "
-                    "topic while it is open, so windows land each minute; otherwise it loads workspace.yaml.")
+        "demo's configuration with its schedules running and sends a trickle of orders to the demo "
+        "topic while it is open, so windows land each minute; otherwise it loads workspace.yaml.",
+    )
     ui.add_argument("--port", type=int, default=3000, help="the UI's port on 127.0.0.1 (default: 3000)")
-    ui.add_argument("--topic", default="rocketlake_demo_orders",
-                    help="the demo topic the trickle goes to (default: rocketlake_demo_orders)")
-    ui.add_argument("--per-minute", type=int, default=40,
-                    help="orders a minute while the UI is open; 0 sends none (default: 40)")
+    ui.add_argument(
+        "--topic",
+        default="rocketlake_demo_orders",
+        help="the demo topic the trickle goes to (default: rocketlake_demo_orders)",
+    )
+    ui.add_argument(
+        "--per-minute", type=int, default=40, help="orders a minute while the UI is open; 0 sends none (default: 40)"
+    )
     cluster_options(ui)
     ui.set_defaults(func=_ui)
 
     backfill = sub.add_parser(
-        "backfill", help="land a range of closed windows of one ingestion in one Dagster run",
+        "backfill",
+        help="land a range of closed windows of one ingestion in one Dagster run",
         description="Check the windows first, then land them in one Dagster run (one Spark job, one Delta commit), "
-                    "as `dagster asset materialize --partition-range` would, on $DAGSTER_HOME (default: the local "
-                    "instance .rocketlake/dagster). A value that is not a window key or a time, a time before the "
-                    "first window, or a window not closed yet is refused in one line, before any run is created.",
+        "as `dagster asset materialize --partition-range` would, on $DAGSTER_HOME (default: the local "
+        "instance .rocketlake/dagster). A value that is not a window key or a time, a time before the "
+        "first window, or a window not closed yet is refused in one line, before any run is created.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="FROM and TO are window keys (2026-11-01-10:00 for minute or hourly windows, 2026-11-01 for daily ones)\n"
-               "or ISO-8601 times (2026-11-01T10:17:30+01:00; without an offset, in the window's time zone):\n"
-               "every window from the one holding FROM to the one holding TO is landed.")
+        "or ISO-8601 times (2026-11-01T10:17:30+01:00; without an offset, in the window's time zone):\n"
+        "every window from the one holding FROM to the one holding TO is landed.",
+    )
     backfill.add_argument("ingestion", help="the ingestion's name in rocketlake.yaml")
     backfill.add_argument("start", metavar="FROM", help="first window: a window key or a time")
     backfill.add_argument("end", metavar="TO", nargs="?", default=None, help="last window (default: FROM's)")
@@ -739,49 +876,69 @@ def build_parser() -> argparse.ArgumentParser:
     backfill.set_defaults(func=_backfill)
 
     offsets = sub.add_parser(
-        "offsets", help="the consumer group's offsets and lag per queue, read from the brokers",
+        "offsets",
+        help="the consumer group's offsets and lag per queue, read from the brokers",
         description="Per subscribed queue (the topic's, and %RETRY%<group> in CLUSTERING once it exists): the "
-                    "broker's min and max offset, the group's committed offset, the lag in messages (max - "
-                    "committed, as mqadmin consumerProgress's Diff) and in seconds (how long ago the oldest "
-                    "message the group has not passed was stored); then a total line.",
+        "broker's min and max offset, the group's committed offset, the lag in messages (max - "
+        "committed, as mqadmin consumerProgress's Diff) and in seconds (how long ago the oldest "
+        "message the group has not passed was stored); then a total line.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="reset, as RocketMQ's resetOffsetByTime: each queue's offset moves to its first message stored at or\n"
-               "after --to-time, forward only (skipping messages; landing them again is `rocketlake backfill`), and\n"
-               "not while a run of the group holds or waits for its pool slot. In BROADCASTING the member's local\n"
-               "store moves. --dry-run prints the moves and changes nothing.")
-    offsets.add_argument("action", choices=["show", "reset"],
-                         help="show: print the table; reset: move the offsets to --to-time (see below)")
+        "after --to-time, forward only (skipping messages; landing them again is `rocketlake backfill`), and\n"
+        "not while a run of the group holds or waits for its pool slot. In BROADCASTING the member's local\n"
+        "store moves. --dry-run prints the moves and changes nothing.",
+    )
+    offsets.add_argument(
+        "action",
+        choices=["show", "reset"],
+        help="show: print the table; reset: move the offsets to --to-time (see below)",
+    )
     offsets.add_argument("ingestion", help="the ingestion's name in rocketlake.yaml")
-    offsets.add_argument("--to-time", default=None,
-                         help="reset: the time to move to (epoch ms or ISO-8601; without an offset, in the window's "
-                              "time zone): each queue moves to its first message stored at or after it")
+    offsets.add_argument(
+        "--to-time",
+        default=None,
+        help="reset: the time to move to (epoch ms or ISO-8601; without an offset, in the window's "
+        "time zone): each queue moves to its first message stored at or after it",
+    )
     offsets.add_argument("--dry-run", action="store_true", help="reset: print what would move, change nothing")
     config_option(offsets)
     offsets.set_defaults(func=_offsets)
 
     member = sub.add_parser(
-        "member", help="be a member of the ingestion's consumer group while this process runs",
+        "member",
+        help="be a member of the ingestion's consumer group while this process runs",
         description="Heartbeat every 30 s to every broker of the topic with the ingestion's consumer data, under "
-                    "the deployment's client id (client_ip@instance_name, the id its runs lock queues with), so the "
-                    "brokers' consumer list and `mqadmin consumerConnection` show this deployment as a member; print "
-                    "the members whenever they change; unregister from every broker on SIGTERM or Ctrl-C.")
+        "the deployment's client id (client_ip@instance_name, the id its runs lock queues with), so the "
+        "brokers' consumer list and `mqadmin consumerConnection` show this deployment as a member; print "
+        "the members whenever they change; unregister from every broker on SIGTERM or Ctrl-C.",
+    )
     member.add_argument("ingestion", help="the ingestion's name in rocketlake.yaml")
-    member.add_argument("--metrics-port", type=int, default=0, metavar="PORT",
-                        help="serve the ingestion's metrics in Prometheus' text format at http://ADDRESS:PORT/metrics "
-                             "(per-queue offsets and lag, what was landed, failures, run durations); default 0: none")
-    member.add_argument("--metrics-address", default="127.0.0.1", metavar="ADDRESS",
-                        help="the address the metrics endpoint listens on (default: 127.0.0.1; 0.0.0.0: every "
-                             "interface)")
+    member.add_argument(
+        "--metrics-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="serve the ingestion's metrics in Prometheus' text format at http://ADDRESS:PORT/metrics "
+        "(per-queue offsets and lag, what was landed, failures, run durations); default 0: none",
+    )
+    member.add_argument(
+        "--metrics-address",
+        default="127.0.0.1",
+        metavar="ADDRESS",
+        help="the address the metrics endpoint listens on (default: 127.0.0.1; 0.0.0.0: every interface)",
+    )
     config_option(member)
     member.set_defaults(func=_member)
 
     server = sub.add_parser(
-        "spark-server", help="run the Spark Connect server of spark.remote, for runs without a Spark start each",
+        "spark-server",
+        help="run the Spark Connect server of spark.remote, for runs without a Spark start each",
         description="Run a Spark Connect server in the foreground, bound to spark.remote's host and port, on "
-                    "spark.master with spark.conf, Delta and its jars, and this environment's Python for its workers "
-                    "(so rocketlake's reader is there), and for a lake on s3a:// its bucket's settings and its keys "
-                    "(from the variables lake.s3 names, into the server's environment): each Dagster run then opens "
-                    "a session on it instead of starting a JVM of its own. Restart it after upgrading rocketlake.")
+        "spark.master with spark.conf, Delta and its jars, and this environment's Python for its workers "
+        "(so rocketlake's reader is there), and for a lake on s3a:// its bucket's settings and its keys "
+        "(from the variables lake.s3 names, into the server's environment): each Dagster run then opens "
+        "a session on it instead of starting a JVM of its own. Restart it after upgrading rocketlake.",
+    )
     config_option(server)
     server.set_defaults(func=_spark_server)
     return parser

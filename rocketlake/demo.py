@@ -36,8 +36,12 @@ def sample_orders(topic: str, count: int, seed: int = 7, first: int = 0) -> list
     orders = []
     for i in range(first, first + count):
         region = REGIONS[i % len(REGIONS)]
-        body = {"order_id": f"o-{i:06d}", "customer": f"c-{rng.randrange(1000):04d}",
-                "amount": round(rng.uniform(1, 500), 2), "region": region}
+        body = {
+            "order_id": f"o-{i:06d}",
+            "customer": f"c-{rng.randrange(1000):04d}",
+            "amount": round(rng.uniform(1, 500), 2),
+            "region": region,
+        }
         orders.append({"topic": topic, "tags": region, "keys": [body["order_id"]], "body": json.dumps(body)})
     return orders
 
@@ -59,8 +63,11 @@ def run_demo(spec: ClusterSpec, topic: str, messages: int, windows: int = 3, s3_
 
     s3 = None if s3_port is None else LocalS3(spec.state_dir / "s3", port=s3_port)
     # The demo's partitions start a few minutes before its data, so the UI's partition bar shows its windows.
-    demo_config = write_demo_config(config_path(), datetime.fromtimestamp((time.time() // 60 - 3) * 60, tz=timezone.utc),
-                                    lake=None if s3 is None else s3.lake_settings("demo"))
+    demo_config = write_demo_config(
+        config_path(),
+        datetime.fromtimestamp((time.time() // 60 - 3) * 60, tz=timezone.utc),
+        lake=None if s3 is None else s3.lake_settings("demo"),
+    )
     os.environ[CONFIG_ENV] = str(demo_config.absolute())
     config = load_config(demo_config)
     ingestion_name, ingestion = next((n, i) for n, i in config.ingestions.items() if i.topic == topic)
@@ -81,8 +88,11 @@ def run_demo(spec: ClusterSpec, topic: str, messages: int, windows: int = 3, s3_
     print(f"2/5 creating topic {topic} with 4 queues on each broker ...", flush=True)
     cluster.create_topic(topic, 4)
 
-    print(f"3/5 producing {messages} JSON orders over {windows} one-minute windows (this waits for the minutes "
-          "to pass: windows are broker store time) ...", flush=True)
+    print(
+        f"3/5 producing {messages} JSON orders over {windows} one-minute windows (this waits for the minutes "
+        "to pass: windows are broker store time) ...",
+        flush=True,
+    )
     keys, per_window = [], messages // windows
     for w in range(windows):
         if w:
@@ -92,25 +102,33 @@ def run_demo(spec: ClusterSpec, topic: str, messages: int, windows: int = 3, s3_
         keys.append(minute_key(time.time()))
         print(f"    window {keys[-1]}: sent {len(batch)}", flush=True)
     close_at = (int(time.time()) // 60 + 1) * 60 + ingestion.window.grace_seconds + 1
-    print(f"4/5 waiting until window {keys[-1]} is closed (end + {ingestion.window.grace_seconds}s grace) ...", flush=True)
+    print(
+        f"4/5 waiting until window {keys[-1]} is closed (end + {ingestion.window.grace_seconds}s grace) ...", flush=True
+    )
     wait_until(close_at)
 
-    print(f"5/5 materializing {keys[0]} .. {keys[-1]} through Dagster (one run, one Spark job), then the "
-          f"downstream {ingestion.table}_by_region and {ingestion.table}_customers ...", flush=True)
+    print(
+        f"5/5 materializing {keys[0]} .. {keys[-1]} through Dagster (one run, one Spark job), then the "
+        f"downstream {ingestion.table}_by_region and {ingestion.table}_customers ...",
+        flush=True,
+    )
     result = run_windows(ingestion.table, sorted(set(keys)), module=DEMO_MODULE)
     if result.success:
-        result = run_windows(ingestion.table, sorted(set(keys)), module=DEMO_MODULE,
-                             job_name=f"{ingestion.table}_by_region_job")
+        result = run_windows(
+            ingestion.table, sorted(set(keys)), module=DEMO_MODULE, job_name=f"{ingestion.table}_by_region_job"
+        )
     if result.success:  # unpartitioned: it reads what changed in the table since its last run
         result = run_windows(ingestion.table, [], module=DEMO_MODULE, job_name=f"{ingestion.table}_customers_job")
     if not result.success:
         print("the Dagster run failed; see the events above")
         return 1
     _report(config.lake, cluster, ingestion)
-    print(f"\nopen the Dagster UI on the demo's instance, with orders flowing and windows landing: make ui\n"
-          f"  (.venv/bin/rocketlake ui: dg dev on DAGSTER_HOME={dagster_home().absolute()} with {CONFIG_ENV}="
-          f"{demo_config.absolute()})\n"
-          f"stop the cluster with: .venv/bin/rocketlake local down   [ingestion {ingestion_name}]")
+    print(
+        f"\nopen the Dagster UI on the demo's instance, with orders flowing and windows landing: make ui\n"
+        f"  (.venv/bin/rocketlake ui: dg dev on DAGSTER_HOME={dagster_home().absolute()} with {CONFIG_ENV}="
+        f"{demo_config.absolute()})\n"
+        f"stop the cluster with: .venv/bin/rocketlake local down   [ingestion {ingestion_name}]"
+    )
     return 0
 
 
@@ -125,8 +143,10 @@ def write_demo_config(source: Path, start: datetime, lake: dict | None = None) -
     for ingestion in raw.get("ingestions", {}).values():
         ingestion.setdefault("window", {})["start"] = start.isoformat()
     DEMO_CONFIG.parent.mkdir(parents=True, exist_ok=True)
-    DEMO_CONFIG.write_text(f"# Written by `rocketlake demo` from {source}: windows start at the demo's data.\n"
-                           + yaml.safe_dump(raw, sort_keys=False))
+    DEMO_CONFIG.write_text(
+        f"# Written by `rocketlake demo` from {source}: windows start at the demo's data.\n"
+        + yaml.safe_dump(raw, sort_keys=False)
+    )
     load_config(DEMO_CONFIG)
     return DEMO_CONFIG
 
@@ -144,6 +164,8 @@ def _report(lake, cluster: LocalCluster, ingestion) -> None:
         print(f"  {window:%Y-%m-%d %H:%M}  {n:>6}")
     print(f"\ncommitted offsets of group {ingestion.consumer_group} (mqadmin consumerProgress):")
     print(f"  {'broker':<10} {'queue':>5} {'broker max':>11} {'committed':>10}")
-    for q in sorted(cluster.mqadmin().consumer_progress(ingestion.consumer_group, ingestion.topic),
-                    key=lambda q: (q.topic, q.broker_name, q.queue_id)):
+    for q in sorted(
+        cluster.mqadmin().consumer_progress(ingestion.consumer_group, ingestion.topic),
+        key=lambda q: (q.topic, q.broker_name, q.queue_id),
+    ):
         print(f"  {q.broker_name:<10} {q.queue_id:>5} {q.broker_offset:>11} {q.consumer_offset:>10}")

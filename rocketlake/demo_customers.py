@@ -27,10 +27,10 @@ USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 class Followed:
     """What one materialization did: the source versions read, how, and the figures."""
 
-    from_version: int | None   # first source version read (None: from a snapshot)
-    to_version: int | None     # the source version now reflected (None: no source table yet)
-    changed_rows: int          # change-feed rows read (inserts and deletes)
-    how: str                   # "change feed", "snapshot (...)", or "nothing new"
+    from_version: int | None  # first source version read (None: from a snapshot)
+    to_version: int | None  # the source version now reflected (None: no source table yet)
+    changed_rows: int  # change-feed rows read (inserts and deletes)
+    how: str  # "change feed", "snapshot (...)", or "nothing new"
 
 
 def _sql_path(path: str) -> str:
@@ -54,9 +54,10 @@ def position(spark, target: str) -> "int | None":
 def _totals(rows, sign):
     from pyspark.sql import functions as F
 
-    return (rows.groupBy("customer")
-            .agg(F.sum(sign).cast("bigint").alias("orders"),
-                 F.sum(sign * F.col("amount").cast("decimal(18,2)")).cast("decimal(18,2)").alias("amount")))
+    return rows.groupBy("customer").agg(
+        F.sum(sign).cast("bigint").alias("orders"),
+        F.sum(sign * F.col("amount").cast("decimal(18,2)")).cast("decimal(18,2)").alias("amount"),
+    )
 
 
 def follow(spark, source: str, target: str, log=print) -> Followed:
@@ -79,9 +80,14 @@ def follow(spark, source: str, target: str, log=print) -> Followed:
         why_snapshot = f"{CHANGE_FEED} is not on for the landed table"
     changes = None
     if why_snapshot is None:
-        changes = (spark.read.format("delta").option("readChangeFeed", "true")
-                   .option("startingVersion", done + 1).option("endingVersion", now).load(source)
-                   .where(F.col("_change_type").isin("insert", "delete")))
+        changes = (
+            spark.read.format("delta")
+            .option("readChangeFeed", "true")
+            .option("startingVersion", done + 1)
+            .option("endingVersion", now)
+            .load(source)
+            .where(F.col("_change_type").isin("insert", "delete"))
+        )
         try:
             changes = changes.localCheckpoint(eager=True)  # read once: counted, then merged
         except AnalysisException as e:  # the feed does not cover those versions (enabled later, vacuumed)
@@ -90,8 +96,13 @@ def follow(spark, source: str, target: str, log=print) -> Followed:
     try:
         if why_snapshot is not None:
             snapshot = spark.read.format("delta").option("versionAsOf", now).load(source)
-            (_totals(snapshot, F.lit(1)).write.format("delta").mode("overwrite")
-             .option("overwriteSchema", "true").save(target))
+            (
+                _totals(snapshot, F.lit(1))
+                .write.format("delta")
+                .mode("overwrite")
+                .option("overwriteSchema", "true")
+                .save(target)
+            )
             log(f"computed from a snapshot of version {now} ({why_snapshot})")
             return Followed(None, now, 0, f"snapshot ({why_snapshot})")
         sign = F.when(F.col("_change_type") == "insert", F.lit(1)).otherwise(F.lit(-1))
@@ -118,22 +129,31 @@ def build_customers(ingestion, lake):
     name = f"{ingestion.table}_customers"
     path = lake.table_path(name)
 
-    @asset(key=name, deps=[ingestion.table], required_resource_keys={"spark"}, kinds={"spark", "delta"},
-           group_name="rocketlake", metadata=table_identity(name, path),
-           description=f"Orders and amount per customer landed in `{ingestion.table}`, kept up to date by MERGE from "
-                       f"its change data feed, in Delta at `{path}`.")
+    @asset(
+        key=name,
+        deps=[ingestion.table],
+        required_resource_keys={"spark"},
+        kinds={"spark", "delta"},
+        group_name="rocketlake",
+        metadata=table_identity(name, path),
+        description=f"Orders and amount per customer landed in `{ingestion.table}`, kept up to date by MERGE from "
+        f"its change data feed, in Delta at `{path}`.",
+    )
     def customers(context: AssetExecutionContext) -> MaterializeResult:
         spark = context.resources.spark.session()
         apply_lake(spark, lake)
         done = follow(spark, source_path, path, log=context.log.info)
-        metadata = {"source_version": MetadataValue.int(-1 if done.to_version is None else done.to_version),
-                    "read": MetadataValue.text(done.how),
-                    "changed_rows": MetadataValue.int(done.changed_rows)}
+        metadata = {
+            "source_version": MetadataValue.int(-1 if done.to_version is None else done.to_version),
+            "read": MetadataValue.text(done.how),
+            "changed_rows": MetadataValue.int(done.changed_rows),
+        }
         if done.to_version is not None:
             table = spark.read.format("delta").load(path)
             metadata["dagster/row_count"] = MetadataValue.int(table.count())
-            metadata.update(column_schema([(f.name, f.dataType.simpleString(), f.nullable)
-                                           for f in table.schema.fields]))
+            metadata.update(
+                column_schema([(f.name, f.dataType.simpleString(), f.nullable) for f in table.schema.fields])
+            )
         return MaterializeResult(metadata=metadata)
 
     return customers

@@ -37,10 +37,14 @@ from rocketlake.pipelines.body import top_level_names
 from rocketlake.pipelines.config import load_config
 from rocketlake.pipelines.storage import apply_lake
 
-BY_REGION_SCHEMA = TableSchema(columns=[
-    TableColumn("window_start", "timestamp"), TableColumn("region", "string"),
-    TableColumn("orders", "int"), TableColumn("amount", "float"),
-])
+BY_REGION_SCHEMA = TableSchema(
+    columns=[
+        TableColumn("window_start", "timestamp"),
+        TableColumn("region", "string"),
+        TableColumn("orders", "int"),
+        TableColumn("amount", "float"),
+    ]
+)
 
 
 def build_by_region(ingestion, lake):
@@ -50,12 +54,18 @@ def build_by_region(ingestion, lake):
     name = f"{ingestion.table}_by_region"
     path = lake.table_path(name)
 
-    @asset(key=name, deps=[ingestion.table], partitions_def=window_partitions(ingestion.window),
-           backfill_policy=BackfillPolicy.single_run(), required_resource_keys={"spark"}, kinds={"spark", "delta"},
-           group_name="rocketlake",  # rocketlake's group: its lineage page shows the whole flow
-           metadata=table_identity(name, path),
-           description=f"Orders and amount per region in each window of `{ingestion.table}`, computed with Spark "
-                       f"and landed in Delta at `{path}`.")
+    @asset(
+        key=name,
+        deps=[ingestion.table],
+        partitions_def=window_partitions(ingestion.window),
+        backfill_policy=BackfillPolicy.single_run(),
+        required_resource_keys={"spark"},
+        kinds={"spark", "delta"},
+        group_name="rocketlake",  # rocketlake's group: its lineage page shows the whole flow
+        metadata=table_identity(name, path),
+        description=f"Orders and amount per region in each window of `{ingestion.table}`, computed with Spark "
+        f"and landed in Delta at `{path}`.",
+    )
     def by_region(context: AssetExecutionContext) -> MaterializeResult:
         from pyspark.sql import functions as F
 
@@ -65,40 +75,65 @@ def build_by_region(ingestion, lake):
         apply_lake(spark, lake)  # an S3 lake's settings and keys, as the ingestion's run gives them
         window = context.partition_time_window
         start_ms, end_ms = int(window.start.timestamp() * 1000), int(window.end.timestamp() * 1000)
-        in_windows = (f"window_start >= timestamp_millis({start_ms}) AND "
-                      f"window_start < timestamp_millis({end_ms})")
-        totals = (spark.read.format("delta").load(source_path).where(in_windows)
-                  .groupBy("window_start", "region")
-                  .agg(F.count("*").cast("int").alias("orders"), F.round(F.sum("amount"), 2).alias("amount")))
+        in_windows = f"window_start >= timestamp_millis({start_ms}) AND window_start < timestamp_millis({end_ms})"
+        totals = (
+            spark.read.format("delta")
+            .load(source_path)
+            .where(in_windows)
+            .groupBy("window_start", "region")
+            .agg(F.count("*").cast("int").alias("orders"), F.round(F.sum("amount"), 2).alias("amount"))
+        )
         writer = totals.write.format("delta")
         if is_delta_table(spark, path):
             writer.mode("overwrite").option("replaceWhere", in_windows).save(path)
         else:
             writer.mode("append").save(path)
         rows = totals.orderBy("window_start", "region").collect()
-        context.log.info(f"{len(rows)} (window, region) row(s) for {context.partition_key_range.start} .. "
-                         f"{context.partition_key_range.end} in {path}")
-        return MaterializeResult(metadata={
-            "dagster/row_count": MetadataValue.int(len(rows)),
-            "orders": MetadataValue.int(sum(r["orders"] for r in rows)),
-            "per_region": MetadataValue.table(
-                [TableRecord({"window_start": str(r["window_start"]), "region": r["region"], "orders": r["orders"],
-                              "amount": float(r["amount"])}) for r in rows], schema=BY_REGION_SCHEMA),
-            **column_schema([(f.name, f.dataType.simpleString(), f.nullable) for f in totals.schema.fields])})
+        context.log.info(
+            f"{len(rows)} (window, region) row(s) for {context.partition_key_range.start} .. "
+            f"{context.partition_key_range.end} in {path}"
+        )
+        return MaterializeResult(
+            metadata={
+                "dagster/row_count": MetadataValue.int(len(rows)),
+                "orders": MetadataValue.int(sum(r["orders"] for r in rows)),
+                "per_region": MetadataValue.table(
+                    [
+                        TableRecord(
+                            {
+                                "window_start": str(r["window_start"]),
+                                "region": r["region"],
+                                "orders": r["orders"],
+                                "amount": float(r["amount"]),
+                            }
+                        )
+                        for r in rows
+                    ],
+                    schema=BY_REGION_SCHEMA,
+                ),
+                **column_schema([(f.name, f.dataType.simpleString(), f.nullable) for f in totals.schema.fields]),
+            }
+        )
 
     return by_region
 
 
 def demo_assets(config) -> list:
     """An aggregate for every ingestion whose JSON bodies have the demo's ``region`` and ``amount``."""
-    return [build_by_region(ing, config.lake) for ing in config.ingestions.values()
-            if ing.body.format == "json" and {"region", "amount"} <= _names(ing.body.schema_)]
+    return [
+        build_by_region(ing, config.lake)
+        for ing in config.ingestions.values()
+        if ing.body.format == "json" and {"region", "amount"} <= _names(ing.body.schema_)
+    ]
 
 
 def change_followers(config) -> list:
     """Per customer, from the change feed, for every ingestion whose JSON bodies have ``customer`` and ``amount``."""
-    return [build_customers(ing, config.lake) for ing in config.ingestions.values()
-            if ing.body.format == "json" and {"customer", "amount"} <= _names(ing.body.schema_)]
+    return [
+        build_customers(ing, config.lake)
+        for ing in config.ingestions.values()
+        if ing.body.format == "json" and {"customer", "amount"} <= _names(ing.body.schema_)
+    ]
 
 
 def _names(schema_ddl: str | None) -> set[str]:
@@ -139,11 +174,18 @@ def follower_sensors(windowed: list, changes: list, own_jobs: dict) -> tuple[lis
 
 
 _sensor_jobs, _sensors = follower_sensors(
-    _assets, _followers, {a.key: job for job, a in zip([*_jobs, *_follower_jobs], [*_assets, *_followers])})
+    _assets, _followers, {a.key: job for job, a in zip([*_jobs, *_follower_jobs], [*_assets, *_followers])}
+)
 
 # rocketlake's own location (see rocketlake.definitions): rocketlake's executor for every job.
-defs = Definitions.merge(build_definitions(_config, schedules_running=True), Definitions(
-    assets=[*_assets, *_followers], jobs=[*_jobs, *_follower_jobs, *_sensor_jobs], executor=rocketlake_executor,
-    sensors=_sensors))
+defs = Definitions.merge(
+    build_definitions(_config, schedules_running=True),
+    Definitions(
+        assets=[*_assets, *_followers],
+        jobs=[*_jobs, *_follower_jobs, *_sensor_jobs],
+        executor=rocketlake_executor,
+        sensors=_sensors,
+    ),
+)
 
 __all__ = ["defs"]

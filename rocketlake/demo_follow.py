@@ -59,12 +59,15 @@ def latest_storage_id(instance: DagsterInstance, key: AssetKey) -> int | None:
     return records[0].storage_id if records else None
 
 
-def newest_stale_range(instance: DagsterInstance, upstream: AssetKey, downstream: AssetKey,
-                       partitions_def) -> RunRequest | None:
+def newest_stale_range(
+    instance: DagsterInstance, upstream: AssetKey, downstream: AssetKey, partitions_def
+) -> RunRequest | None:
     """A run over the newest range of windows stale for ``downstream``, or None when none is."""
     latest = instance.get_latest_storage_id_by_partition
-    stale = stale_windows(latest(upstream, DagsterEventType.ASSET_MATERIALIZATION),
-                          latest(downstream, DagsterEventType.ASSET_MATERIALIZATION))
+    stale = stale_windows(
+        latest(upstream, DagsterEventType.ASSET_MATERIALIZATION),
+        latest(downstream, DagsterEventType.ASSET_MATERIALIZATION),
+    )
     if not stale:
         return None
     first, last = contiguous_ranges(stale, partitions_def.get_next_partition_key)[-1]  # the newest first
@@ -75,15 +78,20 @@ def newest_stale_range(instance: DagsterInstance, upstream: AssetKey, downstream
 def follow(job, upstream: AssetKey, downstream: AssetKey, partitions_def, every_s: int = FOLLOW_EVERY_S):
     """The downstream job over the newest range of windows stale for it, one run at a time (see the module)."""
 
-    @sensor(name=f"{job.name}_follows", job=job, minimum_interval_seconds=every_s,
-            default_status=DefaultSensorStatus.RUNNING,
-            description=f"Materializes {downstream.to_user_string()} over the windows of "
-                        f"{upstream.to_user_string()} landed (or landed again) since it last did, in one run.")
+    @sensor(
+        name=f"{job.name}_follows",
+        job=job,
+        minimum_interval_seconds=every_s,
+        default_status=DefaultSensorStatus.RUNNING,
+        description=f"Materializes {downstream.to_user_string()} over the windows of "
+        f"{upstream.to_user_string()} landed (or landed again) since it last did, in one run.",
+    )
     def follows(context: SensorEvaluationContext):
         if wait := busy(context.instance, job.name):
             return wait
         return newest_stale_range(context.instance, upstream, downstream, partitions_def) or SkipReason(
-            f"{downstream.to_user_string()} is up to date with {upstream.to_user_string()}")
+            f"{downstream.to_user_string()} is up to date with {upstream.to_user_string()}"
+        )
 
     return follows
 
@@ -92,35 +100,48 @@ def follow_changes(job, upstream: AssetKey, downstream: AssetKey, every_s: int =
     """The job of an asset that reads its upstream's change feed, after new materializations of it, one run at a
     time: a run reads whatever changed since the last one, so one run covers every landing before it."""
 
-    @sensor(name=f"{job.name}_follows", job=job, minimum_interval_seconds=every_s,
-            default_status=DefaultSensorStatus.RUNNING,
-            description=f"Materializes {downstream.to_user_string()} after new materializations of "
-                        f"{upstream.to_user_string()}, one run at a time.")
+    @sensor(
+        name=f"{job.name}_follows",
+        job=job,
+        minimum_interval_seconds=every_s,
+        default_status=DefaultSensorStatus.RUNNING,
+        description=f"Materializes {downstream.to_user_string()} after new materializations of "
+        f"{upstream.to_user_string()}, one run at a time.",
+    )
     def follows(context: SensorEvaluationContext):
         if wait := busy(context.instance, job.name):
             return wait
-        landed, followed = latest_storage_id(context.instance, upstream), latest_storage_id(context.instance, downstream)
+        landed, followed = (
+            latest_storage_id(context.instance, upstream),
+            latest_storage_id(context.instance, downstream),
+        )
         if landed is None:
             return SkipReason(f"{upstream.to_user_string()} has no materialization yet")
         if followed is not None and followed > landed:
-            return SkipReason(f"{downstream.to_user_string()} has followed every landing of "
-                              f"{upstream.to_user_string()}")
+            return SkipReason(
+                f"{downstream.to_user_string()} has followed every landing of {upstream.to_user_string()}"
+            )
         return RunRequest()  # no run key: a failed run is asked for again at the next tick
 
     return follows
 
 
-def follow_together(job, upstream: AssetKey, windowed: AssetKey, partitions_def, changes: AssetKey,
-                    every_s: int = FOLLOW_EVERY_S):
+def follow_together(
+    job, upstream: AssetKey, windowed: AssetKey, partitions_def, changes: AssetKey, every_s: int = FOLLOW_EVERY_S
+):
     """Both kinds of follower of one table in one job and one run at a time: ``windowed`` over the newest range of
     windows stale for it (as ``follow``) and, in the same run, ``changes``, which reads the table's change feed since
     its last run (as ``follow_changes``); when only ``changes`` is behind, a run of it alone."""
 
-    @sensor(name=f"{job.name}_follows", job=job, minimum_interval_seconds=every_s,
-            default_status=DefaultSensorStatus.RUNNING,
-            description=f"Materializes {windowed.to_user_string()} over the windows of {upstream.to_user_string()} "
-                        f"landed (or landed again) since it last did, and {changes.to_user_string()} after them, "
-                        "in one run.")
+    @sensor(
+        name=f"{job.name}_follows",
+        job=job,
+        minimum_interval_seconds=every_s,
+        default_status=DefaultSensorStatus.RUNNING,
+        description=f"Materializes {windowed.to_user_string()} over the windows of {upstream.to_user_string()} "
+        f"landed (or landed again) since it last did, and {changes.to_user_string()} after them, "
+        "in one run.",
+    )
     def follows(context: SensorEvaluationContext):
         if wait := busy(context.instance, job.name):
             return wait
@@ -129,7 +150,9 @@ def follow_together(job, upstream: AssetKey, windowed: AssetKey, partitions_def,
         landed, followed = latest_storage_id(context.instance, upstream), latest_storage_id(context.instance, changes)
         if landed is not None and (followed is None or followed < landed):
             return RunRequest(asset_selection=[changes])
-        return SkipReason(f"{windowed.to_user_string()} and {changes.to_user_string()} are up to date with "
-                          f"{upstream.to_user_string()}")
+        return SkipReason(
+            f"{windowed.to_user_string()} and {changes.to_user_string()} are up to date with "
+            f"{upstream.to_user_string()}"
+        )
 
     return follows

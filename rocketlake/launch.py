@@ -37,10 +37,15 @@ def run_windows(table: str, keys: list[str], module: str = "rocketlake.definitio
 
     dagster_home()
     job = ReconstructableRepository.for_module(module, "defs", os.getcwd()).get_reconstructable_job(
-        job_name or f"{table}_job")
+        job_name or f"{table}_job"
+    )
     with DagsterInstance.get() as instance:
         return execute_job(
-            job, instance=instance, raise_on_error=False,
+            job,
+            instance=instance,
+            raise_on_error=False,
             run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
             tags={"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]}
-            if keys else {})
+            if keys
+            else {},
+        )

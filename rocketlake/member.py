@@ -37,15 +37,23 @@ def consumer_data(cfg: IngestionConfig, topics: list[str] | None = None) -> Cons
     subscriptions = {topic: cfg.subscription for topic in (topics if topics is not None else cfg.topic_names)}
     if cfg.message_model is MessageModel.CLUSTERING:
         subscriptions[retry_topic(cfg.consumer_group)] = "*"  # as DefaultMQPushConsumerImpl.copySubscription
-    return ConsumerData.of(cfg.consumer_group, subscriptions, message_model=cfg.message_model,
-                           consume_type=ConsumeType.CONSUME_PASSIVELY, consume_from_where=cfg.consume_from_where)
+    return ConsumerData.of(
+        cfg.consumer_group,
+        subscriptions,
+        message_model=cfg.message_model,
+        consume_type=ConsumeType.CONSUME_PASSIVELY,
+        consume_from_where=cfg.consume_from_where,
+    )
 
 
 #: The members of this process by group: whom the brokers' requests to clients for that group go to.
 _members: dict[str, Member] = {}
 #: What this process answers when a broker asks (``mqadmin consumerStatus``, ``resetOffsetByTime``, ``queryMsgById``).
-_HANDLED = (RequestCode.GET_CONSUMER_RUNNING_INFO, RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
-            RequestCode.CONSUME_MESSAGE_DIRECTLY)
+_HANDLED = (
+    RequestCode.GET_CONSUMER_RUNNING_INFO,
+    RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+    RequestCode.CONSUME_MESSAGE_DIRECTLY,
+)
 
 
 def _answer(request: RemotingCommand, address: str) -> RemotingCommand | None:
@@ -57,8 +65,9 @@ def _answer(request: RemotingCommand, address: str) -> RemotingCommand | None:
     group, client_id = request.ext_fields.get("consumerGroup", ""), request.ext_fields.get("clientId")
     member = _members.get(group)
     if member is None or (client_id is not None and client_id != member.client_id):
-        return request.make_response(ResponseCode.SYSTEM_ERROR,
-                                     f"The Consumer Group <{group}> not exist in this consumer")
+        return request.make_response(
+            ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{group}> not exist in this consumer"
+        )
     if request.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
         return replace(request.make_response(ResponseCode.SUCCESS), body=member.consume_directly(request))
     return replace(request.make_response(ResponseCode.SUCCESS), body=member.running_info())
@@ -84,10 +93,16 @@ class Member:
     ``in_flight``: the ids of the group's runs in flight (a reset waits for none).
     ``rates``: the ingestion's recent rates (``member_status.consume_status``; None: reported as 0)."""
 
-    def __init__(self, client: RocketMQClient, cfg: IngestionConfig, log: Callable[[str], None] = print,
-                 every_s: float = HEARTBEAT_S, landed: Callable[[], dict] | None = None,
-                 in_flight: Callable[[], set[str]] | None = None,
-                 rates: Callable[[], member_status.ConsumeStatus | None] | None = None):
+    def __init__(
+        self,
+        client: RocketMQClient,
+        cfg: IngestionConfig,
+        log: Callable[[str], None] = print,
+        every_s: float = HEARTBEAT_S,
+        landed: Callable[[], dict] | None = None,
+        in_flight: Callable[[], set[str]] | None = None,
+        rates: Callable[[], member_status.ConsumeStatus | None] | None = None,
+    ):
         self.client, self.cfg, self.log, self.every_s = client, cfg, log, every_s
         self.client_id = identity.client_id(cfg)
         self.landed = landed or dict
@@ -114,9 +129,17 @@ class Member:
         except Exception as e:  # the runs' figures are Dagster's: without them the rest is still worth answering
             self.log(f"the running info reports no rates: reading the runs failed: {type(e).__name__}: {e}")
             rates = None
-        return member_status.running_info(cfg, cfg.subscribed_topics(self.client), held, self.landed(),
-                                          self.client.namesrv_address, self.started_ms, client_version(), extra,
-                                          rates)
+        return member_status.running_info(
+            cfg,
+            cfg.subscribed_topics(self.client),
+            held,
+            self.landed(),
+            self.client.namesrv_address,
+            self.started_ms,
+            client_version(),
+            extra,
+            rates,
+        )
 
     def _share(self, broker) -> list:
         """The queues that are this member's share now, as its runs compute it."""
@@ -141,9 +164,9 @@ class Member:
             broker = group_broker(self.client, self.cfg)
             share = set(self._share(broker))
             targets = {mq: offset for mq, offset in decode_reset_offset_body(body).items() if mq in share}
-            outcome = member_requests.reset_offsets(broker, targets,
-                                                    set(self.cfg.subscribed_topics(self.client)), timestamp,
-                                                    self.in_flight)
+            outcome = member_requests.reset_offsets(
+                broker, targets, set(self.cfg.subscribed_topics(self.client)), timestamp, self.in_flight
+            )
         except Exception as e:  # oneway: no one to answer; the operator reads the log and consumerStatus
             outcome = member_requests.ResetOutcome(timestamp, refused=f"{type(e).__name__}: {e}")
         self.last_reset = outcome
@@ -153,8 +176,10 @@ class Member:
         """CONSUME_MESSAGE_DIRECTLY: the listener's verdict on the message; nothing lands, no offset moves."""
         fields = request.ext_fields
         result = member_requests.consume_directly(self.cfg, request.body or b"", fields.get("brokerName", ""))
-        self.log(f"direct consume of message {fields.get('msgId')} (asked through broker "
-                 f"{fields.get('brokerName')}): {result}")
+        self.log(
+            f"direct consume of message {fields.get('msgId')} (asked through broker "
+            f"{fields.get('brokerName')}): {result}"
+        )
         return result.encode()
 
     def beat(self) -> list[str]:
@@ -178,8 +203,10 @@ class Member:
 
     def _beat_until(self, stop: threading.Event) -> None:
         group = self.cfg.consumer_group
-        self.log(f"member {self.client_id} of group {group} ({self.cfg.topic_label}): heartbeat every "
-                 f"{self.every_s:.0f}s; stop with SIGTERM or Ctrl-C")
+        self.log(
+            f"member {self.client_id} of group {group} ({self.cfg.topic_label}): heartbeat every "
+            f"{self.every_s:.0f}s; stop with SIGTERM or Ctrl-C"
+        )
         members: list[str] | None = None
         while True:
             try:

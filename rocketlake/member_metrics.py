@@ -53,8 +53,8 @@ class Landing:
 
     rows: int = 0
     body_bytes: int = 0
-    sent_back: int = 0      # failed, sent back to %RETRY%<group> (CLUSTERING)
-    failed: int = 0         # failed, kept in the failures table (BROADCASTING)
+    sent_back: int = 0  # failed, sent back to %RETRY%<group> (CLUSTERING)
+    failed: int = 0  # failed, kept in the failures table (BROADCASTING)
     dead_lettered: int = 0  # failed for the last time, sent to %DLQ%<group>
 
 
@@ -98,9 +98,16 @@ class _Histogram:
 class MemberCollector(Collector):
     """The member's metrics for one ingestion, computed at each scrape (one scrape at a time)."""
 
-    def __init__(self, ingestion: str, consumer_group: str, job_name: str, broker: Callable[[], BrokerReading],
-                 landed: Callable[[], Mapping[MessageQueue, int]], dagster: DagsterReads,
-                 log: Callable[[str], None] = print):
+    def __init__(
+        self,
+        ingestion: str,
+        consumer_group: str,
+        job_name: str,
+        broker: Callable[[], BrokerReading],
+        landed: Callable[[], Mapping[MessageQueue, int]],
+        dagster: DagsterReads,
+        log: Callable[[str], None] = print,
+    ):
         self.group_values = (ingestion, consumer_group)
         self.job_name = job_name
         self.broker, self.landed, self.dagster, self.log = broker, landed, dagster, log
@@ -134,8 +141,10 @@ class MemberCollector(Collector):
         except Exception as e:  # whatever a source raises, the other metrics are served
             self._errors[source] += 1
             if self._up.get(source, True):
-                self.log(f"metrics: cannot read the {source} ({type(e).__name__}: {e}); its metrics are left out of "
-                         "the scrapes until it answers (rocketlake_source_up)")
+                self.log(
+                    f"metrics: cannot read the {source} ({type(e).__name__}: {e}); its metrics are left out of "
+                    "the scrapes until it answers (rocketlake_source_up)"
+                )
             self._up[source] = False
             return None
         if self._up.get(source) is False:
@@ -152,14 +161,20 @@ class MemberCollector(Collector):
         if broker is not None:
             yield from self._queue_families(broker)
         if landed is not None:
-            yield self._gauge_per_queue("rocketlake_queue_landed_offset",
-                                        "The end (exclusive) of what the table's ledger says was landed on the queue.",
-                                        sorted(landed.items()))
+            yield self._gauge_per_queue(
+                "rocketlake_queue_landed_offset",
+                "The end (exclusive) of what the table's ledger says was landed on the queue.",
+                sorted(landed.items()),
+            )
         yield from self._total_families()
-        errors = CounterMetricFamily("rocketlake_scrape_errors", "Scrapes in which a source could not be read.",
-                                     labels=[*GROUP_LABELS, "source"])
-        up = GaugeMetricFamily("rocketlake_source_up", "1 when the source answered this scrape, 0 when it did not.",
-                               labels=[*GROUP_LABELS, "source"])
+        errors = CounterMetricFamily(
+            "rocketlake_scrape_errors", "Scrapes in which a source could not be read.", labels=[*GROUP_LABELS, "source"]
+        )
+        up = GaugeMetricFamily(
+            "rocketlake_source_up",
+            "1 when the source answered this scrape, 0 when it did not.",
+            labels=[*GROUP_LABELS, "source"],
+        )
         for source in SOURCES:
             errors.add_metric([*self.group_values, source], self._errors[source])
             up.add_metric([*self.group_values, source], 1 if self._up.get(source) else 0)
@@ -169,8 +184,13 @@ class MemberCollector(Collector):
     def _add(self, landings: list[Landing], runs: list[FinishedRun]) -> None:
         t = self._totals
         for a in landings:
-            t = Landing(t.rows + a.rows, t.body_bytes + a.body_bytes, t.sent_back + a.sent_back, t.failed + a.failed,
-                        t.dead_lettered + a.dead_lettered)
+            t = Landing(
+                t.rows + a.rows,
+                t.body_bytes + a.body_bytes,
+                t.sent_back + a.sent_back,
+                t.failed + a.failed,
+                t.dead_lettered + a.dead_lettered,
+            )
         self._totals, self._windows = t, self._windows + len(landings)
         for run in runs:
             self._durations.setdefault(run.status.lower(), _Histogram()).observe(run.seconds)
@@ -187,46 +207,65 @@ class MemberCollector(Collector):
     def _queue_families(self, reading: BrokerReading) -> Iterator[Metric]:
         rows = reading.queues
         now_ms = int(time.time() * 1000)
-        yield self._gauge_per_queue("rocketlake_queue_max_offset", "The broker's max offset of the queue.",
-                                    [(r.queue, r.max_offset) for r in rows])
-        yield self._gauge_per_queue("rocketlake_queue_committed_offset",
-                                    "The group's committed offset (BROADCASTING: the member's local store); absent "
-                                    "while it has none.", [(r.queue, r.committed) for r in rows if r.committed is not None])
-        yield self._gauge_per_queue("rocketlake_queue_lag_messages",
-                                    "Messages not consumed yet: max offset - committed offset (mqadmin's Diff).",
-                                    [(r.queue, r.lag) for r in rows])
-        yield self._gauge_per_queue("rocketlake_queue_lag_seconds",
-                                    "How long ago the oldest message the group has not passed was stored (0: none).",
-                                    [(r.queue, r.lag_seconds(now_ms)) for r in rows])
+        yield self._gauge_per_queue(
+            "rocketlake_queue_max_offset",
+            "The broker's max offset of the queue.",
+            [(r.queue, r.max_offset) for r in rows],
+        )
+        yield self._gauge_per_queue(
+            "rocketlake_queue_committed_offset",
+            "The group's committed offset (BROADCASTING: the member's local store); absent while it has none.",
+            [(r.queue, r.committed) for r in rows if r.committed is not None],
+        )
+        yield self._gauge_per_queue(
+            "rocketlake_queue_lag_messages",
+            "Messages not consumed yet: max offset - committed offset (mqadmin's Diff).",
+            [(r.queue, r.lag) for r in rows],
+        )
+        yield self._gauge_per_queue(
+            "rocketlake_queue_lag_seconds",
+            "How long ago the oldest message the group has not passed was stored (0: none).",
+            [(r.queue, r.lag_seconds(now_ms)) for r in rows],
+        )
         if reading.dead_letters_waiting is not None:
-            waiting = GaugeMetricFamily("rocketlake_dead_letters_waiting",
-                                        "Messages in %DLQ%<group> not landed in the dead-letter table yet.",
-                                        labels=GROUP_LABELS)
+            waiting = GaugeMetricFamily(
+                "rocketlake_dead_letters_waiting",
+                "Messages in %DLQ%<group> not landed in the dead-letter table yet.",
+                labels=GROUP_LABELS,
+            )
             waiting.add_metric(list(self.group_values), reading.dead_letters_waiting)
             yield waiting
 
     def _total_families(self) -> Iterator[Metric]:
         t, labels = self._totals, list(self.group_values)
         for name, doc, value in (
-                ("rocketlake_landed_messages", "Rows landed in the table.", t.rows),
-                ("rocketlake_landed_body_bytes", "Bytes of the message bodies landed (before decoding).", t.body_bytes),
-                ("rocketlake_dead_lettered_messages", "Messages that failed for the last time, sent to %DLQ%<group>.",
-                 t.dead_lettered),
-                ("rocketlake_landed_windows", "Window materializations recorded.", self._windows)):
+            ("rocketlake_landed_messages", "Rows landed in the table.", t.rows),
+            ("rocketlake_landed_body_bytes", "Bytes of the message bodies landed (before decoding).", t.body_bytes),
+            (
+                "rocketlake_dead_lettered_messages",
+                "Messages that failed for the last time, sent to %DLQ%<group>.",
+                t.dead_lettered,
+            ),
+            ("rocketlake_landed_windows", "Window materializations recorded.", self._windows),
+        ):
             family = CounterMetricFamily(name, f"{doc} Since the member started.", labels=GROUP_LABELS)
             family.add_metric(labels, value)
             yield family
-        failed = CounterMetricFamily("rocketlake_failed_messages",
-                                     "Messages the listener or the decoding failed, by what became of them: sent_back "
-                                     "(to %RETRY%<group>), failures_table (kept there). Since the member started.",
-                                     labels=[*GROUP_LABELS, "outcome"])
+        failed = CounterMetricFamily(
+            "rocketlake_failed_messages",
+            "Messages the listener or the decoding failed, by what became of them: sent_back "
+            "(to %RETRY%<group>), failures_table (kept there). Since the member started.",
+            labels=[*GROUP_LABELS, "outcome"],
+        )
         failed.add_metric([*labels, "sent_back"], t.sent_back)
         failed.add_metric([*labels, "failures_table"], t.failed)
         yield failed
-        durations = HistogramMetricFamily("rocketlake_run_duration_seconds",
-                                          "Durations of the ingestion job's runs that finished since the member "
-                                          "started, from start to end, by status.",
-                                          labels=[*GROUP_LABELS, "job", "status"])
+        durations = HistogramMetricFamily(
+            "rocketlake_run_duration_seconds",
+            "Durations of the ingestion job's runs that finished since the member "
+            "started, from start to end, by status.",
+            labels=[*GROUP_LABELS, "job", "status"],
+        )
         for status, histogram in sorted(self._durations.items()):
             durations.add_metric([*labels, self.job_name, status], histogram.buckets(), histogram.sum)
         yield durations
@@ -270,8 +309,10 @@ class DagsterInstanceReads:
         home = self.home or (Path(os.environ["DAGSTER_HOME"]) if os.environ.get("DAGSTER_HOME") else None)
         if home is None:  # not dagster_home(): it would set DAGSTER_HOME, which names this member (its client id)
             if not (LOCAL_DAGSTER_HOME / "dagster.yaml").is_file():
-                raise LookupError("no Dagster instance: DAGSTER_HOME is not set and there is no local instance "
-                                  f"{LOCAL_DAGSTER_HOME.absolute()}")
+                raise LookupError(
+                    "no Dagster instance: DAGSTER_HOME is not set and there is no local instance "
+                    f"{LOCAL_DAGSTER_HOME.absolute()}"
+                )
             home = LOCAL_DAGSTER_HOME
         self._instance = DagsterInstance.from_config(str(home.absolute()))
         return self._instance
@@ -288,8 +329,9 @@ class DagsterInstanceReads:
         for run in runs:
             self._runs_seen[run.run_id] = run.end
             self._newest_end = max(self._newest_end, run.end)
-        self._runs_seen = {k: end for k, end in self._runs_seen.items()
-                           if end >= self._newest_end - 2 * self.RUN_MARGIN_S}
+        self._runs_seen = {
+            k: end for k, end in self._runs_seen.items() if end >= self._newest_end - 2 * self.RUN_MARGIN_S
+        }
         return landings, runs
 
     def _landings(self, instance) -> tuple[list[Landing], int | None]:
@@ -298,8 +340,11 @@ class DagsterInstanceReads:
         from rocketlake.assets.instance_records import materialization_records
 
         after_id = self._after_id
-        records_filter = (AssetRecordsFilter(asset_key=self.asset_key, after_timestamp=self.since_s)
-                          if after_id is None else AssetRecordsFilter(asset_key=self.asset_key, after_storage_id=after_id))
+        records_filter = (
+            AssetRecordsFilter(asset_key=self.asset_key, after_timestamp=self.since_s)
+            if after_id is None
+            else AssetRecordsFilter(asset_key=self.asset_key, after_storage_id=after_id)
+        )
         landings = []
         for record in materialization_records(instance, records_filter, page=self.PAGE, ascending=True):
             after_id = max(after_id or 0, record.storage_id)
@@ -313,15 +358,18 @@ class DagsterInstanceReads:
 
         finished = [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
         updated_after = datetime.fromtimestamp(self._newest_end - self.RUN_MARGIN_S, tz=timezone.utc)
-        records = instance.get_run_records(RunsFilter(job_name=self.job_name, statuses=finished,
-                                                      updated_after=updated_after))
+        records = instance.get_run_records(
+            RunsFilter(job_name=self.job_name, statuses=finished, updated_after=updated_after)
+        )
         runs = []
         for r in records:
             run_id = r.dagster_run.run_id
             # A run that never started (its launch failed) has no duration: left out.
             if r.end_time is None or r.start_time is None or r.end_time < self.since_s or run_id in self._runs_seen:
                 continue
-            runs.append(FinishedRun(run_id, r.dagster_run.status.value, max(0.0, r.end_time - r.start_time), r.end_time))
+            runs.append(
+                FinishedRun(run_id, r.dagster_run.status.value, max(0.0, r.end_time - r.start_time), r.end_time)
+            )
         return runs
 
     def close(self) -> None:
@@ -330,8 +378,9 @@ class DagsterInstanceReads:
             instance.dispose()
 
 
-def member_collector(config, name: str, client, landed: Callable[[], Mapping[MessageQueue, int]],
-                     log: Callable[[str], None] = print) -> MemberCollector:
+def member_collector(
+    config, name: str, client, landed: Callable[[], Mapping[MessageQueue, int]], log: Callable[[str], None] = print
+) -> MemberCollector:
     """The collector of ingestion ``name`` of ``config``: its brokers through ``client``, its ledger through
     ``landed``, its table asset and job under their default names (``assets.translator``), from now on."""
     from rocketlake.assets.translator import translate
@@ -346,12 +395,22 @@ def member_collector(config, name: str, client, landed: Callable[[], Mapping[Mes
 
     def broker() -> BrokerReading:
         rows = group_progress(group_broker(client, cfg))
-        waiting = (backlog_of(client, cfg.consumer_group, DLQ_GROUP_TOPIC_PREFIX + cfg.consumer_group).waiting
-                   if has_dead_letters else None)
+        waiting = (
+            backlog_of(client, cfg.consumer_group, DLQ_GROUP_TOPIC_PREFIX + cfg.consumer_group).waiting
+            if has_dead_letters
+            else None
+        )
         return BrokerReading(rows, waiting)
 
-    return MemberCollector(name, cfg.consumer_group, assets.job_name, broker, landed,
-                           DagsterInstanceReads(assets.table_key, assets.job_name, time.time()), log)
+    return MemberCollector(
+        name,
+        cfg.consumer_group,
+        assets.job_name,
+        broker,
+        landed,
+        DagsterInstanceReads(assets.table_key, assets.job_name, time.time()),
+        log,
+    )
 
 
 class MetricsEndpoint:
@@ -373,8 +432,9 @@ class MetricsEndpoint:
             close()
 
 
-def serve(collector: Collector, port: int, address: str = "127.0.0.1",
-          on_stop: tuple[Callable[[], None], ...] = ()) -> MetricsEndpoint:
+def serve(
+    collector: Collector, port: int, address: str = "127.0.0.1", on_stop: tuple[Callable[[], None], ...] = ()
+) -> MetricsEndpoint:
     """Serve ``collector`` and the process's own figures (``process_*``: CPU, memory, start time) on ``address``:
     ``port`` (0: a free port; ``MetricsEndpoint.address`` says which); OSError when it cannot listen there."""
     from prometheus_client import CollectorRegistry, start_http_server

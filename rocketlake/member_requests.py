@@ -31,9 +31,9 @@ from rocketlake.resources.rocketmq.message_queue import MessageQueue
 class ResetOutcome:
     """What a member did with one broker's reset request."""
 
-    timestamp_ms: int                    # the time the operator reset to (-1: the queues' ends)
+    timestamp_ms: int  # the time the operator reset to (-1: the queues' ends)
     applied: tuple[OffsetMove, ...] = ()
-    refused: str | None = None           # why nothing was changed
+    refused: str | None = None  # why nothing was changed
     unchanged: int = 0
     at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 
@@ -43,12 +43,15 @@ class ResetOutcome:
         if self.refused is not None:
             return f"{when} reset to {to} REFUSED: {self.refused}"
         moved = ", ".join(f"{m.queue.key} {'-' if m.before is None else m.before}->{m.after}" for m in self.applied)
-        return (f"{when} reset to {to}: moved {len(self.applied)} queue(s){': ' + moved if moved else ''}; "
-                f"{self.unchanged} unchanged")
+        return (
+            f"{when} reset to {to}: moved {len(self.applied)} queue(s){': ' + moved if moved else ''}; "
+            f"{self.unchanged} unchanged"
+        )
 
 
-def reset_offsets(broker, targets: dict[MessageQueue, int], topics: set[str], timestamp_ms: int,
-                  in_flight: Callable[[], set[str]]) -> ResetOutcome:
+def reset_offsets(
+    broker, targets: dict[MessageQueue, int], topics: set[str], timestamp_ms: int, in_flight: Callable[[], set[str]]
+) -> ResetOutcome:
     """Apply the broker's ``targets`` to the group's offsets (``broker``: the ingestion's ``GroupBroker``) by the
     rules of ``rocketlake offsets reset``; queues of topics the ingestion does not subscribe are no business of it."""
     targets = {mq: offset for mq, offset in targets.items() if mq.topic in topics}
@@ -56,16 +59,26 @@ def reset_offsets(broker, targets: dict[MessageQueue, int], topics: set[str], ti
     plan = plan_reset(committed, targets)
     if plan.backward:
         shown = ", ".join(f"{m.queue.key} {m.before}->{m.after}" for m in plan.backward[:4])
-        return ResetOutcome(timestamp_ms, refused=(
-            f"{len(plan.backward)} queue(s) would move backward ({shown}{', ...' if len(plan.backward) > 4 else ''}); "
-            "offsets only move forward (the ledger would move them forward again); to land earlier windows again, "
-            "use `rocketlake backfill`. Nothing was changed"), unchanged=len(targets))
+        return ResetOutcome(
+            timestamp_ms,
+            refused=(
+                f"{len(plan.backward)} queue(s) would move backward ({shown}{', ...' if len(plan.backward) > 4 else ''}); "
+                "offsets only move forward (the ledger would move them forward again); to land earlier windows again, "
+                "use `rocketlake backfill`. Nothing was changed"
+            ),
+            unchanged=len(targets),
+        )
     if plan.moves:
         runs = in_flight()
         if runs:
-            return ResetOutcome(timestamp_ms, refused=(
-                f"run(s) {', '.join(sorted(runs))} of the group are in flight; reset once they end. Nothing was "
-                "changed"), unchanged=len(targets))
+            return ResetOutcome(
+                timestamp_ms,
+                refused=(
+                    f"run(s) {', '.join(sorted(runs))} of the group are in flight; reset once they end. Nothing was "
+                    "changed"
+                ),
+                unchanged=len(targets),
+            )
     for move in plan.moves:
         broker.commit_offset(move.queue, move.after)
     return ResetOutcome(timestamp_ms, applied=tuple(plan.moves), unchanged=len(plan.unchanged))
@@ -83,8 +96,7 @@ def listener_message(cfg: IngestionConfig, body: bytes, broker_name: str) -> dic
     from rocketlake.pipelines.source import batch_of
 
     [message] = decode_messages(body)[:1]
-    schema = arrow_schema(read_metadata(cfg, landed_metadata(cfg)) + ("origin_topic",),
-                          text=cfg.body.format == "text")
+    schema = arrow_schema(read_metadata(cfg, landed_metadata(cfg)) + ("origin_topic",), text=cfg.body.format == "text")
     row = batch_of([message], schema, broker_name).to_pylist()[0]
     row["topic"] = row.pop("origin_topic")
     if cfg.body.format == "json":
@@ -129,16 +141,20 @@ def consume_directly(cfg: IngestionConfig, body: bytes, broker_name: str) -> Dir
     orderly = cfg.consume_orderly
 
     def result(verdict: CMResult, remark: str | None = None) -> DirectConsumeResult:
-        return DirectConsumeResult(verdict, order=orderly, remark=remark,
-                                   spent_time_ms=int((time.monotonic() - began) * 1000))
+        return DirectConsumeResult(
+            verdict, order=orderly, remark=remark, spent_time_ms=int((time.monotonic() - began) * 1000)
+        )
 
     try:
         message = listener_message(cfg, body, broker_name)
     except _Undecodable as e:  # a run sends such a message back, as it does one its listener refuses
         return result(CMResult.CR_LATER, str(e))
     if cfg.listener is None:
-        remark = "no listener: the body decodes" if cfg.body.format != "avro" else (
-            "no listener; Avro bodies are decoded by Spark when a window run lands them")
+        remark = (
+            "no listener: the body decodes"
+            if cfg.body.format != "avro"
+            else ("no listener; Avro bodies are decoded by Spark when a window run lands them")
+        )
         return result(CMResult.CR_SUCCESS, remark)
     try:
         listener = load_listener(cfg.listener)

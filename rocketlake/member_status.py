@@ -33,12 +33,27 @@ from rocketlake.resources.rocketmq.running_info import (
 )
 
 #: DefaultMQPushConsumer settings a member reports under their Java names (``MixAll.object2Properties``).
-REPORTED_SETTINGS = ("consumer_group", "message_model", "consume_from_where", "consume_timestamp", "pull_batch_size",
-                     "pull_threshold_for_queue", "pull_threshold_size_for_queue", "pull_threshold_for_topic",
-                     "pull_threshold_size_for_topic", "consume_message_batch_max_size", "consume_thread_min",
-                     "consume_thread_max", "max_reconsume_times", "consume_timeout",
-                     "suspend_current_queue_time_millis", "allocate_message_queue_strategy", "instance_name",
-                     "client_ip", "consume_orderly")
+REPORTED_SETTINGS = (
+    "consumer_group",
+    "message_model",
+    "consume_from_where",
+    "consume_timestamp",
+    "pull_batch_size",
+    "pull_threshold_for_queue",
+    "pull_threshold_size_for_queue",
+    "pull_threshold_for_topic",
+    "pull_threshold_size_for_topic",
+    "consume_message_batch_max_size",
+    "consume_thread_min",
+    "consume_thread_max",
+    "max_reconsume_times",
+    "consume_timeout",
+    "suspend_current_queue_time_millis",
+    "allocate_message_queue_strategy",
+    "instance_name",
+    "client_ip",
+    "consume_orderly",
+)
 
 #: Landed offsets in ``userConsumerInfo``: ``landedOffset@<topic>/<broker>/<queue id>`` -> the end of the ranges
 #: the table's ledger holds for that queue.
@@ -61,18 +76,27 @@ def _text(value) -> str:
 
 def properties(cfg: IngestionConfig, namesrv: str, started_ms: int, version: str) -> dict[str, str]:
     """The ``properties`` a Java push consumer reports, for this ingestion (every value a string)."""
-    found = {_java_name(name): _text(getattr(cfg, name)) for name in REPORTED_SETTINGS
-             if getattr(cfg, name, None) is not None}
-    found.update({
-        "namesrvAddr": namesrv, "language": "PYTHON", "unitMode": "false",
-        "rocketlake.table": cfg.table, "rocketlake.topics": cfg.topic_label, "rocketlake.window": cfg.window.cron,
-        PROP_CONSUMEORDERLY: _text(cfg.consume_orderly),
-        PROP_THREADPOOL_CORE_SIZE: str(cfg.consume_thread_min),
-        PROP_CONSUMER_START_TIMESTAMP: str(started_ms),
-        PROP_CONSUME_TYPE: "CONSUME_PASSIVELY",
-        PROP_NAMESERVER_ADDR: "".join(address + ";" for address in namesrv.split(";") if address),
-        PROP_CLIENT_VERSION: version,
-    })
+    found = {
+        _java_name(name): _text(getattr(cfg, name))
+        for name in REPORTED_SETTINGS
+        if getattr(cfg, name, None) is not None
+    }
+    found.update(
+        {
+            "namesrvAddr": namesrv,
+            "language": "PYTHON",
+            "unitMode": "false",
+            "rocketlake.table": cfg.table,
+            "rocketlake.topics": cfg.topic_label,
+            "rocketlake.window": cfg.window.cron,
+            PROP_CONSUMEORDERLY: _text(cfg.consume_orderly),
+            PROP_THREADPOOL_CORE_SIZE: str(cfg.consume_thread_min),
+            PROP_CONSUMER_START_TIMESTAMP: str(started_ms),
+            PROP_CONSUME_TYPE: "CONSUME_PASSIVELY",
+            PROP_NAMESERVER_ADDR: "".join(address + ";" for address in namesrv.split(";") if address),
+            PROP_CLIENT_VERSION: version,
+        }
+    )
     return found
 
 
@@ -109,23 +133,37 @@ def consume_status(windows: list[LandedWindow], runs: list[EndedRun], now_s: flo
     minute = [w for w in windows if now_s - MINUTE_S <= w.at_s <= now_s]
     ended = [r.seconds for r in runs if now_s - MINUTE_S <= r.end_s <= now_s]
     ok, failed = sum(w.rows for w in minute), sum(w.failed for w in minute)
-    return ConsumeStatus(pull_tps=(ok + failed) / MINUTE_S,
-                         consume_rt=1000.0 * sum(ended) / len(ended) if ended else 0.0,
-                         consume_ok_tps=ok / MINUTE_S, consume_failed_tps=failed / MINUTE_S,
-                         consume_failed_msgs=sum(w.failed for w in windows if now_s - HOUR_S <= w.at_s <= now_s))
+    return ConsumeStatus(
+        pull_tps=(ok + failed) / MINUTE_S,
+        consume_rt=1000.0 * sum(ended) / len(ended) if ended else 0.0,
+        consume_ok_tps=ok / MINUTE_S,
+        consume_failed_tps=failed / MINUTE_S,
+        consume_failed_msgs=sum(w.failed for w in windows if now_s - HOUR_S <= w.at_s <= now_s),
+    )
 
 
-def running_info(cfg: IngestionConfig, topics: list[str], held: dict[MessageQueue, int | None],
-                 landed: dict[MessageQueue, int], namesrv: str, started_ms: int, version: str,
-                 extra: dict[str, str] | None = None, rates: ConsumeStatus | None = None) -> bytes:
+def running_info(
+    cfg: IngestionConfig,
+    topics: list[str],
+    held: dict[MessageQueue, int | None],
+    landed: dict[MessageQueue, int],
+    namesrv: str,
+    started_ms: int,
+    version: str,
+    extra: dict[str, str] | None = None,
+    rates: ConsumeStatus | None = None,
+) -> bytes:
     """The body of the answer: ``held`` maps each queue of the member's share to the group's committed offset
     (None: none yet, reported as -1 as the Java offset store does); ``landed``, queues to the ledger's end;
     ``rates``, the ingestion's (:func:`consume_status`). A run's figures are not split by topic: they are its
     topic's, and with several topics they go to ``userConsumerInfo`` (``rocketlake.consumeStatus``) instead."""
     subs = subscriptions(cfg, topics, started_ms)
     queues = {mq: ProcessQueueInfo(commit_offset=-1 if offset is None else offset) for mq, offset in held.items()}
-    user = {f"{LANDED_PREFIX}{mq.topic}/{mq.broker_name}/{mq.queue_id}": str(end)
-            for mq, end in sorted(landed.items()) if mq in held}
+    user = {
+        f"{LANDED_PREFIX}{mq.topic}/{mq.broker_name}/{mq.queue_id}": str(end)
+        for mq, end in sorted(landed.items())
+        if mq in held
+    }
     user.update(extra or {})
     status = {s.topic: ConsumeStatus() for s in subs}
     if rates is not None and len(topics) == 1:

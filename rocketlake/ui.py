@@ -36,8 +36,11 @@ class Trickle(threading.Thread):
     def run(self) -> None:
         while not self.stopped.is_set():
             try:
-                produce(self.spec.namesrv_address, self.spec.state_dir,
-                        sample_orders(self.topic, self.per_batch, seed=11, first=100_000 + self.sent))
+                produce(
+                    self.spec.namesrv_address,
+                    self.spec.state_dir,
+                    sample_orders(self.topic, self.per_batch, seed=11, first=100_000 + self.sent),
+                )
                 self.sent += self.per_batch
             except Exception as e:  # the cluster went down: the UI stays, the trickle says why it stopped
                 print(f"rocketlake ui: the trickle into {self.topic} stopped: {e}", file=sys.stderr, flush=True)
@@ -62,8 +65,11 @@ def run_ui(spec: ClusterSpec, port: int, topic: str, per_minute: int) -> int:
         if any(i.topic == topic for i in load_config(DEMO_CONFIG).ingestions.values()) and per_minute > 0:
             trickle = Trickle(spec, topic, per_batch=max(1, per_minute // 4), every_s=15)
             trickle.start()
-            print(f"rocketlake ui: sending about {per_minute} orders a minute to {topic} while the UI is open; "
-                  "the schedule lands each window once it closes", flush=True)
+            print(
+                f"rocketlake ui: sending about {per_minute} orders a minute to {topic} while the UI is open; "
+                "the schedule lands each window once it closes",
+                flush=True,
+            )
     else:
         env.setdefault(CONFIG_ENV, "rocketlake.yaml")
         command = [dg, "dev", "-w", "workspace.yaml", "-p", str(port)]

@@ -92,8 +92,9 @@ class FixtureTimer:
         seconds = time.monotonic() - started
         item = getattr(request, "_pyfuncitem", None)
         if seconds >= SLOW_FIXTURE_S and item is not None:
-            item.user_properties.append(("fixture", (round(seconds, 1), f"{fixturedef.argname} ({fixturedef.scope}) "
-                                                                        f"for {item.nodeid}")))
+            item.user_properties.append(
+                ("fixture", (round(seconds, 1), f"{fixturedef.argname} ({fixturedef.scope}) for {item.nodeid}"))
+            )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -130,9 +131,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 #: session's cluster but not the shared minutes, which it starts sending:
 #: by the time a worker reaches a file that lands them (test_crash_recovery, test_ingestion) they are closed, where
 #: that file's first test used to wait minutes for them.
-LONGEST = ("test_short_soak.py", "test_deployed_stack.py", "test_consumer_group_daemon.py", "test_crash_recovery.py",
-           "test_retry_and_dead_letters.py", "test_topic_changes.py", "test_ingestion.py", "test_consumer_group.py",
-           "test_deleted_messages.py", "test_rocketmq_security.py", "test_ui.py")
+LONGEST = (
+    "test_short_soak.py",
+    "test_deployed_stack.py",
+    "test_consumer_group_daemon.py",
+    "test_crash_recovery.py",
+    "test_retry_and_dead_letters.py",
+    "test_topic_changes.py",
+    "test_ingestion.py",
+    "test_consumer_group.py",
+    "test_deleted_messages.py",
+    "test_rocketmq_security.py",
+    "test_ui.py",
+)
 
 
 def _longest_first(item: pytest.Item) -> int:
@@ -227,13 +238,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             write(f"{tier:<8} {_tier_seconds[tier] / 60:6.1f} min  {counts}  ({TIERS[tier]})")
     session_s = time.time() - _session_started[0]
     workers = getattr(config.option, "numprocesses", None)
-    write(f"{'tests':<8} {session_s / 60:6.1f} min (wall time"
-          + (f"; the tiers add up their tests' times, in {workers} workers at once)" if workers else ")"))
+    write(
+        f"{'tests':<8} {session_s / 60:6.1f} min (wall time"
+        + (f"; the tiers add up their tests' times, in {workers} workers at once)" if workers else ")")
+    )
     for line in _summary_lines:
         write(line)
     if _slow_fixtures:
-        write(f"fixture setups of {SLOW_FIXTURE_S:.0f} s or more, the slowest first "
-              "(the cost is nested: a fixture's includes the fixtures it asked for):")
+        write(
+            f"fixture setups of {SLOW_FIXTURE_S:.0f} s or more, the slowest first "
+            "(the cost is nested: a fixture's includes the fixtures it asked for):"
+        )
         for seconds, what in sorted(_slow_fixtures, reverse=True)[:15]:
             write(f"  {seconds:7.1f}s {what}")
     started = os.environ.get("ROCKETLAKE_CI_STARTED")  # set by .ci/run: setup is charged to the total, not the tests
@@ -273,14 +288,20 @@ def free_ports(count: int, *, block: int = 1) -> list[int]:
 
 def make_spec(state_dir: Path, store_root: Path | None = None, version: str = ROCKETMQ_VERSION) -> ClusterSpec:
     namesrv, a, b = free_ports(3, block=2)
-    return ClusterSpec(state_dir=state_dir, store_root=store_root or default_store_root(state_dir),
-                       namesrv_port=namesrv, brokers=(BrokerSpec("broker-a", a), BrokerSpec("broker-b", b)),
-                       version=version)
+    return ClusterSpec(
+        state_dir=state_dir,
+        store_root=store_root or default_store_root(state_dir),
+        namesrv_port=namesrv,
+        brokers=(BrokerSpec("broker-a", a), BrokerSpec("broker-b", b)),
+        version=version,
+    )
 
 
 def _running_cluster(tmp_path_factory: pytest.TempPathFactory, version: str, **spec_changes) -> Iterator[LocalCluster]:
     """A cluster on free ports, stopped and wiped at the end; ``spec_changes`` replace ClusterSpec fields."""
-    spec = dataclasses.replace(make_spec(tmp_path_factory.mktemp(f"rocketmq-{version}"), version=version), **spec_changes)
+    spec = dataclasses.replace(
+        make_spec(tmp_path_factory.mktemp(f"rocketmq-{version}"), version=version), **spec_changes
+    )
     cluster = LocalCluster(spec)
     try:
         cluster.up()
@@ -326,8 +347,13 @@ def java_producer(local_cluster: LocalCluster) -> Callable[..., list[SentMessage
     """``java_producer(messages=[...], args=[...])``: send with the official Java client, get its answers."""
 
     def send(messages: list[dict] | None = None, args: list[str] = ()) -> list[SentMessage]:
-        return produce(local_cluster.spec.namesrv_address, local_cluster.spec.state_dir, messages, args=list(args),
-                       version=local_cluster.spec.version)
+        return produce(
+            local_cluster.spec.namesrv_address,
+            local_cluster.spec.state_dir,
+            messages,
+            args=list(args),
+            version=local_cluster.spec.version,
+        )
 
     return send
 
@@ -365,13 +391,17 @@ class SparkConnect:
         pid = process.pid()
         assert pid is not None, "the server is not running"
         # Spark 4 rolls its event log: events_<n>_<app> files, beside an empty appstatus_<app> marker.
-        found = {f"the server's event log {p.name}": p.read_text(errors="replace")
-                 for p in self.events.rglob("*") if p.is_file() and p.stat().st_size}
+        found = {
+            f"the server's event log {p.name}": p.read_text(errors="replace")
+            for p in self.events.rglob("*")
+            if p.is_file() and p.stat().st_size
+        }
         assert found, f"no event in {self.events}"
         found["the server's log"] = process.log_file.read_text(errors="replace")
         # Its processes: the session it leads (ManagedProcess starts it in a session of its own).
-        ps = subprocess.run(["ps", "-ww", "-o", "args=", "-s", str(pid)], capture_output=True, text=True,
-                            check=True).stdout
+        ps = subprocess.run(
+            ["ps", "-ww", "-o", "args=", "-s", str(pid)], capture_output=True, text=True, check=True
+        ).stdout
         assert "SparkConnectServer" in ps, ps
         found["the server's processes (ps)"] = ps
         assert found["the server's log"], f"{process.log_file} is empty"
@@ -389,10 +419,21 @@ def connect_server(folder: Path, lake=None, environ: dict[str, str] | None = Non
     events = folder / "events"
     events.mkdir()
     (port,) = free_ports(1)
-    server = LocalSparkServer(folder, port=port, lake=lake, conf={
-        "spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(), "spark.eventLog.compress": "false"},
-        env={"PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]),
-                                                       os.environ.get("PYTHONPATH")) if p)})
+    server = LocalSparkServer(
+        folder,
+        port=port,
+        lake=lake,
+        conf={
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": events.as_uri(),
+            "spark.eventLog.compress": "false",
+        },
+        env={
+            "PYTHONPATH": os.pathsep.join(
+                p for p in (str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")) if p
+            )
+        },
+    )
     server.up(environ=dict(os.environ, **(environ or {})))  # passed here, a secret is in no field of the server's
     try:
         yield SparkConnect(server.url, events, server)
@@ -439,7 +480,10 @@ def local_s3(tmp_path_factory: pytest.TempPathFactory):
 # Either cluster: the same test runs against the 5.x and the 4.9 line.
 
 #: pytest id -> name of the session fixture that runs that line's cluster
-CLUSTER_FIXTURES = {f"rocketmq-{ROCKETMQ_VERSION}": "local_cluster", f"rocketmq-{ROCKETMQ_4_VERSION}": "local_cluster_4x"}
+CLUSTER_FIXTURES = {
+    f"rocketmq-{ROCKETMQ_VERSION}": "local_cluster",
+    f"rocketmq-{ROCKETMQ_4_VERSION}": "local_cluster_4x",
+}
 
 
 @pytest.fixture(params=list(CLUSTER_FIXTURES))
@@ -590,8 +634,9 @@ def hand_over(cluster: LocalCluster, timeout: float = HAND_OVER_TIMEOUT_S) -> Lo
     deadline = time.monotonic() + timeout
     while not _answering(cluster):
         if time.monotonic() > deadline:
-            raise LocalClusterError(f"the brokers do not answer after {timeout:g} s:\n"
-                                    f"{cluster.status().render(cluster.spec.cluster_name)}")
+            raise LocalClusterError(
+                f"the brokers do not answer after {timeout:g} s:\n{cluster.status().render(cluster.spec.cluster_name)}"
+            )
         time.sleep(0.25)  # polls the brokers themselves
     return cluster
 

@@ -13,6 +13,10 @@ def faketime_env(offset: str) -> dict[str, str]:
     for folder in FOLDERS:
         library = Path(folder) / "libfaketimeMT.so.1"
         if library.exists():
-            return {"LD_PRELOAD": str(library), "FAKETIME": offset, "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-                    "FAKETIME_DONT_RESET": "1"}
+            return {
+                "LD_PRELOAD": str(library),
+                "FAKETIME": offset,
+                "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+                "FAKETIME_DONT_RESET": "1",
+            }
     raise RuntimeError("a broker on a shifted clock needs libfaketime: apt-get install libfaketime")

@@ -30,8 +30,10 @@ def resident_mb() -> float:
 
 def _report(rss: float, what: str) -> None:
     err = _out[0]
-    err.write(f"\n[memory guard] pid {os.getpid()} holds {rss:.0f} MB (limit {LIMIT_MB} MB) in "
-              f"{current_test[0]}; {what}. Every thread's stack:\n")
+    err.write(
+        f"\n[memory guard] pid {os.getpid()} holds {rss:.0f} MB (limit {LIMIT_MB} MB) in "
+        f"{current_test[0]}; {what}. Every thread's stack:\n"
+    )
     err.flush()
     faulthandler.dump_traceback(file=err, all_threads=True)
     err.flush()

@@ -62,12 +62,13 @@ def build_archive(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     env = dict(os.environ, SPARK_SUBMIT_OPTS=f"-XX:ArchiveClassesAtExit={partial} {QUICK_COMPILER}")
-    proc = subprocess.run([sys.executable, "-c", _TRAINING_RUN], env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run([sys.executable, "-c", _TRAINING_RUN], env=env, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0 or not partial.exists():
         partial.unlink(missing_ok=True)
-        raise RuntimeError(f"building the Spark class-data archive failed (exit {proc.returncode}):\n"
-                           f"{(proc.stdout + proc.stderr)[-3000:]}")
+        raise RuntimeError(
+            f"building the Spark class-data archive failed (exit {proc.returncode}):\n"
+            f"{(proc.stdout + proc.stderr)[-3000:]}"
+        )
     partial.replace(path)  # whole or not at all: a JVM never maps a half-written archive
 
 

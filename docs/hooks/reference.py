@@ -65,10 +65,19 @@ def _allowed(name: str, field, ranges: dict, not_supported: dict) -> str:
 def render() -> str:
     from rocketlake.pipelines import config as c
 
-    sections = [("Top level", c.RocketLakeConfig), ("ClusterConfig", c.ClusterConfig), ("TlsConfig", c.TlsConfig),
-                ("LakeConfig", c.LakeConfig), ("S3Config", c.S3Config), ("SparkConfig", c.SparkConfig), ("IngestionConfig", c.IngestionConfig),
-                ("WindowConfig", c.WindowConfig), ("BodyConfig", c.BodyConfig), ("RunRetryConfig", c.RunRetryConfig),
-                ("LayoutConfig", c.LayoutConfig)]
+    sections = [
+        ("Top level", c.RocketLakeConfig),
+        ("ClusterConfig", c.ClusterConfig),
+        ("TlsConfig", c.TlsConfig),
+        ("LakeConfig", c.LakeConfig),
+        ("S3Config", c.S3Config),
+        ("SparkConfig", c.SparkConfig),
+        ("IngestionConfig", c.IngestionConfig),
+        ("WindowConfig", c.WindowConfig),
+        ("BodyConfig", c.BodyConfig),
+        ("RunRetryConfig", c.RunRetryConfig),
+        ("LayoutConfig", c.LayoutConfig),
+    ]
     out = []
     for title, model in sections:
         out.append(f"## {title}\n")
@@ -79,8 +88,10 @@ def render() -> str:
         for name, field in model.model_fields.items():
             key = field.alias or name
             description = (field.description or "").replace("|", "\\|").replace("\n", " ")
-            out.append(f"| `{key}` | {_type(field.annotation)} | {_default(field)} | "
-                       f"{_allowed(name, field, c.PUSH_CONSUMER_RANGES, c.NOT_SUPPORTED_YET)} | {description} |")
+            out.append(
+                f"| `{key}` | {_type(field.annotation)} | {_default(field)} | "
+                f"{_allowed(name, field, c.PUSH_CONSUMER_RANGES, c.NOT_SUPPORTED_YET)} | {description} |"
+            )
         out.append("")
     return "\n".join(out)
 

@@ -48,8 +48,9 @@ class LocalCertificates:
 
 
 def _write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> None:
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                       serialization.NoEncryption()))
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     os.chmod(path, 0o600)
 
 
@@ -58,40 +59,69 @@ def new_authority(folder: Path, name: str = "rocketlake local CA") -> Authority:
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     now = datetime.now(timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(minutes=5))
-            .not_valid_after(now + VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                         content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                         key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
     authority = Authority(folder / "ca.pem", folder / "ca.key")
     authority.cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     _write_key(key, authority.key_file)
     return authority
 
 
-def issue(authority: Authority, folder: Path, name: str, *, client: bool = False,
-          names: tuple[str, ...] = LOOPBACK_NAMES, not_before: datetime | None = None,
-          not_after: datetime | None = None) -> Issued:
+def issue(
+    authority: Authority,
+    folder: Path,
+    name: str,
+    *,
+    client: bool = False,
+    names: tuple[str, ...] = LOOPBACK_NAMES,
+    not_before: datetime | None = None,
+    not_after: datetime | None = None,
+) -> Issued:
     """A certificate ``name`` signed by ``authority``, for a server (``names`` in its subjectAltName) or a client."""
     ca_cert = x509.load_pem_x509_certificate(authority.cert_file.read_bytes())
     ca_key = serialization.load_pem_private_key(authority.key_file.read_bytes(), password=None)
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.now(timezone.utc)
     alt = [x509.IPAddress(ipaddress.ip_address(n)) if _is_ip(n) else x509.DNSName(n) for n in names]
-    builder = (x509.CertificateBuilder()
-               .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-               .issuer_name(ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(not_before or now - timedelta(minutes=5))
-               .not_valid_after(not_after or now + VALIDITY)
-               .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-               .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH if client
-                                                     else ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-               .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-                              critical=False))
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before or now - timedelta(minutes=5))
+        .not_valid_after(not_after or now + VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH]),
+            critical=False,
+        )
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+    )
     if not client:
         builder = builder.add_extension(x509.SubjectAlternativeName(alt), critical=False)
     cert = builder.sign(ca_key, hashes.SHA256())
@@ -112,11 +142,14 @@ def _is_ip(name: str) -> bool:
 
 def local_certificates(folder: Path) -> LocalCertificates:
     """The local runtime's CA, server and client certificates in ``folder``, made the first time and kept."""
-    made = LocalCertificates(Authority(folder / "ca.pem", folder / "ca.key"),
-                             Issued(folder / "server.pem", folder / "server.key"),
-                             Issued(folder / "client.pem", folder / "client.key"))
+    made = LocalCertificates(
+        Authority(folder / "ca.pem", folder / "ca.key"),
+        Issued(folder / "server.pem", folder / "server.key"),
+        Issued(folder / "client.pem", folder / "client.key"),
+    )
     if all(p.exists() for p in (made.ca.cert_file, made.server.cert_file, made.client.cert_file)):
         return made
     authority = new_authority(folder)
-    return LocalCertificates(authority, issue(authority, folder, "server"), issue(authority, folder, "client",
-                                                                                   client=True))
+    return LocalCertificates(
+        authority, issue(authority, folder, "server"), issue(authority, folder, "client", client=True)
+    )

@@ -60,17 +60,26 @@ class ClusterStatus:
             return registered
         # Controller mode: a replica registers with id -1 until the controller gives it one; each name needs a master.
         masters = sorted(b.replica_of for b in self.brokers if b.registered_id == 0)
-        return all(b.registered_id is not None and b.registered_id >= 0 for b in self.brokers) and \
-            masters == sorted({b.replica_of for b in self.brokers})
+        return all(b.registered_id is not None and b.registered_id >= 0 for b in self.brokers) and masters == sorted(
+            {b.replica_of for b in self.brokers}
+        )
 
     def render(self, cluster_name: str) -> str:
         ns = "up" if self.namesrv_reachable else "down"
-        lines = [f"name server {self.namesrv_address}: {ns} (pid {self.namesrv_pid or '-'})",
-                 f"cluster {cluster_name} (store {self.store}):"]
+        lines = [
+            f"name server {self.namesrv_address}: {ns} (pid {self.namesrv_pid or '-'})",
+            f"cluster {cluster_name} (store {self.store}):",
+        ]
         for b in self.brokers:
             state = "registered" if b.registered_address else ("running, not registered" if b.pid else "down")
             if b.registered_id is not None:
-                role = "master" if b.registered_id == 0 else "slave" if b.registered_id > 0 else "no id from the controller yet"
+                role = (
+                    "master"
+                    if b.registered_id == 0
+                    else "slave"
+                    if b.registered_id > 0
+                    else "no id from the controller yet"
+                )
                 state += f" as brokerId {b.registered_id} ({role})"
             lines.append(f"  {b.name:<10} {b.address:<17} {state} (pid {b.pid or '-'})")
         return "\n".join(lines)
@@ -110,7 +119,8 @@ class LocalCluster:
         if self.namesrv.pid() is not None and self.spec.controller != marker.exists():
             raise LocalClusterError(
                 f"the cluster of {self.spec.state_dir} runs {'without' if self.spec.controller else 'in'} controller "
-                "mode: stop it first (rocketlake local down), then start it again as you want it")
+                "mode: stop it first (rocketlake local down), then start it again as you want it"
+            )
         self._prepare_dirs()
         if self.spec.controller:
             marker.write_text("controller mode\n")
@@ -118,14 +128,31 @@ class LocalCluster:
             marker.unlink(missing_ok=True)
         deadline = time.monotonic() + timeout
         if self.namesrv.pid() is None:
-            self._check_ports("name server", (self.spec.namesrv_port,) + ((self.spec.controller_port,)
-                                                                           if self.spec.controller else ()))
+            self._check_ports(
+                "name server",
+                (self.spec.namesrv_port,) + ((self.spec.controller_port,) if self.spec.controller else ()),
+            )
             conf = self.spec.state_dir / "namesrv.properties"
             conf.write_text(self.spec.namesrv_properties())
-            self.namesrv.start([java, *NAMESRV_HEAP, *self._flags("rmq.namesrv.logback.xml"), "-cp", cp,
-                                "org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf)], self.java_env())
-        self._wait(lambda: accepts_connections(self.spec.namesrv_port), deadline, self.namesrv,
-                   f"the name server to listen on {self.spec.namesrv_address}")
+            self.namesrv.start(
+                [
+                    java,
+                    *NAMESRV_HEAP,
+                    *self._flags("rmq.namesrv.logback.xml"),
+                    "-cp",
+                    cp,
+                    "org.apache.rocketmq.namesrv.NamesrvStartup",
+                    "-c",
+                    str(conf),
+                ],
+                self.java_env(),
+            )
+        self._wait(
+            lambda: accepts_connections(self.spec.namesrv_port),
+            deadline,
+            self.namesrv,
+            f"the name server to listen on {self.spec.namesrv_address}",
+        )
         report(f"  name server listening on {self.spec.namesrv_address} ({time.monotonic() - started:.0f}s)")
         for broker in self.spec.brokers:
             proc = self.broker_processes[broker.key]
@@ -134,19 +161,39 @@ class LocalCluster:
             self._check_ports(broker.key, broker.ports)
             conf = self.spec.state_dir / f"{broker.key}.conf"
             conf.write_text(self.spec.broker_properties(broker))
-            proc.start([java, *BROKER_HEAP, *self._flags("rmq.broker.logback.xml"), "-cp", cp,
-                        "org.apache.rocketmq.broker.BrokerStartup", "-c", str(conf)],
-                       {**self.java_env(), **self.broker_env.get(broker.key, {})})
+            proc.start(
+                [
+                    java,
+                    *BROKER_HEAP,
+                    *self._flags("rmq.broker.logback.xml"),
+                    "-cp",
+                    cp,
+                    "org.apache.rocketmq.broker.BrokerStartup",
+                    "-c",
+                    str(conf),
+                ],
+                {**self.java_env(), **self.broker_env.get(broker.key, {})},
+            )
         for broker in self.spec.brokers:
-            self._wait(lambda b=broker: self._registered(b), deadline, self.broker_processes[broker.key],
-                       f"{broker.key} to register {broker.address} with the name server")
+            self._wait(
+                lambda b=broker: self._registered(b),
+                deadline,
+                self.broker_processes[broker.key],
+                f"{broker.key} to register {broker.address} with the name server",
+            )
             report(f"  {broker.key} is up at {broker.address} ({time.monotonic() - started:.0f}s)")
         if self.spec.controller:
             for name in sorted({b.name for b in self.spec.brokers}):
-                self._wait(lambda n=name: self._replicated(n), deadline, self.namesrv,
-                           f"the controller to elect a master of {name} with every replica in sync")
-                report(f"  {name}'s master is {self.registered_ids(name)[0]}, its replicas in sync "
-                       f"({time.monotonic() - started:.0f}s)")
+                self._wait(
+                    lambda n=name: self._replicated(n),
+                    deadline,
+                    self.namesrv,
+                    f"the controller to elect a master of {name} with every replica in sync",
+                )
+                report(
+                    f"  {name}'s master is {self.registered_ids(name)[0]}, its replicas in sync "
+                    f"({time.monotonic() - started:.0f}s)"
+                )
         return self.status()
 
     def _replicated(self, name: str) -> bool:
@@ -160,7 +207,8 @@ class LocalCluster:
         except LocalClusterError:  # e.g. while the controller has no leader yet: ask again
             return False
         return state.master == master and {b.address for b in self.spec.brokers if b.name == name} <= set(
-            a for a, alive in state.in_sync.items() if alive)
+            a for a, alive in state.in_sync.items() if alive
+        )
 
     def _flags(self, logback: str) -> list[str]:
         flags = jvm_base_flags(self.spec.state_dir, self.spec.home, logback)
@@ -194,29 +242,34 @@ class LocalCluster:
             probe.unlink()
         except OSError as e:
             raise LocalClusterError(
-                f"the broker store {store} is not writable ({e.strerror}); choose another with --store-dir") from e
+                f"the broker store {store} is not writable ({e.strerror}); choose another with --store-dir"
+            ) from e
         usage = shutil.disk_usage(store)
         if (usage.total - usage.free) / usage.total > 0.85:
             raise LocalClusterError(
                 f"the file system of the broker store {store} is {100 * (usage.total - usage.free) // usage.total}% "
-                "full; RocketMQ refuses writes above 90%. Free space or choose another --store-dir.")
+                "full; RocketMQ refuses writes above 90%. Free space or choose another --store-dir."
+            )
 
     def _check_ports(self, role: str, ports: tuple[int, ...]) -> None:
         taken = [p for p in ports if port_in_use(p)]
         if taken:
             raise LocalClusterError(
                 f"cannot start the {role}: port {', '.join(map(str, taken))} on 127.0.0.1 is already in use by another "
-                "process. Stop it, or choose other ports (rocketlake local up --namesrv-port/--broker-port).")
+                "process. Stop it, or choose other ports (rocketlake local up --namesrv-port/--broker-port)."
+            )
 
     def _wait(self, ready, deadline: float, proc: ManagedProcess, what: str) -> None:
         while not ready():
             if proc.pid() is None:
                 raise LocalClusterError(
                     f"the {proc.role} process exited while waiting for {what}. Last lines of {proc.log_file}:\n"
-                    f"{proc.log_tail()}")
+                    f"{proc.log_tail()}"
+                )
             if time.monotonic() > deadline:
                 raise LocalClusterError(
-                    f"timed out waiting for {what}. Last lines of {proc.log_file}:\n{proc.log_tail()}")
+                    f"timed out waiting for {what}. Last lines of {proc.log_file}:\n{proc.log_tail()}"
+                )
             time.sleep(0.25)  # readiness poll of an external process; each poll asks the name server
 
     def _registered(self, broker: BrokerSpec) -> bool:
@@ -243,22 +296,38 @@ class LocalCluster:
 
     def _registered_addresses(self) -> dict[str, str]:
         """Broker key (``BrokerSpec.key``) -> address, as the name server reports it ({} when unreachable)."""
-        return {BrokerSpec(name, 0, broker_id).key: address for name, ids in self._broker_addrs().items()
-                for broker_id, address in ids.items()}
+        return {
+            BrokerSpec(name, 0, broker_id).key: address
+            for name, ids in self._broker_addrs().items()
+            for broker_id, address in ids.items()
+        }
 
     # -- status / down -------------------------------------------------------------------------
     def status(self) -> ClusterStatus:
         reachable = accepts_connections(self.spec.namesrv_port)
         if self.spec.controller:  # ids come from the controller: each replica is found by its address
-            ids = {address: broker_id for addresses in (self._broker_addrs() if reachable else {}).values()
-                   for broker_id, address in addresses.items()}
-            brokers = tuple(BrokerStatus(b.key, b.address, self.broker_processes[b.key].pid(),
-                                         b.address if b.address in ids else None, ids.get(b.address), b.name)
-                            for b in self.spec.brokers)
+            ids = {
+                address: broker_id
+                for addresses in (self._broker_addrs() if reachable else {}).values()
+                for broker_id, address in addresses.items()
+            }
+            brokers = tuple(
+                BrokerStatus(
+                    b.key,
+                    b.address,
+                    self.broker_processes[b.key].pid(),
+                    b.address if b.address in ids else None,
+                    ids.get(b.address),
+                    b.name,
+                )
+                for b in self.spec.brokers
+            )
         else:
             registered = self._registered_addresses() if reachable else {}
-            brokers = tuple(BrokerStatus(b.key, b.address, self.broker_processes[b.key].pid(), registered.get(b.key))
-                            for b in self.spec.brokers)
+            brokers = tuple(
+                BrokerStatus(b.key, b.address, self.broker_processes[b.key].pid(), registered.get(b.key))
+                for b in self.spec.brokers
+            )
         return ClusterStatus(
             namesrv_address=self.spec.namesrv_address,
             namesrv_pid=self.namesrv.pid(),
@@ -271,8 +340,9 @@ class LocalCluster:
     def mqadmin(self) -> "MQAdmin":
         return MQAdmin(self.spec.namesrv_address, self.spec.state_dir, self.spec.version)
 
-    def create_topic(self, topic: str, queues: int, brokers: tuple[str, ...] | None = None,
-                     timeout: float = 60.0) -> None:
+    def create_topic(
+        self, topic: str, queues: int, brokers: tuple[str, ...] | None = None, timeout: float = 60.0
+    ) -> None:
         """Create ``topic`` with ``queues`` read/write queues on each chosen broker (default: all),
         and return once the name server routes it that way, so the next call can use it."""
         chosen = [self.spec.broker(name) for name in (brokers or [b.name for b in self.spec.masters])]
@@ -288,8 +358,10 @@ class LocalCluster:
         deadline = time.monotonic() + timeout
         while {k: v for k, v in self._routed_queue_counts(topic).items() if k in wanted} != wanted:
             if time.monotonic() > deadline:
-                raise LocalClusterError(f"topic {topic} was created but the name server still routes "
-                                        f"{self._routed_queue_counts(topic)} instead of {wanted}")
+                raise LocalClusterError(
+                    f"topic {topic} was created but the name server still routes "
+                    f"{self._routed_queue_counts(topic)} instead of {wanted}"
+                )
             time.sleep(0.2)  # the broker registers the new topic with the name server asynchronously
 
     def _routed_queue_counts(self, topic: str) -> dict[str, int]:
@@ -297,8 +369,9 @@ class LocalCluster:
         from rocketlake.resources.rocketmq.namesrv import NameServerClient
 
         try:
-            route = NameServerClient(self.spec.namesrv_address, timeout=2.0,
-                                     tls=self.spec.tls_settings()).topic_route(topic)
+            route = NameServerClient(self.spec.namesrv_address, timeout=2.0, tls=self.spec.tls_settings()).topic_route(
+                topic
+            )
         except RocketMQError:
             return {}
         return {q.broker_name: q.write_queue_nums for q in route.queue_datas}

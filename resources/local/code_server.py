@@ -55,18 +55,45 @@ class LocalCodeServer:
     def start(self, env: dict[str, str], timeout: float = 180.0, cwd: Path | None = None) -> None:
         """Start it (unless it runs) and return once it serves the loaded code location."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.workspace.write_text(yaml.safe_dump({"load_from": [{"grpc_server": {
-            "host": LOOPBACK, "port": self.port, "location_name": MODULE}}]}))
+        self.workspace.write_text(
+            yaml.safe_dump(
+                {"load_from": [{"grpc_server": {"host": LOOPBACK, "port": self.port, "location_name": MODULE}}]}
+            )
+        )
         if self.process.pid() is None:
-            self.process.start([self._bin("dagster"), "code-server", "start", "-m", MODULE, "-h", LOOPBACK,
-                                "-p", str(self.port), "--location-name", MODULE], env, cwd)
-        wait_for(self.serving, time.monotonic() + timeout, [self.process],
-                 f"the code server on {LOOPBACK}:{self.port} to load {MODULE}", interval=0.5)
+            self.process.start(
+                [
+                    self._bin("dagster"),
+                    "code-server",
+                    "start",
+                    "-m",
+                    MODULE,
+                    "-h",
+                    LOOPBACK,
+                    "-p",
+                    str(self.port),
+                    "--location-name",
+                    MODULE,
+                ],
+                env,
+                cwd,
+            )
+        wait_for(
+            self.serving,
+            time.monotonic() + timeout,
+            [self.process],
+            f"the code server on {LOOPBACK}:{self.port} to load {MODULE}",
+            interval=0.5,
+        )
 
     def serving(self) -> bool:
         """Dagster's own health check, which answers SERVING once the code location is loaded."""
-        result = subprocess.run([self._bin("dagster"), "api", "grpc-health-check", "-h", LOOPBACK, "-p",
-                                 str(self.port)], check=False, capture_output=True, timeout=60)
+        result = subprocess.run(
+            [self._bin("dagster"), "api", "grpc-health-check", "-h", LOOPBACK, "-p", str(self.port)],
+            check=False,
+            capture_output=True,
+            timeout=60,
+        )
         return result.returncode == 0
 
     def stop(self) -> bool:

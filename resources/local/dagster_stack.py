@@ -45,8 +45,8 @@ def production_instance() -> Path:
 
 @dataclass(frozen=True)
 class LocalDagster:
-    state_dir: Path          # <state>/dagster: DAGSTER_HOME, pid files, logs
-    config: Path             # the rocketlake.yaml the code location loads
+    state_dir: Path  # <state>/dagster: DAGSTER_HOME, pid files, logs
+    config: Path  # the rocketlake.yaml the code location loads
     postgres: LocalPostgres
     webserver_port: int = 3000
     code_server_port: int = 4266
@@ -72,8 +72,12 @@ class LocalDagster:
         return f"http://{LOOPBACK}:{self.webserver_port}"
 
     def env(self) -> dict[str, str]:
-        return dict(os.environ, DAGSTER_HOME=str(self.home), ROCKETLAKE_CONFIG=str(self.config.absolute()),
-                    **self.postgres.dagster_env())
+        return dict(
+            os.environ,
+            DAGSTER_HOME=str(self.home),
+            ROCKETLAKE_CONFIG=str(self.config.absolute()),
+            **self.postgres.dagster_env(),
+        )
 
     def _bin(self, name: str) -> str:
         return str(Path(sys.executable).parent / name)
@@ -86,26 +90,41 @@ class LocalDagster:
         env = self.env()
         server = self.code_server
         if server.process.pid() is None and port_in_use(self.code_server_port):
-            raise LocalClusterError(f"cannot start the Dagster code server: port {self.code_server_port} on {LOOPBACK} "
-                                    "is in use; stop that process or choose another port (--code-server-port)")
+            raise LocalClusterError(
+                f"cannot start the Dagster code server: port {self.code_server_port} on {LOOPBACK} "
+                "is in use; stop that process or choose another port (--code-server-port)"
+            )
         server.start(env, timeout)
         workspace = ["-w", str(server.workspace)]
         if self.daemon.pid() is None:
             self.daemon.start([self._bin("dagster-daemon"), "run", *workspace], env)
         if self.webserver.pid() is None:
             if port_in_use(self.webserver_port):
-                raise LocalClusterError(f"cannot start dagster-webserver: port {self.webserver_port} on {LOOPBACK} is in "
-                                        "use; stop that process or choose another port (--dagster-port)")
-            self.webserver.start([self._bin("dagster-webserver"), "-h", LOOPBACK, "-p", str(self.webserver_port),
-                                  *workspace], env)
-        wait_for(self._serving, time.monotonic() + timeout, [self.daemon, self.webserver],
-                 f"dagster-webserver to serve {self.url}")
-        result = subprocess.run([self._bin("dagster"), "schedule", "start", "--start-all", *workspace], env=env,
-                                capture_output=True, text=True, timeout=300)
+                raise LocalClusterError(
+                    f"cannot start dagster-webserver: port {self.webserver_port} on {LOOPBACK} is in "
+                    "use; stop that process or choose another port (--dagster-port)"
+                )
+            self.webserver.start(
+                [self._bin("dagster-webserver"), "-h", LOOPBACK, "-p", str(self.webserver_port), *workspace], env
+            )
+        wait_for(
+            self._serving,
+            time.monotonic() + timeout,
+            [self.daemon, self.webserver],
+            f"dagster-webserver to serve {self.url}",
+        )
+        result = subprocess.run(
+            [self._bin("dagster"), "schedule", "start", "--start-all", *workspace],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if result.returncode != 0:
             raise LocalClusterError(f"turning the schedules on failed:\n{(result.stdout + result.stderr)[-2000:]}")
-        report(f"  dagster-daemon and dagster-webserver up on {self.url}, schedules on "
-               f"({time.monotonic() - started:.0f}s)")
+        report(
+            f"  dagster-daemon and dagster-webserver up on {self.url}, schedules on ({time.monotonic() - started:.0f}s)"
+        )
 
     def _serving(self) -> bool:
         try:
@@ -115,8 +134,13 @@ class LocalDagster:
             return False
 
     def status(self) -> str:
-        return "\n".join(f"{p.role}: {'running' if p.pid() else 'down'} (pid {p.pid() or '-'})"
-                         for p in (self.code_server.process, self.daemon, self.webserver)) + f"; UI {self.url}"
+        return (
+            "\n".join(
+                f"{p.role}: {'running' if p.pid() else 'down'} (pid {p.pid() or '-'})"
+                for p in (self.code_server.process, self.daemon, self.webserver)
+            )
+            + f"; UI {self.url}"
+        )
 
     def down(self) -> list[str]:
         # Each leads its own session; the code servers and run workers they start stay in it (in process groups of
@@ -132,4 +156,3 @@ class LocalDagster:
         if self.code_server.stop():  # after the daemon: it launches no run on a server going away
             stopped.append(self.code_server.process.role)
         return stopped
-

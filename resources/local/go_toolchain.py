@@ -49,8 +49,9 @@ def machine_go() -> str | None:
     if go is None:
         return None
     try:
-        answer = subprocess.run([go, "version"], env=dict(os.environ, GOTOOLCHAIN="local"), capture_output=True,
-                                text=True, timeout=30).stdout
+        answer = subprocess.run(
+            [go, "version"], env=dict(os.environ, GOTOOLCHAIN="local"), capture_output=True, text=True, timeout=30
+        ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
     found = release(answer)
@@ -67,8 +68,10 @@ def proxy_url(goproxy: str | None) -> str:
     for entry in re.split(r"[,|]", goproxy or DEFAULT_PROXY):
         if entry.startswith(("https://", "http://")):
             return entry.rstrip("/")
-    raise LocalClusterError(f"GOPROXY={goproxy!r} names no proxy URL to take Go {PINNED} from; set GOPROXY to one "
-                            f"(the default is {DEFAULT_PROXY}) or install Go {MINIMUM[0]}.{MINIMUM[1]} or newer")
+    raise LocalClusterError(
+        f"GOPROXY={goproxy!r} names no proxy URL to take Go {PINNED} from; set GOPROXY to one "
+        f"(the default is {DEFAULT_PROXY}) or install Go {MINIMUM[0]}.{MINIMUM[1]} or newer"
+    )
 
 
 def unpack(archive: Path, expected_sha256: str, target: Path) -> None:
@@ -79,8 +82,10 @@ def unpack(archive: Path, expected_sha256: str, target: Path) -> None:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     if digest.hexdigest() != expected_sha256:
-        raise LocalClusterError(f"the Go toolchain {archive.name} has SHA-256 {digest.hexdigest()}, not the pinned "
-                                f"{expected_sha256}: not used")
+        raise LocalClusterError(
+            f"the Go toolchain {archive.name} has SHA-256 {digest.hexdigest()}, not the pinned "
+            f"{expected_sha256}: not used"
+        )
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     with zipfile.ZipFile(archive) as zipped:
@@ -91,8 +96,9 @@ def unpack(archive: Path, expected_sha256: str, target: Path) -> None:
                 continue
             path = (partial / inner).resolve()
             if not path.is_relative_to(partial.resolve()):
-                raise LocalClusterError(f"the Go toolchain {archive.name} holds a path outside its folder: "
-                                        f"{member.filename}")
+                raise LocalClusterError(
+                    f"the Go toolchain {archive.name} holds a path outside its folder: {member.filename}"
+                )
             path.parent.mkdir(parents=True, exist_ok=True)
             with zipped.open(member) as source, path.open("wb") as out:
                 shutil.copyfileobj(source, out)
@@ -109,9 +115,11 @@ def go_command(progress: Callable[[str], None] | None = None) -> str:
     name = platform_name()
     expected = PINNED_SHA256.get(name)
     if expected is None:
-        raise LocalClusterError(f"the local S3 server is built with Go {MINIMUM[0]}.{MINIMUM[1]} or newer; this "
-                                f"machine has none on PATH, and rocketlake pins Go {PINNED} only for "
-                                f"{', '.join(PINNED_SHA256)}, not {name}: install Go and try again")
+        raise LocalClusterError(
+            f"the local S3 server is built with Go {MINIMUM[0]}.{MINIMUM[1]} or newer; this "
+            f"machine has none on PATH, and rocketlake pins Go {PINNED} only for "
+            f"{', '.join(PINNED_SHA256)}, not {name}: install Go and try again"
+        )
     home = cache_dir() / "go" / f"{PINNED}.{name}"
     go = home / "bin" / "go"
     if go.exists():
@@ -129,8 +137,10 @@ def go_command(progress: Callable[[str], None] | None = None) -> str:
                 with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as answer, archive.open("wb") as out:
                     shutil.copyfileobj(answer, out)
             except OSError as e:
-                raise LocalClusterError(f"taking Go {PINNED} from {url} failed ({e}); install Go "
-                                        f"{MINIMUM[0]}.{MINIMUM[1]} or newer, or set GOPROXY to a proxy that "
-                                        "serves golang.org/toolchain") from e
+                raise LocalClusterError(
+                    f"taking Go {PINNED} from {url} failed ({e}); install Go "
+                    f"{MINIMUM[0]}.{MINIMUM[1]} or newer, or set GOPROXY to a proxy that "
+                    "serves golang.org/toolchain"
+                ) from e
             unpack(archive, expected, home)
     return str(go)

@@ -12,6 +12,7 @@ from pathlib import Path
 from rocketlake.pipelines.failures import failures_table
 from rocketlake.pipelines.ledger_log import source_of
 
+
 def _addresses(namesrv: str) -> set[str]:
     return {a.strip().replace("localhost:", "127.0.0.1:") for a in namesrv.split(";") if a.strip()}
 

@@ -40,13 +40,17 @@ class QueueProgress:
 class SyncStateSet:
     """``getSyncStateSet``: a broker name's master (None while it has none) and its replicas by address, alive or
     not; only a replica in sync can be elected master."""
+
     master: str | None
     in_sync: dict[str, bool]
     not_in_sync: dict[str, bool]
 
 
-_REPLICA = re.compile(r"^(InSyncReplica|NotInSyncReplica):\s*ReplicaIdentity\{.*brokerAddress='([^']*)', "
-                      r"alive=(true|false)\}", re.MULTILINE)
+_REPLICA = re.compile(
+    r"^(InSyncReplica|NotInSyncReplica):\s*ReplicaIdentity\{.*brokerAddress='([^']*)', "
+    r"alive=(true|false)\}",
+    re.MULTILINE,
+)
 
 
 # A sub-command that throws prints the exception's stack trace on stderr and still exits 0.
@@ -63,11 +67,11 @@ class MQAdmin:
         """``mqadmin <args> -n <namesrv>``: what it prints on stdout. The peer server runs it with the flags a
         mqadmin JVM of ours had (user.home = the state directory, rocketmq.home.dir = its home/, the tools'
         logback configuration); an exit code is 1 for a bad option (System.exit, trapped there), else 0."""
-        code, out, err = peers.server(self.state_dir, self.version).call(MAIN, [*args, "-n", self.namesrv],
-                                                                         timeout=timeout)
+        code, out, err = peers.server(self.state_dir, self.version).call(
+            MAIN, [*args, "-n", self.namesrv], timeout=timeout
+        )
         if code != 0 or _FAILURE.search(err):
-            raise LocalClusterError(f"mqadmin {' '.join(args)} failed (exit {code}):\n"
-                                    f"{(out + err).strip()[-3000:]}")
+            raise LocalClusterError(f"mqadmin {' '.join(args)} failed (exit {code}):\n{(out + err).strip()[-3000:]}")
         return out
 
     def update_topic(self, topic: str, broker_address: str, queues: int) -> None:
@@ -103,8 +107,11 @@ def parse_sync_state_set(text: str) -> SyncStateSet:
     replicas: dict[str, dict[str, bool]] = {"InSyncReplica": {}, "NotInSyncReplica": {}}
     for kind, address, alive in _REPLICA.findall(text):
         replicas[kind][address] = alive == "true"
-    return SyncStateSet(master.group(1) if master and master.group(1) != "null" else None,
-                        replicas["InSyncReplica"], replicas["NotInSyncReplica"])
+    return SyncStateSet(
+        master.group(1) if master and master.group(1) != "null" else None,
+        replicas["InSyncReplica"],
+        replicas["NotInSyncReplica"],
+    )
 
 
 def parse_topic_status(text: str) -> list[QueueStatus]:

@@ -53,8 +53,16 @@ class SentMessage:
 
     @classmethod
     def from_dict(cls, d: dict) -> "SentMessage":
-        return cls(d["index"], d["topic"], d["msgId"], d.get("offsetMsgId"), d["brokerName"], d["queueId"],
-                   d["queueOffset"], d["status"])
+        return cls(
+            d["index"],
+            d["topic"],
+            d["msgId"],
+            d.get("offsetMsgId"),
+            d["brokerName"],
+            d["queueId"],
+            d["queueOffset"],
+            d["status"],
+        )
 
 
 def build(program: str = SERVER_MAIN, version: str = jars.ROCKETMQ_VERSION) -> str:
@@ -72,8 +80,11 @@ def build(program: str = SERVER_MAIN, version: str = jars.ROCKETMQ_VERSION) -> s
         javac = jars.require_tool("javac", "compile the Java peer programs")
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f"{out.name}.tmp-", dir=out.parent))
-        proc = subprocess.run([javac, "-nowarn", "-encoding", "UTF-8", "-cp", lib_cp, "-d", str(tmp),
-                               *map(str, sources)], capture_output=True, text=True)
+        proc = subprocess.run(
+            [javac, "-nowarn", "-encoding", "UTF-8", "-cp", lib_cp, "-d", str(tmp), *map(str, sources)],
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
             raise LocalClusterError(f"javac failed on {SOURCES}:\n{proc.stderr[-3000:]}")
@@ -95,19 +106,34 @@ def tls_client_flags(state_dir: Path) -> list[str]:
     if not tls_marker(state_dir).exists():
         return []
     folder = state_dir / "tls"
-    return ["-Dtls.enable=true", "-Dtls.test.mode.enable=false", "-Dtls.client.authServer=true",
-            f"-Dtls.client.trustCertPath={folder / 'ca.pem'}", f"-Dtls.client.certPath={folder / 'client.pem'}",
-            f"-Dtls.client.keyPath={folder / 'client.key'}"]
+    return [
+        "-Dtls.enable=true",
+        "-Dtls.test.mode.enable=false",
+        "-Dtls.client.authServer=true",
+        f"-Dtls.client.trustCertPath={folder / 'ca.pem'}",
+        f"-Dtls.client.certPath={folder / 'client.pem'}",
+        f"-Dtls.client.keyPath={folder / 'client.key'}",
+    ]
 
 
 def java_command(program: str, state_dir: Path, args: list[str], version: str = jars.ROCKETMQ_VERSION) -> list[str]:
     """A JVM of its own for ``program`` (the push consumers, which live as long as a test needs them)."""
     java = jars.require_tool("java", "run the Java peer programs")
     logs = state_dir / "logs" / "peers"
-    return [java, *TOOL_HEAP, f"-Drocketmq.client.logRoot={logs}", "-Drocketmq.client.logUseSlf4j=false",
-            f"-Duser.home={state_dir}", "-Drmq.logback.configurationFile=rmq.client.logback.xml",
-            f"-Drocketmq.home.dir={state_dir / 'home'}", *tls_client_flags(state_dir),
-            "-cp", build(program, version), program, *args]
+    return [
+        java,
+        *TOOL_HEAP,
+        f"-Drocketmq.client.logRoot={logs}",
+        "-Drocketmq.client.logUseSlf4j=false",
+        f"-Duser.home={state_dir}",
+        "-Drmq.logback.configurationFile=rmq.client.logback.xml",
+        f"-Drocketmq.home.dir={state_dir / 'home'}",
+        *tls_client_flags(state_dir),
+        "-cp",
+        build(program, version),
+        program,
+        *args,
+    ]
 
 
 def server_command(state_dir: Path, version: str, token: str) -> list[str]:
@@ -119,10 +145,22 @@ def server_command(state_dir: Path, version: str, token: str) -> list[str]:
     # JDK 18-23 refuse System.setSecurityManager (the server's System.exit guard) unless allowed; 17 allows it,
     # 24+ has none (the server then runs unguarded, see PeerServer.java).
     allow_sm = ["-Djava.security.manager=allow"] if feature is not None and 18 <= feature < 24 else []
-    return [java, *TOOL_HEAP, *jvm_base_flags(state_dir, state_dir / "home", "rmq.tools.logback.xml"),
-            f"-Drocketmq.client.logRoot={logs}", "-Drocketmq.client.logUseSlf4j=false", "-Dfile.encoding=UTF-8",
-            "-XX:+DisplayVMOutputToStderr", *allow_sm, *tls_client_flags(state_dir),
-            "-cp", build(SERVER_MAIN, version), SERVER_MAIN, token, str(SERVER_IDLE_EXIT_S)]
+    return [
+        java,
+        *TOOL_HEAP,
+        *jvm_base_flags(state_dir, state_dir / "home", "rmq.tools.logback.xml"),
+        f"-Drocketmq.client.logRoot={logs}",
+        "-Drocketmq.client.logUseSlf4j=false",
+        "-Dfile.encoding=UTF-8",
+        "-XX:+DisplayVMOutputToStderr",
+        *allow_sm,
+        *tls_client_flags(state_dir),
+        "-cp",
+        build(SERVER_MAIN, version),
+        SERVER_MAIN,
+        token,
+        str(SERVER_IDLE_EXIT_S),
+    ]
 
 
 @lru_cache(maxsize=None)
@@ -175,8 +213,10 @@ class PeerServer:
                 if reply is not None:
                     return reply
                 # The server ended before it read the request (killed, or it exited idle): a new one, once.
-            raise LocalClusterError(f"the Java peer server for {self.state_dir} ends before it reads a request; "
-                                    f"its log ({self.log_file}) ends with:\n{self._log_tail()}")
+            raise LocalClusterError(
+                f"the Java peer server for {self.state_dir} ends before it reads a request; "
+                f"its log ({self.log_file}) ends with:\n{self._log_tail()}"
+            )
 
     def close(self, timeout: float = 10.0) -> None:
         """End the server (it exits when its stdin closes); the next call starts a new one."""
@@ -206,17 +246,24 @@ class PeerServer:
             log.flush()
             # In the state directory: mqadmin consumerStatus -i writes its answer to ./<timestamp>/ there,
             # not into the directory rocketlake was started from.
-            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                    cwd=self.state_dir)
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=self.state_dir)
         lines: queue.SimpleQueue = queue.SimpleQueue()
-        threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True,
-                         name=f"peer-server-{proc.pid}-stdout").start()
+        threading.Thread(
+            target=_pump, args=(proc.stdout, lines), daemon=True, name=f"peer-server-{proc.pid}-stdout"
+        ).start()
         self._proc, self._lines, self._token = proc, lines, token
         self.starts += 1
         return proc, lines, token
 
-    def _exchange(self, proc: subprocess.Popen, lines: queue.SimpleQueue, token: str, request: bytes,
-                  what: list[str], timeout: float) -> tuple[int, str, str] | None:
+    def _exchange(
+        self,
+        proc: subprocess.Popen,
+        lines: queue.SimpleQueue,
+        token: str,
+        request: bytes,
+        what: list[str],
+        timeout: float,
+    ) -> tuple[int, str, str] | None:
         """One request; None when the server died before it read it (nothing ran)."""
         deadline = time.monotonic() + timeout
         begin, end = f"#peer-begin-{token}\n".encode(), f"#peer-end-{token} ".encode()
@@ -242,12 +289,13 @@ class PeerServer:
                     return None
                 raise LocalClusterError(
                     f"the Java peer server died (exit {code}) while running {' '.join(what)[:200]}; its log "
-                    f"({self.log_file}) ends with:\n{self._log_tail()}")
+                    f"({self.log_file}) ends with:\n{self._log_tail()}"
+                )
             if not begun:
                 begun = line == begin  # anything before the request's begin line is not the program's
                 continue
             if line.startswith(end):
-                status = json.loads(line[len(end):])
+                status = json.loads(line[len(end) :])
                 return status["exit"], b"".join(out).decode("utf-8", errors="replace"), status["stderr"]
             out.append(line)
 
@@ -295,8 +343,15 @@ def close_servers(state_dir: Path | None = None) -> None:
 atexit.register(close_servers)
 
 
-def run(program: str, state_dir: Path, args: list[str], stdin: str = "", *,
-        version: str = jars.ROCKETMQ_VERSION, timeout: float = 300.0) -> list[dict]:
+def run(
+    program: str,
+    state_dir: Path,
+    args: list[str],
+    stdin: str = "",
+    *,
+    version: str = jars.ROCKETMQ_VERSION,
+    timeout: float = 300.0,
+) -> list[dict]:
     """Run a peer program (on the state directory's PeerServer); its JSON output lines come back parsed."""
     code, stdout, stderr = server(state_dir, version).call(program, args, stdin, timeout=timeout)
     if code != 0:
@@ -304,21 +359,47 @@ def run(program: str, state_dir: Path, args: list[str], stdin: str = "", *,
     return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
 
 
-def produce(namesrv: str, state_dir: Path, messages: list[dict] | None = None, *, args: list[str] = (),
-            version: str = jars.ROCKETMQ_VERSION, timeout: float = 300.0) -> list[SentMessage]:
+def produce(
+    namesrv: str,
+    state_dir: Path,
+    messages: list[dict] | None = None,
+    *,
+    args: list[str] = (),
+    version: str = jars.ROCKETMQ_VERSION,
+    timeout: float = 300.0,
+) -> list[SentMessage]:
     """Send with the Java producer of ``version``; ``messages`` are the JSON lines of its stdin mode."""
     stdin = "".join(json.dumps(m) + "\n" for m in messages or [])
     lines = run("ProducerPeer", state_dir, ["--namesrv", namesrv, *args], stdin, version=version, timeout=timeout)
     return [SentMessage.from_dict(d) for d in lines]
 
 
-def consume(namesrv: str, state_dir: Path, topic: str, ranges: dict[tuple[str, int], tuple[int, int]], *,
-            subscription: str | None = None, bench: bool = False, pull_batch_size: int = 32,
-            version: str = jars.ROCKETMQ_VERSION, timeout: float = 600.0) -> list[dict]:
+def consume(
+    namesrv: str,
+    state_dir: Path,
+    topic: str,
+    ranges: dict[tuple[str, int], tuple[int, int]],
+    *,
+    subscription: str | None = None,
+    bench: bool = False,
+    pull_batch_size: int = 32,
+    version: str = jars.ROCKETMQ_VERSION,
+    timeout: float = 600.0,
+) -> list[dict]:
     """Read ``{(broker, queue_id): (from, until)}`` with the Java DefaultLitePullConsumer (assign + seek)."""
     queues = ",".join(f"{b}:{q}:{lo}:{hi}" for (b, q), (lo, hi) in ranges.items())
-    args = ["--namesrv", namesrv, "--topic", topic, "--queues", queues, "--pull-batch-size", str(pull_batch_size),
-            "--mode", "bench" if bench else "dump"] + (["--subscription", subscription] if subscription else [])
+    args = [
+        "--namesrv",
+        namesrv,
+        "--topic",
+        topic,
+        "--queues",
+        queues,
+        "--pull-batch-size",
+        str(pull_batch_size),
+        "--mode",
+        "bench" if bench else "dump",
+    ] + (["--subscription", subscription] if subscription else [])
     return run("ConsumerPeer", state_dir, args, version=version, timeout=timeout)
 
 
@@ -328,29 +409,68 @@ def admin(namesrv: str, state_dir: Path, commands: list[dict], *, version: str =
     return run("AdminPeer", state_dir, ["--namesrv", namesrv], stdin, version=version)
 
 
-def allocate(cases: list[dict], state_dir: Path, *, version: str = jars.ROCKETMQ_VERSION,
-             timeout: float = 300.0) -> list[dict]:
+def allocate(
+    cases: list[dict], state_dir: Path, *, version: str = jars.ROCKETMQ_VERSION, timeout: float = 300.0
+) -> list[dict]:
     """Ask the Java ``AllocateMessageQueue*`` strategies, one run for every case (see AllocatePeer.java)."""
     stdin = "".join(json.dumps(c) + "\n" for c in cases)
     return run("AllocatePeer", state_dir, [], stdin, version=version, timeout=timeout)
 
 
-def start_push_member(namesrv: str, state_dir: Path, group: str, topic: str, *, client_ip: str, instance_name: str,
-                      version: str = jars.ROCKETMQ_VERSION) -> subprocess.Popen:
+def start_push_member(
+    namesrv: str,
+    state_dir: Path,
+    group: str,
+    topic: str,
+    *,
+    client_ip: str,
+    instance_name: str,
+    version: str = jars.ROCKETMQ_VERSION,
+) -> subprocess.Popen:
     """A Java DefaultMQPushConsumer in ``group`` until its stdin closes; it prints each allocation it is given
     (see PushMemberPeer.java). Text mode, line-buffered: read ``stdout`` line by line."""
-    args = ["--namesrv", namesrv, "--group", group, "--topic", topic, "--client-ip", client_ip,
-            "--instance-name", instance_name]
-    return subprocess.Popen(java_command("PushMemberPeer", state_dir, args, version), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+    args = [
+        "--namesrv",
+        namesrv,
+        "--group",
+        group,
+        "--topic",
+        topic,
+        "--client-ip",
+        client_ip,
+        "--instance-name",
+        instance_name,
+    ]
+    return subprocess.Popen(
+        java_command("PushMemberPeer", state_dir, args, version),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        bufsize=1,
+    )
 
 
-def start_retry_consumer(namesrv: str, state_dir: Path, group: str, topic: str, *, max_reconsume_times: int,
-                         fail_until: dict[str, int], version: str = jars.ROCKETMQ_VERSION) -> subprocess.Popen:
+def start_retry_consumer(
+    namesrv: str,
+    state_dir: Path,
+    group: str,
+    topic: str,
+    *,
+    max_reconsume_times: int,
+    fail_until: dict[str, int],
+    version: str = jars.ROCKETMQ_VERSION,
+) -> subprocess.Popen:
     """A Java DefaultMQPushConsumer whose listener answers RECONSUME_LATER for a message tagged ``t`` while its
     reconsumeTimes is below ``fail_until[t]``; it prints each delivery until its stdin closes (see RetryPeer.java)."""
     args = ["--namesrv", namesrv, "--group", group, "--topic", topic, "--max-reconsume-times", str(max_reconsume_times)]
     for tag, times in fail_until.items():
         args += ["--fail", f"{tag}={times}"]
-    return subprocess.Popen(java_command("RetryPeer", state_dir, args, version), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+    return subprocess.Popen(
+        java_command("RetryPeer", state_dir, args, version),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        bufsize=1,
+    )

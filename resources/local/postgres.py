@@ -44,8 +44,13 @@ DATABASE = "dagster"
 PASSWORD_ENV = "ROCKETLAKE_POSTGRES_PASSWORD"
 START_TIMEOUT_S = 60.0
 # A laptop's share: Dagster's storage is a few tables of small rows.
-SERVER_SETTINGS = {"listen_addresses": LOOPBACK, "unix_socket_directories": "", "shared_buffers": "32MB",
-                   "max_connections": "100", "fsync": "on"}
+SERVER_SETTINGS = {
+    "listen_addresses": LOOPBACK,
+    "unix_socket_directories": "",
+    "shared_buffers": "32MB",
+    "max_connections": "100",
+    "fsync": "on",
+}
 
 
 def server_binaries() -> Path:
@@ -56,8 +61,10 @@ def server_binaries() -> Path:
     on_path = shutil.which("postgres")
     if on_path:
         return Path(on_path).parent
-    raise LocalClusterError("no PostgreSQL server is installed; install it with `apt-get install postgresql` "
-                            "(only its programs are used: rocketlake starts its own server, not the system service)")
+    raise LocalClusterError(
+        "no PostgreSQL server is installed; install it with `apt-get install postgresql` "
+        "(only its programs are used: rocketlake starts its own server, not the system service)"
+    )
 
 
 class StalePassword(LocalClusterError):
@@ -90,8 +97,13 @@ class LocalPostgres:
 
     def dagster_env(self) -> dict[str, str]:
         """What ``deploy/dagster.yaml`` reads from the environment."""
-        return {"DAGSTER_PG_HOST": LOOPBACK, "DAGSTER_PG_PORT": str(self.port), "DAGSTER_PG_USERNAME": ROLE,
-                "DAGSTER_PG_PASSWORD": self.password(), "DAGSTER_PG_DB": DATABASE}
+        return {
+            "DAGSTER_PG_HOST": LOOPBACK,
+            "DAGSTER_PG_PORT": str(self.port),
+            "DAGSTER_PG_USERNAME": ROLE,
+            "DAGSTER_PG_PASSWORD": self.password(),
+            "DAGSTER_PG_DB": DATABASE,
+        }
 
     def _as_server_user(self, cmd: list[str]) -> list[str]:
         if self.run_as is None:
@@ -114,15 +126,31 @@ class LocalPostgres:
             data.chmod(0o700)
             pwfile.chmod(0o600)
             result = subprocess.run(
-                self._as_server_user([str(server_binaries() / "initdb"), "-D", str(data), "-U", ROLE, "-E", "UTF8",
-                                      "--auth-host=scram-sha-256", "--auth-local=reject", f"--pwfile={pwfile}",
-                                      "--no-instructions"]),
-                capture_output=True, text=True, timeout=120)
+                self._as_server_user(
+                    [
+                        str(server_binaries() / "initdb"),
+                        "-D",
+                        str(data),
+                        "-U",
+                        ROLE,
+                        "-E",
+                        "UTF8",
+                        "--auth-host=scram-sha-256",
+                        "--auth-local=reject",
+                        f"--pwfile={pwfile}",
+                        "--no-instructions",
+                    ]
+                ),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
         finally:
             pwfile.unlink(missing_ok=True)
         if result.returncode != 0:
-            raise LocalClusterError(f"initdb into {data} failed (exit {result.returncode}):\n"
-                                    f"{(result.stdout + result.stderr)[-2000:]}")
+            raise LocalClusterError(
+                f"initdb into {data} failed (exit {result.returncode}):\n{(result.stdout + result.stderr)[-2000:]}"
+            )
 
     def up(self, timeout: float = START_TIMEOUT_S, progress: Callable[[str], None] | None = None) -> None:
         report = progress or (lambda line: None)
@@ -131,27 +159,41 @@ class LocalPostgres:
         self._initdb()
         if self.process.pid() is None:
             if port_in_use(self.port):
-                raise LocalClusterError(f"cannot start PostgreSQL: port {self.port} on {LOOPBACK} is in use by another "
-                                        "process; stop it, or choose another port (--postgres-port)")
+                raise LocalClusterError(
+                    f"cannot start PostgreSQL: port {self.port} on {LOOPBACK} is in use by another "
+                    "process; stop it, or choose another port (--postgres-port)"
+                )
             settings = [arg for key, value in SERVER_SETTINGS.items() for arg in ("-c", f"{key}={value}")]
-            self.process.start(self._as_server_user([str(server_binaries() / "postgres"), "-D", str(self.data_dir),
-                                                     "-p", str(self.port), *settings]), dict(os.environ))
+            self.process.start(
+                self._as_server_user(
+                    [str(server_binaries() / "postgres"), "-D", str(self.data_dir), "-p", str(self.port), *settings]
+                ),
+                dict(os.environ),
+            )
         try:
-            wait_for(lambda: accepts_connections(self.port) and self._database_ready(), time.monotonic() + timeout,
-                     [self.process], f"PostgreSQL on {LOOPBACK}:{self.port}", interval=0.3)
+            wait_for(
+                lambda: accepts_connections(self.port) and self._database_ready(),
+                time.monotonic() + timeout,
+                [self.process],
+                f"PostgreSQL on {LOOPBACK}:{self.port}",
+                interval=0.3,
+            )
         except StalePassword:
             stop_all([self.process], sig=signal.SIGINT)  # started for nothing: nobody can log in to it
             raise
-        report(f"  postgresql listening on {LOOPBACK}:{self.port}, database {DATABASE!r} owned by {ROLE!r} "
-               f"({time.monotonic() - started:.0f}s)")
+        report(
+            f"  postgresql listening on {LOOPBACK}:{self.port}, database {DATABASE!r} owned by {ROLE!r} "
+            f"({time.monotonic() - started:.0f}s)"
+        )
 
     def _database_ready(self) -> bool:
         """Connects, and creates the database on the first start."""
         import psycopg2
 
         try:
-            connection = psycopg2.connect(host=LOOPBACK, port=self.port, user=ROLE, password=self.password(),
-                                          dbname="postgres", connect_timeout=2)
+            connection = psycopg2.connect(
+                host=LOOPBACK, port=self.port, user=ROLE, password=self.password(), dbname="postgres", connect_timeout=2
+            )
         except psycopg2.OperationalError as e:
             if "password authentication failed" in str(e):
                 # Run as root, the data outlives a state directory deleted by hand, and with it the password it
@@ -161,7 +203,8 @@ class LocalPostgres:
                     f"{self.state_dir / 'password'} (or ${PASSWORD_ENV}) holds: the state directory was deleted, or "
                     f"the variable changed. Run `rocketlake local down --postgres --wipe` with the same --state-dir "
                     f"to delete that data (Dagster's runs and events in it), or set ${PASSWORD_ENV} to the password "
-                    "it was made with") from None
+                    "it was made with"
+                ) from None
             return False  # still starting (or recovering)
         try:
             connection.autocommit = True

@@ -28,11 +28,16 @@ TOOL_HEAP = ["-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1
 
 # RocketMQ's CI runs JDK 8; on 17 these keep its direct-buffer and reflection paths working.
 JDK17_FLAGS = [
-    "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED",
-    "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
-    "--add-opens", "java.base/java.nio=ALL-UNNAMED",
-    "--add-opens", "java.base/java.lang=ALL-UNNAMED",
-    "--add-exports", "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-exports",
+    "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.nio=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.lang=ALL-UNNAMED",
+    "--add-exports",
+    "java.base/jdk.internal.ref=ALL-UNNAMED",
     "-XX:-OmitStackTraceInFastThrow",
 ]
 
@@ -60,7 +65,7 @@ def stat_fields(pid: int) -> list[str] | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:  # gone (FileNotFoundError, ProcessLookupError) or not ours to read
         return None
-    return stat[stat.rindex(")") + 2:].split()
+    return stat[stat.rindex(")") + 2 :].split()
 
 
 def start_time(pid: int) -> str | None:
@@ -85,9 +90,14 @@ def _alive(pid: int, fields: list[str]) -> bool:
 def session_members(sid: int) -> list[int]:
     """The pids of the live processes in session ``sid`` (field 6 of /proc/<pid>/stat): a daemon's children that
     put themselves in process groups of their own are still in its session."""
-    return [int(entry.name) for entry in Path("/proc").iterdir()
-            if entry.name.isdigit() and (fields := stat_fields(int(entry.name))) is not None and int(fields[3]) == sid
-            and _alive(int(entry.name), fields)]
+    return [
+        int(entry.name)
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit()
+        and (fields := stat_fields(int(entry.name))) is not None
+        and int(fields[3]) == sid
+        and _alive(int(entry.name), fields)
+    ]
 
 
 def descendants(pid: int, session: int | None = None) -> dict[int, str]:
@@ -96,8 +106,11 @@ def descendants(pid: int, session: int | None = None) -> dict[int, str]:
     children: dict[int, list[int]] = {}
     seen: dict[int, list[str]] = {}
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (fields := stat_fields(int(entry.name))) is not None and _alive(int(entry.name),
-                                                                                                      fields):
+        if (
+            entry.name.isdigit()
+            and (fields := stat_fields(int(entry.name))) is not None
+            and _alive(int(entry.name), fields)
+        ):
             children.setdefault(int(fields[1]), []).append(int(entry.name))
             seen[int(entry.name)] = fields
     found: dict[int, str] = {}
@@ -107,13 +120,13 @@ def descendants(pid: int, session: int | None = None) -> dict[int, str]:
         if child not in found:
             found[child] = seen[child][19]
             todo.extend(children.get(child, ()))
-    return {child: started for child, started in found.items()
-            if session is None or int(seen[child][3]) == session}
+    return {child: started for child, started in found.items() if session is None or int(seen[child][3]) == session}
 
 
 def end_processes(processes: dict[int, str], grace: float) -> list[int]:
     """SIGTERM each of ``processes`` (pid -> start time) still running as the same process, SIGKILL those still
     there ``grace`` seconds later; the pids that had to be killed."""
+
     def running() -> list[int]:
         return [pid for pid, started in processes.items() if start_time(pid) == started]
 
@@ -154,8 +167,15 @@ class ManagedProcess:
     def start(self, cmd: list[str], env: dict[str, str], cwd: Path | None = None) -> int:
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "wb") as out:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=env, cwd=cwd, start_new_session=True)
+            proc = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+            )
         started = start_time(proc.pid)
         self.pid_file.write_text(f"{proc.pid} {started}\n")
         return proc.pid
@@ -196,12 +216,16 @@ def wait_for(ready, deadline: float, processes: list[ManagedProcess], what: str,
     while not ready():
         for proc in processes:
             if proc.pid() is None:
-                raise LocalClusterError(f"{proc.role} exited while waiting for {what}; its log ({proc.log_file}) "
-                                        f"ends with:\n{proc.log_tail()}")
+                raise LocalClusterError(
+                    f"{proc.role} exited while waiting for {what}; its log ({proc.log_file}) "
+                    f"ends with:\n{proc.log_tail()}"
+                )
         if time.monotonic() > deadline:
             culprit = processes[-1]
-            raise LocalClusterError(f"timed out waiting for {what}; {culprit.role}'s log ({culprit.log_file}) ends "
-                                    f"with:\n{culprit.log_tail()}")
+            raise LocalClusterError(
+                f"timed out waiting for {what}; {culprit.role}'s log ({culprit.log_file}) ends "
+                f"with:\n{culprit.log_tail()}"
+            )
         time.sleep(interval)  # polling: none of these servers notifies readiness
 
 

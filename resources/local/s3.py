@@ -66,11 +66,18 @@ def server_binary(progress: Callable[[str], None] | None = None) -> Path:
         partial = home / "partial"
         shutil.rmtree(partial, ignore_errors=True)
         env = dict(os.environ, GOBIN=str(partial), CGO_ENABLED="0", GOFLAGS="-trimpath", GOTOOLCHAIN="local")
-        result = subprocess.run([go, "install", f"{VERSITYGW_MODULE}/cmd/versitygw@{VERSITYGW_VERSION}"],
-                                env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+        result = subprocess.run(
+            [go, "install", f"{VERSITYGW_MODULE}/cmd/versitygw@{VERSITYGW_VERSION}"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_S,
+        )
         if result.returncode != 0 or not (partial / "versitygw").exists():
-            raise LocalClusterError(f"building versitygw {VERSITYGW_VERSION} failed (exit {result.returncode}):\n"
-                                    f"{(result.stdout + result.stderr)[-2000:]}")
+            raise LocalClusterError(
+                f"building versitygw {VERSITYGW_VERSION} failed (exit {result.returncode}):\n"
+                f"{(result.stdout + result.stderr)[-2000:]}"
+            )
         (partial / "versitygw").replace(binary)  # whole or not at all
         shutil.rmtree(partial, ignore_errors=True)
     return binary
@@ -102,17 +109,29 @@ class LocalS3:
 
     def lake_settings(self, prefix: str = "") -> dict:
         """The ``lake`` section of a configuration whose tables live in this server's bucket (under ``prefix``)."""
-        return {"root": f"s3a://{DEFAULT_BUCKET}/{prefix}".rstrip("/"),
-                "s3": {"endpoint": self.endpoint, "path_style_access": True, "access_key_env": ACCESS_KEY_ENV,
-                       "secret_key_env": SECRET_ENV}}
+        return {
+            "root": f"s3a://{DEFAULT_BUCKET}/{prefix}".rstrip("/"),
+            "s3": {
+                "endpoint": self.endpoint,
+                "path_style_access": True,
+                "access_key_env": ACCESS_KEY_ENV,
+                "secret_key_env": SECRET_ENV,
+            },
+        }
 
     def filesystem(self):
         """pyarrow's S3 filesystem on this server (bucket creation, listings, reads in tests)."""
         from pyarrow import fs
 
-        return fs.S3FileSystem(access_key=ACCESS_KEY, secret_key=self.secret_key(), region=REGION, scheme="http",
-                               endpoint_override=f"{LOOPBACK}:{self.port}", allow_bucket_creation=True,
-                               allow_bucket_deletion=True)
+        return fs.S3FileSystem(
+            access_key=ACCESS_KEY,
+            secret_key=self.secret_key(),
+            region=REGION,
+            scheme="http",
+            endpoint_override=f"{LOOPBACK}:{self.port}",
+            allow_bucket_creation=True,
+            allow_bucket_deletion=True,
+        )
 
     def create_bucket(self, bucket: str = DEFAULT_BUCKET) -> None:
         from pyarrow import fs
@@ -121,25 +140,39 @@ class LocalS3:
         if s3.get_file_info(bucket).type == fs.FileType.NotFound:
             s3.create_dir(bucket)
 
-    def up(self, buckets: tuple[str, ...] = (DEFAULT_BUCKET,), timeout: float = START_TIMEOUT_S,
-           progress: Callable[[str], None] | None = None) -> None:
+    def up(
+        self,
+        buckets: tuple[str, ...] = (DEFAULT_BUCKET,),
+        timeout: float = START_TIMEOUT_S,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
         report = progress or (lambda line: None)
         started = time.monotonic()
         binary = server_binary(report)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self.process.pid() is None:
             if port_in_use(self.port):
-                raise LocalClusterError(f"cannot start the S3 server: port {self.port} on {LOOPBACK} is in use by "
-                                        "another process; stop it, or choose another port (--s3-port)")
+                raise LocalClusterError(
+                    f"cannot start the S3 server: port {self.port} on {LOOPBACK} is in use by "
+                    "another process; stop it, or choose another port (--s3-port)"
+                )
             env = dict(os.environ, ROOT_ACCESS_KEY=ACCESS_KEY, ROOT_SECRET_KEY=self.secret_key())
-            self.process.start([str(binary), "--port", f"{LOOPBACK}:{self.port}", "--region", REGION,
-                                "posix", str(self.data_dir)], env)
-        wait_for(lambda: accepts_connections(self.port), time.monotonic() + timeout, [self.process],
-                 f"the S3 server on {LOOPBACK}:{self.port}", interval=0.2)
+            self.process.start(
+                [str(binary), "--port", f"{LOOPBACK}:{self.port}", "--region", REGION, "posix", str(self.data_dir)], env
+            )
+        wait_for(
+            lambda: accepts_connections(self.port),
+            time.monotonic() + timeout,
+            [self.process],
+            f"the S3 server on {LOOPBACK}:{self.port}",
+            interval=0.2,
+        )
         for bucket in buckets:
             self.create_bucket(bucket)
-        report(f"  s3 (versitygw {VERSITYGW_VERSION}) on {self.endpoint}, bucket(s) {', '.join(buckets)} "
-               f"({time.monotonic() - started:.0f}s)")
+        report(
+            f"  s3 (versitygw {VERSITYGW_VERSION}) on {self.endpoint}, bucket(s) {', '.join(buckets)} "
+            f"({time.monotonic() - started:.0f}s)"
+        )
 
     def status(self) -> str:
         pid = self.process.pid()

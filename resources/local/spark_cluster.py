@@ -86,10 +86,14 @@ class SparkClusterStatus:
         return self.master_pid is not None and self.alive_workers == self.workers_expected
 
     def render(self) -> str:
-        lines = [f"spark master {self.master_url}: {'up' if self.master_pid else 'down'} (pid {self.master_pid or '-'}), "
-                 f"{self.alive_workers} of {self.workers_expected} workers alive"]
-        lines += [f"  worker-{i + 1}: {'running' if pid else 'down'} (pid {pid or '-'})"
-                  for i, pid in enumerate(self.worker_pids)]
+        lines = [
+            f"spark master {self.master_url}: {'up' if self.master_pid else 'down'} (pid {self.master_pid or '-'}), "
+            f"{self.alive_workers} of {self.workers_expected} workers alive"
+        ]
+        lines += [
+            f"  worker-{i + 1}: {'running' if pid else 'down'} (pid {pid or '-'})"
+            for i, pid in enumerate(self.worker_pids)
+        ]
         return "\n".join(lines)
 
 
@@ -108,8 +112,13 @@ class LocalSparkCluster:
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
-        env.update(SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP=LOOPBACK, SPARK_DAEMON_MEMORY=DAEMON_MEMORY,
-                   SPARK_LOG_DIR=str(self.spec.state_dir / "logs"), SPARK_NO_DAEMONIZE="1")
+        env.update(
+            SPARK_HOME=str(spark_home()),
+            SPARK_LOCAL_IP=LOOPBACK,
+            SPARK_DAEMON_MEMORY=DAEMON_MEMORY,
+            SPARK_LOG_DIR=str(self.spec.state_dir / "logs"),
+            SPARK_NO_DAEMONIZE="1",
+        )
         env.pop("JAVA_TOOL_OPTIONS", None)
         # Executors start Python workers with the interpreter the driver names (PYSPARK_PYTHON travels with
         # each task); nothing here may pin the daemons to this shell's environment.
@@ -128,11 +137,24 @@ class LocalSparkCluster:
         self.spec.save()
         if self.master.pid() is None:
             self._check_ports("the Spark master", (self.spec.master_port, self.spec.master_ui_port))
-            self.master.start(self._spark_class("org.apache.spark.deploy.master.Master", "--host", LOOPBACK,
-                                                "--port", str(self.spec.master_port),
-                                                "--webui-port", str(self.spec.master_ui_port)), self._env())
-        wait_for(lambda: accepts_connections(self.spec.master_port) and self._master_json() is not None,
-                 deadline, [self.master], f"the Spark master to listen on {self.spec.master_url}")
+            self.master.start(
+                self._spark_class(
+                    "org.apache.spark.deploy.master.Master",
+                    "--host",
+                    LOOPBACK,
+                    "--port",
+                    str(self.spec.master_port),
+                    "--webui-port",
+                    str(self.spec.master_ui_port),
+                ),
+                self._env(),
+            )
+        wait_for(
+            lambda: accepts_connections(self.spec.master_port) and self._master_json() is not None,
+            deadline,
+            [self.master],
+            f"the Spark master to listen on {self.spec.master_url}",
+        )
         report(f"  spark master listening on {self.spec.master_url} ({time.monotonic() - started:.0f}s)")
         for worker, ui_port in zip(self.workers, self.spec.worker_ui_ports):
             if worker.pid() is not None:
@@ -140,22 +162,46 @@ class LocalSparkCluster:
             self._check_ports(worker.role, (ui_port,))
             work_dir = self.spec.state_dir / "work" / worker.role
             work_dir.mkdir(parents=True, exist_ok=True)
-            worker.start(self._spark_class("org.apache.spark.deploy.worker.Worker", "--host", LOOPBACK,
-                                           "--webui-port", str(ui_port), "--cores", str(self.spec.worker_cores),
-                                           "--memory", self.spec.worker_memory, "--work-dir", str(work_dir),
-                                           self.spec.master_url), self._env())
-        wait_for(lambda: self._alive_workers() >= self.spec.workers, deadline, [self.master, *self.workers],
-                 f"{self.spec.workers} workers to register with {self.spec.master_url}")
-        report(f"  {self.spec.workers} spark workers registered, {self.spec.worker_cores} core(s) and "
-               f"{self.spec.worker_memory} each ({time.monotonic() - started:.0f}s)")
+            worker.start(
+                self._spark_class(
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    LOOPBACK,
+                    "--webui-port",
+                    str(ui_port),
+                    "--cores",
+                    str(self.spec.worker_cores),
+                    "--memory",
+                    self.spec.worker_memory,
+                    "--work-dir",
+                    str(work_dir),
+                    self.spec.master_url,
+                ),
+                self._env(),
+            )
+        wait_for(
+            lambda: self._alive_workers() >= self.spec.workers,
+            deadline,
+            [self.master, *self.workers],
+            f"{self.spec.workers} workers to register with {self.spec.master_url}",
+        )
+        report(
+            f"  {self.spec.workers} spark workers registered, {self.spec.worker_cores} core(s) and "
+            f"{self.spec.worker_memory} each ({time.monotonic() - started:.0f}s)"
+        )
         return self.status()
 
     def down(self) -> list[str]:
         return stop_all([*self.workers, self.master])
 
     def status(self) -> SparkClusterStatus:
-        return SparkClusterStatus(self.spec.master_url, self.master.pid(), self._alive_workers(), self.spec.workers,
-                                  tuple(w.pid() for w in self.workers))
+        return SparkClusterStatus(
+            self.spec.master_url,
+            self.master.pid(),
+            self._alive_workers(),
+            self.spec.workers,
+            tuple(w.pid() for w in self.workers),
+        )
 
     def pids(self) -> frozenset[int]:
         return frozenset(p for p in (proc.pid() for proc in (self.master, *self.workers)) if p is not None)
@@ -174,5 +220,7 @@ class LocalSparkCluster:
     def _check_ports(self, what: str, ports: tuple[int, ...]) -> None:
         busy = [p for p in ports if port_in_use(p)]
         if busy:
-            raise LocalClusterError(f"cannot start {what}: port(s) {', '.join(map(str, busy))} on {LOOPBACK} are in "
-                                    "use by another process; stop it, or choose other ports (--spark-port)")
+            raise LocalClusterError(
+                f"cannot start {what}: port(s) {', '.join(map(str, busy))} on {LOOPBACK} are in "
+                "use by another process; stop it, or choose other ports (--spark-port)"
+            )

@@ -81,12 +81,18 @@ class LocalSparkServer:
             started_with = {}
         if server_refusal(self.lake, started_with.get) is None:
             return None
-        return (f"the Spark Connect server running on {self.url} (pid {pid}) was started without the S3 settings of "
-                f"the lake {self.lake.root}, and its runs would fail: stop it (rocketlake local down) and start it "
-                "again on this configuration")
+        return (
+            f"the Spark Connect server running on {self.url} (pid {pid}) was started without the S3 settings of "
+            f"the lake {self.lake.root}, and its runs would fail: stop it (rocketlake local down) and start it "
+            "again on this configuration"
+        )
 
-    def up(self, timeout: float = START_TIMEOUT_S, progress: Callable[[str], None] | None = None,
-           environ: Mapping[str, str] | None = None) -> None:
+    def up(
+        self,
+        timeout: float = START_TIMEOUT_S,
+        progress: Callable[[str], None] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
         """Start the server unless the recorded one runs; return once it accepts connections. An S3 lake's keys are
         read, under the names the configuration gives, from ``environ`` (this process's environment by default) with
         ``env`` added: passed here, a key is in no field of this server's (nor in its repr)."""
@@ -97,18 +103,25 @@ class LocalSparkServer:
             raise LocalClusterError(refusal)
         if self.process.pid() is None:
             if port_in_use(self.port):
-                raise LocalClusterError(f"cannot start the Spark Connect server: port {self.port} on {LOOPBACK} is in "
-                                        "use; stop that process, or give spark.remote in rocketlake.yaml another port "
-                                        f"(sc://{LOOPBACK}:<port>)")
+                raise LocalClusterError(
+                    f"cannot start the Spark Connect server: port {self.port} on {LOOPBACK} is in "
+                    "use; stop that process, or give spark.remote in rocketlake.yaml another port "
+                    f"(sc://{LOOPBACK}:<port>)"
+                )
             base = {**(os.environ if environ is None else environ), **self.env}
             cmd, env = connect_server_command(self.url, self.master, dict(self.conf), lake=self.lake, environ=base)
             self.process.start(cmd, {**env, **self.env})
             self.lake_file.write_text(json.dumps(server_settings(self.lake) if self.lake is not None else {}))
-        wait_for(lambda: accepts_connections(self.port), time.monotonic() + timeout, [self.process],
-                 f"the Spark Connect server on {self.url}")
+        wait_for(
+            lambda: accepts_connections(self.port),
+            time.monotonic() + timeout,
+            [self.process],
+            f"the Spark Connect server on {self.url}",
+        )
         s3 = f", the S3 bucket {bucket_of(self.lake.root)}" if self.lake is not None and on_s3(self.lake.root) else ""
-        report(f"  Spark Connect server on {self.url} (master {self.master}, Delta{s3}) "
-               f"({time.monotonic() - began:.0f}s)")
+        report(
+            f"  Spark Connect server on {self.url} (master {self.master}, Delta{s3}) ({time.monotonic() - began:.0f}s)"
+        )
 
     def status(self) -> str:
         pid = self.process.pid()

@@ -89,14 +89,23 @@ class TlsSpec:
     def server_flags(self, folder: Path) -> list[str]:
         """The JVM system properties (TlsSystemConfig reads nothing else; broker.conf keys have no TLS effect).
         ``tls.test.mode.enable`` defaults to true, which ignores the certificate files for a self-signed one."""
-        flags = ["-Dtls.server.mode=enforcing", "-Dtls.test.mode.enable=false",
-                 f"-Dtls.server.certPath={folder / 'server.pem'}", f"-Dtls.server.keyPath={folder / 'server.key'}",
-                 # the broker as a client of the name server (TLS on by itself in enforcing mode)
-                 "-Dtls.client.authServer=true", f"-Dtls.client.trustCertPath={folder / 'ca.pem'}"]
+        flags = [
+            "-Dtls.server.mode=enforcing",
+            "-Dtls.test.mode.enable=false",
+            f"-Dtls.server.certPath={folder / 'server.pem'}",
+            f"-Dtls.server.keyPath={folder / 'server.key'}",
+            # the broker as a client of the name server (TLS on by itself in enforcing mode)
+            "-Dtls.client.authServer=true",
+            f"-Dtls.client.trustCertPath={folder / 'ca.pem'}",
+        ]
         if self.require_client_certificate:
-            flags += ["-Dtls.server.need.client.auth=require", "-Dtls.server.authClient=true",
-                      f"-Dtls.server.trustCertPath={folder / 'ca.pem'}",
-                      f"-Dtls.client.certPath={folder / 'client.pem'}", f"-Dtls.client.keyPath={folder / 'client.key'}"]
+            flags += [
+                "-Dtls.server.need.client.auth=require",
+                "-Dtls.server.authClient=true",
+                f"-Dtls.server.trustCertPath={folder / 'ca.pem'}",
+                f"-Dtls.client.certPath={folder / 'client.pem'}",
+                f"-Dtls.client.keyPath={folder / 'client.key'}",
+            ]
         return flags
 
 
@@ -147,8 +156,9 @@ class ClusterSpec:
 
     def __post_init__(self) -> None:
         if self.controller and self.is_4x:
-            raise ValueError(f"controller mode is RocketMQ 5's (the brokers' enableControllerMode); {self.version} "
-                             "has none")
+            raise ValueError(
+                f"controller mode is RocketMQ 5's (the brokers' enableControllerMode); {self.version} has none"
+            )
 
     @property
     def store(self) -> Path:
@@ -215,12 +225,16 @@ class ClusterSpec:
         return self.version.startswith("4.")
 
     def namesrv_properties(self) -> str:
-        return _properties(self._for_version({
-            "listenPort": self.namesrv_port,
-            "bindAddress": LOOPBACK,
-            "kvConfigPath": self.state_dir / "namesrv" / "kvConfig.json",
-            **(self._controller_properties() if self.controller else {}),
-        }))
+        return _properties(
+            self._for_version(
+                {
+                    "listenPort": self.namesrv_port,
+                    "bindAddress": LOOPBACK,
+                    "kvConfigPath": self.state_dir / "namesrv" / "kvConfig.json",
+                    **(self._controller_properties() if self.controller else {}),
+                }
+            )
+        )
 
     def _controller_properties(self) -> dict[str, object]:
         """The controller inside the name server (NamesrvStartup reads ControllerConfig from the same file), as
@@ -259,13 +273,16 @@ class ClusterSpec:
         tools = {"conf/tools.yml": f"accessKey: {self.acl.access_key}\nsecretKey: {self.acl.secret_key}\n"}
         if not self.is_4x:
             return tools
-        return {**tools, "conf/plain_acl.yml": (
-            "accounts:\n"
-            f"  - accessKey: {json.dumps(self.acl.access_key)}\n"
-            f"    secretKey: {json.dumps(self.acl.secret_key)}\n"
-            '    whiteRemoteAddress: ""\n'  # no address is trusted without a signature
-            "    admin: true\n"
-        )}
+        return {
+            **tools,
+            "conf/plain_acl.yml": (
+                "accounts:\n"
+                f"  - accessKey: {json.dumps(self.acl.access_key)}\n"
+                f"    secretKey: {json.dumps(self.acl.secret_key)}\n"
+                '    whiteRemoteAddress: ""\n'  # no address is trusted without a signature
+                "    admin: true\n"
+            ),
+        }
 
     def acl_properties(self) -> dict[str, object]:
         """Broker properties that turn the ACL of :attr:`acl` on (none without one)."""
@@ -279,8 +296,7 @@ class ClusterSpec:
             "authenticationProvider": "org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider",
             # Users live in RocksDB under <storePathRootDir>/config/users. The init user is created only
             # if absent: a changed secret takes effect on a wiped store.
-            "authenticationMetadataProvider":
-                "org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider",
+            "authenticationMetadataProvider": "org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider",
             "initAuthenticationUser": user,
         }
 
@@ -292,52 +308,56 @@ class ClusterSpec:
 
     def broker_properties(self, broker: BrokerSpec) -> str:
         store = self.store / broker.key
-        return _properties(self._for_version({
-            "brokerClusterName": self.cluster_name,
-            "brokerName": broker.name,
-            "brokerId": broker.broker_id,
-            # A slave copies its master's commit log over the HA port the master registers with the name server.
-            "brokerRole": "ASYNC_MASTER" if broker.is_master else "SLAVE",
-            "flushDiskType": "ASYNC_FLUSH",
-            "namesrvAddr": self.namesrv_address,
-            # Without these the broker advertises its first non-loopback address.
-            "brokerIP1": LOOPBACK,
-            "brokerIP2": LOOPBACK,
-            "bindAddress": LOOPBACK,
-            "listenPort": broker.port,
-            "haListenPort": broker.port + 1,
-            "storePathRootDir": store,
-            "storePathCommitLog": store / "commitlog",
-            # Small mapped files: they are sparse, but a 1 GiB commit log is pointless on a laptop.
-            "mappedFileSizeCommitLog": 64 * 1024 * 1024,
-            "mappedFileSizeConsumeQueue": 600_000,
-            "mappedFileSizeTimerLog": 16 * 1024 * 1024,
-            "maxHashSlotNum": 50_000,
-            "maxIndexNum": 200_000,
-            "autoCreateTopicEnable": "true",
-            "autoCreateSubscriptionGroup": "true",
-            "enablePropertyFilter": "true",
-            # Keep data for a week and never delete unexpired files: tests read what they wrote.
-            "fileReservedTime": 168,
-            "diskMaxUsedSpaceRatio": 95,
-            "cleanFileForciblyEnable": "false",
-            # Two cores shared with Spark and Dagster: GC pauses must not turn into "broker busy".
-            "waitTimeMillsInSendQueue": 3000,
-            "osPageCacheBusyTimeOutMills": 5000,
-            "enableControllerMode": "false",
-            "transientStorePoolEnable": "false",
-            "warmMapedFileEnable": "false",
-            "traceTopicEnable": "false",
-            # Timer messages (TIMER_DELIVER_MS): their services wake up hundreds of times a second while the broker
-            # is idle, and rocketlake never sends one (retries' delay levels are another service).
-            "timerWheelEnable": "false",
-            # With slaves: a slave serves pulls (5.x refuses them without it) and a master whose readers fall behind
-            # what it keeps in memory suggests they read from the slave (``suggestWhichBrokerId``).
-            **({"slaveReadEnable": "true"} if len(self.masters) < len(self.brokers) else {}),
-            **(self._controlled_broker_properties() if self.controller else {}),
-            **self.acl_properties(),
-            **dict(self.extra_broker_properties),
-        }))
+        return _properties(
+            self._for_version(
+                {
+                    "brokerClusterName": self.cluster_name,
+                    "brokerName": broker.name,
+                    "brokerId": broker.broker_id,
+                    # A slave copies its master's commit log over the HA port the master registers with the name server.
+                    "brokerRole": "ASYNC_MASTER" if broker.is_master else "SLAVE",
+                    "flushDiskType": "ASYNC_FLUSH",
+                    "namesrvAddr": self.namesrv_address,
+                    # Without these the broker advertises its first non-loopback address.
+                    "brokerIP1": LOOPBACK,
+                    "brokerIP2": LOOPBACK,
+                    "bindAddress": LOOPBACK,
+                    "listenPort": broker.port,
+                    "haListenPort": broker.port + 1,
+                    "storePathRootDir": store,
+                    "storePathCommitLog": store / "commitlog",
+                    # Small mapped files: they are sparse, but a 1 GiB commit log is pointless on a laptop.
+                    "mappedFileSizeCommitLog": 64 * 1024 * 1024,
+                    "mappedFileSizeConsumeQueue": 600_000,
+                    "mappedFileSizeTimerLog": 16 * 1024 * 1024,
+                    "maxHashSlotNum": 50_000,
+                    "maxIndexNum": 200_000,
+                    "autoCreateTopicEnable": "true",
+                    "autoCreateSubscriptionGroup": "true",
+                    "enablePropertyFilter": "true",
+                    # Keep data for a week and never delete unexpired files: tests read what they wrote.
+                    "fileReservedTime": 168,
+                    "diskMaxUsedSpaceRatio": 95,
+                    "cleanFileForciblyEnable": "false",
+                    # Two cores shared with Spark and Dagster: GC pauses must not turn into "broker busy".
+                    "waitTimeMillsInSendQueue": 3000,
+                    "osPageCacheBusyTimeOutMills": 5000,
+                    "enableControllerMode": "false",
+                    "transientStorePoolEnable": "false",
+                    "warmMapedFileEnable": "false",
+                    "traceTopicEnable": "false",
+                    # Timer messages (TIMER_DELIVER_MS): their services wake up hundreds of times a second while the broker
+                    # is idle, and rocketlake never sends one (retries' delay levels are another service).
+                    "timerWheelEnable": "false",
+                    # With slaves: a slave serves pulls (5.x refuses them without it) and a master whose readers fall behind
+                    # what it keeps in memory suggests they read from the slave (``suggestWhichBrokerId``).
+                    **({"slaveReadEnable": "true"} if len(self.masters) < len(self.brokers) else {}),
+                    **(self._controlled_broker_properties() if self.controller else {}),
+                    **self.acl_properties(),
+                    **dict(self.extra_broker_properties),
+                }
+            )
+        )
 
     def _controlled_broker_properties(self) -> dict[str, object]:
         """A replica in controller mode (conf/controller/quick-start/broker-n0.conf): it starts as a slave with no

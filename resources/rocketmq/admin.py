@@ -198,5 +198,5 @@ def parse_kv_table(body: bytes) -> dict[str, str]:
     obj = loads(body) if body else {}
     table = obj.get("table") if isinstance(obj, dict) else None
     if not isinstance(table, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in table.items()):
-        raise ProtocolError(f"KVTable is {bytes(body)[:200]!r}, expected {{\"table\": {{name: value, ..}}}}")
+        raise ProtocolError(f'KVTable is {bytes(body)[:200]!r}, expected {{"table": {{name: value, ..}}}}')
     return dict(table)

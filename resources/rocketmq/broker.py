@@ -118,8 +118,14 @@ class PullOptions(TypedDict, total=False):
 
 
 PULL_DEFAULTS: PullOptions = {
-    "sub_expression": "*", "expression_type": EXPRESSION_TYPE_TAG, "subscription": None, "commit_offset": None,
-    "suspend_timeout_ms": 0, "post_subscription": True, "timeout": None, "columnar": False,
+    "sub_expression": "*",
+    "expression_type": EXPRESSION_TYPE_TAG,
+    "subscription": None,
+    "commit_offset": None,
+    "suspend_timeout_ms": 0,
+    "post_subscription": True,
+    "timeout": None,
+    "columnar": False,
 }
 
 
@@ -224,14 +230,30 @@ class BrokerClient:
 
     # ------------------------------------------------------------------ pull
 
-    def pull(self, topic: str, queue_id: int, offset: int, max_msgs: int = 32, *, consumer_group: str,
-             **options: Unpack[PullOptions]) -> PullResult:
+    def pull(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msgs: int = 32,
+        *,
+        consumer_group: str,
+        **options: Unpack[PullOptions],
+    ) -> PullResult:
         """PULL_MESSAGE from ``offset``: at most ``max_msgs`` (the broker also stops at 32 hot /
         8 cold messages and 256 / 64 KiB, reference 7). ``options``: see :class:`PullOptions`."""
         return self.pull_async(topic, queue_id, offset, max_msgs, consumer_group=consumer_group, **options).result()
 
-    def pull_async(self, topic: str, queue_id: int, offset: int, max_msgs: int = 32, *, consumer_group: str,
-                   **options: Unpack[PullOptions]) -> PendingPull:
+    def pull_async(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msgs: int = 32,
+        *,
+        consumer_group: str,
+        **options: Unpack[PullOptions],
+    ) -> PendingPull:
         """:meth:`pull`, sent now; :meth:`PendingPull.result` waits for and reads the answer.
 
         Several pulls can be in flight on the broker's one connection at once (Java's
@@ -239,7 +261,9 @@ class BrokerClient:
         """
         unknown = sorted(set(options) - set(PullOptions.__annotations__))
         if unknown:
-            raise TypeError(f"pull() got unexpected option(s) {unknown}; the options are {sorted(PullOptions.__annotations__)}")
+            raise TypeError(
+                f"pull() got unexpected option(s) {unknown}; the options are {sorted(PullOptions.__annotations__)}"
+            )
         o = {**PULL_DEFAULTS, **options}
         sub_expression, expression_type, subscription = o["sub_expression"], o["expression_type"], o["subscription"]
         commit_offset, suspend_timeout_ms, timeout = o["commit_offset"], o["suspend_timeout_ms"], o["timeout"]
@@ -255,9 +279,15 @@ class BrokerClient:
             )
         if timeout <= 0:
             raise InvalidArgument(f"timeout must be > 0 seconds, got {timeout}")
-        request = dict(consumer_group=consumer_group, topic=topic, queue_id=queue_id, subscription=sub,
-                       suspend_timeout_ms=suspend_timeout_ms, post_subscription=post_subscription,
-                       broker_name=self.broker_name)
+        request = dict(
+            consumer_group=consumer_group,
+            topic=topic,
+            queue_id=queue_id,
+            subscription=sub,
+            suspend_timeout_ms=suspend_timeout_ms,
+            post_subscription=post_subscription,
+            broker_name=self.broker_name,
+        )
         connection = self.connections(self.address)
         if self.rpc_hook is not None:  # a hook signs the fields: the request is encoded whole
             built = build_pull_request(**request, offset=offset, max_msgs=max_msgs, commit_offset=commit_offset)
@@ -266,15 +296,21 @@ class BrokerClient:
             check_pull_numbers(queue_id, offset, max_msgs, commit_offset, suspend_timeout_ms)
             template = self._pull_template(request, commit_offset is not None)
             pending = connection.invoke_template_async(
-                template, (str(offset), str(max_msgs), str(commit_offset or 0)), timeout, body_in_place=True)
+                template, (str(offset), str(max_msgs), str(commit_offset or 0)), timeout, body_in_place=True
+            )
         return PendingPull(self, pending, sub, columnar)
 
     def _pull_template(self, request: dict[str, Any], commits: bool) -> RequestTemplate:
         """The encoded pull request of one queue, group and subscription, its numbers left open (a stream of pulls
         of a queue differs in nothing else)."""
         sub: Subscription = request["subscription"]
-        key = (*(v for k, v in request.items() if k != "subscription"), commits, sub.sub_string, sub.expression_type,
-               0 if sub.is_tag_type else sub.sub_version)
+        key = (
+            *(v for k, v in request.items() if k != "subscription"),
+            commits,
+            sub.sub_string,
+            sub.expression_type,
+            0 if sub.is_tag_type else sub.sub_version,
+        )
         template = self._pull_templates.get(key)
         if template is None:
             if len(self._pull_templates) >= _PULL_TEMPLATES_KEPT:
@@ -391,7 +427,9 @@ class BrokerClient:
 
         (The broker answers SYSTEM_ERROR "no consumer for this group" for an empty group.)
         """
-        r = self._invoke(RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}), timeout)
+        r = self._invoke(
+            RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}), timeout
+        )
         if r.code == ResponseCode.SYSTEM_ERROR and (r.remark or "").startswith(_NO_CONSUMER_REMARK):
             return []
         if r.code != ResponseCode.SUCCESS:
@@ -480,8 +518,11 @@ class BrokerClient:
         try:
             return parse_lock_response(r.body)
         except ProtocolError as exc:
-            raise ProtocolError(f"{self.address} answered LOCK_BATCH_MQ with a bad body: {exc}",
-                                address=self.address, request_code=RequestCode.LOCK_BATCH_MQ) from exc
+            raise ProtocolError(
+                f"{self.address} answered LOCK_BATCH_MQ with a bad body: {exc}",
+                address=self.address,
+                request_code=RequestCode.LOCK_BATCH_MQ,
+            ) from exc
 
     def unlock_batch_mq(
         self,
@@ -519,7 +560,11 @@ class BrokerClient:
     def _sent_one(self, request, keys: list[str], topic: str, broker_name: str, timeout: float | None) -> SendResult:
         response = self._invoke(request, timeout)
         return parse_send_response(
-            response, keys, topic=topic, broker_name=broker_name, address=self.address,
+            response,
+            keys,
+            topic=topic,
+            broker_name=broker_name,
+            address=self.address,
             request_code=RequestCode.SEND_MESSAGE_V2,
         )[0]
 
@@ -552,7 +597,11 @@ class BrokerClient:
         )
         response = self._invoke(request, timeout)
         return parse_send_response(
-            response, keys, topic=messages[0].topic, broker_name=broker_name, address=self.address,
+            response,
+            keys,
+            topic=messages[0].topic,
+            broker_name=broker_name,
+            address=self.address,
             request_code=RequestCode.SEND_BATCH_MESSAGE,
         )
 
@@ -581,9 +630,7 @@ class BrokerClient:
         if response.code != ResponseCode.SUCCESS:
             raise self._error(RequestCode.UPDATE_AND_CREATE_TOPIC, response)
 
-    def create_subscription_group(
-        self, config: SubscriptionGroupConfig | str, *, timeout: float | None = None
-    ) -> None:
+    def create_subscription_group(self, config: SubscriptionGroupConfig | str, *, timeout: float | None = None) -> None:
         """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: create or update a consumer group on this broker."""
         if isinstance(config, str):
             config = SubscriptionGroupConfig(config)
@@ -595,26 +642,35 @@ class BrokerClient:
         try:
             return parse_kv_table(r.body)
         except ProtocolError as exc:
-            raise ProtocolError(f"{self.address} answered GET_BROKER_RUNTIME_INFO with a bad body: {exc}",
-                                address=self.address, request_code=RequestCode.GET_BROKER_RUNTIME_INFO) from exc
+            raise ProtocolError(
+                f"{self.address} answered GET_BROKER_RUNTIME_INFO with a bad body: {exc}",
+                address=self.address,
+                request_code=RequestCode.GET_BROKER_RUNTIME_INFO,
+            ) from exc
 
-    def get_consume_stats(
-        self, group: str, topic: str | None = None, *, timeout: float | None = None
-    ) -> ConsumeStats:
+    def get_consume_stats(self, group: str, topic: str | None = None, *, timeout: float | None = None) -> ConsumeStats:
         """GET_CONSUME_STATS: the group's offsets on this broker's queues (of ``topic``, or of every
         topic the group is known to consume here)."""
         r = self._call(RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic}, timeout=timeout)
         try:
             return parse_consume_stats(r.body)
         except ProtocolError as exc:
-            raise ProtocolError(f"{self.address} answered GET_CONSUME_STATS with a bad body: {exc}",
-                                address=self.address, request_code=RequestCode.GET_CONSUME_STATS) from exc
+            raise ProtocolError(
+                f"{self.address} answered GET_CONSUME_STATS with a bad body: {exc}",
+                address=self.address,
+                request_code=RequestCode.GET_CONSUME_STATS,
+            ) from exc
 
 
-def _rebuild(address: str, broker_name: str | None, timeout: float, rpc_hook: RPCHook | None,
-             connections: Callable[[str], Connection], version: int | None) -> BrokerClient:
-    client = BrokerClient(address, broker_name=broker_name, timeout=timeout, rpc_hook=rpc_hook,
-                          connections=connections)
+def _rebuild(
+    address: str,
+    broker_name: str | None,
+    timeout: float,
+    rpc_hook: RPCHook | None,
+    connections: Callable[[str], Connection],
+    version: int | None,
+) -> BrokerClient:
+    client = BrokerClient(address, broker_name=broker_name, timeout=timeout, rpc_hook=rpc_hook, connections=connections)
     client._server_version = version
     return client
 
@@ -624,8 +680,9 @@ class PendingPull:
 
     __slots__ = ("_broker", "_columnar", "_pending", "_subscription")
 
-    def __init__(self, broker: BrokerClient, pending: PendingResponse, subscription: Subscription,
-                 columnar: bool = False) -> None:
+    def __init__(
+        self, broker: BrokerClient, pending: PendingResponse, subscription: Subscription, columnar: bool = False
+    ) -> None:
         self._broker = broker
         self._pending = pending
         self._subscription = subscription
@@ -641,10 +698,13 @@ class PendingPull:
         broker._server_version = response.version
         hint = None
         if response.code == ResponseCode.TOPIC_NOT_EXIST:
-            hint = (f"topic {self._subscription.topic!r} does not exist on broker {broker.label}; "
-                    "create it first (mqadmin updateTopic)")
-        return parse_pull_response(response, self._subscription, address=broker.address, hint=hint,
-                                   columnar=self._columnar)
+            hint = (
+                f"topic {self._subscription.topic!r} does not exist on broker {broker.label}; "
+                "create it first (mqadmin updateTopic)"
+            )
+        return parse_pull_response(
+            response, self._subscription, address=broker.address, hint=hint, columnar=self._columnar
+        )
 
     def cancel(self) -> None:
         """Stop waiting for the answer (it is dropped when it arrives)."""

@@ -110,18 +110,29 @@ class RocketMQClient:
         self._pull_from: dict[MessageQueue, int] = {}
         self._round_robin = itertools.count()
         self.private_connections = private_connections
-        self._connections = PrivateConnections(tls) if private_connections else functools.partial(get_connection,
-                                                                                                  tls=tls)
+        self._connections = (
+            PrivateConnections(tls) if private_connections else functools.partial(get_connection, tls=tls)
+        )
 
     def __repr__(self) -> str:
-        return (f"RocketMQClient({';'.join(self.namesrv.addresses)!r}, timeout={self.timeout:g}"
-                f"{', tls' if self.tls is not None else ''})")
+        return (
+            f"RocketMQClient({';'.join(self.namesrv.addresses)!r}, timeout={self.timeout:g}"
+            f"{', tls' if self.tls is not None else ''})"
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
             _rebuild,
-            (self._namesrv_addrs, self.credentials, self.timeout, self.backoff, self.route_ttl, self.producer_group,
-             self.private_connections, self.tls),
+            (
+                self._namesrv_addrs,
+                self.credentials,
+                self.timeout,
+                self.backoff,
+                self.route_ttl,
+                self.producer_group,
+                self.private_connections,
+                self.tls,
+            ),
         )
 
     def close(self) -> None:
@@ -185,7 +196,9 @@ class RocketMQClient:
                 if q.perm & _PERM_READ:
                     out.extend(MessageQueue(topic, q.broker_name, i) for i in range(q.read_queue_nums))
             else:
-                out.extend(MessageQueue(topic, q.broker_name, i) for i in range(max(q.read_queue_nums, q.write_queue_nums)))
+                out.extend(
+                    MessageQueue(topic, q.broker_name, i) for i in range(max(q.read_queue_nums, q.write_queue_nums))
+                )
         return sorted(out)
 
     def writable_queues(self, topic: str) -> list[MessageQueue]:
@@ -237,11 +250,16 @@ class RocketMQClient:
                 self.cluster_info(refresh=True)
                 master = self._master_address(mq.broker_name)
             addresses = {MASTER_ID: master} if master else {}
-        address = addresses.get(self._pull_from.get(mq, MASTER_ID)) or addresses.get(MASTER_ID) or (
-            addresses[min(addresses)] if addresses else None)
+        address = (
+            addresses.get(self._pull_from.get(mq, MASTER_ID))
+            or addresses.get(MASTER_ID)
+            or (addresses[min(addresses)] if addresses else None)
+        )
         if address is None:
-            raise BrokerNotFound(f"no broker named {mq.broker_name!r} is registered with the name server "
-                                 f"{';'.join(self.namesrv.addresses)}: it may be down or restarting")
+            raise BrokerNotFound(
+                f"no broker named {mq.broker_name!r} is registered with the name server "
+                f"{';'.join(self.namesrv.addresses)}: it may be down or restarting"
+            )
         return self._client_of(address, mq.broker_name)
 
     def pulled(self, mq: MessageQueue, result: PullResult) -> bool:
@@ -298,7 +316,10 @@ class RocketMQClient:
             client = self._brokers.get(address)
             if client is None or client.broker_name != broker_name:
                 client = self._brokers[address] = BrokerClient(
-                    address, broker_name=broker_name, timeout=self.timeout, rpc_hook=self._rpc_hook,
+                    address,
+                    broker_name=broker_name,
+                    timeout=self.timeout,
+                    rpc_hook=self._rpc_hook,
                     connections=self._connections,
                 )
         return client
@@ -348,15 +369,18 @@ class RocketMQClient:
 
     # ------------------------------------------------------------------ pull and offsets
 
-    def pull(self, mq: MessageQueue, offset: int, max_msgs: int = 32, *, consumer_group: str,
-             **options: Unpack[PullOptions]) -> PullResult:
+    def pull(
+        self, mq: MessageQueue, offset: int, max_msgs: int = 32, *, consumer_group: str, **options: Unpack[PullOptions]
+    ) -> PullResult:
         """:meth:`BrokerClient.pull` on the broker of ``mq`` its last answer suggested (:meth:`reader`; ``options``:
         :class:`PullOptions`)."""
+
         def once() -> PullResult:
             return self._run(
                 mq.broker_name,
                 lambda b: b.pull(mq.topic, mq.queue_id, offset, max_msgs, consumer_group=consumer_group, **options),
-                topic=mq.topic, reading=mq,
+                topic=mq.topic,
+                reading=mq,
             )
 
         result = once()
@@ -372,9 +396,7 @@ class RocketMQClient:
         return self._run(mq.broker_name, lambda b: b.get_max_offset(mq.topic, mq.queue_id), topic=mq.topic)
 
     def get_earliest_msg_store_time(self, mq: MessageQueue) -> int | None:
-        return self._run(
-            mq.broker_name, lambda b: b.get_earliest_msg_store_time(mq.topic, mq.queue_id), topic=mq.topic
-        )
+        return self._run(mq.broker_name, lambda b: b.get_earliest_msg_store_time(mq.topic, mq.queue_id), topic=mq.topic)
 
     def search_offset(self, mq: MessageQueue, timestamp: int, boundary: BoundaryType | str | None = None) -> int:
         """:meth:`BrokerClient.search_offset` (LOWER/UPPER only on 5.1.4+, nearest otherwise)."""
@@ -383,9 +405,7 @@ class RocketMQClient:
         )
 
     def supports_search_boundary(self, mq: MessageQueue) -> bool:
-        return self._run(
-            mq.broker_name, lambda b: b.supports_search_boundary(mq.topic, mq.queue_id), topic=mq.topic
-        )
+        return self._run(mq.broker_name, lambda b: b.supports_search_boundary(mq.topic, mq.queue_id), topic=mq.topic)
 
     def query_consumer_offset(
         self, group: str, mq: MessageQueue, *, set_zero_if_not_found: bool | None = None
@@ -393,7 +413,9 @@ class RocketMQClient:
         """:meth:`BrokerClient.query_consumer_offset`: the committed offset, or None (not found)."""
         return self._run(
             mq.broker_name,
-            lambda b: b.query_consumer_offset(group, mq.topic, mq.queue_id, set_zero_if_not_found=set_zero_if_not_found),
+            lambda b: b.query_consumer_offset(
+                group, mq.topic, mq.queue_id, set_zero_if_not_found=set_zero_if_not_found
+            ),
             topic=mq.topic,
         )
 
@@ -544,8 +566,10 @@ class RocketMQClient:
             if name not in avoid and name not in candidates and self._master_address(name):
                 candidates[name] = MessageQueue(message.topic, name, 0)
         if not candidates:
-            raise BrokerNotFound(f"no broker other than {', '.join(sorted(avoid))} has a master registered with the "
-                                 f"name server {';'.join(self.namesrv.addresses)} to produce into {message.topic}")
+            raise BrokerNotFound(
+                f"no broker other than {', '.join(sorted(avoid))} has a master registered with the "
+                f"name server {';'.join(self.namesrv.addresses)} to produce into {message.topic}"
+            )
         error: RocketMQError | None = None
         for mq in candidates.values():
             try:
@@ -628,6 +652,12 @@ def _rebuild(
     tls: TlsSettings | None = None,
 ) -> RocketMQClient:
     return RocketMQClient(
-        namesrv, credentials=credentials, timeout=timeout, backoff=backoff, route_ttl=route_ttl,
-        producer_group=producer_group, private_connections=private_connections, tls=tls,
+        namesrv,
+        credentials=credentials,
+        timeout=timeout,
+        backoff=backoff,
+        route_ttl=route_ttl,
+        producer_group=producer_group,
+        private_connections=private_connections,
+        tls=tls,
     )

@@ -62,13 +62,19 @@ class DirectConsumeResult:
 
     def encode(self) -> bytes:
         """fastjson's form: fields sorted, a null remark left out."""
-        fields = {"autoCommit": self.auto_commit, "consumeResult": self.consume_result.value, "order": self.order,
-                  "spentTimeMills": int(self.spent_time_ms)}
+        fields = {
+            "autoCommit": self.auto_commit,
+            "consumeResult": self.consume_result.value,
+            "order": self.order,
+            "spentTimeMills": int(self.spent_time_ms),
+        }
         if self.remark is not None:
             fields["remark"] = self.remark
         return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
     def __str__(self) -> str:  # ConsumeMessageDirectlyResult#toString
-        return (f"ConsumeMessageDirectlyResult [order={str(self.order).lower()}, "
-                f"autoCommit={str(self.auto_commit).lower()}, consumeResult={self.consume_result.value}, "
-                f"remark={self.remark if self.remark is not None else 'null'}, spentTimeMills={self.spent_time_ms}]")
+        return (
+            f"ConsumeMessageDirectlyResult [order={str(self.order).lower()}, "
+            f"autoCommit={str(self.auto_commit).lower()}, consumeResult={self.consume_result.value}, "
+            f"remark={self.remark if self.remark is not None else 'null'}, spentTimeMills={self.spent_time_ms}]"
+        )

@@ -62,12 +62,27 @@ _HEX = np.array([f"{i:02X}".encode() for i in range(256)], dtype="S2")
 _TS = pa.timestamp("us", tz="UTC")
 #: The fixed part of a V1 IPv4 record, up to and including BODYLEN (``MessageDecoder#decode``'s order): gathered
 #: once per batch (one copy of 88 bytes a record), every fixed field is then a strided view of it.
-_HEAD = np.dtype([
-    ("total", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
-    ("queue_offset", ">i8"), ("physical_offset", ">i8"), ("sys_flag", ">i4"), ("born_timestamp", ">i8"),
-    ("born_ip", ">u4"), ("born_port", ">i4"), ("store_timestamp", ">i8"), ("store_ip", ">u4"), ("store_port", ">i4"),
-    ("reconsume_times", ">i4"), ("prepared_offset", ">i8"), ("body_len", ">i4"),
-])
+_HEAD = np.dtype(
+    [
+        ("total", ">i4"),
+        ("magic", ">i4"),
+        ("body_crc", ">i4"),
+        ("queue_id", ">i4"),
+        ("flag", ">i4"),
+        ("queue_offset", ">i8"),
+        ("physical_offset", ">i8"),
+        ("sys_flag", ">i4"),
+        ("born_timestamp", ">i8"),
+        ("born_ip", ">u4"),
+        ("born_port", ">i4"),
+        ("store_timestamp", ">i8"),
+        ("store_ip", ">u4"),
+        ("store_port", ">i4"),
+        ("reconsume_times", ">i4"),
+        ("prepared_offset", ">i8"),
+        ("body_len", ">i4"),
+    ]
+)
 assert _HEAD.itemsize == _BODY_AT
 
 
@@ -80,8 +95,15 @@ class RawRecords:
 
     __slots__ = ("_nbytes", "arena", "buffer", "origin", "queue_offsets", "starts")
 
-    def __init__(self, buffer: np.ndarray, starts: np.ndarray, queue_offsets: np.ndarray,
-                 nbytes: int | None = None, arena: bytearray | None = None, origin: int = 0) -> None:
+    def __init__(
+        self,
+        buffer: np.ndarray,
+        starts: np.ndarray,
+        queue_offsets: np.ndarray,
+        nbytes: int | None = None,
+        arena: bytearray | None = None,
+        origin: int = 0,
+    ) -> None:
         self.buffer = buffer
         self.starts = starts
         self.queue_offsets = queue_offsets
@@ -97,8 +119,9 @@ class RawRecords:
     def __getitem__(self, index: slice) -> RawRecords:
         if not isinstance(index, slice):
             raise TypeError("RawRecords are cut with slices only")
-        return RawRecords(self.buffer, self.starts[index], self.queue_offsets[index], arena=self.arena,
-                          origin=self.origin)
+        return RawRecords(
+            self.buffer, self.starts[index], self.queue_offsets[index], arena=self.arena, origin=self.origin
+        )
 
     @property
     def nbytes(self) -> int:
@@ -111,7 +134,7 @@ class RawRecords:
         """The records back to back, as a pull answer carries them."""
         view = memoryview(self.buffer)
         sizes = _be(self.buffer, self.starts, 4, ">i4").tolist()
-        return b"".join(view[s:s + n] for s, n in zip(self.starts.tolist(), sizes))
+        return b"".join(view[s : s + n] for s, n in zip(self.starts.tolist(), sizes))
 
     def messages(self) -> list[Message]:
         """The same records through the exact decoder."""
@@ -131,7 +154,8 @@ class RawRecords:
                 np.concatenate([p.starts + (p.origin - low) for p in parts]),
                 np.concatenate([p.queue_offsets for p in parts]),
                 sum(p.nbytes for p in parts),
-                arena=arena, origin=low,
+                arena=arena,
+                origin=low,
             )
         bases = np.cumsum([0] + [len(p.buffer) for p in parts[:-1]])
         return RawRecords(
@@ -221,8 +245,9 @@ def _windows(buffer: np.ndarray, width: int) -> np.ndarray:
     return np.ndarray((len(buffer) - width + 1, width), np.uint8, buffer, 0, (1, 1))
 
 
-def _views(kind: pa.DataType, buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
-           valid: np.ndarray | None = None) -> pa.Array:
+def _views(
+    kind: pa.DataType, buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray, valid: np.ndarray | None = None
+) -> pa.Array:
     """The byte strings ``buffer[start:start + length]`` as one array of ``kind`` (binary or string).
 
     They are described as views into ``buffer`` (Arrow's binary-view layout: 16 bytes per string, holding
@@ -242,7 +267,7 @@ def _views(kind: pa.DataType, buffer: np.ndarray, starts: np.ndarray, lengths: n
     last = len(buffer) - 12  # the last place 12 bytes can be read from
     head = _windows(buffer, 12)[np.minimum(starts, last)]
     for row in np.flatnonzero(starts > last):  # strings (short ones) within 12 bytes of the end: rare
-        head[row, :lengths[row]] = buffer[starts[row]:starts[row] + lengths[row]]
+        head[row, : lengths[row]] = buffer[starts[row] : starts[row] + lengths[row]]
     head *= width < np.where(inline, lengths, 4)[:, None]  # zero padded, as the layout wants
     views = np.empty((n, 4), np.int32)
     views[:, 0] = lengths
@@ -253,8 +278,15 @@ def _views(kind: pa.DataType, buffer: np.ndarray, starts: np.ndarray, lengths: n
     return array.cast(kind)
 
 
-def record_batch(records: RawRecords, schema: pa.Schema, *, broker_name: str, subscription: Subscription,
-                 include_filtered: bool, window_start_us: int | None) -> pa.RecordBatch | None:
+def record_batch(
+    records: RawRecords,
+    schema: pa.Schema,
+    *,
+    broker_name: str,
+    subscription: Subscription,
+    include_filtered: bool,
+    window_start_us: int | None,
+) -> pa.RecordBatch | None:
     """The records as one batch of ``schema`` (the ``rocketmq`` source's columns), or None when a
     record needs the exact decoder (see the module's text). Messages the subscription's tags do
     not match are dropped, or kept with ``matched`` false when ``include_filtered``. Only the
@@ -264,9 +296,11 @@ def record_batch(records: RawRecords, schema: pa.Schema, *, broker_name: str, su
     if not _well_formed(buffer, at, head):
         return None
     if (head["queue_offset"] != records.queue_offsets).any():  # see scan_records
-        raise ProtocolError(f"broker {broker_name} answered PULL_MESSAGE with a queue's records out of offset order "
-                            f"(offsets {records.queue_offsets[0]} to {records.queue_offsets[-1]} for {n} records)",
-                            request_code=RequestCode.PULL_MESSAGE)
+        raise ProtocolError(
+            f"broker {broker_name} answered PULL_MESSAGE with a queue's records out of offset order "
+            f"(offsets {records.queue_offsets[0]} to {records.queue_offsets[-1]} for {n} records)",
+            request_code=RequestCode.PULL_MESSAGE,
+        )
     if len(buffer) >= 1 << 31:
         return None  # beyond 32-bit Arrow offsets: the exact path builds it in pieces
     rows = _Rows(buffer, at, raw, head, records)
@@ -291,8 +325,9 @@ def record_batch(records: RawRecords, schema: pa.Schema, *, broker_name: str, su
 class _Rows:
     """The records of one batch while their columns are built: each column once, on first use."""
 
-    def __init__(self, buffer: np.ndarray, at: np.ndarray, raw: np.ndarray, head: np.ndarray,
-                 records: RawRecords) -> None:
+    def __init__(
+        self, buffer: np.ndarray, at: np.ndarray, raw: np.ndarray, head: np.ndarray, records: RawRecords
+    ) -> None:
         self.buffer, self.at, self.raw, self.head, self.records = buffer, at, raw, head, records
         self.body_len = head["body_len"].astype(np.int64)
         topic_at = at + _BODY_AT + self.body_len
@@ -434,8 +469,7 @@ class _Properties:
         offsets = _offsets(properties).astype(np.int64)
         data = properties.buffers()[2]
         low = int(offsets[0])
-        self.text = (np.frombuffer(data, np.uint8)[low:int(offsets[-1])] if data is not None
-                     else np.zeros(0, np.uint8))
+        self.text = np.frombuffer(data, np.uint8)[low : int(offsets[-1])] if data is not None else np.zeros(0, np.uint8)
         self.bounds = offsets - low  # row r is text[bounds[r]:bounds[r + 1]]
         self.ones = np.flatnonzero(self.text == 1)  # where names end (and \\x01 inside values)
         self.twos = np.flatnonzero(self.text == 2)  # where pieces end
@@ -455,8 +489,11 @@ class _Properties:
         row = np.searchsorted(bounds, begins, side="right") - 1
         row_end = bounds[row + 1]
         value_end = np.minimum(self.piece_ends[np.searchsorted(self.twos, ends)], row_end)
-        keep = (((begins == bounds[row]) | (text[np.maximum(begins - 1, 0)] == 2))  # at a piece's start
-                & (ends < row_end) & (value_end > ends + 1))  # in the row, with a value
+        keep = (
+            ((begins == bounds[row]) | (text[np.maximum(begins - 1, 0)] == 2))  # at a piece's start
+            & (ends < row_end)
+            & (value_end > ends + 1)
+        )  # in the row, with a value
         ends, row, value_end = ends[keep], row[keep], value_end[keep]
         last = np.ones(len(row), bool)  # a row's last such piece wins
         np.not_equal(row[1:], row[:-1], out=last[:-1])
@@ -504,7 +541,7 @@ class _Properties:
 
 def _offsets(array: pa.Array) -> np.ndarray:
     """The value offsets of a string array (``len + 1`` of them), without a copy."""
-    return np.frombuffer(array.buffers()[1], np.int32)[array.offset:array.offset + len(array) + 1]
+    return np.frombuffer(array.buffers()[1], np.int32)[array.offset : array.offset + len(array) + 1]
 
 
 def _keys(raw: pa.Array) -> pa.Array:
@@ -512,8 +549,11 @@ def _keys(raw: pa.Array) -> pa.Array:
     data = raw.buffers()[2]
     if data is None or not (np.frombuffer(data, np.uint8) == 32).any():
         return raw  # no space at all (one key each): nothing to squeeze
-    if not (pc.any(pc.match_substring(raw, "  ")).as_py() or pc.any(pc.starts_with(raw, " ")).as_py()
-            or pc.any(pc.ends_with(raw, " ")).as_py()):
+    if not (
+        pc.any(pc.match_substring(raw, "  ")).as_py()
+        or pc.any(pc.starts_with(raw, " ")).as_py()
+        or pc.any(pc.ends_with(raw, " ")).as_py()
+    ):
         return raw  # the usual case: nothing to squeeze (an empty value never gets here: it is not a property)
     joined = pc.utf8_trim(pc.replace_substring_regex(raw, " +", " "), " ")
     return pc.if_else(pc.equal(joined, ""), pa.scalar(None, pa.string()), joined)
@@ -524,7 +564,9 @@ def _offset_msg_ids(raw: np.ndarray) -> pa.Array:
     bytes, ``raw``)."""
     ids = np.concatenate([raw[:, 64:72], raw[:, 28:36]], axis=1)
     offsets = np.arange(0, 32 * len(raw) + 1, 32, dtype=np.int32)
-    return pa.Array.from_buffers(pa.string(), len(raw), [None, pa.py_buffer(offsets), pa.py_buffer(_HEX[ids].tobytes())])
+    return pa.Array.from_buffers(
+        pa.string(), len(raw), [None, pa.py_buffer(offsets), pa.py_buffer(_HEX[ids].tobytes())]
+    )
 
 
 def _hosts(ips: np.ndarray, ports: np.ndarray) -> pa.Array:
@@ -538,8 +580,9 @@ def _text(body: pa.Array) -> pa.Array:
     try:
         return body.cast(pa.string())
     except pa.ArrowInvalid:  # not UTF-8: replaced character by character, as bytes.decode(errors="replace")
-        return pa.array([None if b is None else b.decode("utf-8", errors="replace") for b in body.to_pylist()],
-                        pa.string())
+        return pa.array(
+            [None if b is None else b.decode("utf-8", errors="replace") for b in body.to_pylist()], pa.string()
+        )
 
 
 def _matched(tags: pa.Array, subscription: Subscription) -> pa.Array | None:

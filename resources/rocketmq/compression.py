@@ -105,8 +105,9 @@ class CompressionType(enum.IntEnum):
         return int(self) << 8
 
 
-def compress(data: bytes, compression_type: CompressionType = CompressionType.ZLIB,
-             level: int = DEFAULT_COMPRESS_LEVEL) -> bytes:
+def compress(
+    data: bytes, compression_type: CompressionType = CompressionType.ZLIB, level: int = DEFAULT_COMPRESS_LEVEL
+) -> bytes:
     """Compress a body the way the Java producer does, so any Java consumer can inflate it.
 
     The caller sets ``COMPRESSED_FLAG | compression_type.sys_flag_bits`` in the SEND sysFlag.
@@ -239,7 +240,6 @@ def _inflate_zstd(data: bytes, max_size: int) -> bytes:
         except zstandard.ZstdError as exc:
             if capacity >= max_size:
                 if "did not decompress full frame" in str(exc):
-                    raise DecompressionError(
-                        f"zstd: truncated frame or body larger than {max_size} bytes") from None
+                    raise DecompressionError(f"zstd: truncated frame or body larger than {max_size} bytes") from None
                 raise DecompressionError(f"zstd: {exc}") from None
             capacity = min(max_size, capacity * _GROWTH)

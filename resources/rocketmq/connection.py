@@ -244,12 +244,18 @@ class _Channel:
             # (a refusal, not retried); one that does not may have crashed at that moment (retried).
             if speaks_tls(self._address):
                 self._turned_away = True
-                return (" before answering anything, and it answers TLS: it enforces TLS "
-                        "(tls.server.mode=enforcing); configure tls for this cluster")
-            return (" before answering anything: if the server enforces TLS (tls.server.mode=enforcing), configure "
-                    "tls for this cluster")
-        return (" before answering anything over TLS: if the server requires a client certificate "
-                "(tls.server.need.client.auth=require), set tls.cert_file and tls.key_file")
+                return (
+                    " before answering anything, and it answers TLS: it enforces TLS "
+                    "(tls.server.mode=enforcing); configure tls for this cluster"
+                )
+            return (
+                " before answering anything: if the server enforces TLS (tls.server.mode=enforcing), configure "
+                "tls for this cluster"
+            )
+        return (
+            " before answering anything over TLS: if the server requires a client certificate "
+            "(tls.server.need.client.auth=require), set tls.cert_file and tls.key_file"
+        )
 
     def _send_timeout(self, request_code: int, why: str) -> RequestTimeout:
         return RequestTimeout(
@@ -419,8 +425,16 @@ class PendingResponse:
 
     __slots__ = ("_channel", "_connection", "_deadline", "_future", "_opaque", "_request_code", "_timeout")
 
-    def __init__(self, connection: Connection, channel: _Channel, request_code: int, opaque: int,
-                 future: Future[RemotingCommand], deadline: float, timeout: float) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        channel: _Channel,
+        request_code: int,
+        opaque: int,
+        future: Future[RemotingCommand],
+        deadline: float,
+        timeout: float,
+    ) -> None:
         self._connection = connection
         self._channel = channel
         self._request_code = request_code
@@ -561,17 +575,25 @@ class Connection:
         data = encode(command, max_frame_size=self.max_frame_size)
         return self._send_async(command.code, command.opaque, data, deadline, timeout, body_in_place)
 
-    def invoke_template_async(self, template: RequestTemplate, values: tuple[str, ...],
-                              timeout: float = DEFAULT_TIMEOUT, *, body_in_place: bool = False) -> PendingResponse:
+    def invoke_template_async(
+        self,
+        template: RequestTemplate,
+        values: tuple[str, ...],
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        body_in_place: bool = False,
+    ) -> PendingResponse:
         """:meth:`invoke_async` of the request ``template`` makes with ``values`` (no RPC hook: a hook signs the
         fields, so a signed request is encoded whole)."""
         deadline = time.monotonic() + timeout
         opaque = self._next_opaque(template.code)
-        return self._send_async(template.code, opaque, template.encode(opaque, values), deadline, timeout,
-                                body_in_place)
+        return self._send_async(
+            template.code, opaque, template.encode(opaque, values), deadline, timeout, body_in_place
+        )
 
-    def _send_async(self, code: int, opaque: int, data: bytes, deadline: float, timeout: float,
-                    body_in_place: bool) -> PendingResponse:
+    def _send_async(
+        self, code: int, opaque: int, data: bytes, deadline: float, timeout: float, body_in_place: bool
+    ) -> PendingResponse:
         channel = self._open_channel(deadline, code)
         future = channel.register(opaque, code, body_in_place)
         try:
@@ -666,8 +688,14 @@ class Connection:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
                 session = None
                 if self.tls is not None:
-                    session = handshake(sock, self.tls, self._host, self._address,
-                                        time.monotonic() + max(timeout, self._connect_timeout), request_code)
+                    session = handshake(
+                        sock,
+                        self.tls,
+                        self._host,
+                        self._address,
+                        time.monotonic() + max(timeout, self._connect_timeout),
+                        request_code,
+                    )
                 sock.settimeout(None)  # blocking mode; every wait is a bounded poll (see _Channel)
             except OSError as exc:
                 sock.close()
@@ -716,8 +744,12 @@ class Connection:
             # A thread of its own: the handler may call the broker over this very connection, whose answers the
             # reader thread (this one) must stay free to deliver. A oneway request (RESET_CONSUMER_CLIENT_OFFSET)
             # is handled and never answered, as ClientRemotingProcessor returns null for it.
-            threading.Thread(target=self._answer, args=(channel, request, handler),
-                             name=f"rocketmq-answer[{self._address}]", daemon=True).start()
+            threading.Thread(
+                target=self._answer,
+                args=(channel, request, handler),
+                name=f"rocketmq-answer[{self._address}]",
+                daemon=True,
+            ).start()
             return
         if request.is_oneway:
             log.debug("%s: ignoring oneway server request %s", self._address, describe_request(request.code))

@@ -237,46 +237,73 @@ def _broker_error(name: str, code: int, meaning: str = "", *, retriable: bool = 
     """The :class:`BrokerError` subclass standing for one response code: what the code means, and whether
     repeating the call may succeed. Every such class is one line of the table below."""
     doc = f"{response_name(code)}({code})" + (f": {meaning}" if meaning else ".")
-    return type(name, (BrokerError,), {"code": code, "retriable": retriable, "__doc__": doc, "__module__": __name__,
-                                       "__qualname__": name})
+    return type(
+        name,
+        (BrokerError,),
+        {"code": code, "retriable": retriable, "__doc__": doc, "__module__": __name__, "__qualname__": name},
+    )
 
 
 R = ResponseCode
-BrokerSystemError = _broker_error("BrokerSystemError", R.SYSTEM_ERROR,
-                                  "uncaught broker exception or rejected input (4.9.x uses it for bad queueIds)")
-SystemBusy = _broker_error("SystemBusy", R.SYSTEM_BUSY,
-                           "broker flow control ('[REJECTREQUEST]'/'[OVERLOAD]system busy'); back off", retriable=True)
-RequestCodeNotSupported = _broker_error("RequestCodeNotSupported", R.REQUEST_CODE_NOT_SUPPORTED,
-                                        "the server version does not know this request")
+BrokerSystemError = _broker_error(
+    "BrokerSystemError", R.SYSTEM_ERROR, "uncaught broker exception or rejected input (4.9.x uses it for bad queueIds)"
+)
+SystemBusy = _broker_error(
+    "SystemBusy",
+    R.SYSTEM_BUSY,
+    "broker flow control ('[REJECTREQUEST]'/'[OVERLOAD]system busy'); back off",
+    retriable=True,
+)
+RequestCodeNotSupported = _broker_error(
+    "RequestCodeNotSupported", R.REQUEST_CODE_NOT_SUPPORTED, "the server version does not know this request"
+)
 MessageIllegal = _broker_error("MessageIllegal", R.MESSAGE_ILLEGAL)
-ServiceNotAvailable = _broker_error("ServiceNotAvailable", R.SERVICE_NOT_AVAILABLE,
-                                    "broker starting, shutting down or not writable right now", retriable=True)
+ServiceNotAvailable = _broker_error(
+    "ServiceNotAvailable",
+    R.SERVICE_NOT_AVAILABLE,
+    "broker starting, shutting down or not writable right now",
+    retriable=True,
+)
 VersionNotSupported = _broker_error("VersionNotSupported", R.VERSION_NOT_SUPPORTED)
-NoPermission = _broker_error("NoPermission", R.NO_PERMISSION,
-                             "broker/topic/group not readable or writable, or ACL denied")
-TopicNotExist = _broker_error("TopicNotExist", R.TOPIC_NOT_EXIST,
-                              "the topic is unknown to the broker or name server; create it first")
+NoPermission = _broker_error(
+    "NoPermission", R.NO_PERMISSION, "broker/topic/group not readable or writable, or ACL denied"
+)
+TopicNotExist = _broker_error(
+    "TopicNotExist", R.TOPIC_NOT_EXIST, "the topic is unknown to the broker or name server; create it first"
+)
 TopicExistAlready = _broker_error("TopicExistAlready", R.TOPIC_EXIST_ALREADY)
 QueryNotFound = _broker_error("QueryNotFound", R.QUERY_NOT_FOUND, "e.g. no committed offset for this group and queue")
-SubscriptionParseFailed = _broker_error("SubscriptionParseFailed", R.SUBSCRIPTION_PARSE_FAILED,
-                                        "the subscription expression is invalid")
-SubscriptionNotExist = _broker_error("SubscriptionNotExist", R.SUBSCRIPTION_NOT_EXIST,
-                                     "pull without FLAG_SUBSCRIPTION and no heartbeat state")
-SubscriptionNotLatest = _broker_error("SubscriptionNotLatest", R.SUBSCRIPTION_NOT_LATEST,
-                                      "broker has an older subscription until the next heartbeat", retriable=True)
-SubscriptionGroupNotExist = _broker_error("SubscriptionGroupNotExist", R.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                          "group unknown and not auto-created by the broker")
-InvalidParameter = _broker_error("InvalidParameter", R.INVALID_PARAMETER,
-                                 "(5.x) e.g. a queueId outside the topic's queues")
-ConsumerNotOnline = _broker_error("ConsumerNotOnline", R.CONSUMER_NOT_ONLINE,
-                                  "no live client of the group is connected to the broker")
-FlowControl = _broker_error("FlowControl", R.FLOW_CONTROL,
-                            "broker-side flow control; the Java client retries after 20 ms", retriable=True)
-NotLeaderForQueue = _broker_error("NotLeaderForQueue", R.NOT_LEADER_FOR_QUEUE,
-                                  "refresh the route and retry on the leader", retriable=True)
+SubscriptionParseFailed = _broker_error(
+    "SubscriptionParseFailed", R.SUBSCRIPTION_PARSE_FAILED, "the subscription expression is invalid"
+)
+SubscriptionNotExist = _broker_error(
+    "SubscriptionNotExist", R.SUBSCRIPTION_NOT_EXIST, "pull without FLAG_SUBSCRIPTION and no heartbeat state"
+)
+SubscriptionNotLatest = _broker_error(
+    "SubscriptionNotLatest",
+    R.SUBSCRIPTION_NOT_LATEST,
+    "broker has an older subscription until the next heartbeat",
+    retriable=True,
+)
+SubscriptionGroupNotExist = _broker_error(
+    "SubscriptionGroupNotExist", R.SUBSCRIPTION_GROUP_NOT_EXIST, "group unknown and not auto-created by the broker"
+)
+InvalidParameter = _broker_error(
+    "InvalidParameter", R.INVALID_PARAMETER, "(5.x) e.g. a queueId outside the topic's queues"
+)
+ConsumerNotOnline = _broker_error(
+    "ConsumerNotOnline", R.CONSUMER_NOT_ONLINE, "no live client of the group is connected to the broker"
+)
+FlowControl = _broker_error(
+    "FlowControl", R.FLOW_CONTROL, "broker-side flow control; the Java client retries after 20 ms", retriable=True
+)
+NotLeaderForQueue = _broker_error(
+    "NotLeaderForQueue", R.NOT_LEADER_FOR_QUEUE, "refresh the route and retry on the leader", retriable=True
+)
 IllegalOperation = _broker_error("IllegalOperation", R.ILLEGAL_OPERATION)
-GoAway = _broker_error("GoAway", R.GO_AWAY, "(5.x) the server is shutting down; reconnect and retry elsewhere",
-                       retriable=True)
+GoAway = _broker_error(
+    "GoAway", R.GO_AWAY, "(5.x) the server is shutting down; reconnect and retry elsewhere", retriable=True
+)
 del R
 
 _BROKER_ERRORS: dict[int, type[BrokerError]] = {

@@ -56,7 +56,7 @@ def loads(text: str | bytes) -> Any:
         raise ProtocolError(f"malformed JSON body: {exc}") from None
     pos = _skip(text, pos)
     if pos != len(text):
-        raise ProtocolError(f"malformed JSON body: unexpected text at character {pos}: {text[pos:pos + 20]!r}")
+        raise ProtocolError(f"malformed JSON body: unexpected text at character {pos}: {text[pos : pos + 20]!r}")
     return value
 
 
@@ -81,14 +81,14 @@ def _expect(s: str, i: int, chars: str) -> tuple[str, int]:
     i = _skip(s, i)
     c = s[i] if i < len(s) else ""
     if not c or c not in chars:
-        raise ValueError(f"expected one of {chars!r} at character {i}, found {s[i:i + 20]!r}")
+        raise ValueError(f"expected one of {chars!r} at character {i}, found {s[i : i + 20]!r}")
     return c, i + 1
 
 
 def _object(s: str, i: int, depth: int) -> tuple[dict[Any, Any], int]:
     out: dict[Any, Any] = {}
     i = _skip(s, i)
-    if s[i:i + 1] == "}":
+    if s[i : i + 1] == "}":
         return out, i + 1
     while True:
         key, i = _value(s, _skip(s, i), depth)
@@ -104,7 +104,7 @@ def _object(s: str, i: int, depth: int) -> tuple[dict[Any, Any], int]:
 def _array(s: str, i: int, depth: int) -> tuple[list[Any], int]:
     out: list[Any] = []
     i = _skip(s, i)
-    if s[i:i + 1] == "]":
+    if s[i : i + 1] == "]":
         return out, i + 1
     while True:
         item, i = _value(s, _skip(s, i), depth)

@@ -101,8 +101,9 @@ class Subscription:
     sub_version: int = field(default_factory=_now_ms, compare=False)
 
     @classmethod
-    def parse(cls, topic: str, expression: str | None,
-              expression_type: str | None = EXPRESSION_TYPE_TAG) -> Subscription:
+    def parse(
+        cls, topic: str, expression: str | None, expression_type: str | None = EXPRESSION_TYPE_TAG
+    ) -> Subscription:
         """Build a subscription from a consumer's expression (``FilterAPI#build``).
 
         TAG expressions: ``None``, ``""`` and ``"*"`` subscribe to everything (``sub_string`` becomes

@@ -159,8 +159,7 @@ def ext_fields(values: Mapping[str, Any]) -> dict[str, str]:
             out[key] = value
         else:
             raise InvalidArgument(
-                f"extFields[{key!r}] has unsupported type {type(value).__name__}: "
-                "use str, int, bool or None"
+                f"extFields[{key!r}] has unsupported type {type(value).__name__}: use str, int, bool or None"
             )
     return out
 
@@ -251,8 +250,13 @@ class RequestTemplate:
         marks = {name: f"@@rocketlake-open-{i}@@" for i, name in enumerate(open_fields)}
         if set(marks) - set(command.ext_fields):
             raise InvalidArgument(f"open fields {sorted(set(marks) - set(command.ext_fields))} are not in the request")
-        marked = RemotingCommand(code=command.code, ext_fields={**command.ext_fields, **marks},
-                                 opaque=self._OPAQUE_MARK, language=command.language, version=command.version)
+        marked = RemotingCommand(
+            code=command.code,
+            ext_fields={**command.ext_fields, **marks},
+            opaque=self._OPAQUE_MARK,
+            language=command.language,
+            version=command.version,
+        )
         text = _encode_json_header(marked).decode()
         where: list[tuple[int, int, int]] = []  # (position, length, slot): slot -1 is the opaque
         opaque = f'"opaque":{self._OPAQUE_MARK}'
@@ -307,9 +311,7 @@ def decode(frame: bytes | bytearray | memoryview, *, max_frame_size: int = MAX_F
 
 def _check_total_length(total: int, max_frame_size: int) -> None:
     if total < 4:
-        raise ProtocolError(
-            f"bad frame length {total}: must be at least 4 (the header-length word)", offset=0
-        )
+        raise ProtocolError(f"bad frame length {total}: must be at least 4 (the header-length word)", offset=0)
     if total + 4 > max_frame_size:
         raise ProtocolError(
             f"frame of {total + 4} bytes exceeds the maximum frame size {max_frame_size} "
@@ -499,11 +501,22 @@ class FrameDecoder:
     decoder stays broken and re-raises, and the connection must be dropped.
     """
 
-    __slots__ = ("_arena", "_arena_size", "_end", "_error", "_max_frame_size", "_next_size", "_retired", "_start",
-                 "_view", "_views")
+    __slots__ = (
+        "_arena",
+        "_arena_size",
+        "_end",
+        "_error",
+        "_max_frame_size",
+        "_next_size",
+        "_retired",
+        "_start",
+        "_view",
+        "_views",
+    )
 
-    def __init__(self, max_frame_size: int = MAX_FRAME_SIZE, *, views: bool = False,
-                 arena_size: int = ARENA_SIZE) -> None:
+    def __init__(
+        self, max_frame_size: int = MAX_FRAME_SIZE, *, views: bool = False, arena_size: int = ARENA_SIZE
+    ) -> None:
         self._max_frame_size = max_frame_size
         self._views = views
         self._arena_size = arena_size
@@ -523,7 +536,7 @@ class FrameDecoder:
         """Where the next bytes go (at least ``MIN_READ`` of room): write into it, then call :meth:`received`."""
         if len(self._arena) - self._end < MIN_READ:
             self._move_to_new_arena(0)
-        return self._view[self._end:]
+        return self._view[self._end :]
 
     def received(self, count: int) -> list[RemotingCommand]:
         """Take ``count`` bytes written at the start of :meth:`space`; return every frame they complete."""
@@ -541,7 +554,7 @@ class FrameDecoder:
                     if pos + 4 + total > len(self._arena):  # the rest of this frame goes to a new arena
                         self._move_to_new_arena(4 + total)
                     return frames
-                frames.append(_decode_frame(mv[pos:pos + 4 + total], self._views))
+                frames.append(_decode_frame(mv[pos : pos + 4 + total], self._views))
                 pos += 4 + total
         except ProtocolError as exc:
             self._error = exc
@@ -566,13 +579,13 @@ class FrameDecoder:
 
     def _move_to_new_arena(self, frame_size: int) -> None:
         """Start a new arena, with the bytes of the frame under way (if any) at its start."""
-        pending = self._view[self._start:self._end]
+        pending = self._view[self._start : self._end]
         # Arenas double up to arena_size: a connection that carries little (a name server's) stays small.
         self._next_size = min(self._arena_size, 2 * self._next_size)
         arena = self._free_arena(max(self._next_size, frame_size, len(pending) + MIN_READ))
-        arena[:len(pending)] = pending
+        arena[: len(pending)] = pending
         if len(self._arena):
-            self._retired = [*self._retired[-(_RETIRED_KEPT - 1):], self._arena]
+            self._retired = [*self._retired[-(_RETIRED_KEPT - 1) :], self._arena]
         self._arena, self._view = arena, memoryview(arena)
         self._start, self._end = 0, len(pending)
 

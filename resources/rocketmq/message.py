@@ -122,6 +122,7 @@ def retry_topic(consumer_group: str) -> str:
 def is_retry_topic(topic: str) -> bool:
     return topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
 
+
 #: Upper bound for an inflated body. Java has none; its producers refuse bodies over
 #: ``maxMessageSize`` (4 MiB by default) *before* compressing, so 32 MiB leaves room for raised
 #: limits while a decompression bomb cannot exhaust memory.
@@ -139,18 +140,61 @@ KEY_SEPARATOR: Final = " "
 
 #: ``MessageConst.STRING_HASH_SET``: names reserved by RocketMQ (``Message#putUserProperty``
 #: refuses them); everything else in ``properties`` was put there by the application.
-SYSTEM_PROPERTY_KEYS: Final[frozenset[str]] = frozenset({
-    "TRACE_ON", "MSG_REGION", "KEYS", "TAGS", "WAIT", "DELAY", "RETRY_TOPIC", "REAL_TOPIC",
-    "REAL_QID", "TRAN_MSG", "PGROUP", "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID",
-    "TRANSFER_FLAG", "CORRECTION_FLAG", "MQ2_FLAG", "RECONSUME_TIME", "UNIQ_KEY",
-    "MAX_RECONSUME_TIMES", "CONSUME_START_TIME", "POP_CK", "POP_CK_OFFSET", "1ST_POP_TIME",
-    "TRAN_PREPARED_QUEUE_OFFSET", "DUP_INFO", "EXTEND_UNIQ_INFO", "INSTANCE_ID", "CORRELATION_ID",
-    "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "PUSH_REPLY_TIME", "CLUSTER", "MSG_TYPE",
-    "INNER_MULTI_QUEUE_OFFSET", "TIMER_DELAY_MS", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS",
-    "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "TIMER_OUT_MS",
-    "TIMER_DEL_UNIQKEY", "TIMER_DELAY_LEVEL", "__BORNHOST", "BORN_TIMESTAMP", "DLQ_ORIGIN_TOPIC",
-    "DLQ_ORIGIN_MESSAGE_ID", "__CRC32#",
-})
+SYSTEM_PROPERTY_KEYS: Final[frozenset[str]] = frozenset(
+    {
+        "TRACE_ON",
+        "MSG_REGION",
+        "KEYS",
+        "TAGS",
+        "WAIT",
+        "DELAY",
+        "RETRY_TOPIC",
+        "REAL_TOPIC",
+        "REAL_QID",
+        "TRAN_MSG",
+        "PGROUP",
+        "MIN_OFFSET",
+        "MAX_OFFSET",
+        "BUYER_ID",
+        "ORIGIN_MESSAGE_ID",
+        "TRANSFER_FLAG",
+        "CORRECTION_FLAG",
+        "MQ2_FLAG",
+        "RECONSUME_TIME",
+        "UNIQ_KEY",
+        "MAX_RECONSUME_TIMES",
+        "CONSUME_START_TIME",
+        "POP_CK",
+        "POP_CK_OFFSET",
+        "1ST_POP_TIME",
+        "TRAN_PREPARED_QUEUE_OFFSET",
+        "DUP_INFO",
+        "EXTEND_UNIQ_INFO",
+        "INSTANCE_ID",
+        "CORRELATION_ID",
+        "REPLY_TO_CLIENT",
+        "TTL",
+        "ARRIVE_TIME",
+        "PUSH_REPLY_TIME",
+        "CLUSTER",
+        "MSG_TYPE",
+        "INNER_MULTI_QUEUE_OFFSET",
+        "TIMER_DELAY_MS",
+        "TIMER_DELAY_SEC",
+        "TIMER_DELIVER_MS",
+        "TIMER_ENQUEUE_MS",
+        "TIMER_DEQUEUE_MS",
+        "TIMER_ROLL_TIMES",
+        "TIMER_OUT_MS",
+        "TIMER_DEL_UNIQKEY",
+        "TIMER_DELAY_LEVEL",
+        "__BORNHOST",
+        "BORN_TIMESTAMP",
+        "DLQ_ORIGIN_TOPIC",
+        "DLQ_ORIGIN_MESSAGE_ID",
+        "__CRC32#",
+    }
+)
 
 # --- record layout (MessageDecoder#decode) ----------------------------------------------------
 
@@ -193,8 +237,9 @@ class MessageDecodeError(ProtocolError):
     field: str | None = None
 
 
-def _decode_error(index: int, record_offset: int, field_name: str, field_offset: int,
-                  detail: str) -> MessageDecodeError:
+def _decode_error(
+    index: int, record_offset: int, field_name: str, field_offset: int, detail: str
+) -> MessageDecodeError:
     # Attributes are set after construction so that ProtocolError's pickling
     # (type(self)(message) + __dict__) keeps working across processes.
     err = MessageDecodeError(
@@ -302,8 +347,7 @@ def _parse_host(address: str) -> tuple[bytes, int]:
     return ip.packed, port
 
 
-def create_offset_msg_id(store_host: str, commit_log_offset: int, *,
-                         ipv6_layout: bool | None = None) -> str:
+def create_offset_msg_id(store_host: str, commit_log_offset: int, *, ipv6_layout: bool | None = None) -> str:
     """Offset message id: uppercase hex of store ip + int32 port + int64 commit-log offset.
 
     ``MessageDecoder#createMessageId`` + ``UtilAll#bytes2string``: 32 hex chars for IPv4, 56 for
@@ -395,7 +439,8 @@ class Message:
     def offset_msg_id(self) -> str:
         """Broker-assigned id: store host + commit-log offset (``MessageDecoder#createMessageId``)."""
         return create_offset_msg_id(
-            self.store_host, self.commit_log_offset,
+            self.store_host,
+            self.commit_log_offset,
             ipv6_layout=bool(self.sys_flag & STOREHOSTADDRESS_V6_FLAG),
         )
 
@@ -451,15 +496,23 @@ class Message:
 # re-classed to Message, which CPython allows because the slot layouts are identical. The result
 # is an ordinary, frozen Message (type(m) is Message).
 _MessageBuilder = make_dataclass(
-    "_MessageBuilder", [(f.name, f.type) for f in fields(Message)], slots=True, eq=False, repr=False,
+    "_MessageBuilder",
+    [(f.name, f.type) for f in fields(Message)],
+    slots=True,
+    eq=False,
+    repr=False,
 )
 if _MessageBuilder.__slots__ != Message.__slots__:  # type: ignore[attr-defined]  # pragma: no cover
     raise RuntimeError("_MessageBuilder must have exactly Message's slots")
 
 
-def decode_messages(body: bytes | bytearray | memoryview, *, decompress: bool = True,
-                    unwrap_batches: bool = True,
-                    max_body_size: int = DEFAULT_MAX_BODY_SIZE) -> list[Message]:
+def decode_messages(
+    body: bytes | bytearray | memoryview,
+    *,
+    decompress: bool = True,
+    unwrap_batches: bool = True,
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+) -> list[Message]:
     """Decode a PULL_MESSAGE body: message records back to back (``MessageDecoder#decodesBatch``).
 
     Args:
@@ -489,37 +542,40 @@ def decode_messages(body: bytes | bytearray | memoryview, *, decompress: bool = 
     while pos < size:
         remaining = size - pos
         if remaining < _MIN_RECORD_SIZE:
-            raise _decode_error(index, pos, "TOTALSIZE", pos,
-                                f"only {remaining} bytes left, a record needs at least "
-                                f"{_MIN_RECORD_SIZE}")
-        (total, magic, crc, queue_id, flag, queue_offset, commit_log_offset,
-         sys_flag) = head_unpack(view, pos)
+            raise _decode_error(
+                index, pos, "TOTALSIZE", pos, f"only {remaining} bytes left, a record needs at least {_MIN_RECORD_SIZE}"
+            )
+        (total, magic, crc, queue_id, flag, queue_offset, commit_log_offset, sys_flag) = head_unpack(view, pos)
         if total > remaining:
-            raise _decode_error(index, pos, "TOTALSIZE", pos,
-                                f"record of {total} bytes is truncated, only {remaining} bytes left")
+            raise _decode_error(
+                index, pos, "TOTALSIZE", pos, f"record of {total} bytes is truncated, only {remaining} bytes left"
+            )
         if total < _MIN_RECORD_SIZE:
-            raise _decode_error(index, pos, "TOTALSIZE", pos,
-                                f"{total} is below the minimum record size {_MIN_RECORD_SIZE}")
+            raise _decode_error(
+                index, pos, "TOTALSIZE", pos, f"{total} is below the minimum record size {_MIN_RECORD_SIZE}"
+            )
         if magic == MESSAGE_MAGIC_CODE_V1:
             topic_len_size = 1
         elif magic == MESSAGE_MAGIC_CODE_V2:
             topic_len_size = 2
         else:
-            raise _decode_error(index, pos, "MAGICCODE", pos + 4,
-                                f"unknown magic code {magic & 0xFFFFFFFF:#010x}")
+            raise _decode_error(index, pos, "MAGICCODE", pos + 4, f"unknown magic code {magic & 0xFFFFFFFF:#010x}")
         end = pos + total
         tail = _TAILS[(sys_flag >> 4) & 3]
         p = pos + 40 + tail.size  # first body byte
         if p + topic_len_size + 2 > end:
-            raise _decode_error(index, pos, "TOTALSIZE", pos,
-                                f"{total} bytes cannot hold the fixed fields for sysflag {sys_flag:#x}")
-        (born_timestamp, born_raw, store_timestamp, store_raw, reconsume_times,
-         prepared_offset, body_len) = tail.unpack_from(view, pos + 40)
+            raise _decode_error(
+                index, pos, "TOTALSIZE", pos, f"{total} bytes cannot hold the fixed fields for sysflag {sys_flag:#x}"
+            )
+        (born_timestamp, born_raw, store_timestamp, store_raw, reconsume_times, prepared_offset, body_len) = (
+            tail.unpack_from(view, pos + 40)
+        )
 
         # 15 BODY
         if body_len < 0 or body_len > end - p - topic_len_size - 2:
-            raise _decode_error(index, pos, "BODY", p - 4,
-                                f"length {body_len} does not fit the record of {total} bytes")
+            raise _decode_error(
+                index, pos, "BODY", p - 4, f"length {body_len} does not fit the record of {total} bytes"
+            )
         body_start = p
         p += body_len
 
@@ -531,50 +587,63 @@ def decode_messages(body: bytes | bytearray | memoryview, *, decompress: bool = 
         else:
             topic_len = i16_unpack(view, p)[0]
         if topic_len < 0 or topic_len > end - p - topic_len_size - 2:
-            raise _decode_error(index, pos, "TOPIC", p,
-                                f"length {topic_len} does not fit the record of {total} bytes")
+            raise _decode_error(index, pos, "TOPIC", p, f"length {topic_len} does not fit the record of {total} bytes")
         p += topic_len_size
-        topic = str(src[p:p + topic_len], "utf-8", "replace")
+        topic = str(src[p : p + topic_len], "utf-8", "replace")
         p += topic_len
 
         # 17 PROPERTIES: signed int16 length, parsed only if > 0; the record must end right after
         props_len = i16_unpack(view, p)[0]
         p += 2
         if props_len < 0 or p + props_len != end:
-            raise _decode_error(index, pos, "PROPERTIES", p - 2,
-                                f"length {props_len} leaves {end - p - props_len} bytes of the "
-                                f"{total}-byte record unaccounted for")
+            raise _decode_error(
+                index,
+                pos,
+                "PROPERTIES",
+                p - 2,
+                f"length {props_len} leaves {end - p - props_len} bytes of the {total}-byte record unaccounted for",
+            )
         properties = decode_properties(str(src[p:end], "utf-8", "replace")) if props_len else {}
 
         born_host = hosts.get(born_raw) or _format_host(born_raw)
         if born_host is None:
-            raise _decode_error(index, pos, "BORNHOST", pos + 48,
-                                "port outside 0..65535")
+            raise _decode_error(index, pos, "BORNHOST", pos + 48, "port outside 0..65535")
         store_host = hosts.get(store_raw) or _format_host(store_raw)
         if store_host is None:
-            raise _decode_error(index, pos, "STOREHOST", pos + 56 + len(born_raw),
-                                "port outside 0..65535")
+            raise _decode_error(index, pos, "STOREHOST", pos + 56 + len(born_raw), "port outside 0..65535")
 
-        message_body = src[body_start:body_start + body_len]
+        message_body = src[body_start : body_start + body_len]
         if copy_slices:
             message_body = bytes(message_body)
         if sys_flag & COMPRESSED_FLAG and decompress and body_len > 0:
             # MessageDecoder#decode: inflate, then clear COMPRESSED_FLAG (Java skips empty bodies)
             try:
-                message_body = _decompress(message_body, CompressionType.from_sys_flag(sys_flag),
-                                           max_body_size)
+                message_body = _decompress(message_body, CompressionType.from_sys_flag(sys_flag), max_body_size)
             except DecompressionError as exc:
                 raise _decode_error(index, pos, "BODY", body_start, str(exc)) from None
             sys_flag &= ~COMPRESSED_FLAG
 
-        built = _MessageBuilder(topic, flag, queue_id, queue_offset, commit_log_offset, sys_flag,
-                                born_timestamp, born_host, store_timestamp, store_host,
-                                reconsume_times, prepared_offset, message_body, properties, crc,
-                                total)
+        built = _MessageBuilder(
+            topic,
+            flag,
+            queue_id,
+            queue_offset,
+            commit_log_offset,
+            sys_flag,
+            born_timestamp,
+            born_host,
+            store_timestamp,
+            store_host,
+            reconsume_times,
+            prepared_offset,
+            message_body,
+            properties,
+            crc,
+            total,
+        )
         built.__class__ = Message
         message = cast(Message, built)
-        if (unwrap_batches and sys_flag & _INNER_BATCH_FLAGS == _INNER_BATCH_FLAGS
-                and not sys_flag & COMPRESSED_FLAG):
+        if unwrap_batches and sys_flag & _INNER_BATCH_FLAGS == _INNER_BATCH_FLAGS and not sys_flag & COMPRESSED_FLAG:
             messages.extend(_unwrap_inner_batch(message, index, pos, body_start))
         else:
             messages.append(message)
@@ -583,8 +652,7 @@ def decode_messages(body: bytes | bytearray | memoryview, *, decompress: bool = 
     return messages
 
 
-def _unwrap_inner_batch(outer: Message, index: int, record_offset: int,
-                        body_offset: int) -> list[Message]:
+def _unwrap_inner_batch(outer: Message, index: int, record_offset: int, body_offset: int) -> list[Message]:
     """Inner messages of a 5.x auto-batch record (``MessageDecoder#decodeMessage(MessageExt, List)``).
 
     Each takes flag, body and properties from its batch entry, ``queue_offset + i``, and everything
@@ -593,13 +661,32 @@ def _unwrap_inner_batch(outer: Message, index: int, record_offset: int,
     try:
         entries = decode_batch(outer.body)
     except MessageDecodeError as exc:
-        raise _decode_error(index, record_offset, f"BODY (inner batch entry #{exc.record_index}, "
-                            f"field {exc.field})", body_offset + (exc.offset or 0),
-                            "malformed inner batch") from None
+        raise _decode_error(
+            index,
+            record_offset,
+            f"BODY (inner batch entry #{exc.record_index}, field {exc.field})",
+            body_offset + (exc.offset or 0),
+            "malformed inner batch",
+        ) from None
     return [
-        Message(outer.topic, entry.flag, outer.queue_id, outer.queue_offset + i,
-                outer.commit_log_offset, outer.sys_flag, outer.born_timestamp, outer.born_host,
-                outer.store_timestamp, outer.store_host, 0, 0, entry.body, entry.properties, 0, 0)
+        Message(
+            outer.topic,
+            entry.flag,
+            outer.queue_id,
+            outer.queue_offset + i,
+            outer.commit_log_offset,
+            outer.sys_flag,
+            outer.born_timestamp,
+            outer.born_host,
+            outer.store_timestamp,
+            outer.store_host,
+            0,
+            0,
+            entry.body,
+            entry.properties,
+            0,
+            0,
+        )
         for i, entry in enumerate(entries)
     ]
 
@@ -646,12 +733,14 @@ def encode_batch_entry(item: BatchItem) -> bytes:
     total = _MIN_BATCH_RECORD_SIZE + len(payload) + len(props)
     if total > _INT32_MAX:
         raise InvalidArgument(f"batch record of {total} bytes does not fit an int32 length")
-    return b"".join((
-        _BATCH_HEAD.pack(total, 0, 0, item.flag, len(payload)),
-        payload,
-        _I16.pack(len(props)),
-        props,
-    ))
+    return b"".join(
+        (
+            _BATCH_HEAD.pack(total, 0, 0, item.flag, len(payload)),
+            payload,
+            _I16.pack(len(props)),
+            props,
+        )
+    )
 
 
 def encode_batch(items: Iterable[BatchItem]) -> bytes:
@@ -679,26 +768,36 @@ def decode_batch(body: bytes | bytearray | memoryview) -> list[BatchEntry]:
     while pos < size:
         remaining = size - pos
         if remaining < _MIN_BATCH_RECORD_SIZE:
-            raise _decode_error(index, pos, "TOTALSIZE", pos,
-                                f"only {remaining} bytes left, a batch record needs at least "
-                                f"{_MIN_BATCH_RECORD_SIZE}")
+            raise _decode_error(
+                index,
+                pos,
+                "TOTALSIZE",
+                pos,
+                f"only {remaining} bytes left, a batch record needs at least {_MIN_BATCH_RECORD_SIZE}",
+            )
         total, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(view, pos)
         if not _MIN_BATCH_RECORD_SIZE <= total <= remaining:
-            raise _decode_error(index, pos, "TOTALSIZE", pos,
-                                f"{total} is not within {_MIN_BATCH_RECORD_SIZE}..{remaining}")
+            raise _decode_error(
+                index, pos, "TOTALSIZE", pos, f"{total} is not within {_MIN_BATCH_RECORD_SIZE}..{remaining}"
+            )
         end = pos + total
         p = pos + _BATCH_HEAD.size
         if body_len < 0 or body_len > end - p - 2:
-            raise _decode_error(index, pos, "BODY", p - 4,
-                                f"length {body_len} does not fit the record of {total} bytes")
-        entry_body = bytes(view[p:p + body_len])
+            raise _decode_error(
+                index, pos, "BODY", p - 4, f"length {body_len} does not fit the record of {total} bytes"
+            )
+        entry_body = bytes(view[p : p + body_len])
         p += body_len
         props_len = _I16.unpack_from(view, p)[0]
         p += 2
         if props_len < 0 or p + props_len != end:
-            raise _decode_error(index, pos, "PROPERTIES", p - 2,
-                                f"length {props_len} leaves {end - p - props_len} bytes of the "
-                                f"{total}-byte record unaccounted for")
+            raise _decode_error(
+                index,
+                pos,
+                "PROPERTIES",
+                p - 2,
+                f"length {props_len} leaves {end - p - props_len} bytes of the {total}-byte record unaccounted for",
+            )
         properties = decode_properties(str(view[p:end], "utf-8", "replace")) if props_len else {}
         entries.append(BatchEntry(entry_body, properties, flag))
         pos = end

@@ -109,8 +109,16 @@ class OffsetRange:
     def to_dict(self) -> dict[str, Any]:
         """The one serialized form (the ledger in Delta's commitInfo, the plan handed to Spark)."""
         q = self.queue
-        return {"topic": q.topic, "broker_name": q.broker_name, "queue_id": q.queue_id, "start": self.start, "end": self.end}
+        return {
+            "topic": q.topic,
+            "broker_name": q.broker_name,
+            "queue_id": q.queue_id,
+            "start": self.start,
+            "end": self.end,
+        }
 
     @classmethod
     def from_dict(cls, obj: dict[str, Any]) -> OffsetRange:
-        return cls(MessageQueue(obj["topic"], obj["broker_name"], int(obj["queue_id"])), int(obj["start"]), int(obj["end"]))
+        return cls(
+            MessageQueue(obj["topic"], obj["broker_name"], int(obj["queue_id"])), int(obj["start"]), int(obj["end"])
+        )

@@ -143,7 +143,7 @@ def _loads(body: bytes, what: str) -> Any:
     except json.JSONDecodeError as exc:
         raise ProtocolError(
             f"{what} body is not JSON even after quoting integer keys: {exc.msg} at character "
-            f"{exc.pos} of the normalised text (near {fixed[max(exc.pos - 20, 0):exc.pos + 20]!r})"
+            f"{exc.pos} of the normalised text (near {fixed[max(exc.pos - 20, 0) : exc.pos + 20]!r})"
         ) from None
     except (ValueError, RecursionError) as exc:
         raise ProtocolError(f"{what} body cannot be parsed: {exc}") from None
@@ -228,9 +228,7 @@ def parse_topic_route(topic: str, body: bytes) -> TopicRoute:
                 topic_sys_flag=q.integer("topicSysFlag", required=False),
             )
         )
-    broker_datas = tuple(
-        _broker_data(obj, f"{what}: brokerDatas[{i}]") for i, obj in enumerate(r.array("brokerDatas"))
-    )
+    broker_datas = tuple(_broker_data(obj, f"{what}: brokerDatas[{i}]") for i, obj in enumerate(r.array("brokerDatas")))
     filters = {
         addr: _string_tuple(servers, f"{what}: filterServerTable[{addr}]")
         for addr, servers in r.mapping("filterServerTable").items()
@@ -316,8 +314,10 @@ class NameServerClient:
     def topic_list(self) -> list[str]:
         """Every topic the name server knows (GET_ALL_TOPIC_LIST_FROM_NAMESERVER), system ones included."""
         code = RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER
-        return self._ask_each(RemotingCommand.request(code),
-                              lambda address, response: _parse_success(address, code, response, parse_topic_list))
+        return self._ask_each(
+            RemotingCommand.request(code),
+            lambda address, response: _parse_success(address, code, response, parse_topic_list),
+        )
 
     def _ask_each(self, request: RemotingCommand, handle: Callable[[str, RemotingCommand], _T]) -> _T:
         failures: list[RocketMQError] = []
@@ -361,9 +361,7 @@ def cluster_info_from_response(address: str, response: RemotingCommand) -> Clust
     return _parse_success(address, RequestCode.GET_BROKER_CLUSTER_INFO, response, parse_cluster_info)
 
 
-def _parse_success(
-    address: str, request_code: int, response: RemotingCommand, parse: Callable[[bytes], _T]
-) -> _T:
+def _parse_success(address: str, request_code: int, response: RemotingCommand, parse: Callable[[bytes], _T]) -> _T:
     if response.code != ResponseCode.SUCCESS:
         raise error_for_response(
             address=address, request_code=request_code, response_code=response.code, remark=response.remark

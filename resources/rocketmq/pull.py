@@ -113,8 +113,9 @@ class PullResult:
 PULL_OPEN_FIELDS = ("queueOffset", "maxMsgNums", "commitOffset")
 
 
-def check_pull_numbers(queue_id: int, offset: int, max_msgs: int, commit_offset: int | None,
-                       suspend_timeout_ms: int) -> None:
+def check_pull_numbers(
+    queue_id: int, offset: int, max_msgs: int, commit_offset: int | None, suspend_timeout_ms: int
+) -> None:
     """Refuse a pull's numbers out of range (InvalidArgument, naming the argument and its value)."""
     if queue_id < 0:
         raise InvalidArgument(f"queue_id must be >= 0, got {queue_id}")

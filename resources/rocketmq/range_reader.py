@@ -83,8 +83,7 @@ class QueueCursor:
     a row it doubles again (up to ``batch_size``), so a cap met by chance is not kept for good.
     """
 
-    __slots__ = ("batch_size", "delivered", "end", "full_answers", "in_flight", "mq", "requested", "span_size",
-                 "start")
+    __slots__ = ("batch_size", "delivered", "end", "full_answers", "in_flight", "mq", "requested", "span_size", "start")
 
     def __init__(self, mq: MessageQueue, start: int, end: int, batch_size: int) -> None:
         if not 0 <= start <= end:
@@ -154,9 +153,11 @@ class QueueCursor:
             why = "the queue ends before the range does"
         else:
             why = "the broker returned no message for it"
-        return (f"{self.mq}: pulling offset {offset} of the range [{self.start}, {self.end}) gave "
-                f"{result.status.value} ({result.store_status.value if result.store_status else 'no store status'}; "
-                f"queue min {result.min_offset}, max {result.max_offset}): {why}")
+        return (
+            f"{self.mq}: pulling offset {offset} of the range [{self.start}, {self.end}) gave "
+            f"{result.status.value} ({result.store_status.value if result.store_status else 'no store status'}; "
+            f"queue min {result.min_offset}, max {result.max_offset}): {why}"
+        )
 
 
 def _first_gap(messages: list[Message] | RawRecords, start: int) -> tuple[int, int] | None:
@@ -196,8 +197,10 @@ def read_ranges(
     if not 1 <= batch_size <= 1024:  # pullBatchSize range of checkConfig
         raise InvalidArgument(f"batch_size must be within [1, 1024], got {batch_size}")
     if pulls_in_flight < 1 or max_in_flight < 1 or (max_messages_in_flight is not None and max_messages_in_flight < 1):
-        raise InvalidArgument(f"pulls_in_flight, max_in_flight and max_messages_in_flight must be >= 1, got "
-                              f"{pulls_in_flight}, {max_in_flight}, {max_messages_in_flight}")
+        raise InvalidArgument(
+            f"pulls_in_flight, max_in_flight and max_messages_in_flight must be >= 1, got "
+            f"{pulls_in_flight}, {max_in_flight}, {max_messages_in_flight}"
+        )
     cursors = deque(QueueCursor(r.queue, r.start, r.end, batch_size) for r in ranges if r.end > r.start)
     if not cursors:
         return
@@ -215,8 +218,13 @@ def read_ranges(
             if broker is None:
                 broker = brokers[mq] = client.reader(mq)
             span.pending = broker.pull_async(
-                mq.topic, mq.queue_id, span.start, span.end - span.start,
-                consumer_group=consumer_group, subscription=subscriptions[mq.topic], timeout=timeout,
+                mq.topic,
+                mq.queue_id,
+                span.start,
+                span.end - span.start,
+                consumer_group=consumer_group,
+                subscription=subscriptions[mq.topic],
+                timeout=timeout,
                 columnar=columnar,
             )
         except Exception as exc:
@@ -225,7 +233,9 @@ def read_ranges(
             span.pending = None  # not sent (e.g. the broker is restarting): answer() pulls it with retries
 
     def top_up(cursor: QueueCursor) -> None:
-        most = depth if max_messages_in_flight is None else max(1, min(depth, max_messages_in_flight // cursor.span_size))
+        most = (
+            depth if max_messages_in_flight is None else max(1, min(depth, max_messages_in_flight // cursor.span_size))
+        )
         while len(cursor.in_flight) < most and (span := cursor.next_span()) is not None:
             send(cursor, span)
 
@@ -244,8 +254,14 @@ def read_ranges(
                     return result  # else asked again below, one at a time
         # One at a time through the client's retries (route refresh, back-off), then pipelined again.
         brokers.clear()
-        return client.pull(cursor.mq, span.start, span.end - span.start,
-                           consumer_group=consumer_group, timeout=timeout, columnar=columnar)
+        return client.pull(
+            cursor.mq,
+            span.start,
+            span.end - span.start,
+            consumer_group=consumer_group,
+            timeout=timeout,
+            columnar=columnar,
+        )
 
     try:
         for cursor in cursors:

@@ -43,13 +43,22 @@ class ProcessQueueInfo:
     last_consume_timestamp: int = 0
 
     def as_json_dict(self) -> dict:
-        return {"cachedMsgCount": self.cached_msg_count, "cachedMsgMaxOffset": self.cached_msg_max_offset,
-                "cachedMsgMinOffset": self.cached_msg_min_offset, "cachedMsgSizeInMiB": self.cached_msg_size_in_mib,
-                "commitOffset": self.commit_offset, "droped": self.droped,
-                "lastConsumeTimestamp": self.last_consume_timestamp, "lastLockTimestamp": self.last_lock_timestamp,
-                "lastPullTimestamp": self.last_pull_timestamp, "locked": self.locked,
-                "transactionMsgCount": 0, "transactionMsgMaxOffset": 0, "transactionMsgMinOffset": 0,
-                "tryUnlockTimes": self.try_unlock_times}
+        return {
+            "cachedMsgCount": self.cached_msg_count,
+            "cachedMsgMaxOffset": self.cached_msg_max_offset,
+            "cachedMsgMinOffset": self.cached_msg_min_offset,
+            "cachedMsgSizeInMiB": self.cached_msg_size_in_mib,
+            "commitOffset": self.commit_offset,
+            "droped": self.droped,
+            "lastConsumeTimestamp": self.last_consume_timestamp,
+            "lastLockTimestamp": self.last_lock_timestamp,
+            "lastPullTimestamp": self.last_pull_timestamp,
+            "locked": self.locked,
+            "transactionMsgCount": 0,
+            "transactionMsgMaxOffset": 0,
+            "transactionMsgMinOffset": 0,
+            "tryUnlockTimes": self.try_unlock_times,
+        }
 
 
 @dataclass(frozen=True)
@@ -64,9 +73,14 @@ class ConsumeStatus:
     consume_failed_msgs: int = 0
 
     def as_json_dict(self) -> dict:
-        return {"consumeFailedMsgs": int(self.consume_failed_msgs), "consumeFailedTPS": float(self.consume_failed_tps),
-                "consumeOKTPS": float(self.consume_ok_tps), "consumeRT": float(self.consume_rt),
-                "pullRT": float(self.pull_rt), "pullTPS": float(self.pull_tps)}
+        return {
+            "consumeFailedMsgs": int(self.consume_failed_msgs),
+            "consumeFailedTPS": float(self.consume_failed_tps),
+            "consumeOKTPS": float(self.consume_ok_tps),
+            "consumeRT": float(self.consume_rt),
+            "pullRT": float(self.pull_rt),
+            "pullTPS": float(self.pull_tps),
+        }
 
 
 def _json(value) -> str:
@@ -77,9 +91,13 @@ def _queue_key(mq: MessageQueue) -> str:
     return _json({"brokerName": mq.broker_name, "queueId": mq.queue_id, "topic": mq.topic})
 
 
-def encode_running_info(properties: Mapping[str, str], subscriptions: list[Subscription],
-                        queues: Mapping[MessageQueue, ProcessQueueInfo], status: Mapping[str, ConsumeStatus],
-                        user_info: Mapping[str, str] | None = None) -> bytes:
+def encode_running_info(
+    properties: Mapping[str, str],
+    subscriptions: list[Subscription],
+    queues: Mapping[MessageQueue, ProcessQueueInfo],
+    status: Mapping[str, ConsumeStatus],
+    user_info: Mapping[str, str] | None = None,
+) -> bytes:
     """The ``ConsumerRunningInfo`` body, byte for byte in fastjson's form (no ``jstack``: nobody asked for one of a
     Python process). Property values must be strings: fastjson reads anything else as no value."""
     for key, value in properties.items():

@@ -105,7 +105,9 @@ class OutgoingMessage:
         if len(self.body) == 0:
             raise InvalidArgument("the message body length is zero")
         if len(self.body) > MAX_MESSAGE_SIZE:
-            raise InvalidArgument(f"the message body size over max value, MAX: {MAX_MESSAGE_SIZE} (got {len(self.body)})")
+            raise InvalidArgument(
+                f"the message body size over max value, MAX: {MAX_MESSAGE_SIZE} (got {len(self.body)})"
+            )
         # Own copies: a caller mutating its list or dict later must not change a built message.
         keys = ((self.keys,) if self.keys else ()) if isinstance(self.keys, str) else tuple(self.keys)
         object.__setattr__(self, "keys", keys)
@@ -114,7 +116,9 @@ class OutgoingMessage:
             if name in SYSTEM_PROPERTY_KEYS and name != _UNIQ_KEY:
                 raise InvalidArgument(f"The Property<{name}> is used by system, input another please")
             if not isinstance(name, str) or not isinstance(value, str) or not name.strip() or not value.strip():
-                raise InvalidArgument(f"The name or value of property can not be null or blank string! ({name!r}: {value!r})")
+                raise InvalidArgument(
+                    f"The name or value of property can not be null or blank string! ({name!r}: {value!r})"
+                )
         if not all(isinstance(k, str) for k in self.keys):
             raise InvalidArgument(f"message keys must be strings, got {self.keys!r}")
         for text in (self.tags or "", *self.keys, *self.properties, *self.properties.values()):
@@ -194,16 +198,35 @@ def build_send_request(
     compress_level: int = DEFAULT_COMPRESS_LEVEL,
 ) -> tuple[RemotingCommand, list[str]]:
     """SEND_MESSAGE_V2 for one message; returns the request and ``[UNIQ_KEY]``."""
-    return _single_request(message.topic, queue_id, message.body, message.wire_properties(), message.flag,
-                           producer_group=producer_group, broker_name=broker_name, compress_over=compress_over,
-                           compression=compression, compress_level=compress_level)
+    return _single_request(
+        message.topic,
+        queue_id,
+        message.body,
+        message.wire_properties(),
+        message.flag,
+        producer_group=producer_group,
+        broker_name=broker_name,
+        compress_over=compress_over,
+        compression=compression,
+        compress_level=compress_level,
+    )
 
 
-def _single_request(topic: str, queue_id: int, body: bytes, props: dict[str, str], flag: int, *,
-                    producer_group: str, broker_name: str | None, compress_over: int,
-                    compression: CompressionType = CompressionType.ZLIB, compress_level: int = DEFAULT_COMPRESS_LEVEL,
-                    reconsume_times: int = 0, max_reconsume_times: int | None = None,
-                    ) -> tuple[RemotingCommand, list[str]]:
+def _single_request(
+    topic: str,
+    queue_id: int,
+    body: bytes,
+    props: dict[str, str],
+    flag: int,
+    *,
+    producer_group: str,
+    broker_name: str | None,
+    compress_over: int,
+    compression: CompressionType = CompressionType.ZLIB,
+    compress_level: int = DEFAULT_COMPRESS_LEVEL,
+    reconsume_times: int = 0,
+    max_reconsume_times: int | None = None,
+) -> tuple[RemotingCommand, list[str]]:
     """SEND_MESSAGE_V2 of one body (compressed from ``compress_over`` bytes, as Java's producer does)."""
     body = bytes(body)
     sys_flag = 0
@@ -264,9 +287,18 @@ def build_retry_request(
     one, as Java's ``MessageClientIDSetter#setUniqID`` keeps an existing key)."""
     props = dict(message.properties)
     props.setdefault(_UNIQ_KEY, create_uniq_id())
-    return _single_request(message.topic, queue_id, message.body, props, message.flag, producer_group=producer_group,
-                           broker_name=broker_name, compress_over=compress_over,
-                           reconsume_times=message.reconsume_times, max_reconsume_times=message.max_reconsume_times)
+    return _single_request(
+        message.topic,
+        queue_id,
+        message.body,
+        props,
+        message.flag,
+        producer_group=producer_group,
+        broker_name=broker_name,
+        compress_over=compress_over,
+        reconsume_times=message.reconsume_times,
+        max_reconsume_times=message.max_reconsume_times,
+    )
 
 
 def build_send_batch_request(

@@ -35,9 +35,9 @@ _RECORD = 64 * 1024
 class TlsSettings:
     """One cluster's TLS: whom to trust, who we are (for servers that ask, ``tls.server.need.client.auth``)."""
 
-    ca_file: str | None = None    # PEM CA bundle the servers' certificates chain to; None: the system's trust store
+    ca_file: str | None = None  # PEM CA bundle the servers' certificates chain to; None: the system's trust store
     cert_file: str | None = None  # PEM client certificate (chain), for servers that require one
-    key_file: str | None = None   # its unencrypted PEM private key
+    key_file: str | None = None  # its unencrypted PEM private key
     verify_hostname: bool = True  # the certificate must name the address's host (IP SAN for an IP address)
 
     def __post_init__(self) -> None:
@@ -51,8 +51,7 @@ class TlsSettings:
     def options(self) -> dict[str, str]:
         """The Spark source options carrying these settings to the tasks (paths only: nothing secret)."""
         out = {"tls": "true", "tlsVerifyHostname": str(self.verify_hostname).lower()}
-        for key, value in (("tlsCaFile", self.ca_file), ("tlsCertFile", self.cert_file),
-                           ("tlsKeyFile", self.key_file)):
+        for key, value in (("tlsCaFile", self.ca_file), ("tlsCertFile", self.cert_file), ("tlsKeyFile", self.key_file)):
             if value is not None:
                 out[key] = value
         return out
@@ -84,7 +83,7 @@ class TlsSession:
         with self._lock:
             view = memoryview(data)
             while view:
-                view = view[self._obj.write(view):]
+                view = view[self._obj.write(view) :]
             return self._out.read()
 
     def open(self, records: bytes | memoryview) -> bytes:
@@ -120,8 +119,9 @@ class TlsSession:
         return self._out.pending > 0
 
 
-def handshake(sock: socket.socket, settings: TlsSettings, host: str, address: str, deadline: float,
-              request_code: int) -> TlsSession:
+def handshake(
+    sock: socket.socket, settings: TlsSettings, host: str, address: str, deadline: float, request_code: int
+) -> TlsSession:
     """Run the TLS handshake on the freshly connected blocking ``sock`` before ``deadline``."""
     incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
     obj = settings.context().wrap_bio(incoming, outgoing, server_hostname=host)
@@ -140,49 +140,69 @@ def handshake(sock: socket.socket, settings: TlsSettings, host: str, address: st
                         f"the TLS handshake with {address} failed: the server closed the connection without "
                         "answering; its TLS may be off (tls.server.mode=disabled), or it requires a client "
                         "certificate (tls.cert_file and tls.key_file)",
-                        address=address, request_code=request_code) from None
+                        address=address,
+                        request_code=request_code,
+                    ) from None
                 incoming.write(data)
         if outgoing.pending:
             sock.sendall(outgoing.read())
     except ssl.SSLCertVerificationError as exc:
-        raise ConnectionTurnedAway(f"the TLS handshake with {address} failed: {_verify_advice(exc)}", address=address,
-                               request_code=request_code) from None
+        raise ConnectionTurnedAway(
+            f"the TLS handshake with {address} failed: {_verify_advice(exc)}",
+            address=address,
+            request_code=request_code,
+        ) from None
     except ssl.SSLError as exc:
-        raise ConnectionTurnedAway(f"the TLS handshake with {address} failed: {exc.reason or exc}; {_alert_advice(exc)}",
-                               address=address, request_code=request_code) from None
+        raise ConnectionTurnedAway(
+            f"the TLS handshake with {address} failed: {exc.reason or exc}; {_alert_advice(exc)}",
+            address=address,
+            request_code=request_code,
+        ) from None
     except TimeoutError:
         raise ConnectionFailed(
             f"the TLS handshake with {address} did not finish within the timeout (before "
             f"{describe_request(request_code)}): is this a RocketMQ server with TLS on?",
-            address=address, request_code=request_code) from None
+            address=address,
+            request_code=request_code,
+        ) from None
     except OSError as exc:  # reset mid-handshake: what a server with TLS off does to a ClientHello
         raise ConnectionTurnedAway(
             f"the TLS handshake with {address} failed: {exc}; its TLS may be off (tls.server.mode=disabled), or it "
             "requires a client certificate (tls.cert_file and tls.key_file)",
-            address=address, request_code=request_code) from None
+            address=address,
+            request_code=request_code,
+        ) from None
     return TlsSession(obj, incoming, outgoing)
 
 
 def _verify_advice(exc: ssl.SSLCertVerificationError) -> str:
     message = exc.verify_message or str(exc)
     if "expired" in message:
-        return (f"its certificate has expired ({message}): renew the server's certificate "
-                "(tls.server.certPath on the server)")
+        return (
+            f"its certificate has expired ({message}): renew the server's certificate "
+            "(tls.server.certPath on the server)"
+        )
     if "not yet valid" in message:
         return f"its certificate is not valid yet ({message}): check the server's certificate and both clocks"
     if "mismatch" in message.lower() or "hostname" in message.lower() or "IP address" in message:
-        return (f"its certificate does not name this address ({message}): connect by a name the certificate has, "
-                "reissue it with this address in its subjectAltName, or, for a test cluster only, set "
-                "tls.verify_hostname: false")
-    return (f"its certificate is not trusted ({message}): set tls.ca_file to the CA that signed the server's "
-            "certificate (tls.server.certPath on the server)")
+        return (
+            f"its certificate does not name this address ({message}): connect by a name the certificate has, "
+            "reissue it with this address in its subjectAltName, or, for a test cluster only, set "
+            "tls.verify_hostname: false"
+        )
+    return (
+        f"its certificate is not trusted ({message}): set tls.ca_file to the CA that signed the server's "
+        "certificate (tls.server.certPath on the server)"
+    )
 
 
 def _alert_advice(exc: ssl.SSLError) -> str:
     reason = (exc.reason or "").upper()
     if "CERTIFICATE_REQUIRED" in reason or "BAD_CERTIFICATE" in reason or "UNKNOWN_CA" in reason:
-        return ("the server refused our client certificate or wants one (tls.server.need.client.auth): set "
-                "tls.cert_file and tls.key_file to a certificate its tls.server.trustCertPath trusts")
+        return (
+            "the server refused our client certificate or wants one (tls.server.need.client.auth): set "
+            "tls.cert_file and tls.key_file to a certificate its tls.server.trustCertPath trusts"
+        )
     if "WRONG_VERSION_NUMBER" in reason or "PACKET_LENGTH" in reason:
         return "the server does not speak TLS on this port (tls.server.mode=disabled?)"
     return "check the cluster's tls settings against the server's tls.server.* settings"
@@ -204,8 +224,10 @@ def speaks_tls(address: str, timeout: float = 2.0) -> bool:
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     try:
-        with socket.create_connection((host, int(port)), timeout=timeout) as sock, \
-                context.wrap_socket(sock, server_hostname=host):
+        with (
+            socket.create_connection((host, int(port)), timeout=timeout) as sock,
+            context.wrap_socket(sock, server_hostname=host),
+        ):
             return True
     except ssl.SSLError as exc:  # an alert is TLS too (a server that requires a certificate we did not offer)
         return "ALERT" in (exc.reason or "")

@@ -60,8 +60,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 CRASH_POINTS = ROOT / "tests" / "crash_points"
 
-FAULTS = ("broker_kill", "broker_pause", "run_kill", "send_back_kill", "member_restart", "spark_restart",
-          "clock_step")
+FAULTS = ("broker_kill", "broker_pause", "run_kill", "send_back_kill", "member_restart", "spark_restart", "clock_step")
 #: Seconds between two batches of the producer, and the batch: most orders pass, one fails once, one always.
 PRODUCE_EVERY_S = 5.0
 BATCH_TAGS = ("good",) * 6 + ("flaky",)
@@ -82,7 +81,7 @@ CLOCK_HOLD_S = 100.0
 @dataclass
 class Fault:
     kind: str
-    at: float    # seconds after the soak starts producing
+    at: float  # seconds after the soak starts producing
     hold: float  # seconds until it is undone (a kill of a run: until the soak gives up waiting for one)
     began: float | None = None
     ended: float | None = None
@@ -134,8 +133,18 @@ class Soak:
 
     failed = False  # an invariant violated at the end: the work folder is kept
 
-    def __init__(self, workdir: Path, cluster, spark: dict, faults: list[Fault], *, seed: int, minutes: float,
-                 spark_server=None, log=print):
+    def __init__(
+        self,
+        workdir: Path,
+        cluster,
+        spark: dict,
+        faults: list[Fault],
+        *,
+        seed: int,
+        minutes: float,
+        spark_server=None,
+        log=print,
+    ):
         from tests.dagster_instance import recommended_home
         from tests.integration.ingestion_support import unique
 
@@ -164,37 +173,72 @@ class Soak:
     def _write_config(self) -> None:
         from tests.integration.ingestion_support import write_config
 
-        write_config(self.config, self.cluster, self.lake, {"orders": {
-            "topic": self.topic, "consumer_group": self.group, "table": self.table,
-            "client_ip": "127.0.0.1", "instance_name": f"chaos{self.members}",
-            "listener": "tests.unit.listeners:fail_by_tag", "max_reconsume_times": MAX_RECONSUME,
-            "consume_message_batch_max_size": 1, "metadata_columns": ["origin_msg_id", "reconsume_times"],
-            "window": {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": GRACE_S,
-                       "freshness_slack_seconds": SLACK_S, "start": self._window_start()}}}, self.spark)
+        write_config(
+            self.config,
+            self.cluster,
+            self.lake,
+            {
+                "orders": {
+                    "topic": self.topic,
+                    "consumer_group": self.group,
+                    "table": self.table,
+                    "client_ip": "127.0.0.1",
+                    "instance_name": f"chaos{self.members}",
+                    "listener": "tests.unit.listeners:fail_by_tag",
+                    "max_reconsume_times": MAX_RECONSUME,
+                    "consume_message_batch_max_size": 1,
+                    "metadata_columns": ["origin_msg_id", "reconsume_times"],
+                    "window": {
+                        "cron": "* * * * *",
+                        "timezone": "UTC",
+                        "grace_seconds": GRACE_S,
+                        "freshness_slack_seconds": SLACK_S,
+                        "start": self._window_start(),
+                    },
+                }
+            },
+            self.spark,
+        )
 
     def _window_start(self) -> str:
         from datetime import datetime, timezone
+
         # The first window is the minute the soak begins in: no older window to catch up, none left out.
         return datetime.fromtimestamp(int(self.set_up_at) // 60 * 60, tz=timezone.utc).isoformat()
 
     @property
     def env(self) -> dict[str, str]:
-        return dict(os.environ, ROCKETLAKE_CONFIG=str(self.config), DAGSTER_HOME=str(self.home),
-                    PYTHONPATH=os.pathsep.join(p for p in (str(CRASH_POINTS), str(ROOT), os.environ.get("PYTHONPATH"))
-                                               if p),
-                    ROCKETLAKE_FAILPOINT="during_send_back", ROCKETLAKE_FAILPOINT_ONCE=str(self.arm_file))
+        return dict(
+            os.environ,
+            ROCKETLAKE_CONFIG=str(self.config),
+            DAGSTER_HOME=str(self.home),
+            PYTHONPATH=os.pathsep.join(p for p in (str(CRASH_POINTS), str(ROOT), os.environ.get("PYTHONPATH")) if p),
+            ROCKETLAKE_FAILPOINT="during_send_back",
+            ROCKETLAKE_FAILPOINT_ONCE=str(self.arm_file),
+        )
 
     def _dagster(self, *args: str) -> None:
-        result = subprocess.run([str(BIN / "dagster"), *args, "-m", "rocketlake.definitions"], cwd=ROOT, env=self.env,
-                                capture_output=True, text=True, timeout=180)
+        result = subprocess.run(
+            [str(BIN / "dagster"), *args, "-m", "rocketlake.definitions"],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         if result.returncode != 0:
             raise RuntimeError(f"dagster {' '.join(args)}: {result.stdout[-2000:]}{result.stderr[-2000:]}")
 
     def _start_member(self) -> None:
         log = (self.workdir / f"member{self.members}.log").open("w")
-        self.member = subprocess.Popen([str(BIN / "rocketlake"), "member", "orders", "--config", str(self.config)],
-                                       cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
+        self.member = subprocess.Popen(
+            [str(BIN / "rocketlake"), "member", "orders", "--config", str(self.config)],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def _start_daemon(self) -> None:
         """The daemon as ``rocketlake local up --stack`` runs it, on a code server of its own."""
@@ -216,8 +260,10 @@ class Soak:
         self._dagster("sensor", "start", "rocketlake_test_rebalance")
         self._start_member()
         self._start_daemon()
-        self.log(f"chaos: seed {self.seed}, topic {self.topic}, group {self.group}, table {self.table}, "
-                 f"work in {self.workdir}")
+        self.log(
+            f"chaos: seed {self.seed}, topic {self.topic}, group {self.group}, table {self.table}, "
+            f"work in {self.workdir}"
+        )
         for f in self.faults:
             self.log(f"chaos: planned {f.describe()}")
         self.started = time.time()  # the faults' clock, and the producer's: from a deployment that runs
@@ -229,8 +275,16 @@ class Soak:
         batch = 0
         while not self._stop.is_set():
             tags = BATCH_TAGS + (("poison",) if batch % POISON_EVERY == 0 else ())
-            messages = [{"topic": self.topic, "tags": tag, "keys": [f"b{batch}-{i}"], "properties": {"seq": str(i)},
-                         "body": json.dumps({"order_id": f"b{batch}-{i}", "amount": i})} for i, tag in enumerate(tags)]
+            messages = [
+                {
+                    "topic": self.topic,
+                    "tags": tag,
+                    "keys": [f"b{batch}-{i}"],
+                    "properties": {"seq": str(i)},
+                    "body": json.dumps({"order_id": f"b{batch}-{i}", "amount": i}),
+                }
+                for i, tag in enumerate(tags)
+            ]
             try:
                 self.sent += len(produce(self.cluster.spec.namesrv_address, self.cluster.spec.state_dir, messages))
             except Exception as e:  # a broker down: the batch may be partly stored; the end state tells
@@ -375,10 +429,11 @@ class Soak:
         from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
         with DagsterInstance.from_config(str(self.home)) as instance:
-            failed = [(record.end_time, run.run_id)
-                      for run in instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.FAILURE]))
-                      if (record := instance.get_run_record_by_id(run.run_id)).end_time
-                      and record.end_time >= since]
+            failed = [
+                (record.end_time, run.run_id)
+                for run in instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.FAILURE]))
+                if (record := instance.get_run_record_by_id(run.run_id)).end_time and record.end_time >= since
+            ]
         return min(failed)[1] if failed else None
 
     def _inject_all(self) -> None:
@@ -406,15 +461,19 @@ class Soak:
         """Set up, produce for ``minutes`` under the faults, stop producing, wait for the pipeline to drain; the
         invariants' violations (none: the soak passed)."""
         self.setup()
-        self._threads = [threading.Thread(target=self._produce, daemon=True),
-                         threading.Thread(target=self._monitor, daemon=True)]
+        self._threads = [
+            threading.Thread(target=self._produce, daemon=True),
+            threading.Thread(target=self._monitor, daemon=True),
+        ]
         for t in self._threads:
             t.start()
         self._inject_all()
         wait_until(self.started + self.minutes * 60)
         self._stop_producing()
-        self.log(f"chaos: stopped producing after {self.sent} message(s) stored ({len(self.send_errors)} batch "
-                 f"error(s)); draining")
+        self.log(
+            f"chaos: stopped producing after {self.sent} message(s) stored ({len(self.send_errors)} batch "
+            f"error(s)); draining"
+        )
         truth = self.stored_messages()
         deadline = time.time() + drain_timeout
         while True:
@@ -434,10 +493,15 @@ class Soak:
         from rocketlake.resources.rocketmq.client import RocketMQClient
 
         with RocketMQClient(self.cluster.spec.namesrv_address) as client:
-            ranges = {(q.broker_name, q.queue_id): (client.get_min_offset(q), client.get_max_offset(q))
-                      for q in client.queues(self.topic)}
-        return [m for m in consume(self.cluster.spec.namesrv_address, self.cluster.spec.state_dir, self.topic, ranges)
-                if "msgId" in m]
+            ranges = {
+                (q.broker_name, q.queue_id): (client.get_min_offset(q), client.get_max_offset(q))
+                for q in client.queues(self.topic)
+            }
+        return [
+            m
+            for m in consume(self.cluster.spec.namesrv_address, self.cluster.spec.state_dir, self.topic, ranges)
+            if "msgId" in m
+        ]
 
     def verdict(self, truth: list[dict]) -> list[str]:
         from deltalake import DeltaTable
@@ -454,8 +518,13 @@ class Soak:
         def origins(path: Path) -> Counter:
             if not (path / "_delta_log").exists():
                 return Counter()
-            rows = DeltaTable(str(path)).to_pyarrow_table(
-                columns=["origin_msg_id", "topic", "broker_name", "queue_id", "queue_offset", "window_start"]).to_pylist()
+            rows = (
+                DeltaTable(str(path))
+                .to_pyarrow_table(
+                    columns=["origin_msg_id", "topic", "broker_name", "queue_id", "queue_offset", "window_start"]
+                )
+                .to_pylist()
+            )
             for r in rows:
                 rows_of.setdefault(r["origin_msg_id"], []).append(r)
             return Counter(r["origin_msg_id"] for r in rows)
@@ -465,13 +534,20 @@ class Soak:
         def where(msg_id: str) -> str:
             """A message as the broker stored it, and each row that holds it: what a post-mortem starts from."""
             m = stored.get(msg_id, {})
-            copies = "; ".join(f"{r['topic']} {r['broker_name']}:{r['queue_id']}@{r['queue_offset']} in window "
-                               f"{r['window_start']:%H:%M}" for r in rows_of.get(msg_id, []))
-            return (f"{msg_id} ({m.get('brokerName')}:{m.get('queueId')}@{m.get('queueOffset')}, stored "
-                    f"{m.get('storeTimestamp')}, tags {m.get('tags')}) rows: {copies or 'none'}")
+            copies = "; ".join(
+                f"{r['topic']} {r['broker_name']}:{r['queue_id']}@{r['queue_offset']} in window "
+                f"{r['window_start']:%H:%M}"
+                for r in rows_of.get(msg_id, [])
+            )
+            return (
+                f"{msg_id} ({m.get('brokerName')}:{m.get('queueId')}@{m.get('queueOffset')}, stored "
+                f"{m.get('storeTimestamp')}, tags {m.get('tags')}) rows: {copies or 'none'}"
+            )
 
-        for what, expected, landed in (("table", passed, origins(self.lake / self.table)),
-                                       ("dead-letter table", poison, origins(self.lake / f"{self.table}_dlq"))):
+        for what, expected, landed in (
+            ("table", passed, origins(self.lake / self.table)),
+            ("dead-letter table", poison, origins(self.lake / f"{self.table}_dlq")),
+        ):
             # By multiplicity, not "more than once": a producer that timed out on a paused broker and sent again
             # stored one message twice (two offsets, one msgId), and each stored copy must land once.
             missing = expected - landed
@@ -479,9 +555,11 @@ class Soak:
             extra = Counter({k: n for k, n in landed.items() if k not in expected})
             if missing or twice or extra:
                 named = [*missing, *twice, *extra][:12]
-                problems.append(f"1. the {what}: {sum(missing.values())} missing, {len(twice)} landed more often than stored, "
-                                f"{sum(extra.values())} not expected there (of {sum(expected.values())}):\n    "
-                                + "\n    ".join(where(k) for k in named))
+                problems.append(
+                    f"1. the {what}: {sum(missing.values())} missing, {len(twice)} landed more often than stored, "
+                    f"{sum(extra.values())} not expected there (of {sum(expected.values())}):\n    "
+                    + "\n    ".join(where(k) for k in named)
+                )
         with RocketMQClient(self.cluster.spec.namesrv_address) as client:
             # The dead-letter table is landed by the same group from %DLQ%<group>: its offsets too.
             for topic in (self.topic, f"%RETRY%{self.group}", f"%DLQ%{self.group}"):
@@ -515,9 +593,11 @@ class Soak:
         with DagsterInstance.from_config(str(self.home)) as instance:
             for name, key in keys.items():
                 records = instance.event_log_storage.get_asset_check_execution_history(key, limit=1000)
-                out[name] = sorted((r.create_timestamp, r.status == AssetCheckExecutionRecordStatus.SUCCEEDED)
-                                   for r in records if r.status in (AssetCheckExecutionRecordStatus.SUCCEEDED,
-                                                                    AssetCheckExecutionRecordStatus.FAILED))
+                out[name] = sorted(
+                    (r.create_timestamp, r.status == AssetCheckExecutionRecordStatus.SUCCEEDED)
+                    for r in records
+                    if r.status in (AssetCheckExecutionRecordStatus.SUCCEEDED, AssetCheckExecutionRecordStatus.FAILED)
+                )
         return out
 
     def _checks_problems(self) -> list[str]:
@@ -547,16 +627,20 @@ class Soak:
 
     def report(self) -> str:
         history = self.check_history()
-        lines = [f"seed {self.seed}: {self.sent} message(s) stored by the producer, {len(self.send_errors)} batch "
-                 f"error(s); monitor ticks {self.observed.ticks} ({self.observed.errors} with a broker not answering)",
-                 f"worst age of a queue's oldest message not passed: "
-                 f"{max(self.observed.worst_age.values(), default=0):.0f}s"]
+        lines = [
+            f"seed {self.seed}: {self.sent} message(s) stored by the producer, {len(self.send_errors)} batch "
+            f"error(s); monitor ticks {self.observed.ticks} ({self.observed.errors} with a broker not answering)",
+            f"worst age of a queue's oldest message not passed: "
+            f"{max(self.observed.worst_age.values(), default=0):.0f}s",
+        ]
         for f in self.faults:
             lines.append(f"  {f.describe()}: {f.detail or 'done'}")
         for name, evaluations in history.items():
             reds = [t - self.started for t, ok in evaluations if not ok]
-            lines.append(f"  check {name}: {len(evaluations)} evaluation(s), red at "
-                         f"{', '.join(f'+{t:.0f}s' for t in reds) or 'none'}")
+            lines.append(
+                f"  check {name}: {len(evaluations)} evaluation(s), red at "
+                f"{', '.join(f'+{t:.0f}s' for t in reds) or 'none'}"
+            )
         return "\n".join(lines)
 
     def close(self) -> None:
@@ -604,15 +688,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"chaos: seed {seed} (replay: make chaos SEED={seed})", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="rocketlake-chaos-"))
     (spark_port,) = free_ports(1)
-    cluster = LocalCluster(dataclasses.replace(make_spec(workdir / "cluster"), extra_broker_properties=SHORT_DELAY_LEVELS))
+    cluster = LocalCluster(
+        dataclasses.replace(make_spec(workdir / "cluster"), extra_broker_properties=SHORT_DELAY_LEVELS)
+    )
     server = LocalSparkServer(workdir / "spark", port=spark_port, env={"PYTHONPATH": str(ROOT)})  # the listener
     soak = None
     try:
         cluster.up()
         server.up()
-        soak = Soak(workdir, cluster, {"master": "local[2]", "remote": server.url},
-                    draw_faults(seed, args.minutes, kinds), seed=seed, minutes=args.minutes, spark_server=server,
-                    log=lambda line: print(line, flush=True))
+        soak = Soak(
+            workdir,
+            cluster,
+            {"master": "local[2]", "remote": server.url},
+            draw_faults(seed, args.minutes, kinds),
+            seed=seed,
+            minutes=args.minutes,
+            spark_server=server,
+            log=lambda line: print(line, flush=True),
+        )
         problems = soak.run()
         soak.failed = bool(problems)
         print(soak.report())

@@ -22,8 +22,9 @@ pytestmark = pytest.mark.stack
 MINUTES = 3.5
 
 
-def test_a_short_soak_with_a_killed_send_back_and_a_killed_broker_keeps_every_invariant(tmp_path, disruptable,
-                                                                                         spark_connect):
+def test_a_short_soak_with_a_killed_send_back_and_a_killed_broker_keeps_every_invariant(
+    tmp_path, disruptable, spark_connect
+):
     seed = int(os.environ.get("ROCKETLAKE_CHAOS_SEED") or random.SystemRandom().randrange(1 << 30))
     print(f"chaos seed {seed} (replay: ROCKETLAKE_CHAOS_SEED={seed})")
     soak = Soak(tmp_path, disruptable, spark_connect.settings(), short_faults(seed), seed=seed, minutes=MINUTES)

@@ -21,15 +21,17 @@ ENV = "ROCKETLAKE_FAILPOINT"
 #: Optional: the point fires only while this file exists, and only in the first process to reach it, which removes
 #: it (the chaos soak arms one run of a daemon's many: ``tests/chaos``); without it, every time the point is reached.
 ONCE_ENV = "ROCKETLAKE_FAILPOINT_ONCE"
-POINTS = frozenset({
-    "during_pull",             # a Spark task has pulled its first batch
-    "during_write",            # a task has read its last batch, its file is being written; earlier ones are
-    "after_delta_commit",      # the slice and ledger are committed, the verdict and the materialization not yet
-    "during_send_back",        # half of the run's failures are sent back to the retry topic, half not yet
-    "after_send_back",         # every failure is sent back, the materialization not yet recorded
-    "before_offset_commit",    # the materialization is recorded, the broker offsets not yet committed
-    "offset_store_between_renames",  # BROADCASTING: the old store moved to .bak, the new one not yet in place
-})
+POINTS = frozenset(
+    {
+        "during_pull",  # a Spark task has pulled its first batch
+        "during_write",  # a task has read its last batch, its file is being written; earlier ones are
+        "after_delta_commit",  # the slice and ledger are committed, the verdict and the materialization not yet
+        "during_send_back",  # half of the run's failures are sent back to the retry topic, half not yet
+        "after_send_back",  # every failure is sent back, the materialization not yet recorded
+        "before_offset_commit",  # the materialization is recorded, the broker offsets not yet committed
+        "offset_store_between_renames",  # BROADCASTING: the old store moved to .bak, the new one not yet in place
+    }
+)
 
 
 def fires() -> bool:
@@ -183,6 +185,8 @@ if ARMED:
 _here = os.path.dirname(os.path.abspath(__file__))
 for _entry in sys.path:
     if _entry and os.path.abspath(_entry) != _here and os.path.exists(os.path.join(_entry, "sitecustomize.py")):
-        _spec = importlib.util.spec_from_file_location("_shadowed_sitecustomize", os.path.join(_entry, "sitecustomize.py"))
+        _spec = importlib.util.spec_from_file_location(
+            "_shadowed_sitecustomize", os.path.join(_entry, "sitecustomize.py")
+        )
         _spec.loader.exec_module(importlib.util.module_from_spec(_spec))
         break

@@ -27,9 +27,12 @@ from tests.integration.ingestion_support import (
 
 #: 30 + 45 orders in two consecutive minutes (windows of different sizes), on 2 queues of each broker: the data of
 #: most ingestion tests (fixture ``produced``).
-ORDERS = in_shared_minutes("orders", {"orders": (2, None)},
-                           lambda t: [order(i, t["orders"]) for i in range(30)],
-                           lambda t: [order(i, t["orders"]) for i in range(30, 75)])
+ORDERS = in_shared_minutes(
+    "orders",
+    {"orders": (2, None)},
+    lambda t: [order(i, t["orders"]) for i in range(30)],
+    lambda t: [order(i, t["orders"]) for i in range(30, 75)],
+)
 
 
 def send_shared_minutes(cluster: LocalCluster) -> dict[str, SentInMinutes]:
@@ -51,7 +54,9 @@ def send_shared_minutes(cluster: LocalCluster) -> dict[str, SentInMinutes]:
         wait_for_next_minute(offset_s=1)
         for name, scenario in SHARED_MINUTES.items():
             if minute < len(scenario.minutes):
-                result[name].by_minute.append(produce(namesrv, state_dir, scenario.minutes[minute](result[name].topics)))
+                result[name].by_minute.append(
+                    produce(namesrv, state_dir, scenario.minutes[minute](result[name].topics))
+                )
     wait_for_next_minute(offset_s=3)  # the last minute closes (+ 2 s grace)
     return result
 
@@ -113,15 +118,18 @@ def shared_minutes(local_cluster) -> dict[str, SentInMinutes]:
         _clock[0].start()
     result = _clock[0].result()
     for name, sent in result.items():
-        store_ms = {m["msgId"]: m["storeTimestamp"] for alias in sent.topics
-                    for m in sent.produced(local_cluster, alias).by_msg_id.values()}
+        store_ms = {
+            m["msgId"]: m["storeTimestamp"]
+            for alias in sent.topics
+            for m in sent.produced(local_cluster, alias).by_msg_id.values()
+        }
         keys = [sorted({minute_key(store_ms[s.msg_id]) for s in minute}) for minute in sent.by_minute]
         assert all(len(k) == 1 for k in keys), f"{name}: a minute's messages spilled over a minute boundary: {keys}"
         sent.windows = [k[0] for k in keys]
     minutes = sorted({w for sent in result.values() for w in sent.windows})
     starts = [datetime.strptime(w, "%Y-%m-%d-%H:%M") for w in minutes]
     assert all(b - a == timedelta(minutes=1) for a, b in zip(starts, starts[1:])), f"not consecutive: {minutes}"
-    assert all(sent.windows == minutes[:len(sent.windows)] for sent in result.values()), result
+    assert all(sent.windows == minutes[: len(sent.windows)] for sent in result.values()), result
     return result
 
 

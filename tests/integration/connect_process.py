@@ -46,6 +46,7 @@ def session():
 @contextmanager
 def connect_process(url: str) -> Iterator[Callable]:
     """``call(function, *args)``: ``function(*args)`` in a child process with a session on the server at ``url``."""
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_open,
-                             initargs=(url,)) as pool:
+    with ProcessPoolExecutor(
+        1, mp_context=multiprocessing.get_context("spawn"), initializer=_open, initargs=(url,)
+    ) as pool:
         yield lambda function, *args: pool.submit(_call, function, *args).result()

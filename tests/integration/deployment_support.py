@@ -36,14 +36,33 @@ class Deployment:
 
     def materialize(self, table: str, partition: str) -> subprocess.Popen:
         """``dagster asset materialize`` of one window on this deployment's own instance."""
-        return subprocess.Popen([str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m",
-                                 "rocketlake.definitions", "--select", table, "--partition", partition], cwd=ROOT,
-                                env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "dagster"),
+                "asset",
+                "materialize",
+                "-m",
+                "rocketlake.definitions",
+                "--select",
+                table,
+                "--partition",
+                partition,
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
 
     def join(self):
-        self.member = subprocess.Popen([str(Path(sys.executable).parent / "rocketlake"), "member", "wide", "--config",
-                                        str(self.config)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       text=True)
+        self.member = subprocess.Popen(
+            [str(Path(sys.executable).parent / "rocketlake"), "member", "wide", "--config", str(self.config)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
 
     def leave(self) -> str:
         self.member.send_signal(signal.SIGTERM)
@@ -59,8 +78,11 @@ class Deployment:
 
 def ledger(path) -> list[LedgerEntry]:
     """Every landing's entry, oldest first (verdict commits, which land nothing, left out)."""
-    return [e for e in (LedgerEntry.from_json(c.get("userMetadata")) for c in reversed(DeltaTable(str(path)).history()))
-            if e is not None and not e.is_verdict]
+    return [
+        e
+        for e in (LedgerEntry.from_json(c.get("userMetadata")) for c in reversed(DeltaTable(str(path)).history()))
+        if e is not None and not e.is_verdict
+    ]
 
 
 def start_daemon(deployment: Deployment) -> subprocess.Popen:
@@ -70,8 +92,14 @@ def start_daemon(deployment: Deployment) -> subprocess.Popen:
     server.start(deployment.env, cwd=ROOT)
     log = (deployment.home / "daemon.log").open("w")
     daemon = str(Path(sys.executable).parent / "dagster-daemon")
-    process = subprocess.Popen([daemon, "run", "-w", str(server.workspace)], cwd=ROOT, env=deployment.env,
-                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(
+        [daemon, "run", "-w", str(server.workspace)],
+        cwd=ROOT,
+        env=deployment.env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     process.code_server = server
     return process
 

@@ -51,8 +51,9 @@ class Engine:
         """Runs to the end; returns the landing's event. An unbalanced run raises ``Unbalanced``, recording nothing.
         ``now``: the planner's clock (default: this machine's, which the brokers stamp store times with). ``only``:
         the queues a narrowed run takes (a catch-up's, a rebalance run's)."""
-        request = LandingRequest("orders", run_id, windows, now or now_ms(), 0, start_at_group_position=not backfill,
-                             only_queues=only)
+        request = LandingRequest(
+            "orders", run_id, windows, now or now_ms(), 0, start_at_group_position=not backfill, only_queues=only
+        )
         events = run(self.broker, self.lake, self.recorded, Alone(), self.cfg, request, Lines())
         landed = next(events)
         assert isinstance(landed, Landed)
@@ -63,8 +64,10 @@ class Engine:
         return landed
 
     def offsets(self, topic: str) -> dict[tuple[str, int], int | None]:
-        return {(mq.broker_name, mq.queue_id): self.client.query_consumer_offset(self.cfg.consumer_group, mq)
-                for mq in self.client.queues(topic)}
+        return {
+            (mq.broker_name, mq.queue_id): self.client.query_consumer_offset(self.cfg.consumer_group, mq)
+            for mq in self.client.queues(topic)
+        }
 
 
 def stored(client: RocketMQClient, mq: MessageQueue, count: int, within: float = 10) -> None:
@@ -78,10 +81,13 @@ def stored(client: RocketMQClient, mq: MessageQueue, count: int, within: float =
 def send_window(java_producer, topic: str, bodies: list[dict], raw: list[bytes] = ()) -> Window:
     """``bodies`` (as JSON) and ``raw`` bodies alone in a window of store time, closed when this returns."""
     start = now_ms()
-    java_producer([{"topic": topic, "tags": "TagA", "keys": [f"k{i}"], "body": json.dumps(body)}
-                   for i, body in enumerate(bodies)]
-                  + [{"topic": topic, "tags": "TagA", "keys": [f"r{i}"], "body_base64": base64.b64encode(body).decode()}
-                     for i, body in enumerate(raw)])
+    java_producer(
+        [{"topic": topic, "tags": "TagA", "keys": [f"k{i}"], "body": json.dumps(body)} for i, body in enumerate(bodies)]
+        + [
+            {"topic": topic, "tags": "TagA", "keys": [f"r{i}"], "body_base64": base64.b64encode(body).decode()}
+            for i, body in enumerate(raw)
+        ]
+    )
     end = now_ms() + 1
     wait_until(end / 1000)
     return Window(start, end)
@@ -95,5 +101,6 @@ def assert_landed_once_at_the_ends(engine, cluster, client: RocketMQClient, topi
     ends = {(q.broker_name, q.queue_id): client.get_max_offset(q) for q in client.queues(topic)}
     assert sum(ends.values()) == sent
     assert engine.offsets(topic) == ends
-    assert {(p.broker_name, p.queue_id): p.consumer_offset for p in cluster.mqadmin().consumer_progress(group, topic)
-            } == ends
+    assert {
+        (p.broker_name, p.queue_id): p.consumer_offset for p in cluster.mqadmin().consumer_progress(group, topic)
+    } == ends

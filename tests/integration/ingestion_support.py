@@ -64,8 +64,9 @@ def room_in_this_minute(seconds: float = 15.0) -> None:
         wait_for_next_minute(offset_s=1)
 
 
-def write_config(path: Path, cluster: LocalCluster, lake: Path, ingestions: dict[str, dict],
-                 spark: dict | None = None) -> Path:
+def write_config(
+    path: Path, cluster: LocalCluster, lake: Path, ingestions: dict[str, dict], spark: dict | None = None
+) -> Path:
     """A rocketlake.yaml of ``ingestions``; its runs start Spark of their own on ``local[2]`` unless ``spark`` says
     otherwise (``SparkConnect.settings()``: sessions on the worker's Spark Connect server)."""
     # Yesterday's midnight: a test (or a suite) that runs across midnight UTC keeps its windows valid partitions.
@@ -75,11 +76,16 @@ def write_config(path: Path, cluster: LocalCluster, lake: Path, ingestions: dict
         "lake": {"root": str(lake)},
         "spark": spark or {"master": "local[2]"},
         "ingestions": {
-            name: {"cluster": "test", "message_model": "CLUSTERING",
-                   "consume_from_where": "CONSUME_FROM_FIRST_OFFSET",
-                   "window": {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": 2, "start": start.isoformat()},
-                   "body": {"format": "json", "schema": BODY_SCHEMA}, **spec}
-            for name, spec in ingestions.items()},
+            name: {
+                "cluster": "test",
+                "message_model": "CLUSTERING",
+                "consume_from_where": "CONSUME_FROM_FIRST_OFFSET",
+                "window": {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": 2, "start": start.isoformat()},
+                "body": {"format": "json", "schema": BODY_SCHEMA},
+                **spec,
+            }
+            for name, spec in ingestions.items()
+        },
     }
     path.write_text(yaml.safe_dump(body))
     return path
@@ -94,7 +100,7 @@ class Produced:
     """Messages sent by the Java peer, with their store times as the Java consumer reports them."""
 
     topic: str
-    by_msg_id: dict[str, dict]   # ConsumerPeer dump lines
+    by_msg_id: dict[str, dict]  # ConsumerPeer dump lines
     sent: list[peers.SentMessage]
 
     def windows(self) -> list[str]:
@@ -108,14 +114,24 @@ def java_dump(cluster: LocalCluster, topic: str, sent: list[peers.SentMessage]) 
     ends: dict[tuple[str, int], int] = {}
     for s in sent:
         ends[(s.broker_name, s.queue_id)] = max(ends.get((s.broker_name, s.queue_id), 0), s.queue_offset + 1)
-    dump = peers.consume(cluster.spec.namesrv_address, cluster.spec.state_dir, topic,
-                         {q: (0, end) for q, end in ends.items()}, version=cluster.spec.version)
+    dump = peers.consume(
+        cluster.spec.namesrv_address,
+        cluster.spec.state_dir,
+        topic,
+        {q: (0, end) for q, end in ends.items()},
+        version=cluster.spec.version,
+    )
     return {m["msgId"]: m for m in dump}
 
 
 def order(i: int, topic: str, tags: str = "TagA") -> dict:
-    return {"topic": topic, "tags": tags, "keys": [f"o-{i}"], "properties": {"seq": str(i)},
-            "body": f'{{"order_id": "o-{i}", "amount": {i}.5}}'}
+    return {
+        "topic": topic,
+        "tags": tags,
+        "keys": [f"o-{i}"],
+        "properties": {"seq": str(i)},
+        "body": f'{{"order_id": "o-{i}", "amount": {i}.5}}',
+    }
 
 
 def definitions(config_path: Path):
@@ -127,8 +143,10 @@ def run_partitions(defs, table: str, instance, first: str, last: str | None = No
     if last is None or last == first:
         return job.execute_in_process(instance=instance, partition_key=first, raise_on_error=False, tags=tags)
     return job.execute_in_process(
-        instance=instance, raise_on_error=False,
-        tags={"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last, **(tags or {})})
+        instance=instance,
+        raise_on_error=False,
+        tags={"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last, **(tags or {})},
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -162,8 +180,8 @@ def in_shared_minutes(name: str, topics: Topics, *minutes: Messages) -> str:
 class SentInMinutes:
     """What one scenario sent into the shared minutes: its topics and, minute by minute, the broker's answers."""
 
-    topics: dict[str, str]                      # alias -> topic name
-    windows: list[str]                          # the partition key of each minute it sent in
+    topics: dict[str, str]  # alias -> topic name
+    windows: list[str]  # the partition key of each minute it sent in
     by_minute: list[list[peers.SentMessage]] = field(default_factory=list)
     _produced: dict[str, Produced] = field(default_factory=dict, repr=False)
 

@@ -14,16 +14,21 @@ from collections import Counter
 
 import pytest
 
-from rocketlake.pipelines.allocation import (AllocationError, PrefixMachineRoomResolver, java_split, make_strategy,
-                                             sort_for_rebalance)
+from rocketlake.pipelines.allocation import (
+    AllocationError,
+    PrefixMachineRoomResolver,
+    java_split,
+    make_strategy,
+    sort_for_rebalance,
+)
 from rocketlake.resources.local import peers
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
 pytestmark = pytest.mark.broker
 
 CASES = 600
-ROOMS = ["r1", "r2", "r3", "idc-b", "éast", "Zone", "\U0001F600x", "ｚ"]
-ODD_BROKERS = ["plain", "room@", "@x", "r1@b@", "r2@@", "r1@a@b", "@", "r3@\U0001F600"]
+ROOMS = ["r1", "r2", "r3", "idc-b", "éast", "Zone", "\U0001f600x", "ｚ"]
+ODD_BROKERS = ["plain", "room@", "@x", "r1@b@", "r2@@", "r1@a@b", "@", "r3@\U0001f600"]
 STRATEGIES = ["AVG", "AVG_BY_CIRCLE", "CONFIG", "MACHINE_ROOM", "MACHINE_ROOM_NEARBY", "CONSISTENT_HASH"]
 PARTITIONING = {"AVG", "AVG_BY_CIRCLE", "CONSISTENT_HASH"}  # every queue to exactly one member
 
@@ -77,17 +82,29 @@ def _case(rng: random.Random, case_id: int) -> dict:
         queues = []
     elif edge < 0.02:
         ask.append("")
-    return {"id": case_id, "group": "GID_alloc", "strategy": _strategy_spec(rng, name, queues),
-            "queues": queues, "cids": cids, "sort": rng.random() < 0.9, "ask": ask}
+    return {
+        "id": case_id,
+        "group": "GID_alloc",
+        "strategy": _strategy_spec(rng, name, queues),
+        "queues": queues,
+        "cids": cids,
+        "sort": rng.random() < 0.9,
+        "ask": ask,
+    }
 
 
 def _build(spec: dict):
     def q(items):
         return [MessageQueue(*x) for x in items]
-    return make_strategy(spec["name"], queues=q(spec.get("queues", [])) if "queues" in spec else None,
-                         consumer_rooms=spec.get("rooms"), resolver=PrefixMachineRoomResolver(),
-                         inner=_build(spec["inner"]) if "inner" in spec else "AVG",
-                         virtual_node_count=spec.get("vnodes", 10))
+
+    return make_strategy(
+        spec["name"],
+        queues=q(spec.get("queues", [])) if "queues" in spec else None,
+        consumer_rooms=spec.get("rooms"),
+        resolver=PrefixMachineRoomResolver(),
+        inner=_build(spec["inner"]) if "inner" in spec else "AVG",
+        virtual_node_count=spec.get("vnodes", 10),
+    )
 
 
 def _python_answer(case: dict) -> dict:
@@ -118,7 +135,7 @@ def _python_answer(case: dict) -> dict:
 def _java_error(text: str) -> str:
     prefix = "java.lang.IllegalArgumentException: "
     assert text.startswith(prefix), text
-    return text[len(prefix):]
+    return text[len(prefix) :]
 
 
 def _assert_partition(case: dict, python: dict) -> None:
@@ -137,11 +154,15 @@ def _assert_partition(case: dict, python: dict) -> None:
         else:
             assert taken == all_queues, f"case {case['id']}: not a partition"
     elif name == "MACHINE_ROOM":
-        wanted = Counter(tuple(q) for q in case["queues"]
-                         if (p := java_split(q[1], "@")) and len(p) == 2 and p[0] in spec["rooms"])
+        wanted = Counter(
+            tuple(q) for q in case["queues"] if (p := java_split(q[1], "@")) and len(p) == 2 and p[0] in spec["rooms"]
+        )
         assert taken == wanted, f"case {case['id']}: not a partition of the consumer rooms' queues"
-    if "outsider@10.9.9.9@1" in case["ask"] and name != "CONFIG" and not (
-            name == "MACHINE_ROOM_NEARBY" and inner == "CONFIG"):
+    if (
+        "outsider@10.9.9.9@1" in case["ask"]
+        and name != "CONFIG"
+        and not (name == "MACHINE_ROOM_NEARBY" and inner == "CONFIG")
+    ):
         assert by_member["outsider@10.9.9.9@1"] == []
 
 
@@ -170,5 +191,7 @@ def test_allocation_matches_java(tmp_path):
         assert python == expected, f"seed {seed}, case {case}"
         members += len(case["ask"])
         _assert_partition(case, python)
-    print(f"{len(cases)} cases, {members} member answers identical to Java ({errors} cases refused by both); "
-          f"Java answered in {java_s:.1f}s")
+    print(
+        f"{len(cases)} cases, {members} member answers identical to Java ({errors} cases refused by both); "
+        f"Java answered in {java_s:.1f}s"
+    )

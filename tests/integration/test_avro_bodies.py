@@ -29,12 +29,21 @@ def avro_bodies(tmp_path_factory):
     compiled once against the Avro jars Spark ships)."""
     classes = tmp_path_factory.mktemp("avro_bodies")
     classpath = str(Path(pyspark.__file__).parent / "jars" / "*")
-    subprocess.run(["javac", "-nowarn", "-cp", classpath, "-d", str(classes), str(HERE / "java" / "AvroBodies.java")],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        ["javac", "-nowarn", "-cp", classpath, "-d", str(classes), str(HERE / "java" / "AvroBodies.java")],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
 
     def encode(schema: Path, encoding: str, records: list[dict]) -> list[bytes]:
-        done = subprocess.run(["java", "-cp", f"{classes}:{classpath}", "AvroBodies", str(schema), encoding],
-                              input="\n".join(map(json.dumps, records)), capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            ["java", "-cp", f"{classes}:{classpath}", "AvroBodies", str(schema), encoding],
+            input="\n".join(map(json.dumps, records)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         return [base64.b64decode(line) for line in done.stdout.split()]
 
@@ -43,17 +52,27 @@ def avro_bodies(tmp_path_factory):
 
 def order(i: int, region: str | None) -> dict:
     """A record in Avro's JSON encoding (a union's branch named)."""
-    return {"order_id": f"o-{i}", "amount": i + 0.25, "region": None if region is None else {"string": region},
-            "ship": {"city": f"c{i}"}, "status": "PAID" if i % 2 else "NEW"}
+    return {
+        "order_id": f"o-{i}",
+        "amount": i + 0.25,
+        "region": None if region is None else {"string": region},
+        "ship": {"city": f"c{i}"},
+        "status": "PAID" if i % 2 else "NEW",
+    }
 
 
 @pytest.mark.parametrize("encoding", ["binary", "single_object"])
 def test_avro_records_land_as_columns_and_other_bodies_are_failed_messages(
-        local_cluster, create_topic, java_producer, spark, tmp_path, avro_bodies, encoding):
+    local_cluster, create_topic, java_producer, spark, tmp_path, avro_bodies, encoding
+):
     topic, group = create_topic(queues=2), unique(f"g_avro_{encoding}")
-    cfg = ingestion_config(topic=topic, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                           window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
-                           body={"format": "avro", "schema_file": str(ORDER_SCHEMA), "encoding": encoding})
+    cfg = ingestion_config(
+        topic=topic,
+        consumer_group=group,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+        body={"format": "avro", "schema_file": str(ORDER_SCHEMA), "encoding": encoding},
+    )
     good = avro_bodies(ORDER_SCHEMA, encoding, [order(i, "eu" if i % 2 else None) for i in range(4)])
     other = tmp_path / "other.avsc"
     other.write_text(OTHER_SCHEMA)
@@ -61,8 +80,9 @@ def test_avro_records_land_as_columns_and_other_bodies_are_failed_messages(
         bad = [b"\xff\xff\xff\xff\xff\xff"]  # a string length no record has
         why = "body is not Avro binary of the record in schema_file"
     else:  # the right record without the frame, and a framed record of another schema
-        bad = avro_bodies(ORDER_SCHEMA, "binary", [order(9, None)]) + avro_bodies(other, "single_object",
-                                                                                  [{"order_id": "o-x"}])
+        bad = avro_bodies(ORDER_SCHEMA, "binary", [order(9, None)]) + avro_bodies(
+            other, "single_object", [{"order_id": "o-x"}]
+        )
         why = "body is not Avro single-object encoding of schema_file"
     window = send_window(java_producer, topic, [], raw=good + bad)
     engine = Engine(local_cluster, spark, tmp_path / "orders", cfg)
@@ -75,6 +95,10 @@ def test_avro_records_land_as_columns_and_other_bodies_are_failed_messages(
     assert all(f["error"].startswith(why) for f in failed), failed
     rows = {r["order_id"]: r for r in DeltaTable(engine.lake.table_path).to_pyarrow_table().to_pylist()}
     assert sorted(rows) == ["o-0", "o-1", "o-2", "o-3"]
-    assert {k: rows["o-1"][k] for k in ("amount", "region", "ship", "status")} == \
-        {"amount": 1.25, "region": "eu", "ship": {"city": "c1"}, "status": "PAID"}
+    assert {k: rows["o-1"][k] for k in ("amount", "region", "ship", "status")} == {
+        "amount": 1.25,
+        "region": "eu",
+        "ship": {"city": "c1"},
+        "status": "PAID",
+    }
     assert rows["o-2"]["region"] is None and rows["o-2"]["status"] == "NEW"

@@ -22,10 +22,23 @@ pytestmark = pytest.mark.dagster
 def test_two_broadcasting_members_each_land_every_message_with_their_own_progress(tmp_path, local_cluster, produced):
     group, stores = unique("g"), tmp_path / "offsets"
     members = {name: unique("t") for name in ("eu1", "eu2")}
-    config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake", {
-        name: {"topic": produced.topic, "consumer_group": group, "table": table, "message_model": "BROADCASTING",
-               "client_ip": "127.0.0.1", "instance_name": name, "local_offset_store_dir": str(stores)}
-        for name, table in members.items()})
+    config = write_config(
+        tmp_path / "rocketlake.yaml",
+        local_cluster,
+        tmp_path / "lake",
+        {
+            name: {
+                "topic": produced.topic,
+                "consumer_group": group,
+                "table": table,
+                "message_model": "BROADCASTING",
+                "client_ip": "127.0.0.1",
+                "instance_name": name,
+                "local_offset_store_dir": str(stores),
+            }
+            for name, table in members.items()
+        },
+    )
     defs = definitions(config)
     w1, w2 = produced.windows()
     expected = produced.in_window(w1) + produced.in_window(w2)
@@ -53,8 +66,9 @@ def test_two_broadcasting_members_each_land_every_message_with_their_own_progres
             # Progress is the members' own: the brokers answer for the group as for one that never committed
             # ("not found", or 0 on a queue whose message 0 is still in memory).
             never = unique("g")
-            assert {mq: client.query_consumer_offset(group, mq) for mq in queues} == \
-                {mq: client.query_consumer_offset(never, mq) for mq in queues}
+            assert {mq: client.query_consumer_offset(group, mq) for mq in queues} == {
+                mq: client.query_consumer_offset(never, mq) for mq in queues
+            }
 
             # eu1 killed between the two renames of a store write: only the backup is left, one commit behind.
             store = store_path(stores, "127.0.0.1@eu1", group)
@@ -74,10 +88,23 @@ def test_broadcasting_failures_are_kept_not_sent_back(tmp_path, local_cluster, p
     """A member whose listener fails every third message once: those are not landed and not sent back (RocketMQ
     drops them in BROADCASTING); they are rows of its failures table, and the windows' accounting counts them."""
     group, table = unique("g"), unique("t")
-    config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake", {"eu3": {
-        "topic": produced.topic, "consumer_group": group, "table": table, "message_model": "BROADCASTING",
-        "client_ip": "127.0.0.1", "instance_name": "eu3", "local_offset_store_dir": str(tmp_path / "offsets"),
-        "listener": "tests.unit.listeners:fail_every_third_once"}})
+    config = write_config(
+        tmp_path / "rocketlake.yaml",
+        local_cluster,
+        tmp_path / "lake",
+        {
+            "eu3": {
+                "topic": produced.topic,
+                "consumer_group": group,
+                "table": table,
+                "message_model": "BROADCASTING",
+                "client_ip": "127.0.0.1",
+                "instance_name": "eu3",
+                "local_offset_store_dir": str(tmp_path / "offsets"),
+                "listener": "tests.unit.listeners:fail_every_third_once",
+            }
+        },
+    )
     w1, w2 = produced.windows()
     expected = produced.in_window(w1) + produced.in_window(w2)
     failing = {m["msgId"] for m in expected if int(m["properties"]["seq"]) % 3 == 0}

@@ -54,8 +54,9 @@ def test_a_4x_brokers_clock_reads_as_this_hosts(local_cluster_4x):
 
 
 def test_a_broker_on_a_clock_behind_is_read_as_such_and_turns_the_check_red(disruptable):
-    cfg = parse_config(with_ingestion(window={"cron": "* * * * *", "grace_seconds": 2,
-                                              "start": "2026-01-01T00:00:00+00:00"})).ingestions["orders"]
+    cfg = parse_config(
+        with_ingestion(window={"cron": "* * * * *", "grace_seconds": 2, "start": "2026-01-01T00:00:00+00:00"})
+    ).ingestions["orders"]
     try:
         restart_broker_b(disruptable, faketime_env(f"-{STEP_S}s"))
         clocks = clocks_of(disruptable)
@@ -64,8 +65,11 @@ def test_a_broker_on_a_clock_behind_is_read_as_such_and_turns_the_check_red(disr
         assert abs(b_skew + STEP_S) <= b_error + 0.5, clocks
         with RocketMQClient(disruptable.spec.namesrv_address, timeout=5.0) as client:
             red = clock_outcome(cfg, *read_clocks(client, clocks))
-        assert not red["passed"] and re.match(r"broker-b is (29|30)\.\d+s behind this host \(±\d\.\ds\): more "
-                                              r"than window.grace_seconds \(2s\)", red["description"]), red["description"]
+        assert not red["passed"] and re.match(
+            r"broker-b is (29|30)\.\d+s behind this host \(±\d\.\ds\): more "
+            r"than window.grace_seconds \(2s\)",
+            red["description"],
+        ), red["description"]
     finally:
         restart_broker_b(disruptable, {})
     clocks_of(disruptable)  # both answer again

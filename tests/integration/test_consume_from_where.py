@@ -19,8 +19,12 @@ SCHEDULED = {"dagster/schedule_name": "orders_windows"}
 
 def setup(tmp_path, local_cluster, produced, **extra):
     table, group = unique("t"), unique("g")
-    config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake",
-                          {"orders": {"topic": produced.topic, "consumer_group": group, "table": table, **extra}})
+    config = write_config(
+        tmp_path / "rocketlake.yaml",
+        local_cluster,
+        tmp_path / "lake",
+        {"orders": {"topic": produced.topic, "consumer_group": group, "table": table, **extra}},
+    )
     return definitions(config), table, group, str(tmp_path / "lake" / table)
 
 
@@ -29,8 +33,11 @@ def landed(path: str) -> Counter:
 
 
 def committed(local_cluster, group, topic) -> dict:
-    return {(q.broker_name, q.queue_id): q.consumer_offset
-            for q in local_cluster.mqadmin().consumer_progress(group, topic) if q.topic == topic}
+    return {
+        (q.broker_name, q.queue_id): q.consumer_offset
+        for q in local_cluster.mqadmin().consumer_progress(group, topic)
+        if q.topic == topic
+    }
 
 
 def queue_ends(messages) -> dict:
@@ -48,8 +55,9 @@ def test_new_group_on_a_young_queue_starts_at_zero_like_the_java_client(where, t
     from rocketlake.resources.rocketmq.client import RocketMQClient
     from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
-    defs, table, group, path = setup(tmp_path, local_cluster, produced, consume_from_where=where,
-                                     consume_timestamp="20991231000000")
+    defs, table, group, path = setup(
+        tmp_path, local_cluster, produced, consume_from_where=where, consume_timestamp="20991231000000"
+    )
     client = RocketMQClient(local_cluster.spec.namesrv_address)
     queues = {(m["brokerName"], m["queueId"]) for m in produced.by_msg_id.values()}
     assert {client.query_consumer_offset(group, MessageQueue(produced.topic, b, q)) for b, q in queues} == {0}
@@ -67,8 +75,9 @@ def test_new_group_from_first_offset_takes_everything(tmp_path, local_cluster, p
         for key in (w1, w2):
             assert run_partitions(defs, table, instance, key, tags=SCHEDULED).success
     assert landed(path) == Counter(produced.by_msg_id.keys())
-    assert {k: v for k, v in committed(local_cluster, group, produced.topic).items() if v} == \
-        queue_ends(produced.by_msg_id.values())
+    assert {k: v for k, v in committed(local_cluster, group, produced.topic).items() if v} == queue_ends(
+        produced.by_msg_id.values()
+    )
 
 
 def test_explicit_backfill_takes_whole_windows_even_behind_the_group(tmp_path, local_cluster, produced):
@@ -79,13 +88,25 @@ def test_explicit_backfill_takes_whole_windows_even_behind_the_group(tmp_path, l
     # The group already stands at the end of the topic (set by the Java admin API).
     local_cluster.mqadmin().run("updateSubGroup", "-c", local_cluster.spec.cluster_name, "-g", group)
     ends = queue_ends(produced.by_msg_id.values())
-    answers = peers.admin(local_cluster.spec.namesrv_address, local_cluster.spec.state_dir, [
-        {"op": "updateConsumeOffset", "group": group, "topic": produced.topic, "broker": b, "queue_id": q, "offset": o}
-        for (b, q), o in ends.items()])
+    answers = peers.admin(
+        local_cluster.spec.namesrv_address,
+        local_cluster.spec.state_dir,
+        [
+            {
+                "op": "updateConsumeOffset",
+                "group": group,
+                "topic": produced.topic,
+                "broker": b,
+                "queue_id": q,
+                "offset": o,
+            }
+            for (b, q), o in ends.items()
+        ],
+    )
     assert all(a["ok"] for a in answers), answers
     with pooled_instance() as instance:
-        assert run_partitions(defs, table, instance, w1).success                   # backfill: the whole window
-        assert run_partitions(defs, table, instance, w2, tags=SCHEDULED).success   # scheduled: from the group on
+        assert run_partitions(defs, table, instance, w1).success  # backfill: the whole window
+        assert run_partitions(defs, table, instance, w2, tags=SCHEDULED).success  # scheduled: from the group on
     assert landed(path) == Counter(m["msgId"] for m in produced.in_window(w1))
     # Landing older windows never moves the group backward.
     assert {k: v for k, v in committed(local_cluster, group, produced.topic).items() if k in ends} == ends
@@ -102,14 +123,27 @@ def test_existing_group_resumes_exactly_where_the_java_admin_put_it(tmp_path, lo
     starts = {}
     for m in sorted(first, key=lambda m: m["queueOffset"]):
         starts.setdefault((m["brokerName"], m["queueId"]), m["queueOffset"] + 2)
-    answers = peers.admin(local_cluster.spec.namesrv_address, local_cluster.spec.state_dir, [
-        {"op": "updateConsumeOffset", "group": group, "topic": produced.topic, "broker": b, "queue_id": q, "offset": o}
-        for (b, q), o in starts.items()])
+    answers = peers.admin(
+        local_cluster.spec.namesrv_address,
+        local_cluster.spec.state_dir,
+        [
+            {
+                "op": "updateConsumeOffset",
+                "group": group,
+                "topic": produced.topic,
+                "broker": b,
+                "queue_id": q,
+                "offset": o,
+            }
+            for (b, q), o in starts.items()
+        ],
+    )
     assert all(a["ok"] for a in answers), answers
 
     with pooled_instance() as instance:
         assert run_partitions(defs, table, instance, w1, tags=SCHEDULED).success
     expected = [m for m in first if m["queueOffset"] >= starts[(m["brokerName"], m["queueId"])]]
     assert landed(path) == Counter(m["msgId"] for m in expected)
-    assert {k: v for k, v in committed(local_cluster, group, produced.topic).items() if k in starts} == \
-        queue_ends(first)
+    assert {k: v for k, v in committed(local_cluster, group, produced.topic).items() if k in starts} == queue_ends(
+        first
+    )

@@ -45,15 +45,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_two_deployments_split_the_queues_and_a_sensor_completes_what_a_departed_member_left(
-        tmp_path, local_cluster, spark):
+    tmp_path, local_cluster, spark
+):
     # `spark`: the sensor's runs land in this process, on the worker's one session (started with every jar any of
     # the worker's tests needs); a stack-tier test does not get it by itself, and a session it started would lack S3A.
     wide, single, group = unique("wide"), unique("single"), unique("g")
-    local_cluster.create_topic(wide, 8)                          # 8 queues on each broker: 16
+    local_cluster.create_topic(wide, 8)  # 8 queues on each broker: 16
     local_cluster.create_topic(single, 1, brokers=("broker-a",))  # one queue in all
     tables = {"wide": unique("t_wide"), "single": unique("t_single")}
-    ingestions = {"wide": {"topic": wide, "consumer_group": group, "table": tables["wide"]},
-                  "single": {"topic": single, "consumer_group": group, "table": tables["single"]}}
+    ingestions = {
+        "wide": {"topic": wide, "consumer_group": group, "table": tables["wide"]},
+        "single": {"topic": single, "consumer_group": group, "table": tables["single"]},
+    }
     first = Deployment(tmp_path, local_cluster, "m1", ingestions)
     second = Deployment(tmp_path, local_cluster, "m2", ingestions)
     peer = RocketMQClient(local_cluster.spec.namesrv_address)
@@ -61,13 +64,19 @@ def test_two_deployments_split_the_queues_and_a_sensor_completes_what_a_departed
         # Its own minute, not a shared one: the rebalance sensor looks at the last 10 closed windows only
         # (assets/rebalance.py WINDOWS_CHECKED), and this test runs too long after the shared minutes.
         room_in_this_minute()
-        sent = produce(local_cluster.spec.namesrv_address, local_cluster.spec.state_dir,
-                       [order(i, wide) for i in range(64)] + [order(i, single) for i in range(100, 106)])
+        sent = produce(
+            local_cluster.spec.namesrv_address,
+            local_cluster.spec.state_dir,
+            [order(i, wide) for i in range(64)] + [order(i, single) for i in range(100, 106)],
+        )
         for d in (first, second):
             d.join()
         for topic in (wide, single):  # the members' first heartbeats are on their way
-            until(lambda t=topic: peer.get_consumer_list_by_group(group, t) == [first.client_id, second.client_id],
-                  60, f"both members listed by the brokers of {topic}")
+            until(
+                lambda t=topic: peer.get_consumer_list_by_group(group, t) == [first.client_id, second.client_id],
+                60,
+                f"both members listed by the brokers of {topic}",
+            )
         connection = local_cluster.mqadmin().consumer_connection(group)
         assert first.client_id in connection and second.client_id in connection
         dumps = {t: java_dump(local_cluster, t, [s for s in sent if s.topic == t]) for t in (wide, single)}
@@ -83,15 +92,20 @@ def test_two_deployments_split_the_queues_and_a_sensor_completes_what_a_departed
             path = tmp_path / "lake" / tables["wide"]
             entries = ledger(path)
             queues = sorted(peer.queues(wide))
-            by_member = {e.member: [r.queue for w in e.windows for r in w.ranges if r.queue.topic == wide]
-                         for e in entries}
+            by_member = {
+                e.member: [r.queue for w in e.windows for r in w.ranges if r.queue.topic == wide] for e in entries
+            }
             assert by_member == {first.client_id: queues[:8], second.client_id: queues[8:]}
             rows = DeltaTable(str(path)).to_pyarrow_table(columns=["msg_id"]).to_pylist()
             assert Counter(r["msg_id"] for r in rows) == Counter(list(dumps[wide]))
-            ends = {(s.broker_name, s.queue_id): s.queue_offset + 1 for s in sorted(sent, key=lambda s: s.queue_offset)
-                    if s.topic == wide}
-            assert {q: peer.query_consumer_offset(group, q) for q in queues} == \
-                {q: ends.get((q.broker_name, q.queue_id), 0) for q in queues}
+            ends = {
+                (s.broker_name, s.queue_id): s.queue_offset + 1
+                for s in sorted(sent, key=lambda s: s.queue_offset)
+                if s.topic == wide
+            }
+            assert {q: peer.query_consumer_offset(group, q) for q in queues} == {
+                q: ends.get((q.broker_name, q.queue_id), 0) for q in queues
+            }
 
             # The single queue: AVG gives it to the first member of the sorted list; the second idles.
             idle = run_partitions(second.defs, tables["single"], two, window)
@@ -109,8 +123,11 @@ def test_two_deployments_split_the_queues_and_a_sensor_completes_what_a_departed
             sensor = second.defs.get_sensor_def("rocketlake_test_rebalance")  # one for both ingestions
             resources = {"rocketmq_test": RocketMQResource(namesrv=local_cluster.spec.namesrv_address)}
             # As the daemon evaluates it (a direct call would hand the resources over as arguments).
-            result = sensor.evaluate_tick(build_sensor_context(instance=two, resources=resources,
-                                                               definitions=second.defs, sensor_name=sensor.name))
+            result = sensor.evaluate_tick(
+                build_sensor_context(
+                    instance=two, resources=resources, definitions=second.defs, sensor_name=sensor.name
+                )
+            )
             (request,) = [r for r in result.run_requests if r.partition_key == window]
             assert request.asset_selection == [AssetKey(tables["single"])], "the wide table's window is complete"
             (queue,) = peer.queues(single)
@@ -122,8 +139,15 @@ def test_two_deployments_split_the_queues_and_a_sensor_completes_what_a_departed
             rows = DeltaTable(str(single_path)).to_pyarrow_table(columns=["msg_id"]).to_pylist()
             assert Counter(r["msg_id"] for r in rows) == Counter(list(dumps[single]))
             assert peer.query_consumer_offset(group, queue) == 6
-            again = sensor.evaluate_tick(build_sensor_context(instance=two, resources=resources, cursor=result.cursor,
-                                                              definitions=second.defs, sensor_name=sensor.name))
+            again = sensor.evaluate_tick(
+                build_sensor_context(
+                    instance=two,
+                    resources=resources,
+                    cursor=result.cursor,
+                    definitions=second.defs,
+                    sensor_name=sensor.name,
+                )
+            )
             assert not again.run_requests, "the window is complete now"
     finally:
         for d in (first, second):
@@ -143,10 +167,19 @@ def test_a_java_push_consumer_as_a_third_member_gets_what_our_members_compute_fo
     try:
         for d in ours:
             d.join()
-        until(lambda: peer.get_consumer_list_by_group(group, topic) == [d.client_id for d in ours], 60,
-              "our two members listed")
-        java = start_push_member(local_cluster.spec.namesrv_address, local_cluster.spec.state_dir, group, topic,
-                                 client_ip="127.0.0.1", instance_name="java3")
+        until(
+            lambda: peer.get_consumer_list_by_group(group, topic) == [d.client_id for d in ours],
+            60,
+            "our two members listed",
+        )
+        java = start_push_member(
+            local_cluster.spec.namesrv_address,
+            local_cluster.spec.state_dir,
+            group,
+            topic,
+            client_ip="127.0.0.1",
+            instance_name="java3",
+        )
         lines: queue.Queue = queue.Queue()
         threading.Thread(target=lambda: [lines.put(line) for line in java.stdout], daemon=True).start()
         until(lambda: peer.get_consumer_list_by_group(group, topic) == members, 60, "the Java consumer listed too")
@@ -160,8 +193,9 @@ def test_a_java_push_consumer_as_a_third_member_gets_what_our_members_compute_fo
         cfg = load_config(ours[0].config).ingestions["wide"]
         queues = sorted(peer.queues(topic))
         shares = {cid: assign(cfg, cid, queues, members).taken for cid in members}
-        assert sorted(MessageQueue(*q) for q in allocated["queues"]) == list(shares[java_cid]), \
+        assert sorted(MessageQueue(*q) for q in allocated["queues"]) == list(shares[java_cid]), (
             "our strategy gives the Java member exactly what its own strategy gave it"
+        )
         assert sorted(q for share in shares.values() for q in share) == queues, "each queue goes to one member"
         assert [len(shares[cid]) for cid in members] == [6, 5, 5]
     finally:

@@ -44,8 +44,13 @@ pytestmark = pytest.mark.engine
 @pytest.fixture(scope="module")
 def controlled_cluster(tmp_path_factory):
     namesrv, replica = free_ports(2, block=7)  # the name server and its controller (2 above); two replicas, 5 apart
-    yield from _running_cluster(tmp_path_factory, ROCKETMQ_VERSION, namesrv_port=namesrv, controller=True, brokers=(
-        BrokerSpec("broker-a", replica), BrokerSpec("broker-a", replica + SLAVE_PORT_OFFSET, broker_id=1)))
+    yield from _running_cluster(
+        tmp_path_factory,
+        ROCKETMQ_VERSION,
+        namesrv_port=namesrv,
+        controller=True,
+        brokers=(BrokerSpec("broker-a", replica), BrokerSpec("broker-a", replica + SLAVE_PORT_OFFSET, broker_id=1)),
+    )
 
 
 def kill_the_master(cluster) -> str:
@@ -54,8 +59,11 @@ def kill_the_master(cluster) -> str:
     dead = cluster.registered_ids("broker-a")[0]
     [spec] = [b for b in cluster.spec.brokers if b.address == dead]
     os.kill(cluster.broker_processes[spec.key].pid(), signal.SIGKILL)
-    until(lambda: cluster.registered_ids("broker-a").get(0) not in (None, dead), 60,
-          lambda: f"a replica promoted in {dead}'s place (route: {cluster.registered_ids('broker-a')})")
+    until(
+        lambda: cluster.registered_ids("broker-a").get(0) not in (None, dead),
+        60,
+        lambda: f"a replica promoted in {dead}'s place (route: {cluster.registered_ids('broker-a')})",
+    )
     return dead
 
 
@@ -74,13 +82,18 @@ def client(controlled_cluster):
     client.close()
 
 
-def test_runs_follow_the_master_the_controller_promotes_and_land_each_message_once(controlled_cluster, client, spark,
-                                                                                    tmp_path, monkeypatch):
+def test_runs_follow_the_master_the_controller_promotes_and_land_each_message_once(
+    controlled_cluster, client, spark, tmp_path, monkeypatch
+):
     cluster = controlled_cluster
     topic, group = unique("t_ctl"), unique("g_ctl")
     cluster.create_topic(topic, 2)
-    cfg = ingestion_config(topic=topic, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                           window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0})
+    cfg = ingestion_config(
+        topic=topic,
+        consumer_group=group,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+    )
     engine = Engine(cluster, spark, tmp_path / "orders", cfg)
     first_master = cluster.registered_ids("broker-a")[0]
     examined = []  # which masters each run's detection found answering: the promoted replica, registered as brokerId 0
@@ -126,5 +139,6 @@ def test_runs_follow_the_master_the_controller_promotes_and_land_each_message_on
     landed = engine.run("r3", [("w3", w3)])
     assert landed.balanced and landed.prepared.replaced == () and examined[-1] == {"broker-a": first_master}
     assert {(m.queue, m.before, m.after) for m in landed.prepared.repaired} == {
-        (q, after_w1[q], after_w2[q]) for q in after_w1 if after_w2[q] != after_w1[q]}
+        (q, after_w1[q], after_w2[q]) for q in after_w1 if after_w2[q] != after_w1[q]
+    }
     assert_landed_once_at_the_ends(engine, cluster, client, topic, group, 80)

@@ -58,8 +58,11 @@ CRASH_POINTS = ROOT / "tests" / "crash_points"  # the sitecustomize that arms a 
 
 def armed(env: dict, point: str) -> dict:
     """``env`` with the named crash point armed in every Python process of the run (Spark's workers included)."""
-    return dict(env, ROCKETLAKE_FAILPOINT=point,
-                PYTHONPATH=os.pathsep.join(p for p in (str(CRASH_POINTS), env.get("PYTHONPATH")) if p))
+    return dict(
+        env,
+        ROCKETLAKE_FAILPOINT=point,
+        PYTHONPATH=os.pathsep.join(p for p in (str(CRASH_POINTS), env.get("PYTHONPATH")) if p),
+    )
 
 
 #: Most a run may print, and most a scanned file may hold, before the test fails instead of reading it: a full CI
@@ -73,9 +76,25 @@ def start_cli(env: dict, table: str, partition: str) -> subprocess.Popen:
     stall a run that prints more than the pipe holds."""
     fd, name = tempfile.mkstemp(prefix="dagster-cli-", suffix=".log")
     with os.fdopen(fd, "w") as out:
-        proc = subprocess.Popen([DAGSTER, "asset", "materialize", "-m", "rocketlake.definitions", "--select", table,
-                                 "--partition", partition], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                DAGSTER,
+                "asset",
+                "materialize",
+                "-m",
+                "rocketlake.definitions",
+                "--select",
+                table,
+                "--partition",
+                partition,
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
     proc.output_path = Path(name)
     return proc
 
@@ -108,7 +127,9 @@ def materialize_cli(env: dict, table: str, partition: str, timeout: float = 600)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        pytest.fail(f"the run of {table} {partition} was still running after {timeout:.0f}s:\n{output_of(proc)[-3000:]}")
+        pytest.fail(
+            f"the run of {table} {partition} was still running after {timeout:.0f}s:\n{output_of(proc)[-3000:]}"
+        )
     return proc.returncode, output_of(proc), time.monotonic() - began
 
 
@@ -117,8 +138,14 @@ def scheduled_run(env: dict, table: str, partition: str, timeout: float = 600) -
     group stands, not at the window's start), through the CLI: (exit code, output, seconds)."""
     tags = json.dumps({"dagster/partition": partition, "dagster/schedule_name": f"{table}_windows"})
     began = time.monotonic()
-    proc = subprocess.run([DAGSTER, "job", "execute", "-m", "rocketlake.definitions", "-j", f"{table}_job",
-                           "--tags", tags], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [DAGSTER, "job", "execute", "-m", "rocketlake.definitions", "-j", f"{table}_job", "--tags", tags],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return proc.returncode, proc.stdout + proc.stderr, time.monotonic() - began
 
 
@@ -157,8 +184,11 @@ class Ingestion:
             body["lake"] = self.lake.model_dump(exclude_none=True)
             if spark is None:  # each run's own JVM logs its events here; a Connect server logs them where it was told
                 self.events.mkdir()
-                body["spark"]["conf"] = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": self.events.as_uri(),
-                                         "spark.eventLog.compress": "false"}
+                body["spark"]["conf"] = {
+                    "spark.eventLog.enabled": "true",
+                    "spark.eventLog.dir": self.events.as_uri(),
+                    "spark.eventLog.compress": "false",
+                }
             config.write_text(yaml.safe_dump(body))
         self.env = dict(os.environ, ROCKETLAKE_CONFIG=str(config), DAGSTER_HOME=str(home))
         self.path = self.lake.table_path(self.table)
@@ -166,8 +196,13 @@ class Ingestion:
     def as_member(self, instance_name: str) -> dict:
         """The environment of the same ingestion run by another member of its group, on the same Dagster instance:
         this deployment after its IP changed, say (the client id is ``ip@instance_name``)."""
-        config = write_config(Path(self.env["ROCKETLAKE_CONFIG"]).with_name(f"{instance_name}.yaml"), self.cluster,
-                              self.lake_root, {"orders": {**self.spec, "instance_name": instance_name}}, self.spark)
+        config = write_config(
+            Path(self.env["ROCKETLAKE_CONFIG"]).with_name(f"{instance_name}.yaml"),
+            self.cluster,
+            self.lake_root,
+            {"orders": {**self.spec, "instance_name": instance_name}},
+            self.spark,
+        )
         return dict(self.env, ROCKETLAKE_CONFIG=str(config))
 
     def delta(self) -> DeltaTable:
@@ -195,8 +230,11 @@ class Ingestion:
         assert self.committed() == dict(ends)
 
     def committed(self) -> dict:
-        return {(q.broker_name, q.queue_id): q.consumer_offset for q in self.admin.consumer_progress(
-            self.group, self.produced.topic) if q.topic == self.produced.topic and q.consumer_offset}
+        return {
+            (q.broker_name, q.queue_id): q.consumer_offset
+            for q in self.admin.consumer_progress(self.group, self.produced.topic)
+            if q.topic == self.produced.topic and q.consumer_offset
+        }
 
 
 #: The named places a run can die at, in the order a run reaches them.
@@ -212,8 +250,9 @@ CLIENT_PLACES = WORST_PLACES[2:]
 
 
 @pytest.mark.parametrize("places", [SPARK_PLACES, CLIENT_PLACES], ids=["own_spark", "spark_connect"])
-def test_killed_at_each_worst_place_in_turn_is_repaired_by_the_next(places, request, tmp_path, local_cluster, produced,
-                                                                    instance_home, local_s3):
+def test_killed_at_each_worst_place_in_turn_is_repaired_by_the_next(
+    places, request, tmp_path, local_cluster, produced, instance_home, local_s3
+):
     """One window's run killed at each named place in turn, each run after a kill (the next armed one, then a clean
     one) finding what the last left: its pool slot, files written without a commit, a commit whose offsets never
     moved. On the lake production runs on, S3 (the tests' S3 server), where a Delta commit is one object written:
@@ -221,9 +260,15 @@ def test_killed_at_each_worst_place_in_turn_is_repaired_by_the_next(places, requ
     Python workers (``SPARK_PLACES``); on the Spark Connect server started with the bucket's settings and keys, as the
     local runtime runs by default, killed in the run's own process (``CLIENT_PLACES``)."""
     server = request.getfixturevalue("s3_spark_connect") if places is CLIENT_PLACES else None
-    ingestion = Ingestion(tmp_path, local_cluster, produced, instance_home, s3=local_s3,
-                          spark=server.settings() if server else None,
-                          max_messages_per_task=3)  # small tasks: a kill mid-write finds some files written
+    ingestion = Ingestion(
+        tmp_path,
+        local_cluster,
+        produced,
+        instance_home,
+        s3=local_s3,
+        spark=server.settings() if server else None,
+        max_messages_per_task=3,
+    )  # small tasks: a kill mid-write finds some files written
     window, _ = produced.windows()
     outputs = []
     for point in places:
@@ -250,15 +295,16 @@ def test_killed_at_each_worst_place_in_turn_is_repaired_by_the_next(places, requ
     with DagsterInstance.from_config(str(instance_home)) as instance:
         assert all(secret not in repr(instance.all_logs(run.run_id)) for run in instance.get_runs())
     if server is None:
-        spark_events = {path: text_of(path, "Spark's event log") for path in ingestion.events.rglob("*")
-                        if path.is_file()}
+        spark_events = {
+            path: text_of(path, "Spark's event log") for path in ingestion.events.rglob("*") if path.is_file()
+        }
     else:  # the server's event log, its log and its processes' command lines
         spark_events = server.readable()
     assert spark_events and any("s3a://" in text for text in spark_events.values())
     assert all(secret not in text for text in spark_events.values())
     filesystem = local_s3.filesystem()
     scanned = []
-    for info in filesystem.get_file_info(fs.FileSelector(ingestion.path[len("s3a://"):], recursive=True)):
+    for info in filesystem.get_file_info(fs.FileSelector(ingestion.path[len("s3a://") :], recursive=True)):
         if info.type == fs.FileType.File and "/_delta_log/" in info.path:
             assert info.size <= READ_CAP, f"{info.path} holds {info.size} bytes"
             with filesystem.open_input_stream(info.path) as stream:
@@ -269,7 +315,8 @@ def test_killed_at_each_worst_place_in_turn_is_repaired_by_the_next(places, requ
 
 
 def test_a_broadcasting_member_killed_while_writing_its_offset_store_restarts_from_a_valid_store(
-        tmp_path, local_cluster, produced, instance_home, spark_connect):
+    tmp_path, local_cluster, produced, instance_home, spark_connect
+):
     """SIGKILL between the store write's two renames (the old file moved to ``.bak``, the new one not in place):
     the store left behind is readable and one commit behind, and the re-run lands the window once and moves the
     store to the queues' ends; the brokers hold no offset of the group."""
@@ -277,9 +324,17 @@ def test_a_broadcasting_member_killed_while_writing_its_offset_store_restarts_fr
 
     stores = tmp_path / "offsets"
     # The run's process dies; its session is on the long-lived Spark server, which goes on serving.
-    ingestion = Ingestion(tmp_path, local_cluster, produced, instance_home, spark=spark_connect.settings(),
-                          message_model="BROADCASTING",
-                          client_ip="127.0.0.1", instance_name="eu9", local_offset_store_dir=str(stores))
+    ingestion = Ingestion(
+        tmp_path,
+        local_cluster,
+        produced,
+        instance_home,
+        spark=spark_connect.settings(),
+        message_model="BROADCASTING",
+        client_ip="127.0.0.1",
+        instance_name="eu9",
+        local_offset_store_dir=str(stores),
+    )
     store = store_path(stores, "127.0.0.1@eu9", ingestion.group)
     w1, w2 = produced.windows()
 
@@ -290,15 +345,17 @@ def test_a_broadcasting_member_killed_while_writing_its_offset_store_restarts_fr
         return dict(last)
 
     def offsets(path=store):
-        return {(mq.broker_name, mq.queue_id): o for mq, o in LocalOffsetStore(path).offsets.items()
-                if mq.topic == produced.topic}
+        return {
+            (mq.broker_name, mq.queue_id): o
+            for mq, o in LocalOffsetStore(path).offsets.items()
+            if mq.topic == produced.topic
+        }
 
     code, output, _ = materialize_cli(ingestion.env, ingestion.table, w1)
     assert code == 0, output[-3000:]
     assert offsets() == ends([w1])
 
-    code, output, _ = materialize_cli(armed(ingestion.env, "offset_store_between_renames"),
-                                      ingestion.table, w2)
+    code, output, _ = materialize_cli(armed(ingestion.env, "offset_store_between_renames"), ingestion.table, w2)
     assert code == -signal.SIGKILL, output[-2000:]
     assert not store.exists() and store.with_name("offsets.json.bak").exists()  # killed between the renames
     assert offsets() == ends([w1])  # what is left is a valid store, one commit behind
@@ -311,15 +368,18 @@ def test_a_broadcasting_member_killed_while_writing_its_offset_store_restarts_fr
     assert ingestion.committed() == {}  # BROADCASTING commits nothing to the brokers
 
 
-def test_runs_killed_at_random_instants_never_block_the_next(tmp_path, local_cluster, produced, instance_home,
-                                                             summary_line, spark_connect):
+def test_runs_killed_at_random_instants_never_block_the_next(
+    tmp_path, local_cluster, produced, instance_home, summary_line, spark_connect
+):
     """``TRIALS`` kills at uniformly random instants of a run, half in a table's first run, half in a later one. The
     runs open their sessions on the long-lived Spark server, as on the local runtime: a run killed while the server
     works for it must leave nothing that lands later, and the re-run starts at once, while the server may still be
     reaping the dead run's work."""
     seed = int(os.environ.get("ROCKETLAKE_CRASH_SEED", time.time_ns() % 1_000_000))
-    summary_line(f"crash trials: {TRIALS} at random instants, seed {seed} "
-                 f"(replay: ROCKETLAKE_CRASH_SEED={seed} ROCKETLAKE_CRASH_TRIALS={TRIALS} make soak)")
+    summary_line(
+        f"crash trials: {TRIALS} at random instants, seed {seed} "
+        f"(replay: ROCKETLAKE_CRASH_SEED={seed} ROCKETLAKE_CRASH_TRIALS={TRIALS} make soak)"
+    )
     rng = random.Random(seed)
     w1, w2 = produced.windows()
     warm = spark_connect.settings()
@@ -357,21 +417,25 @@ def test_runs_killed_at_random_instants_never_block_the_next(tmp_path, local_clu
             kill_at = rng.uniform(0, KILL_WITHIN * (time.monotonic() - began))
         left = table_state(ingestion.path)
 
-        code, rerun_output, rerun_s = materialize_cli(ingestion.env, ingestion.table, window,
-                                                      timeout=rerun_bound(normal_s))
+        code, rerun_output, rerun_s = materialize_cli(
+            ingestion.env, ingestion.table, window, timeout=rerun_bound(normal_s)
+        )
         context = f"seed {seed}, trial {trial}, killed at {kill_at:.1f}s of {normal_s:.1f}s"
         assert code == 0, f"{context}\n{output[-1500:]}\n--- re-run ---\n{rerun_output[-3000:]}"
         ingestion.assert_landed_exactly_once(landed)
         with DagsterInstance.from_config(str(instance_home)) as instance:
             # Nothing holds or waits for a slot once the re-run is done, and no dead run is left STARTED.
             assert instance.event_log_storage.get_concurrency_run_ids() == set(), context
-            stuck = [r.run_id for r in instance.get_runs() if r.status == DagsterRunStatus.STARTED
-                     and recorded_process(r)]
+            stuck = [
+                r.run_id for r in instance.get_runs() if r.status == DagsterRunStatus.STARTED and recorded_process(r)
+            ]
             assert stuck == [], context
-        report.append((trial, round(kill_at, 1), killed, left, "died without finishing" in rerun_output,
-                       round(rerun_s, 1)))
-    print(f"\nseed {seed}; normal run {normal_s:.1f}s; "
-          "(trial, kill at s, killed, table left, slot reclaimed, re-run s):")
+        report.append(
+            (trial, round(kill_at, 1), killed, left, "died without finishing" in rerun_output, round(rerun_s, 1))
+        )
+    print(
+        f"\nseed {seed}; normal run {normal_s:.1f}s; (trial, kill at s, killed, table left, slot reclaimed, re-run s):"
+    )
     print("\n".join(map(str, report)))
     assert all(r[2] for r in report), report  # every trial really was a crash
 
@@ -391,9 +455,9 @@ def failing_downstream(produced) -> Iterator[Path]:
         flag.unlink(missing_ok=True)
 
 
-def test_runs_killed_during_or_after_send_back_land_every_message_once(tmp_path, local_cluster, produced,
-                                                                        instance_home, spark_connect,
-                                                                        failing_downstream):
+def test_runs_killed_during_or_after_send_back_land_every_message_once(
+    tmp_path, local_cluster, produced, instance_home, spark_connect, failing_downstream
+):
     """A listener fails every third message once. The run of each window is killed while it sends failures back
     (window 1) and after it sent them all, before the materialization (window 2); each re-run sends back again (window
     1's by the same deployment under another client id, as its schedule would run it). The copies come back, some
@@ -406,12 +470,19 @@ def test_runs_killed_during_or_after_send_back_land_every_message_once(tmp_path,
     from rocketlake.resources.rocketmq.client import RocketMQClient
     from tests.integration.ingestion_support import minute_key, wait_until
 
-    ingestion = Ingestion(tmp_path, local_cluster, produced, instance_home, spark=spark_connect.settings(),
-                          listener="tests.unit.listeners:fail_every_third_while_flagged",
-                          metadata_columns=["reconsume_times"])
+    ingestion = Ingestion(
+        tmp_path,
+        local_cluster,
+        produced,
+        instance_home,
+        spark=spark_connect.settings(),
+        listener="tests.unit.listeners:fail_every_third_while_flagged",
+        metadata_columns=["reconsume_times"],
+    )
     first_retry_ms = int(time.time()) // 60 * 60_000
-    failing = {w: [m for m in produced.in_window(w) if int(m["properties"]["seq"]) % 3 == 0]
-               for w in produced.windows()}
+    failing = {
+        w: [m for m in produced.in_window(w) if int(m["properties"]["seq"]) % 3 == 0] for w in produced.windows()
+    }
     for window, point in zip(produced.windows(), ("during_send_back", "after_send_back")):
         before = ingestion.committed()
         code, output, _ = materialize_cli(armed(ingestion.env, point), ingestion.table, window)
@@ -429,14 +500,16 @@ def test_runs_killed_during_or_after_send_back_land_every_message_once(tmp_path,
     # The failed messages are not in the table yet; the rest are, once each.
     rows = DeltaTable(str(ingestion.path)).to_pyarrow_table(columns=["origin_msg_id"]).to_pylist()
     failed_ids = {m["msgId"] for ms in failing.values() for m in ms}
-    assert Counter(r["origin_msg_id"] for r in rows) == Counter(
-        m for m in produced.by_msg_id if m not in failed_ids)
+    assert Counter(r["origin_msg_id"] for r in rows) == Counter(m for m in produced.by_msg_id if m not in failed_ids)
 
     # Wait for the broker to deliver every copy sent back into the retry topic (3 s delay on the test brokers): half
     # of window 1's failures by the killed run, all by its re-run, all of window 2's twice. Then land the minutes
     # they were stored in.
-    copies = len(failing[produced.windows()[0]]) // 2 + len(failing[produced.windows()[0]]) \
+    copies = (
+        len(failing[produced.windows()[0]]) // 2
+        + len(failing[produced.windows()[0]])
         + 2 * len(failing[produced.windows()[1]])
+    )
     with RocketMQClient(local_cluster.spec.namesrv_address) as client:
         deadline = time.monotonic() + 60
         while sum(client.get_max_offset(q) for q in client.queues(f"%RETRY%{ingestion.group}")) < copies:
@@ -445,9 +518,24 @@ def test_runs_killed_during_or_after_send_back_land_every_message_once(tmp_path,
     last_retry_ms = int(time.time()) // 60 * 60_000
     wait_until((last_retry_ms + 60_000) / 1000 + 3)
     span = f"{minute_key(first_retry_ms)}...{minute_key(last_retry_ms)}"
-    proc = subprocess.run([DAGSTER, "asset", "materialize", "-m", "rocketlake.definitions", "--select",
-                           ingestion.table, "--partition-range", span], cwd=ROOT, env=ingestion.env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            DAGSTER,
+            "asset",
+            "materialize",
+            "-m",
+            "rocketlake.definitions",
+            "--select",
+            ingestion.table,
+            "--partition-range",
+            span,
+        ],
+        cwd=ROOT,
+        env=ingestion.env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     rows = DeltaTable(str(ingestion.path)).to_pyarrow_table(columns=["origin_msg_id", "reconsume_times"]).to_pylist()
     assert Counter(r["origin_msg_id"] for r in rows) == Counter(list(produced.by_msg_id))  # each exactly once

@@ -45,7 +45,7 @@ from tests.integration.ingestion_support import (
 pytestmark = pytest.mark.dagster
 
 W1_MESSAGES = 30
-W2_MESSAGES = 200   # about 300 bytes each: several 16 KiB commit-log files per broker
+W2_MESSAGES = 200  # about 300 bytes each: several 16 KiB commit-log files per broker
 DELETION_DEADLINE_S = 120.0
 
 Queue = tuple[str, int]  # (broker name, queue id)
@@ -66,22 +66,28 @@ class Scenario:
     table: str
     path: str
     instance: object
-    defs: dict                         # on_deleted_messages -> Dagster definitions of the same ingestion
+    defs: dict  # on_deleted_messages -> Dagster definitions of the same ingestion
     w1: str
     w2: str
-    dump: dict[str, dict]              # msgId -> Java consumer's view, read before the deletion
-    end_w1: dict[Queue, int]           # where the group stands after landing window 1
+    dump: dict[str, dict]  # msgId -> Java consumer's view, read before the deletion
+    end_w1: dict[Queue, int]  # where the group stands after landing window 1
     max_offset: dict[Queue, int]
-    min_offset: dict[Queue, int]       # after the deletion
-    first_kept: dict[str, int]         # broker -> commit-log offset of the only file left
+    min_offset: dict[Queue, int]  # after the deletion
+    first_kept: dict[str, int]  # broker -> commit-log offset of the only file left
 
     def gaps(self) -> dict[MessageQueue, tuple[int, int]]:
-        return {MessageQueue(self.topic, b, q): (self.end_w1[(b, q)], self.min_offset[(b, q)])
-                for (b, q) in self.max_offset if self.end_w1[(b, q)] < self.min_offset[(b, q)]}
+        return {
+            MessageQueue(self.topic, b, q): (self.end_w1[(b, q)], self.min_offset[(b, q)])
+            for (b, q) in self.max_offset
+            if self.end_w1[(b, q)] < self.min_offset[(b, q)]
+        }
 
     def progress(self) -> dict[Queue, int]:
-        return {(p.broker_name, p.queue_id): p.consumer_offset
-                for p in self.cluster.mqadmin().consumer_progress(self.group, self.topic) if p.topic == self.topic}
+        return {
+            (p.broker_name, p.queue_id): p.consumer_offset
+            for p in self.cluster.mqadmin().consumer_progress(self.group, self.topic)
+            if p.topic == self.topic
+        }
 
     def table_state(self) -> tuple[int, list[str]]:
         table = DeltaTable(self.path)
@@ -127,13 +133,18 @@ def scenario(short_retention_cluster: LocalCluster, tmp_path_factory: pytest.Tem
     lake = tmp / "lake"
     defs = {}
     for policy in ("fail", "record"):
-        config = write_config(tmp / f"{policy}.yaml", cluster, lake, {
-            "orders": {"topic": topic, "consumer_group": group, "table": table, "on_deleted_messages": policy}})
+        config = write_config(
+            tmp / f"{policy}.yaml",
+            cluster,
+            lake,
+            {"orders": {"topic": topic, "consumer_group": group, "table": table, "on_deleted_messages": policy}},
+        )
         defs[policy] = definitions(config)
 
     def send(first: int, count: int) -> list[peers.SentMessage]:
-        return peers.produce(cluster.spec.namesrv_address, cluster.spec.state_dir,
-                             [order(i, topic) for i in range(first, first + count)])
+        return peers.produce(
+            cluster.spec.namesrv_address, cluster.spec.state_dir, [order(i, topic) for i in range(first, first + count)]
+        )
 
     room_in_this_minute()
     sent = send(0, W1_MESSAGES)
@@ -142,9 +153,15 @@ def scenario(short_retention_cluster: LocalCluster, tmp_path_factory: pytest.Tem
     w2_closes = (int(time.time()) // 60 + 1) * 60 + 3
     max_offset: dict[Queue, int] = {}
     for s in sent:
-        max_offset[(s.broker_name, s.queue_id)] = max(max_offset.get((s.broker_name, s.queue_id), 0), s.queue_offset + 1)
-    dump = {m["msgId"]: m for m in peers.consume(cluster.spec.namesrv_address, cluster.spec.state_dir, topic,
-                                                  {q: (0, end) for q, end in max_offset.items()})}
+        max_offset[(s.broker_name, s.queue_id)] = max(
+            max_offset.get((s.broker_name, s.queue_id), 0), s.queue_offset + 1
+        )
+    dump = {
+        m["msgId"]: m
+        for m in peers.consume(
+            cluster.spec.namesrv_address, cluster.spec.state_dir, topic, {q: (0, end) for q, end in max_offset.items()}
+        )
+    }
     assert len(dump) == len(sent)
     w1, w2 = sorted({minute_key(m["storeTimestamp"]) for m in dump.values()})
 
@@ -165,7 +182,9 @@ def scenario(short_retention_cluster: LocalCluster, tmp_path_factory: pytest.Tem
         # Each broker keeps the commit-log file it writes (the one holding its last message); the files
         # after it are allocated in advance (AllocateMappedFileService) and hold nothing yet.
         brokers = [b.name for b in cluster.spec.brokers]
-        last_written = {b: max(commit_log_offset(sm.offset_msg_id) for sm in sent if sm.broker_name == b) for b in brokers}
+        last_written = {
+            b: max(commit_log_offset(sm.offset_msg_id) for sm in sent if sm.broker_name == b) for b in brokers
+        }
         s.first_kept = {b: max(f for f in commit_log_files(cluster, b) if f <= last_written[b]) for b in brokers}
         assert all(s.first_kept.values()), f"every broker must have files to delete: {s.first_kept}"
         admin = cluster.mqadmin()
@@ -175,9 +194,12 @@ def scenario(short_retention_cluster: LocalCluster, tmp_path_factory: pytest.Tem
                 admin.delete_expired_commit_log(b.address)
 
             deadline = time.monotonic() + DELETION_DEADLINE_S
-            wait_for("each broker to delete every commit-log file before the one it writes",
-                     lambda: all(commit_log_files(cluster, b)[0] == s.first_kept[b] for b in brokers), deadline,
-                     lambda: {b: (commit_log_files(cluster, b), s.first_kept[b]) for b in brokers})
+            wait_for(
+                "each broker to delete every commit-log file before the one it writes",
+                lambda: all(commit_log_files(cluster, b)[0] == s.first_kept[b] for b in brokers),
+                deadline,
+                lambda: {b: (commit_log_files(cluster, b), s.first_kept[b]) for b in brokers},
+            )
             # The consume queues' min offsets follow the commit log: the first message of each queue still in it.
             expected = dict(max_offset)
             for sm in sent:
@@ -190,9 +212,12 @@ def scenario(short_retention_cluster: LocalCluster, tmp_path_factory: pytest.Tem
             def min_offsets() -> dict[Queue, int]:
                 return {q: client.get_min_offset(mq) for q, mq in queues.items()}
 
-            wait_for("every queue's min offset to reach the first message left in the commit log",
-                     lambda: min_offsets() == expected, deadline,
-                     lambda: {"min offsets": min_offsets(), "expected": expected})
+            wait_for(
+                "every queue's min offset to reach the first message left in the commit log",
+                lambda: min_offsets() == expected,
+                deadline,
+                lambda: {"min offsets": min_offsets(), "expected": expected},
+            )
         finally:
             # The request armed 20 clean rounds, one a second: with nothing expired they delete nothing more.
             set_file_reserved_time(cluster, KEEP_FILES_HOURS)
@@ -228,8 +253,12 @@ def test_record_lands_what_survives_records_the_gaps_and_moves_past_them(scenari
     assert all(s.max_offset[q] >= s.min_offset[q] for q in s.max_offset)
 
     # What the broker still holds of window 2, as the Java consumer reads it now.
-    left = peers.consume(s.cluster.spec.namesrv_address, s.cluster.spec.state_dir, s.topic,
-                         {q: (s.min_offset[q], end) for q, end in s.max_offset.items() if s.min_offset[q] < end})
+    left = peers.consume(
+        s.cluster.spec.namesrv_address,
+        s.cluster.spec.state_dir,
+        s.topic,
+        {q: (s.min_offset[q], end) for q, end in s.max_offset.items() if s.min_offset[q] < end},
+    )
     left_w2 = sorted(m["msgId"] for m in left if minute_key(m["storeTimestamp"]) == s.w2)
     assert left_w2, "some of window 2 must survive the deletion"
     assert len(left_w2) < sum(1 for m in s.dump.values() if minute_key(m["storeTimestamp"]) == s.w2)

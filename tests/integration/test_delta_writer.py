@@ -21,33 +21,48 @@ COLUMNS = "topic STRING, broker_name STRING, queue_id INT, queue_offset BIGINT, 
 def frame(spark, rows):
     from pyspark.sql import functions as F
 
-    df = spark.createDataFrame([(t, b, q, o, w, v) for t, b, q, o, w, v in rows],
-                               "topic STRING, broker_name STRING, queue_id INT, queue_offset BIGINT, w BIGINT, v STRING")
+    df = spark.createDataFrame(
+        [(t, b, q, o, w, v) for t, b, q, o, w, v in rows],
+        "topic STRING, broker_name STRING, queue_id INT, queue_offset BIGINT, w BIGINT, v STRING",
+    )
     return df.withColumn("window_start", F.timestamp_millis("w")).drop("w")
 
 
 def ledger(run, windows):
-    return LedgerEntry("orders", "g", run, tuple(
-        WindowEntry(f"k{w}", w, w + MIN, tuple(OffsetRange(MessageQueue("t", b, q), s, e) for b, q, s, e in ranges))
-        for w, ranges in windows))
+    return LedgerEntry(
+        "orders",
+        "g",
+        run,
+        tuple(
+            WindowEntry(f"k{w}", w, w + MIN, tuple(OffsetRange(MessageQueue("t", b, q), s, e) for b, q, s, e in ranges))
+            for w, ranges in windows
+        ),
+    )
 
 
 def table_rows(path):
-    return sorted((r["broker_name"], r["queue_id"], r["queue_offset"], r["v"])
-                  for r in DeltaTable(path).to_pyarrow_table().to_pylist())
+    return sorted(
+        (r["broker_name"], r["queue_id"], r["queue_offset"], r["v"])
+        for r in DeltaTable(path).to_pyarrow_table().to_pylist()
+    )
 
 
 def test_replace_only_the_slice_and_keep_the_ledger(spark, tmp_path):
     path = str(tmp_path / "t")
     w0, w1 = 0, MIN
     # Queue id 0 on two brokers: the slice must be keyed by broker too.
-    write_slice(frame(spark, [("t", "broker-a", 0, 0, w0, "a0"), ("t", "broker-b", 0, 0, w0, "b0"),
-                              ("t", "broker-a", 0, 1, w1, "a1")]),
-                path, ledger("run-1", [(w0, [("broker-a", 0, 0, 1), ("broker-b", 0, 0, 1)]),
-                                       (w1, [("broker-a", 0, 1, 2)])]))
+    write_slice(
+        frame(
+            spark,
+            [("t", "broker-a", 0, 0, w0, "a0"), ("t", "broker-b", 0, 0, w0, "b0"), ("t", "broker-a", 0, 1, w1, "a1")],
+        ),
+        path,
+        ledger("run-1", [(w0, [("broker-a", 0, 0, 1), ("broker-b", 0, 0, 1)]), (w1, [("broker-a", 0, 1, 2)])]),
+    )
     # Re-run window 0 for broker-a only, with a changed row: broker-b and window 1 are untouched.
-    write_slice(frame(spark, [("t", "broker-a", 0, 0, w0, "a0-again")]), path,
-                ledger("run-2", [(w0, [("broker-a", 0, 0, 1)])]))
+    write_slice(
+        frame(spark, [("t", "broker-a", 0, 0, w0, "a0-again")]), path, ledger("run-2", [(w0, [("broker-a", 0, 0, 1)])])
+    )
     assert table_rows(path) == [("broker-a", 0, 0, "a0-again"), ("broker-a", 0, 1, "a1"), ("broker-b", 0, 0, "b0")]
 
     entries = read_ledger(path)
@@ -63,20 +78,29 @@ def test_a_new_table_keeps_statistics_on_lookup_columns_and_writes_bodies_withou
     from pyspark.sql import functions as F
 
     path = str(tmp_path / "t")
-    df = (frame(spark, [("t", "broker-a", 0, o, 0, f"order-{o}") for o in range(200)])
-          .withColumn("msg_id", F.concat(F.lit("ID"), F.col("queue_offset").cast("string")))
-          .withColumn("body", F.encode(F.concat(F.lit("body-"), F.col("v")), "UTF-8"))
-          .withColumn("properties", F.create_map(F.lit("WAIT"), F.lit("true"), F.lit("UNIQ_KEY"), F.col("msg_id"))))
+    df = (
+        frame(spark, [("t", "broker-a", 0, o, 0, f"order-{o}") for o in range(200)])
+        .withColumn("msg_id", F.concat(F.lit("ID"), F.col("queue_offset").cast("string")))
+        .withColumn("body", F.encode(F.concat(F.lit("body-"), F.col("v")), "UTF-8"))
+        .withColumn("properties", F.create_map(F.lit("WAIT"), F.lit("true"), F.lit("UNIQ_KEY"), F.col("msg_id")))
+    )
     write_slice(df, path, ledger("run-1", [(0, [("broker-a", 0, 0, 200)])]))
 
     table = DeltaTable(path)
-    assert table.metadata().configuration["delta.dataSkippingStatsColumns"] == \
-        "`topic`,`broker_name`,`queue_id`,`queue_offset`,`v`,`window_start`,`msg_id`"
-    log = [json.loads(line) for commit in sorted((tmp_path / "t" / "_delta_log").glob("*.json"))
-           for line in commit.read_text().splitlines()]
+    assert (
+        table.metadata().configuration["delta.dataSkippingStatsColumns"]
+        == "`topic`,`broker_name`,`queue_id`,`queue_offset`,`v`,`window_start`,`msg_id`"
+    )
+    log = [
+        json.loads(line)
+        for commit in sorted((tmp_path / "t" / "_delta_log").glob("*.json"))
+        for line in commit.read_text().splitlines()
+    ]
     stats = [json.loads(action["add"]["stats"]) for action in log if "add" in action]
-    assert stats and all(set(s["maxValues"]) == {"topic", "broker_name", "queue_id", "queue_offset", "window_start",
-                                                  "v", "msg_id"} for s in stats)
+    assert stats and all(
+        set(s["maxValues"]) == {"topic", "broker_name", "queue_id", "queue_offset", "window_start", "v", "msg_id"}
+        for s in stats
+    )
     assert max(s["maxValues"]["queue_offset"] for s in stats) == 199
     encodings = {}
     for file in table.file_uris():
@@ -106,19 +130,33 @@ def test_a_range_that_starts_mid_window_keeps_the_rows_below_it_and_an_empty_ran
     passed it (empty ranges) leaves the window's rows as they are; later windows are replaced whole."""
     path = str(tmp_path / "t")
     w0, w1 = 0, MIN
-    write_slice(frame(spark, [("t", "broker-a", 0, o, w0, f"first-{o}") for o in range(3)]
-                      + [("t", "broker-b", 0, o, w0, f"b-{o}") for o in range(4)]),
-                path, ledger("run-1", [(w0, [("broker-a", 0, 0, 5), ("broker-b", 0, 0, 4)])]))
-    write_slice(frame(spark, [("t", "broker-a", 0, o, w0, f"resumed-{o}") for o in range(3, 5)]
-                      + [("t", "broker-a", 0, 5, w1, "w1-5")]),
-                path, ledger("run-2", [(w0, [("broker-a", 0, 3, 5), ("broker-b", 0, 4, 4)]),
-                                       (w1, [("broker-a", 0, 5, 6)])]))
-    assert table_rows(path) == ([("broker-a", 0, o, f"first-{o}") for o in range(3)]
-                                + [("broker-a", 0, 3, "resumed-3"), ("broker-a", 0, 4, "resumed-4"),
-                                   ("broker-a", 0, 5, "w1-5")]
-                                + [("broker-b", 0, o, f"b-{o}") for o in range(4)])
-    write_slice(frame(spark, [])[["topic", "broker_name", "queue_id", "queue_offset", "window_start", "v"]], path,
-                ledger("run-3", [(w0, [("broker-a", 0, 5, 5), ("broker-b", 0, 4, 4)])]))
+    write_slice(
+        frame(
+            spark,
+            [("t", "broker-a", 0, o, w0, f"first-{o}") for o in range(3)]
+            + [("t", "broker-b", 0, o, w0, f"b-{o}") for o in range(4)],
+        ),
+        path,
+        ledger("run-1", [(w0, [("broker-a", 0, 0, 5), ("broker-b", 0, 0, 4)])]),
+    )
+    write_slice(
+        frame(
+            spark,
+            [("t", "broker-a", 0, o, w0, f"resumed-{o}") for o in range(3, 5)] + [("t", "broker-a", 0, 5, w1, "w1-5")],
+        ),
+        path,
+        ledger("run-2", [(w0, [("broker-a", 0, 3, 5), ("broker-b", 0, 4, 4)]), (w1, [("broker-a", 0, 5, 6)])]),
+    )
+    assert table_rows(path) == (
+        [("broker-a", 0, o, f"first-{o}") for o in range(3)]
+        + [("broker-a", 0, 3, "resumed-3"), ("broker-a", 0, 4, "resumed-4"), ("broker-a", 0, 5, "w1-5")]
+        + [("broker-b", 0, o, f"b-{o}") for o in range(4)]
+    )
+    write_slice(
+        frame(spark, [])[["topic", "broker_name", "queue_id", "queue_offset", "window_start", "v"]],
+        path,
+        ledger("run-3", [(w0, [("broker-a", 0, 5, 5), ("broker-b", 0, 4, 4)])]),
+    )
     assert len(table_rows(path)) == 10
     # ... and is still a commit: its ledger entry says those queues are landed for the window.
     assert [e.run_id for e in read_ledger(path)] == ["run-1", "run-2", "run-3"]
@@ -148,20 +186,22 @@ def test_the_ledger_survives_delta_log_cleanup(spark, tmp_path):
         return e
 
     land("r0", 0)
-    dead = land("dead", MIN)                      # landed, never recorded: at stake for every later run
+    dead = land("dead", MIN)  # landed, never recorded: at stake for every later run
     land("r2", 2 * MIN, carried=[dead])
     from delta.tables import DeltaTable as SparkDeltaTable
 
     # The next commit (r3) is the first multiple of the checkpoint interval: a checkpoint, then the cleanup.
     next_version = SparkDeltaTable.forPath(spark, path).history(1).collect()[0]["version"] + 2
-    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ("
-              "'delta.logRetentionDuration' = 'interval 1 hours', 'delta.deletedFileRetentionDuration' = 'interval 1 hours', "
-              f"'delta.checkpointInterval' = '{next_version}')")
+    spark.sql(
+        f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ("
+        "'delta.logRetentionDuration' = 'interval 1 hours', 'delta.deletedFileRetentionDuration' = 'interval 1 hours', "
+        f"'delta.checkpointInterval' = '{next_version}')"
+    )
     three_days_ago = time.time() - 3 * 86400
     for f in log.iterdir():  # commits 0-3 and their checksums, as if written three days ago
         if f.is_file():
             os.utime(f, (three_days_ago, three_days_ago))
-    land("r3", 3 * MIN, carried=[dead])          # a checkpoint, then the expired commits go
+    land("r3", 3 * MIN, carried=[dead])  # a checkpoint, then the expired commits go
     land("r4", 4 * MIN, carried=[dead])
 
     assert not (log / f"{0:020d}.json").exists(), sorted(p.name for p in log.iterdir())
@@ -180,15 +220,21 @@ def test_a_simulated_day_is_partitioned_by_day_and_compacted_to_few_files(spark,
     from rocketlake.pipelines.delta_writer import DAY_COLUMN, closed_days, compact_days
 
     path = str(tmp_path / "t")
-    day = 20_000 * 86_400_000                       # 2024-10-04T00:00Z
+    day = 20_000 * 86_400_000  # 2024-10-04T00:00Z
     starts = [day + i * 2 * 3600_000 for i in range(12)]
     for i, w in enumerate(starts):
         rows = [("t", b, 0, i * 10 + o, w, f"{b}-{i}-{o}") for b in ("broker-a", "broker-b") for o in range(10)]
-        write_slice(frame(spark, rows).repartition(4), path,
-                    ledger(f"r{i}", [(w, [("broker-a", 0, i * 10, i * 10 + 10), ("broker-b", 0, i * 10, i * 10 + 10)])]))
+        write_slice(
+            frame(spark, rows).repartition(4),
+            path,
+            ledger(f"r{i}", [(w, [("broker-a", 0, i * 10, i * 10 + 10), ("broker-b", 0, i * 10, i * 10 + 10)])]),
+        )
     # The next day's first window: its day is not over, so it is never compacted with this one.
-    write_slice(frame(spark, [("t", "broker-a", 0, 120, day + 86_400_000, "next")]), path,
-                ledger("r12", [(day + 86_400_000, [("broker-a", 0, 120, 121)])]))
+    write_slice(
+        frame(spark, [("t", "broker-a", 0, 120, day + 86_400_000, "next")]),
+        path,
+        ledger("r12", [(day + 86_400_000, [("broker-a", 0, 120, 121)])]),
+    )
 
     def files_per_day():
         import pyarrow as pa
@@ -209,18 +255,27 @@ def test_a_simulated_day_is_partitioned_by_day_and_compacted_to_few_files(spark,
     assert table_rows(path) == rows_before
 
     # Re-landing one window after compaction replaces exactly its slice.
-    write_slice(frame(spark, [("t", "broker-a", 0, 50, starts[5], "again")]), path,
-                ledger("again", [(starts[5], [("broker-a", 0, 50, 51)])]))
+    write_slice(
+        frame(spark, [("t", "broker-a", 0, 50, starts[5], "again")]),
+        path,
+        ledger("again", [(starts[5], [("broker-a", 0, 50, 51)])]),
+    )
     after = table_rows(path)
     assert ("broker-a", 0, 50, "again") in after and len(after) == len(rows_before) - 10 + 1
-    assert [r for r in after if r[3] != "again"] == [r for r in rows_before if not (r[0] == "broker-a" and 50 <= r[2] < 60)]
+    assert [r for r in after if r[3] != "again"] == [
+        r for r in rows_before if not (r[0] == "broker-a" and 50 <= r[2] < 60)
+    ]
     from datetime import date
 
-    assert {r[DAY_COLUMN] for r in DeltaTable(path).to_pyarrow_table().to_pylist()} == {date(2024, 10, 4), date(2024, 10, 5)}
+    assert {r[DAY_COLUMN] for r in DeltaTable(path).to_pyarrow_table().to_pylist()} == {
+        date(2024, 10, 4),
+        date(2024, 10, 5),
+    }
 
 
 def test_table_properties_are_set_by_the_creating_commit_and_kept_and_vacuum_deletes_what_compaction_replaced(
-        spark, tmp_path):
+    spark, tmp_path
+):
     """An ingestion's table_properties reach a new table with its first commit (the change data feed covers the
     first slice), an existing one whose values differ gets them by a commit of their own, matching ones cost no
     commit; after a day's compaction, VACUUM with the ingestion's retention deletes the files it replaced."""
@@ -239,12 +294,21 @@ def test_table_properties_are_set_by_the_creating_commit_and_kept_and_vacuum_del
     wanted = {"delta.enableChangeDataFeed": "true", "team": "data"}
     for i in range(2):
         w = day + i * 3600_000
-        write_slice(frame(spark, [("t", "broker-a", 0, i, w, f"m{i}")]), path,
-                    ledger(f"r{i}", [(w, [("broker-a", 0, i, i + 1)])]), properties=wanted)
+        write_slice(
+            frame(spark, [("t", "broker-a", 0, i, w, f"m{i}")]),
+            path,
+            ledger(f"r{i}", [(w, [("broker-a", 0, i, i + 1)])]),
+            properties=wanted,
+        )
     got = table_properties(spark, path)
     assert got["delta.enableChangeDataFeed"] == "true" and got["team"] == "data"
-    first = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 0)
-             .option("endingVersion", 0).load(path))
+    first = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", 0)
+        .option("endingVersion", 0)
+        .load(path)
+    )
     assert [r["v"] for r in first.collect()] == ["m0"]  # CDF was on for the very first commit
     version = last_commit_version(spark, path)
     assert set_table_properties(spark, path, wanted) == {}  # all match: no commit
@@ -253,8 +317,11 @@ def test_table_properties_are_set_by_the_creating_commit_and_kept_and_vacuum_del
     assert table_properties(spark, path)["team"] == "lake" and last_commit_version(spark, path) == version + 1
 
     def data_files_on_disk():
-        return {str(p.relative_to(path)) for p in Path(path).rglob("*.parquet")
-                if "_delta_log" not in p.parts and "_change_data" not in p.parts}
+        return {
+            str(p.relative_to(path))
+            for p in Path(path).rglob("*.parquet")
+            if "_delta_log" not in p.parts and "_change_data" not in p.parts
+        }
 
     rows = table_rows(path)
     assert len(data_files_on_disk()) == 2
@@ -272,9 +339,11 @@ def test_table_properties_are_set_by_the_creating_commit_and_kept_and_vacuum_del
 
 
 LAYOUTS = {
-    "partitions by hour and a column, Z-ordered": (Layout(partition_by=("window_hour", "v_group"),
-                                                          zorder_by=("queue_offset",)),
-                                                   ["window_date", "window_hour", "v_group"], []),
+    "partitions by hour and a column, Z-ordered": (
+        Layout(partition_by=("window_hour", "v_group"), zorder_by=("queue_offset",)),
+        ["window_date", "window_hour", "v_group"],
+        [],
+    ),
     "liquid clustering": (Layout(cluster_by=("window_date", "v_group")), [], ["window_date", "v_group"]),
 }
 
@@ -298,14 +367,20 @@ def test_every_layout_keeps_the_slice_replace_the_compaction_and_the_ledger(spar
         write_slice(df.repartition(3), path, ledger(run, windows), layout=layout)
 
     for i, w in enumerate(starts):
-        write([("t", b, 0, i * 10 + o, w, f"{b}-{i}-{o}") for b in ("broker-a", "broker-b") for o in range(10)],
-              f"r{i}", [(w, [("broker-a", 0, i * 10, i * 10 + 10), ("broker-b", 0, i * 10, i * 10 + 10)])])
+        write(
+            [("t", b, 0, i * 10 + o, w, f"{b}-{i}-{o}") for b in ("broker-a", "broker-b") for o in range(10)],
+            f"r{i}",
+            [(w, [("broker-a", 0, i * 10, i * 10 + 10), ("broker-b", 0, i * 10, i * 10 + 10)])],
+        )
     detail = _detail(spark, path)
     assert (detail.partition_by, detail.cluster_by) == (partitions, clustering)
 
     def replace_window(i: int, run: str):
-        write([("t", "broker-a", 0, i * 10, starts[i], f"again-{run}")], run,
-              [(starts[i], [("broker-a", 0, i * 10, i * 10 + 10)])])
+        write(
+            [("t", "broker-a", 0, i * 10, starts[i], f"again-{run}")],
+            run,
+            [(starts[i], [("broker-a", 0, i * 10, i * 10 + 10)])],
+        )
 
     replace_window(1, "x1")
     rows_before = table_rows(path)
@@ -315,8 +390,9 @@ def test_every_layout_keeps_the_slice_replace_the_compaction_and_the_ledger(spar
     assert table_rows(path) == rows_before
     replace_window(2, "x2")
     after = table_rows(path)
-    assert [r for r in after if not r[3].startswith("again")] == \
-        [r for r in rows_before if not r[3].startswith("again") and not (r[0] == "broker-a" and 20 <= r[2] < 30)]
+    assert [r for r in after if not r[3].startswith("again")] == [
+        r for r in rows_before if not r[3].startswith("again") and not (r[0] == "broker-a" and 20 <= r[2] < 30)
+    ]
     assert sorted(r[3] for r in after if r[3].startswith("again")) == ["again-x1", "again-x2"]
     assert [e.run_id for e in read_ledger(path)] == [f"r{i}" for i in range(3)] + ["x1", "x2"]
 
@@ -328,17 +404,29 @@ def test_a_table_laid_out_otherwise_is_refused_before_anything_is_written(spark,
     rows = [("t", "broker-a", 0, 0, 0, "a")]
     write_slice(frame(spark, rows), path, ledger("r0", [(0, [("broker-a", 0, 0, 1)])]))
     version = last_commit_version(spark, path)
-    with pytest.raises(LayoutMismatch, match=r"partitioned by \['window_date'\].*layout asks for partitions "
-                                             r"\['window_date', 'v'\]"):
-        write_slice(frame(spark, rows), path, ledger("r1", [(0, [("broker-a", 0, 0, 1)])]),
-                    layout=Layout(partition_by=("v",)))
+    with pytest.raises(
+        LayoutMismatch,
+        match=r"partitioned by \['window_date'\].*layout asks for partitions "
+        r"\['window_date', 'v'\]",
+    ):
+        write_slice(
+            frame(spark, rows), path, ledger("r1", [(0, [("broker-a", 0, 0, 1)])]), layout=Layout(partition_by=("v",))
+        )
     assert last_commit_version(spark, path) == version
     # A layout removed from the configuration later: the table keeps its own, and slices still get its columns.
     hourly = str(tmp_path / "hourly")
-    write_slice(frame(spark, rows), hourly, ledger("r0", [(0, [("broker-a", 0, 0, 1)])]),
-                layout=Layout(partition_by=("window_hour",)))
+    write_slice(
+        frame(spark, rows),
+        hourly,
+        ledger("r0", [(0, [("broker-a", 0, 0, 1)])]),
+        layout=Layout(partition_by=("window_hour",)),
+    )
     write_slice(frame(spark, [("t", "broker-a", 0, 0, 0, "b")]), hourly, ledger("r1", [(0, [("broker-a", 0, 0, 1)])]))
     assert table_rows(hourly) == [("broker-a", 0, 0, "b")]
     with pytest.raises(LayoutMismatch, match="'nope' is not a column of the rows landed"):
-        write_slice(frame(spark, rows), str(tmp_path / "new"), ledger("r0", [(0, [("broker-a", 0, 0, 1)])]),
-                    layout=Layout(zorder_by=("nope",)))
+        write_slice(
+            frame(spark, rows),
+            str(tmp_path / "new"),
+            ledger("r0", [(0, [("broker-a", 0, 0, 1)])]),
+            layout=Layout(zorder_by=("nope",)),
+        )

@@ -42,22 +42,32 @@ def land(spark, path, run, window_ms, orders, *, cdf=True, region="eu"):
     """``orders`` [(offset, customer, amount)] as window ``window_ms`` of queue broker-a/0, all from ``region``."""
     from pyspark.sql import functions as F
 
-    df = spark.createDataFrame([("t", "broker-a", 0, o, window_ms, c, a, region) for o, c, a in orders],
-                               "topic STRING, broker_name STRING, queue_id INT, queue_offset BIGINT, w BIGINT, "
-                               "customer STRING, amount DOUBLE, region STRING")
+    df = spark.createDataFrame(
+        [("t", "broker-a", 0, o, window_ms, c, a, region) for o, c, a in orders],
+        "topic STRING, broker_name STRING, queue_id INT, queue_offset BIGINT, w BIGINT, "
+        "customer STRING, amount DOUBLE, region STRING",
+    )
     df = df.withColumn("window_start", F.timestamp_millis("w")).drop("w")
     first, last = min(o for o, _, _ in orders), max(o for o, _, _ in orders) + 1
-    entry = LedgerEntry("orders", "g", run, (WindowEntry(f"k{run}", window_ms, window_ms + MIN, (
-        OffsetRange(MessageQueue("t", "broker-a", 0), first, last),)),))
+    entry = LedgerEntry(
+        "orders",
+        "g",
+        run,
+        (
+            WindowEntry(
+                f"k{run}", window_ms, window_ms + MIN, (OffsetRange(MessageQueue("t", "broker-a", 0), first, last),)
+            ),
+        ),
+    )
     write_slice(df, path, entry, properties={"delta.enableChangeDataFeed": "true"} if cdf else {})
     return entry
 
 
 def expected(spark, path):
-    rows = (spark.read.format("delta").load(path).groupBy("customer")
-            .agg({"*": "count", "amount": "sum"}).collect())
-    return {r["customer"]: (r["count(1)"], Decimal(str(round(r["sum(amount)"], 2))).quantize(Decimal("0.01")))
-            for r in rows}
+    rows = spark.read.format("delta").load(path).groupBy("customer").agg({"*": "count", "amount": "sum"}).collect()
+    return {
+        r["customer"]: (r["count(1)"], Decimal(str(round(r["sum(amount)"], 2))).quantize(Decimal("0.01"))) for r in rows
+    }
 
 
 def figures(spark, path):
@@ -80,7 +90,9 @@ def test_the_change_feed_follower_stays_equal_to_the_landed_table_through_re_lan
     land(spark, source, "r1", DAY, [(0, "c1", 10.25), (1, "c2", 5.5), (2, "c1", 1.0)])
     first = run()
     assert first["read"] == "snapshot (first materialization)"
-    assert figures(spark, target) == expected(spark, source) == {"c1": (2, Decimal("11.25")), "c2": (1, Decimal("5.50"))}
+    assert (
+        figures(spark, target) == expected(spark, source) == {"c1": (2, Decimal("11.25")), "c2": (1, Decimal("5.50"))}
+    )
 
     # A new window, the first one landed again with one order changed, a compaction, a ledger verdict.
     land(spark, source, "r2", DAY + MIN, [(3, "c3", 7.0), (4, "c2", 2.0)])
@@ -90,8 +102,16 @@ def test_the_change_feed_follower_stays_equal_to_the_landed_table_through_re_lan
     second = run()
     # The new window 2 rows, the re-landing 3 out and 3 in; the compaction and the verdict change no row.
     assert second["read"] == "change feed" and second["changed_rows"] == 2 + 3 + 3
-    assert figures(spark, target) == expected(spark, source) == {
-        "c1": (1, Decimal("10.25")), "c2": (2, Decimal("7.50")), "c3": (1, Decimal("7.00")), "c4": (1, Decimal("1.00"))}
+    assert (
+        figures(spark, target)
+        == expected(spark, source)
+        == {
+            "c1": (1, Decimal("10.25")),
+            "c2": (2, Decimal("7.50")),
+            "c3": (1, Decimal("7.00")),
+            "c4": (1, Decimal("1.00")),
+        }
+    )
     assert position(spark, target) == last_commit_version(spark, source) == second["source_version"]
 
     third = run()  # nothing landed since
@@ -125,14 +145,25 @@ def test_both_followers_land_in_one_run_over_a_range_of_windows(spark, tmp_path)
     partitions = window_partitions(window)
     keys = [window_key(partitions, first), window_key(partitions, second)]
     followers = [build_by_region(ingestion, lake), build_customers(ingestion, lake)]
-    result = materialize(followers, resources={"spark": SparkResource(master="local[2]", s3a=True)},
-                         tags={RANGE_START: keys[0], RANGE_END: keys[1]})
+    result = materialize(
+        followers,
+        resources={"spark": SparkResource(master="local[2]", s3a=True)},
+        tags={RANGE_START: keys[0], RANGE_END: keys[1]},
+    )
     assert result.success
     landed = sorted((e.asset_key.to_user_string(), e.partition) for e in result.get_asset_materialization_events())
-    assert landed == [("orders_raw_by_region", keys[0]), ("orders_raw_by_region", keys[1]),
-                      ("orders_raw_customers", None)]
-    by_region = {(r["region"], r["orders"]) for r in
-                 spark.read.format("delta").load(lake.table_path("orders_raw_by_region")).collect()}
+    assert landed == [
+        ("orders_raw_by_region", keys[0]),
+        ("orders_raw_by_region", keys[1]),
+        ("orders_raw_customers", None),
+    ]
+    by_region = {
+        (r["region"], r["orders"])
+        for r in spark.read.format("delta").load(lake.table_path("orders_raw_by_region")).collect()
+    }
     assert by_region == {("eu", 2), ("us", 1)}
-    assert figures(spark, lake.table_path("orders_raw_customers")) == expected(spark, source) == {
-        "c1": (2, Decimal("11.25")), "c2": (1, Decimal("5.50"))}
+    assert (
+        figures(spark, lake.table_path("orders_raw_customers"))
+        == expected(spark, source)
+        == {"c1": (2, Decimal("11.25")), "c2": (1, Decimal("5.50"))}
+    )

@@ -59,18 +59,26 @@ class Stack:
     """A deployment: its DAGSTER_HOME (deploy/dagster.yaml on PostgreSQL), its configuration, its daemon."""
 
     def __init__(self, tmp_path: Path, cluster, postgres: LocalPostgres, ingestion: dict, spark: dict | None = None):
-        self.config = write_config(tmp_path / "rocketlake.yaml", cluster, tmp_path / "lake", {"orders": ingestion},
-                                   spark)
+        self.config = write_config(
+            tmp_path / "rocketlake.yaml", cluster, tmp_path / "lake", {"orders": ingestion}, spark
+        )
         self.home = tmp_path / "dagster_home"
         self.home.mkdir()
         (self.home / "dagster.yaml").write_text((ROOT / "deploy" / "dagster.yaml").read_text())
-        self.env = dict(os.environ, ROCKETLAKE_CONFIG=str(self.config), DAGSTER_HOME=str(self.home),
-                        **postgres.dagster_env())
+        self.env = dict(
+            os.environ, ROCKETLAKE_CONFIG=str(self.config), DAGSTER_HOME=str(self.home), **postgres.dagster_env()
+        )
         self.daemon: subprocess.Popen | None = None
 
     def cli(self, *args: str) -> str:
-        result = subprocess.run([str(BIN / "dagster"), *args, "-m", "rocketlake.definitions"], cwd=ROOT, env=self.env,
-                                capture_output=True, text=True, timeout=180)
+        result = subprocess.run(
+            [str(BIN / "dagster"), *args, "-m", "rocketlake.definitions"],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
         return result.stdout
 
@@ -96,17 +104,26 @@ def next_window_end(margin_s: float = 30.0) -> float:
     return end if end - time.time() >= margin_s else end + WINDOW_S
 
 
-def test_daemon_schedule_pools_and_run_retries_on_postgres(tmp_path, local_cluster, postgres, monkeypatch,
-                                                           spark_connect):
+def test_daemon_schedule_pools_and_run_retries_on_postgres(
+    tmp_path, local_cluster, postgres, monkeypatch, spark_connect
+):
     topic, group, table = unique("stack"), unique("g"), unique("t")
     local_cluster.create_topic(topic, 2)
     # Windows start at the next window boundary, closed at their end (grace 0): the schedule's tick at a window's
     # end asks for it, and there is no older window to catch up.
     start = datetime.fromtimestamp(next_window_end(margin_s=0), timezone.utc)
-    stack = Stack(tmp_path, local_cluster, postgres, {
-        "topic": topic, "consumer_group": group, "table": table,
-        "window": {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": 0, "start": start.isoformat()}},
-        spark_connect.settings())  # the daemon's runs open their sessions on the long-lived Spark server
+    stack = Stack(
+        tmp_path,
+        local_cluster,
+        postgres,
+        {
+            "topic": topic,
+            "consumer_group": group,
+            "table": table,
+            "window": {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": 0, "start": start.isoformat()},
+        },
+        spark_connect.settings(),
+    )  # the daemon's runs open their sessions on the long-lived Spark server
     for key, value in postgres.dagster_env().items():  # what deploy/dagster.yaml reads, for this process too
         monkeypatch.setenv(key, value)
     namesrv, state = local_cluster.spec.namesrv_address, local_cluster.spec.state_dir
@@ -119,8 +136,11 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(tmp_path, local_clust
             wait_until(start.timestamp() + 1)
             w1 = minute_key(int(start.timestamp() * 1000))
             sent += produce(namesrv, state, [order(i, topic) for i in range(20)])
-            until(lambda: w1 in instance.get_materialized_partitions(AssetKey(table)), 300,
-                  f"the daemon's schedule to land window {w1}")
+            until(
+                lambda: w1 in instance.get_materialized_partitions(AssetKey(table)),
+                300,
+                f"the daemon's schedule to land window {w1}",
+            )
 
             # 2. Window 2's scheduled run, and a backfill of window 1 started the moment the schedule launched it.
             w2_end = next_window_end()
@@ -132,12 +152,23 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(tmp_path, local_clust
                 return next((r for r in instance.get_runs(RunsFilter(tags={"dagster/partition": key}))), None)
 
             scheduled = until(lambda: scheduled_run(w2), 300, f"the daemon's schedule to launch window {w2}")
-            backfill = subprocess.run([str(BIN / "rocketlake"), "backfill", "orders", w1, "--config", str(stack.config)],
-                                      cwd=ROOT, env=stack.env, capture_output=True, text=True, timeout=600)
+            backfill = subprocess.run(
+                [str(BIN / "rocketlake"), "backfill", "orders", w1, "--config", str(stack.config)],
+                cwd=ROOT,
+                env=stack.env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             assert backfill.returncode == 0, backfill.stdout[-3000:] + backfill.stderr[-3000:]
-            until(lambda: instance.get_run_by_id(scheduled.run_id).status in (DagsterRunStatus.SUCCESS,
-                                                                               DagsterRunStatus.FAILURE), 300,
-                  f"the scheduled run of {w2} to end")
+            until(
+                lambda: (
+                    instance.get_run_by_id(scheduled.run_id).status
+                    in (DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE)
+                ),
+                300,
+                f"the scheduled run of {w2} to end",
+            )
             assert instance.get_run_by_id(scheduled.run_id).status == DagsterRunStatus.SUCCESS
             (backfilled,) = instance.get_runs(RunsFilter(tags={"dagster/asset_partition_range_start": w1}))
             assert backfilled.status == DagsterRunStatus.SUCCESS
@@ -147,8 +178,12 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(tmp_path, local_clust
             # ... and their steps of each pool worked one after the other: the pool held each until the other's
             # was done (the table steps in rocketmq_group_<group>, the dead-letter steps in its _dlq pool).
             for step_key in (table, f"{table}_dlq"):
-                steps = sorted(span for r in (a, b) for span in step_spans(instance, r.dagster_run.run_id)
-                               if span[2].endswith("/" + step_key))
+                steps = sorted(
+                    span
+                    for r in (a, b)
+                    for span in step_spans(instance, r.dagster_run.run_id)
+                    if span[2].endswith("/" + step_key)
+                )
                 assert len(steps) == 2 and steps[0][1] <= steps[1][0], steps
 
             # 3. Window 3's scheduled run is killed (SIGKILL) while it works; the retry lands the window.
@@ -166,25 +201,42 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(tmp_path, local_clust
             # No more scheduled runs: on a busy machine a run of a cold Spark driver can take about a minute, and
             # the schedule's next ones would queue for the group's pool ahead of the retry.
             stack.cli("schedule", "stop", f"{table}_windows")
-            until(lambda: instance.get_run_by_id(victim.run_id).status == DagsterRunStatus.FAILURE, 120,
-                  "the dead-runs sensor to fail the killed run")
+            until(
+                lambda: instance.get_run_by_id(victim.run_id).status == DagsterRunStatus.FAILURE,
+                120,
+                "the dead-runs sensor to fail the killed run",
+            )
 
             def runs_since_the_kill() -> str:
                 killed_at = instance.get_run_record_by_id(victim.run_id).create_timestamp
                 runs = instance.get_runs(RunsFilter(created_after=killed_at))
 
                 def why(run) -> str:
-                    failures = instance.all_logs(run.run_id, of_type={DagsterEventType.RUN_FAILURE,
-                                                                      DagsterEventType.STEP_FAILURE})
+                    failures = instance.all_logs(
+                        run.run_id, of_type={DagsterEventType.RUN_FAILURE, DagsterEventType.STEP_FAILURE}
+                    )
                     return " | ".join(e.message or "" for e in failures)[-600:]
 
                 return f"a retry of the killed run to land {w3}; runs since: " + "; ".join(
                     f"{r.run_id[:8]} {r.status.value} parent={r.tags.get('dagster/parent_run_id', '-')[:8]} "
-                    f"partition={r.tags.get('dagster/partition')} {why(r)}" for r in runs)
+                    f"partition={r.tags.get('dagster/partition')} {why(r)}"
+                    for r in runs
+                )
 
-            retry = until(lambda: next(iter(instance.get_runs(RunsFilter(
-                tags={"dagster/parent_run_id": victim.run_id}, statuses=[DagsterRunStatus.SUCCESS]))), None),
-                300, runs_since_the_kill)
+            retry = until(
+                lambda: next(
+                    iter(
+                        instance.get_runs(
+                            RunsFilter(
+                                tags={"dagster/parent_run_id": victim.run_id}, statuses=[DagsterRunStatus.SUCCESS]
+                            )
+                        )
+                    ),
+                    None,
+                ),
+                300,
+                runs_since_the_kill,
+            )
             assert retry.tags.get("dagster/retry_number") == "1"
             assert w3 in instance.get_materialized_partitions(AssetKey(table))
             assert len(instance.get_runs(RunsFilter(tags={"dagster/parent_run_id": victim.run_id}))) == 1
@@ -200,8 +252,9 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(tmp_path, local_clust
             for s in sent:
                 ends[(s.broker_name, s.queue_id)] = max(ends[(s.broker_name, s.queue_id)], s.queue_offset + 1)
             queues = sorted(peer.queues(topic))
-            assert {q: peer.query_consumer_offset(group, q) for q in queues} == \
-                {q: ends.get((q.broker_name, q.queue_id), 0) for q in queues}
+            assert {q: peer.query_consumer_offset(group, q) for q in queues} == {
+                q: ends.get((q.broker_name, q.queue_id), 0) for q in queues
+            }
         finally:
             peer.close()
     finally:

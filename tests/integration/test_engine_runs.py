@@ -52,10 +52,15 @@ def dropping_one_row(monkeypatch):
 
 
 def test_an_unbalanced_landing_moves_no_offset_whoever_runs_next_and_a_balanced_rerun_does(
-        local_cluster, create_topic, java_producer, spark, tmp_path, dropping_one_row, monkeypatch):
+    local_cluster, create_topic, java_producer, spark, tmp_path, dropping_one_row, monkeypatch
+):
     topic, group = create_topic(queues=2), unique("g_unbalanced")
-    cfg = ingestion_config(topic=topic, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                           window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0})
+    cfg = ingestion_config(
+        topic=topic,
+        consumer_group=group,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+    )
     windows = send_in_two_windows(java_producer, topic, per_window=12)
     engine = Engine(local_cluster, spark, tmp_path / "orders", cfg)
     before = engine.offsets(topic)
@@ -70,7 +75,9 @@ def test_an_unbalanced_landing_moves_no_offset_whoever_runs_next_and_a_balanced_
     # Whoever runs next, this member or another (its own Dagster instance), moves nothing over that landing.
     other = ingestion_config(topic=topic, consumer_group=group, instance_name="another_member")
     for cfg_next, recorded in ((cfg, engine.recorded), (other, Recorded())):
-        prepared = ingest.prepare(engine.broker, engine.lake, recorded, cfg_next, now_ms(), 0, member=client_id(cfg_next))
+        prepared = ingest.prepare(
+            engine.broker, engine.lake, recorded, cfg_next, now_ms(), 0, member=client_id(cfg_next)
+        )
         assert prepared.repaired == []
     assert engine.offsets(topic) == before
 
@@ -80,22 +87,28 @@ def test_an_unbalanced_landing_moves_no_offset_whoever_runs_next_and_a_balanced_
     assert [e.verdict for e in read_ledger(engine.lake.table_path, group) if e.run_id == "r2"] == [BALANCED]
     progress = local_cluster.mqadmin().consumer_progress(group, topic)
     assert {(p.broker_name, p.queue_id): p.consumer_offset for p in progress if p.topic == topic} == {
-        (p.broker_name, p.queue_id): p.broker_offset for p in progress if p.topic == topic}, \
-        "the Java admin tool sees the group at the end of every queue"
+        (p.broker_name, p.queue_id): p.broker_offset for p in progress if p.topic == topic
+    }, "the Java admin tool sees the group at the end of every queue"
     assert DeltaTable(engine.lake.table_path).to_pyarrow_table().num_rows == 24
 
 
 def test_a_message_dead_lettered_twice_lands_once_in_the_dead_letter_table(
-        local_cluster, create_topic, java_producer, spark, tmp_path):
+    local_cluster, create_topic, java_producer, spark, tmp_path
+):
     """Issue 45: a message can reach %DLQ%<group> twice (a re-run after its send-back, a step retry). The dead-letter
     table lands it once, by original msgId, as the main table does redelivered copies: two copies in one window, and
     a copy in a later window than the one landed, are duplicates, counted in the window's accounting."""
     topic, group = create_topic(queues=1, brokers=("broker-a",)), unique("g_dlq_twice")
-    main = ingestion_config(topic=topic, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                            window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0})
+    main = ingestion_config(
+        topic=topic,
+        consumer_group=group,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+    )
     cfg = dead_letter_config(main)  # what the <table>_dlq asset runs, with the asset's lake below
-    engine = Engine(local_cluster, spark, tmp_path / "orders_dlq", cfg,
-                    last_errors_from=str(tmp_path / "orders_failures"))
+    engine = Engine(
+        local_cluster, spark, tmp_path / "orders_dlq", cfg, last_errors_from=str(tmp_path / "orders_failures")
+    )
     mq = MessageQueue(topic, "broker-a", 0)
     sent = java_producer([order(i, topic) for i in range(3)])
     stored(engine.client, mq, 3)
@@ -122,8 +135,9 @@ def test_a_message_dead_lettered_twice_lands_once_in_the_dead_letter_table(
 
     def landed_once():
         rows = DeltaTable(engine.lake.table_path).to_pyarrow_table().to_pylist()
-        assert Counter(r["origin_msg_id"] for r in rows) == Counter(m.msg_id for m in (a, b, c)), \
+        assert Counter(r["origin_msg_id"] for r in rows) == Counter(m.msg_id for m in (a, b, c)), (
             "each dead letter once in the dead-letter table"
+        )
         assert {r["origin_msg_id"]: r["queue_offset"] for r in rows} == {a.msg_id: 0, b.msg_id: 2, c.msg_id: 4}
         assert all(r["origin_topic"] == topic and r["reconsume_times"] == 1 for r in rows)
 
@@ -138,7 +152,8 @@ def test_a_message_dead_lettered_twice_lands_once_in_the_dead_letter_table(
 
 
 def test_a_window_landed_again_on_its_main_queues_only_keeps_the_copy_landed_since(
-        local_cluster, create_topic, java_producer, spark, tmp_path):
+    local_cluster, create_topic, java_producer, spark, tmp_path
+):
     """Issue 45 (duplicates): a window's failed message is sent back and its copy lands in a later window; the window
     is then landed again by a run narrowed to the main topic's queues (a catch-up's, a rebalance run's), once the
     downstream recovered. The original is a duplicate of the copy the table holds: counted, not landed. Before, a
@@ -146,10 +161,14 @@ def test_a_window_landed_again_on_its_main_queues_only_keeps_the_copy_landed_sin
     from tests.unit.listeners import fail_flag
 
     topic, group = create_topic(queues=1, brokers=("broker-a",)), unique("g_relanded")
-    cfg = ingestion_config(topic=topic, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                           window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
-                           listener="tests.unit.listeners:fail_every_third_while_flagged",
-                           metadata_columns=["reconsume_times"])
+    cfg = ingestion_config(
+        topic=topic,
+        consumer_group=group,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+        listener="tests.unit.listeners:fail_every_third_while_flagged",
+        metadata_columns=["reconsume_times"],
+    )
     engine = Engine(local_cluster, spark, tmp_path / "orders", cfg)
     main, retry = MessageQueue(topic, "broker-a", 0), MessageQueue(f"%RETRY%{group}", "broker-a", 0)
     flag = fail_flag(topic)
@@ -184,14 +203,19 @@ def test_a_window_landed_again_on_its_main_queues_only_keeps_the_copy_landed_sin
 
 
 def test_a_message_stored_after_its_window_was_planned_lands_in_the_next_window_once(
-        local_cluster, create_topic, java_producer, spark, tmp_path):
+    local_cluster, create_topic, java_producer, spark, tmp_path
+):
     """The planner's clock is ahead of the broker's (or the grace is too short, or the broker's dispatch lags):
     window 1 is planned as closed while the broker still stores messages in it. Those land in window 2, once, since
     it starts where window 1's range ended. Searched afresh from store times, window 2 started after them: they were
     in no window, both windows balanced, and the group's offsets stuck below them for good."""
     topic, group = create_topic(queues=2), unique("g_late")
-    cfg = ingestion_config(topic=topic, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                           window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0})
+    cfg = ingestion_config(
+        topic=topic,
+        consumer_group=group,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+    )
     engine = Engine(local_cluster, spark, tmp_path / "orders", cfg)
     start = now_ms()
     java_producer([order(i, topic) for i in range(8)])
@@ -218,7 +242,8 @@ def test_a_message_stored_after_its_window_was_planned_lands_in_the_next_window_
     assert Counter(r["keys"] for r in rows) == Counter(f"o-{i}" for i in range(24))
     progress = local_cluster.mqadmin().consumer_progress(group, topic)
     assert {(p.broker_name, p.queue_id): p.consumer_offset for p in progress if p.topic == topic} == {
-        (p.broker_name, p.queue_id): p.broker_offset for p in progress if p.topic == topic}
+        (p.broker_name, p.queue_id): p.broker_offset for p in progress if p.topic == topic
+    }
 
 
 def test_a_paused_broker_holds_no_other_brokers_queues_back_and_lands_once_it_answers(disruptable, spark, tmp_path):
@@ -246,14 +271,21 @@ def test_a_paused_broker_holds_no_other_brokers_queues_back_and_lands_once_it_an
         stored(client, mq, 5)
     end = now_ms() + 1
     wait_until(end / 1000)
-    cfg = ingestion_config(topic=topic, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                           window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0})
+    cfg = ingestion_config(
+        topic=topic,
+        consumer_group=group,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+    )
     engine = Engine(disruptable, spark, tmp_path / "orders", cfg)
     window = [("w", Window(start, end))]
 
     def landed():
-        rows = DeltaTable(engine.lake.table_path).to_pyarrow_table(columns=["broker_name", "queue_id",
-                                                                           "queue_offset"]).to_pylist()
+        rows = (
+            DeltaTable(engine.lake.table_path)
+            .to_pyarrow_table(columns=["broker_name", "queue_id", "queue_offset"])
+            .to_pylist()
+        )
         return Counter((r["broker_name"], r["queue_id"], r["queue_offset"]) for r in rows)
 
     pid = disruptable.broker_processes["broker-a"].pid()
@@ -274,7 +306,8 @@ def test_a_paused_broker_holds_no_other_brokers_queues_back_and_lands_once_it_an
 
 
 def test_a_run_past_its_deadline_stops_its_spark_work_and_leaves_table_and_offsets_as_they_were(
-        local_cluster, create_topic, java_producer, spark, tmp_path):
+    local_cluster, create_topic, java_producer, spark, tmp_path
+):
     """Issue 45: a run has a deadline (run_timeout) after which it fails cleanly and frees its slot. Here a
     listener hangs on every call (each given up at consume_timeout, one call at a time): the landing would take
     three timeouts, the deadline is one. The run stops its Spark jobs at the deadline and fails in one sentence
@@ -282,10 +315,17 @@ def test_a_run_past_its_deadline_stops_its_spark_work_and_leaves_table_and_offse
     from rocketlake.pipelines.deadline import RunDeadlinePassed
 
     topic, group = create_topic(queues=1, brokers=("broker-a",)), unique("g_deadline")
-    cfg = ingestion_config(topic=topic, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                           window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
-                           listener="tests.unit.listeners:sleep_on_slow", consume_thread_min=1, consume_thread_max=1,
-                           consume_timeout=0.1, run_timeout=0.1)  # 6 s each
+    cfg = ingestion_config(
+        topic=topic,
+        consumer_group=group,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+        listener="tests.unit.listeners:sleep_on_slow",
+        consume_thread_min=1,
+        consume_thread_max=1,
+        consume_timeout=0.1,
+        run_timeout=0.1,
+    )  # 6 s each
     engine = Engine(local_cluster, spark, tmp_path / "orders", cfg)
     start = now_ms()
     java_producer([order(i, topic, tags="slow") for i in range(3)])

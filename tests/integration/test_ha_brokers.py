@@ -42,9 +42,13 @@ pytestmark = pytest.mark.engine
 @pytest.fixture(scope="module")
 def ha_cluster(tmp_path_factory):
     namesrv, master = free_ports(2, block=7)  # a master's three ports and its slave's, 5 above
-    yield from _running_cluster(tmp_path_factory, ROCKETMQ_VERSION, namesrv_port=namesrv, brokers=(
-        BrokerSpec("broker-a", master), BrokerSpec("broker-a", master + SLAVE_PORT_OFFSET, broker_id=1)),
-        extra_broker_properties=(("enableSlaveActingMaster", "true"),))
+    yield from _running_cluster(
+        tmp_path_factory,
+        ROCKETMQ_VERSION,
+        namesrv_port=namesrv,
+        brokers=(BrokerSpec("broker-a", master), BrokerSpec("broker-a", master + SLAVE_PORT_OFFSET, broker_id=1)),
+        extra_broker_properties=(("enableSlaveActingMaster", "true"),),
+    )
 
 
 def copied(slave: BrokerClient, client: RocketMQClient, topic: str) -> bool:
@@ -59,8 +63,9 @@ def copied(slave: BrokerClient, client: RocketMQClient, topic: str) -> bool:
         return False
 
 
-def test_a_run_whose_master_dies_reads_from_the_slave_and_lands_each_message_once(ha_cluster, spark, tmp_path,
-                                                                                   monkeypatch):
+def test_a_run_whose_master_dies_reads_from_the_slave_and_lands_each_message_once(
+    ha_cluster, spark, tmp_path, monkeypatch
+):
     cluster, namesrv = ha_cluster, ha_cluster.spec.namesrv_address
     master, slave_spec = ha_cluster.spec.brokers
     client = RocketMQClient(namesrv)
@@ -73,16 +78,23 @@ def test_a_run_whose_master_dies_reads_from_the_slave_and_lands_each_message_onc
     until(lambda: copied(slave, client, topic), 60, f"the slave's copy of {topic}")
     wait_until(first_end / 1000)
 
-    cfg = ingestion_config(topic=topic, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                           window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0})
+    cfg = ingestion_config(
+        topic=topic,
+        consumer_group=group,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+    )
     engine = Engine(cluster, spark, tmp_path / "orders", cfg)
     killed = []
 
     def master_dies_after_planning(*args, **kwargs):  # the ranges are fixed from the master's offsets by now
         os.kill(cluster.broker_processes[master.key].pid(), signal.SIGKILL)
         killed.append(time.monotonic())
-        until(lambda: client.refresh_route(topic).broker("broker-a").master_addr is None, 60,
-              "the name server dropping the dead master")
+        until(
+            lambda: client.refresh_route(topic).broker("broker-a").master_addr is None,
+            60,
+            "the name server dropping the dead master",
+        )
         return read_plan(*args, **kwargs)
 
     def master_back_after_the_commit(*args, **kwargs):  # the slice is read (from the slave) and committed
@@ -130,8 +142,12 @@ def test_a_slave_behind_the_table_answering_for_its_dead_master_is_no_truncated_
     slave = BrokerClient(slave_spec.address, broker_name="broker-a")
     topic, group = unique("t_behind"), unique("g_behind")
     cluster.create_topic(topic, 2)
-    cfg = ingestion_config(topic=topic, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                           window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0})
+    cfg = ingestion_config(
+        topic=topic,
+        consumer_group=group,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+    )
     engine = Engine(cluster, spark, tmp_path / "orders", cfg)
     start = now_ms()
     produce(namesrv, cluster.spec.state_dir, [order(i, topic) for i in range(10)])
@@ -184,5 +200,3 @@ def test_a_slave_behind_the_table_answering_for_its_dead_master_is_no_truncated_
     assert landed.balanced and landed.prepared.replaced == ()
     assert_landed_once_at_the_ends(engine, cluster, client, topic, group, 30)
     client.close()
-
-

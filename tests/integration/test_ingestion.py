@@ -44,16 +44,36 @@ def table_rows(path: str) -> list[dict]:
 def setup(tmp_path: Path, local_cluster, produced, spark: dict | None = None, **extra):
     tmp_path.mkdir(parents=True, exist_ok=True)
     table, group = unique("t"), unique("g")
-    config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake", {
-        "orders": {"topic": produced.topic, "consumer_group": group, "table": table, **extra}}, spark)
+    config = write_config(
+        tmp_path / "rocketlake.yaml",
+        local_cluster,
+        tmp_path / "lake",
+        {"orders": {"topic": produced.topic, "consumer_group": group, "table": table, **extra}},
+        spark,
+    )
     return definitions(config), table, group, str(tmp_path / "lake" / table)
 
 
 #: What every table has: identity, store time, tags, keys, body, the window; here also the JSON body's fields, and the
 #: origin columns (a JSON body can fail to decode, so redelivered copies can land).
-DEFAULT_COLUMNS = ["topic", "broker_name", "queue_id", "queue_offset", "msg_id", "tags", "keys", "store_timestamp",
-                   "body", "window_start", "origin_topic", "origin_msg_id", "origin_offset_msg_id", "order_id", "amount",
-                   "window_date"]
+DEFAULT_COLUMNS = [
+    "topic",
+    "broker_name",
+    "queue_id",
+    "queue_offset",
+    "msg_id",
+    "tags",
+    "keys",
+    "store_timestamp",
+    "body",
+    "window_start",
+    "origin_topic",
+    "origin_msg_id",
+    "origin_offset_msg_id",
+    "order_id",
+    "amount",
+    "window_date",
+]
 
 
 def test_each_message_lands_once_in_the_window_of_its_store_time(tmp_path, local_cluster, produced):
@@ -71,7 +91,10 @@ def test_each_message_lands_once_in_the_window_of_its_store_time(tmp_path, local
         java = produced.by_msg_id[row["msg_id"]]
         assert int(row["window_start"].timestamp() * 1000) == minute_floor_ms(java["storeTimestamp"])
         assert (row["broker_name"], row["queue_id"], row["queue_offset"]) == (
-            java["brokerName"], java["queueId"], java["queueOffset"])
+            java["brokerName"],
+            java["queueId"],
+            java["queueOffset"],
+        )
         assert int(row["store_timestamp"].timestamp() * 1000) == java["storeTimestamp"]
         assert int(row["born_timestamp"].timestamp() * 1000) == java["bornTimestamp"]
         assert row["body"] == base64.b64decode(java["bodyBase64"])
@@ -79,7 +102,10 @@ def test_each_message_lands_once_in_the_window_of_its_store_time(tmp_path, local
         # Java's PullAPIWrapper stamps MIN_OFFSET/MAX_OFFSET on pulled messages client-side; they are not stored.
         client_side = {"MIN_OFFSET", "MAX_OFFSET"}
         assert dict(row["properties"]) == {k: v for k, v in java["properties"].items() if k not in client_side}
-        assert row["order_id"] == f"o-{java['properties']['seq']}" and row["amount"] == int(java["properties"]["seq"]) + .5
+        assert (
+            row["order_id"] == f"o-{java['properties']['seq']}"
+            and row["amount"] == int(java["properties"]["seq"]) + 0.5
+        )
 
 
 def test_offsets_committed_after_materialization_match_mqadmin(tmp_path, local_cluster, produced):
@@ -106,8 +132,11 @@ def test_offsets_committed_after_materialization_match_mqadmin(tmp_path, local_c
     ends = Counter()
     for s in produced.sent:
         ends[(s.broker_name, s.queue_id)] = max(ends[(s.broker_name, s.queue_id)], s.queue_offset + 1)
-    progress = {(q.broker_name, q.queue_id): q.consumer_offset
-                for q in admin.consumer_progress(group, produced.topic) if q.topic == produced.topic}
+    progress = {
+        (q.broker_name, q.queue_id): q.consumer_offset
+        for q in admin.consumer_progress(group, produced.topic)
+        if q.topic == produced.topic
+    }
     assert progress == dict(ends)
     assert [e for e in events if e[1] == "MaterializeResult"] == [(w2, "MaterializeResult"), (w1, "MaterializeResult")]
 
@@ -137,9 +166,14 @@ def test_backfill_over_a_range_equals_the_windows_one_by_one(tmp_path, local_clu
         assert result.success
         materialized = instance.get_materialized_partitions(AssetKey(table_b))
         # One run, two windows of different sizes: each partition carries its own window's figures.
-        recorded = {key: instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=AssetKey(table_b), asset_partitions=[key]), limit=1
-        ).records[0].asset_materialization.metadata for key in (w1, w2)}
+        recorded = {
+            key: instance.fetch_materializations(
+                AssetRecordsFilter(asset_key=AssetKey(table_b), asset_partitions=[key]), limit=1
+            )
+            .records[0]
+            .asset_materialization.metadata
+            for key in (w1, w2)
+        }
     assert materialized == {w1, w2}
     rows_per_window = Counter(minute_key(int(r["window_start"].timestamp() * 1000)) for r in table_rows(path_b))
     assert rows_per_window[w1] != rows_per_window[w2]
@@ -150,7 +184,8 @@ def test_backfill_over_a_range_equals_the_windows_one_by_one(tmp_path, local_clu
         assert sum(r.data["size"] for r in metadata["rocketlake/ranges"].value.records) == rows_per_window[key]
         assert metadata["rocketlake/offsets_accounted"].value is True
         assert metadata["rocketlake/body_bytes"].value == sum(
-            len(base64.b64decode(m["bodyBase64"])) for m in produced.in_window(key))
+            len(base64.b64decode(m["bodyBase64"])) for m in produced.in_window(key)
+        )
     assert recorded[w1]["rocketlake/delta_version"] == recorded[w2]["rocketlake/delta_version"]  # one commit
 
     def comparable(rows):
@@ -165,9 +200,19 @@ def test_a_window_that_is_not_closed_is_refused(tmp_path, local_cluster, produce
     tmp_path.mkdir(parents=True, exist_ok=True)
     table = unique("t")
     # Ended less than a minute ago, but a 5-minute grace keeps it open: messages may still land in it.
-    config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake", {
-        "orders": {"topic": produced.topic, "consumer_group": unique("g"), "table": table,
-                   "window": {"cron": "* * * * *", "grace_seconds": 300, "start": "2026-01-01T00:00:00Z"}}})
+    config = write_config(
+        tmp_path / "rocketlake.yaml",
+        local_cluster,
+        tmp_path / "lake",
+        {
+            "orders": {
+                "topic": produced.topic,
+                "consumer_group": unique("g"),
+                "table": table,
+                "window": {"cron": "* * * * *", "grace_seconds": 300, "start": "2026-01-01T00:00:00Z"},
+            }
+        },
+    )
     defs, path = definitions(config), str(tmp_path / "lake" / table)
     now_ms = int(time.time() * 1000)
     # The window in its grace, and the window still open (a partition too, so Dagster hands it to rocketlake).
@@ -182,7 +227,8 @@ def test_a_window_that_is_not_closed_is_refused(tmp_path, local_cluster, produce
 
 
 def test_a_run_on_an_instance_whose_pool_has_no_limit_lands_nothing_until_the_pool_is_limited_to_1(
-        tmp_path, local_cluster, produced):
+    tmp_path, local_cluster, produced
+):
     """Dagster's default instance leaves pools unlimited, so two runs of the group could land at once: the run fails
     in one sentence naming the pool and the setting, before it reads anything (no table, the group's offsets where
     they were). The same instance with the pool limited to 1 (`dagster instance concurrency set`) lands the window."""
@@ -198,7 +244,8 @@ def test_a_run_on_an_instance_whose_pool_has_no_limit_lands_nothing_until_the_po
         [failure] = [e for e in result.all_events if e.is_step_failure]  # not retried
         said = failure.step_failure_data.user_failure_data.description
         assert said.startswith(f"pool {pool} has no limit on this Dagster instance") and said.endswith(
-            "nothing was read or written."), said
+            "nothing was read or written."
+        ), said
         assert "`concurrency: pools: default_limit: 1` in $DAGSTER_HOME/dagster.yaml" in said
         assert f"`dagster instance concurrency set {pool} 1`" in said
         assert not (tmp_path / "lake").exists()  # no table, no failures table, no ledger
@@ -221,9 +268,24 @@ def test_dagster_cli_materializes_a_partition(tmp_path, local_cluster, produced,
     root = Path(__file__).resolve().parents[2]
 
     def materialize(partition: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m",
-                               "rocketlake.definitions", "--select", table, "--partition", partition], cwd=root,
-                              env=env, capture_output=True, text=True, timeout=600)
+        return subprocess.run(
+            [
+                str(Path(sys.executable).parent / "dagster"),
+                "asset",
+                "materialize",
+                "-m",
+                "rocketlake.definitions",
+                "--select",
+                table,
+                "--partition",
+                partition,
+            ],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
 
     # A person asking for the window that is still open gets rocketlake's sentence, not Dagster's traceback. The
     # window must still be open when the CLI's run looks, tens of seconds later on a busy machine: asked late in a
@@ -251,8 +313,11 @@ def test_rocketlake_backfill_lands_a_range_given_by_store_times(tmp_path, local_
     port, metrics_port = free_ports(2)
     config = tmp_path / "rocketlake.yaml"
     body = yaml.safe_load(config.read_text())
-    body["spark"] = {"master": "local[2]", "remote": f"sc://127.0.0.1:{port}",
-                     "conf": {"spark.sql.session.timeZone": "UTC"}}
+    body["spark"] = {
+        "master": "local[2]",
+        "remote": f"sc://127.0.0.1:{port}",
+        "conf": {"spark.sql.session.timeZone": "UTC"},
+    }
     config.write_text(yaml.safe_dump(body))
     w1, w2 = produced.windows()
     first, last = (min(m["storeTimestamp"] for m in produced.in_window(w)) for w in (w1, w2))
@@ -262,28 +327,58 @@ def test_rocketlake_backfill_lands_a_range_given_by_store_times(tmp_path, local_
     env = dict(os.environ, DAGSTER_HOME=str(home), SPARK_HOME=str(tmp_path / "no-spark-here"))
     root = Path(__file__).resolve().parents[2]
     server = ManagedProcess("spark-connect", tmp_path)
-    server.start([str(Path(sys.executable).parent / "rocketlake"), "spark-server", "--config", str(config)],
-                 dict(os.environ), cwd=root)
+    server.start(
+        [str(Path(sys.executable).parent / "rocketlake"), "spark-server", "--config", str(config)],
+        dict(os.environ),
+        cwd=root,
+    )
     member = ManagedProcess("member", tmp_path)
-    member.start([str(Path(sys.executable).parent / "rocketlake"), "member", "orders", "--config", str(config),
-                  "--metrics-port", str(metrics_port)], env, cwd=root)
+    member.start(
+        [
+            str(Path(sys.executable).parent / "rocketlake"),
+            "member",
+            "orders",
+            "--config",
+            str(config),
+            "--metrics-port",
+            str(metrics_port),
+        ],
+        env,
+        cwd=root,
+    )
     try:
         wait_for(lambda: accepts_connections(port), time.monotonic() + 180, [server], "the Spark Connect server")
         # Its counters count from its start: it must be up before the run.
         wait_for(lambda: scraped(metrics_port) is not None, time.monotonic() + 60, [member], "the member's metrics")
-        result = subprocess.run([str(Path(sys.executable).parent / "rocketlake"), "backfill", "orders", *iso,
-                                 "--config", str(config)], cwd=root, env=env, capture_output=True, text=True,
-                                timeout=600)
+        result = subprocess.run(
+            [str(Path(sys.executable).parent / "rocketlake"), "backfill", "orders", *iso, "--config", str(config)],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         rates, asked = consumer_rates(local_cluster, group, produced.topic)
         # A static setting the running server lacks cannot apply to a session on it: refused, naming it.
-        refused = subprocess.run([sys.executable, "-c", "from rocketlake.resources.spark import SparkResource; "
-                                  f"SparkResource(remote='sc://127.0.0.1:{port}', "
-                                  "conf={'spark.executor.memory': '7g'}).session()"],
-                                 env=env, capture_output=True, text=True, timeout=120)
+        refused = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "from rocketlake.resources.spark import SparkResource; "
+                f"SparkResource(remote='sc://127.0.0.1:{port}', "
+                "conf={'spark.executor.memory': '7g'}).session()",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert refused.returncode != 0
-        assert f"the Spark Connect server at sc://127.0.0.1:{port} cannot take spark.executor.memory='7g'" \
-            in refused.stderr, refused.stderr[-3000:]
+        assert (
+            f"the Spark Connect server at sc://127.0.0.1:{port} cannot take spark.executor.memory='7g'"
+            in refused.stderr
+        ), refused.stderr[-3000:]
         metrics = scraped(metrics_port)
     finally:
         stop_all([server, member], timeout=5)
@@ -291,27 +386,49 @@ def test_rocketlake_backfill_lands_a_range_given_by_store_times(tmp_path, local_
     assert f"landing 2 window(s) of orders ({w1} .. {w2})" in result.stdout
     landed = Counter(minute_key(int(r["window_start"].timestamp() * 1000)) for r in table_rows(path))
     assert landed == {w: len(produced.in_window(w)) for w in (w1, w2)}
-    assert sorted(r["msg_id"] for r in table_rows(path)) == sorted(m["msgId"] for m in produced.in_window(w1)
-                                                                     + produced.in_window(w2))
+    assert sorted(r["msg_id"] for r in table_rows(path)) == sorted(
+        m["msgId"] for m in produced.in_window(w1) + produced.in_window(w2)
+    )
     # The JSON bodies decoded by Spark's functions, on the server.
     assert sorted(r["order_id"] for r in table_rows(path)) == sorted(
-        json.loads(base64.b64decode(m["bodyBase64"]))["order_id"] for w in (w1, w2) for m in produced.in_window(w))
+        json.loads(base64.b64decode(m["bodyBase64"]))["order_id"] for w in (w1, w2) for m in produced.in_window(w)
+    )
 
     # `rocketlake offsets show` says what mqadmin consumerProgress says, queue by queue.
-    shown = subprocess.run([str(Path(sys.executable).parent / "rocketlake"), "offsets", "show", "orders",
-                            "--config", str(tmp_path / "rocketlake.yaml")], cwd=root, env=env, capture_output=True,
-                           text=True, timeout=120)
+    shown = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "rocketlake"),
+            "offsets",
+            "show",
+            "orders",
+            "--config",
+            str(tmp_path / "rocketlake.yaml"),
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shown.returncode == 0, shown.stdout + shown.stderr
-    rows = {(p[1], int(p[2])): (int(p[4]), int(p[5].replace("-", "0")), int(p[6]))  # (max, committed, lag)
-            for p in map(str.split, shown.stdout.splitlines()) if p and p[0] == produced.topic}
-    progress = {(q.broker_name, q.queue_id): (q.broker_offset, q.consumer_offset, q.broker_offset - q.consumer_offset)
-                for q in local_cluster.mqadmin().consumer_progress(group, produced.topic) if q.topic == produced.topic}
+    rows = {
+        (p[1], int(p[2])): (int(p[4]), int(p[5].replace("-", "0")), int(p[6]))  # (max, committed, lag)
+        for p in map(str.split, shown.stdout.splitlines())
+        if p and p[0] == produced.topic
+    }
+    progress = {
+        (q.broker_name, q.queue_id): (q.broker_offset, q.consumer_offset, q.broker_offset - q.consumer_offset)
+        for q in local_cluster.mqadmin().consumer_progress(group, produced.topic)
+        if q.topic == produced.topic
+    }
     assert rows == progress and rows
     # `mqadmin consumerStatus` asked the member: its #Consumer RT&TPS# row of the topic holds the run's figures
     # with Java's spans (per second over the last minute, when the windows landed less than a minute before).
     with DagsterInstance.from_config(str(home)) as instance:
-        landings = [(r.timestamp, r.asset_materialization.metadata[ROWS].value) for r in
-                    instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey(table)), limit=10).records]
+        landings = [
+            (r.timestamp, r.asset_materialization.metadata[ROWS].value)
+            for r in instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey(table)), limit=10).records
+        ]
     assert sorted(rows for _, rows in landings) == sorted(len(produced.in_window(w)) for w in (w1, w2))
     # The member answered at some instant between the call's start and end: what the last minute held then, for
     # each instant where a landing may have left that minute meanwhile (usually one figure). Compared every time.
@@ -325,8 +442,11 @@ def test_rocketlake_backfill_lands_a_range_given_by_store_times(tmp_path, local_
 
     # The member's scrape: per queue what mqadmin says, the ledger's ends, and the totals of the run it saw.
     def per_queue(name: str) -> dict:
-        return {(s.labels["broker"], int(s.labels["queue"])): s.value for s in metrics[name]
-                if s.labels["topic"] == produced.topic and s.labels["consumer_group"] == group}
+        return {
+            (s.labels["broker"], int(s.labels["queue"])): s.value
+            for s in metrics[name]
+            if s.labels["topic"] == produced.topic and s.labels["consumer_group"] == group
+        }
 
     assert per_queue("rocketlake_queue_lag_messages") == {q: lag for q, (_, _, lag) in progress.items()}
     assert per_queue("rocketlake_queue_max_offset") == {q: top for q, (top, _, _) in progress.items()}
@@ -337,10 +457,14 @@ def test_rocketlake_backfill_lands_a_range_given_by_store_times(tmp_path, local_
     assert landed.value == len(messages) and landed.labels == {"ingestion": "orders", "consumer_group": group}
     assert body_bytes.value == sum(len(base64.b64decode(m["bodyBase64"])) for m in messages)
     assert [s.value for s in metrics["rocketlake_landed_windows_total"]] == [2]
-    assert [(s.labels["job"], s.labels["status"], s.value) for s in metrics["rocketlake_run_duration_seconds_count"]] \
-        == [(f"{table}_job", "success", 1)]
+    assert [
+        (s.labels["job"], s.labels["status"], s.value) for s in metrics["rocketlake_run_duration_seconds_count"]
+    ] == [(f"{table}_job", "success", 1)]
     assert {s.labels["source"]: s.value for s in metrics["rocketlake_scrape_errors_total"]} == {
-        "broker": 0, "ledger": 0, "dagster": 0}
+        "broker": 0,
+        "ledger": 0,
+        "dagster": 0,
+    }
 
 
 def consumer_rates(cluster, group: str, topic: str) -> tuple[dict[str, float], tuple[float, float]]:
@@ -385,7 +509,7 @@ def test_a_dead_name_server_fails_the_run_in_one_clear_line_after_its_retries(tm
     config = tmp_path / "rocketlake.yaml"
     config.write_text(f"""
 clusters: {{dead: {{namesrv: "127.0.0.1:{port}"}}}}
-lake: {{root: "{tmp_path / 'lake'}"}}
+lake: {{root: "{tmp_path / "lake"}"}}
 spark: {{master: "local[2]"}}
 ingestions:
   orders:

@@ -21,8 +21,14 @@ from rocketlake.resources.local.process import LocalClusterError
 # "integration" as asked; "broker" is the tier tests/conftest.py requires of every test outside tests/unit.
 pytestmark = [pytest.mark.integration, pytest.mark.broker]
 
-_CASE = {"id": 1, "group": "g", "strategy": {"name": "AVG"}, "queues": [["t", "b", 0], ["t", "b", 1]],
-         "cids": ["c1", "c2"], "ask": ["c1", "c2"]}
+_CASE = {
+    "id": 1,
+    "group": "g",
+    "strategy": {"name": "AVG"},
+    "queues": [["t", "b", 0], ["t", "b", 1]],
+    "cids": ["c1", "c2"],
+    "ask": ["c1", "c2"],
+}
 
 
 def _server(java_peers) -> peers.PeerServer:
@@ -36,8 +42,9 @@ def test_calls_share_one_server_and_failures_leave_it_serving(java_peers, new_to
     pid, starts = server.pid, server.starts
     assert pid is not None
 
-    sent = java_peers.produce([{"topic": topic, "body": f"m{i}", "broker": "broker-a", "queue_id": 0}
-                               for i in range(3)])
+    sent = java_peers.produce(
+        [{"topic": topic, "body": f"m{i}", "broker": "broker-a", "queue_id": 0} for i in range(3)]
+    )
     assert [s.queue_offset for s in sent] == [0, 1, 2]
     [max_offset] = java_peers.admin([{"op": "maxOffset", "topic": topic, "broker": "broker-a", "queue_id": 0}])
     assert max_offset == {"ok": True, "value": 3}
@@ -47,8 +54,9 @@ def test_calls_share_one_server_and_failures_leave_it_serving(java_peers, new_to
     assert [m["msgId"] for m in dump] == [s.msg_id for s in sent]
 
     # An unknown admin op is answered in band; the other commands of the call still run.
-    unknown, known = java_peers.admin([{"op": "noSuchOp"},
-                                       {"op": "minOffset", "topic": topic, "broker": "broker-a", "queue_id": 0}])
+    unknown, known = java_peers.admin(
+        [{"op": "noSuchOp"}, {"op": "minOffset", "topic": topic, "broker": "broker-a", "queue_id": 0}]
+    )
     assert unknown["ok"] is False and "unknown op noSuchOp" in unknown["error"]
     assert known == {"ok": True, "value": 0}
     # A program that throws: exit 1 and its stack trace, as a JVM of its own would have ended.
@@ -62,10 +70,13 @@ def test_calls_share_one_server_and_failures_leave_it_serving(java_peers, new_to
 
     # Threads share the server one request at a time.
     with ThreadPoolExecutor(4) as pool:
-        answers = list(pool.map(lambda _: peers.allocate([_CASE], java_peers.state_dir, version=java_peers.version),
-                                range(8)))
-    assert all(a == [{"id": 1, "name": "AVG", "answers": [{"queues": [["t", "b", 0]]}, {"queues": [["t", "b", 1]]}]}]
-               for a in answers)
+        answers = list(
+            pool.map(lambda _: peers.allocate([_CASE], java_peers.state_dir, version=java_peers.version), range(8))
+        )
+    assert all(
+        a == [{"id": 1, "name": "AVG", "answers": [{"queues": [["t", "b", 0]]}, {"queues": [["t", "b", 1]]}]}]
+        for a in answers
+    )
     assert java_peers.mqadmin().topic_status(topic)  # and after all that, still the same server answers
     assert (server.pid, server.starts) == (pid, starts)
 

@@ -24,7 +24,15 @@ from deltalake import DeltaTable
 
 from rocketlake.assets.catch_up import CAUGHT_UP_CHECK, RANGE_END, RANGE_START
 from rocketlake.assets.ingestion import CATCH_UP_TAG, QUEUES_TAG
-from rocketlake.assets.lag import BROKER_MAX, CLOCK_CHECK, COMMITTED, FRESH_CHECK, LAG_MESSAGES, queue_figure, table_freshness
+from rocketlake.assets.lag import (
+    BROKER_MAX,
+    CLOCK_CHECK,
+    COMMITTED,
+    FRESH_CHECK,
+    LAG_MESSAGES,
+    queue_figure,
+    table_freshness,
+)
 from rocketlake.pipelines.config import load_config
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq_resource import RocketMQResource
@@ -43,9 +51,12 @@ SCHEDULED = {"dagster/schedule_name": "orders_windows"}
 DLQ = "%DLQ%g"
 #: The dead letters of the test's group (its name is the topic's after "%DLQ%"): 3 in the first shared minute, 4 in
 #: the second, on the queue each broker has.
-DEAD_LETTERS = in_shared_minutes("lag_dead_letters", {DLQ: (1, None)},
-                                 lambda t: [order(i, t[DLQ]) for i in range(3)],
-                                 lambda t: [order(i, t[DLQ]) for i in range(3, 7)])
+DEAD_LETTERS = in_shared_minutes(
+    "lag_dead_letters",
+    {DLQ: (1, None)},
+    lambda t: [order(i, t[DLQ]) for i in range(3)],
+    lambda t: [order(i, t[DLQ]) for i in range(3, 7)],
+)
 
 
 def test_lag_equals_mqadmin_and_freshness_fails_until_a_catch_up(tmp_path, local_cluster, produced, shared_minutes):
@@ -53,10 +64,25 @@ def test_lag_equals_mqadmin_and_freshness_fails_until_a_catch_up(tmp_path, local
     dlq_topic = dead.topics[DLQ]
     table, group = unique("t"), dlq_topic.removeprefix("%DLQ%")
     dlq_key = AssetKey(f"{table}_dlq")
-    config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake", {"orders": {
-        "topic": produced.topic, "consumer_group": group, "table": table,
-        "window": {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": 2, "freshness_slack_seconds": 0,
-                   "start": "2026-11-01T00:00:00Z"}}})
+    config = write_config(
+        tmp_path / "rocketlake.yaml",
+        local_cluster,
+        tmp_path / "lake",
+        {
+            "orders": {
+                "topic": produced.topic,
+                "consumer_group": group,
+                "table": table,
+                "window": {
+                    "cron": "* * * * *",
+                    "timezone": "UTC",
+                    "grace_seconds": 2,
+                    "freshness_slack_seconds": 0,
+                    "start": "2026-11-01T00:00:00Z",
+                },
+            }
+        },
+    )
     defs = definitions(config)
     cfg = load_config(config).ingestions["orders"]
     sensor = defs.get_sensor_def("rocketlake_test_lag")  # one a cluster
@@ -66,15 +92,24 @@ def test_lag_equals_mqadmin_and_freshness_fails_until_a_catch_up(tmp_path, local
     dlq_checks: dict[str, AssetCheckEvaluation] = {}
 
     def tick(instance, requested: list | None = None):
-        result = sensor.evaluate_tick(build_sensor_context(instance=instance, resources=resources, definitions=defs,
-                                                           sensor_name=sensor.name))
+        result = sensor.evaluate_tick(
+            build_sensor_context(instance=instance, resources=resources, definitions=defs, sensor_name=sensor.name)
+        )
         for event in result.asset_events:  # what the daemon does with a sensor's events
             instance.report_runless_asset_event(event)
         (observation,) = [e for e in result.asset_events if isinstance(e, AssetObservation)]
-        checks = {e.check_name: e for e in result.asset_events
-                  if isinstance(e, AssetCheckEvaluation) and e.asset_key == AssetKey(table)}
-        dlq_checks.update({e.check_name: e for e in result.asset_events
-                           if isinstance(e, AssetCheckEvaluation) and e.asset_key == dlq_key})
+        checks = {
+            e.check_name: e
+            for e in result.asset_events
+            if isinstance(e, AssetCheckEvaluation) and e.asset_key == AssetKey(table)
+        }
+        dlq_checks.update(
+            {
+                e.check_name: e
+                for e in result.asset_events
+                if isinstance(e, AssetCheckEvaluation) and e.asset_key == dlq_key
+            }
+        )
         if requested is not None:
             requested.extend(result.run_requests or [])
         return observation.metadata, checks
@@ -87,8 +122,9 @@ def test_lag_equals_mqadmin_and_freshness_fails_until_a_catch_up(tmp_path, local
         assert topic_queues and any(q.broker_offset > q.consumer_offset for q in topic_queues), "window 2 waits"
         for q in progress:
             mq = MessageQueue(q.topic, q.broker_name, q.queue_id)
-            figure = {k: metadata[queue_figure(k, mq, produced.topic)].value
-                      for k in (BROKER_MAX, COMMITTED, LAG_MESSAGES)}
+            figure = {
+                k: metadata[queue_figure(k, mq, produced.topic)].value for k in (BROKER_MAX, COMMITTED, LAG_MESSAGES)
+            }
             assert figure[BROKER_MAX] == q.broker_offset, q
             # -1: no offset, which mqadmin shows as 0
             assert figure[COMMITTED] == q.consumer_offset or (figure[COMMITTED] == -1 and q.consumer_offset == 0), q
@@ -98,12 +134,15 @@ def test_lag_equals_mqadmin_and_freshness_fails_until_a_catch_up(tmp_path, local
         assert checks[FRESH_CHECK].description.endswith(f"the newest landed window is {w1}")
 
         # The queues with window 2's messages trail: the check is red, and the tick asked for their catch-up.
-        trailing = {f"{q.topic}/{q.broker_name}/{q.queue_id}" for q in topic_queues if q.broker_offset > q.consumer_offset}
+        trailing = {
+            f"{q.topic}/{q.broker_name}/{q.queue_id}" for q in topic_queues if q.broker_offset > q.consumer_offset
+        }
         requested = []
         due = table_freshness(cfg, instance, datetime.now(timezone.utc)).newest_due
         metadata, checks = tick(instance, requested)
-        assert not checks[CAUGHT_UP_CHECK].passed and "trail window" in checks[CAUGHT_UP_CHECK].description, \
-            checks[CAUGHT_UP_CHECK].description
+        assert not checks[CAUGHT_UP_CHECK].passed and "trail window" in checks[CAUGHT_UP_CHECK].description, checks[
+            CAUGHT_UP_CHECK
+        ].description
         # The dead-letter table trails at window 2 as well: its check is red, and it has a catch-up of its own.
         assert not dlq_checks[CAUGHT_UP_CHECK].passed, dlq_checks.get(CAUGHT_UP_CHECK)
         by_table = {r.tags[CATCH_UP_TAG]: r for r in requested}
@@ -116,8 +155,9 @@ def test_lag_equals_mqadmin_and_freshness_fails_until_a_catch_up(tmp_path, local
         assert set(dlq_request.tags[QUEUES_TAG].split(",")) == dlq_trailing
         job = defs.resolve_job_def(f"{table}_job")
         for r in (request, dlq_request):
-            assert job.execute_in_process(instance=instance, tags=r.tags, asset_selection=r.asset_selection,
-                                          raise_on_error=False).success
+            assert job.execute_in_process(
+                instance=instance, tags=r.tags, asset_selection=r.asset_selection, raise_on_error=False
+            ).success
         # Every dead letter in its table once: the first minute's landed with window 1, the second's caught up.
         landed = DeltaTable(str(tmp_path / "lake" / f"{table}_dlq")).to_pyarrow_table(columns=["msg_id"])
         assert sorted(landed.column("msg_id").to_pylist()) == sorted(s.msg_id for s in dead.sent)
@@ -128,8 +168,9 @@ def test_lag_equals_mqadmin_and_freshness_fails_until_a_catch_up(tmp_path, local
         assert requested == [] and metadata[LAG_MESSAGES].value == 0
         # The tick read both brokers' clocks: on this host's clock, so the check is green and names each.
         clock = checks[CLOCK_CHECK]
-        assert clock.passed and {"broker-a", "broker-b"} <= {k.split("/")[-1] for k in clock.metadata}, \
+        assert clock.passed and {"broker-a", "broker-b"} <= {k.split("/")[-1] for k in clock.metadata}, (
             clock.description
+        )
         ticks = 3
 
         # Windows that closed since are empty: catch-up leaves them to the schedule (here: by hand), and `fresh`

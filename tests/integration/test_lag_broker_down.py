@@ -35,7 +35,8 @@ pytestmark = pytest.mark.broker
 
 
 def test_a_paused_broker_turns_caught_up_red_naming_it_and_the_other_brokers_queues_are_still_judged(
-        disruptable, tmp_path):
+    disruptable, tmp_path
+):
     topic, group, table = unique("paused"), unique("g_paused"), unique("t")
     with RocketMQClient(disruptable.spec.namesrv_address, timeout=5.0) as client:
         client.create_topic(topic, 1)
@@ -49,10 +50,26 @@ def test_a_paused_broker_turns_caught_up_red_naming_it_and_the_other_brokers_que
             mq = MessageQueue(topic, broker, 0)
             client.send(OutgoingMessage(topic, b'{"order": "o"}'), mq)
             client.update_consumer_offset(group, mq, 0)
-    config = write_config(tmp_path / "rocketlake.yaml", disruptable, tmp_path / "lake", {"orders": {
-        "topic": topic, "consumer_group": group, "table": table, "mq_client_api_timeout": 3000,
-        "window": {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": 2, "freshness_slack_seconds": 0,
-                   "start": "2026-11-01T00:00:00Z"}}})
+    config = write_config(
+        tmp_path / "rocketlake.yaml",
+        disruptable,
+        tmp_path / "lake",
+        {
+            "orders": {
+                "topic": topic,
+                "consumer_group": group,
+                "table": table,
+                "mq_client_api_timeout": 3000,
+                "window": {
+                    "cron": "* * * * *",
+                    "timezone": "UTC",
+                    "grace_seconds": 2,
+                    "freshness_slack_seconds": 0,
+                    "start": "2026-11-01T00:00:00Z",
+                },
+            }
+        },
+    )
     defs = definitions(config)
     sensor = defs.get_sensor_def("rocketlake_test_lag")
     resources = {"rocketmq_test": RocketMQResource(namesrv=disruptable.spec.namesrv_address)}
@@ -60,10 +77,14 @@ def test_a_paused_broker_turns_caught_up_red_naming_it_and_the_other_brokers_que
     address_b = next(b.address for b in disruptable.spec.brokers if b.name == "broker-b")
 
     def tick(instance):
-        result = sensor.evaluate_tick(build_sensor_context(instance=instance, resources=resources, definitions=defs,
-                                                           sensor_name=sensor.name))
-        checks = {e.check_name: e for e in result.asset_events
-                  if isinstance(e, AssetCheckEvaluation) and e.asset_key == AssetKey(table)}
+        result = sensor.evaluate_tick(
+            build_sensor_context(instance=instance, resources=resources, definitions=defs, sensor_name=sensor.name)
+        )
+        checks = {
+            e.check_name: e
+            for e in result.asset_events
+            if isinstance(e, AssetCheckEvaluation) and e.asset_key == AssetKey(table)
+        }
         observations = [e for e in result.asset_events if isinstance(e, AssetObservation)]
         assert result.asset_events, result.skip_message
         return checks, observations

@@ -29,14 +29,27 @@ pytestmark = pytest.mark.stack
 
 
 def rocketlake(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rocketlake.cli", *args], capture_output=True, text=True,
-                          env=env or dict(os.environ), timeout=300, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "rocketlake.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env or dict(os.environ),
+        timeout=300,
+        cwd=cwd,
+    )
 
 
 def cluster_args(spec: ClusterSpec) -> list[str]:
-    return ["--state-dir", str(spec.state_dir), "--store-dir", str(spec.store),
-            "--namesrv-port", str(spec.namesrv_port),
-            "--broker-ports", ",".join(str(b.port) for b in spec.brokers)]
+    return [
+        "--state-dir",
+        str(spec.state_dir),
+        "--store-dir",
+        str(spec.store),
+        "--namesrv-port",
+        str(spec.namesrv_port),
+        "--broker-ports",
+        ",".join(str(b.port) for b in spec.brokers),
+    ]
 
 
 def test_up_twice_then_down_leaves_nothing_running(tmp_path, local_s3, monkeypatch):
@@ -69,10 +82,13 @@ def test_up_twice_then_down_leaves_nothing_running(tmp_path, local_s3, monkeypat
         # progress while it starts: one line per process ready
         assert "name server listening on" in first.stdout and first.stdout.count(" is up at ") == 2, first.stdout
         # TLS enforced with the local CA: the printed cluster block reaches it, a plain client is turned away.
-        printed_tls = first.stdout.split("TLS enforced", 1)[1].split("use it with ", 1)[1].split(" in rocketlake.yaml")[0]
+        printed_tls = (
+            first.stdout.split("TLS enforced", 1)[1].split("use it with ", 1)[1].split(" in rocketlake.yaml")[0]
+        )
         ca_file = spec.state_dir / "tls" / "ca.pem"
-        assert yaml.safe_load(printed_tls) == {"clusters": {"local": {"namesrv": spec.namesrv_address,
-                                                                      "tls": {"ca_file": str(ca_file)}}}}
+        assert yaml.safe_load(printed_tls) == {
+            "clusters": {"local": {"namesrv": spec.namesrv_address, "tls": {"ca_file": str(ca_file)}}}
+        }
         tls_client = RocketMQClient(spec.namesrv_address, tls=TlsConfig(ca_file=str(ca_file)).settings())
         assert set(tls_client.cluster_info().broker_addr_table) == {"broker-a", "broker-b"}
         with pytest.raises(ConnectionFailed, match="tls.server.mode=enforcing"):
@@ -81,7 +97,8 @@ def test_up_twice_then_down_leaves_nothing_running(tmp_path, local_s3, monkeypat
         keys = rocketlake("local", "env", *args, *s3, env=env)
         assert keys.returncode == 0, keys.stderr
         secret = dict(line.removeprefix("export ").split("=", 1) for line in keys.stdout.splitlines())[
-            "ROCKETLAKE_S3_SECRET_KEY"]
+            "ROCKETLAKE_S3_SECRET_KEY"
+        ]
         assert len(secret) >= 20 and secret not in first.stdout + first.stderr
         server = LocalS3(spec.state_dir / "s3", s3_port)
         printed = first.stdout.split("S3-compatible", 1)[1].split("use it with ", 1)[1].split(" in rocketlake.yaml")[0]
@@ -101,7 +118,9 @@ def test_up_twice_then_down_leaves_nothing_running(tmp_path, local_s3, monkeypat
         second = rocketlake("local", "up", *args, *s3, env=env)
         assert second.returncode == 0, second.stderr
         assert {r: ManagedProcess(r, spec.state_dir).pid() for r in roles} | {
-            "s3": server.process.pid(), "spark-connect": connect.pid()} == pids
+            "s3": server.process.pid(),
+            "spark-connect": connect.pid(),
+        } == pids
         assert server.secret_key() == secret  # kept: the second up did not make another
 
         status = rocketlake("local", "status", *args, *s3, env=env)  # TLS without --tls: the cluster runs with it
@@ -113,8 +132,10 @@ def test_up_twice_then_down_leaves_nothing_running(tmp_path, local_s3, monkeypat
     stopped_roles = down.stdout.split("stopped: ", 1)[1].splitlines()[0].split(", ")
     assert {"broker-a", "namesrv", "s3", "spark-connect"} <= set(stopped_roles), down.stdout
     assert not port_in_use(s3_port) and not port_in_use(connect_port)
-    assert ("deleted what was landed from the wiped store: .rocketlake/lake/orders, .rocketlake/lake/orders_failures"
-            in down.stdout)
+    assert (
+        "deleted what was landed from the wiped store: .rocketlake/lake/orders, .rocketlake/lake/orders_failures"
+        in down.stdout
+    )
     assert sorted(p.name for p in lake.iterdir()) == ["demo_orders"], "the other cluster's landing stays"
     assert sorted(p.name for p in (project / ".rocketlake").iterdir()) == ["dagster", "demo", "lake"]
     assert all(start_time(pid) is None for pid in pids.values())

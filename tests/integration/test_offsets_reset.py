@@ -24,24 +24,44 @@ def targets_at(produced, at_ms: int, queues) -> dict[MessageQueue, int]:
     """Per queue, the first offset stored at or after ``at_ms`` (the queue's end if none), from the Java peer."""
     out = {}
     for mq in queues:
-        mine = [m for m in produced.by_msg_id.values() if (m["brokerName"], m["queueId"]) == (mq.broker_name, mq.queue_id)]
+        mine = [
+            m for m in produced.by_msg_id.values() if (m["brokerName"], m["queueId"]) == (mq.broker_name, mq.queue_id)
+        ]
         later = [m["queueOffset"] for m in mine if m["storeTimestamp"] >= at_ms]
         out[mq] = min(later) if later else max((m["queueOffset"] + 1 for m in mine), default=0)
     return out
 
 
-def test_reset_by_time_moves_forward_after_a_dry_run_and_refuses_backward_or_in_flight(tmp_path, local_cluster,
-                                                                                       produced):
+def test_reset_by_time_moves_forward_after_a_dry_run_and_refuses_backward_or_in_flight(
+    tmp_path, local_cluster, produced
+):
     group = unique("g")
-    config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake", {
-        "orders": {"topic": produced.topic, "consumer_group": group, "table": unique("t")}})
+    config = write_config(
+        tmp_path / "rocketlake.yaml",
+        local_cluster,
+        tmp_path / "lake",
+        {"orders": {"topic": produced.topic, "consumer_group": group, "table": unique("t")}},
+    )
     home = recommended_home(tmp_path / "dagster_home")  # pools on, as recommended
     env = dict(os.environ, DAGSTER_HOME=str(home))
 
     def reset(*args):
-        return subprocess.run([str(Path(sys.executable).parent / "rocketlake"), "offsets", "reset", "orders",
-                               "--config", str(config), *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=120)
+        return subprocess.run(
+            [
+                str(Path(sys.executable).parent / "rocketlake"),
+                "offsets",
+                "reset",
+                "orders",
+                "--config",
+                str(config),
+                *args,
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     w1, w2 = produced.windows()
     first_of = {w: min(m["storeTimestamp"] for m in produced.in_window(w)) for w in (w1, w2)}
@@ -70,8 +90,11 @@ def test_reset_by_time_moves_forward_after_a_dry_run_and_refuses_backward_or_in_
         done = reset("--to-time", str(first_of[w2]))
         assert done.returncode == 0, done.stdout + done.stderr
         assert committed() == expected
-        progress = {(q.broker_name, q.queue_id): q.consumer_offset
-                    for q in local_cluster.mqadmin().consumer_progress(group, produced.topic) if q.topic == produced.topic}
+        progress = {
+            (q.broker_name, q.queue_id): q.consumer_offset
+            for q in local_cluster.mqadmin().consumer_progress(group, produced.topic)
+            if q.topic == produced.topic
+        }
         assert progress == {(mq.broker_name, mq.queue_id): off for mq, off in expected.items()}  # as mqadmin sees it
 
         back = reset("--to-time", str(first_of[w1]))  # would move every queue with messages in w1 back

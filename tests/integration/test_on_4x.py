@@ -45,16 +45,23 @@ def test_windows_land_end_to_end_on_4_9_with_a_tag_filter_and_a_failed_body_sent
     topic, group, table = unique("t4x"), unique("g4x"), unique("t")
     cluster.create_topic(topic, 2)
     first = minute_key(now_ms())
-    produce(namesrv, cluster.spec.state_dir,
-            [order(i, topic) for i in range(10)]
-            + [order(10, topic, tags="TagB")]                            # filtered by the subscription
-            + [{"topic": topic, "tags": "TagA", "keys": ["bad"], "body": "not json"}],  # fails to decode
-            version=cluster.spec.version)
+    produce(
+        namesrv,
+        cluster.spec.state_dir,
+        [order(i, topic) for i in range(10)]
+        + [order(10, topic, tags="TagB")]  # filtered by the subscription
+        + [{"topic": topic, "tags": "TagA", "keys": ["bad"], "body": "not json"}],  # fails to decode
+        version=cluster.spec.version,
+    )
     last = minute_key(now_ms())
     wait_for_next_minute(offset_s=3)  # the window(s) of the sends are closed (grace 2 s)
 
-    config = write_config(tmp_path / "rocketlake.yaml", cluster, tmp_path / "lake", {
-        "orders": {"topic": topic, "consumer_group": group, "table": table, "subscription": "TagA"}})
+    config = write_config(
+        tmp_path / "rocketlake.yaml",
+        cluster,
+        tmp_path / "lake",
+        {"orders": {"topic": topic, "consumer_group": group, "table": table, "subscription": "TagA"}},
+    )
     with pooled_instance() as instance:
         assert run_partitions(definitions(config), table, instance, first, last).success
         records = instance.fetch_materializations(AssetKey(table), limit=10).records
@@ -67,7 +74,10 @@ def test_windows_land_end_to_end_on_4_9_with_a_tag_filter_and_a_failed_body_sent
     committed = {(q.broker_name, q.queue_id): client.query_consumer_offset(group, q) for q in client.queues(topic)}
     assert committed == ends  # every offset passed, the filtered one's included
     # 4.9.7's own mqadmin agrees, on the brokers it asks: those of %RETRY%<group>'s route (4.9 has no -t).
-    progress = {(p.broker_name, p.queue_id): p.consumer_offset
-                for p in cluster.mqadmin().consumer_progress(group) if p.topic == topic}
+    progress = {
+        (p.broker_name, p.queue_id): p.consumer_offset
+        for p in cluster.mqadmin().consumer_progress(group)
+        if p.topic == topic
+    }
     assert progress and progress == {q: ends[q] for q in progress}
     client.close()

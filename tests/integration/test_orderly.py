@@ -20,14 +20,27 @@ def failure_message(result) -> str:
     return next(e for e in result.all_events if e.is_step_failure).event_specific_data.error.message
 
 
-def test_an_orderly_run_holds_its_queues_and_lands_the_windows_of_each_queue_in_order(tmp_path, local_cluster,
-                                                                                      produced):
+def test_an_orderly_run_holds_its_queues_and_lands_the_windows_of_each_queue_in_order(
+    tmp_path, local_cluster, produced
+):
     table, group, member = unique("t"), unique("g"), unique("member")
-    config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake", {
-        # No retries: the refusals below are the first attempt's (a retry would wait for the lock again).
-        "orders": {"topic": produced.topic, "consumer_group": group, "table": table, "consume_orderly": True,
-                   "run_retry": {"max_retries": 0},
-                   "client_ip": "127.0.0.1", "instance_name": member}})
+    config = write_config(
+        tmp_path / "rocketlake.yaml",
+        local_cluster,
+        tmp_path / "lake",
+        {
+            # No retries: the refusals below are the first attempt's (a retry would wait for the lock again).
+            "orders": {
+                "topic": produced.topic,
+                "consumer_group": group,
+                "table": table,
+                "consume_orderly": True,
+                "run_retry": {"max_retries": 0},
+                "client_ip": "127.0.0.1",
+                "instance_name": member,
+            }
+        },
+    )
     defs, path = definitions(config), tmp_path / "lake" / table
     w1, w2 = produced.windows()
     client = RocketMQClient(local_cluster.spec.namesrv_address)

@@ -40,9 +40,14 @@ def group_offsets(cluster, group: str, topic: str) -> dict[tuple[str, int], int]
 def table_offsets(path) -> dict[tuple[str, int], list[tuple[int, str]]]:
     """Per queue, (offset, window) of every row, in offset order."""
     found = defaultdict(list)
-    for r in DeltaTable(str(path)).to_pyarrow_table(columns=["broker_name", "queue_id", "queue_offset",
-                                                              "window_start"]).to_pylist():
-        found[(r["broker_name"], r["queue_id"])].append((r["queue_offset"], r["window_start"].strftime("%Y-%m-%d-%H:%M")))
+    for r in (
+        DeltaTable(str(path))
+        .to_pyarrow_table(columns=["broker_name", "queue_id", "queue_offset", "window_start"])
+        .to_pylist()
+    ):
+        found[(r["broker_name"], r["queue_id"])].append(
+            (r["queue_offset"], r["window_start"].strftime("%Y-%m-%d-%H:%M"))
+        )
     return {q: sorted(v) for q, v in found.items()}
 
 
@@ -51,25 +56,44 @@ QUEUES = [("broker-a", 0), ("broker-a", 1), ("broker-b", 0), ("broker-b", 1)]
 
 def orders_on_each_queue(topic: str, first: int, tags_at: dict) -> list[dict]:
     """3 orders (window 1) or 2 (window 2) on each queue, tagged "ok" but where ``tags_at`` says otherwise."""
-    return [{**order(i, topic, tags_at.get((broker, queue_id, i), "ok")), "broker": broker, "queue_id": queue_id}
-            for broker, queue_id in QUEUES for i in range(first, first + (3 if first == 0 else 2))]
+    return [
+        {**order(i, topic, tags_at.get((broker, queue_id, i), "ok")), "broker": broker, "queue_id": queue_id}
+        for broker, queue_id in QUEUES
+        for i in range(first, first + (3 if first == 0 else 2))
+    ]
 
 
 #: window 1: A's message at offset 1 fails once ("hold"), B's always ("poison"); window 2: all pass
-ORDERLY = in_shared_minutes("orderly_failures", {"orderly": (2, None)},
-                            lambda t: orders_on_each_queue(t["orderly"], 0, {(*A, 1): "hold", (*B, 1): "poison"}),
-                            lambda t: orders_on_each_queue(t["orderly"], 3, {}))
+ORDERLY = in_shared_minutes(
+    "orderly_failures",
+    {"orderly": (2, None)},
+    lambda t: orders_on_each_queue(t["orderly"], 0, {(*A, 1): "hold", (*B, 1): "poison"}),
+    lambda t: orders_on_each_queue(t["orderly"], 3, {}),
+)
 
 
-def test_a_suspended_message_holds_only_its_queue_which_resumes_in_order_or_sends_it_to_the_dlq(tmp_path,
-                                                                                                local_cluster,
-                                                                                                shared_minutes):
+def test_a_suspended_message_holds_only_its_queue_which_resumes_in_order_or_sends_it_to_the_dlq(
+    tmp_path, local_cluster, shared_minutes
+):
     shared = shared_minutes[ORDERLY]  # both windows closed
     topic, group, table = shared.topics["orderly"], unique("g"), unique("t")
-    config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake", {"orders": {
-        "topic": topic, "consumer_group": group, "table": table, "consume_orderly": True,
-        "listener": "tests.unit.listeners:orderly_fail_by_tag", "max_reconsume_times": 2,
-        "suspend_current_queue_time_millis": 1000, "run_retry": {"max_retries": 0}}})
+    config = write_config(
+        tmp_path / "rocketlake.yaml",
+        local_cluster,
+        tmp_path / "lake",
+        {
+            "orders": {
+                "topic": topic,
+                "consumer_group": group,
+                "table": table,
+                "consume_orderly": True,
+                "listener": "tests.unit.listeners:orderly_fail_by_tag",
+                "max_reconsume_times": 2,
+                "suspend_current_queue_time_millis": 1000,
+                "run_retry": {"max_retries": 0},
+            }
+        },
+    )
     defs, path = definitions(config), tmp_path / "lake" / table
     calls = calls_file(topic)
     if os.path.exists(calls):
@@ -88,13 +112,18 @@ def test_a_suspended_message_holds_only_its_queue_which_resumes_in_order_or_send
         assert m.metadata[HELD].value == 4  # offsets 1 and 2 of A and B
         assert group_offsets(local_cluster, group, topic) == {A: 1, B: 1, ("broker-a", 1): 3, ("broker-b", 0): 3}
         assert {q: [o for o, _ in v] for q, v in table_offsets(path).items()} == {
-            A: [0], B: [0], ("broker-a", 1): [0, 1, 2], ("broker-b", 0): [0, 1, 2]}
+            A: [0],
+            B: [0],
+            ("broker-a", 1): [0, 1, 2],
+            ("broker-b", 0): [0, 1, 2],
+        }
 
         # The pause is over: the resume sensor asks for a run of window 1 from the group's position. A's message
         # succeeds on its second attempt and A lands the rest of window 1; B's fails again; nothing else moves.
         sensor = defs.get_sensor_def(f"{table}_orderly_resume")
-        [request] = sensor.evaluate_tick(build_sensor_context(instance=instance, definitions=defs,
-                                                              sensor_name=sensor.name)).run_requests
+        [request] = sensor.evaluate_tick(
+            build_sensor_context(instance=instance, definitions=defs, sensor_name=sensor.name)
+        ).run_requests
         assert request.partition_key == w1
         second = run_partitions(defs, table, instance, w1, tags=request.tags)
         assert second.success, [e.message for e in second.all_events if e.is_failure]

@@ -50,7 +50,7 @@ def run(args, **kw) -> str:
 def user_project(root: Path, defs_yaml: str) -> Path:
     files = {
         "pyproject.toml": '[project]\nname = "user-project"\nversion = "0"\n\n'
-                          '[tool.dg]\ndirectory_type = "project"\n\n[tool.dg.project]\nroot_module = "user_project"\n',
+        '[tool.dg]\ndirectory_type = "project"\n\n[tool.dg.project]\nroot_module = "user_project"\n',
         "assets/__init__.py": "from dagster import asset\n\n\n@asset\ndef user_report():\n    return 1\n",
         "user_project/__init__.py": "",
         "user_project/defs/__init__.py": "",
@@ -88,7 +88,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run([sys.executable, "-m", "venv", str(venv)])
     python = venv / "bin" / "python"
     site = Path(run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip())
-    deps = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()] or [sysconfig.get_paths()["purelib"]]
+    deps = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()] or [
+        sysconfig.get_paths()["purelib"]
+    ]
     (site / "project_dependencies.pth").write_text("\n".join(deps) + "\n")
     run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)])
     return python
@@ -99,27 +101,51 @@ def test_the_wheel_claims_only_rocketlake_and_loads_beside_a_users_assets_packag
     env = {**os.environ, "PYTHONPATH": str(project), "DAGSTER_HOME": str(tmp_path / "home")}
     env.pop("ROCKETLAKE_CONFIG", None)
     (tmp_path / "home").mkdir()
-    where = run([str(installed), "-c", "import assets, rocketlake, rocketlake.assets; "
-                 "print(assets.__file__); print(rocketlake.__file__); print(rocketlake.assets.__file__)"],
-                cwd=project, env=env).split()
+    where = run(
+        [
+            str(installed),
+            "-c",
+            "import assets, rocketlake, rocketlake.assets; "
+            "print(assets.__file__); print(rocketlake.__file__); print(rocketlake.assets.__file__)",
+        ],
+        cwd=project,
+        env=env,
+    ).split()
     assert where[0] == str(project / "assets" / "__init__.py")
     site = str(installed.parent.parent)
     assert where[1].startswith(site) and where[2].startswith(site), where  # the wheel's copy, not this tree
 
-    run([str(installed), "-m", "dagster", "definitions", "validate", "-m", "user_project.definitions"], cwd=project, env=env)
-    listed = run([str(installed), "-m", "dagster", "asset", "list", "-m", "user_project.definitions"], cwd=project, env=env)
+    run(
+        [str(installed), "-m", "dagster", "definitions", "validate", "-m", "user_project.definitions"],
+        cwd=project,
+        env=env,
+    )
+    listed = run(
+        [str(installed), "-m", "dagster", "asset", "list", "-m", "user_project.definitions"], cwd=project, env=env
+    )
     assert "user_report" in listed and "user_orders" in listed, listed
 
 
 def test_a_not_supported_key_in_defs_yaml_fails_the_project_load_naming_it(installed: Path, tmp_path: Path):
-    bad = DEFS_YAML.replace("      table: user_orders\n", "      table: user_orders\n      consume_concurrently_max_span: 100\n")
+    bad = DEFS_YAML.replace(
+        "      table: user_orders\n", "      table: user_orders\n      consume_concurrently_max_span: 100\n"
+    )
     project = user_project(tmp_path / "project", bad)
     env = {**os.environ, "PYTHONPATH": str(project), "DAGSTER_HOME": str(tmp_path / "home")}
     (tmp_path / "home").mkdir()
-    done = subprocess.run([str(installed), "-m", "dagster", "definitions", "validate", "-m", "user_project.definitions"],
-                          cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [str(installed), "-m", "dagster", "definitions", "validate", "-m", "user_project.definitions"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode != 0
-    assert "ingestions.orders.consume_concurrently_max_span" in done.stdout + done.stderr and "not supported yet" in done.stdout + done.stderr
+    assert (
+        "ingestions.orders.consume_concurrently_max_span" in done.stdout + done.stderr
+        and "not supported yet" in done.stdout + done.stderr
+    )
 
 
 USER_JOB = textwrap.dedent("""\
@@ -142,7 +168,8 @@ USER_JOB = textwrap.dedent("""\
 
 
 def test_in_a_dg_project_the_users_job_keeps_its_executor_and_a_killed_rocketlake_run_blocks_nothing(
-        installed: Path, tmp_path: Path, local_cluster, create_topic):
+    installed: Path, tmp_path: Path, local_cluster, create_topic
+):
     """The project's job runs on the executor it chose; rocketlake's job, killed outright while it holds its group's
     pool slot, is failed and its slot freed by the next run of that job, which lands the window."""
     import json
@@ -154,8 +181,11 @@ def test_in_a_dg_project_the_users_job_keeps_its_executor_and_a_killed_rocketlak
     from rocketlake.assets.run_guard import recorded_process
 
     topic = create_topic(2)
-    defs_yaml = DEFS_YAML.replace("127.0.0.1:9876", local_cluster.spec.namesrv_address).replace(
-        "topic: orders", f"topic: {topic}").replace('"*/5 * * * *"', '"* * * * *"')
+    defs_yaml = (
+        DEFS_YAML.replace("127.0.0.1:9876", local_cluster.spec.namesrv_address)
+        .replace("topic: orders", f"topic: {topic}")
+        .replace('"*/5 * * * *"', '"* * * * *"')
+    )
     project = user_project(tmp_path / "project", defs_yaml)
     (project / "user_project" / "definitions.py").write_text(USER_JOB)
     home = recommended_home(tmp_path / "home")  # pools: 1 per group, or rocketlake's run refuses to start
@@ -163,8 +193,18 @@ def test_in_a_dg_project_the_users_job_keeps_its_executor_and_a_killed_rocketlak
     env.pop("ROCKETLAKE_CONFIG", None)
 
     def job(name: str, tags: dict | None = None) -> list[str]:
-        return [str(installed), "-m", "dagster", "job", "execute", "-m", "user_project.definitions", "-j", name,
-                *(["--tags", json.dumps(tags)] if tags else [])]
+        return [
+            str(installed),
+            "-m",
+            "dagster",
+            "job",
+            "execute",
+            "-m",
+            "user_project.definitions",
+            "-j",
+            name,
+            *(["--tags", json.dumps(tags)] if tags else []),
+        ]
 
     def execute(args: list[str]) -> str:
         done = subprocess.run(args, cwd=project, env=env, capture_output=True, text=True, timeout=600)
@@ -175,8 +215,15 @@ def test_in_a_dg_project_the_users_job_keeps_its_executor_and_a_killed_rocketlak
     assert "multiprocess executor" in mine, mine[-3000:]
 
     window = time.strftime("%Y-%m-%d-%H:%M", time.gmtime(time.time() - 180))
-    proc = subprocess.Popen(job("user_orders_job", {"dagster/partition": window}), cwd=project, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        job("user_orders_job", {"dagster/partition": window}),
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     with DagsterInstance.from_config(str(home)) as instance:
         deadline = time.monotonic() + 300
         while True:  # until the run recorded its process and holds the group's slot

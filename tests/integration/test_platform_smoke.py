@@ -42,11 +42,20 @@ def test_java_peer_sends_100_and_mqadmin_counts_them(local_cluster, create_topic
 
 def test_java_peer_stdin_mode_targets_a_queue_and_sends_batches(create_topic, java_producer):
     topic = create_topic(queues=2, brokers=("broker-b",))
-    sent = java_producer(messages=[
-        {"topic": topic, "tags": "TagA", "keys": ["k1", "k2"], "properties": {"p": "v"}, "body": "héllo",
-         "broker": "broker-b", "queue_id": 1},
-        {"batch": [{"topic": topic, "body": f"b{i}"} for i in range(3)], "broker": "broker-b", "queue_id": 1},
-    ])
+    sent = java_producer(
+        messages=[
+            {
+                "topic": topic,
+                "tags": "TagA",
+                "keys": ["k1", "k2"],
+                "properties": {"p": "v"},
+                "body": "héllo",
+                "broker": "broker-b",
+                "queue_id": 1,
+            },
+            {"batch": [{"topic": topic, "body": f"b{i}"} for i in range(3)], "broker": "broker-b", "queue_id": 1},
+        ]
+    )
     assert [(s.broker_name, s.queue_id, s.queue_offset) for s in sent] == [("broker-b", 1, i) for i in range(4)]
     assert len({s.msg_id for s in sent}) == 4
 

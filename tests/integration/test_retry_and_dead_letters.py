@@ -47,8 +47,9 @@ def backlog_metadata(defs, instance, table: str, cluster) -> dict:
     """What the retry-backlog sensor records, evaluated as the daemon does."""
     sensor = defs.get_sensor_def("rocketlake_test_retry_backlog")  # one a cluster
     resources = {"rocketmq_test": RocketMQResource(namesrv=cluster.spec.namesrv_address)}
-    result = sensor.evaluate_tick(build_sensor_context(instance=instance, resources=resources, definitions=defs,
-                                                       sensor_name=sensor.name))
+    result = sensor.evaluate_tick(
+        build_sensor_context(instance=instance, resources=resources, definitions=defs, sensor_name=sensor.name)
+    )
     (observation,) = result.asset_events
     return observation.metadata
 
@@ -57,31 +58,59 @@ def test_failures_come_back_then_land_once_or_end_in_the_dead_letter_table(tmp_p
     namesrv = local_cluster.spec.namesrv_address
     topic, group, java_group, table = unique("retries"), unique("g"), unique("j"), unique("t")
     local_cluster.create_topic(topic, 2)
-    config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake", {"orders": {
-        "topic": topic, "consumer_group": group, "table": table, "listener": "tests.unit.listeners:fail_by_tag",
-        "max_reconsume_times": MAX_RECONSUME, "consume_message_batch_max_size": 1,
-        "metadata_columns": ["reconsume_times", "properties"]}})
+    config = write_config(
+        tmp_path / "rocketlake.yaml",
+        local_cluster,
+        tmp_path / "lake",
+        {
+            "orders": {
+                "topic": topic,
+                "consumer_group": group,
+                "table": table,
+                "listener": "tests.unit.listeners:fail_by_tag",
+                "max_reconsume_times": MAX_RECONSUME,
+                "consume_message_batch_max_size": 1,
+                "metadata_columns": ["reconsume_times", "properties"],
+            }
+        },
+    )
     defs = definitions(config)
 
     # The Java peer fails the same messages: poison always, flaky once, and the malformed body (tag "bad") always,
     # as a listener that parses JSON would.
-    java = peers.start_retry_consumer(namesrv, local_cluster.spec.state_dir, java_group, topic,
-                                      max_reconsume_times=MAX_RECONSUME, fail_until={**FAIL_UNTIL, "bad": 99})
+    java = peers.start_retry_consumer(
+        namesrv,
+        local_cluster.spec.state_dir,
+        java_group,
+        topic,
+        max_reconsume_times=MAX_RECONSUME,
+        fail_until={**FAIL_UNTIL, "bad": 99},
+    )
     deliveries: list[dict] = []
-    threading.Thread(target=lambda: deliveries.extend(json.loads(line) for line in java.stdout
-                                                      if line.startswith('{"msgId"')), daemon=True).start()
+    threading.Thread(
+        target=lambda: deliveries.extend(json.loads(line) for line in java.stdout if line.startswith('{"msgId"')),
+        daemon=True,
+    ).start()
     try:
         room_in_this_minute()
         first_window_ms = int(time.time()) // 60 * 60_000
-        messages = [{"topic": topic, "tags": "good", "keys": [f"k{i}"], "body": json.dumps({"order_id": f"o{i}",
-                                                                                              "amount": i})}
-                    for i in range(8)]
-        messages += [{"topic": topic, "tags": "flaky", "keys": [f"f{i}"], "body": json.dumps({"order_id": f"f{i}",
-                                                                                                "amount": 1})}
-                     for i in range(2)]
-        messages += [{"topic": topic, "tags": "poison", "keys": [f"p{i}"], "body": json.dumps({"order_id": f"p{i}",
-                                                                                                 "amount": 2})}
-                     for i in range(2)]
+        messages = [
+            {"topic": topic, "tags": "good", "keys": [f"k{i}"], "body": json.dumps({"order_id": f"o{i}", "amount": i})}
+            for i in range(8)
+        ]
+        messages += [
+            {"topic": topic, "tags": "flaky", "keys": [f"f{i}"], "body": json.dumps({"order_id": f"f{i}", "amount": 1})}
+            for i in range(2)
+        ]
+        messages += [
+            {
+                "topic": topic,
+                "tags": "poison",
+                "keys": [f"p{i}"],
+                "body": json.dumps({"order_id": f"p{i}", "amount": 2}),
+            }
+            for i in range(2)
+        ]
         messages.append({"topic": topic, "tags": "bad", "keys": ["b0"], "body": '{"order_id": "b0", "amount": '})
         # A poison and a flaky message each stored twice with one msgId, as a producer's retry after a lost answer
         # stores it: two messages (two offsets), each failed, sent back and landed or dead-lettered on its own.
@@ -132,20 +161,23 @@ def test_failures_come_back_then_land_once_or_end_in_the_dead_letter_table(tmp_p
 
             dlq = dlq_rows(dlq_path)
             ours = sorted((r["origin_msg_id"], r["reconsume_times"], r["origin_topic"]) for r in dlq)
-            assert ours == sorted((s.msg_id, MAX_RECONSUME + 1, topic) for s in sent
-                                  if tag_of[s.msg_id] in ("poison", "bad"))
+            assert ours == sorted(
+                (s.msg_id, MAX_RECONSUME + 1, topic) for s in sent if tag_of[s.msg_id] in ("poison", "bad")
+            )
             errors = {tag_of[r["origin_msg_id"]]: r["last_error"] for r in dlq}
             assert errors["poison"] == "listener answered RECONSUME_LATER"
             assert errors["bad"].startswith("body is not JSON matching body.schema")
             warn = instance.get_latest_asset_check_evaluation_record(
-                AssetCheckKey(AssetKey(f"{table}_dlq"), "no_dead_letters"))
+                AssetCheckKey(AssetKey(f"{table}_dlq"), "no_dead_letters")
+            )
             assert warn is not None and warn.event.dagster_event.event_specific_data.passed is False
 
             assert backlog_metadata(defs, instance, table, local_cluster)[DLQ_WAITING].value == 0  # landed now
             failures = DeltaTable(str(tmp_path / "lake" / f"{table}_failures")).to_pyarrow_table().to_pylist()
             flaky = sum(tag_of[s.msg_id] == "flaky" for s in sent)
-            assert Counter(r["outcome"] for r in failures) == Counter({"sent_back": DEAD * MAX_RECONSUME + flaky,
-                                                                       "dead_lettered": DEAD})
+            assert Counter(r["outcome"] for r in failures) == Counter(
+                {"sent_back": DEAD * MAX_RECONSUME + flaky, "dead_lettered": DEAD}
+            )
 
         # The Java consumer, same failures on the same brokers: the same dead letters, counted the same.
         with RocketMQClient(namesrv) as client:
@@ -153,15 +185,20 @@ def test_failures_come_back_then_land_once_or_end_in_the_dead_letter_table(tmp_p
             while len(dead_letters(client, java_group)) < DEAD:
                 assert time.monotonic() < deadline, f"the Java consumer did not dead-letter its {DEAD} messages"
                 time.sleep(0.5)
-            java_dlq = sorted((m.msg_id, m.reconsume_times, m.properties.get("RETRY_TOPIC"))
-                              for m in dead_letters(client, java_group))
+            java_dlq = sorted(
+                (m.msg_id, m.reconsume_times, m.properties.get("RETRY_TOPIC")) for m in dead_letters(client, java_group)
+            )
             assert java_dlq == ours
-            assert sorted((m.msg_id, m.reconsume_times) for m in dead_letters(client, group)) == \
-                sorted((o, t) for o, t, _ in ours)
+            assert sorted((m.msg_id, m.reconsume_times) for m in dead_letters(client, group)) == sorted(
+                (o, t) for o, t, _ in ours
+            )
         java_ok = Counter(d["msgId"] for d in deliveries if d["status"] == "CONSUME_SUCCESS")
         assert java_ok == Counter(expected)
-        assert {d["reconsumeTimes"] for d in deliveries if d["status"] == "CONSUME_SUCCESS" and
-                tag_of[d["msgId"]] == "flaky"} == {1}
+        assert {
+            d["reconsumeTimes"]
+            for d in deliveries
+            if d["status"] == "CONSUME_SUCCESS" and tag_of[d["msgId"]] == "flaky"
+        } == {1}
     finally:
         java.stdin.close()
         java.wait(timeout=60)

@@ -9,7 +9,13 @@ import pytest
 
 from rocketlake.resources.rocketmq.admin import SubscriptionGroupConfig
 from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel, new_client_id
+from rocketlake.resources.rocketmq.heartbeat import (
+    ConsumeFromWhere,
+    ConsumerData,
+    ConsumeType,
+    MessageModel,
+    new_client_id,
+)
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq.pull import PullStatus
 from rocketlake.resources.rocketmq.send import OutgoingMessage
@@ -35,13 +41,18 @@ def test_heartbeat_registers_members_and_unregister_removes_them(rocketmq_cluste
     topic = new_topic(queues=1)
     group = group_name("g_members")
     consumer = ConsumerData.of(
-        group, {topic: "TagA || TagB"}, message_model=MessageModel.CLUSTERING,
-        consume_type=ConsumeType.CONSUME_PASSIVELY, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        group,
+        {topic: "TagA || TagB"},
+        message_model=MessageModel.CLUSTERING,
+        consume_type=ConsumeType.CONSUME_PASSIVELY,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
     )
     first, second = new_client_id(), new_client_id()
     assert rocketmq_client.get_consumer_list_by_group(group, topic) == []
-    with RocketMQClient(rocketmq_cluster.spec.namesrv_address, private_connections=True) as alice, \
-            RocketMQClient(rocketmq_cluster.spec.namesrv_address, private_connections=True) as bob:
+    with (
+        RocketMQClient(rocketmq_cluster.spec.namesrv_address, private_connections=True) as alice,
+        RocketMQClient(rocketmq_cluster.spec.namesrv_address, private_connections=True) as bob,
+    ):
         alice.heart_beat(first, [consumer])
         assert rocketmq_client.get_consumer_list_by_group(group, topic) == [first]
         bob.heart_beat(second, [consumer])
@@ -64,8 +75,10 @@ def test_queue_locks_are_exclusive_until_unlocked(rocketmq_cluster, new_topic):
     group = group_name("g_orderly")
     alice_id, bob_id = new_client_id(), new_client_id()
     data = ConsumerData.of(group, {topic: "*"})
-    with RocketMQClient(rocketmq_cluster.spec.namesrv_address, private_connections=True) as alice, \
-            RocketMQClient(rocketmq_cluster.spec.namesrv_address, private_connections=True) as bob:
+    with (
+        RocketMQClient(rocketmq_cluster.spec.namesrv_address, private_connections=True) as alice,
+        RocketMQClient(rocketmq_cluster.spec.namesrv_address, private_connections=True) as bob,
+    ):
         queues = alice.queues(topic)
         alice.heart_beat(alice_id, [data])
         bob.heart_beat(bob_id, [data])
@@ -84,7 +97,8 @@ def test_send_back_reaches_dead_letter_and_retry_topics(rocketmq_client, new_top
     group = group_name("g_sendback")
     rocketmq_client.heart_beat(new_client_id(), [ConsumerData.of(group, {topic: "*"})])
     sent = rocketmq_client.send_batch(
-        [OutgoingMessage(topic, b"poison", tags="T", keys=["k-poison"]), OutgoingMessage(topic, b"retry me")], mq)
+        [OutgoingMessage(topic, b"poison", tags="T", keys=["k-poison"]), OutgoingMessage(topic, b"retry me")], mq
+    )
     deadline = time.monotonic() + 10
     while rocketmq_client.get_max_offset(mq) < 2:
         assert time.monotonic() < deadline
@@ -112,7 +126,9 @@ def test_subscription_group_config_controls_consumption(rocketmq_client, new_top
     topic = new_topic(queues=1, brokers=("broker-a",))
     mq = MessageQueue(topic, "broker-a", 0)
     group = group_name("g_disabled")
-    rocketmq_client.create_subscription_group(SubscriptionGroupConfig(group, consume_enable=False), brokers=["broker-a"])
+    rocketmq_client.create_subscription_group(
+        SubscriptionGroupConfig(group, consume_enable=False), brokers=["broker-a"]
+    )
     from rocketlake.resources.rocketmq.errors import NoPermission
 
     with pytest.raises(NoPermission) as caught:

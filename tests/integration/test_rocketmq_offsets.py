@@ -26,8 +26,9 @@ def fill(client, topic: str, counts: dict[tuple[str, int], int]) -> None:
     then max offset and QUERY_CONSUMER_OFFSET still describe the queue without them."""
     for (broker, queue_id), n in counts.items():
         if n:
-            client.send_batch([OutgoingMessage(topic, f"m{i}".encode()) for i in range(n)],
-                              MessageQueue(topic, broker, queue_id))
+            client.send_batch(
+                [OutgoingMessage(topic, f"m{i}".encode()) for i in range(n)], MessageQueue(topic, broker, queue_id)
+            )
     deadline = time.monotonic() + 10
     for (broker, queue_id), n in counts.items():
         mq = MessageQueue(topic, broker, queue_id)
@@ -44,8 +45,12 @@ def test_committed_offsets_are_what_mqadmin_and_the_java_admin_report(rocketmq_c
     answers = rocketmq_client.heart_beat(client_id, [ConsumerData.of(group, {topic: "*"})])
     assert set(answers) == {"broker-a", "broker-b"}
 
-    committed = {MessageQueue(topic, "broker-a", 0): 3, MessageQueue(topic, "broker-a", 1): 3,
-                 MessageQueue(topic, "broker-b", 0): 1, MessageQueue(topic, "broker-b", 1): 0}
+    committed = {
+        MessageQueue(topic, "broker-a", 0): 3,
+        MessageQueue(topic, "broker-a", 1): 3,
+        MessageQueue(topic, "broker-b", 0): 1,
+        MessageQueue(topic, "broker-b", 1): 0,
+    }
     for mq, offset in committed.items():
         assert rocketmq_client.update_consumer_offset(group, mq, offset) is True
     assert {mq: rocketmq_client.query_consumer_offset(group, mq) for mq in committed} == committed
@@ -114,8 +119,11 @@ def test_queue_offsets_and_earliest_time_match_the_java_admin(rocketmq_client, n
     queues = rocketmq_client.queues(topic)
     assert queues == sorted(MessageQueue(topic, b, q) for b, q in counts)
 
-    commands = [{"op": op, "topic": topic, "broker": mq.broker_name, "queue_id": mq.queue_id}
-                for mq in queues for op in ("minOffset", "maxOffset", "earliestMsgStoreTime")]
+    commands = [
+        {"op": op, "topic": topic, "broker": mq.broker_name, "queue_id": mq.queue_id}
+        for mq in queues
+        for op in ("minOffset", "maxOffset", "earliestMsgStoreTime")
+    ]
     answers = iter(java_peers.admin(commands))
     for mq in queues:
         java_min, java_max, java_earliest = (next(answers) for _ in range(3))
@@ -131,5 +139,7 @@ def test_queue_offsets_and_earliest_time_match_the_java_admin(rocketmq_client, n
             assert earliest is None
             assert not java_earliest["ok"] or java_earliest["value"] == -1
     # mqadmin topicStatus (the Java tools, through the peer server) sees the same min/max.
-    status = {(s.broker_name, s.queue_id): (s.min_offset, s.max_offset) for s in java_peers.mqadmin().topic_status(topic)}
+    status = {
+        (s.broker_name, s.queue_id): (s.min_offset, s.max_offset) for s in java_peers.mqadmin().topic_status(topic)
+    }
     assert status == {(mq.broker_name, mq.queue_id): (0, counts[(mq.broker_name, mq.queue_id)]) for mq in queues}

@@ -45,7 +45,11 @@ def as_java_dump(message, result, mq: MessageQueue, is_4x: bool) -> dict:
         "queueOffset": message.queue_offset,
         "msgId": message.msg_id,
         "offsetMsgId": message.offset_msg_id,
-        "properties": {**message.properties, "MIN_OFFSET": str(result.min_offset), "MAX_OFFSET": str(result.max_offset)},
+        "properties": {
+            **message.properties,
+            "MIN_OFFSET": str(result.min_offset),
+            "MAX_OFFSET": str(result.max_offset),
+        },
         "bornTimestamp": message.born_timestamp,
         "storeTimestamp": message.store_timestamp,
         "bornHost": message.born_host,
@@ -74,13 +78,30 @@ def varied_messages(topic: str) -> list[dict]:
     a0 = {"broker": "broker-a", "queue_id": 0}
     b0 = {"broker": "broker-b", "queue_id": 0}
     return [
-        {"topic": topic, "tags": "TagA", "keys": ["order-1", "cust-9"], "properties": {"region": "eu", "ünï": "çödé"},
-         "body": "héllo wörld ✓ 你好 🚀", **a0},
+        {
+            "topic": topic,
+            "tags": "TagA",
+            "keys": ["order-1", "cust-9"],
+            "properties": {"region": "eu", "ünï": "çödé"},
+            "body": "héllo wörld ✓ 你好 🚀",
+            **a0,
+        },
         {"topic": topic, "tags": "标签", "body_base64": base64.b64encode(binary).decode(), **a0},
         {"topic": topic, "tags": "TagB", "keys": ["big"], "body": big_text, **a0},
         {"topic": topic, "body": big_random, **a0},
-        {"batch": [{"topic": topic, "tags": "TagBatch", "keys": [f"bk{i}"], "properties": {"i": str(i)},
-                    "body": f"batch message {i}"} for i in range(3)], **a0},
+        {
+            "batch": [
+                {
+                    "topic": topic,
+                    "tags": "TagBatch",
+                    "keys": [f"bk{i}"],
+                    "properties": {"i": str(i)},
+                    "body": f"batch message {i}",
+                }
+                for i in range(3)
+            ],
+            **a0,
+        },
         # the same queue id on the other broker: different messages
         {"topic": topic, "tags": "TagA", "keys": ["order-2"], "body": "on broker-b, queue 0", **b0},
         {"topic": topic, "body_base64": base64.b64encode(b"\x00\x01\x02\xff" * 10).decode(), **b0},
@@ -187,8 +208,11 @@ def java_map(text: str) -> dict[str, str]:
 
 def test_a_sample_equals_mqadmin_query_msg_by_offset(java_sent, rocketmq_client, java_peers):
     topic, _ = java_sent
-    sample = [(MessageQueue(topic, "broker-a", 0), 0), (MessageQueue(topic, "broker-a", 0), 2),
-              (MessageQueue(topic, "broker-b", 0), 0)]
+    sample = [
+        (MessageQueue(topic, "broker-a", 0), 0),
+        (MessageQueue(topic, "broker-a", 0), 2),
+        (MessageQueue(topic, "broker-b", 0), 0),
+    ]
     mqadmin = java_peers.mqadmin()
     for mq, offset in sample:
         [(message, result)] = pull_range(rocketmq_client, mq, offset, offset + 1)
@@ -208,8 +232,11 @@ def test_a_sample_equals_mqadmin_query_msg_by_offset(java_sent, rocketmq_client,
         assert shown["Store Timestamp"] == java_date(message.store_timestamp)
         assert shown["Born Host"] == message.born_host and shown["Store Host"] == message.store_host
         assert int(shown["System Flag"]) == java_sys_flag(message.sys_flag, java_peers.is_4x)
-        expected_props = {**message.properties, "MIN_OFFSET": str(result.min_offset),
-                          "MAX_OFFSET": str(result.max_offset)}
+        expected_props = {
+            **message.properties,
+            "MIN_OFFSET": str(result.min_offset),
+            "MAX_OFFSET": str(result.max_offset),
+        }
         assert java_map(shown["Properties"]) == expected_props
         if java_peers.is_4x:
             assert Path(shown["Message Body Path"]).read_bytes() == message.body

@@ -37,10 +37,12 @@ def wait_for_max_offsets(client, expected: dict[MessageQueue, int]) -> None:
 
 
 def test_every_offset_comes_back_once_in_order_though_the_broker_shortens_answers(
-        rocketmq_client, new_topic, java_peers):
+    rocketmq_client, new_topic, java_peers
+):
     topic = new_topic(queues=2)  # two queues on each broker: queue ids repeat across brokers
-    sent = java_peers.produce(args=["--topic", topic, "--count", "64", "--body-size", str(BODY_SIZE),
-                                    "--compress-over", str(1 << 20)])
+    sent = java_peers.produce(
+        args=["--topic", topic, "--count", "64", "--body-size", str(BODY_SIZE), "--compress-over", str(1 << 20)]
+    )
     by_queue = defaultdict(list)
     for s in sent:
         by_queue[MessageQueue(topic, s.broker_name, s.queue_id)].append(s)
@@ -83,7 +85,8 @@ def test_a_range_past_the_end_of_the_queue_fails_naming_queue_and_offsets(rocket
 
 
 def test_a_connection_cut_with_pulls_in_flight_loses_and_repeats_nothing(
-        rocketmq_client, new_topic, java_peers, monkeypatch):
+    rocketmq_client, new_topic, java_peers, monkeypatch
+):
     topic = new_topic(queues=2)
     sent = java_peers.produce(args=["--topic", topic, "--count", "400", "--body-size", "200"])
     by_queue = defaultdict(list)

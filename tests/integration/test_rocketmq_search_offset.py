@@ -30,8 +30,13 @@ def test_search_offset_agrees_with_the_java_admin(rocketmq_client, new_topic, ja
     topic = new_topic(queues=2)
     targets = [("broker-a", 1), ("broker-b", 1)]
     for burst in range(2):
-        java_peers.produce([{"topic": topic, "body": f"burst {burst} #{i}", "broker": b, "queue_id": q}
-                            for i in range(6) for b, q in targets])
+        java_peers.produce(
+            [
+                {"topic": topic, "body": f"burst {burst} #{i}", "broker": b, "queue_id": q}
+                for i in range(6)
+                for b, q in targets
+            ]
+        )
     boundaries = [None] if java_peers.is_4x else [None, "LOWER", "UPPER"]
 
     checks = []
@@ -45,8 +50,17 @@ def test_search_offset_agrees_with_the_java_admin(rocketmq_client, new_topic, ja
             for boundary in boundaries:
                 checks.append((mq, ts, boundary, store_times))
 
-    commands = [{"op": "searchOffset", "topic": mq.topic, "broker": mq.broker_name, "queue_id": mq.queue_id,
-                 "timestamp": ts, **({"boundary": b} if b else {})} for mq, ts, b, _ in checks]
+    commands = [
+        {
+            "op": "searchOffset",
+            "topic": mq.topic,
+            "broker": mq.broker_name,
+            "queue_id": mq.queue_id,
+            "timestamp": ts,
+            **({"boundary": b} if b else {}),
+        }
+        for mq, ts, b, _ in checks
+    ]
     answers = java_peers.admin(commands)
     assert all(a["ok"] for a in answers), [a for a in answers if not a["ok"]][:3]
 
@@ -75,4 +89,8 @@ def test_boundary_is_only_sent_where_it_is_understood(rocketmq_client, new_topic
     assert broker.supports_search_boundary(topic, 0) is (not java_peers.is_4x)
     assert broker.server_version == (407 if java_peers.is_4x else 479)
     # An empty queue: every boundary answers 0 on both lines.
-    assert [rocketmq_client.search_offset(mq, 1, b) for b in (None, BoundaryType.LOWER, BoundaryType.UPPER)] == [0, 0, 0]
+    assert [rocketmq_client.search_offset(mq, 1, b) for b in (None, BoundaryType.LOWER, BoundaryType.UPPER)] == [
+        0,
+        0,
+        0,
+    ]

@@ -93,16 +93,24 @@ class Refusal:
 _ACL_EXCEPTION = "org.apache.rocketmq.acl.common.AclException"
 
 REFUSALS = {
-    ROCKETMQ_VERSION: Refusal(NoPermission, 16, {
-        "unsigned": "username cannot be null.",
-        "wrong_secret": "check signature failed.",
-        "unknown_key": f"User:{UNKNOWN_KEY} is not found.",
-    }),
-    ROCKETMQ_4_VERSION: Refusal(BrokerSystemError, 1, {
-        "unsigned": f"{_ACL_EXCEPTION}: No accessKey is configured",
-        "wrong_secret": f"{_ACL_EXCEPTION}: Check signature failed for accessKey={ACCESS_KEY}",
-        "unknown_key": f"{_ACL_EXCEPTION}: No acl config for {UNKNOWN_KEY}",
-    }),
+    ROCKETMQ_VERSION: Refusal(
+        NoPermission,
+        16,
+        {
+            "unsigned": "username cannot be null.",
+            "wrong_secret": "check signature failed.",
+            "unknown_key": f"User:{UNKNOWN_KEY} is not found.",
+        },
+    ),
+    ROCKETMQ_4_VERSION: Refusal(
+        BrokerSystemError,
+        1,
+        {
+            "unsigned": f"{_ACL_EXCEPTION}: No accessKey is configured",
+            "wrong_secret": f"{_ACL_EXCEPTION}: Check signature failed for accessKey={ACCESS_KEY}",
+            "unknown_key": f"{_ACL_EXCEPTION}: No acl config for {UNKNOWN_KEY}",
+        },
+    ),
 }
 
 CREDENTIALS = {
@@ -126,8 +134,12 @@ class AclCluster:
         return self.cluster.spec.brokers[0].address
 
     def client(self, credentials: Credentials | None, tls: TlsSettings | None = None) -> RocketMQClient:
-        return RocketMQClient(self.cluster.spec.namesrv_address, credentials=credentials, timeout=TIMEOUT,
-                              tls=tls or self.cluster.spec.tls_settings())
+        return RocketMQClient(
+            self.cluster.spec.namesrv_address,
+            credentials=credentials,
+            timeout=TIMEOUT,
+            tls=tls or self.cluster.spec.tls_settings(),
+        )
 
     def signed(self) -> RocketMQClient:
         return self.client(Credentials(ACCESS_KEY, SECRET_KEY))
@@ -137,14 +149,23 @@ class AclCluster:
 def acl_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclCluster]:
     version = request.param
     spec = make_spec(tmp_path_factory.mktemp(f"acl-{version}"), version=version)
-    spec = replace(spec, brokers=spec.brokers[:1], acl=AclSpec(ACCESS_KEY, SECRET_KEY), tls=TlsSpec(),
-                   extra_broker_properties=SHORT_DELAY_LEVELS)
+    spec = replace(
+        spec,
+        brokers=spec.brokers[:1],
+        acl=AclSpec(ACCESS_KEY, SECRET_KEY),
+        tls=TlsSpec(),
+        extra_broker_properties=SHORT_DELAY_LEVELS,
+    )
     cluster = LocalCluster(spec)
     try:
         cluster.up()
         topic = f"acl_{uuid.uuid4().hex[:8]}"
-        route = RocketMQClient(spec.namesrv_address, credentials=Credentials(ACCESS_KEY, SECRET_KEY),
-                               timeout=TIMEOUT, tls=spec.tls_settings()).create_topic(topic, 2)
+        route = RocketMQClient(
+            spec.namesrv_address,
+            credentials=Credentials(ACCESS_KEY, SECRET_KEY),
+            timeout=TIMEOUT,
+            tls=spec.tls_settings(),
+        ).create_topic(topic, 2)
         assert {q.broker_name: q.write_queue_nums for q in route.queue_datas} == {"broker-a": 2}
         yield AclCluster(cluster, topic)
     finally:
@@ -178,7 +199,8 @@ def test_signed_client_creates_sends_pulls_and_commits(
     result = client.pull(mq, 0, consumer_group=group)
     assert result.status is PullStatus.FOUND
     assert [(m.queue_offset, m.msg_id, m.body) for m in result.messages] == [
-        (s.queue_offset, s.msg_id, f"signed {i}".encode()) for i, s in enumerate(sent)]
+        (s.queue_offset, s.msg_id, f"signed {i}".encode()) for i, s in enumerate(sent)
+    ]
     assert [m.tags for m in result.messages] == ["a", None, None]
     assert client.pull(mq, 3, consumer_group=group).status is PullStatus.NO_NEW_MSG
 
@@ -265,21 +287,29 @@ def test_the_java_client_sends_over_tls_what_ours_reads(acl_cluster: AclCluster)
     our client over TLS: the same messages, offsets and ids."""
     spec = acl_cluster.cluster.spec
     topic = acl_cluster.topic
-    sent = peers.produce(spec.namesrv_address, spec.state_dir,
-                         [{"topic": topic, "tags": "tls", "body": f"over tls {i}", "broker": "broker-a", "queue_id": 0}
-                          for i in range(5)], version=spec.version)
+    sent = peers.produce(
+        spec.namesrv_address,
+        spec.state_dir,
+        [
+            {"topic": topic, "tags": "tls", "body": f"over tls {i}", "broker": "broker-a", "queue_id": 0}
+            for i in range(5)
+        ],
+        version=spec.version,
+    )
     assert len(sent) == 5 and all(s.status == "SEND_OK" for s in sent)
     client = acl_cluster.signed()
     mq = MessageQueue(topic, "broker-a", 0)
     first = min(s.queue_offset for s in sent)
     wait_for_max_offset(client, mq, first + 5)
     pulled = client.pull(mq, first, 32, consumer_group="g_tls_reader").messages[:5]
-    assert [(m.msg_id, m.queue_offset, m.body) for m in pulled] == \
-        [(s.msg_id, s.queue_offset, f"over tls {i}".encode()) for i, s in enumerate(sent)]
+    assert [(m.msg_id, m.queue_offset, m.body) for m in pulled] == [
+        (s.msg_id, s.queue_offset, f"over tls {i}".encode()) for i, s in enumerate(sent)
+    ]
 
 
 def test_a_name_server_with_an_expired_certificate_is_refused_with_the_reason(
-        tmp_path_factory: pytest.TempPathFactory) -> None:
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     """A real name server serving a certificate that expired yesterday, signed by the CA the client trusts."""
     spec = make_spec(tmp_path_factory.mktemp("expired"))
     spec = replace(spec, brokers=(), tls=TlsSpec())
@@ -298,7 +328,8 @@ def test_a_name_server_with_an_expired_certificate_is_refused_with_the_reason(
 
 
 def test_a_name_server_that_requires_client_certificates_takes_ours_and_names_what_is_missing(
-        tmp_path_factory: pytest.TempPathFactory) -> None:
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     """A real name server with ``tls.server.need.client.auth=require``: the local client certificate (signed by the
     CA it trusts) is taken; without one the client is turned away in a sentence that names the two keys."""
     spec = replace(make_spec(tmp_path_factory.mktemp("mtls")), brokers=(), tls=TlsSpec(require_client_certificate=True))
@@ -327,22 +358,28 @@ SIGNATURE_FIELD = re.compile(r"""["']Signature["']\s*[:=]|\bSignature=""")
 
 
 @pytest.fixture(scope="module")
-def secure_spark_connect(tmp_path_factory: pytest.TempPathFactory, spark_jvm_options,
-                         local_s3) -> Iterator[SparkConnect]:
+def secure_spark_connect(
+    tmp_path_factory: pytest.TempPathFactory, spark_jvm_options, local_s3
+) -> Iterator[SparkConnect]:
     """The runs' long-lived Spark Connect server, as `rocketlake spark-server` runs it for this configuration: the S3
     bucket's settings and keys, and the ACL keys' variables in its environment (its Python workers read the cluster,
     signing their requests)."""
     from rocketlake.pipelines.config import LakeConfig
 
-    yield from connect_server(tmp_path_factory.mktemp("secure-spark-connect"), LakeConfig(**local_s3.lake_settings()),
-                              ACL_ENV)
+    yield from connect_server(
+        tmp_path_factory.mktemp("secure-spark-connect"), LakeConfig(**local_s3.lake_settings()), ACL_ENV
+    )
 
 
 @pytest.mark.stack
 @pytest.mark.parametrize("acl_cluster", [ROCKETMQ_VERSION], indirect=True)
 def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no_secret_shows(
-        acl_cluster: AclCluster, local_s3, secure_spark_connect: SparkConnect, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    acl_cluster: AclCluster,
+    local_s3,
+    secure_spark_connect: SparkConnect,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from deltalake import DeltaTable
     from pyarrow import fs
 
@@ -357,13 +394,28 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
 
     # The ingestion as a user writes it: keys by variable name, the cluster's CA, the lake on S3, its runs on the
     # long-lived Spark server (started with the bucket's settings and keys, as on the local runtime).
-    config = write_config(tmp_path / "rocketlake.yaml", acl_cluster.cluster, tmp_path / "unused", {"orders": {
-        "topic": topic, "consumer_group": group, "table": table, "listener": "tests.unit.listeners:fail_poison",
-        "consume_message_batch_max_size": 1, "max_reconsume_times": 0}},  # a failure goes straight to %DLQ%
-        secure_spark_connect.settings())
+    config = write_config(
+        tmp_path / "rocketlake.yaml",
+        acl_cluster.cluster,
+        tmp_path / "unused",
+        {
+            "orders": {
+                "topic": topic,
+                "consumer_group": group,
+                "table": table,
+                "listener": "tests.unit.listeners:fail_poison",
+                "consume_message_batch_max_size": 1,
+                "max_reconsume_times": 0,
+            }
+        },  # a failure goes straight to %DLQ%
+        secure_spark_connect.settings(),
+    )
     body = yaml.safe_load(config.read_text())
-    body["clusters"]["test"] |= {"access_key_env": "ROCKETLAKE_TEST_ACL_AK", "secret_key_env": "ROCKETLAKE_TEST_ACL_SK",
-                                 "tls": {"ca_file": str(spec.tls_dir / "ca.pem")}}
+    body["clusters"]["test"] |= {
+        "access_key_env": "ROCKETLAKE_TEST_ACL_AK",
+        "secret_key_env": "ROCKETLAKE_TEST_ACL_SK",
+        "tls": {"ca_file": str(spec.tls_dir / "ca.pem")},
+    }
     lake = LakeConfig(**local_s3.lake_settings(unique("secure")))
     body["lake"] = lake.model_dump(exclude_none=True)
     config.write_text(yaml.safe_dump(body))
@@ -373,8 +425,12 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
     # The Java producer, over TLS and signed, sends a minute's orders; one in three is poison.
     room_in_this_minute()  # the orders must all be stored within one minute, the window
     minute = int(time.time()) // 60 * 60
-    sent = peers.produce(spec.namesrv_address, spec.state_dir,
-                         [order(i, topic, "poison" if i % 3 == 0 else "TagA") for i in range(9)], version=spec.version)
+    sent = peers.produce(
+        spec.namesrv_address,
+        spec.state_dir,
+        [order(i, topic, "poison" if i % 3 == 0 else "TagA") for i in range(9)],
+        version=spec.version,
+    )
     assert {s.status for s in sent} == {"SEND_OK"}
     assert int(time.time()) // 60 * 60 == minute, "the orders were stored across two minutes (two windows)"
     window = datetime.fromtimestamp(minute, timezone.utc).strftime("%Y-%m-%d-%H:%M")
@@ -384,22 +440,36 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
     # before the orders', closed and empty). With the default run retries: a refusal is permanent, so the step is
     # not retried (each retry would be turned away alike, tens of seconds later).
     plain = config.with_name("without_tls.yaml")
-    plain.write_text(yaml.safe_dump({**body, "clusters": {"test": {
-        k: v for k, v in body["clusters"]["test"].items() if k != "tls"}}}))
+    plain.write_text(
+        yaml.safe_dump(
+            {**body, "clusters": {"test": {k: v for k, v in body["clusters"]["test"].items() if k != "tls"}}}
+        )
+    )
     closed = datetime.fromtimestamp(minute - 60, timezone.utc).strftime("%Y-%m-%d-%H:%M")
-    refused = subprocess.run([DAGSTER, "asset", "materialize", "-m", "rocketlake.definitions", "--select", table,
-                              "--partition", closed], cwd=ROOT, env=dict(env, ROCKETLAKE_CONFIG=str(plain)),
-                             capture_output=True, text=True, timeout=600)
+    refused = subprocess.run(
+        [DAGSTER, "asset", "materialize", "-m", "rocketlake.definitions", "--select", table, "--partition", closed],
+        cwd=ROOT,
+        env=dict(env, ROCKETLAKE_CONFIG=str(plain)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     refusal = refused.stdout + refused.stderr
     assert refused.returncode != 0, refusal[-3000:]
     assert f"cluster 'test' ({spec.namesrv_address}) turned this run away" in refusal, refusal[-3000:]
     assert "configure tls for this cluster" in refusal
     assert "STEP_UP_FOR_RETRY" not in refusal and "STEP_RESTARTED" not in refusal, refusal[-3000:]
-    assert local_s3.filesystem().get_file_info(lake.table_path(table)[len("s3a://"):]).type == fs.FileType.NotFound
+    assert local_s3.filesystem().get_file_info(lake.table_path(table)[len("s3a://") :]).type == fs.FileType.NotFound
 
     wait_until(minute + 60 + 3)  # closed: its end plus the grace of 2 s
-    run = subprocess.run([DAGSTER, "asset", "materialize", "-m", "rocketlake.definitions", "--select", table,
-                          "--partition", window], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [DAGSTER, "asset", "materialize", "-m", "rocketlake.definitions", "--select", table, "--partition", window],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-4000:]
 
@@ -408,17 +478,27 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
     rows = DeltaTable(path, storage_options=delta_rs_options(lake)).to_pyarrow_table(columns=["msg_id"]).to_pylist()
     assert sorted(r["msg_id"] for r in rows) == sorted(s.msg_id for s in sent if s.msg_id not in poison)
     # Committed after the landing, as the Java admin API (signed, over TLS) reports them.
-    [stats] = peers.admin(spec.namesrv_address, spec.state_dir, [{"op": "consumeStats", "group": group,
-                                                                   "topic": topic}], version=spec.version)
+    [stats] = peers.admin(
+        spec.namesrv_address,
+        spec.state_dir,
+        [{"op": "consumeStats", "group": group, "topic": topic}],
+        version=spec.version,
+    )
     assert stats["ok"], stats
     ends: dict = {}
     for s in sent:
         ends[(s.broker_name, s.queue_id)] = max(ends.get((s.broker_name, s.queue_id), 0), s.queue_offset + 1)
-    assert {(r["broker"], r["queue_id"]): r["consumer_offset"] for r in stats["value"]
-            if (r["broker"], r["queue_id"]) in ends} == ends
+    assert {
+        (r["broker"], r["queue_id"]): r["consumer_offset"]
+        for r in stats["value"]
+        if (r["broker"], r["queue_id"]) in ends
+    } == ends
     # Sent back through TLS and ACL: the broker dead-lettered each poison message (max_reconsume_times 0).
-    dlq = [m for mq in client.queues(f"%DLQ%{group}")
-           for m in client.pull(mq, client.get_min_offset(mq), 32, consumer_group=group).messages]
+    dlq = [
+        m
+        for mq in client.queues(f"%DLQ%{group}")
+        for m in client.pull(mq, client.get_min_offset(mq), 32, consumer_group=group).messages
+    ]
     assert sorted(m.msg_id for m in dlq) == sorted(poison)  # their UNIQ_KEY, kept through the send-back
 
     # The sensors a daemon would tick (lag, retry backlog), through TLS and signed: their observations are read too.
@@ -431,23 +511,33 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
     for key, value in ACL_ENV.items():
         monkeypatch.setenv(key, value)
     defs = build_definitions(load_config(config))
-    resource = RocketMQResource(namesrv=spec.namesrv_address, cluster="test", access_key_env="ROCKETLAKE_TEST_ACL_AK",
-                                secret_key_env="ROCKETLAKE_TEST_ACL_SK", tls=True,
-                                tls_ca_file=str(spec.tls_dir / "ca.pem"))
+    resource = RocketMQResource(
+        namesrv=spec.namesrv_address,
+        cluster="test",
+        access_key_env="ROCKETLAKE_TEST_ACL_AK",
+        secret_key_env="ROCKETLAKE_TEST_ACL_SK",
+        tls=True,
+        tls_ca_file=str(spec.tls_dir / "ca.pem"),
+    )
     observations = []
     with DagsterInstance.from_config(str(home)) as instance:
         for name in ("lag", "retry_backlog"):
             sensor = defs.get_sensor_def(f"rocketlake_test_{name}")  # one a cluster
-            result = sensor.evaluate_tick(build_sensor_context(instance=instance, definitions=defs,
-                                                               resources={"rocketmq_test": resource},
-                                                               sensor_name=sensor.name))
+            result = sensor.evaluate_tick(
+                build_sensor_context(
+                    instance=instance, definitions=defs, resources={"rocketmq_test": resource}, sensor_name=sensor.name
+                )
+            )
             observations += result.asset_events
     assert observations and all(o.metadata for o in observations)
 
     # Nothing a person or a log shipper reads holds the ACL secret, the S3 secret or a request signature.
     secrets = [SECRET_KEY, os.environ[lake.s3.secret_key_env]]
-    readable = {"the CLI's output": output, "the refused run's output": refusal,
-                "the sensors' observations": repr(observations)}
+    readable = {
+        "the CLI's output": output,
+        "the refused run's output": refusal,
+        "the sensors' observations": repr(observations),
+    }
     with DagsterInstance.from_config(str(home)) as instance:
         for dagster_run in instance.get_runs():
             readable[f"run {dagster_run.run_id}'s event log"] = repr(instance.all_logs(dagster_run.run_id))
@@ -462,7 +552,7 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
     assert any("s3a://lake/" in text for where, text in server.items() if "event log" in where)  # and writes'
     readable |= server
     filesystem = local_s3.filesystem()
-    for info in filesystem.get_file_info(fs.FileSelector(path[len("s3a://"):], recursive=True)):
+    for info in filesystem.get_file_info(fs.FileSelector(path[len("s3a://") :], recursive=True)):
         if info.type == fs.FileType.File and "/_delta_log/" in info.path:
             with filesystem.open_input_stream(info.path) as stream:
                 readable[info.path] = stream.read().decode("utf-8", "replace")
@@ -480,15 +570,20 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
 
 
 def test_the_cli_refuses_a_secure_cluster_it_is_not_configured_for_in_one_sentence(
-        acl_cluster: AclCluster, tmp_path: Path) -> None:
+    acl_cluster: AclCluster, tmp_path: Path
+) -> None:
     """`rocketlake offsets show` (no Spark, no Dagster: what an operator types first) with the TLS block missing, then
     with the ACL variables unset, then unsigned, then with both: refusals that name the cluster and the key, then the
     table; and `rocketlake member` ends at a refusal instead of beating again forever."""
     from tests.integration.ingestion_support import unique, write_config
 
     spec = acl_cluster.cluster.spec
-    config = write_config(tmp_path / "rocketlake.yaml", acl_cluster.cluster, tmp_path / "lake", {"orders": {
-        "topic": acl_cluster.topic, "consumer_group": unique("g"), "table": unique("t")}})
+    config = write_config(
+        tmp_path / "rocketlake.yaml",
+        acl_cluster.cluster,
+        tmp_path / "lake",
+        {"orders": {"topic": acl_cluster.topic, "consumer_group": unique("g"), "table": unique("t")}},
+    )
     body = yaml.safe_load(config.read_text())
 
     def configure(cluster: dict) -> None:
@@ -497,8 +592,14 @@ def test_the_cli_refuses_a_secure_cluster_it_is_not_configured_for_in_one_senten
 
     def offsets_show(cluster: dict, env: dict) -> subprocess.CompletedProcess:
         configure(cluster)
-        return subprocess.run([sys.executable, "-m", "rocketlake.cli", "offsets", "show", "orders", "--config",
-                               str(config)], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+        return subprocess.run(
+            [sys.executable, "-m", "rocketlake.cli", "offsets", "show", "orders", "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            cwd=tmp_path,
+        )
 
     keys = {"access_key_env": "ROCKETLAKE_TEST_ACL_AK", "secret_key_env": "ROCKETLAKE_TEST_ACL_SK"}
     tls = {"tls": {"ca_file": str(spec.tls_dir / "ca.pem")}}
@@ -509,15 +610,23 @@ def test_the_cli_refuses_a_secure_cluster_it_is_not_configured_for_in_one_senten
     assert without_keys.returncode == 2
     assert "cluster 'test' uses ACL: set $ROCKETLAKE_TEST_ACL_AK and $ROCKETLAKE_TEST_ACL_SK" in without_keys.stderr
     unsigned = offsets_show(tls, dict(os.environ))
-    assert unsigned.returncode == 2 and "cluster 'test'" in unsigned.stderr and "access_key_env" in unsigned.stderr, \
+    assert unsigned.returncode == 2 and "cluster 'test'" in unsigned.stderr and "access_key_env" in unsigned.stderr, (
         unsigned.stderr
+    )
     # A member (`rocketlake member`, heartbeats until stopped) does not beat again and again at a refusal: it ends.
     configure(keys)  # no tls
     began = time.monotonic()
-    member = subprocess.run([sys.executable, "-m", "rocketlake.cli", "member", "orders", "--config", str(config)],
-                            capture_output=True, text=True, timeout=120, env=dict(os.environ, **ACL_ENV), cwd=tmp_path)
-    assert member.returncode == 2 and "cluster 'test'" in member.stderr and "turned the member away" in member.stderr, \
+    member = subprocess.run(
+        [sys.executable, "-m", "rocketlake.cli", "member", "orders", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, **ACL_ENV),
+        cwd=tmp_path,
+    )
+    assert member.returncode == 2 and "cluster 'test'" in member.stderr and "turned the member away" in member.stderr, (
         member.stdout + member.stderr
+    )
     assert time.monotonic() - began < 60
     both = offsets_show({**keys, **tls}, dict(os.environ, **ACL_ENV))
     assert both.returncode == 0, both.stderr

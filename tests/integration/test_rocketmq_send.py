@@ -24,15 +24,22 @@ def test_java_consumer_reads_what_we_send(rocketmq_client, new_topic, java_peers
     a1, b1 = MessageQueue(topic, "broker-a", 1), MessageQueue(topic, "broker-b", 1)
     big = ("zlib me " * 1000).encode()  # 8000 bytes: compressed by us like the Java producer would
     singles = [
-        OutgoingMessage(topic, "héllo ✓ 你好 🚀".encode(), tags="TagA", keys=["k1", "k2"],
-                        properties={"region": "eu", "ünï": "çödé"}),
+        OutgoingMessage(
+            topic,
+            "héllo ✓ 你好 🚀".encode(),
+            tags="TagA",
+            keys=["k1", "k2"],
+            properties={"region": "eu", "ünï": "çödé"},
+        ),
         OutgoingMessage(topic, bytes(range(256)) * 3, tags="标签"),
         OutgoingMessage(topic, big, tags="Big", keys="one-key", flag=7),
         OutgoingMessage(topic, b"x" * 4095),  # just under the compression threshold
     ]
     sent = [rocketmq_client.send(m, a1) for m in singles]
-    batch_a = [OutgoingMessage(topic, f"batch-a {i}".encode(), tags="TB", keys=[f"bk{i}"], properties={"i": str(i)})
-               for i in range(4)]
+    batch_a = [
+        OutgoingMessage(topic, f"batch-a {i}".encode(), tags="TB", keys=[f"bk{i}"], properties={"i": str(i)})
+        for i in range(4)
+    ]
     batch_b = [OutgoingMessage(topic, f"batch-b {i}".encode()) for i in range(3)]
     sent += rocketmq_client.send_batch(batch_a, a1)
     sent += rocketmq_client.send_batch(batch_b, b1)  # the same queue id on the other broker

@@ -32,12 +32,18 @@ def retry_copies(client: RocketMQClient, topic: str) -> int:
 
 
 def test_a_json_table_gains_the_fields_bodies_add_and_a_conflicting_value_is_a_failed_message(
-        local_cluster, create_topic, java_producer, spark, tmp_path):
+    local_cluster, create_topic, java_producer, spark, tmp_path
+):
     topic, group = create_topic(queues=2), unique("g_evolve")
-    cfg = ingestion_config(topic=topic, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                           window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
-                           body={"format": "json", "schema": "order_id STRING, amount DOUBLE", "evolve": "add_columns"},
-                           max_reconsume_times=1, layout={"partition_by": ["window_hour"]})
+    cfg = ingestion_config(
+        topic=topic,
+        consumer_group=group,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+        body={"format": "json", "schema": "order_id STRING, amount DOUBLE", "evolve": "add_columns"},
+        max_reconsume_times=1,
+        layout={"partition_by": ["window_hour"]},
+    )
     engine = Engine(local_cluster, spark, tmp_path / "orders", cfg)
     path = engine.lake.table_path
 
@@ -48,8 +54,9 @@ def test_a_json_table_gains_the_fields_bodies_add_and_a_conflicting_value_is_a_f
     assert DeltaTable(path).metadata().partition_columns == ["window_date", "window_hour"]  # the layout asked for
     assert "region" not in DeltaTable(path).schema().to_arrow().names
 
-    later = [{"order_id": f"o-{i}", "amount": i, "region": "eu", "ship": {"city": f"c{i}", "zip": i}}
-             for i in range(4, 9)]
+    later = [
+        {"order_id": f"o-{i}", "amount": i, "region": "eu", "ship": {"city": f"c{i}", "zip": i}} for i in range(4, 9)
+    ]
     conflicting = {"order_id": "o-bad", "amount": "lots", "region": "us"}
     w2 = send_window(java_producer, topic, later + [conflicting])
     second = engine.run("r2", [("w2", w2)])
@@ -80,7 +87,8 @@ def test_a_json_table_gains_the_fields_bodies_add_and_a_conflicting_value_is_a_f
         third = engine.run("r3", [("w3", w3)])
         (accounting,) = third.materialization.accounting
         assert (accounting.planned, accounting.rows, accounting.dead_lettered) == (1, 0, 1)
-        dead = [m for mq in client.queues(f"%DLQ%{group}")
-                for m in client.pull(mq, 0, 32, consumer_group=group).messages]
+        dead = [
+            m for mq in client.queues(f"%DLQ%{group}") for m in client.pull(mq, 0, 32, consumer_group=group).messages
+        ]
     assert [json.loads(m.body) for m in dead] == [conflicting]
     assert DeltaTable(path).to_pyarrow_table().num_rows == 9

@@ -41,14 +41,19 @@ def test_a_send_back_the_storing_broker_does_not_take_is_produced_into_the_retry
         client.refresh_route(topic)
     on_a = MessageQueue(topic, "broker-a", 0)
     start = now_ms()
-    sent = client.send(OutgoingMessage(topic, b'{"order": "p0"}', tags="poison", keys=("p0",),
-                                       properties={"colour": "red"}), on_a)
+    sent = client.send(
+        OutgoingMessage(topic, b'{"order": "p0"}', tags="poison", keys=("p0",), properties={"colour": "red"}), on_a
+    )
     stored(client, on_a, 1)
     end = now_ms() + 1
     wait_until(end / 1000)
-    cfg = ingestion_config(topic=topic, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                           listener="tests.unit.listeners:fail_poison",
-                           window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0})
+    cfg = ingestion_config(
+        topic=topic,
+        consumer_group=group,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        listener="tests.unit.listeners:fail_poison",
+        window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+    )
     engine = Engine(disruptable, spark, tmp_path / "orders", cfg)
     pid = disruptable.broker_processes["broker-a"].pid()
     land = engine.lake.land
@@ -61,9 +66,15 @@ def test_a_send_back_the_storing_broker_does_not_take_is_produced_into_the_retry
     engine.lake.land = land_then_pause_broker_a
     lines = Lines()
     try:
-        events = run(engine.broker, engine.lake, engine.recorded, Alone(), cfg,
-                     LandingRequest("orders", "r1", [("w", Window(start, end))], now_ms(), 0, start_at_group_position=True),
-                     lines)
+        events = run(
+            engine.broker,
+            engine.lake,
+            engine.recorded,
+            Alone(),
+            cfg,
+            LandingRequest("orders", "r1", [("w", Window(start, end))], now_ms(), 0, start_at_group_position=True),
+            lines,
+        )
         landed = next(events)  # the send-back is made before the landing is reported
     finally:
         os.kill(pid, signal.SIGCONT)
@@ -86,8 +97,12 @@ def test_a_send_back_the_storing_broker_does_not_take_is_produced_into_the_retry
             client.refresh_route(retry)  # the broker the send created the topic on registers it a moment later
         except TopicNotExist:
             continue
-        copies = [m for mq in client.queues(retry) if mq.broker_name == "broker-b"
-                  for m in client.pull(mq, 0, 32, consumer_group=group).messages]
+        copies = [
+            m
+            for mq in client.queues(retry)
+            if mq.broker_name == "broker-b"
+            for m in client.pull(mq, 0, 32, consumer_group=group).messages
+        ]
     [copy] = copies
     assert copy.body == b'{"order": "p0"}' and copy.reconsume_times == 1
     props = copy.properties

@@ -18,10 +18,15 @@ pytestmark = pytest.mark.engine
 
 
 def test_runs_after_a_server_side_reset_neither_fail_nor_land_twice_and_undo_it_backward(
-        local_cluster, create_topic, java_producer, spark, tmp_path):
+    local_cluster, create_topic, java_producer, spark, tmp_path
+):
     topic, group = create_topic(queues=2), unique("g_reset")
-    cfg = ingestion_config(topic=topic, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                           window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0})
+    cfg = ingestion_config(
+        topic=topic,
+        consumer_group=group,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+    )
     engine = Engine(local_cluster, spark, tmp_path / "orders", cfg)
     (k1, w1), (k2, w2) = send_in_two_windows(java_producer, topic, 6)
     engine.run("r1", [(k1, w1)])

@@ -29,8 +29,13 @@ WINDOW = {"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0}
 def send_to(java_producer, topics: dict[str, int]) -> Window:
     """``n`` orders to each topic (one Java producer call), alone in a window of store time, closed on return."""
     start = now_ms()
-    java_producer([{"topic": topic, "tags": "TagA", "keys": [f"{topic}-{i}"], "body": f"{topic}-{i}"}
-                   for topic, n in topics.items() for i in range(n)])
+    java_producer(
+        [
+            {"topic": topic, "tags": "TagA", "keys": [f"{topic}-{i}"], "body": f"{topic}-{i}"}
+            for topic, n in topics.items()
+            for i in range(n)
+        ]
+    )
     end = now_ms() + 1
     wait_until(end / 1000)
     return Window(start, end)
@@ -43,13 +48,19 @@ def assert_group_at_the_end(cluster, group: str, topics: list[str]):
 
 
 def test_a_topic_created_later_that_matches_the_pattern_joins_at_the_next_window(
-        local_cluster, create_topic, java_producer, spark, tmp_path):
+    local_cluster, create_topic, java_producer, spark, tmp_path
+):
     prefix = f"pat{uuid.uuid4().hex[:6]}"
     first = create_topic(queues=2, prefix=prefix)
     create_topic(queues=1, prefix="other")  # matches nothing
     group = unique("g_pattern")
-    cfg = ingestion_config(topic=None, topic_pattern=re.escape(prefix) + "_.*", consumer_group=group, window=WINDOW,
-                           consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    cfg = ingestion_config(
+        topic=None,
+        topic_pattern=re.escape(prefix) + "_.*",
+        consumer_group=group,
+        window=WINDOW,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+    )
     engine = Engine(local_cluster, spark, tmp_path / "orders", cfg)
     w1 = send_to(java_producer, {first: 4})
     assert sum(a.rows for a in engine.run("r1", [("w1", w1)]).materialization.accounting) == 4

@@ -32,17 +32,43 @@ def keys(rows):
 
 def test_reads_exactly_what_the_java_producer_sent(create_topic, java_producer, rocketmq_reader):
     topic = create_topic(queues=2)
-    sent = java_producer([{"topic": topic, "tags": "TagA" if i % 3 else "TagB", "keys": [f"k{i}", "x"],
-                           "properties": {"n": str(i)}, "body": f"héllo {i}"} for i in range(60)])
+    sent = java_producer(
+        [
+            {
+                "topic": topic,
+                "tags": "TagA" if i % 3 else "TagB",
+                "keys": [f"k{i}", "x"],
+                "properties": {"n": str(i)},
+                "body": f"héllo {i}",
+            }
+            for i in range(60)
+        ]
+    )
     rows = rocketmq_reader(topic, bodyFormat="text", metadataColumns="offset_msg_id, properties").collect()
-    assert list(rows[0].asDict()) == ["topic", "broker_name", "queue_id", "queue_offset", "msg_id", "offset_msg_id",
-                                      "tags", "keys", "properties", "store_timestamp", "body", "body_text"]
+    assert list(rows[0].asDict()) == [
+        "topic",
+        "broker_name",
+        "queue_id",
+        "queue_offset",
+        "msg_id",
+        "offset_msg_id",
+        "tags",
+        "keys",
+        "properties",
+        "store_timestamp",
+        "body",
+        "body_text",
+    ]
     assert keys(rows) == sorted((s.broker_name, s.queue_id, s.queue_offset) for s in sent)
     by_id = {r.msg_id: r for r in rows}
     for s in sent:
         row = by_id[s.msg_id]
         assert (row.broker_name, row.queue_id, row.queue_offset, row.offset_msg_id) == (
-            s.broker_name, s.queue_id, s.queue_offset, s.offset_msg_id)
+            s.broker_name,
+            s.queue_id,
+            s.queue_offset,
+            s.offset_msg_id,
+        )
         i = int(row.properties["n"])
         assert row.body_text == f"héllo {i}" and row.keys == f"k{i} x"
         assert row.tags == ("TagA" if i % 3 else "TagB")
@@ -61,12 +87,21 @@ def test_subscription_filter_and_included_verdicts(create_topic, java_producer, 
 
 def test_offsets_json_and_split_by_threshold(create_topic, java_producer, rocketmq_reader):
     topic = create_topic(queues=1)  # queue 0 on both brokers
-    sent = java_producer([{"topic": topic, "body": str(i), "broker": b, "queue_id": 0}
-                          for b in ("broker-a", "broker-b") for i in range(20)])
+    sent = java_producer(
+        [
+            {"topic": topic, "body": str(i), "broker": b, "queue_id": 0}
+            for b in ("broker-a", "broker-b")
+            for i in range(20)
+        ]
+    )
     assert len(sent) == 40
-    df = rocketmq_reader(topic, startingOffsets=json.dumps({"broker-a": {"0": 5}, "broker-b": {"0": 0}}),
-                         endingOffsets=json.dumps({"broker-a": {"0": 15}, "broker-b": {"0": 3}}),
-                         maxMessagesPerPartition="4", pullThresholdForQueue="2")
+    df = rocketmq_reader(
+        topic,
+        startingOffsets=json.dumps({"broker-a": {"0": 5}, "broker-b": {"0": 0}}),
+        endingOffsets=json.dumps({"broker-a": {"0": 15}, "broker-b": {"0": 3}}),
+        maxMessagesPerPartition="4",
+        pullThresholdForQueue="2",
+    )
     assert df.rdd.getNumPartitions() == 4  # [5,9) [9,13) [13,15) on broker-a, [0,3) on broker-b
     assert keys(df.collect()) == [("broker-a", 0, o) for o in range(5, 15)] + [("broker-b", 0, o) for o in range(3)]
 
@@ -82,15 +117,20 @@ def test_timestamps_are_exact_store_time_boundaries(create_topic, java_producer,
     assert sorted(r.queue_offset for r in window) == expected
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"topic": "t"}, "option namesrv is required"),
-    ({"namesrv": "x:1", "topic": "t", "pullBatchSize": "0"}, "pullBatchSize=0 is out of range [1, 1024]"),
-    ({"namesrv": "x:1", "topic": "t", "startingOffsets": "{bad"}, "keyed by broker name then queue id"),
-    ({"namesrv": "x:1", "topic": "t", "startingOffsets": "latest"}, "startingOffsets=latest"),
-    ({"namesrv": "x:1", "topic": "t", "bodyFormat": "xml"}, "bodyFormat='xml' is not allowed"),
-    ({"namesrv": "x:1", "topic": "t", "metadataColumns": "properties,tags"},
-     "metadataColumns='properties,tags': 'tags' is not a metadata column .always there.; allowed: offset_msg_id, "),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"topic": "t"}, "option namesrv is required"),
+        ({"namesrv": "x:1", "topic": "t", "pullBatchSize": "0"}, "pullBatchSize=0 is out of range [1, 1024]"),
+        ({"namesrv": "x:1", "topic": "t", "startingOffsets": "{bad"}, "keyed by broker name then queue id"),
+        ({"namesrv": "x:1", "topic": "t", "startingOffsets": "latest"}, "startingOffsets=latest"),
+        ({"namesrv": "x:1", "topic": "t", "bodyFormat": "xml"}, "bodyFormat='xml' is not allowed"),
+        (
+            {"namesrv": "x:1", "topic": "t", "metadataColumns": "properties,tags"},
+            "metadataColumns='properties,tags': 'tags' is not a metadata column .always there.; allowed: offset_msg_id, ",
+        ),
+    ],
+)
 def test_bad_options_are_named(options, message):
     with pytest.raises(SourceOptionError, match=message.replace("[", r"\[").replace("]", r"\]")):
         parse_options(options)

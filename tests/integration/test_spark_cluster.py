@@ -37,8 +37,9 @@ pytestmark = pytest.mark.stack
 @pytest.fixture
 def spark_cluster(tmp_path):
     master, master_ui, ui_1, ui_2 = free_ports(4)
-    cluster = LocalSparkCluster(SparkClusterSpec(tmp_path / "spark", master_port=master, master_ui_port=master_ui,
-                                                 worker_ui_ports=(ui_1, ui_2)))
+    cluster = LocalSparkCluster(
+        SparkClusterSpec(tmp_path / "spark", master_port=master, master_ui_port=master_ui, worker_ui_ports=(ui_1, ui_2))
+    )
     try:
         status = cluster.up()
         assert status.ready and status.alive_workers == 2, status.render()
@@ -53,8 +54,12 @@ def executor_python(root: Path) -> Path:
     site = next(root.glob("lib/python*/site-packages"))
     (site / "project-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     python = root / "bin" / "python"
-    probe = subprocess.run([str(python), "-c", "import pyarrow, pyspark, yaml; import rocketlake"], cwd=root,
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        [str(python), "-c", "import pyarrow, pyspark, yaml; import rocketlake"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
     assert "No module named 'rocketlake'" in probe.stderr, probe.stderr  # only the zip can bring it
     return python
 
@@ -79,21 +84,33 @@ def tasks_by_executor(event_log_dir: Path) -> tuple[Counter, dict[tuple[str, str
 
 
 #: 40 orders over 4 queues on each broker, in one shared minute
-ORDERS = in_shared_minutes("spark_cluster", {"cluster": (4, None)}, lambda t: [order(i, t["cluster"]) for i in range(40)])
+ORDERS = in_shared_minutes(
+    "spark_cluster", {"cluster": (4, None)}, lambda t: [order(i, t["cluster"]) for i in range(40)]
+)
 
 
-def test_windows_land_through_a_spark_server_on_the_executors_of_a_standalone_cluster(tmp_path, local_cluster,
-                                                                                       spark_cluster, shared_minutes):
+def test_windows_land_through_a_spark_server_on_the_executors_of_a_standalone_cluster(
+    tmp_path, local_cluster, spark_cluster, shared_minutes
+):
     shared = shared_minutes[ORDERS]  # its window closed
     topic, group, table = shared.topics["cluster"], unique("g"), unique("t")
     events = tmp_path / "spark-events"
     events.mkdir()
-    config = write_config(tmp_path / "rocketlake.yaml", local_cluster, tmp_path / "lake",
-                          {"orders": {"topic": topic, "consumer_group": group, "table": table}})
-    spark_conf = {"spark.pyspark.python": str(executor_python(tmp_path / "executor-env")),
-                  "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-                  "spark.executor.memory": "512m", "spark.eventLog.enabled": "true",
-                  "spark.eventLog.dir": events.as_uri(), "spark.eventLog.compress": "false"}
+    config = write_config(
+        tmp_path / "rocketlake.yaml",
+        local_cluster,
+        tmp_path / "lake",
+        {"orders": {"topic": topic, "consumer_group": group, "table": table}},
+    )
+    spark_conf = {
+        "spark.pyspark.python": str(executor_python(tmp_path / "executor-env")),
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.executor.memory": "512m",
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.dir": events.as_uri(),
+        "spark.eventLog.compress": "false",
+    }
     # The production shape (deploying.md): one long-lived Spark Connect server on the cluster, `rocketlake
     # spark-server` on this configuration, and the runs open their sessions on it; the executors get rocketlake
     # from the zip each session sends.
@@ -109,15 +126,35 @@ def test_windows_land_through_a_spark_server_on_the_executors_of_a_standalone_cl
     assert len({(s.broker_name, s.queue_id) for s in sent}) == 8, "both brokers' queues carry messages"
 
     env = dict(os.environ, ROCKETLAKE_CONFIG=str(config), DAGSTER_HOME=str(home))
-    server = subprocess.Popen([str(Path(sys.executable).parent / "rocketlake"), "spark-server", "--config",
-                               str(config)], cwd=elsewhere, env=env, stdout=(tmp_path / "server.log").open("w"),
-                              stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "rocketlake"), "spark-server", "--config", str(config)],
+        cwd=elsewhere,
+        env=env,
+        stdout=(tmp_path / "server.log").open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         until(lambda: port_in_use(port), 180, "the Spark Connect server to listen")
         for window in windows:
-            result = subprocess.run([str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m",
-                                     "rocketlake.definitions", "--select", table, "--partition", window],
-                                    cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)
+            result = subprocess.run(
+                [
+                    str(Path(sys.executable).parent / "dagster"),
+                    "asset",
+                    "materialize",
+                    "-m",
+                    "rocketlake.definitions",
+                    "--select",
+                    table,
+                    "--partition",
+                    window,
+                ],
+                cwd=elsewhere,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     finally:
         os.killpg(server.pid, signal.SIGTERM)
@@ -125,13 +162,19 @@ def test_windows_land_through_a_spark_server_on_the_executors_of_a_standalone_cl
 
     landed = DeltaTable(str(tmp_path / "lake" / table)).to_pandas(columns=["msg_id", "queue_offset", "broker_name"])
     assert Counter(landed["msg_id"]) == Counter(list(dump)), "every message exactly once"
-    progress = {(q.broker_name, q.queue_id): q for q in local_cluster.mqadmin().consumer_progress(group, topic)
-                if q.topic == topic}
+    progress = {
+        (q.broker_name, q.queue_id): q
+        for q in local_cluster.mqadmin().consumer_progress(group, topic)
+        if q.topic == topic
+    }
     assert len(progress) == 8
     assert all(q.consumer_offset == q.broker_offset for q in progress.values()), progress
 
-    until(lambda: not any(f.name.endswith(".inprogress") for f in events.rglob("*")), 120,
-          "the server's Spark application to end (its event log complete)")
+    until(
+        lambda: not any(f.name.endswith(".inprogress") for f in events.rglob("*")),
+        120,
+        "the server's Spark application to end (its event log complete)",
+    )
     # One application: the server's. A run that started a Spark of its own would have made a second one.
     assert len(list(events.iterdir())) == 1, sorted(events.iterdir())
     ended, hosts = tasks_by_executor(events)

@@ -30,7 +30,10 @@ def test_runtime_settings_apply_to_the_running_session_and_fixed_ones_are_refuse
 def test_a_spark_connect_session_is_refused_where_a_classic_session_runs(spark):
     """PySpark picks Connect or classic per process; asking for both would hand the run classic functions on a
     Connect DataFrame. The refusal says what to do, and the running session is untouched."""
-    with pytest.raises(SparkSessionConflict, match=r"remote='sc://127.0.0.1:15002' asks for a Spark Connect session, "
-                                                   r"but this process already runs a classic SparkSession"):
+    with pytest.raises(
+        SparkSessionConflict,
+        match=r"remote='sc://127.0.0.1:15002' asks for a Spark Connect session, "
+        r"but this process already runs a classic SparkSession",
+    ):
         SparkResource(remote="sc://127.0.0.1:15002").session()
     assert spark.range(3).count() == 3

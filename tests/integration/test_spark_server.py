@@ -46,8 +46,13 @@ def versions(table: Path) -> list[str]:
 
 def test_a_client_killed_mid_write_has_its_work_stopped_by_the_server_and_nothing_lands_later(tmp_path, spark_connect):
     table, heartbeat = tmp_path / "table", tmp_path / "heartbeat"
-    client = subprocess.Popen([sys.executable, "-c", SLOW_WRITER, spark_connect.url, str(table), str(heartbeat)],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    client = subprocess.Popen(
+        [sys.executable, "-c", SLOW_WRITER, spark_connect.url, str(table), str(heartbeat)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 180
         while not (heartbeat.exists() and heartbeat.read_text().count("\n") >= 2):  # the server's task is working
@@ -70,7 +75,8 @@ def test_a_client_killed_mid_write_has_its_work_stopped_by_the_server_and_nothin
             os.killpg(client.pid, signal.SIGKILL)
     stopped_after = last_row - killed_at
     assert versions(table) == ["00000000000000000000.json"], (
-        f"the dead client's write committed after its death: {versions(table)}")
+        f"the dead client's write committed after its death: {versions(table)}"
+    )
     assert rows < 60 and stopped_after < 30, (rows, stopped_after)
 
 
@@ -99,11 +105,23 @@ def test_a_table_landed_through_a_listener_on_the_server_is_readable_by_delta_rs
     from deltalake import DeltaTable
 
     table = tmp_path / "table"
-    done = subprocess.run([sys.executable, "-c", LISTENED_WRITER, spark_connect.url, str(table)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", LISTENED_WRITER, spark_connect.url, str(table)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     schema = (table / "_delta_log" / "00000000000000000000.json").read_text()
     assert "collate" not in schema, schema[:2000]
     assert DeltaTable(str(table)).to_pyarrow_table().to_pylist() == [
-        {"topic": "orders", "tags": "TagA", "ship-to": {"region-code": "EU"}, "matched": False, "_rl_error": None,
-         "_rl_duplicate": False}]
+        {
+            "topic": "orders",
+            "tags": "TagA",
+            "ship-to": {"region-code": "EU"},
+            "matched": False,
+            "_rl_error": None,
+            "_rl_duplicate": False,
+        }
+    ]

@@ -58,9 +58,19 @@ def test_topic_expanded_and_a_broker_restarted_every_message_lands_once(tmp_path
     namesrv, state = cluster.spec.namesrv_address, cluster.spec.state_dir
     path = str(tmp_path / "lake" / table)
     cluster.create_topic(topic, 4)
-    config = write_config(tmp_path / "rocketlake.yaml", cluster, tmp_path / "lake", {"orders": {
-        "topic": topic, "consumer_group": group, "table": table,
-        "consume_from_where": "CONSUME_FROM_LAST_OFFSET"}})
+    config = write_config(
+        tmp_path / "rocketlake.yaml",
+        cluster,
+        tmp_path / "lake",
+        {
+            "orders": {
+                "topic": topic,
+                "consumer_group": group,
+                "table": table,
+                "consume_from_where": "CONSUME_FROM_LAST_OFFSET",
+            }
+        },
+    )
     defs = definitions(config)
     sensor = defs.get_sensor_def("rocketlake_test_rebalance")  # one a cluster
     resources = {"rocketmq_test": RocketMQResource(namesrv=namesrv)}
@@ -71,8 +81,11 @@ def test_topic_expanded_and_a_broker_restarted_every_message_lands_once(tmp_path
 
     def tick(instance, cursor=None):
         # As the daemon evaluates it (a direct call would hand the resources over as arguments).
-        return sensor.evaluate_tick(build_sensor_context(instance=instance, resources=resources, cursor=cursor,
-                                                         definitions=defs, sensor_name=sensor.name))
+        return sensor.evaluate_tick(
+            build_sensor_context(
+                instance=instance, resources=resources, cursor=cursor, definitions=defs, sensor_name=sensor.name
+            )
+        )
 
     with pooled_instance() as instance:
         # Window 1 on 4 + 4 queues, landed by its scheduled run.
@@ -106,8 +119,11 @@ def test_topic_expanded_and_a_broker_restarted_every_message_lands_once(tmp_path
 
         # broker-b comes back (same store); window 3 has messages on all 16 queues.
         cluster.up()
-        until(lambda: cluster._routed_queue_counts(topic) == {"broker-a": 8, "broker-b": 8}, 60,
-              "broker-b to route the topic again")
+        until(
+            lambda: cluster._routed_queue_counts(topic) == {"broker-a": 8, "broker-b": 8},
+            60,
+            "broker-b to route the topic again",
+        )
         room_in_this_minute()
         w3 = current_minute()
         sent += send(300, 32)
@@ -131,19 +147,25 @@ def test_topic_expanded_and_a_broker_restarted_every_message_lands_once(tmp_path
     rows = DeltaTable(path).to_pyarrow_table(columns=["msg_id", "window_start"]).to_pylist()
     assert Counter(r["msg_id"] for r in rows) == Counter(list(dump)), "every message exactly once"
     for r in rows:
-        assert minute_key(int(r["window_start"].timestamp() * 1000)) == \
-            minute_key(dump[r["msg_id"]]["storeTimestamp"]), r
+        assert minute_key(int(r["window_start"].timestamp() * 1000)) == minute_key(
+            dump[r["msg_id"]]["storeTimestamp"]
+        ), r
 
     ends = Counter()
     for s in sent:
         ends[MessageQueue(topic, s.broker_name, s.queue_id)] = max(
-            ends[MessageQueue(topic, s.broker_name, s.queue_id)], s.queue_offset + 1)
+            ends[MessageQueue(topic, s.broker_name, s.queue_id)], s.queue_offset + 1
+        )
     assert all(ends[q] > 0 for q in new), "new queues got messages (they start at offset 0)"
     # Before window 2 was completed the group could not pass broker-b's unlanded window-2 messages.
-    w2_starts = {q: min(m["queueOffset"] for m in dump.values() if (m["brokerName"], m["queueId"]) ==
-                        (q.broker_name, q.queue_id) and minute_key(m["storeTimestamp"]) == w2)
-                 for q in b_queues}
-    assert all(before_fill[q] is None or before_fill[q] <= w2_starts[q] for q in b_queues), \
-        (before_fill, w2_starts)
+    w2_starts = {
+        q: min(
+            m["queueOffset"]
+            for m in dump.values()
+            if (m["brokerName"], m["queueId"]) == (q.broker_name, q.queue_id) and minute_key(m["storeTimestamp"]) == w2
+        )
+        for q in b_queues
+    }
+    assert all(before_fill[q] is None or before_fill[q] <= w2_starts[q] for q in b_queues), (before_fill, w2_starts)
     assert {q: peer.query_consumer_offset(group, q) for q in old | new} == {q: ends[q] for q in old | new}
     peer.close()

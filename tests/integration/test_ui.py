@@ -60,8 +60,9 @@ def answers(url: str) -> bool:
 
 def start(cmd: list[str], env: dict, log: Path) -> subprocess.Popen:
     # Its own process group: the daemon and the webserver start code servers of their own.
-    return subprocess.Popen(cmd, cwd=log.parent, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        cmd, cwd=log.parent, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
 def stop(process: subprocess.Popen | None) -> None:
@@ -83,11 +84,15 @@ def browser():
 
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1600,1100"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1600,1100",
+    ):
         options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"),
-                              options=options)
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
     driver.implicitly_wait(20)  # the UI renders after its GraphQL queries answer
     try:
         yield driver
@@ -97,14 +102,17 @@ def browser():
 
 def colored_pixels(driver, canvas) -> int:
     """Pixels of the plot's line and points (chart.js draws them in the theme's blue; axes and grid are grey)."""
-    return driver.execute_script("""
+    return driver.execute_script(
+        """
         const c = arguments[0], data = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
         let n = 0;
         for (let i = 0; i < data.length; i += 4) {
             const [r, g, b, a] = [data[i], data[i + 1], data[i + 2], data[i + 3]];
             if (a > 0 && b > 150 && b - r > 60 && b - g > 60) n++;
         }
-        return n;""", canvas)
+        return n;""",
+        canvas,
+    )
 
 
 def test_lineage_partitions_and_lag_plot_in_a_real_browser(tmp_path, browser):
@@ -120,32 +128,55 @@ def test_lineage_partitions_and_lag_plot_in_a_real_browser(tmp_path, browser):
     config["lake"]["root"] = str(tmp_path / "lake")
     (tmp_path / "rocketlake.yaml").write_text(yaml.safe_dump(config))
     home = recommended_home(tmp_path / "dagster")
-    cluster = ["--state-dir", str(tmp_path / "state"), "--namesrv-port", str(namesrv_port),
-               "--broker-ports", f"{broker_a},{broker_b}"]
+    cluster = [
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--namesrv-port",
+        str(namesrv_port),
+        "--broker-ports",
+        f"{broker_a},{broker_b}",
+    ]
     env = dict(os.environ, DAGSTER_HOME=str(home))
     env.pop("ROCKETLAKE_CONFIG", None)
     ui = None
     try:
-        demo = subprocess.run([str(BIN / "rocketlake"), "demo", "--windows", "1", "--messages", "40", *cluster],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+        demo = subprocess.run(
+            [str(BIN / "rocketlake"), "demo", "--windows", "1", "--messages", "40", *cluster],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
         assert "1/5 starting the local RocketMQ cluster" in demo.stdout and " is up at " in demo.stdout
         assert f"Spark Connect server on sc://127.0.0.1:{connect_port} (master local[*], Delta)" in demo.stdout
         # "rows per window": one line "  2026-11-24 04:23      40"
-        (window_key,) = [f"{p[0]}-{p[1]}" for p in map(str.split, demo.stdout.splitlines())
-                         if len(p) == 3 and p[0].startswith("20") and p[2] == "40"]
+        (window_key,) = [
+            f"{p[0]}-{p[1]}"
+            for p in map(str.split, demo.stdout.splitlines())
+            if len(p) == 3 and p[0].startswith("20") and p[2] == "40"
+        ]
 
         # More orders after the demo: the lag the sensor reports and the UI plots. Then `make ui` (`rocketlake ui`:
         # dg dev's webserver and daemon on the demo's code location, schedules and sensors running, and the trickle
         # of orders from the Java producer, PER_BATCH every 15 s), as a newcomer starts it after the demo.
         produce(f"127.0.0.1:{namesrv_port}", tmp_path / "state", sample_orders(TOPIC, MORE, first=10_000))
-        ui = start([str(BIN / "rocketlake"), "ui", "--port", str(web_port), "--per-minute", str(4 * PER_BATCH),
-                    *cluster], env, tmp_path / "ui.log")
+        ui = start(
+            [str(BIN / "rocketlake"), "ui", "--port", str(web_port), "--per-minute", str(4 * PER_BATCH), *cluster],
+            env,
+            tmp_path / "ui.log",
+        )
         with DagsterInstance.from_config(str(home)) as instance:
+
             def lag_observed():
                 records = instance.fetch_observations(AssetKey("orders_raw"), limit=5).records
-                return [r.asset_observation.metadata[LAG_MESSAGES].value for r in records
-                        if LAG_MESSAGES in r.asset_observation.metadata]
+                return [
+                    r.asset_observation.metadata[LAG_MESSAGES].value
+                    for r in records
+                    if LAG_MESSAGES in r.asset_observation.metadata
+                ]
+
             first = until(lag_observed, 180, "the lag sensor's first observation", ui)[-1]
             assert first >= MORE, first  # and what the trickle stored so far
 
@@ -159,8 +190,11 @@ def test_lineage_partitions_and_lag_plot_in_a_real_browser(tmp_path, browser):
         for node in ("rocketlake_demo_orders", "orders_raw", "orders_raw_by_region", "orders_raw_dlq"):
             assert browser.find_elements(By.XPATH, f"//*[normalize-space(text())='{node}']"), f"no node {node}"
         browser.implicitly_wait(0)
-        until(lambda: not browser.find_elements(By.XPATH, "//*[starts-with(normalize-space(text()), 'Loading')]"),
-              60, "the nodes' status to load")
+        until(
+            lambda: not browser.find_elements(By.XPATH, "//*[starts-with(normalize-space(text()), 'Loading')]"),
+            60,
+            "the nodes' status to load",
+        )
         browser.implicitly_wait(20)
         browser.save_screenshot(str(shots / "lineage.png"))
 
@@ -181,8 +215,12 @@ def test_lineage_partitions_and_lag_plot_in_a_real_browser(tmp_path, browser):
 
         # Ctrl-C, which the terminal sends to `make ui`'s whole process group: the webserver, the daemon, the runs in
         # flight and the trickle's producer are all gone within 10 s.
-        until(lambda: any("PeerServer" in command_line(p) for p in session_members(ui.pid)), 60,
-              "the trickle's producer", ui)
+        until(
+            lambda: any("PeerServer" in command_line(p) for p in session_members(ui.pid)),
+            60,
+            "the trickle's producer",
+            ui,
+        )
         running = {p: command_line(p) for p in session_members(ui.pid)}
         os.killpg(ui.pid, signal.SIGINT)
         interrupted = time.monotonic()
@@ -194,8 +232,13 @@ def test_lineage_partitions_and_lag_plot_in_a_real_browser(tmp_path, browser):
         assert len(running) >= 4, running  # rocketlake ui, dg dev, its webserver and daemon, the producer at least
     finally:
         stop(ui)
-        subprocess.run([str(BIN / "rocketlake"), "local", "down", "--wipe", *cluster], cwd=tmp_path, env=env,
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            [str(BIN / "rocketlake"), "local", "down", "--wipe", *cluster],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
 
 
 def launch_from_partitions_view(browser, base: str, table: str, selection: str, button: str) -> None:
@@ -221,7 +264,8 @@ def landed(path: str, version: int | None = None) -> Counter:
 
 
 def test_a_range_of_windows_backfilled_from_the_ui_lands_exactly_those_windows(
-        tmp_path, browser, local_cluster, produced, spark_connect):
+    tmp_path, browser, local_cluster, produced, spark_connect
+):
     w1, w2 = produced.windows()
     w3 = (datetime.strptime(w2, "%Y-%m-%d-%H:%M") + timedelta(minutes=1)).strftime("%Y-%m-%d-%H:%M")
     # w3 holds no message of the topic; it must be closed (+ the 2 s grace) to be landed.
@@ -229,19 +273,45 @@ def test_a_range_of_windows_backfilled_from_the_ui_lands_exactly_those_windows(
     table, group = unique("t_ui"), unique("g_ui")
     # The lag sensor runs in the daemon: its catch-up would land window 1 on its own once a queue trails past the
     # bound (close + grace + freshness_slack_seconds); a bound of an hour keeps this test's launches the only ones.
-    deployment = Deployment(tmp_path, local_cluster, "ui", {"orders": {
-        "topic": produced.topic, "consumer_group": group, "table": table,
-        "window": {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": 2, "freshness_slack_seconds": 3600,
-                   "start": (datetime.now(timezone.utc) - timedelta(days=1)).strftime("%Y-%m-%dT00:00:00+00:00")}}},
-        spark_connect.settings())
+    deployment = Deployment(
+        tmp_path,
+        local_cluster,
+        "ui",
+        {
+            "orders": {
+                "topic": produced.topic,
+                "consumer_group": group,
+                "table": table,
+                "window": {
+                    "cron": "* * * * *",
+                    "timezone": "UTC",
+                    "grace_seconds": 2,
+                    "freshness_slack_seconds": 3600,
+                    "start": (datetime.now(timezone.utc) - timedelta(days=1)).strftime("%Y-%m-%dT00:00:00+00:00"),
+                },
+            }
+        },
+        spark_connect.settings(),
+    )
     path = str(tmp_path / "lake" / table)
     daemon = web = None
     try:
         # The deployed shape: the daemon (which runs backfills) and the webserver on one long-lived code server.
         daemon = start_daemon(deployment)
         web_port = free_ports(1)[0]
-        web = start([str(BIN / "dagster-webserver"), "-w", str(daemon.code_server.workspace), "-h", "127.0.0.1",
-                     "-p", str(web_port)], deployment.env, tmp_path / "webserver.log")
+        web = start(
+            [
+                str(BIN / "dagster-webserver"),
+                "-w",
+                str(daemon.code_server.workspace),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(web_port),
+            ],
+            deployment.env,
+            tmp_path / "webserver.log",
+        )
         base = f"http://127.0.0.1:{web_port}"
         until(lambda: answers(f"{base}/server_info"), 120, "the webserver to answer", web)
         browser.get(base + "/asset-groups")
@@ -251,13 +321,23 @@ def test_a_range_of_windows_backfilled_from_the_ui_lands_exactly_those_windows(
             # 1. Windows 2 and 3 (window 1 left out): the backfill the UI makes, one run of both windows.
             launch_from_partitions_view(browser, base, table, f"[{w2}...{w3}]", "Launch backfill")
             (backfill,) = instance.get_backfills()
-            (run,) = until(lambda: instance.get_runs(RunsFilter.for_backfill(backfill.backfill_id)), 120,
-                           "the backfill's run", daemon)
-            run = until(lambda: (r := instance.get_run_by_id(run.run_id)).is_finished and r, 300,
-                        "the backfill's run to end", daemon)
+            (run,) = until(
+                lambda: instance.get_runs(RunsFilter.for_backfill(backfill.backfill_id)),
+                120,
+                "the backfill's run",
+                daemon,
+            )
+            run = until(
+                lambda: (r := instance.get_run_by_id(run.run_id)).is_finished and r,
+                300,
+                "the backfill's run to end",
+                daemon,
+            )
             assert run.status is DagsterRunStatus.SUCCESS
-            assert (run.tags["dagster/asset_partition_range_start"], run.tags["dagster/asset_partition_range_end"]) \
-                == (w2, w3)
+            assert (run.tags["dagster/asset_partition_range_start"], run.tags["dagster/asset_partition_range_end"]) == (
+                w2,
+                w3,
+            )
             materializations = instance.fetch_materializations(AssetKey(table), limit=10).records
             assert sorted(r.partition_key for r in materializations) == [w2, w3]
             # Exactly window 2's messages, each once (window 3 has none).
@@ -269,25 +349,46 @@ def test_a_range_of_windows_backfilled_from_the_ui_lands_exactly_those_windows(
 
             # 2. Window 1 alone: one run, launched by the webserver; the offsets move over all three windows.
             launch_from_partitions_view(browser, base, table, w1, "Launch 1 run")
-            (single,) = until(lambda: instance.get_runs(RunsFilter(tags={"dagster/partition": w1})), 60,
-                              "the window's run", web)
-            ended = until(lambda: (r := instance.get_run_by_id(single.run_id)).is_finished and r, 300,
-                          "the window's run to end", daemon)
+            (single,) = until(
+                lambda: instance.get_runs(RunsFilter(tags={"dagster/partition": w1})), 60, "the window's run", web
+            )
+            ended = until(
+                lambda: (r := instance.get_run_by_id(single.run_id)).is_finished and r,
+                300,
+                "the window's run to end",
+                daemon,
+            )
             assert ended.status is DagsterRunStatus.SUCCESS
-            assert sorted(r.partition_key for r in instance.fetch_materializations(AssetKey(table), limit=10).records) \
-                == [w1, w2, w3]
+            assert sorted(
+                r.partition_key for r in instance.fetch_materializations(AssetKey(table), limit=10).records
+            ) == [w1, w2, w3]
             # The backfill ended with its one run (the daemon marks it in one of its next iterations).
-            done = until(lambda: (b := instance.get_backfill(backfill.backfill_id)).status in (
-                BulkActionStatus.COMPLETED_SUCCESS, BulkActionStatus.COMPLETED_FAILED, BulkActionStatus.FAILED,
-                BulkActionStatus.CANCELED) and b, 120, "the backfill to end", daemon)
+            done = until(
+                lambda: (
+                    (b := instance.get_backfill(backfill.backfill_id)).status
+                    in (
+                        BulkActionStatus.COMPLETED_SUCCESS,
+                        BulkActionStatus.COMPLETED_FAILED,
+                        BulkActionStatus.FAILED,
+                        BulkActionStatus.CANCELED,
+                    )
+                    and b
+                ),
+                120,
+                "the backfill to end",
+                daemon,
+            )
             assert done.status is BulkActionStatus.COMPLETED_SUCCESS, done
         assert landed(path) == Counter(produced.by_msg_id.keys())
         ends = Counter()
         for m in produced.by_msg_id.values():
             ends[(m["brokerName"], m["queueId"])] = max(ends[(m["brokerName"], m["queueId"])], m["queueOffset"] + 1)
         progress = local_cluster.mqadmin().consumer_progress(group, produced.topic)
-        assert {(q.broker_name, q.queue_id): q.consumer_offset for q in progress
-                if q.topic == produced.topic and (q.broker_name, q.queue_id) in ends} == dict(ends)
+        assert {
+            (q.broker_name, q.queue_id): q.consumer_offset
+            for q in progress
+            if q.topic == produced.topic and (q.broker_name, q.queue_id) in ends
+        } == dict(ends)
     finally:
         stop(web)
         stop_daemon(daemon)

@@ -87,8 +87,10 @@ class LakeOnPaper:
     def land(self, entry, queue_count, log, **kwargs):
         self.entries.append(replace(entry, version=len(self.entries)))  # as Delta numbers its commits
         lost, self.lost_rows = self.lost_rows, 0
-        accounting = tuple(WindowAccounting(w.partition_key, w.size, w.size, w.size - (lost if i == 0 else 0), 0)
-                           for i, w in enumerate(entry.windows))
+        accounting = tuple(
+            WindowAccounting(w.partition_key, w.size, w.size, w.size - (lost if i == 0 else 0), 0)
+            for i, w in enumerate(entry.windows)
+        )
         return Landing(accounting, len(self.entries) - 1)
 
     def record_verdict(self, verdict):
@@ -133,8 +135,22 @@ def window(i: int) -> tuple[str, Window]:
     return f"m{i}", Window(i * MIN, (i + 1) * MIN)
 
 
-def one_run(broker, lake, recorded, cfg, run_id, windows, *, scheduled=True, record=True, commit=True,
-            now_ms=100 * MIN, only=None, log=None, windows_between=None):
+def one_run(
+    broker,
+    lake,
+    recorded,
+    cfg,
+    run_id,
+    windows,
+    *,
+    scheduled=True,
+    record=True,
+    commit=True,
+    now_ms=100 * MIN,
+    only=None,
+    log=None,
+    windows_between=None,
+):
     """``pipelines.run.run`` as the asset drives it: the caller records a balanced landing (unless ``record`` is
     False: Dagster never recorded it) and resumes the run to commit (unless ``commit`` is False: the process
     died right after the record)."""

@@ -50,26 +50,40 @@ def encode_message_record(message: Message, *, magic_v2: bool | None = None) -> 
     if magic_v2 is None:
         magic_v2 = len(topic) > 127
     if len(topic) > (_INT16_MAX if magic_v2 else 127):
-        raise InvalidArgument(f"topic of {len(topic)} bytes is too long for magic "
-                              f"{'V2' if magic_v2 else 'V1'}")
+        raise InvalidArgument(f"topic of {len(topic)} bytes is too long for magic {'V2' if magic_v2 else 'V1'}")
     props = _utf8(encode_properties(message.properties))
     if len(props) > _INT16_MAX:
         raise InvalidArgument(f"properties of {len(props)} bytes exceed the limit of {_INT16_MAX}")
     tail = _TAILS[(sys_flag >> 4) & 3]
     topic_len_size = 2 if magic_v2 else 1
-    total = (_HEAD.size + tail.size + len(message.body) + topic_len_size + len(topic)
-             + 2 + len(props))
+    total = _HEAD.size + tail.size + len(message.body) + topic_len_size + len(topic) + 2 + len(props)
     if total > _INT32_MAX:
         raise InvalidArgument(f"record of {total} bytes does not fit an int32 length")
-    return b"".join((
-        _HEAD.pack(total, MESSAGE_MAGIC_CODE_V2 if magic_v2 else MESSAGE_MAGIC_CODE_V1,
-                   message.body_crc, message.queue_id, message.flag, message.queue_offset,
-                   message.commit_log_offset, sys_flag),
-        tail.pack(message.born_timestamp, born, message.store_timestamp, store,
-                  message.reconsume_times, message.prepared_transaction_offset, len(message.body)),
-        message.body,
-        len(topic).to_bytes(topic_len_size, "big"),
-        topic,
-        _I16.pack(len(props)),
-        props,
-    ))
+    return b"".join(
+        (
+            _HEAD.pack(
+                total,
+                MESSAGE_MAGIC_CODE_V2 if magic_v2 else MESSAGE_MAGIC_CODE_V1,
+                message.body_crc,
+                message.queue_id,
+                message.flag,
+                message.queue_offset,
+                message.commit_log_offset,
+                sys_flag,
+            ),
+            tail.pack(
+                message.born_timestamp,
+                born,
+                message.store_timestamp,
+                store,
+                message.reconsume_times,
+                message.prepared_transaction_offset,
+                len(message.body),
+            ),
+            message.body,
+            len(topic).to_bytes(topic_len_size, "big"),
+            topic,
+            _I16.pack(len(props)),
+            props,
+        )
+    )

@@ -14,7 +14,10 @@ MINIMAL = {
     "clusters": {"local": {"namesrv": "127.0.0.1:9876"}},
     "ingestions": {
         "orders": {
-            "cluster": "local", "topic": "orders", "consumer_group": "rocketlake_orders", "table": "orders_raw",
+            "cluster": "local",
+            "topic": "orders",
+            "consumer_group": "rocketlake_orders",
+            "table": "orders_raw",
             "window": {"start": "2026-11-01T00:00:00Z"},
         }
     },
@@ -29,11 +32,21 @@ def with_ingestion(**changes) -> dict:
 
 def ingestion_config(**ingestion) -> IngestionConfig:
     """A valid ingestion ``orders`` (topic orders, group g, minute windows) with ``ingestion``'s keys on top."""
-    return parse_config({
-        "clusters": {"local": {"namesrv": "127.0.0.1:9876"}},
-        "ingestions": {"orders": {"cluster": "local", "topic": "orders", "consumer_group": "g", "table": "orders",
-                                  "window": {"cron": "* * * * *", "start": "1970-01-01"}, **ingestion}},
-    }).ingestions["orders"]
+    return parse_config(
+        {
+            "clusters": {"local": {"namesrv": "127.0.0.1:9876"}},
+            "ingestions": {
+                "orders": {
+                    "cluster": "local",
+                    "topic": "orders",
+                    "consumer_group": "g",
+                    "table": "orders",
+                    "window": {"cron": "* * * * *", "start": "1970-01-01"},
+                    **ingestion,
+                }
+            },
+        }
+    ).ingestions["orders"]
 
 
 @dataclass
@@ -71,6 +84,9 @@ def land_table(path: Path, namesrv: str | None) -> None:
 
     from rocketlake.pipelines.ledger import LedgerEntry
 
-    metadata = {} if namesrv is None else {
-        "userMetadata": LedgerEntry("orders", "g", "r1", (), namesrv=namesrv).to_json()}
-    write_deltalake(str(path), pa.table({"msg_id": ["m1"]}), commit_properties=CommitProperties(custom_metadata=metadata))
+    metadata = (
+        {} if namesrv is None else {"userMetadata": LedgerEntry("orders", "g", "r1", (), namesrv=namesrv).to_json()}
+    )
+    write_deltalake(
+        str(path), pa.table({"msg_id": ["m1"]}), commit_properties=CommitProperties(custom_metadata=metadata)
+    )

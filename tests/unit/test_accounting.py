@@ -14,8 +14,13 @@ W = WindowEntry("2026-11-01-00:00", 0, 60_000, (OffsetRange(A, 0, 10), OffsetRan
 def judged(a_rows: int = 7) -> Tally:
     """A judged landing: A's 10 offsets are rows, a filtered one, a sent-back one and a duplicate; B's 4 rows."""
     tally = Tally()
-    for queue, outcome, count in ((A, ROWS, a_rows), (A, FILTERED, 1), (A, SENT_BACK, 1), (A, DUPLICATES, 1),
-                                  (B, ROWS, 4)):
+    for queue, outcome, count in (
+        (A, ROWS, a_rows),
+        (A, FILTERED, 1),
+        (A, SENT_BACK, 1),
+        (A, DUPLICATES, 1),
+        (B, ROWS, 4),
+    ):
         tally.add(0, outcome, count, queue)
     tally.landed_bytes[0] += 1_100
     return tally

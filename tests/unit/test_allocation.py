@@ -6,8 +6,17 @@ import logging
 
 import pytest
 
-from rocketlake.pipelines.allocation import (AllocationError, ByConfig, ConsistentHash, PrefixMachineRoomResolver,
-                                             java_split, make_strategy, md5_hash, rebalance, sort_for_rebalance)
+from rocketlake.pipelines.allocation import (
+    AllocationError,
+    ByConfig,
+    ConsistentHash,
+    PrefixMachineRoomResolver,
+    java_split,
+    make_strategy,
+    md5_hash,
+    rebalance,
+    sort_for_rebalance,
+)
 from rocketlake.pipelines.config import AllocateStrategy
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
@@ -37,10 +46,13 @@ def test_one_queue_two_members_the_second_gets_nothing():
     assert avg.allocate("g", "b", qs("broker-a", 1), ["a", "b"]) == []
 
 
-@pytest.mark.parametrize(("strategy", "expected"), [
-    ("AVG", [[0, 1, 2], [3, 4, 5], [6, 7]]),
-    ("AVG_BY_CIRCLE", [[0, 3, 6], [1, 4, 7], [2, 5]]),
-])
+@pytest.mark.parametrize(
+    ("strategy", "expected"),
+    [
+        ("AVG", [[0, 1, 2], [3, 4, 5], [6, 7]]),
+        ("AVG_BY_CIRCLE", [[0, 3, 6], [1, 4, 7], [2, 5]]),
+    ],
+)
 def test_eight_queues_three_members(strategy, expected):
     s = make_strategy(strategy)
     got = [[q.queue_id for q in s.allocate("g", c, qs("b", 8), ["a", "b", "c"])] for c in "abc"]
@@ -53,11 +65,14 @@ def test_a_member_not_in_the_list_gets_nothing_and_a_warning(caplog):
     assert "x is not among the members" in caplog.text
 
 
-@pytest.mark.parametrize(("cid", "mqs", "cids", "message"), [
-    ("", qs("b", 1), ["a"], "currentCID is empty"),
-    ("a", [], ["a"], "mqAll is null or mqAll empty"),
-    ("a", qs("b", 1), [], "cidAll is null or cidAll empty"),
-])
+@pytest.mark.parametrize(
+    ("cid", "mqs", "cids", "message"),
+    [
+        ("", qs("b", 1), ["a"], "currentCID is empty"),
+        ("a", [], ["a"], "mqAll is null or mqAll empty"),
+        ("a", qs("b", 1), [], "cidAll is null or cidAll empty"),
+    ],
+)
 def test_empty_inputs_raise_like_java(cid, mqs, cids, message):
     with pytest.raises(AllocationError, match=message):
         make_strategy("AVG_BY_CIRCLE").allocate("g", cid, mqs, cids)
@@ -93,9 +108,11 @@ def test_machine_room_nearby_own_room_first_then_rooms_without_members():
     s = make_strategy("MACHINE_ROOM_NEARBY", resolver=PrefixMachineRoomResolver(), inner="AVG")
     assert s.name == "MACHINE_ROOM_NEARBY-AVG"
     got = [ids(s.allocate("g", c, mq_all, cids)) for c in cids]
-    assert got == [[("r1@a", 0), ("r1@a", 1), ("r3@c", 0)],
-                   [("r1@a", 2), ("r1@a", 3), ("r3@c", 1)],
-                   [("r2@b", 0), ("r2@b", 1)]]
+    assert got == [
+        [("r1@a", 0), ("r1@a", 1), ("r3@c", 0)],
+        [("r1@a", 2), ("r1@a", 3), ("r3@c", 1)],
+        [("r2@b", 0), ("r2@b", 1)],
+    ]
     with pytest.raises(AllocationError, match="Machine room is null for mq MessageQueue"):
         s.allocate("g", cids[0], qs("@x", 1), cids)
 
@@ -106,9 +123,11 @@ def test_consistent_hash_matches_the_reference_vector():
     cids = ["10.0.0.1@c1", "10.0.0.2@c2", "10.0.0.3@c3"]
     s = make_strategy("CONSISTENT_HASH")
     got = {c: ids(s.allocate("g", c, mq_all, cids)) for c in cids}
-    assert got == {"10.0.0.1@c1": [("broker-a", 0)],
-                   "10.0.0.2@c2": [("broker-a", 2), ("broker-b", 0)],
-                   "10.0.0.3@c3": [("broker-a", 1), ("broker-a", 3), ("broker-b", 1), ("broker-b", 2), ("broker-b", 3)]}
+    assert got == {
+        "10.0.0.1@c1": [("broker-a", 0)],
+        "10.0.0.2@c2": [("broker-a", 2), ("broker-b", 0)],
+        "10.0.0.3@c3": [("broker-a", 1), ("broker-a", 3), ("broker-b", 1), ("broker-b", 2), ("broker-b", 3)],
+    }
     assert ConsistentHash(0).allocate("g", cids[0], mq_all, cids) == []  # an empty ring owns nothing
     with pytest.raises(AllocationError, match="illegal virtualNodeCnt :-1"):
         make_strategy("CONSISTENT_HASH", virtual_node_count=-1)
@@ -116,26 +135,48 @@ def test_consistent_hash_matches_the_reference_vector():
 
 def test_sort_is_java_string_order_not_code_point_order():
     # Java compares UTF-16 code units: a surrogate (U+D83D) sorts before U+FF5A, unlike Python's str order
-    mq_all, cids = sort_for_rebalance([MessageQueue(T, "\uff5a", 0), MessageQueue(T, "\U0001F600", 1),
-                                       MessageQueue(T, "a", 2), MessageQueue(T, "a", 10)],
-                                      ["\uff5a@1", "\U0001F600@1", "b@1"])
-    assert ids(mq_all) == [("a", 2), ("a", 10), ("\U0001F600", 1), ("\uff5a", 0)]
-    assert cids == ["b@1", "\U0001F600@1", "\uff5a@1"]
+    mq_all, cids = sort_for_rebalance(
+        [
+            MessageQueue(T, "\uff5a", 0),
+            MessageQueue(T, "\U0001f600", 1),
+            MessageQueue(T, "a", 2),
+            MessageQueue(T, "a", 10),
+        ],
+        ["\uff5a@1", "\U0001f600@1", "b@1"],
+    )
+    assert ids(mq_all) == [("a", 2), ("a", 10), ("\U0001f600", 1), ("\uff5a", 0)]
+    assert cids == ["b@1", "\U0001f600@1", "\uff5a@1"]
     assert sorted(mq_all[::-1]) == mq_all  # MessageQueue's own order is Java's too
 
 
 def test_message_queue_sorts_ascii_and_non_ascii_brokers_together():
-    queues = [MessageQueue(T, "\u00e9", 0), MessageQueue(T, "b", 1), MessageQueue("\u00e9", "a", 0), MessageQueue(T, "a", 0)]
-    assert sorted(queues) == [MessageQueue(T, "a", 0), MessageQueue(T, "b", 1), MessageQueue(T, "\u00e9", 0),
-                              MessageQueue("\u00e9", "a", 0)]
+    queues = [
+        MessageQueue(T, "\u00e9", 0),
+        MessageQueue(T, "b", 1),
+        MessageQueue("\u00e9", "a", 0),
+        MessageQueue(T, "a", 0),
+    ]
+    assert sorted(queues) == [
+        MessageQueue(T, "a", 0),
+        MessageQueue(T, "b", 1),
+        MessageQueue(T, "\u00e9", 0),
+        MessageQueue("\u00e9", "a", 0),
+    ]
 
 
-@pytest.mark.parametrize(("strategy", "kwargs", "message"), [
-    ("CONFIG", {}, "needs the list of queues"),
-    ("MACHINE_ROOM", {}, "needs the consumer machine rooms"),
-    ("MACHINE_ROOM_NEARBY", {}, "needs a machine room resolver"),
-    ("MACHINE_ROOM_NEARBY", {"resolver": PrefixMachineRoomResolver(), "inner": "MACHINE_ROOM_NEARBY"}, "cannot wrap"),
-])
+@pytest.mark.parametrize(
+    ("strategy", "kwargs", "message"),
+    [
+        ("CONFIG", {}, "needs the list of queues"),
+        ("MACHINE_ROOM", {}, "needs the consumer machine rooms"),
+        ("MACHINE_ROOM_NEARBY", {}, "needs a machine room resolver"),
+        (
+            "MACHINE_ROOM_NEARBY",
+            {"resolver": PrefixMachineRoomResolver(), "inner": "MACHINE_ROOM_NEARBY"},
+            "cannot wrap",
+        ),
+    ],
+)
 def test_factory_names_what_a_strategy_needs(strategy, kwargs, message):
     with pytest.raises(AllocationError, match=message):
         make_strategy(strategy, **kwargs)
@@ -145,4 +186,5 @@ def test_factory_covers_every_setting():
     extra = {"queues": [], "consumer_rooms": [], "resolver": PrefixMachineRoomResolver()}
     names = {s: make_strategy(s, **extra).name for s in AllocateStrategy}
     assert names == {s: s.value for s in AllocateStrategy} | {
-        AllocateStrategy.MACHINE_ROOM_NEARBY: "MACHINE_ROOM_NEARBY-AVG"}
+        AllocateStrategy.MACHINE_ROOM_NEARBY: "MACHINE_ROOM_NEARBY-AVG"
+    }

@@ -29,8 +29,9 @@ def test_one_queue_two_members_one_idles_and_says_why():
     one = [TOPIC[0]]
     taken = {cid: assign(cfg, cid, one, [M1, M2]) for cid in (M1, M2)}
     assert taken[M1].taken == (TOPIC[0],) and taken[M2].taken == ()
-    assert taken[M2].describe() == (f"member {M2} takes no queue: AVG gives it none of 1 queue(s) among 2 member(s) "
-                                    f"(members: {M1}, {M2})")
+    assert taken[M2].describe() == (
+        f"member {M2} takes no queue: AVG gives it none of 1 queue(s) among 2 member(s) (members: {M1}, {M2})"
+    )
     with_retry = assign(cfg, M2, one + RETRY, [M1, M2])
     assert with_retry.taken == (RETRY[1],)
     assert with_retry.describe().endswith("; it idles on topic orders: none of its 1 queue(s) is its share")
@@ -50,9 +51,15 @@ def test_each_strategy_changes_the_share():
     ring = assign(config(allocate_message_queue_strategy="CONSISTENT_HASH", virtual_node_count=3), M1, TOPIC, members)
     assert avg == tuple(TOPIC[:6]) and circle == tuple(TOPIC[0::3])
     assert ring.strategy == "CONSISTENT_HASH" and ring.taken not in (avg, circle)
-    listed = assign(config(allocate_message_queue_strategy="CONFIG",
-                           allocate_message_queue_list=["broker-b/7", "%RETRY%g/broker-a/0", "broker-c/1"]),
-                    M1, TOPIC + RETRY, members).taken
+    listed = assign(
+        config(
+            allocate_message_queue_strategy="CONFIG",
+            allocate_message_queue_list=["broker-b/7", "%RETRY%g/broker-a/0", "broker-c/1"],
+        ),
+        M1,
+        TOPIC + RETRY,
+        members,
+    ).taken
     assert listed == (RETRY[0], TOPIC[15]), "the configured queues that exist, each under its own topic"
 
 

@@ -34,8 +34,9 @@ def test_the_skew_is_the_middle_of_what_the_round_trip_allows():
 
 
 def test_a_kv_table_body_is_name_to_value_and_anything_else_is_refused():
-    assert parse_kv_table(b'{"table":{"bootTimestamp":"17","runtime":"[ 0 days, 0 hours, 0 minutes, 1 seconds ]"}}') \
-        == {"bootTimestamp": "17", "runtime": "[ 0 days, 0 hours, 0 minutes, 1 seconds ]"}
+    assert parse_kv_table(
+        b'{"table":{"bootTimestamp":"17","runtime":"[ 0 days, 0 hours, 0 minutes, 1 seconds ]"}}'
+    ) == {"bootTimestamp": "17", "runtime": "[ 0 days, 0 hours, 0 minutes, 1 seconds ]"}
     with pytest.raises(ProtocolError, match="KVTable"):
         parse_kv_table(b'{"table":{"bootTimestamp":17}}')
 
@@ -56,15 +57,19 @@ class _Brokers:
 def test_a_broker_not_answering_is_named_and_not_judged():
     ticks = iter([10_000.0, 10_000.1, 10_000.2, 10_000.3])
     up = {"bootTimestamp": "9000000", "runtime": "[ 0 days, 0 hours, 16 minutes, 40 seconds ]"}  # 10,000 s
-    clocks, unread = read_clocks(_Brokers({"broker-a": up, "broker-b": ConnectionFailed("refused")}),
-                                 ["broker-b", "broker-a", "broker-a"], now=lambda: next(ticks))
+    clocks, unread = read_clocks(
+        _Brokers({"broker-a": up, "broker-b": ConnectionFailed("refused")}),
+        ["broker-b", "broker-a", "broker-a"],
+        now=lambda: next(ticks),
+    )
     assert [c.broker for c in clocks] == ["broker-a"] and abs(clocks[0].skew_ms) <= clocks[0].error_ms
     assert unread == {"broker-b": "refused"}
 
 
 def _cfg(grace: int) -> IngestionConfig:
-    return parse_config(with_ingestion(window={"cron": "* * * * *", "grace_seconds": grace,
-                                               "start": "2026-01-01T00:00:00+00:00"})).ingestions["orders"]
+    return parse_config(
+        with_ingestion(window={"cron": "* * * * *", "grace_seconds": grace, "start": "2026-01-01T00:00:00+00:00"})
+    ).ingestions["orders"]
 
 
 def test_the_check_fails_on_a_clock_off_by_more_than_the_grace_and_says_what_to_do():
@@ -73,8 +78,9 @@ def test_the_check_fails_on_a_clock_off_by_more_than_the_grace_and_says_what_to_
     assert green["passed"] and "within window.grace_seconds (60s)" in green["description"]
     red = clock_outcome(_cfg(2), [near, behind], {"broker-c": "refused"})
     assert not red["passed"]
-    assert red["description"].startswith("broker-b is 30.0s behind this host (±0.6s): more than "
-                                         "window.grace_seconds (2s)")
+    assert red["description"].startswith(
+        "broker-b is 30.0s behind this host (±0.6s): more than window.grace_seconds (2s)"
+    )
     assert "time sync" in red["description"] and "not read: broker-c: refused" in red["description"]
     assert red["metadata"]["skew_seconds/broker-b"].value == -30.0
     # The measure's own error never turns it red: 2.4 s off, ±0.6 s, against a grace of 2 s.

@@ -34,8 +34,16 @@ LOG = logging.getLogger("test")
 
 
 def config():
-    return parse_config(with_ingestion(window={"cron": "0 * * * *", "grace_seconds": 60, "start": START.isoformat(),
-                                               "freshness_slack_seconds": 300}))
+    return parse_config(
+        with_ingestion(
+            window={
+                "cron": "0 * * * *",
+                "grace_seconds": 60,
+                "start": START.isoformat(),
+                "freshness_slack_seconds": 300,
+            }
+        )
+    )
 
 
 def at(hours: float) -> int:
@@ -68,20 +76,23 @@ def test_a_broker_not_answering_fails_the_check_naming_it_whatever_the_other_que
     cfg = config().ingestions["orders"]
     parts = window_partitions(cfg.window)
     now = START + timedelta(hours=10, minutes=6)
-    down = {"broker-b": Unanswered("127.0.0.1:10921", "127.0.0.1:10921 did not answer GET_MIN_OFFSET(31) within 3 s",
-                                   [B])}
+    down = {
+        "broker-b": Unanswered("127.0.0.1:10921", "127.0.0.1:10921 did not answer GET_MIN_OFFSET(31) within 3 s", [B])
+    }
     outcome = caught_up_outcome(cfg, behind(cfg, parts, [progress(A, 5, 10.02)], now), 0, down)
     assert not outcome["passed"], outcome
     assert outcome["description"].startswith(
         f"broker-b (127.0.0.1:10921) did not answer (the progress of 1 queue(s) of group {cfg.consumer_group} on it "
-        "is unknown): 127.0.0.1:10921 did not answer GET_MIN_OFFSET(31) within 3 s."), outcome["description"]
+        "is unknown): 127.0.0.1:10921 did not answer GET_MIN_OFFSET(31) within 3 s."
+    ), outcome["description"]
     assert outcome["description"].endswith("The other brokers' queues are caught up."), outcome["description"]
     assert outcome["metadata"]["unanswering_brokers"].value == "broker-b"
     trailing = caught_up_outcome(cfg, behind(cfg, parts, [progress(A, 5, 8.5)], now), 0, down)
     assert trailing["description"].endswith("1 trail window 2026-11-01-09:00."), trailing["description"]
     unread = unread_outcome(cfg, "cannot read the progress of group g: 127.0.0.1:9876: connection refused")
     assert not unread["passed"] and unread["description"].startswith(
-        "cannot read the progress of group g: 127.0.0.1:9876: connection refused. Whether a queue of group ")
+        "cannot read the progress of group g: 127.0.0.1:9876: connection refused. Whether a queue of group "
+    )
 
 
 def test_the_window_holding_an_instant():
@@ -101,8 +112,9 @@ def ask(instance, rows, now):
 
 def materialize(instance, assets, *hours):
     for h in hours:
-        instance.report_runless_asset_event(AssetMaterialization(
-            asset_key=assets.table_key, partition=f"2026-11-01-{h:02d}:00"))
+        instance.report_runless_asset_event(
+            AssetMaterialization(asset_key=assets.table_key, partition=f"2026-11-01-{h:02d}:00")
+        )
 
 
 def test_after_an_outage_one_run_lands_the_hole_of_the_trailing_queues_from_where_the_group_stands():
@@ -145,8 +157,9 @@ def test_the_windows_a_catch_up_takes_are_instants_across_the_end_of_daylight_sa
     from rocketlake.assets.partitions import last_closed_windows, window_end, window_start
     from rocketlake.pipelines.config import WindowConfig
 
-    parts = window_partitions(WindowConfig(cron="0 * * * *", timezone="Europe/Berlin", start="2026-10-24",
-                                           grace_seconds=0))
+    parts = window_partitions(
+        WindowConfig(cron="0 * * * *", timezone="Europe/Berlin", start="2026-10-24", grace_seconds=0)
+    )
     now = datetime(2026, 10, 25, 1, 30, tzinfo=timezone.utc)  # 02:30 CET, in the second 02:00 hour
     first, second = last_closed_windows(parts, now, 0, 3)[-2:]  # 01:00 CEST (23:00Z) .. 02:00 CEST (00:00Z)
     assert window_end(parts, second).timestamp() == window_start(parts, second).timestamp() + 3600
@@ -162,8 +175,12 @@ def test_a_window_whose_scheduled_run_is_on_its_way_is_left_to_it_and_a_long_hol
         request, _ = ask(instance, [progress(A, 5, 0.5)], now)
         assert request.tags[RANGE_START] == "2026-11-01-00:00"
         assert request.tags[RANGE_END] == (START + timedelta(hours=MOST_WINDOWS - 1)).strftime("%Y-%m-%d-%H:%M")
-        create_run_for_test(instance, job_name=assets.job_name, status=DagsterRunStatus.STARTED,
-                            tags={"dagster/partition": "2026-11-01-03:00"})
+        create_run_for_test(
+            instance,
+            job_name=assets.job_name,
+            status=DagsterRunStatus.STARTED,
+            tags={"dagster/partition": "2026-11-01-03:00"},
+        )
         request, _ = ask(instance, [progress(A, 5, 0.5)], now)
         assert request.tags[RANGE_END] == "2026-11-01-02:00"  # up to the window the schedule's run lands
         assert ask(instance, [progress(A, 5, 3.5)], now)[0] is None
@@ -180,14 +197,31 @@ def test_the_windows_on_their_way_are_the_schedules_and_the_sensors_runs_of_the_
     assets = translate(cfg)["orders"]
     partitions = window_partitions(cfg.ingestions["orders"].window)
     with instance_for_test() as instance:
-        create_run_for_test(instance, job_name=assets.job_name, status=DagsterRunStatus.STARTED,
-                            tags={"dagster/partition": "2026-11-01-01:00"})
-        create_run_for_test(instance, job_name="__ASSET_JOB", status=DagsterRunStatus.STARTING,
-                            asset_selection={assets.table_key},
-                            tags={RANGE_START: "2026-11-01-03:00", RANGE_END: "2026-11-01-04:00"})
-        create_run_for_test(instance, job_name="__ASSET_JOB", status=DagsterRunStatus.STARTED,
-                            asset_selection={AssetKey("another_table")}, tags={"dagster/partition": "2026-11-01-05:00"})
-        create_run_for_test(instance, job_name=assets.job_name, status=DagsterRunStatus.FAILURE,
-                            tags={"dagster/partition": "2026-11-01-06:00"})
+        create_run_for_test(
+            instance,
+            job_name=assets.job_name,
+            status=DagsterRunStatus.STARTED,
+            tags={"dagster/partition": "2026-11-01-01:00"},
+        )
+        create_run_for_test(
+            instance,
+            job_name="__ASSET_JOB",
+            status=DagsterRunStatus.STARTING,
+            asset_selection={assets.table_key},
+            tags={RANGE_START: "2026-11-01-03:00", RANGE_END: "2026-11-01-04:00"},
+        )
+        create_run_for_test(
+            instance,
+            job_name="__ASSET_JOB",
+            status=DagsterRunStatus.STARTED,
+            asset_selection={AssetKey("another_table")},
+            tags={"dagster/partition": "2026-11-01-05:00"},
+        )
+        create_run_for_test(
+            instance,
+            job_name=assets.job_name,
+            status=DagsterRunStatus.FAILURE,
+            tags={"dagster/partition": "2026-11-01-06:00"},
+        )
         found = windows_on_their_way(instance, assets.table_key, assets.job_name, partitions)
     assert found == {"2026-11-01-01:00", "2026-11-01-03:00", "2026-11-01-04:00"}

@@ -15,8 +15,11 @@ def test_every_command_and_option_has_help():
     assert "Delta Lake" in parser.description and "examples:" in parser.epilog
     commands = subparsers(parser)
     assert set(commands) == {"local", "demo", "ui", "backfill", "offsets", "member", "spark-server"}
-    helped = {a.dest for a in next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))._choices_actions
-              if a.help}
+    helped = {
+        a.dest
+        for a in next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))._choices_actions
+        if a.help
+    }
     assert helped == set(commands)
     for name, command in commands.items():
         assert command.description, name
@@ -38,11 +41,16 @@ def test_backfill_refuses_a_bad_window_in_one_line_before_any_run(tmp_path, caps
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "never-created"))
     config = tmp_path / "rocketlake.yaml"
-    config.write_text("clusters: {local: {namesrv: '127.0.0.1:9876'}}\n"
-                      "ingestions:\n  orders: {cluster: local, topic: orders, consumer_group: g, table: orders,\n"
-                      "           window: {cron: '* * * * *', start: '2026-11-01'}}\n")
+    config.write_text(
+        "clusters: {local: {namesrv: '127.0.0.1:9876'}}\n"
+        "ingestions:\n  orders: {cluster: local, topic: orders, consumer_group: g, table: orders,\n"
+        "           window: {cron: '* * * * *', start: '2026-11-01'}}\n"
+    )
     for argv, says in [
-        (["orders", "2026-13-01"], "'2026-13-01' is neither a window key (format %Y-%m-%d-%H:%M, e.g. 2026-11-01-10:00)"),
+        (
+            ["orders", "2026-13-01"],
+            "'2026-13-01' is neither a window key (format %Y-%m-%d-%H:%M, e.g. 2026-11-01-10:00)",
+        ),
         (["orders", "2026-10-31-23:59"], "is before the first window, 2026-11-01-00:00"),
         (["orders", "2026-11-01-00:00", "2999-01-01-00:00"], "is not closed yet"),
         (["invoices", "2026-11-01-00:00"], "no ingestion 'invoices' in the configuration; there are: orders"),
@@ -59,9 +67,11 @@ def test_offsets_show_names_a_dead_name_server_in_one_line(tmp_path, capsys):
 
     [port] = free_ports(1)  # nothing listens there
     config = tmp_path / "rocketlake.yaml"
-    config.write_text(f"clusters: {{dead: {{namesrv: '127.0.0.1:{port}'}}}}\n"
-                      "ingestions:\n  orders: {cluster: dead, topic: orders, consumer_group: g, table: orders,\n"
-                      "           mq_client_api_timeout: 500, window: {cron: '* * * * *', start: '2026-11-01'}}\n")
+    config.write_text(
+        f"clusters: {{dead: {{namesrv: '127.0.0.1:{port}'}}}}\n"
+        "ingestions:\n  orders: {cluster: dead, topic: orders, consumer_group: g, table: orders,\n"
+        "           mq_client_api_timeout: 500, window: {cron: '* * * * *', start: '2026-11-01'}}\n"
+    )
     assert main(["offsets", "show", "orders", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert "cannot reach RocketMQ" in err and f"127.0.0.1:{port}" in err and err.count("\n") == 1, err
@@ -85,8 +95,11 @@ def test_a_config_that_cannot_be_read_is_one_sentence_naming_the_file(tmp_path, 
         return real_read_text(self, *args, **kwargs)
 
     monkeypatch.setattr(Path, "read_text", read_text)
-    for path, said in ((tmp_path, "is a directory, not a file"), (unreadable, "permission denied"),
-                       (latin1, "is not UTF-8 text (byte 0xe9 at position 14)")):
+    for path, said in (
+        (tmp_path, "is a directory, not a file"),
+        (unreadable, "permission denied"),
+        (latin1, "is not UTF-8 text (byte 0xe9 at position 14)"),
+    ):
         assert main(["offsets", "show", "orders", "--config", str(path)]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"rocketlake: error: {path} is not valid:") and said in err, err
@@ -105,9 +118,11 @@ def test_backfill_refuses_an_instance_whose_group_pool_is_unlimited_before_any_r
     (home / "dagster.yaml").write_text("telemetry: {enabled: false}\n")  # no `concurrency`: pools unlimited
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     config = tmp_path / "rocketlake.yaml"
-    config.write_text("clusters: {local: {namesrv: '127.0.0.1:9876'}}\n"
-                      "ingestions:\n  orders: {cluster: local, topic: orders, consumer_group: g_orders, table: orders,\n"
-                      "           window: {cron: '* * * * *', start: '2026-11-01'}}\n")
+    config.write_text(
+        "clusters: {local: {namesrv: '127.0.0.1:9876'}}\n"
+        "ingestions:\n  orders: {cluster: local, topic: orders, consumer_group: g_orders, table: orders,\n"
+        "           window: {cron: '* * * * *', start: '2026-11-01'}}\n"
+    )
     assert main(["backfill", "orders", "2026-11-01-00:00", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rocketlake: error: ingestion orders: ") and err.count("\n") == 1, err

@@ -12,20 +12,33 @@ from rocketlake.pipelines.config import parse_config
 from rocketlake.resources.rocketmq.errors import ConnectionFailed, TopicNotExist
 
 
-
 def members(count: int, extra: dict | None = None):
-    config = parse_config({
-        "clusters": {"main": {"namesrv": "127.0.0.1:9876"}},
-        "ingestions": {f"i{n}": {"cluster": "main", "topic": f"t{n}", "consumer_group": f"g{n}", "table": f"t{n}", "window": {"cron": "* * * * *", "start": "2026-11-01"},
-                                 **(extra or {}).get(n, {})} for n in range(count)}})
+    config = parse_config(
+        {
+            "clusters": {"main": {"namesrv": "127.0.0.1:9876"}},
+            "ingestions": {
+                f"i{n}": {
+                    "cluster": "main",
+                    "topic": f"t{n}",
+                    "consumer_group": f"g{n}",
+                    "table": f"t{n}",
+                    "window": {"cron": "* * * * *", "start": "2026-11-01"},
+                    **(extra or {}).get(n, {}),
+                }
+                for n in range(count)
+            },
+        }
+    )
     shaped = translate(config)
     return [(ing, shaped[name]) for name, ing in config.ingestions.items()]
 
 
 def test_the_name_is_the_cluster_under_the_prefix_every_table_shares():
     assert cluster_sensor_name("main", [AssetKey("a"), AssetKey(["raw", "b"])], "lag") == "rocketlake_main_lag"
-    assert cluster_sensor_name("main", [AssetKey(["raw", "x", "a"]), AssetKey(["raw", "b"])], "lag") == \
-        "raw__rocketlake_main_lag"
+    assert (
+        cluster_sensor_name("main", [AssetKey(["raw", "x", "a"]), AssetKey(["raw", "b"])], "lag")
+        == "raw__rocketlake_main_lag"
+    )
     assert cluster_sensor_name("eu-1", [AssetKey(["raw", "a"])], "rebalance") == "raw__rocketlake_eu_1_rebalance"
 
 
@@ -52,8 +65,10 @@ def test_a_cluster_that_does_not_answer_ends_the_tick_at_once():
 
     done, failed = read_each(members(4), read, "read the progress", logging.getLogger("test"))
     assert done == [] and calls == ["g0"]  # not one timeout per group
-    assert failed == ["cannot read the progress of group g0: 127.0.0.1:9876: connection refused",
-                      "3 other group(s) not read this tick: the cluster did not answer"]
+    assert failed == [
+        "cannot read the progress of group g0: 127.0.0.1:9876: connection refused",
+        "3 other group(s) not read this tick: the cluster did not answer",
+    ]
 
 
 def test_what_a_tick_says_stays_short_with_many_ingestions():
@@ -64,5 +79,4 @@ def test_what_a_tick_says_stays_short_with_many_ingestions():
 
 def test_the_ticks_client_waits_as_long_as_the_longest_timeout_set():
     assert tick_timeout_ms(members(2)) is None  # the resource's own
-    assert tick_timeout_ms(members(3, {1: {"mq_client_api_timeout": 9000}, 2: {"mq_client_api_timeout": 4000}})) \
-        == 9000
+    assert tick_timeout_ms(members(3, {1: {"mq_client_api_timeout": 9000}, 2: {"mq_client_api_timeout": 4000}})) == 9000

@@ -22,10 +22,33 @@ from tests.unit.record_encoder import encode_message_record
 
 # Names that end like another ("XTAGS"), values that hold a piece's text ("TAGS\x01TagA"): a lookup must find a name
 # only where a piece starts.
-NAMES = ["UNIQ_KEY", "TAGS", "KEYS", "WAIT", "RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "region", "a\x01b", "", "é", "XTAGS",
-         "AGS"]
-VALUES = ["", "x", "TagA", "TagB", "k1  k2 ", " k3", "a\x01b", "ünï", "7F0000010B2D18B4AAC200000000002A",
-          "TAGS\x01TagB", "KEYS"]
+NAMES = [
+    "UNIQ_KEY",
+    "TAGS",
+    "KEYS",
+    "WAIT",
+    "RETRY_TOPIC",
+    "ORIGIN_MESSAGE_ID",
+    "region",
+    "a\x01b",
+    "",
+    "é",
+    "XTAGS",
+    "AGS",
+]
+VALUES = [
+    "",
+    "x",
+    "TagA",
+    "TagB",
+    "k1  k2 ",
+    " k3",
+    "a\x01b",
+    "ünï",
+    "7F0000010B2D18B4AAC200000000002A",
+    "TAGS\x01TagB",
+    "KEYS",
+]
 
 
 def _properties_text(rng: random.Random, repeat_a_name: bool, with_uniq_key: bool = False) -> str:
@@ -37,20 +60,29 @@ def _properties_text(rng: random.Random, repeat_a_name: bool, with_uniq_key: boo
         pieces.insert(rng.randint(0, len(pieces)), rng.choice(VALUES))  # no separator at all
     if repeat_a_name and pieces:  # again later: a later non-empty value wins, an empty one is skipped
         for _ in range(rng.randint(1, 2)):
-            pieces.insert(rng.randint(1, len(pieces)), pieces[0].partition("\x01")[0] + "\x01" + rng.choice(["later", ""]))
+            pieces.insert(
+                rng.randint(1, len(pieces)), pieces[0].partition("\x01")[0] + "\x01" + rng.choice(["later", ""])
+            )
     return "\x02".join(pieces) + ("\x02" if rng.random() < 0.7 else "")
 
 
-def _record(rng: random.Random, offset: int, topic: str = "orders", repeat_a_name: bool = False,
-            with_uniq_key: bool = False) -> bytes:
+def _record(
+    rng: random.Random, offset: int, topic: str = "orders", repeat_a_name: bool = False, with_uniq_key: bool = False
+) -> bytes:
     from rocketlake.resources.rocketmq.message import decode_properties
 
     props_text = _properties_text(rng, repeat_a_name, with_uniq_key)
     message = Message(
-        topic, flag=rng.randint(0, 5), queue_id=3, queue_offset=offset, commit_log_offset=rng.randint(0, 1 << 40),
-        sys_flag=rng.choice([0, 4, 8]), born_timestamp=rng.randint(1, 1 << 42),
+        topic,
+        flag=rng.randint(0, 5),
+        queue_id=3,
+        queue_offset=offset,
+        commit_log_offset=rng.randint(0, 1 << 40),
+        sys_flag=rng.choice([0, 4, 8]),
+        born_timestamp=rng.randint(1, 1 << 42),
         born_host=rng.choice(["127.0.0.1:5555", "10.1.2.3:65535", "192.168.0.9:0"]),
-        store_timestamp=rng.randint(1, 1 << 42), store_host=rng.choice(["127.0.0.1:10911", "127.0.0.1:10921"]),
+        store_timestamp=rng.randint(1, 1 << 42),
+        store_host=rng.choice(["127.0.0.1:10911", "127.0.0.1:10921"]),
         reconsume_times=rng.randint(0, 16),
         body=rng.choice([b"", b"\xff\xfe not utf-8", "ünïcode".encode(), bytes(rng.randbytes(rng.randint(0, 300)))]),
         properties=decode_properties(props_text),
@@ -85,8 +117,10 @@ def test_columnar_batches_equal_the_exact_decoder_row_for_row(seed):
     # Rows naming a property twice, as brokers store batch-sent messages: first place, last value.
     topic = rng.choice(["orders", "%RETRY%group", "%DLQ%group"])
     with_uniq_key = rng.random() < 0.3
-    body = b"".join(_record(rng, 100 + i, topic, repeat_a_name=rng.random() < 0.3, with_uniq_key=with_uniq_key)
-                    for i in range(rng.randint(4, 60)))
+    body = b"".join(
+        _record(rng, 100 + i, topic, repeat_a_name=rng.random() < 0.3, with_uniq_key=with_uniq_key)
+        for i in range(rng.randint(4, 60))
+    )
     expression = rng.choice(["*", "TagA", "TagA || TagB", "TagC"])
     subscription = Subscription.parse(topic, expression)
     include_filtered = rng.random() < 0.5
@@ -97,9 +131,14 @@ def test_columnar_batches_equal_the_exact_decoder_row_for_row(seed):
     records = scan_records(body)
     assert records is not None
     assert records.queue_offsets.tolist() == [m.queue_offset for m in decode_messages(body)]
-    batch = record_batch(records, schema, broker_name="broker-a", subscription=subscription,
-                         include_filtered=include_filtered,
-                         window_start_us=None if window_ms is None else window_ms * 1000)
+    batch = record_batch(
+        records,
+        schema,
+        broker_name="broker-a",
+        subscription=subscription,
+        include_filtered=include_filtered,
+        window_start_us=None if window_ms is None else window_ms * 1000,
+    )
     expected = _exact(body, schema, subscription, include_filtered, window_ms)
     assert batch is not None
     assert batch.schema == schema
@@ -109,22 +148,45 @@ def test_columnar_batches_equal_the_exact_decoder_row_for_row(seed):
 def test_records_outside_the_fast_shape_are_left_to_the_exact_decoder():
     def fast(record: bytes):
         records = scan_records(record)
-        return records and record_batch(records, arrow_schema(), broker_name="b", subscription=Subscription.parse(
-            "orders", "*"), include_filtered=False, window_start_us=None)
+        return records and record_batch(
+            records,
+            arrow_schema(),
+            broker_name="b",
+            subscription=Subscription.parse("orders", "*"),
+            include_filtered=False,
+            window_start_us=None,
+        )
 
     plain = Message("orders", queue_offset=7, born_host="127.0.0.1:1", store_host="127.0.0.1:2", body=b"x")
     assert fast(encode_message_record(plain)) is not None
     for odd in (
         Message("orders", queue_offset=7, sys_flag=BORNHOST_V6_FLAG, born_host="[::1]:1", store_host="127.0.0.1:2"),
-        Message("orders", queue_offset=7, sys_flag=COMPRESSED_FLAG, born_host="127.0.0.1:1", store_host="127.0.0.1:2",
-                body=b"not really deflated"),
+        Message(
+            "orders",
+            queue_offset=7,
+            sys_flag=COMPRESSED_FLAG,
+            born_host="127.0.0.1:1",
+            store_host="127.0.0.1:2",
+            body=b"not really deflated",
+        ),
     ):
         assert scan_records(encode_message_record(odd)) is not None  # indexed: the sizes add up
         assert fast(encode_message_record(odd)) is None  # but not decoded here
         # One odd record among plain ones sends the whole batch to the exact decoder.
-        mixed = RawRecords.concat([scan_records(encode_message_record(plain)), scan_records(encode_message_record(odd))])
-        assert record_batch(mixed, arrow_schema(), broker_name="b", subscription=Subscription.parse("orders", "*"),
-                            include_filtered=False, window_start_us=None) is None
+        mixed = RawRecords.concat(
+            [scan_records(encode_message_record(plain)), scan_records(encode_message_record(odd))]
+        )
+        assert (
+            record_batch(
+                mixed,
+                arrow_schema(),
+                broker_name="b",
+                subscription=Subscription.parse("orders", "*"),
+                include_filtered=False,
+                window_start_us=None,
+            )
+            is None
+        )
     truncated = encode_message_record(plain)[:-1]
     assert scan_records(truncated) is None
     with pytest.raises(Exception):
@@ -159,8 +221,9 @@ def test_answers_read_in_place_are_joined_without_a_copy_into_the_same_batch():
     copied = RawRecords.concat([scan_records(bodies[0])[2:], *map(scan_records, bodies[1:])])
     assert joined.queue_offsets.tolist() == copied.queue_offsets.tolist() == [*range(2, 10), *range(10, 40)]
     assert joined.record_bytes() == copied.record_bytes()
-    args = dict(broker_name="b", subscription=Subscription.parse("orders", "*"), include_filtered=False,
-                window_start_us=None)
+    args = dict(
+        broker_name="b", subscription=Subscription.parse("orders", "*"), include_filtered=False, window_start_us=None
+    )
     schema = arrow_schema(list(METADATA_COLUMNS))
     assert record_batch(joined, schema, **args).to_pylist() == record_batch(copied, schema, **args).to_pylist()
 
@@ -173,10 +236,19 @@ def test_queue_offsets_are_read_from_the_records_with_gaps_and_checked_before_a_
     # before anything lands (scan_records takes consecutive endpoints on trust, for speed).
     shuffled = scan_records(b"".join(_record(rng, offset) for offset in (20, 22, 21, 23)))
     assert shuffled.queue_offsets.tolist() == [20, 21, 22, 23]
-    with pytest.raises(ProtocolError, match=r"broker broker-a answered PULL_MESSAGE with a queue's records out of "
-                                            r"offset order \(offsets 20 to 23 for 4 records\)"):
-        record_batch(shuffled, arrow_schema(), broker_name="broker-a", subscription=Subscription.parse("orders", "*"),
-                     include_filtered=False, window_start_us=None)
+    with pytest.raises(
+        ProtocolError,
+        match=r"broker broker-a answered PULL_MESSAGE with a queue's records out of "
+        r"offset order \(offsets 20 to 23 for 4 records\)",
+    ):
+        record_batch(
+            shuffled,
+            arrow_schema(),
+            broker_name="broker-a",
+            subscription=Subscription.parse("orders", "*"),
+            include_filtered=False,
+            window_start_us=None,
+        )
 
 
 @pytest.mark.parametrize("kind", ["binary", "string"])
@@ -190,7 +262,7 @@ def test_views_cut_any_string_of_a_buffer_including_short_ones_and_ones_at_its_e
     cuts = [(0, 0), (0, 12), (1, 13), (5, 4), (20, 16), (30, 6), (35, 1), (36, 0), (24, 12)]
     starts, lengths = np.array([s for s, _ in cuts]), np.array([n for _, n in cuts])
     array = _views(getattr(pa, kind)(), np.frombuffer(text, np.uint8), starts, lengths)
-    expected = [text[s:s + n] for s, n in cuts]
+    expected = [text[s : s + n] for s, n in cuts]
     assert array.to_pylist() == (expected if kind == "binary" else [b.decode() for b in expected])
     assert _views(pa.binary(), np.frombuffer(text, np.uint8), starts[:0], lengths[:0]).to_pylist() == []
     with pytest.raises(pa.ArrowInvalid):
@@ -201,8 +273,11 @@ def test_a_record_that_does_not_decode_names_the_broker_that_served_it():
     from rocketlake.pipelines.source import _TaskBatches
     from rocketlake.resources.rocketmq.errors import ProtocolError
 
-    record = bytearray(encode_message_record(Message("orders", queue_offset=7, born_host="127.0.0.1:1",
-                                                     store_host="127.0.0.1:2", body=b"x")))
+    record = bytearray(
+        encode_message_record(
+            Message("orders", queue_offset=7, born_host="127.0.0.1:1", store_host="127.0.0.1:2", body=b"x")
+        )
+    )
     record[4:8] = b"\x00\x00\x00\x01"  # no magic code a broker writes: the fast path declines, the exact decoder fails
     batches = _TaskBatches(arrow_schema(), "broker-a", None, Subscription.parse("orders", "*"), False)
     batches.add(scan_records(bytes(record)))
@@ -212,8 +287,14 @@ def test_a_record_that_does_not_decode_names_the_broker_that_served_it():
 
 def test_properties_not_in_utf8_leave_the_batch_to_the_exact_decoder_only_when_landed():
     def record(properties: bytes) -> bytes:
-        message = Message("orders", queue_offset=7, born_host="127.0.0.1:1", store_host="127.0.0.1:2", body=b"x",
-                          properties={"A": "b"})
+        message = Message(
+            "orders",
+            queue_offset=7,
+            born_host="127.0.0.1:1",
+            store_host="127.0.0.1:2",
+            body=b"x",
+            properties={"A": "b"},
+        )
         raw = bytearray(encode_message_record(message))
         head = len(raw) - 2 - len(encode_properties_of(message))
         raw[head:] = len(properties).to_bytes(2, "big") + properties
@@ -223,8 +304,14 @@ def test_properties_not_in_utf8_leave_the_batch_to_the_exact_decoder_only_when_l
     subscription = Subscription.parse("orders", "*")
 
     def fast(body: bytes, schema):
-        return record_batch(scan_records(body), schema, broker_name="broker-a", subscription=subscription,
-                            include_filtered=False, window_start_us=None)
+        return record_batch(
+            scan_records(body),
+            schema,
+            broker_name="broker-a",
+            subscription=subscription,
+            include_filtered=False,
+            window_start_us=None,
+        )
 
     # Bad bytes in a property nobody lands: the separators stand where Java's decoder finds them.
     unlanded = record(b"TAGS\x01TagA\x02region\x01\xff\xfe\x02KEYS\x01k\xc3\xa9\x02UNIQ_KEY\x01ABC\x02")
@@ -269,8 +356,16 @@ def test_a_spark_task_reading_the_source_does_not_load_the_configuration():
     import subprocess
     import sys
 
-    loaded = subprocess.run([sys.executable, "-c", "import sys; from rocketlake.pipelines import source, broker_access; "
-                             "print(sorted(m for m in sys.modules if m.startswith(('rocketlake', 'pydantic', 'yaml'))))"],
-                            capture_output=True, text=True, check=True).stdout
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from rocketlake.pipelines import source, broker_access; "
+            "print(sorted(m for m in sys.modules if m.startswith(('rocketlake', 'pydantic', 'yaml'))))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "rocketlake.pipelines.broker_access" in loaded
     assert "rocketlake.pipelines.config" not in loaded and "pydantic" not in loaded and "'yaml'" not in loaded

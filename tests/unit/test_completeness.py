@@ -15,17 +15,29 @@ Q = [MessageQueue("orders", b, i) for b in ("broker-a", "broker-b") for i in ran
 
 
 def entry(run, key, *queues, group="g", carried=()):
-    return LedgerEntry("orders", group, run, (WindowEntry(key, 0, 60_000, tuple(OffsetRange(q, 0, 0) for q in queues)),),
-                       carried=tuple(carried))
+    return LedgerEntry(
+        "orders",
+        group,
+        run,
+        (WindowEntry(key, 0, 60_000, tuple(OffsetRange(q, 0, 0) for q in queues)),),
+        carried=tuple(carried),
+    )
 
 
 def test_a_window_is_complete_when_some_member_landed_every_queue_even_an_empty_range():
     first_half = entry("m1", "w1", Q[0], Q[1])
-    landed = landed_queues([entry("m2", "w1", Q[2], Q[3]), entry("m1b", "w2", Q[0], carried=[first_half]),
-                            entry("x", "w2", Q[1], group="other")], "g")
+    landed = landed_queues(
+        [
+            entry("m2", "w1", Q[2], Q[3]),
+            entry("m1b", "w2", Q[0], carried=[first_half]),
+            entry("x", "w2", Q[1], group="other"),
+        ],
+        "g",
+    )
     assert landed == {"w1": set(Q), "w2": {Q[0]}}
-    assert missing_slices(landed, ["w1", "w2", "w3"], Q[:2]) == {"w2": [Q[1]], "w3": Q[:2]}, \
+    assert missing_slices(landed, ["w1", "w2", "w3"], Q[:2]) == {"w2": [Q[1]], "w3": Q[:2]}, (
         "another group's entry lands nothing for this one"
+    )
 
 
 def test_a_queue_added_after_a_window_was_landed_makes_it_incomplete():
@@ -37,8 +49,7 @@ def test_a_queue_added_after_a_window_was_landed_makes_it_incomplete():
 def test_the_sensor_checks_the_last_closed_windows_and_names_the_next_boundary():
     partitions = window_partitions(WindowConfig(cron="*/5 * * * *", start="2026-11-23", grace_seconds=30))
     now = datetime(2026, 11, 23, 1, 0, 20, tzinfo=timezone.utc)  # 00:55 is not closed until 01:00:30
-    assert last_closed_windows(partitions, now, 30, 3) == ["2026-11-23-00:40", "2026-11-23-00:45",
-                                                                  "2026-11-23-00:50"]
+    assert last_closed_windows(partitions, now, 30, 3) == ["2026-11-23-00:40", "2026-11-23-00:45", "2026-11-23-00:50"]
     assert next_boundary(partitions, now) == "2026-11-23-01:05"
     assert last_closed_windows(partitions, datetime(2026, 11, 22, tzinfo=timezone.utc), 30, 3) == []
 

@@ -22,7 +22,6 @@ from tests.unit.support import MINIMAL, with_ingestion
 ROOT = Path(__file__).resolve().parents[2]
 
 
-
 def problems(raw: dict) -> list[str]:
     with pytest.raises(ConfigError) as e:
         parse_config(raw, "test.yaml")
@@ -45,18 +44,21 @@ def test_defaults_are_rocketmqs():
     assert ing.window.cron == "0 * * * *" and ing.window.grace_seconds == 60 and ing.window.timezone == "UTC"
 
 
-@pytest.mark.parametrize(("key", "value", "allowed"), [
-    ("pull_batch_size", 0, "[1, 1024]"),
-    ("pull_batch_size", 1025, "[1, 1024]"),
-    ("pull_threshold_for_queue", 65536, "[1, 65535]"),
-    ("pull_threshold_size_for_queue", 1025, "[1, 1024]"),
-    ("pull_threshold_for_topic", 0, "[1, 6553500] or -1"),
-    ("pull_threshold_size_for_topic", 102401, "[1, 102400] or -1"),
-    ("consume_thread_min", 1001, "[1, 1000]"),
-    ("consume_concurrently_max_span", 0, "[1, 65535]"),
-    ("pull_interval", 65536, "[0, 65535]"),
-    ("consume_message_batch_max_size", 2000, "[1, 1024]"),
-])
+@pytest.mark.parametrize(
+    ("key", "value", "allowed"),
+    [
+        ("pull_batch_size", 0, "[1, 1024]"),
+        ("pull_batch_size", 1025, "[1, 1024]"),
+        ("pull_threshold_for_queue", 65536, "[1, 65535]"),
+        ("pull_threshold_size_for_queue", 1025, "[1, 1024]"),
+        ("pull_threshold_for_topic", 0, "[1, 6553500] or -1"),
+        ("pull_threshold_size_for_topic", 102401, "[1, 102400] or -1"),
+        ("consume_thread_min", 1001, "[1, 1000]"),
+        ("consume_concurrently_max_span", 0, "[1, 65535]"),
+        ("pull_interval", 65536, "[0, 65535]"),
+        ("consume_message_batch_max_size", 2000, "[1, 1024]"),
+    ],
+)
 def test_out_of_range_names_ingestion_key_value_and_range(key, value, allowed):
     (line,) = problems(with_ingestion(**{key: value}))
     assert line.startswith(f"ingestions.orders.{key}: {value}")
@@ -64,8 +66,9 @@ def test_out_of_range_names_ingestion_key_value_and_range(key, value, allowed):
 
 
 def test_range_edges_are_inclusive_and_sentinels_accepted():
-    ing = parse_config(with_ingestion(pull_batch_size=1024, pull_threshold_for_topic=-1,
-                                      pull_threshold_size_for_topic=102400)).ingestions["orders"]
+    ing = parse_config(
+        with_ingestion(pull_batch_size=1024, pull_threshold_for_topic=-1, pull_threshold_size_for_topic=102400)
+    ).ingestions["orders"]
     assert ing.pull_batch_size == 1024 and ing.pull_threshold_size_for_topic == 102400
 
 
@@ -87,21 +90,31 @@ def test_several_mistakes_are_reported_together():
 
 
 def test_cross_references_and_thread_bounds():
-    assert any("cluster: 'nope' is not one of the clusters ['local']" in p for p in problems(with_ingestion(cluster="nope")))
-    assert any("consume_thread_min (30) is larger than consume_thread_max (20)" in p
-               for p in problems(with_ingestion(consume_thread_min=30)))
+    assert any(
+        "cluster: 'nope' is not one of the clusters ['local']" in p for p in problems(with_ingestion(cluster="nope"))
+    )
+    assert any(
+        "consume_thread_min (30) is larger than consume_thread_max (20)" in p
+        for p in problems(with_ingestion(consume_thread_min=30))
+    )
 
 
-@pytest.mark.parametrize(("changes", "needle"), [
-    ({"topic": "bad topic!"}, "ingestions.orders.topic"),
-    ({"consumer_group": "x" * 300}, "ingestions.orders.consumer_group"),
-    ({"table": "orders-raw"}, "[A-Za-z_][A-Za-z0-9_]*"),
-    ({"window": {"start": "2026-11-01", "cron": "every hour"}}, "not a valid cron"),
-    ({"window": {"start": "2026-11-01", "timezone": "Mars/Olympus"}}, "IANA time zone"),
-    ({"body": {"format": "json"}}, "format json needs a schema"),
-    ({"consume_timestamp": "2026-11-01"}, "ingestions.orders.consume_timestamp"),
-    ({"consume_timestamp": "20261399000000"}, "consume_timestamp: '20261399000000' is invalid, the valid format is yyyyMMddHHmmss"),
-])
+@pytest.mark.parametrize(
+    ("changes", "needle"),
+    [
+        ({"topic": "bad topic!"}, "ingestions.orders.topic"),
+        ({"consumer_group": "x" * 300}, "ingestions.orders.consumer_group"),
+        ({"table": "orders-raw"}, "[A-Za-z_][A-Za-z0-9_]*"),
+        ({"window": {"start": "2026-11-01", "cron": "every hour"}}, "not a valid cron"),
+        ({"window": {"start": "2026-11-01", "timezone": "Mars/Olympus"}}, "IANA time zone"),
+        ({"body": {"format": "json"}}, "format json needs a schema"),
+        ({"consume_timestamp": "2026-11-01"}, "ingestions.orders.consume_timestamp"),
+        (
+            {"consume_timestamp": "20261399000000"},
+            "consume_timestamp: '20261399000000' is invalid, the valid format is yyyyMMddHHmmss",
+        ),
+    ],
+)
 def test_invalid_values(changes, needle):
     assert any(needle in line for line in problems(with_ingestion(**changes))), problems(with_ingestion(**changes))
 
@@ -116,9 +129,11 @@ def test_namesrv_list_and_acl_pairing():
 
 
 def test_topic_limits_become_per_queue_limits():
-    ing = parse_config(with_ingestion(pull_threshold_for_topic=100, pull_threshold_size_for_topic=64)).ingestions["orders"]
+    ing = parse_config(with_ingestion(pull_threshold_for_topic=100, pull_threshold_size_for_topic=64)).ingestions[
+        "orders"
+    ]
     assert ing.per_queue_limits(16) == (6, 4 * 1024 * 1024)
-    assert ing.per_queue_limits(1000) == (1, 1 * 1024 * 1024)   # max(1, limit / queues)
+    assert ing.per_queue_limits(1000) == (1, 1 * 1024 * 1024)  # max(1, limit / queues)
     default = parse_config(MINIMAL).ingestions["orders"]
     assert default.per_queue_limits(16) == (1000, 100 * 1024 * 1024)
 
@@ -151,64 +166,137 @@ def test_a_setting_not_honoured_yet_is_refused_when_present(key):
 
 
 def test_broadcasting_keeps_each_members_progress_in_a_local_store(tmp_path):
-    cfg = parse_config(with_ingestion(message_model="BROADCASTING", client_ip="10.0.0.7", instance_name="eu1",
-                                      local_offset_store_dir=str(tmp_path))).ingestions["orders"]
+    cfg = parse_config(
+        with_ingestion(
+            message_model="BROADCASTING",
+            client_ip="10.0.0.7",
+            instance_name="eu1",
+            local_offset_store_dir=str(tmp_path),
+        )
+    ).ingestions["orders"]
     assert cfg.message_model is MessageModel.BROADCASTING and client_id(cfg) == "10.0.0.7@eu1"
     assert offset_store_path(cfg) == tmp_path / "10.0.0.7@eu1" / cfg.consumer_group / "offsets.json"
     parse_config(with_ingestion(message_model="BROADCASTING"))  # accepted at load
 
 
-@pytest.mark.parametrize("keys, expected", [
-    ({"allocate_message_queue_strategy": "CONFIG"}, "CONFIG needs allocate_message_queue_list"),
-    ({"allocate_message_queue_strategy": "MACHINE_ROOM"}, "MACHINE_ROOM needs consumer_machine_rooms"),
-    ({"allocate_message_queue_strategy": "MACHINE_ROOM_NEARBY", "machine_room_nearby_strategy": "MACHINE_ROOM_NEARBY"},
-     "cannot wrap itself"),
-    ({"virtual_node_count": 5}, "virtual_node_count applies only with allocate_message_queue_strategy CONSISTENT_HASH "
-                                "(this ingestion uses AVG)"),
-    ({"allocate_message_queue_strategy": "CONFIG", "allocate_message_queue_list": ["broker-a"]},
-     "item 'broker-a' is not a queue"),
-    ({"allocate_message_queue_strategy": "MACHINE_ROOM_NEARBY", "machine_room_resolver": "not a path"},
-     "must be an import path module:attribute"),
-    ({"message_model": "BROADCASTING", "allocate_message_queue_strategy": "AVG"}, "applies to CLUSTERING only"),
-])
+@pytest.mark.parametrize(
+    "keys, expected",
+    [
+        ({"allocate_message_queue_strategy": "CONFIG"}, "CONFIG needs allocate_message_queue_list"),
+        ({"allocate_message_queue_strategy": "MACHINE_ROOM"}, "MACHINE_ROOM needs consumer_machine_rooms"),
+        (
+            {
+                "allocate_message_queue_strategy": "MACHINE_ROOM_NEARBY",
+                "machine_room_nearby_strategy": "MACHINE_ROOM_NEARBY",
+            },
+            "cannot wrap itself",
+        ),
+        (
+            {"virtual_node_count": 5},
+            "virtual_node_count applies only with allocate_message_queue_strategy CONSISTENT_HASH "
+            "(this ingestion uses AVG)",
+        ),
+        (
+            {"allocate_message_queue_strategy": "CONFIG", "allocate_message_queue_list": ["broker-a"]},
+            "item 'broker-a' is not a queue",
+        ),
+        (
+            {"allocate_message_queue_strategy": "MACHINE_ROOM_NEARBY", "machine_room_resolver": "not a path"},
+            "must be an import path module:attribute",
+        ),
+        ({"message_model": "BROADCASTING", "allocate_message_queue_strategy": "AVG"}, "applies to CLUSTERING only"),
+    ],
+)
 def test_allocation_keys_are_checked_together(keys, expected):
     assert any(expected in line for line in problems(with_ingestion(**keys))), problems(with_ingestion(**keys))
 
 
 def test_allocation_keys_accepted_with_their_strategy():
-    ok = [{"allocate_message_queue_strategy": "CONSISTENT_HASH", "virtual_node_count": 3},
-          {"allocate_message_queue_strategy": "CONFIG", "allocate_message_queue_list": ["broker-a/0", "%RETRY%g/broker-a/0"]},
-          {"allocate_message_queue_strategy": "MACHINE_ROOM", "consumer_machine_rooms": ["hz"]},
-          {"allocate_message_queue_strategy": "MACHINE_ROOM_NEARBY", "machine_room_nearby_strategy": "CONSISTENT_HASH",
-           "virtual_node_count": 4, "machine_room_resolver": "rocketlake.pipelines.allocation:PrefixMachineRoomResolver"}]
+    ok = [
+        {"allocate_message_queue_strategy": "CONSISTENT_HASH", "virtual_node_count": 3},
+        {
+            "allocate_message_queue_strategy": "CONFIG",
+            "allocate_message_queue_list": ["broker-a/0", "%RETRY%g/broker-a/0"],
+        },
+        {"allocate_message_queue_strategy": "MACHINE_ROOM", "consumer_machine_rooms": ["hz"]},
+        {
+            "allocate_message_queue_strategy": "MACHINE_ROOM_NEARBY",
+            "machine_room_nearby_strategy": "CONSISTENT_HASH",
+            "virtual_node_count": 4,
+            "machine_room_resolver": "rocketlake.pipelines.allocation:PrefixMachineRoomResolver",
+        },
+    ]
     for keys in ok:
         parse_config(with_ingestion(**keys))
 
 
 def test_every_refusal_is_listed_with_its_ingestion():
     raw = with_ingestion(consume_concurrently_max_span=100, pull_interval=5)
-    raw["ingestions"]["audit"] = {**raw["ingestions"]["orders"], "table": "audit_raw", "consume_concurrently_max_span": 2000,
-                                  "pull_interval": 5}
+    raw["ingestions"]["audit"] = {
+        **raw["ingestions"]["orders"],
+        "table": "audit_raw",
+        "consume_concurrently_max_span": 2000,
+        "pull_interval": 5,
+    }
     refused = problems(raw)
     assert sorted(line.split(":")[0] for line in refused) == [
-        "ingestions.audit.consume_concurrently_max_span", "ingestions.audit.pull_interval",
-        "ingestions.orders.consume_concurrently_max_span", "ingestions.orders.pull_interval"]
+        "ingestions.audit.consume_concurrently_max_span",
+        "ingestions.audit.pull_interval",
+        "ingestions.orders.consume_concurrently_max_span",
+        "ingestions.orders.pull_interval",
+    ]
 
 
 def test_every_field_either_works_or_is_refused():
     """A new IngestionConfig field must be read by the pipeline or listed in NOT_SUPPORTED_YET."""
     from rocketlake.pipelines.config import IngestionConfig
 
-    honoured = {"cluster", "topic", "subscription", "consumer_group", "message_model", "consume_from_where",
-                "consume_timestamp", "table", "window", "body", "on_deleted_messages", "pull_threshold_for_queue",
-                "pull_threshold_size_for_queue", "pull_threshold_for_topic", "pull_threshold_size_for_topic",
-                "pull_batch_size", "max_messages_per_task", "mq_client_api_timeout", "consume_orderly",
-                "instance_name", "client_ip", "unit_name", "local_offset_store_dir",
-                "allocate_message_queue_strategy", "allocate_message_queue_list", "consumer_machine_rooms",
-                "machine_room_resolver", "machine_room_nearby_strategy", "virtual_node_count", "listener",
-                "consume_thread_min", "consume_thread_max", "consume_message_batch_max_size", "max_reconsume_times",
-                "consume_timeout", "run_retry", "suspend_current_queue_time_millis", "metadata_columns",
-                "table_properties", "vacuum_retention_hours", "layout", "topics", "topic_pattern", "run_timeout"}
+    honoured = {
+        "cluster",
+        "topic",
+        "subscription",
+        "consumer_group",
+        "message_model",
+        "consume_from_where",
+        "consume_timestamp",
+        "table",
+        "window",
+        "body",
+        "on_deleted_messages",
+        "pull_threshold_for_queue",
+        "pull_threshold_size_for_queue",
+        "pull_threshold_for_topic",
+        "pull_threshold_size_for_topic",
+        "pull_batch_size",
+        "max_messages_per_task",
+        "mq_client_api_timeout",
+        "consume_orderly",
+        "instance_name",
+        "client_ip",
+        "unit_name",
+        "local_offset_store_dir",
+        "allocate_message_queue_strategy",
+        "allocate_message_queue_list",
+        "consumer_machine_rooms",
+        "machine_room_resolver",
+        "machine_room_nearby_strategy",
+        "virtual_node_count",
+        "listener",
+        "consume_thread_min",
+        "consume_thread_max",
+        "consume_message_batch_max_size",
+        "max_reconsume_times",
+        "consume_timeout",
+        "run_retry",
+        "suspend_current_queue_time_millis",
+        "metadata_columns",
+        "table_properties",
+        "vacuum_retention_hours",
+        "layout",
+        "topics",
+        "topic_pattern",
+        "run_timeout",
+    }
     assert set(IngestionConfig.model_fields) == honoured | set(NOT_SUPPORTED_YET)
     assert not honoured & set(NOT_SUPPORTED_YET)
 
@@ -222,9 +310,14 @@ def test_a_refused_key_fails_dagster_definitions_validate(tmp_path):
 
     config = tmp_path / "rocketlake.yaml"
     config.write_text(yaml.safe_dump(with_ingestion(consume_concurrently_max_span=100)))
-    result = subprocess.run([str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-w",
-                             "workspace.yaml"], cwd=ROOT, env=dict(os.environ, ROCKETLAKE_CONFIG=str(config)),
-                            capture_output=True, text=True, timeout=180)
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=ROOT,
+        env=dict(os.environ, ROCKETLAKE_CONFIG=str(config)),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert result.returncode != 0
     assert "ingestions.orders.consume_concurrently_max_span: 100 is not supported yet" in result.stdout + result.stderr
 
@@ -234,36 +327,57 @@ VECTORISED = "tests.unit.listeners:vectorised_upper"
 ORDERLY = "tests.unit.listeners:orderly_fail_by_tag"
 
 
-@pytest.mark.parametrize("keys, expected", [
-    ({"consume_timeout": 1}, "consume_timeout applies only to a listener"),
-    ({"consume_thread_max": 40}, "consume_thread_max applies only to a listener"),
-    ({"consume_message_batch_max_size": 4}, "consume_message_batch_max_size applies only to a listener"),
-    ({"listener": VECTORISED, "consume_message_batch_max_size": 4}, "gets whole Arrow batches"),
-    ({"listener": "no.such.module:fn"}, "cannot be loaded (ModuleNotFoundError"),
-    ({"listener": "not a path"}, "must be an import path"),
-    ({"listener": VECTORISED, "consume_orderly": True}, "is not supported yet"),
-    ({"listener": LISTENER, "suspend_current_queue_time_millis": 500}, "applies only to consume_orderly"),
-    ({"listener": LISTENER, "consume_orderly": True, "suspend_current_queue_time_millis": 5},
-     "suspend_current_queue_time_millis"),
-    ({"listener": LISTENER, "consume_timeout": 0.001}, "consume_timeout"),
-    ({"max_reconsume_times": 3, "body": {"format": "raw"}}, "max_reconsume_times applies only when a message can fail"),
-    ({"listener": LISTENER, "message_model": "BROADCASTING", "max_reconsume_times": 3}, "CLUSTERING only"),
-])
+@pytest.mark.parametrize(
+    "keys, expected",
+    [
+        ({"consume_timeout": 1}, "consume_timeout applies only to a listener"),
+        ({"consume_thread_max": 40}, "consume_thread_max applies only to a listener"),
+        ({"consume_message_batch_max_size": 4}, "consume_message_batch_max_size applies only to a listener"),
+        ({"listener": VECTORISED, "consume_message_batch_max_size": 4}, "gets whole Arrow batches"),
+        ({"listener": "no.such.module:fn"}, "cannot be loaded (ModuleNotFoundError"),
+        ({"listener": "not a path"}, "must be an import path"),
+        ({"listener": VECTORISED, "consume_orderly": True}, "is not supported yet"),
+        ({"listener": LISTENER, "suspend_current_queue_time_millis": 500}, "applies only to consume_orderly"),
+        (
+            {"listener": LISTENER, "consume_orderly": True, "suspend_current_queue_time_millis": 5},
+            "suspend_current_queue_time_millis",
+        ),
+        ({"listener": LISTENER, "consume_timeout": 0.001}, "consume_timeout"),
+        (
+            {"max_reconsume_times": 3, "body": {"format": "raw"}},
+            "max_reconsume_times applies only when a message can fail",
+        ),
+        ({"listener": LISTENER, "message_model": "BROADCASTING", "max_reconsume_times": 3}, "CLUSTERING only"),
+    ],
+)
 def test_listener_keys_are_checked_together(keys, expected):
     assert any(expected in line for line in problems(with_ingestion(**keys))), problems(with_ingestion(**keys))
 
 
 def test_listener_keys_accepted_with_a_listener():
-    for keys in [{"listener": LISTENER, "consume_timeout": 0.05, "consume_thread_min": 2, "consume_thread_max": 4,
-                  "consume_message_batch_max_size": 8, "max_reconsume_times": 2},
-                 {"listener": VECTORISED, "consume_timeout": 1},
-                 {"listener": ORDERLY, "consume_orderly": True, "suspend_current_queue_time_millis": 500,
-                  "max_reconsume_times": 2},
-                 {"max_reconsume_times": 0, "body": {"format": "json", "schema": "a STRING"}}]:
+    for keys in [
+        {
+            "listener": LISTENER,
+            "consume_timeout": 0.05,
+            "consume_thread_min": 2,
+            "consume_thread_max": 4,
+            "consume_message_batch_max_size": 8,
+            "max_reconsume_times": 2,
+        },
+        {"listener": VECTORISED, "consume_timeout": 1},
+        {
+            "listener": ORDERLY,
+            "consume_orderly": True,
+            "suspend_current_queue_time_millis": 500,
+            "max_reconsume_times": 2,
+        },
+        {"max_reconsume_times": 0, "body": {"format": "json", "schema": "a STRING"}},
+    ]:
         cfg = parse_config(with_ingestion(**keys)).ingestions["orders"]
         assert cfg.can_fail
-    assert parse_config(with_ingestion(listener=LISTENER, consume_timeout=0.05)).ingestions["orders"] \
-        .consume_timeout_seconds == pytest.approx(3.0)
+    assert parse_config(with_ingestion(listener=LISTENER, consume_timeout=0.05)).ingestions[
+        "orders"
+    ].consume_timeout_seconds == pytest.approx(3.0)
 
 
 def test_a_default_instance_name_becomes_the_deployments_own_in_clustering(monkeypatch, tmp_path):
@@ -295,12 +409,23 @@ def test_metadata_columns_are_named_from_the_catalogue_and_the_rules_add_what_th
     assert landed_metadata(cfg, ["topic", "store_host", "amount"]) == ("properties", "born_host", "store_host")
     failing = parse_config(with_ingestion(body={"format": "text"}), "test.yaml").ingestions["orders"]
     assert landed_metadata(failing) == ("origin_topic", "origin_msg_id", "origin_offset_msg_id")
-    assert read_metadata(failing, landed_metadata(failing)) == ("offset_msg_id", "reconsume_times", "origin_topic",
-                                                                 "origin_msg_id", "origin_offset_msg_id")
+    assert read_metadata(failing, landed_metadata(failing)) == (
+        "offset_msg_id",
+        "reconsume_times",
+        "origin_topic",
+        "origin_msg_id",
+        "origin_offset_msg_id",
+    )
     from rocketlake.pipelines.config import dead_letter_config
 
-    assert landed_metadata(dead_letter_config(cfg)) == ("properties", "born_host", "reconsume_times", "origin_topic",
-                                                        "origin_msg_id", "origin_offset_msg_id")
+    assert landed_metadata(dead_letter_config(cfg)) == (
+        "properties",
+        "born_host",
+        "reconsume_times",
+        "origin_topic",
+        "origin_msg_id",
+        "origin_offset_msg_id",
+    )
     listening = parse_config(with_ingestion(listener="tests.unit.listeners:fail_poison"), "t.yaml").ingestions["orders"]
     assert read_metadata(listening, landed_metadata(listening)) == METADATA_COLUMNS
     refused = "\n".join(problems(with_ingestion(metadata_columns=["properties", "msg_id"])))
@@ -320,63 +445,103 @@ def test_a_spark_connect_url_is_checked_at_load_and_taken_with_an_s3_lake():
 
 
 def test_table_properties_are_delta_texts_and_refused_by_name_when_they_cannot_be_passed_on():
-    cfg = parse_config(with_ingestion(table_properties={"delta.enableChangeDataFeed": True,
-                                                        "delta.checkpointInterval": 5, "team": "data"}))
-    assert cfg.ingestions["orders"].table_properties == {"delta.enableChangeDataFeed": "true",
-                                                         "delta.checkpointInterval": "5", "team": "data"}
-    assert any("table property name 'bad name'" in line
-               for line in problems(with_ingestion(table_properties={"bad name": "x"})))
-    assert any("table property team: the value \"it's\"" in line
-               for line in problems(with_ingestion(table_properties={"team": "it's"})))
-    assert any("table property owner is reserved by Spark" in line
-               for line in problems(with_ingestion(table_properties={"owner": "me"})))
-    assert any("vacuum_retention_hours: -1" in line and "greater than or equal to 0" in line
-               for line in problems(with_ingestion(vacuum_retention_hours=-1)))
+    cfg = parse_config(
+        with_ingestion(
+            table_properties={"delta.enableChangeDataFeed": True, "delta.checkpointInterval": 5, "team": "data"}
+        )
+    )
+    assert cfg.ingestions["orders"].table_properties == {
+        "delta.enableChangeDataFeed": "true",
+        "delta.checkpointInterval": "5",
+        "team": "data",
+    }
+    assert any(
+        "table property name 'bad name'" in line
+        for line in problems(with_ingestion(table_properties={"bad name": "x"}))
+    )
+    assert any(
+        'table property team: the value "it\'s"' in line
+        for line in problems(with_ingestion(table_properties={"team": "it's"}))
+    )
+    assert any(
+        "table property owner is reserved by Spark" in line
+        for line in problems(with_ingestion(table_properties={"owner": "me"}))
+    )
+    assert any(
+        "vacuum_retention_hours: -1" in line and "greater than or equal to 0" in line
+        for line in problems(with_ingestion(vacuum_retention_hours=-1))
+    )
 
 
 def test_vacuum_retention_must_outlast_the_longest_run():
     """A VACUUM that deletes files a run of another member still reads would fail that run: the retention is at
     least the run deadline (run_timeout, 120 min unless set)."""
-    assert any("vacuum_retention_hours: 1 is below run_timeout (120 min)" in line
-               and "allowed: vacuum_retention_hours >= 2" in line
-               for line in problems(with_ingestion(vacuum_retention_hours=1)))
-    assert any("vacuum_retention_hours: 0 is below run_timeout (30 min)" in line
-               for line in problems(with_ingestion(vacuum_retention_hours=0, run_timeout=30)))
+    assert any(
+        "vacuum_retention_hours: 1 is below run_timeout (120 min)" in line
+        and "allowed: vacuum_retention_hours >= 2" in line
+        for line in problems(with_ingestion(vacuum_retention_hours=1))
+    )
+    assert any(
+        "vacuum_retention_hours: 0 is below run_timeout (30 min)" in line
+        for line in problems(with_ingestion(vacuum_retention_hours=0, run_timeout=30))
+    )
     assert parse_config(with_ingestion(vacuum_retention_hours=2)).ingestions["orders"].vacuum_retention_hours == 2
     assert parse_config(with_ingestion(vacuum_retention_hours=1, run_timeout=60)).ingestions["orders"].run_timeout == 60
 
 
 def test_run_timeout_is_checked():
-    assert any("run_timeout: 0" in line and "greater than 0" in line
-               for line in problems(with_ingestion(run_timeout=0)))
-    assert any("run_timeout: 5 is below consume_timeout (15 min)" in line
-               for line in problems(with_ingestion(listener="tests.unit.listeners:fail_poison", run_timeout=5)))
+    assert any(
+        "run_timeout: 0" in line and "greater than 0" in line for line in problems(with_ingestion(run_timeout=0))
+    )
+    assert any(
+        "run_timeout: 5 is below consume_timeout (15 min)" in line
+        for line in problems(with_ingestion(listener="tests.unit.listeners:fail_poison", run_timeout=5))
+    )
     assert parse_config(with_ingestion(run_timeout=0.5)).ingestions["orders"].run_timeout_seconds == 30
 
 
-@pytest.mark.parametrize("layout, message", [
-    ({"partition_by": ["window_date"]}, r"partition_by: 'window_date' is not allowed \(it is always the table's first"),
-    ({"zorder_by": ["body"]}, r"zorder_by: 'body' is not allowed \(bytes cannot"),
-    ({"cluster_by": ["ship.city"]}, "cluster_by: 'ship.city' is not a column name"),
-    ({"partition_by": ["region", "region"]}, "names a column twice"),
-    ({"cluster_by": ["region"], "partition_by": ["tags"]}, "cluster_by cannot be combined with partition_by"),
-    ({"cluster_by": ["a", "b", "c", "d", "e"]}, "Delta clusters by at most 4"),
-    ({"partition_by": ["region"], "zorder_by": ["region", "amount"]}, r"zorder_by: \['region'\] are partition columns"),
-    ({"sort_by": ["x"]}, "sort_by"),
-])
+@pytest.mark.parametrize(
+    "layout, message",
+    [
+        (
+            {"partition_by": ["window_date"]},
+            r"partition_by: 'window_date' is not allowed \(it is always the table's first",
+        ),
+        ({"zorder_by": ["body"]}, r"zorder_by: 'body' is not allowed \(bytes cannot"),
+        ({"cluster_by": ["ship.city"]}, "cluster_by: 'ship.city' is not a column name"),
+        ({"partition_by": ["region", "region"]}, "names a column twice"),
+        ({"cluster_by": ["region"], "partition_by": ["tags"]}, "cluster_by cannot be combined with partition_by"),
+        ({"cluster_by": ["a", "b", "c", "d", "e"]}, "Delta clusters by at most 4"),
+        (
+            {"partition_by": ["region"], "zorder_by": ["region", "amount"]},
+            r"zorder_by: \['region'\] are partition columns",
+        ),
+        ({"sort_by": ["x"]}, "sort_by"),
+    ],
+)
 def test_a_layout_delta_cannot_make_is_refused_at_load_by_name(layout, message):
     with pytest.raises(ConfigError, match=message):
         parse_config(with_ingestion(layout=layout), "test.yaml")
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"topics": ["a", "b"]}, "exactly one of topic, topics .* given: topic, topics"),
-    ({"topic": None}, "given: none"),
-    ({"topic": None, "topics": ["a", "a"]}, "names a topic twice"),
-    ({"topic": None, "topic_pattern": "orders_("}, "is not a regular expression"),
-    ({"topic": None, "topics": ["a", "b"], "allocate_message_queue_strategy": "CONFIG",
-      "allocate_message_queue_list": ["broker-a/0"]}, "name each queue as topic/broker_name/queue_id"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"topics": ["a", "b"]}, "exactly one of topic, topics .* given: topic, topics"),
+        ({"topic": None}, "given: none"),
+        ({"topic": None, "topics": ["a", "a"]}, "names a topic twice"),
+        ({"topic": None, "topic_pattern": "orders_("}, "is not a regular expression"),
+        (
+            {
+                "topic": None,
+                "topics": ["a", "b"],
+                "allocate_message_queue_strategy": "CONFIG",
+                "allocate_message_queue_list": ["broker-a/0"],
+            },
+            "name each queue as topic/broker_name/queue_id",
+        ),
+    ],
+)
 def test_the_topics_landed_are_named_one_way(changes, message):
     with pytest.raises(ConfigError, match=message):
         parse_config(with_ingestion(**changes), "test.yaml")
@@ -385,13 +550,28 @@ def test_the_topics_landed_are_named_one_way(changes, message):
 def test_a_pattern_matches_whole_names_and_never_retry_dead_letter_or_system_topics():
     from rocketlake.pipelines.config import matching_topics
 
-    names = ["orders_eu", "orders_us", "orders_eu_archive", "xorders_eu", "%RETRY%orders_g", "%DLQ%orders_g",
-             "rmq_sys_orders_x", "TBW102", "SCHEDULE_TOPIC_XXXX"]
+    names = [
+        "orders_eu",
+        "orders_us",
+        "orders_eu_archive",
+        "xorders_eu",
+        "%RETRY%orders_g",
+        "%DLQ%orders_g",
+        "rmq_sys_orders_x",
+        "TBW102",
+        "SCHEDULE_TOPIC_XXXX",
+    ]
     assert matching_topics(r"orders_(eu|us)", names) == ["orders_eu", "orders_us"]
     assert matching_topics(r".*orders.*", names) == ["orders_eu", "orders_eu_archive", "orders_us", "xorders_eu"]
     cfg = parse_config(with_ingestion(topic=None, topics=["orders_us", "orders_eu"]), "t.yaml").ingestions["orders"]
-    assert (cfg.topic_names, cfg.topic_label, cfg.membership_topic) == (("orders_us", "orders_eu"),
-                                                                       "orders_us, orders_eu", "orders_us")
+    assert (cfg.topic_names, cfg.topic_label, cfg.membership_topic) == (
+        ("orders_us", "orders_eu"),
+        "orders_us, orders_eu",
+        "orders_us",
+    )
     pattern = parse_config(with_ingestion(topic=None, topic_pattern="orders_.*"), "t.yaml").ingestions["orders"]
     assert (pattern.topic_names, pattern.topic_label, pattern.membership_topic) == (
-        (), "topics matching /orders_.*/", None)
+        (),
+        "topics matching /orders_.*/",
+        None,
+    )

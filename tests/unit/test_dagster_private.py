@@ -12,15 +12,25 @@ ALLOWED = ROOT / "assets" / "dagster_private.py"
 def private_imports(path: Path) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
-        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                 else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
         found += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names if n.startswith("dagster._")]
     return found
 
 
 def test_only_the_one_module_imports_dagster_internals():
-    offenders = [hit for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py")) if path != ALLOWED
-                 for hit in private_imports(path)]
+    offenders = [
+        hit
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if path != ALLOWED
+        for hit in private_imports(path)
+    ]
     assert offenders == []
 
 

@@ -20,15 +20,25 @@ def test_definitions_carry_the_spark_resource():
 
 def test_workspace_validates_with_dagster_cli():
     dagster = Path(sys.executable).parent / "dagster"
-    result = subprocess.run([str(dagster), "definitions", "validate", "-w", "workspace.yaml"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=180)
+    result = subprocess.run(
+        [str(dagster), "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert "Validation successful for code location rocketlake" in result.stdout + result.stderr, result.stderr[-2000:]
 
 
 def test_the_demo_location_validates_and_reads_topic_to_table_to_aggregate_and_dead_letters():
     dagster = Path(sys.executable).parent / "dagster"
-    result = subprocess.run([str(dagster), "definitions", "validate", "-m", "rocketlake.demo_definitions"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=180)
+    result = subprocess.run(
+        [str(dagster), "definitions", "validate", "-m", "rocketlake.demo_definitions"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert "Validation successful" in result.stdout + result.stderr, result.stderr[-2000:]
     from rocketlake.demo_definitions import defs as demo
 
@@ -36,5 +46,8 @@ def test_the_demo_location_validates_and_reads_topic_to_table_to_aggregate_and_d
     topic = AssetKey(["rocketmq", "local", "rocketlake_demo_orders"])
     assert graph.get(topic).is_external and "rocketmq" in graph.get(topic).kinds
     assert graph.get(AssetKey("orders_raw")).parent_keys == {topic}
-    assert graph.get(AssetKey("orders_raw")).child_keys == {AssetKey("orders_raw_dlq"), AssetKey("orders_raw_by_region"),
-                                                           AssetKey("orders_raw_customers")}
+    assert graph.get(AssetKey("orders_raw")).child_keys == {
+        AssetKey("orders_raw_dlq"),
+        AssetKey("orders_raw_by_region"),
+        AssetKey("orders_raw_customers"),
+    }

@@ -26,13 +26,14 @@ from rocketlake.demo_follow import (
     stale_windows,
 )
 
-MINUTES = TimeWindowPartitionsDefinition(cron_schedule="* * * * *", start=datetime(2026, 11, 1, tzinfo=timezone.utc),
-                                         fmt="%Y-%m-%d-%H:%M")
+MINUTES = TimeWindowPartitionsDefinition(
+    cron_schedule="* * * * *", start=datetime(2026, 11, 1, tzinfo=timezone.utc), fmt="%Y-%m-%d-%H:%M"
+)
 TABLE, BY_REGION, CUSTOMERS = AssetKey("orders_raw"), AssetKey("orders_raw_by_region"), AssetKey("orders_customers")
 
 
 def test_a_window_is_stale_when_landed_again_after_the_downstream_computed_it_and_never_when_not_landed():
-    upstream = {"w1": 10, "w2": 30, "w3": 40}   # w2 landed again (storage id 30) after the downstream's 20
+    upstream = {"w1": 10, "w2": 30, "w3": 40}  # w2 landed again (storage id 30) after the downstream's 20
     downstream = {"w1": 11, "w2": 20, "w4": 50}  # w4: the downstream has it, the table does not: not the follower's
     assert stale_windows(upstream, downstream) == ["w2", "w3"]
     assert stale_windows({}, downstream) == []
@@ -41,8 +42,10 @@ def test_a_window_is_stale_when_landed_again_after_the_downstream_computed_it_an
 def test_windows_that_follow_each_other_make_one_range():
     keys = ["2026-11-01-00:01", "2026-11-01-00:02", "2026-11-01-00:03", "2026-11-01-00:07", "2026-11-01-00:09"]
     assert contiguous_ranges(keys, MINUTES.get_next_partition_key) == [
-        ("2026-11-01-00:01", "2026-11-01-00:03"), ("2026-11-01-00:07", "2026-11-01-00:07"),
-        ("2026-11-01-00:09", "2026-11-01-00:09")]
+        ("2026-11-01-00:01", "2026-11-01-00:03"),
+        ("2026-11-01-00:07", "2026-11-01-00:07"),
+        ("2026-11-01-00:09", "2026-11-01-00:09"),
+    ]
     assert contiguous_ranges([], MINUTES.get_next_partition_key) == []
 
 
@@ -59,6 +62,7 @@ def test_the_follower_asks_one_run_over_the_newest_stale_range_and_nothing_while
     job = define_asset_job("orders_raw_by_region_job", selection=[BY_REGION])
     follows = follow(job, TABLE, BY_REGION, MINUTES)
     with instance_for_test() as instance:
+
         def tick():
             return follows(build_sensor_context(instance=instance))
 
@@ -88,6 +92,7 @@ def test_the_change_feed_follower_runs_after_new_landings_and_again_after_a_fail
     job = define_asset_job("orders_customers_job", selection=[CUSTOMERS])
     follows = follow_changes(job, TABLE, CUSTOMERS)
     with instance_for_test() as instance:
+
         def tick():
             return follows(build_sensor_context(instance=instance))
 
@@ -113,6 +118,7 @@ def test_both_followers_of_a_table_share_one_run_per_batch():
     job = define_asset_job("orders_raw_followers_job", selection=[BY_REGION, CUSTOMERS])
     follows = follow_together(job, TABLE, BY_REGION, MINUTES, CUSTOMERS)
     with instance_for_test() as instance:
+
         def tick():
             return follows(build_sensor_context(instance=instance))
 
@@ -127,7 +133,7 @@ def test_both_followers_of_a_table_share_one_run_per_batch():
         instance.report_run_failed(run)
 
         _landed(instance, BY_REGION, "2026-11-01-00:01", "2026-11-01-00:02")  # the run landed the windows, then
-        request = tick()                                                     # failed before the change feed
+        request = tick()  # failed before the change feed
         assert request.asset_selection == [CUSTOMERS] and RANGE_START not in request.tags
         instance.report_runless_asset_event(AssetMaterialization(asset_key=CUSTOMERS))
         assert "up to date" in tick().skip_message

@@ -13,9 +13,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_docs_build_strictly_with_a_generated_configuration_reference(tmp_path):
-    done = subprocess.run([str(Path(sys.executable).parent / "mkdocs"), "build", "--strict", "-d", str(tmp_path)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "mkdocs"), "build", "--strict", "-d", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, NO_MKDOCS_2_WARNING="1"),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     page = (tmp_path / "reference" / "configuration" / "index.html").read_text()
     keys = set(re.findall(r"<td><code>([a-z_]+)</code></td>", page))

@@ -23,8 +23,14 @@ from rocketlake.pipelines.evolution import body_fields, ddl, merge
 pytestmark = pytest.mark.unit
 
 
-TYPES = {"STRING": StringType(), "DOUBLE": DoubleType(), "BIGINT": LongType(), "BOOLEAN": BooleanType(),
-         "DATE": DateType(), "TIMESTAMP": TimestampType()}
+TYPES = {
+    "STRING": StringType(),
+    "DOUBLE": DoubleType(),
+    "BIGINT": LongType(),
+    "BOOLEAN": BooleanType(),
+    "DATE": DateType(),
+    "TIMESTAMP": TimestampType(),
+}
 
 
 def struct(*fields: tuple[str, DataType]) -> StructType:
@@ -51,8 +57,15 @@ def test_nested_fields_join_struct_columns_and_arrays_of_structs():
 
 
 def test_names_delta_or_rocketlake_cannot_take_stay_in_the_body():
-    found = struct(("ok", "BIGINT"), ("two words", "STRING"), ("topic", "STRING"), ("window_date", "STRING"),
-                   ("_rl_error", "STRING"), ("Amount", "DOUBLE"), ("s", struct(("a b", "BIGINT"))))
+    found = struct(
+        ("ok", "BIGINT"),
+        ("two words", "STRING"),
+        ("topic", "STRING"),
+        ("window_date", "STRING"),
+        ("_rl_error", "STRING"),
+        ("Amount", "DOUBLE"),
+        ("s", struct(("a b", "BIGINT"))),
+    )
     merged = merge(schema("amount DOUBLE"), found, reserved=("window_date",))
     assert ddl(merged.schema) == "amount DOUBLE, ok BIGINT"
     assert merged.left_out == [
@@ -78,8 +91,10 @@ def test_two_new_fields_differing_by_case_make_one_column():
 
 
 def test_body_columns_are_the_table_columns_rocketlake_did_not_make():
-    table = schema(", ".join(f"{c} STRING" for c in CORE_COLUMNS) + ", window_start TIMESTAMP, window_date DATE, "
-                   "amount DOUBLE, _rl_x STRING, region STRING")
+    table = schema(
+        ", ".join(f"{c} STRING" for c in CORE_COLUMNS) + ", window_start TIMESTAMP, window_date DATE, "
+        "amount DOUBLE, _rl_x STRING, region STRING"
+    )
     assert [f.name for f in body_fields(table.fields, ("window_date",))] == ["amount", "region"]
 
 

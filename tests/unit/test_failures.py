@@ -34,8 +34,9 @@ def test_the_commit_log_offset_is_read_back_from_the_offset_message_id():
 
 
 def test_every_category_counts_toward_the_balance():
-    a = WindowAccounting("w", planned=10, seen=10, rows=4, filtered=1, sent_back=2, dead_lettered=1, failed=1,
-                         duplicates=1)
+    a = WindowAccounting(
+        "w", planned=10, seen=10, rows=4, filtered=1, sent_back=2, dead_lettered=1, failed=1, duplicates=1
+    )
     assert a.balanced and a.not_landed == 6
     assert not WindowAccounting("w", 10, 10, 4, 1, sent_back=2).balanced  # three offsets unaccounted for
     assert not WindowAccounting("w", 2, 2, 2, 0, queue_problems=("orders/broker-a/0: ...",)).balanced
@@ -65,13 +66,26 @@ class SendBackRecorder:
 
 
 def failure(offset: int, outcome: str, mq: MessageQueue = MQ) -> FailedMessage:
-    return FailedMessage(mq, offset, create_offset_msg_id("127.0.0.1:10911", 1000 + offset), f"U{offset}", "orders",
-                         0, outcome, "listener answered RECONSUME_LATER")
+    return FailedMessage(
+        mq,
+        offset,
+        create_offset_msg_id("127.0.0.1:10911", 1000 + offset),
+        f"U{offset}",
+        "orders",
+        0,
+        outcome,
+        "listener answered RECONSUME_LATER",
+    )
 
 
 def content(offset: int) -> FailedContent:
-    return FailedContent(f"body {offset}".encode(), "poison", "k1 k2", f"U{offset}",
-                         {"UNIQ_KEY": f"U{offset}", "TAGS": "poison", "KEYS": "k1 k2", "colour": "red"})
+    return FailedContent(
+        f"body {offset}".encode(),
+        "poison",
+        "k1 k2",
+        f"U{offset}",
+        {"UNIQ_KEY": f"U{offset}", "TAGS": "poison", "KEYS": "k1 k2", "colour": "red"},
+    )
 
 
 def materialization(*failures: FailedMessage, contents=None) -> Materialization:
@@ -101,21 +115,32 @@ def test_what_a_broker_does_not_take_back_is_produced_into_the_retry_topic_on_an
         asked.append(name)
         return {(MQ, o): content(o) for o in (0, 1, 2)}
 
-    m = materialization(failure(0, SENT_BACK), failure(1, DEAD_LETTERED), failure(2, SENT_BACK), failure(5, SENT_BACK, b0),
-                        contents=contents)
+    m = materialization(
+        failure(0, SENT_BACK),
+        failure(1, DEAD_LETTERED),
+        failure(2, SENT_BACK),
+        failure(5, SENT_BACK, b0),
+        contents=contents,
+    )
     lines = []
     assert ingest.send_back(broker, cfg, m, lines.append) == 4
     assert broker.tried == [0, 5] and [f.queue_offset for f, _ in broker.sent] == [5] and asked == ["broker-a"]
     assert [(r.body, r.reconsume_times, avoid) for r, avoid in broker.produced] == [
-        (b"body 0", 1, "broker-a"), (b"body 1", 4, "broker-a"), (b"body 2", 1, "broker-a")]
-    assert lines[0] == ("3 failed message(s) were produced into %RETRY%g (on broker-b) because broker broker-a did not "
-                        "take the send-back: ConnectionError: broker-a is down")
+        (b"body 0", 1, "broker-a"),
+        (b"body 1", 4, "broker-a"),
+        (b"body 2", 1, "broker-a"),
+    ]
+    assert lines[0] == (
+        "3 failed message(s) were produced into %RETRY%g (on broker-b) because broker broker-a did not "
+        "take the send-back: ConnectionError: broker-a is down"
+    )
 
 
 def test_a_send_back_that_fails_and_cannot_be_produced_either_fails_the_run_before_its_materialization():
     cfg = ingestion_config(listener="tests.unit.listeners:fail_poison")
-    m = materialization(failure(0, SENT_BACK), failure(1, SENT_BACK), contents=lambda name: {(MQ, 0): content(0),
-                                                                                             (MQ, 1): content(1)})
+    m = materialization(
+        failure(0, SENT_BACK), failure(1, SENT_BACK), contents=lambda name: {(MQ, 0): content(0), (MQ, 1): content(1)}
+    )
     with pytest.raises(ingest.SendBackFailed, match="producing it into %RETRY%g on another broker failed too"):
         ingest.send_back(SendBackRecorder(refusing=("broker-a",), produce_fails=True), cfg, m)
     with pytest.raises(ingest.SendBackFailed, match="kept none of their bodies"):  # a landing without contents
@@ -130,20 +155,35 @@ def test_the_retry_message_is_the_original_as_java_produces_it_back():
     """DefaultMQPushConsumerImpl#sendMessageBackAsNormalMessage: body and properties, RETRY_TOPIC, ORIGIN_MESSAGE_ID,
     RECONSUME_TIME + 1, MAX_RECONSUME_TIMES, no TRAN_MSG, delay level 3 + reconsume times."""
     f = FailedMessage(MQ, 7, create_offset_msg_id("127.0.0.1:10911", 1007), "U7", "orders", 2, SENT_BACK, "boom")
-    read = FailedContent(b"{}", "poison", "k1", f.offset_msg_id, {"UNIQ_KEY": "U7", "TAGS": "poison", "KEYS": "k1",
-                                                                 "colour": "red", "TRAN_MSG": "true", "WAIT": "true"})
+    read = FailedContent(
+        b"{}",
+        "poison",
+        "k1",
+        f.offset_msg_id,
+        {"UNIQ_KEY": "U7", "TAGS": "poison", "KEYS": "k1", "colour": "red", "TRAN_MSG": "true", "WAIT": "true"},
+    )
     m = retry_message("g", f, read, 16)
     assert (m.topic, m.body, m.reconsume_times, m.max_reconsume_times) == ("%RETRY%g", b"{}", 3, 16)
     # ORIGIN_MESSAGE_ID: the original's offset id, as the broker sets it on CONSUMER_SEND_MSG_BACK (Java's fallback
     # puts the msgId, which two messages a producer's retry stored share).
-    assert m.properties == {"UNIQ_KEY": "U7", "TAGS": "poison", "KEYS": "k1", "colour": "red", "WAIT": "true",
-                            "RETRY_TOPIC": "orders", "ORIGIN_MESSAGE_ID": f.offset_msg_id, "RECONSUME_TIME": "3",
-                            "MAX_RECONSUME_TIMES": "16", "DELAY": "5"}
+    assert m.properties == {
+        "UNIQ_KEY": "U7",
+        "TAGS": "poison",
+        "KEYS": "k1",
+        "colour": "red",
+        "WAIT": "true",
+        "RETRY_TOPIC": "orders",
+        "ORIGIN_MESSAGE_ID": f.offset_msg_id,
+        "RECONSUME_TIME": "3",
+        "MAX_RECONSUME_TIMES": "16",
+        "DELAY": "5",
+    }
 
     # A redelivered copy (read from %RETRY%g, its origin topic restored) keeps its ORIGIN_MESSAGE_ID and RETRY_TOPIC.
     copy = FailedMessage(MessageQueue("%RETRY%g", "broker-a", 0), 0, f.offset_msg_id, "U7", "orders", 1, SENT_BACK, "x")
-    again = retry_message("g", copy, FailedContent(b"{}", None, None, "O1", {"ORIGIN_MESSAGE_ID": "O1",
-                                                                             "RETRY_TOPIC": "orders"}), 16)
+    again = retry_message(
+        "g", copy, FailedContent(b"{}", None, None, "O1", {"ORIGIN_MESSAGE_ID": "O1", "RETRY_TOPIC": "orders"}), 16
+    )
     assert (again.properties["ORIGIN_MESSAGE_ID"], again.properties["RETRY_TOPIC"]) == ("O1", "orders")
     assert (again.reconsume_times, again.properties["DELAY"]) == (2, "4")
 
@@ -151,8 +191,16 @@ def test_the_retry_message_is_the_original_as_java_produces_it_back():
 def test_without_the_properties_read_the_retry_message_carries_what_the_columns_hold():
     f = FailedMessage(MQ, 7, create_offset_msg_id("127.0.0.1:10911", 1007), "U7", "orders", 0, SENT_BACK, "boom")
     m = retry_message("g", f, FailedContent(b"x", "poison", "k1 k2", f.offset_msg_id), 16)
-    assert m.properties == {"TAGS": "poison", "KEYS": "k1 k2", "UNIQ_KEY": "U7", "ORIGIN_MESSAGE_ID": f.offset_msg_id,
-                            "RETRY_TOPIC": "orders", "RECONSUME_TIME": "1", "MAX_RECONSUME_TIMES": "16", "DELAY": "3"}
+    assert m.properties == {
+        "TAGS": "poison",
+        "KEYS": "k1 k2",
+        "UNIQ_KEY": "U7",
+        "ORIGIN_MESSAGE_ID": f.offset_msg_id,
+        "RETRY_TOPIC": "orders",
+        "RECONSUME_TIME": "1",
+        "MAX_RECONSUME_TIMES": "16",
+        "DELAY": "3",
+    }
     # A message without a UNIQ_KEY (its msgId is the broker's offset id): none is made up from it.
     anonymous = FailedMessage(MQ, 7, f.offset_msg_id, f.offset_msg_id, "orders", 0, SENT_BACK, "boom")
     m = retry_message("g", anonymous, FailedContent(b"x", None, None, f.offset_msg_id), 16)

@@ -42,10 +42,10 @@ def test_stale_when_the_newest_landed_window_is_older_than_the_newest_due():
 
 def test_lag_growth_needs_a_rise_at_every_one_of_the_last_ticks():
     assert lag_keeps_growing([1, 2, 3, 4, 5, 6], ticks=5)
-    assert not lag_keeps_growing([2, 3, 4, 5, 6], ticks=5)          # too few observations
-    assert not lag_keeps_growing([1, 2, 3, 3, 5, 6], ticks=5)       # a flat step
-    assert not lag_keeps_growing([9, 1, 2, 0, 4, 5, 6], ticks=5)    # the run of rises is shorter
-    assert lag_keeps_growing([9, 0, 1, 2, 3, 4, 5], ticks=5)        # only the last ticks count
+    assert not lag_keeps_growing([2, 3, 4, 5, 6], ticks=5)  # too few observations
+    assert not lag_keeps_growing([1, 2, 3, 3, 5, 6], ticks=5)  # a flat step
+    assert not lag_keeps_growing([9, 1, 2, 0, 4, 5, 6], ticks=5)  # the run of rises is shorter
+    assert lag_keeps_growing([9, 0, 1, 2, 3, 4, 5], ticks=5)  # only the last ticks count
     assert growth_outcome([1, 2, 3])["passed"]
     assert not growth_outcome([1, 2, 3, 4, 5, 6])["passed"]
     assert "1 -> 2 -> 3 -> 4 -> 5 -> 6" in growth_outcome([1, 2, 3, 4, 5, 6])["description"]
@@ -60,19 +60,31 @@ def test_lag_metadata_totals_and_per_queue_figures():
     assert m[BROKER_MAX].value == 15 and m[COMMITTED].value == 4
     assert m[queue_figure(LAG_MESSAGES, a, "t")].value == 6 and m[queue_figure(COMMITTED, b, "t")].value == -1
     assert queue_figure(LAG_SECONDS, b, "t") == "rocketlake/lag_seconds/broker-b/1"
-    assert queue_figure(LAG_SECONDS, MessageQueue("%RETRY%g", "broker-a", 0), "t") == \
-        "rocketlake/lag_seconds/%RETRY%g/broker-a/0"
+    assert (
+        queue_figure(LAG_SECONDS, MessageQueue("%RETRY%g", "broker-a", 0), "t")
+        == "rocketlake/lag_seconds/%RETRY%g/broker-a/0"
+    )
     assert [r.data["lag"] for r in m[LAG_TABLE].value.records] == [6, 5]
 
 
 def test_table_freshness_reads_the_materialized_windows_of_the_instance():
     from dagster import AssetMaterialization
 
-    cfg = IngestionConfig.model_validate({
-        "cluster": "c", "topic": "t", "consumer_group": "g", "table": "t_fresh",
-        "window": {"cron": "* * * * *", "grace_seconds": 10, "freshness_slack_seconds": 60,
-                   "start": START.isoformat()},
-        "body": {"format": "text"}})
+    cfg = IngestionConfig.model_validate(
+        {
+            "cluster": "c",
+            "topic": "t",
+            "consumer_group": "g",
+            "table": "t_fresh",
+            "window": {
+                "cron": "* * * * *",
+                "grace_seconds": 10,
+                "freshness_slack_seconds": 60,
+                "start": START.isoformat(),
+            },
+            "body": {"format": "text"},
+        }
+    )
     now = START + timedelta(minutes=10, seconds=5)
     # Due: windows closed (end + 10 s) at least 60 s ago: 00:08 (ends 00:09, due at 00:10:10) is not yet.
     with instance_for_test() as instance:

@@ -13,8 +13,10 @@ from tests.unit.support import MINIMAL
 
 
 def test_import_rocketlake_loads_neither_dagster_nor_spark_and_every_public_name_resolves():
-    probe = ("import sys, rocketlake; loaded = [m for m in ('dagster', 'pyspark', 'delta') if m in sys.modules]; "
-             "print(loaded)")
+    probe = (
+        "import sys, rocketlake; loaded = [m for m in ('dagster', 'pyspark', 'delta') if m in sys.modules]; "
+        "print(loaded)"
+    )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert result.stdout.strip() == "[]"
     for name in rocketlake.__all__:
@@ -46,8 +48,7 @@ def test_a_body_of_ones_own_takes_the_place_of_rocketlakes_and_keeps_its_asset()
     assert len([a for a in own.assets if getattr(a, "key", None) == table]) == 1
 
     with dg.DagsterInstance.ephemeral() as instance:
-        result = dg.materialize([orders], partition_key="2026-11-01-00:05", instance=instance,
-                                resources=own.resources)
+        result = dg.materialize([orders], partition_key="2026-11-01-00:05", instance=instance, resources=own.resources)
     assert result.success
     assert [call[:3] for call in calls] == [("2026-11-01-00:05", "orders", "orders_raw")]  # the user's body ran
     assert calls[0][3] == config.lake.table_path("orders_raw")

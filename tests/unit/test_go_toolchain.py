@@ -40,8 +40,15 @@ def module_zip(path, files: dict[str, bytes]):
 
 def test_a_checked_zip_is_unpacked_with_its_programs_executable(tmp_path):
     archive = tmp_path / "go.zip"
-    digest = module_zip(archive, {"bin/go": b"#!go", "pkg/tool/linux_amd64/compile": b"cc", "src/fmt/print.go": b"pkg",
-                                  "lib/wasm/go_js_wasm_exec": b"sh"})
+    digest = module_zip(
+        archive,
+        {
+            "bin/go": b"#!go",
+            "pkg/tool/linux_amd64/compile": b"cc",
+            "src/fmt/print.go": b"pkg",
+            "lib/wasm/go_js_wasm_exec": b"sh",
+        },
+    )
     target = tmp_path / "go"
     unpack(archive, digest, target)
     assert (target / "bin/go").read_bytes() == b"#!go"

@@ -63,11 +63,14 @@ def test_a_run_lands_its_windows_and_commits_their_ends():
     assert broker.committed == {A: 5, B: 5}
 
 
-@pytest.mark.parametrize(("where", "origin"), [
-    ("CONSUME_FROM_FIRST_OFFSET", {A: 0, B: 0}),
-    ("CONSUME_FROM_LAST_OFFSET", {A: 5, B: 5}),
-    ("CONSUME_FROM_MIN_OFFSET", {A: 5, B: 5}),  # deprecated names start at the last offset, as in Java
-])
+@pytest.mark.parametrize(
+    ("where", "origin"),
+    [
+        ("CONSUME_FROM_FIRST_OFFSET", {A: 0, B: 0}),
+        ("CONSUME_FROM_LAST_OFFSET", {A: 5, B: 5}),
+        ("CONSUME_FROM_MIN_OFFSET", {A: 5, B: 5}),  # deprecated names start at the last offset, as in Java
+    ],
+)
 def test_a_new_group_starts_per_consume_from_where_and_the_ledger_keeps_it(where, origin):
     broker = QueuesOnPaper({A: minutes(3, 2), B: minutes(1, 4)})
     lake, recorded = LakeOnPaper(), Recorded()
@@ -211,8 +214,9 @@ def test_each_entry_carries_what_is_at_stake_so_the_newest_alone_suffices():
     assert broker.committed == {A: 2}
     newest = newest_only.ledger("g")
     assert [e.run_id for e in newest] == ["dead", "r1"]
-    assert ingest.prepare(broker, newest_only, recorded, config(), 100 * MIN, 0).at_stake == [], \
+    assert ingest.prepare(broker, newest_only, recorded, config(), 100 * MIN, 0).at_stake == [], (
         "nothing is at stake once the offsets passed every landing"
+    )
 
 
 def test_an_orderly_run_refuses_a_window_that_skips_unlanded_messages_of_a_queue():
@@ -229,8 +233,15 @@ def test_an_orderly_run_refuses_a_window_that_skips_unlanded_messages_of_a_queue
     assert broker.committed == {A: 5, B: 5}
     # Without consume_orderly the same out-of-order backfill lands (and the watermark waits for the gap).
     fresh = QueuesOnPaper({A: minutes(3, 2, 2), B: minutes(1, 4, 1)})
-    one_run(fresh, LakeOnPaper(), Recorded(), config(consume_from_where="CONSUME_FROM_FIRST_OFFSET"), "r5",
-            [window(1)], scheduled=False)
+    one_run(
+        fresh,
+        LakeOnPaper(),
+        Recorded(),
+        config(consume_from_where="CONSUME_FROM_FIRST_OFFSET"),
+        "r5",
+        [window(1)],
+        scheduled=False,
+    )
     assert fresh.committed == {A: 0, B: 0}
 
 
@@ -250,15 +261,28 @@ class SuspendingLake(LakeOnPaper):
         for w in entry.windows:
             for r in w.ranges:
                 if r.queue == mq and r.start <= offset < r.end and tried < self.fails:
-                    entry = replace(entry, suspended={**entry.suspended, mq: Suspension(
-                        offset, tried + 1, self.now_ms + 1000, w.partition_key, w.start_ms, w.end_ms, "m", "no")})
+                    entry = replace(
+                        entry,
+                        suspended={
+                            **entry.suspended,
+                            mq: Suspension(
+                                offset, tried + 1, self.now_ms + 1000, w.partition_key, w.start_ms, w.end_ms, "m", "no"
+                            ),
+                        },
+                    )
                     break
             else:
                 continue
             break
         else:
-            entry = replace(entry, suspended={q: s for q, s in entry.suspended.items()
-                                              if not any(r.queue == q and r.size for w in entry.windows for r in w.ranges)})
+            entry = replace(
+                entry,
+                suspended={
+                    q: s
+                    for q, s in entry.suspended.items()
+                    if not any(r.queue == q and r.size for w in entry.windows for r in w.ranges)
+                },
+            )
         landing = super().land(entry, queue_count, log, **kwargs)
         return replace(landing, entry=entry)
 
@@ -268,15 +292,20 @@ def orderly_run(broker, lake, recorded, cfg, run_id, windows, now_ms, log=None):
         return [window(i) for i in range(start_ms // MIN, end_ms // MIN)]
 
     lake.now_ms = now_ms
-    _, landed, _ = one_run(broker, lake, recorded, cfg, run_id, windows, now_ms=now_ms, log=log,
-                           windows_between=between)
+    _, landed, _ = one_run(
+        broker, lake, recorded, cfg, run_id, windows, now_ms=now_ms, log=log, windows_between=between
+    )
     return landed.ledger
 
 
 def test_a_suspended_orderly_queue_waits_then_resumes_at_its_message_and_lands_every_window_it_missed_in_order():
     broker = QueuesOnPaper({A: minutes(3, 2, 2), B: minutes(1, 4, 1)})
     lake, recorded = SuspendingLake(poison=(A, 1), fails=2), Recorded()
-    cfg = config(consume_from_where="CONSUME_FROM_FIRST_OFFSET", consume_orderly=True, listener="tests.unit.listeners:orderly_fail_by_tag")
+    cfg = config(
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        consume_orderly=True,
+        listener="tests.unit.listeners:orderly_fail_by_tag",
+    )
     t0 = 100 * MIN
     first = orderly_run(broker, lake, recorded, cfg, "r1", [window(0)], t0)
     assert first.suspended[A].offset == 1 and first.suspended[A].attempts == 1
@@ -292,13 +321,20 @@ def test_a_suspended_orderly_queue_waits_then_resumes_at_its_message_and_lands_e
 
     again = orderly_run(broker, lake, recorded, cfg, "r3", [window(2)], t0 + 2000)
     assert [(w.partition_key, r.queue, r.start, r.end) for w in again.windows for r in w.ranges] == [
-        ("m0", A, 1, 3), ("m1", A, 3, 5), ("m2", A, 5, 7), ("m2", B, 5, 6)]  # A resumes at 1 and catches up
+        ("m0", A, 1, 3),
+        ("m1", A, 3, 5),
+        ("m2", A, 5, 7),
+        ("m2", B, 5, 6),
+    ]  # A resumes at 1 and catches up
     assert again.suspended[A].attempts == 2
     assert broker.committed == {A: 1, B: 6}
 
     done = orderly_run(broker, lake, recorded, cfg, "r4", [window(2)], t0 + 4000)
     assert [(w.partition_key, r.queue, r.start, r.end) for w in done.windows for r in w.ranges if r.size] == [
-        ("m0", A, 1, 3), ("m1", A, 3, 5), ("m2", A, 5, 7)]
+        ("m0", A, 1, 3),
+        ("m1", A, 3, 5),
+        ("m2", A, 5, 7),
+    ]
     assert done.suspended == {}
     assert broker.committed == {A: 7, B: 6}
     later = orderly_run(broker, lake, recorded, cfg, "r5", [window(2)], t0 + 6000)
@@ -346,8 +382,9 @@ def test_two_members_share_one_table_and_a_handover_moves_offsets_over_the_other
     one_run(broker, lake, Recorded(), m2, "b1", [window(1)], only={B}, record=False)
     assert broker.committed[B] == 1 and lake.ledger("g")[-1].verdict == BALANCED
     handover = ingest.prepare(broker, lake, first, m1, 100 * MIN, 0, member=client_id(m1), taken={A, B})
-    assert [(m.queue, m.before, m.after) for m in handover.repaired] == [(B, 1, 2)], \
+    assert [(m.queue, m.before, m.after) for m in handover.repaired] == [(B, 1, 2)], (
         "m2's balanced verdict is the proof of its slice: m1's instance never heard of run b1"
+    )
     one_run(broker, lake, first, m1, "a2", [window(1), window(2)])
     assert broker.committed == {A: 6, B: 3}
 
@@ -395,8 +432,10 @@ def test_a_copy_carried_as_pending_by_a_member_that_read_before_the_verdict_does
     stale = replace(lake.entries[0], version=None, carried=())
     lake.entries[2] = replace(lake.entries[2], read_version=0, carried=(stale,))
     assert [e.verdict for e in lake.ledger("g") if e.run_id == "a0"] == [BALANCED]
-    assert [(m.queue, m.after) for m in ingest.prepare(broker, lake, second, m2, 100 * MIN, 0, member=client_id(m2),
-                                                        taken={A, B}).repaired] == [(A, 2), (B, 1)]
+    assert [
+        (m.queue, m.after)
+        for m in ingest.prepare(broker, lake, second, m2, 100 * MIN, 0, member=client_id(m2), taken={A, B}).repaired
+    ] == [(A, 2), (B, 1)]
 
 
 def test_a_ledger_ahead_of_the_broker_is_refused_naming_the_queue_and_moves_nothing():
@@ -419,17 +458,22 @@ def test_thousands_of_windows_behind_one_stuck_queue_keep_the_entry_and_the_plan
     at 0 and every later landing of B stays at stake. The entries keep those landings as one merged span, so what a
     commit carries, what a run reads and what it asks Dagster stay the same from the 100th window to the 2000th."""
     windows = 2000
-    broker = QueuesOnPaper({A: minutes(*[1] * windows), B: minutes(*[1] * windows)},
-                           committed={A: 0, B: 0})
+    broker = QueuesOnPaper({A: minutes(*[1] * windows), B: minutes(*[1] * windows)}, committed={A: 0, B: 0})
     lake, recorded = LakeOnPaper(), Recorded()
     one_run(broker, lake, recorded, config(), "r0", [window(0)], only={A}, now_ms=(windows + 1) * MIN)
     figures = {}
     for i in range(1, windows):
         recorded.asked.clear()
-        prepared, landed, _ = one_run(broker, lake, recorded, config(), f"r{i}", [window(i)], now_ms=(windows + 1) * MIN)
+        prepared, landed, _ = one_run(
+            broker, lake, recorded, config(), f"r{i}", [window(i)], now_ms=(windows + 1) * MIN
+        )
         if i in (100, windows - 1):
-            figures[i] = (len(landed.ledger.to_json()), len(lake.ledger("g")), len(prepared.at_stake),
-                          sorted(len(keys) for keys in recorded.asked))
+            figures[i] = (
+                len(landed.ledger.to_json()),
+                len(lake.ledger("g")),
+                len(prepared.at_stake),
+                sorted(len(keys) for keys in recorded.asked),
+            )
     assert broker.committed == {A: windows, B: 0}, "B is stuck behind its first window"
     # B's landings after the gap: one span; A: where the group stood, passed already (``ledger.merged``).
     assert lake.entries[-2].landed == {A: ((0, windows - 1),), B: ((1, windows - 1),)}
@@ -442,18 +486,24 @@ def test_thousands_of_windows_behind_one_stuck_queue_keep_the_entry_and_the_plan
     assert (read_last, whole_last, asked_last) == (read_100, whole_100, asked_100)
     assert whole_last == 0
     # Landing B's first window at last moves B over everything landed after it.
-    one_run(broker, lake, recorded, config(), "late", [window(0)], scheduled=False, only={B}, now_ms=(windows + 1) * MIN)
+    one_run(
+        broker, lake, recorded, config(), "late", [window(0)], scheduled=False, only={B}, now_ms=(windows + 1) * MIN
+    )
     assert broker.committed == {A: windows, B: windows}
 
 
-@pytest.mark.parametrize(("compacted", "retention", "failing", "said"), [
-    ([("1970-01-01", 4, 1)], 72, False, "vacuumed the table: files out of it for more than 72 h deleted"),
-    ([("1970-01-01", 4, 1)], None, False, None),  # no vacuum_retention_hours: nothing said
-    ([], 72, False, None),  # no day compacted: no VACUUM (it lists the whole table)
-    ([("1970-01-01", 4, 1)], 72, True, "VACUUM skipped: OSError: storage said no"),
-])
+@pytest.mark.parametrize(
+    ("compacted", "retention", "failing", "said"),
+    [
+        ([("1970-01-01", 4, 1)], 72, False, "vacuumed the table: files out of it for more than 72 h deleted"),
+        ([("1970-01-01", 4, 1)], None, False, None),  # no vacuum_retention_hours: nothing said
+        ([], 72, False, None),  # no day compacted: no VACUUM (it lists the whole table)
+        ([("1970-01-01", 4, 1)], 72, True, "VACUUM skipped: OSError: storage said no"),
+    ],
+)
 def test_vacuum_follows_a_days_compaction_and_a_failure_of_it_does_not_fail_the_landed_run(
-        compacted, retention, failing, said):
+    compacted, retention, failing, said
+):
     class Maintained(LakeOnPaper):
         vacuums = 0
 
@@ -468,8 +518,15 @@ def test_vacuum_follows_a_days_compaction_and_a_failure_of_it_does_not_fail_the_
 
     broker = QueuesOnPaper({A: minutes(3, 2)})
     log = Lines()
-    _, _, moves = one_run(broker, Maintained(), Recorded(), config(consume_from_where="CONSUME_FROM_FIRST_OFFSET"),
-                          "r1", [window(0)], log=log)
+    _, _, moves = one_run(
+        broker,
+        Maintained(),
+        Recorded(),
+        config(consume_from_where="CONSUME_FROM_FIRST_OFFSET"),
+        "r1",
+        [window(0)],
+        log=log,
+    )
     assert broker.committed == {A: 3}  # landed and committed whatever the maintenance did
     assert Maintained.vacuums == (1 if compacted else 0)
     vacuum_lines = [line for line in log.lines if "VACUUM" in line or "vacuumed" in line]
@@ -502,8 +559,9 @@ def test_an_orderly_run_holds_the_queue_locks_through_its_verdict_and_its_offset
 
     broker, lake, recorded = Committing({A: minutes(3, 2)}, committed={A: 0}), Deciding(), Recorded()
     cfg = config(consume_orderly=True)
-    events = run(broker, lake, recorded, Locking(), cfg, LandingRequest("orders", "r1", [window(0)], 100 * MIN, 0, True),
-                 Lines())
+    events = run(
+        broker, lake, recorded, Locking(), cfg, LandingRequest("orders", "r1", [window(0)], 100 * MIN, 0, True), Lines()
+    )
     landed = next(events)
     recorded.record(landed.materialization.ledger)
     assert [type(e) for e in events] == [Committed]
@@ -557,8 +615,11 @@ def test_a_broker_that_does_not_answer_holds_no_other_brokers_queues_back():
     """Broker-b is paused while the route still lists it: the run lands and commits broker-a's queue, leaves
     broker-b's out (said in the log), and keeps its entries at stake; once broker-b answers, a scheduled run of the
     same window lands its part, and the group ends at both queues' ends."""
-    broker = QueuesOnPaper({A: minutes(3, 2), B: minutes(1, 4)}, committed={A: 0, B: 0},
-                           silent={"broker-b": "RequestTimeout: no answer within 3 s"})
+    broker = QueuesOnPaper(
+        {A: minutes(3, 2), B: minutes(1, 4)},
+        committed={A: 0, B: 0},
+        silent={"broker-b": "RequestTimeout: no answer within 3 s"},
+    )
     lake, recorded, log = LakeOnPaper(), Recorded(), Lines()
     cfg = config(consume_from_where="CONSUME_FROM_FIRST_OFFSET")
     prepared, landed, _ = one_run(broker, lake, recorded, cfg, "r0", [window(0)], log=log)
@@ -597,8 +658,15 @@ def test_an_orderly_run_that_lost_a_lock_stops_before_its_send_back_verdict_and_
             yield Lost()
 
     broker, lake = QueuesOnPaper({A: minutes(3, 2)}, committed={A: 0}), LakeOnPaper()
-    events = run(broker, lake, Recorded(), Losing(), config(consume_orderly=True),
-                 LandingRequest("orders", "r1", [window(0)], 100 * MIN, 0, True), Lines())
+    events = run(
+        broker,
+        lake,
+        Recorded(),
+        Losing(),
+        config(consume_orderly=True),
+        LandingRequest("orders", "r1", [window(0)], 100 * MIN, 0, True),
+        Lines(),
+    )
     with pytest.raises(LockLost):
         next(events)
     assert [e.verdict for e in lake.entries] == [PENDING] and broker.commits == []

@@ -28,8 +28,12 @@ import pytest
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
 #: pyproject.toml's package-dir: folder -> import package
-FOLDERS = {"rocketlake": "rocketlake", "assets": "rocketlake.assets", "pipelines": "rocketlake.pipelines",
-           "resources": "rocketlake.resources"}
+FOLDERS = {
+    "rocketlake": "rocketlake",
+    "assets": "rocketlake.assets",
+    "pipelines": "rocketlake.pipelines",
+    "resources": "rocketlake.resources",
+}
 #: top to bottom; a module belongs to the layer of its longest matching prefix
 LAYERS = (
     ("rocketlake",),
@@ -39,10 +43,36 @@ LAYERS = (
     ("rocketlake.resources", "rocketlake.resources.rocketmq", "rocketlake.resources.jars"),
 )
 FRAMEWORKS = ("dagster", "dagster_shared", "pyspark", "delta", "deltalake")
-ENGINE_CORE = tuple(f"rocketlake.pipelines.{name}" for name in (
-    "accounting", "allocation", "assignment", "avro", "backlog", "broker_access", "broker_clock", "columns",
-    "completeness", "config", "failures", "freshness", "identity", "ingest", "ledger", "listener", "offset_store",
-    "offsets", "options", "orderly", "planning", "progress", "run", "tails", "windows"))
+ENGINE_CORE = tuple(
+    f"rocketlake.pipelines.{name}"
+    for name in (
+        "accounting",
+        "allocation",
+        "assignment",
+        "avro",
+        "backlog",
+        "broker_access",
+        "broker_clock",
+        "columns",
+        "completeness",
+        "config",
+        "failures",
+        "freshness",
+        "identity",
+        "ingest",
+        "ledger",
+        "listener",
+        "offset_store",
+        "offsets",
+        "options",
+        "orderly",
+        "planning",
+        "progress",
+        "run",
+        "tails",
+        "windows",
+    )
+)
 
 
 @cache
@@ -68,7 +98,7 @@ def imports(name: str) -> tuple[tuple[str, int], ...]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
             for alias in node.names:
                 full = f"{base}.{alias.name}"
                 found.append((full if full in modules() else base, node.lineno))
@@ -106,8 +136,12 @@ def test_the_graph_is_read_from_every_folder():
 
 
 def test_no_module_imports_a_layer_above_its_own():
-    upward = [f"{name}:{line} imports {imported}" for name in modules() for imported, line in imports(name)
-              if layer(imported) is not None and layer(imported) < layer(name)]
+    upward = [
+        f"{name}:{line} imports {imported}"
+        for name in modules()
+        for imported, line in imports(name)
+        if layer(imported) is not None and layer(imported) < layer(name)
+    ]
     assert not upward, "\n".join(upward)
 
 
@@ -120,8 +154,11 @@ def test_the_engines_core_imports_no_framework_even_indirectly():
 def test_the_contracts_can_fail():
     # The graph of a module known to import upward and one known to import Spark, so that the contracts above
     # are not vacuous.
-    assert layer("rocketlake.assets.ingestion") < layer("rocketlake.pipelines.run") < layer(
-        "rocketlake.resources.rocketmq.client")
+    assert (
+        layer("rocketlake.assets.ingestion")
+        < layer("rocketlake.pipelines.run")
+        < layer("rocketlake.resources.rocketmq.client")
+    )
     assert layer("rocketlake.resources.local.cluster") < layer("rocketlake.pipelines.config")
     assert any(m.startswith("pyspark") for m in reachable("rocketlake.pipelines.materialize"))
     assert any(layer(m) == 3 for m, _ in imports("rocketlake.assets.ingestion"))  # assets use the engine

@@ -17,8 +17,9 @@ B = MessageQueue("%RETRY%g", "broker-b", 0)
 
 
 def entry(run: str, *ranges: OffsetRange, group: str = "g", carried=(), **kw) -> LedgerEntry:
-    return LedgerEntry("orders", group, run, (WindowEntry("2026-11-23-10:00", 0, 60_000, tuple(ranges)),),
-                       carried=tuple(carried), **kw)
+    return LedgerEntry(
+        "orders", group, run, (WindowEntry("2026-11-23-10:00", 0, 60_000, tuple(ranges)),), carried=tuple(carried), **kw
+    )
 
 
 def test_an_entry_reads_back_as_written():
@@ -31,10 +32,22 @@ def test_an_entry_reads_back_as_written():
 
 def test_an_entry_written_before_carried_existed_is_not_self_sufficient():
     # The first ledger format (rocketlake <= 0.1): string queue keys, no "carried".
-    v1 = {"rocketlake": 1, "ingestion": "orders", "consumer_group": "g", "run_id": "r1",
-          "windows": [{"partition_key": "k", "start_ms": 0, "end_ms": 60000,
-                       "ranges": [{"topic": "orders", "broker_name": "broker/a", "queue_id": 3, "start": 0, "end": 4}]}],
-          "origin": {"orders/broker/a/3": 0}, "gaps": {}}
+    v1 = {
+        "rocketlake": 1,
+        "ingestion": "orders",
+        "consumer_group": "g",
+        "run_id": "r1",
+        "windows": [
+            {
+                "partition_key": "k",
+                "start_ms": 0,
+                "end_ms": 60000,
+                "ranges": [{"topic": "orders", "broker_name": "broker/a", "queue_id": 3, "start": 0, "end": 4}],
+            }
+        ],
+        "origin": {"orders/broker/a/3": 0},
+        "gaps": {},
+    }
     back = LedgerEntry.from_json(json.dumps(v1))
     assert back.origin == {A: 0} and back.windows[0].ranges == (OffsetRange(A, 0, 4),)
     assert not back.self_sufficient
@@ -86,11 +99,15 @@ def test_at_stake_keeps_entries_the_committed_offsets_have_not_passed():
 def test_the_plan_option_round_trips_and_splits_into_picklable_chunks():
     planned = [(OffsetRange(A, 10, 25), 60_000), (OffsetRange(B, 0, 3), 120_000)]
     assert decode_plan(encode_plan(planned)) == planned
-    opts = parse_options({"namesrv": "127.0.0.1:9876", "topic": "orders", "plan": encode_plan(planned),
-                          "maxMessagesPerPartition": "10"})
+    opts = parse_options(
+        {"namesrv": "127.0.0.1:9876", "topic": "orders", "plan": encode_plan(planned), "maxMessagesPerPartition": "10"}
+    )
     chunks = RocketMQReader(opts).partitions()
-    assert chunks == [Chunk(OffsetRange(A, 10, 20), 60_000), Chunk(OffsetRange(A, 20, 25), 60_000),
-                      Chunk(OffsetRange(B, 0, 3), 120_000)]
+    assert chunks == [
+        Chunk(OffsetRange(A, 10, 20), 60_000),
+        Chunk(OffsetRange(A, 20, 25), 60_000),
+        Chunk(OffsetRange(B, 0, 3), 120_000),
+    ]
     assert pickle.loads(pickle.dumps(chunks)) == chunks  # Spark ships them to the executors
 
 
@@ -100,10 +117,14 @@ def test_a_bad_plan_is_refused_naming_the_option():
 
 
 def test_two_writers_each_entry_read_past_its_read_version_down_to_what_it_carries():
-    old = entry("old", OffsetRange(A, 0, 4))                     # at stake when both members read v4
+    old = entry("old", OffsetRange(A, 0, 4))  # at stake when both members read v4
     v4 = LedgerEntry.from_json(entry("r4", OffsetRange(B, 0, 1), carried=[old]).to_json(), version=4)
-    b5 = LedgerEntry.from_json(entry("b5", OffsetRange(B, 1, 2), carried=[old], member="m2", read_version=4).to_json(), 5)
-    a6 = LedgerEntry.from_json(entry("a6", OffsetRange(A, 4, 8), carried=[old], member="m1", read_version=4).to_json(), 6)
+    b5 = LedgerEntry.from_json(
+        entry("b5", OffsetRange(B, 1, 2), carried=[old], member="m2", read_version=4).to_json(), 5
+    )
+    a6 = LedgerEntry.from_json(
+        entry("a6", OffsetRange(A, 4, 8), carried=[old], member="m1", read_version=4).to_json(), 6
+    )
     assert a6.member == "m1" and a6.read_version == 4, "both survive the round trip"
     seen = []
 
@@ -113,8 +134,9 @@ def test_two_writers_each_entry_read_past_its_read_version_down_to_what_it_carri
             yield e
 
     entries, complete = history_of(newest_first(), "g")
-    assert complete and [e.run_id for e in entries] == ["old", "b5", "a6"], \
+    assert complete and [e.run_id for e in entries] == ["old", "b5", "a6"], (
         "b5 committed after a6's run read the table: a6 does not carry it, so it is read on its own"
+    )
     assert seen == ["a6", "b5", "r4"], "reading stops at the read version both runs saw"
     entries, complete = history_of([a6], "g")
     assert not complete and [e.run_id for e in entries] == ["old", "a6"], "v5 is unread: read further back"
@@ -126,14 +148,21 @@ def test_a_suspension_rides_in_the_json_stops_the_spans_and_stays_at_stake_until
 
     a, b = MessageQueue("t", "broker-a", 0), MessageQueue("t", "broker-b", 0)
     stop = Suspension(4, 2, 123_000, "k0", 0, 60_000, "MSGID", "listener answered SUSPEND_CURRENT_QUEUE_A_MOMENT")
-    entry = LedgerEntry("orders", "g", "r1", (WindowEntry("k0", 0, 60_000, (OffsetRange(a, 2, 9), OffsetRange(b, 0, 3))),
-                                              WindowEntry("k1", 60_000, 120_000, (OffsetRange(a, 9, 12),))),
-                        suspended={a: stop})
+    entry = LedgerEntry(
+        "orders",
+        "g",
+        "r1",
+        (
+            WindowEntry("k0", 0, 60_000, (OffsetRange(a, 2, 9), OffsetRange(b, 0, 3))),
+            WindowEntry("k1", 60_000, 120_000, (OffsetRange(a, 9, 12),)),
+        ),
+        suspended={a: stop},
+    )
     back = LedgerEntry.from_json(entry.to_json(), 7)
     assert back.suspended == {a: stop} and back.identity == entry.identity
     assert sorted(s for s in back.spans() if s[2] > s[1]) == [(a, 2, 4), (b, 0, 3)]  # nothing of a from 4 on
-    assert at_stake([back], {a: 4, b: 3}) == [back]   # the group stands at the suspended message
-    assert at_stake([back], {a: 5, b: 3}) == []       # passed: landed or dead-lettered since
+    assert at_stake([back], {a: 4, b: 3}) == [back]  # the group stands at the suspended message
+    assert at_stake([back], {a: 5, b: 3}) == []  # passed: landed or dead-lettered since
     assert suspensions([back], {a: 4, b: 3}) == {a: stop}
     assert suspensions([back], {a: 5, b: 3}) == {}
 
@@ -161,28 +190,58 @@ def test_slice_predicate_compares_the_queue_columns_themselves():
     a0, a1 = MessageQueue("orders", "broker-a", 0), MessageQueue("orders", "broker-a", 1)
     odd = MessageQueue("orders", "it's-b", 3)
     first = WindowEntry("w1", 60_000, 120_000, (OffsetRange(a0, 5, 9), OffsetRange(a1, 0, 4), OffsetRange(odd, 2, 2)))
-    second = WindowEntry("w2", 120_000, 180_000, (OffsetRange(a0, 9, 12), OffsetRange(a1, 4, 6), OffsetRange(odd, 2, 3)))
+    second = WindowEntry(
+        "w2", 120_000, 180_000, (OffsetRange(a0, 9, 12), OffsetRange(a1, 4, 6), OffsetRange(odd, 2, 3))
+    )
     predicate = slice_predicate([second, first])
     assert "concat" not in predicate
-    assert ("(window_start = timestamp_millis(60000) AND (topic = 'orders' AND broker_name = 'broker-a' AND "
-            "queue_id = 0) AND queue_offset >= 5)") in predicate
+    assert (
+        "(window_start = timestamp_millis(60000) AND (topic = 'orders' AND broker_name = 'broker-a' AND "
+        "queue_id = 0) AND queue_offset >= 5)"
+    ) in predicate
     # the odd queue's first non-empty range is in the second window: bounded there, with its name escaped
-    assert ("(window_start = timestamp_millis(120000) AND (topic = 'orders' AND broker_name = 'it\\'s-b' AND "
-            "queue_id = 3) AND queue_offset >= 2)") in predicate
-    assert ("(window_start IN (timestamp_millis(120000)) AND (topic = 'orders' AND broker_name = 'broker-a' AND "
-            "queue_id IN (0, 1)))") in predicate
+    assert (
+        "(window_start = timestamp_millis(120000) AND (topic = 'orders' AND broker_name = 'it\\'s-b' AND "
+        "queue_id = 3) AND queue_offset >= 2)"
+    ) in predicate
+    assert (
+        "(window_start IN (timestamp_millis(120000)) AND (topic = 'orders' AND broker_name = 'broker-a' AND "
+        "queue_id IN (0, 1)))"
+    ) in predicate
     assert slice_predicate([WindowEntry("w", 0, 60_000, (OffsetRange(a0, 3, 3),))]) == "false"
 
 
 def test_new_tables_keep_statistics_on_lookup_columns_and_a_decoded_bodys_fields_only():
     from rocketlake.pipelines.delta_writer import stats_columns
 
-    columns = ["topic", "broker_name", "queue_id", "queue_offset", "msg_id", "offset_msg_id", "tags", "keys",
-               "properties", "born_timestamp", "store_timestamp", "born_host", "store_host", "reconsume_times", "body",
-               "window_start", "origin_topic", "origin_msg_id", "origin_offset_msg_id", "order_id", "_rl_error",
-               "window_date"]
-    assert stats_columns(columns) == ("`topic`,`broker_name`,`queue_id`,`queue_offset`,`msg_id`,`offset_msg_id`,`tags`,"
-                                      "`born_timestamp`,`store_timestamp`,`window_start`,`order_id`")
+    columns = [
+        "topic",
+        "broker_name",
+        "queue_id",
+        "queue_offset",
+        "msg_id",
+        "offset_msg_id",
+        "tags",
+        "keys",
+        "properties",
+        "born_timestamp",
+        "store_timestamp",
+        "born_host",
+        "store_host",
+        "reconsume_times",
+        "body",
+        "window_start",
+        "origin_topic",
+        "origin_msg_id",
+        "origin_offset_msg_id",
+        "order_id",
+        "_rl_error",
+        "window_date",
+    ]
+    assert stats_columns(columns) == (
+        "`topic`,`broker_name`,`queue_id`,`queue_offset`,`msg_id`,`offset_msg_id`,`tags`,"
+        "`born_timestamp`,`store_timestamp`,`window_start`,`order_id`"
+    )
 
 
 def test_the_whole_log_read_shows_each_landing_once_with_its_verdict():

@@ -32,7 +32,10 @@ def test_success_acknowledges_the_whole_batch_unless_ack_index_says_less():
     assert judge_batch(OK, ConsumeConcurrentlyContext(3)) == [None, None, None]
     partial = judge_batch(OK, ConsumeConcurrentlyContext(4, ack_index=1))
     assert partial[:2] == [None, None] and all(e and "ack_index=1" in e for e in partial[2:])
-    assert judge_batch(OK, ConsumeConcurrentlyContext(2, ack_index=-1)) == [partial[2].replace("=1 in a batch of 4", "=-1 in a batch of 2")] * 2
+    assert (
+        judge_batch(OK, ConsumeConcurrentlyContext(2, ack_index=-1))
+        == [partial[2].replace("=1 in a batch of 4", "=-1 in a batch of 2")] * 2
+    )
 
 
 def test_reconsume_later_and_non_statuses_fail_the_whole_batch():
@@ -111,8 +114,10 @@ def test_a_worker_keeps_at_most_consume_thread_max_hung_calls_then_refuses_tasks
 
 
 def test_a_hung_worker_is_reported_in_its_own_words():
-    spark_error = RuntimeError("Job aborted... File \"worker.py\", line 9\nrocketlake.pipelines.listener.ListenerHung: "
-                               "2 listener call(s) given up at consume_timeout (6s) still run\n\tat org.apache")
+    spark_error = RuntimeError(
+        'Job aborted... File "worker.py", line 9\nrocketlake.pipelines.listener.ListenerHung: '
+        "2 listener call(s) given up at consume_timeout (6s) still run\n\tat org.apache"
+    )
     assert str(error_in_worker(spark_error)) == "2 listener call(s) given up at consume_timeout (6s) still run"
     assert error_in_worker(RuntimeError("Job aborted: something else")) is None
 
@@ -121,16 +126,19 @@ def test_a_listener_a_spark_connect_servers_workers_cannot_import_is_a_listener_
     # As a daemon's run on the warm path reported it: the code location imports the listener, the server's Python
     # workers (another environment) cannot; Spark wraps the worker's error in the job's stack.
     spark_error = RuntimeError(
-        "[PYTHON_EXCEPTION] ... File \"/x/pipelines/listener.py\", line 98, in load_listener\n    raise ListenerError("
-        "f\"listener ...\n"
+        '[PYTHON_EXCEPTION] ... File "/x/pipelines/listener.py", line 98, in load_listener\n    raise ListenerError('
+        'f"listener ...\n'
         "rocketlake.pipelines.listener.ListenerError: listener 'tests.unit.listeners:fail_by_tag' cannot be loaded "
         "(ModuleNotFoundError: No module named 'tests'); it must be importable by the Dagster code location and by "
-        "Spark's Python workers\n\tat org.apache.spark.api.python")
+        "Spark's Python workers\n\tat org.apache.spark.api.python"
+    )
     found = error_in_worker(spark_error)
     assert isinstance(found, ListenerError)
-    assert str(found) == ("listener 'tests.unit.listeners:fail_by_tag' cannot be loaded (ModuleNotFoundError: No "
-                          "module named 'tests'); it must be importable by the Dagster code location and by Spark's "
-                          "Python workers")
+    assert str(found) == (
+        "listener 'tests.unit.listeners:fail_by_tag' cannot be loaded (ModuleNotFoundError: No "
+        "module named 'tests'); it must be importable by the Dagster code location and by Spark's "
+        "Python workers"
+    )
 
 
 def test_at_most_max_threads_calls_run_at_once():
@@ -154,8 +162,9 @@ def test_at_most_max_threads_calls_run_at_once():
 def test_vectorised_answers():
     errors, frame = judge_frame(pd.Series([True, False]), 2)
     assert errors == [None, "listener answered RECONSUME_LATER"] and frame is None
-    errors, frame = judge_frame(pd.DataFrame({"status": ["CONSUME_SUCCESS", "RECONSUME_LATER"],
-                                              "error": [None, "bad amount"]}), 2)
+    errors, frame = judge_frame(
+        pd.DataFrame({"status": ["CONSUME_SUCCESS", "RECONSUME_LATER"], "error": [None, "bad amount"]}), 2
+    )
     assert errors == [None, "bad amount"] and list(frame.columns) == ["status", "error"]
     with pytest.raises(ListenerError, match="1 statuses for 2 rows"):
         judge_frame([True], 2)
@@ -171,8 +180,17 @@ def test_load_listener_names_what_is_wrong():
 
 def orderly_rows(spec):
     """(queue, offset, tag, decode error) -> the rows ``consume_in_order`` reads."""
-    return [{"queue": q, "queue_offset": o, "matched": tag != "filtered", "duplicate": False, "error": err,
-             "message": {"queue_offset": o, "tags": tag, "reconsume_times": 0}} for q, o, tag, err in spec]
+    return [
+        {
+            "queue": q,
+            "queue_offset": o,
+            "matched": tag != "filtered",
+            "duplicate": False,
+            "error": err,
+            "message": {"queue_offset": o, "tags": tag, "reconsume_times": 0},
+        }
+        for q, o, tag, err in spec
+    ]
 
 
 def test_orderly_calls_each_queue_in_offset_order_and_holds_it_at_its_first_failure():
@@ -184,9 +202,20 @@ def test_orderly_calls_each_queue_in_offset_order_and_holds_it_at_its_first_fail
             return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
         return ConsumeOrderlyStatus.SUCCESS
 
-    rows = orderly_rows([("a", 0, "ok", None), ("a", 1, "bad", None), ("a", 2, "ok", None), ("a", 3, "filtered", None),
-                         ("b", 0, "ok", None), ("b", 1, "filtered", None), ("b", 2, "ok", None),
-                         ("c", 0, "ok", None), ("c", 1, "ok", "body is not JSON"), ("c", 2, "ok", None)])
+    rows = orderly_rows(
+        [
+            ("a", 0, "ok", None),
+            ("a", 1, "bad", None),
+            ("a", 2, "ok", None),
+            ("a", 3, "filtered", None),
+            ("b", 0, "ok", None),
+            ("b", 1, "filtered", None),
+            ("b", 2, "ok", None),
+            ("c", 0, "ok", None),
+            ("c", 1, "ok", "body is not JSON"),
+            ("c", 2, "ok", None),
+        ]
+    )
     held: set[str] = set()
     pool = CallPool(1, 1, 5)
     try:
@@ -194,9 +223,18 @@ def test_orderly_calls_each_queue_in_offset_order_and_holds_it_at_its_first_fail
     finally:
         pool.close()
     assert calls == [("a", [0]), ("a", [1]), ("b", [0]), ("b", [2]), ("c", [0])]  # nothing after a failure is called
-    assert out == [(None, False), ("listener answered SUSPEND_CURRENT_QUEUE_A_MOMENT", True), (None, True),
-                   (None, True), (None, False), (None, False), (None, False),
-                   (None, False), ("body is not JSON", True), (None, True)]
+    assert out == [
+        (None, False),
+        ("listener answered SUSPEND_CURRENT_QUEUE_A_MOMENT", True),
+        (None, True),
+        (None, True),
+        (None, False),
+        (None, False),
+        (None, False),
+        (None, False),
+        ("body is not JSON", True),
+        (None, True),
+    ]
     assert held == {"a", "c"}
     # The next Arrow batch of a held queue is held too, without a call.
     more = consume_in_order(orderly_rows([("a", 4, "ok", None)]), listener, 1, CallPool(1, 1, 5), {}, 16, held)
@@ -211,8 +249,11 @@ def test_orderly_dead_letters_a_message_out_of_attempts_and_goes_on():
     rows = orderly_rows([("a", 5, "bad", None), ("a", 6, "ok", None), ("a", 7, "bad", None), ("a", 8, "ok", None)])
     # Suspended at 5 after 2 failed attempts; max 2: the third failure sends it to the DLQ, 6 lands, 7 suspends anew.
     out = consume_in_order(rows, listener, 2, CallPool(1, 1, 5), {"a": (5, 2)}, 2, set())
-    assert out == [("listener answered SUSPEND_CURRENT_QUEUE_A_MOMENT", False)] * 2 + \
-        [("listener answered SUSPEND_CURRENT_QUEUE_A_MOMENT", True)] * 2
+    assert (
+        out
+        == [("listener answered SUSPEND_CURRENT_QUEUE_A_MOMENT", False)] * 2
+        + [("listener answered SUSPEND_CURRENT_QUEUE_A_MOMENT", True)] * 2
+    )
     # (batches of 2: [5, 6] failed together, so both go to the DLQ as Java's checkReconsumeTimes sends the batch.)
     out = consume_in_order(rows, listener, 1, CallPool(1, 1, 5), {"a": (5, 1)}, 2, set())
     assert [h for _, h in out] == [True, True, True, True]
@@ -224,13 +265,39 @@ def orderly_task(queues: int, threads: int) -> list[str | None]:
 
     from rocketlake.pipelines.consume import DUPLICATE, ERROR, _in_order
 
-    rows = [{"topic": "orders", "broker_name": "broker-a", "queue_id": q, "queue_offset": o, "origin_topic": "orders",
-             "tags": "t", "reconsume_times": 0, "matched": True, DUPLICATE: False, ERROR: None}
-            for q in range(queues) for o in range(2)]
-    batch = pa.RecordBatch.from_pylist(rows, schema=pa.schema([
-        ("topic", pa.string()), ("broker_name", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()),
-        ("origin_topic", pa.string()), ("tags", pa.string()), ("reconsume_times", pa.int32()), ("matched", pa.bool_()),
-        (DUPLICATE, pa.bool_()), (ERROR, pa.string())]))
+    rows = [
+        {
+            "topic": "orders",
+            "broker_name": "broker-a",
+            "queue_id": q,
+            "queue_offset": o,
+            "origin_topic": "orders",
+            "tags": "t",
+            "reconsume_times": 0,
+            "matched": True,
+            DUPLICATE: False,
+            ERROR: None,
+        }
+        for q in range(queues)
+        for o in range(2)
+    ]
+    batch = pa.RecordBatch.from_pylist(
+        rows,
+        schema=pa.schema(
+            [
+                ("topic", pa.string()),
+                ("broker_name", pa.string()),
+                ("queue_id", pa.int32()),
+                ("queue_offset", pa.int64()),
+                ("origin_topic", pa.string()),
+                ("tags", pa.string()),
+                ("reconsume_times", pa.int32()),
+                ("matched", pa.bool_()),
+                (DUPLICATE, pa.bool_()),
+                (ERROR, pa.string()),
+            ]
+        ),
+    )
     apply = _in_order("tests.unit.listeners:orderly_meeting", 2, 30.0, {}, 16, threads)
     return [e for out in apply(iter([batch])) for e in out.column(ERROR).to_pylist()]
 

@@ -23,8 +23,12 @@ def parse_properties(text: str) -> dict[str, str]:
 
 
 def test_broker_config_stays_on_loopback_and_small():
-    spec = ClusterSpec(state_dir=Path("/s"), store_root=Path("/dev/shm/x"), namesrv_port=1234,
-                       brokers=(BrokerSpec("broker-a", 2000), BrokerSpec("broker-b", 3000)))
+    spec = ClusterSpec(
+        state_dir=Path("/s"),
+        store_root=Path("/dev/shm/x"),
+        namesrv_port=1234,
+        brokers=(BrokerSpec("broker-a", 2000), BrokerSpec("broker-b", 3000)),
+    )
     props = parse_properties(spec.broker_properties(spec.broker("broker-b")))
     assert props["brokerIP1"] == props["bindAddress"] == "127.0.0.1"
     assert props["namesrvAddr"] == "127.0.0.1:1234"
@@ -42,8 +46,13 @@ def test_rendered_properties_have_no_trailing_spaces():
         assert all(line == line.strip() and "=" in line for line in text.splitlines())
 
 
-_ACL_KEYS = {"aclEnable", "authenticationEnabled", "authenticationProvider", "authenticationMetadataProvider",
-             "initAuthenticationUser"}
+_ACL_KEYS = {
+    "aclEnable",
+    "authenticationEnabled",
+    "authenticationProvider",
+    "authenticationMetadataProvider",
+    "initAuthenticationUser",
+}
 
 
 @pytest.mark.parametrize("version", ["5.3.3", "4.9.7"])
@@ -65,8 +74,11 @@ def test_4x_acl_is_plain_acl_yml_in_rocketmq_home():
     assert yaml.safe_load(files["conf/tools.yml"]) == {"accessKey": "rocketlake_ak", "secretKey": "s3cret.Key-1"}
     # PlainPermissionManager reads ${rocketmq.home.dir}/conf/plain_acl.yml: one admin account that no
     # remote address is trusted for (an empty whiteRemoteAddress matches nothing).
-    assert yaml.safe_load(files["conf/plain_acl.yml"]) == {"accounts": [
-        {"accessKey": "rocketlake_ak", "secretKey": "s3cret.Key-1", "whiteRemoteAddress": "", "admin": True}]}
+    assert yaml.safe_load(files["conf/plain_acl.yml"]) == {
+        "accounts": [
+            {"accessKey": "rocketlake_ak", "secretKey": "s3cret.Key-1", "whiteRemoteAddress": "", "admin": True}
+        ]
+    }
     assert "globalWhiteRemoteAddresses" not in files["conf/plain_acl.yml"]
 
 
@@ -80,8 +92,10 @@ def test_5x_acl_is_authentication_with_an_initial_user():
     assert json.loads(props["initAuthenticationUser"]) == {"username": "rocketlake_ak", "password": "s3cret.Key-1"}
     assert "authorizationEnabled" not in props  # authentication only: the account may do everything
     assert spec.logback_files() == {}
-    assert yaml.safe_load(spec.home_files()["conf/tools.yml"]) == {"accessKey": "rocketlake_ak",
-                                                                   "secretKey": "s3cret.Key-1"}
+    assert yaml.safe_load(spec.home_files()["conf/tools.yml"]) == {
+        "accessKey": "rocketlake_ak",
+        "secretKey": "s3cret.Key-1",
+    }
     # Everything else is rendered as without ACL.
     plain = parse_properties(replace(spec, acl=None).broker_properties(spec.brokers[0]))
     assert {k: v for k, v in props.items() if k not in _ACL_KEYS} == plain
@@ -103,8 +117,12 @@ def test_broker_reserves_fast_and_ha_ports():
 
 
 def test_jar_sets_name_the_pinned_artifacts():
-    assert {a.artifact for a in rocketmq_jar_set("5.3.3").artifacts} >= {"rocketmq-broker", "rocketmq-namesrv",
-                                                                          "rocketmq-tools", "rocketmq-client"}
+    assert {a.artifact for a in rocketmq_jar_set("5.3.3").artifacts} >= {
+        "rocketmq-broker",
+        "rocketmq-namesrv",
+        "rocketmq-tools",
+        "rocketmq-client",
+    }
     (delta,) = delta_jar_set().artifacts
     assert delta.artifact.startswith("delta-spark_4.") and delta.artifact.endswith("_2.13")
     assert "<artifactId>rocketmq-broker</artifactId><version>5.3.3</version>" in rocketmq_jar_set("5.3.3").pom()
@@ -145,13 +163,17 @@ Consume Diff Total: 2
 def test_parse_topic_status():
     rows = parse_topic_status(TOPIC_STATUS)
     assert [(r.broker_name, r.queue_id, r.min_offset, r.max_offset) for r in rows] == [
-        ("broker-a", 0, 0, 12), ("broker-b", 3, 2, 13)]
+        ("broker-a", 0, 0, 12),
+        ("broker-b", 3, 2, 13),
+    ]
 
 
 def test_parse_consumer_progress():
     rows = parse_consumer_progress(CONSUMER_PROGRESS)
     assert [(r.topic, r.broker_name, r.queue_id, r.broker_offset, r.consumer_offset) for r in rows] == [
-        ("orders", "broker-a", 0, 12, 10), ("%RETRY%g", "broker-b", 0, 0, 0)]
+        ("orders", "broker-a", 0, 12, 10),
+        ("%RETRY%g", "broker-b", 0, 0, 0),
+    ]
 
 
 def test_extra_broker_properties_override_the_defaults():
@@ -193,7 +215,11 @@ def test_local_env_needs_postgres_and_never_prints_the_password_elsewhere(tmp_pa
 def test_with_slaves_each_master_gets_a_slave_of_its_own_that_serves_reads():
     spec = ClusterSpec(state_dir=Path("/s"), store_root=Path("/store")).with_slaves()
     assert [(b.key, b.port, b.broker_id) for b in spec.brokers] == [
-        ("broker-a", 10911, 0), ("broker-b", 10921, 0), ("broker-a-s1", 10916, 1), ("broker-b-s1", 10926, 1)]
+        ("broker-a", 10911, 0),
+        ("broker-b", 10921, 0),
+        ("broker-a-s1", 10916, 1),
+        ("broker-b-s1", 10926, 1),
+    ]
     assert spec.broker("broker-a").is_master and spec.broker("broker-a-s1").broker_id == 1
     assert not set(spec.broker("broker-a").ports) & set(spec.broker("broker-a-s1").ports)
     master, slave = (parse_properties(spec.broker_properties(spec.broker(k))) for k in ("broker-a", "broker-a-s1"))
@@ -214,7 +240,11 @@ def test_controller_mode_embeds_a_controller_in_the_name_server_and_makes_the_br
     for broker in spec.brokers:  # every replica starts alike: the controller picks the master and gives the ids
         props = parse_properties(spec.broker_properties(broker))
         assert (props["enableControllerMode"], props["controllerAddr"], props["brokerId"], props["brokerRole"]) == (
-            "true", "127.0.0.1:9878", "-1", "SLAVE")
+            "true",
+            "127.0.0.1:9878",
+            "-1",
+            "SLAVE",
+        )
         assert props["allAckInSyncStateSet"] == "true" and props["slaveReadEnable"] == "true"
     plain = ClusterSpec(state_dir=Path("/s"))
     assert "enableControllerInNamesrv" not in parse_properties(plain.namesrv_properties())
@@ -224,10 +254,12 @@ def test_controller_mode_embeds_a_controller_in_the_name_server_and_makes_the_br
 
 
 def test_parse_sync_state_set():
-    text = ("\n#brokerName\tbroker-a\n#MasterBrokerId\t1\n#MasterAddr\t127.0.0.1:19916\n#MasterEpoch\t4\n"
-            "InSyncReplica:\tReplicaIdentity{brokerName='broker-a', brokerId=1, brokerAddress='127.0.0.1:19916', "
-            "alive=true}\n\nNotInSyncReplica:\tReplicaIdentity{brokerName='broker-a', brokerId=2, "
-            "brokerAddress='127.0.0.1:19911', alive=false}\n")
+    text = (
+        "\n#brokerName\tbroker-a\n#MasterBrokerId\t1\n#MasterAddr\t127.0.0.1:19916\n#MasterEpoch\t4\n"
+        "InSyncReplica:\tReplicaIdentity{brokerName='broker-a', brokerId=1, brokerAddress='127.0.0.1:19916', "
+        "alive=true}\n\nNotInSyncReplica:\tReplicaIdentity{brokerName='broker-a', brokerId=2, "
+        "brokerAddress='127.0.0.1:19911', alive=false}\n"
+    )
     state = parse_sync_state_set(text)
     assert state.master == "127.0.0.1:19916"
     assert state.in_sync == {"127.0.0.1:19916": True} and state.not_in_sync == {"127.0.0.1:19911": False}
@@ -238,8 +270,10 @@ def test_a_controller_mode_cluster_is_ready_once_each_name_has_a_master_and_ever
     from rocketlake.resources.local.cluster import BrokerStatus, ClusterStatus
 
     def status(*ids):
-        brokers = tuple(BrokerStatus(key, address, 1, address, broker_id, "broker-a") for key, address, broker_id in
-                        zip(("broker-a", "broker-a-s1"), ("127.0.0.1:1", "127.0.0.1:2"), ids))
+        brokers = tuple(
+            BrokerStatus(key, address, 1, address, broker_id, "broker-a")
+            for key, address, broker_id in zip(("broker-a", "broker-a-s1"), ("127.0.0.1:1", "127.0.0.1:2"), ids)
+        )
         return ClusterStatus("127.0.0.1:9876", 1, True, brokers, Path("/store"))
 
     assert status(0, 2).ready and status(2, 0).ready
@@ -277,8 +311,15 @@ def test_a_running_local_server_without_the_lakes_bucket_is_refused_before_a_run
     from rocketlake.resources.local.process import LocalClusterError
     from rocketlake.resources.local.spark_server import LocalSparkServer
 
-    lake = LakeConfig(root="s3a://lake/demo", s3={"endpoint": "http://127.0.0.1:7070", "path_style_access": True,
-                                                  "access_key_env": "LAKE_KEY", "secret_key_env": "LAKE_SECRET"})
+    lake = LakeConfig(
+        root="s3a://lake/demo",
+        s3={
+            "endpoint": "http://127.0.0.1:7070",
+            "path_style_access": True,
+            "access_key_env": "LAKE_KEY",
+            "secret_key_env": "LAKE_SECRET",
+        },
+    )
     server = LocalSparkServer(tmp_path, port=1, lake=lake)
     assert server.lake_refusal() is None  # none runs
     # This very process stands for the running server: its pid and start time recorded, as `up` records them.
@@ -299,11 +340,19 @@ def test_descendants_are_found_before_their_parent_exits_and_ended_after_it():
 
     from rocketlake.resources.local.process import descendants, end_processes, start_time
 
-    grandchild = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
-                  "time.sleep(60)")
-    parent = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys; p = subprocess.Popen([sys.executable, "
-                               f"'-c', {grandchild!r}], stdout=sys.stdout); p.wait()"], stdout=subprocess.PIPE,
-                              text=True)
+    grandchild = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+    )
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import subprocess, sys; p = subprocess.Popen([sys.executable, "
+            f"'-c', {grandchild!r}], stdout=sys.stdout); p.wait()",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     tree: dict[int, str] = {}
     try:
         assert parent.stdout.readline().strip() == "ready"

@@ -48,9 +48,15 @@ class Dagster:
 
 def collector(broker=None, landed=None, dagster=None, log=None) -> MemberCollector:
     rows = [QueueProgress(A0, 0, 10, 4, None), QueueProgress(A1, 0, 9, None, None), QueueProgress(R0, 0, 3, 3, None)]
-    return MemberCollector("orders", "g", "orders_job", broker or (lambda: BrokerReading(rows, 2)),
-                           landed or (lambda: {A0: 4, A1: 7}), dagster or Dagster(),
-                           log=log if log is not None else (lambda line: None))
+    return MemberCollector(
+        "orders",
+        "g",
+        "orders_job",
+        broker or (lambda: BrokerReading(rows, 2)),
+        landed or (lambda: {A0: 4, A1: 7}),
+        dagster or Dagster(),
+        log=log if log is not None else (lambda line: None),
+    )
 
 
 def scrape(c: MemberCollector) -> dict[tuple[str, frozenset], float]:
@@ -58,8 +64,11 @@ def scrape(c: MemberCollector) -> dict[tuple[str, frozenset], float]:
     registry = CollectorRegistry()
     registry.register(c)
     text = generate_latest(registry).decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def at(samples, name: str, **labels) -> float | None:
@@ -89,9 +98,12 @@ def test_per_queue_offsets_lag_and_landed_ends():
 
 def test_totals_add_up_the_materializations_and_runs_read_since_the_last_scrape():
     dagster = Dagster(
-        ([Landing(rows=5, body_bytes=100, sent_back=1), Landing(rows=3, body_bytes=60, failed=2, dead_lettered=1)],
-         [FinishedRun("r1", "SUCCESS", 4.0), FinishedRun("r2", "FAILURE", 70.0)]),
-        ([Landing(rows=2, body_bytes=40)], [FinishedRun("r3", "SUCCESS", 12.5)]))
+        (
+            [Landing(rows=5, body_bytes=100, sent_back=1), Landing(rows=3, body_bytes=60, failed=2, dead_lettered=1)],
+            [FinishedRun("r1", "SUCCESS", 4.0), FinishedRun("r2", "FAILURE", 70.0)],
+        ),
+        ([Landing(rows=2, body_bytes=40)], [FinishedRun("r3", "SUCCESS", 12.5)]),
+    )
     c = collector(dagster=dagster)
     first = scrape(c)
     assert at(first, "rocketlake_landed_messages_total") == 8
@@ -121,8 +133,9 @@ def test_a_source_that_fails_costs_its_own_metrics_only_and_is_said_once():
             raise ConnectionError("broker-a is down")
         return BrokerReading(rows)
 
-    c = collector(broker=broker, dagster=Dagster(RuntimeError("database is locked"), ([Landing(rows=7)], [])),
-                  log=said.append)
+    c = collector(
+        broker=broker, dagster=Dagster(RuntimeError("database is locked"), ([Landing(rows=7)], [])), log=said.append
+    )
     for _ in range(2):
         samples = scrape(c)
     assert at(samples, "rocketlake_queue_max_offset", **queue(A0)) is None
@@ -145,8 +158,14 @@ def test_a_landing_is_read_from_the_metadata_rocketlake_records():
 
     from rocketlake.assets.metadata import BODY_BYTES, DEAD_LETTERED, FAILED, ROWS, SENT_BACK
 
-    metadata = {ROWS: MetadataValue.int(5), BODY_BYTES: MetadataValue.int(120), SENT_BACK: MetadataValue.int(2),
-                FAILED: MetadataValue.int(0), DEAD_LETTERED: MetadataValue.int(1), "dagster/row_count": 5}
+    metadata = {
+        ROWS: MetadataValue.int(5),
+        BODY_BYTES: MetadataValue.int(120),
+        SENT_BACK: MetadataValue.int(2),
+        FAILED: MetadataValue.int(0),
+        DEAD_LETTERED: MetadataValue.int(1),
+        "dagster/row_count": 5,
+    }
     assert landing_of(metadata) == Landing(rows=5, body_bytes=120, sent_back=2, failed=0, dead_lettered=1)
     assert landing_of({"dagster/row_count": MetadataValue.int(5)}) is None  # not one of rocketlake's windows
 
@@ -159,10 +178,20 @@ def test_no_secret_reaches_a_label_or_the_text(tmp_path, monkeypatch):
     monkeypatch.setenv("MQ_SK", "SK-very-secret")
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     monkeypatch.chdir(tmp_path)  # no local instance here: the Dagster source is down
-    config = parse_config({
-        "clusters": {"local": {"namesrv": "127.0.0.1:9876", "access_key_env": "MQ_AK", "secret_key_env": "MQ_SK"}},
-        "ingestions": {"orders": {"cluster": "local", "topic": "orders", "consumer_group": "g", "table": "orders",
-                                  "window": {"cron": "* * * * *", "start": "1970-01-01"}}}})
+    config = parse_config(
+        {
+            "clusters": {"local": {"namesrv": "127.0.0.1:9876", "access_key_env": "MQ_AK", "secret_key_env": "MQ_SK"}},
+            "ingestions": {
+                "orders": {
+                    "cluster": "local",
+                    "topic": "orders",
+                    "consumer_group": "g",
+                    "table": "orders",
+                    "window": {"cron": "* * * * *", "start": "1970-01-01"},
+                }
+            },
+        }
+    )
 
     class Client:  # whatever it is asked, it fails
         def __getattr__(self, name):
@@ -205,9 +234,11 @@ def test_the_member_refuses_a_port_it_cannot_listen_on_in_one_line(tmp_path, cap
     from rocketlake.cli import main
 
     config = tmp_path / "rocketlake.yaml"
-    config.write_text("clusters: {local: {namesrv: '127.0.0.1:1'}}\n"
-                      "ingestions: {orders: {cluster: local, topic: orders, consumer_group: g, table: orders,\n"
-                      "  window: {cron: '* * * * *', start: '1970-01-01'}}}\n")
+    config.write_text(
+        "clusters: {local: {namesrv: '127.0.0.1:1'}}\n"
+        "ingestions: {orders: {cluster: local, topic: orders, consumer_group: g, table: orders,\n"
+        "  window: {cron: '* * * * *', start: '1970-01-01'}}}\n"
+    )
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

@@ -18,14 +18,19 @@ from tests.unit.record_encoder import encode_message_record
 
 pytestmark = pytest.mark.unit
 
-Q0, Q1, OTHER = MessageQueue("orders", "broker-a", 0), MessageQueue("orders", "broker-a", 1), MessageQueue(
-    "audit", "broker-a", 0)
+Q0, Q1, OTHER = (
+    MessageQueue("orders", "broker-a", 0),
+    MessageQueue("orders", "broker-a", 1),
+    MessageQueue("audit", "broker-a", 0),
+)
 
 
 def test_the_reset_body_is_read_with_its_object_keys():
     # ResetOffsetBody.encode() of a 4.9 broker (fastjson 1): MessageQueue objects as keys.
-    body = (b'{"offsetTable":{{"brokerName":"broker-a","queueId":1,"topic":"orders"}:17,'
-            b'{"brokerName":"broker-a","queueId":0,"topic":"orders"}:5}}')
+    body = (
+        b'{"offsetTable":{{"brokerName":"broker-a","queueId":1,"topic":"orders"}:17,'
+        b'{"brokerName":"broker-a","queueId":0,"topic":"orders"}:5}}'
+    )
     assert decode_reset_offset_body(body) == {Q0: 5, Q1: 17}
     assert decode_reset_offset_body(None) == {}
     with pytest.raises(ProtocolError, match="is not a queue and an offset"):
@@ -70,10 +75,19 @@ def test_a_reset_waits_for_no_run_but_refuses_while_one_is_in_flight():
 
 
 def record(body: bytes, tags: str = "t", topic: str = "orders", **props) -> bytes:
-    return encode_message_record(Message(topic=topic, queue_id=1, queue_offset=7, commit_log_offset=1234,
-                                         born_host="127.0.0.1:5000", store_host="127.0.0.1:10911",
-                                         store_timestamp=1700000000000, body=body,
-                                         properties={"TAGS": tags, "UNIQ_KEY": "ABC", **props}))
+    return encode_message_record(
+        Message(
+            topic=topic,
+            queue_id=1,
+            queue_offset=7,
+            commit_log_offset=1234,
+            born_host="127.0.0.1:5000",
+            store_host="127.0.0.1:10911",
+            store_timestamp=1700000000000,
+            body=body,
+            properties={"TAGS": tags, "UNIQ_KEY": "ABC", **props},
+        )
+    )
 
 
 def test_a_direct_consume_calls_the_listener_on_the_message_and_answers_its_verdict():
@@ -93,16 +107,24 @@ def test_the_listener_gets_the_message_as_in_a_run_with_the_original_topic_and_t
     import tests.unit.listeners as listeners
 
     seen = []
-    monkeypatch.setattr(listeners, "spy", lambda messages, context: seen.extend(messages) or "CONSUME_SUCCESS",
-                        raising=False)
+    monkeypatch.setattr(
+        listeners, "spy", lambda messages, context: seen.extend(messages) or "CONSUME_SUCCESS", raising=False
+    )
     cfg = ingestion_config(listener="tests.unit.listeners:spy", body={"format": "json", "schema": "amount DOUBLE"})
     body = json.dumps({"amount": 3.5, "note": "x"}).encode()
     # A copy sent back to the retry topic: the listener sees the topic it was sent to (resetRetryAndNamespace).
     result = consume_directly(cfg, record(body, topic="%RETRY%g", RETRY_TOPIC="orders"), "broker-a")
     assert result.consume_result is CMResult.CR_SUCCESS
     [message] = seen
-    assert (message["topic"], message["broker_name"], message["queue_id"], message["queue_offset"], message["tags"],
-            message["msg_id"], message["amount"]) == ("orders", "broker-a", 1, 7, "t", "ABC", 3.5)
+    assert (
+        message["topic"],
+        message["broker_name"],
+        message["queue_id"],
+        message["queue_offset"],
+        message["tags"],
+        message["msg_id"],
+        message["amount"],
+    ) == ("orders", "broker-a", 1, 7, "t", "ABC", 3.5)
     assert "note" not in message and message["body"] == body
 
 
@@ -122,17 +144,28 @@ def test_a_body_that_does_not_decode_is_answered_later_and_an_exception_as_throw
     thrown = consume_directly(ingestion_config(listener="tests.unit.listeners:explode"), record(b"x"), "broker-a")
     assert (thrown.consume_result, thrown.remark) == (CMResult.CR_THROW_EXCEPTION, "RuntimeError: downstream is down")
     monkeypatch.setattr(listeners, "explode", lambda messages, context: None)
-    assert consume_directly(ingestion_config(listener="tests.unit.listeners:explode"), record(b"x"),
-                            "broker-a").consume_result is CMResult.CR_RETURN_NULL
+    assert (
+        consume_directly(
+            ingestion_config(listener="tests.unit.listeners:explode"), record(b"x"), "broker-a"
+        ).consume_result
+        is CMResult.CR_RETURN_NULL
+    )
 
 
 def test_the_result_is_fastjsons_form_and_mqadmins_text():
     result = DirectConsumeResult(CMResult.CR_LATER, remark="why", spent_time_ms=3)
-    assert json.loads(result.encode()) == {"autoCommit": True, "consumeResult": "CR_LATER", "order": False,
-                                           "remark": "why", "spentTimeMills": 3}
+    assert json.loads(result.encode()) == {
+        "autoCommit": True,
+        "consumeResult": "CR_LATER",
+        "order": False,
+        "remark": "why",
+        "spentTimeMills": 3,
+    }
     assert b"remark" not in DirectConsumeResult(CMResult.CR_SUCCESS).encode()
-    assert str(result) == ("ConsumeMessageDirectlyResult [order=false, autoCommit=true, consumeResult=CR_LATER, "
-                           "remark=why, spentTimeMills=3]")
+    assert str(result) == (
+        "ConsumeMessageDirectlyResult [order=false, autoCommit=true, consumeResult=CR_LATER, "
+        "remark=why, spentTimeMills=3]"
+    )
 
 
 class Recorder:
@@ -164,14 +197,18 @@ def test_requests_go_to_the_member_of_their_group_and_others_get_the_java_client
 
     ok = member._answer(asked(RequestCode.GET_CONSUMER_RUNNING_INFO, consumerGroup="g1", clientId="127.0.0.1@a"), "b")
     assert (ok.code, ok.opaque, ok.is_response, ok.body) == (ResponseCode.SUCCESS, 42, True, b'{"x":1}')
-    direct = member._answer(asked(RequestCode.CONSUME_MESSAGE_DIRECTLY, consumerGroup="g1", clientId="127.0.0.1@a",
-                                  msgId="M"), "b")
+    direct = member._answer(
+        asked(RequestCode.CONSUME_MESSAGE_DIRECTLY, consumerGroup="g1", clientId="127.0.0.1@a", msgId="M"), "b"
+    )
     assert direct.body == b'{"consumeResult":"CR_SUCCESS"}'
     for group, client_id in (("g2", "127.0.0.1@a"), ("g1", "127.0.0.1@other")):
-        refused = member._answer(asked(RequestCode.CONSUME_MESSAGE_DIRECTLY, consumerGroup=group, clientId=client_id),
-                                 "b")
-        assert (refused.code, refused.remark) == (ResponseCode.SYSTEM_ERROR,
-                                                  f"The Consumer Group <{group}> not exist in this consumer")
+        refused = member._answer(
+            asked(RequestCode.CONSUME_MESSAGE_DIRECTLY, consumerGroup=group, clientId=client_id), "b"
+        )
+        assert (refused.code, refused.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            f"The Consumer Group <{group}> not exist in this consumer",
+        )
     # RESET_CONSUMER_CLIENT_OFFSET is oneway: handled, never answered; another group's is not ours to handle.
     assert member._answer(asked(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, group="g1", topic="orders"), "b1") is None
     assert member._answer(asked(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, group="g2", topic="orders"), "b1") is None

@@ -13,6 +13,9 @@ def test_no_module_of_the_package_can_kill_its_own_run():
         roots.add(Path(__import__(f"rocketlake.{name}", fromlist=["_"]).__file__).parent)
     sources = {path: path.read_text() for root in roots for path in root.rglob("*.py")}
     assert len(sources) > 50, "the package's modules were found"
-    armed = sorted(str(path) for path, text in sources.items()
-                   if "ROCKETLAKE_FAILPOINT" in text or "killpg" in text or "failpoint(" in text)
+    armed = sorted(
+        str(path)
+        for path, text in sources.items()
+        if "ROCKETLAKE_FAILPOINT" in text or "killpg" in text or "failpoint(" in text
+    )
     assert armed == []

@@ -12,16 +12,31 @@ from rocketlake.assets.ingestion import RESUME_TAG
 from rocketlake.assets.metadata import SUSPENDED, suspended_table
 from rocketlake.pipelines.config import parse_config
 
-ORDERLY = {"listener": "tests.unit.listeners:orderly_fail_by_tag", "consume_orderly": True,
-           "suspend_current_queue_time_millis": 2000}
+ORDERLY = {
+    "listener": "tests.unit.listeners:orderly_fail_by_tag",
+    "consume_orderly": True,
+    "suspend_current_queue_time_millis": 2000,
+}
 
 
 def definitions(**ingestion):
-    return build_definitions(parse_config({
-        "clusters": {"local": {"namesrv": "127.0.0.1:9876"}},
-        "ingestions": {"orders": {"cluster": "local", "topic": "orders", "consumer_group": "g", "table": "orders",
-                                  "window": {"cron": "* * * * *", "start": "2026-01-01"}, **ingestion}},
-    }))
+    return build_definitions(
+        parse_config(
+            {
+                "clusters": {"local": {"namesrv": "127.0.0.1:9876"}},
+                "ingestions": {
+                    "orders": {
+                        "cluster": "local",
+                        "topic": "orders",
+                        "consumer_group": "g",
+                        "table": "orders",
+                        "window": {"cron": "* * * * *", "start": "2026-01-01"},
+                        **ingestion,
+                    }
+                },
+            }
+        )
+    )
 
 
 def tick(defs, instance):
@@ -31,7 +46,9 @@ def tick(defs, instance):
 
 def report(instance, partition: str, suspended: dict | None):
     metadata = {SUSPENDED: suspended_table(suspended)} if suspended is not None else {}
-    instance.report_runless_asset_event(AssetMaterialization(AssetKey("orders"), partition=partition, metadata=metadata))
+    instance.report_runless_asset_event(
+        AssetMaterialization(AssetKey("orders"), partition=partition, metadata=metadata)
+    )
 
 
 def test_a_due_suspension_asks_for_a_run_of_its_partition_from_the_group_position_once():
@@ -42,12 +59,20 @@ def test_a_due_suspension_asks_for_a_run_of_its_partition_from_the_group_positio
         assert "no queue of orders is suspended" in tick(defs, instance).skip_message
 
         later = int(time.time() * 1000) + 60_000
-        report(instance, "2026-11-23-10:01", {"orders/broker-a/0": {"offset": 7, "attempts": 1, "retry_after_ms": later}})
+        report(
+            instance, "2026-11-23-10:01", {"orders/broker-a/0": {"offset": 7, "attempts": 1, "retry_after_ms": later}}
+        )
         assert "wait until" in tick(defs, instance).skip_message
 
         due = int(time.time() * 1000) - 1
-        report(instance, "2026-11-23-10:02", {"orders/broker-a/0": {"offset": 7, "attempts": 2, "retry_after_ms": due},
-                                              "orders/broker-b/1": {"offset": 3, "attempts": 1, "retry_after_ms": later}})
+        report(
+            instance,
+            "2026-11-23-10:02",
+            {
+                "orders/broker-a/0": {"offset": 7, "attempts": 2, "retry_after_ms": due},
+                "orders/broker-b/1": {"offset": 3, "attempts": 1, "retry_after_ms": later},
+            },
+        )
         result = tick(defs, instance)
         [request] = result.run_requests
         assert isinstance(request, RunRequest)

@@ -9,9 +9,14 @@ def test_the_package_zip_holds_every_subpackage_once(tmp_path):
     path = package_zip(cache_dir=tmp_path)
     names = zipfile.ZipFile(path).namelist()
     assert len(names) == len(set(names))
-    for module in ("rocketlake/__init__.py", "rocketlake/pipelines/source.py", "rocketlake/pipelines/options.py",
-                   "rocketlake/resources/rocketmq/client.py", "rocketlake/resources/rocketmq/columnar.py",
-                   "rocketlake/assets/__init__.py"):
+    for module in (
+        "rocketlake/__init__.py",
+        "rocketlake/pipelines/source.py",
+        "rocketlake/pipelines/options.py",
+        "rocketlake/resources/rocketmq/client.py",
+        "rocketlake/resources/rocketmq/columnar.py",
+        "rocketlake/assets/__init__.py",
+    ):
         assert module in names, module
     assert not any(name.startswith(("rocketlake/rocketlake/", "assets/", "pipelines/")) for name in names)
     assert package_zip(cache_dir=tmp_path) == path  # the same files: the same zip, not rebuilt

@@ -10,13 +10,16 @@ from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRang
 A0, B0, A1 = MessageQueue("t", "broker-a", 0), MessageQueue("t", "broker-b", 0), MessageQueue("t", "broker-a", 1)
 
 
-@pytest.mark.parametrize(("ranges", "limit", "chunks"), [
-    ([OffsetRange(A0, 0, 10)], 4, [(A0, 0, 4), (A0, 4, 8), (A0, 8, 10)]),
-    ([OffsetRange(A0, 0, 8)], 4, [(A0, 0, 4), (A0, 4, 8)]),
-    ([OffsetRange(A0, 5, 5)], 4, []),                                        # empty ranges are dropped
-    ([OffsetRange(B0, 0, 2), OffsetRange(A0, 3, 4)], 1000, [(A0, 3, 4), (B0, 0, 2)]),  # queue order
-    ([OffsetRange(A0, 0, 3)], 1, [(A0, 0, 1), (A0, 1, 2), (A0, 2, 3)]),
-])
+@pytest.mark.parametrize(
+    ("ranges", "limit", "chunks"),
+    [
+        ([OffsetRange(A0, 0, 10)], 4, [(A0, 0, 4), (A0, 4, 8), (A0, 8, 10)]),
+        ([OffsetRange(A0, 0, 8)], 4, [(A0, 0, 4), (A0, 4, 8)]),
+        ([OffsetRange(A0, 5, 5)], 4, []),  # empty ranges are dropped
+        ([OffsetRange(B0, 0, 2), OffsetRange(A0, 3, 4)], 1000, [(A0, 3, 4), (B0, 0, 2)]),  # queue order
+        ([OffsetRange(A0, 0, 3)], 1, [(A0, 0, 1), (A0, 1, 2), (A0, 2, 3)]),
+    ],
+)
 def test_split_ranges(ranges, limit, chunks):
     assert [(c.queue, c.start, c.end) for c in split_ranges(ranges, limit)] == chunks
 
@@ -35,15 +38,18 @@ def test_split_rejects_a_zero_limit():
         split_ranges([OffsetRange(A0, 0, 1)], 0)
 
 
-@pytest.mark.parametrize(("committed", "materialized", "expected"), [
-    (0, [(0, 10), (10, 20)], 20),
-    (0, [(10, 20), (0, 10)], 20),                 # order of materialization does not matter
-    (0, [(0, 10), (15, 20)], 10),                 # never past a gap
-    (0, [(5, 10)], 0),                            # a gap right at the start
-    (30, [(0, 10), (10, 20)], 30),                # never backward
-    (10, [(0, 20), (20, 20), (20, 25)], 25),      # overlapping and empty windows
-    (7, [(7, 7), (7, 9)], 9),
-])
+@pytest.mark.parametrize(
+    ("committed", "materialized", "expected"),
+    [
+        (0, [(0, 10), (10, 20)], 20),
+        (0, [(10, 20), (0, 10)], 20),  # order of materialization does not matter
+        (0, [(0, 10), (15, 20)], 10),  # never past a gap
+        (0, [(5, 10)], 0),  # a gap right at the start
+        (30, [(0, 10), (10, 20)], 30),  # never backward
+        (10, [(0, 20), (20, 20), (20, 25)], 25),  # overlapping and empty windows
+        (7, [(7, 7), (7, 9)], 9),
+    ],
+)
 def test_advance_watermark(committed, materialized, expected):
     assert advance_watermark(committed, materialized) == expected
 
@@ -61,11 +67,14 @@ def test_watermarks_start_a_queue_without_offset_at_its_origin():
     assert moved == {A0: (None, 12), B0: (None, 4)}
 
 
-@pytest.mark.parametrize(("where", "expected"), [
-    ("CONSUME_FROM_LAST_OFFSET", 90),
-    ("CONSUME_FROM_FIRST_OFFSET", 25),    # min 10, but the first window starts at offset 25
-    ("CONSUME_FROM_TIMESTAMP", 40),
-])
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        ("CONSUME_FROM_LAST_OFFSET", 90),
+        ("CONSUME_FROM_FIRST_OFFSET", 25),  # min 10, but the first window starts at offset 25
+        ("CONSUME_FROM_TIMESTAMP", 40),
+    ],
+)
 def test_start_position_of_a_group_without_offsets(where, expected):
     from rocketlake.pipelines.config import parse_config
     from rocketlake.pipelines.offsets import start_position

@@ -54,22 +54,38 @@ class FakeRocketMQ:
 
 
 def assets(lake: Path):
-    config = parse_config({
-        "clusters": {"local": {"namesrv": "127.0.0.1:9876"}},
-        "lake": {"root": str(lake)},
-        "ingestions": {"orders": {"cluster": "local", "topic": "orders", "consumer_group": "g", "table": "orders",
-                                  "window": {"cron": "* * * * *", "start": "2026-11-01"},
-                                  "run_retry": {"max_retries": 0}}},
-    })
+    config = parse_config(
+        {
+            "clusters": {"local": {"namesrv": "127.0.0.1:9876"}},
+            "lake": {"root": str(lake)},
+            "ingestions": {
+                "orders": {
+                    "cluster": "local",
+                    "topic": "orders",
+                    "consumer_group": "g",
+                    "table": "orders",
+                    "window": {"cron": "* * * * *", "start": "2026-11-01"},
+                    "run_retry": {"max_retries": 0},
+                }
+            },
+        }
+    )
     shaped = translate(config)["orders"]
     ingestion = config.ingestions["orders"]
-    return {"orders": build_ingestion_asset("orders", ingestion, config.lake, shaped),
-            "orders_dlq": build_dead_letter_asset("orders", ingestion, config.lake, shaped)}
+    return {
+        "orders": build_ingestion_asset("orders", ingestion, config.lake, shaped),
+        "orders_dlq": build_dead_letter_asset("orders", ingestion, config.lake, shaped),
+    }
 
 
 def run_on(instance, asset, calls: list[str]):
-    return materialize([asset], instance=instance, partition_key=WINDOW, raise_on_error=False,
-                       resources={"spark": FakeSpark(calls), "rocketmq_local": FakeRocketMQ(calls)})
+    return materialize(
+        [asset],
+        instance=instance,
+        partition_key=WINDOW,
+        raise_on_error=False,
+        resources={"spark": FakeSpark(calls), "rocketmq_local": FakeRocketMQ(calls)},
+    )
 
 
 def failure(result) -> str:
@@ -109,23 +125,45 @@ def ephemeral():
 
 
 REFUSED = [
-    pytest.param(unlimited, "has no limit", r"`concurrency: pools: default_limit: 1` in \$DAGSTER_HOME/dagster\.yaml",
-                 id="no-concurrency-settings"),
-    pytest.param(lambda: default_limit(2), r"is limited to 2 \(`concurrency: pools: default_limit: 2`\)",
-                 r"`concurrency: pools: default_limit: 1` in \$DAGSTER_HOME/dagster\.yaml", id="default-limit-2"),
-    pytest.param(lambda: set_for_pool(3, default=1), r"is limited to 3 \(set for the pool\)",
-                 r"`dagster instance concurrency set {pool} 1`", id="pool-set-to-3"),
-    pytest.param(lambda: default_limit(1, granularity="run"), r"`concurrency: pools: granularity: run`",
-                 r"`granularity: op`", id="run-granularity"),
-    pytest.param(ephemeral, "keeps no pool slots", r"a DAGSTER_HOME whose dagster\.yaml sets "
-                 r"`concurrency: pools: default_limit: 1`", id="ephemeral-instance"),
+    pytest.param(
+        unlimited,
+        "has no limit",
+        r"`concurrency: pools: default_limit: 1` in \$DAGSTER_HOME/dagster\.yaml",
+        id="no-concurrency-settings",
+    ),
+    pytest.param(
+        lambda: default_limit(2),
+        r"is limited to 2 \(`concurrency: pools: default_limit: 2`\)",
+        r"`concurrency: pools: default_limit: 1` in \$DAGSTER_HOME/dagster\.yaml",
+        id="default-limit-2",
+    ),
+    pytest.param(
+        lambda: set_for_pool(3, default=1),
+        r"is limited to 3 \(set for the pool\)",
+        r"`dagster instance concurrency set {pool} 1`",
+        id="pool-set-to-3",
+    ),
+    pytest.param(
+        lambda: default_limit(1, granularity="run"),
+        r"`concurrency: pools: granularity: run`",
+        r"`granularity: op`",
+        id="run-granularity",
+    ),
+    pytest.param(
+        ephemeral,
+        "keeps no pool slots",
+        r"a DAGSTER_HOME whose dagster\.yaml sets "
+        r"`concurrency: pools: default_limit: 1`",
+        id="ephemeral-instance",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("instance_of", "found", "fix"), REFUSED)
 @pytest.mark.parametrize(("asset", "pool"), [("orders", POOL), ("orders_dlq", DLQ_POOL)])
 def test_a_run_on_an_instance_whose_pool_is_not_limited_to_1_refuses_in_one_sentence_and_touches_nothing(
-        tmp_path, instance_of, found, fix, asset, pool):
+    tmp_path, instance_of, found, fix, asset, pool
+):
     calls: list[str] = []
     with instance_of() as instance:
         result = run_on(instance, assets(tmp_path / "lake")[asset], calls)
@@ -137,11 +175,13 @@ def test_a_run_on_an_instance_whose_pool_is_not_limited_to_1_refuses_in_one_sent
         assert not (tmp_path / "lake").exists()
         # A permanent failure: the step's retry policy does not run it again.
         assert len(result.get_step_failure_events()) == 1 and not result.filter_events(
-            lambda e: e.event_type_value == "STEP_RESTARTED")
+            lambda e: e.event_type_value == "STEP_RESTARTED"
+        )
 
 
-@pytest.mark.parametrize("instance_of", [pooled_instance, lambda: set_for_pool(1)],
-                         ids=["recommended-instance", "pool-set-to-1"])
+@pytest.mark.parametrize(
+    "instance_of", [pooled_instance, lambda: set_for_pool(1)], ids=["recommended-instance", "pool-set-to-1"]
+)
 @pytest.mark.parametrize("asset", ["orders", "orders_dlq"])
 def test_a_run_on_an_instance_whose_pool_is_limited_to_1_goes_on_to_the_brokers(tmp_path, instance_of, asset):
     calls: list[str] = []

@@ -6,7 +6,11 @@ from rocketlake.pipelines.progress import QueueProgress, group_progress, last_la
 from rocketlake.resources.rocketmq.errors import ConnectionTurnedAway, RequestTimeout
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 
-A0, A1, B0 = MessageQueue("orders", "broker-a", 0), MessageQueue("orders", "broker-a", 1), MessageQueue("orders", "broker-b", 0)
+A0, A1, B0 = (
+    MessageQueue("orders", "broker-a", 0),
+    MessageQueue("orders", "broker-a", 1),
+    MessageQueue("orders", "broker-b", 0),
+)
 
 
 class Offsets:
@@ -88,4 +92,6 @@ def test_render_has_a_line_per_queue_and_a_total():
 
 def test_the_last_window_landed_per_queue_is_the_newest_key():
     assert last_landed({"2026-11-23-10:05": {A0}, "2026-11-23-10:04": {A0, B0}}) == {
-        A0: "2026-11-23-10:05", B0: "2026-11-23-10:04"}
+        A0: "2026-11-23-10:05",
+        B0: "2026-11-23-10:04",
+    }

@@ -31,8 +31,10 @@ def landed_two_windows(*, commit: bool = True):
 
 def two_members_landed_two_windows():
     """m1 lands A and m2 lands B of windows 0 and 1 into one table: (m1, m2, broker, lake, m1's and m2's records)."""
-    m1, m2 = config(instance_name="m1", consume_from_where="CONSUME_FROM_FIRST_OFFSET"), \
-        config(instance_name="m2", consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    m1, m2 = (
+        config(instance_name="m1", consume_from_where="CONSUME_FROM_FIRST_OFFSET"),
+        config(instance_name="m2", consume_from_where="CONSUME_FROM_FIRST_OFFSET"),
+    )
     broker = QueuesOnPaper({A: minutes(3, 2), B: minutes(1, 4)})
     lake, first, second = LakeOnPaper(), Recorded(), Recorded()
     for i in range(2):
@@ -132,8 +134,14 @@ def test_two_members_of_one_table_skip_nothing_whichever_runs_first_after_the_fa
         for recorded, cfg, name, only in runs if owner_first else runs[::-1]:
             one_run(broker, lake, recorded, cfg, f"{name}{minute}", [window(minute)], only=only)
         broker.stores[A] += [3 * MIN + 1] if minute == 2 else []
-    landed_a = sorted((r.start, r.end) for e in lake.entries for w in e.windows if w.start_ms >= 2 * MIN
-                      for r in w.ranges if r.queue == A and e.run_id.startswith("a"))
+    landed_a = sorted(
+        (r.start, r.end)
+        for e in lake.entries
+        for w in e.windows
+        if w.start_ms >= 2 * MIN
+        for r in w.ranges
+        if r.queue == A and e.run_id.startswith("a")
+    )
     assert landed_a == [(4, 7), (7, 8)] and broker.committed == {A: 8, B: 6}
 
 

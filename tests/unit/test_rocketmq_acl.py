@@ -77,8 +77,9 @@ def test_the_resource_hands_spark_the_variables_names_never_the_keys(monkeypatch
     from rocketlake.pipelines.options import SourceOptionError, parse_options
     from rocketlake.resources.rocketmq_resource import MissingCredentials, RocketMQResource
 
-    resource = RocketMQResource(namesrv="127.0.0.1:9876", access_key_env="RL_TEST_AK", secret_key_env="RL_TEST_SK",
-                                cluster="prod")
+    resource = RocketMQResource(
+        namesrv="127.0.0.1:9876", access_key_env="RL_TEST_AK", secret_key_env="RL_TEST_SK", cluster="prod"
+    )
     monkeypatch.delenv("RL_TEST_AK", raising=False)
     monkeypatch.delenv("RL_TEST_SK", raising=False)
     with pytest.raises(MissingCredentials, match="cluster 'prod' signs its requests.*RL_TEST_AK and RL_TEST_SK"):

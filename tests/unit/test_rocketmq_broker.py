@@ -65,18 +65,33 @@ ADDRESS = "127.0.0.1:10911"
 
 
 def response(code: int = 0, remark: str | None = None, body: bytes = b"", version: int = 479, **fields: object):
-    return RemotingCommand(code=code, ext_fields={k: str(v) for k, v in fields.items()}, body=body, flag=1,
-                           remark=remark, version=version, language="JAVA")
+    return RemotingCommand(
+        code=code,
+        ext_fields={k: str(v) for k, v in fields.items()},
+        body=body,
+        flag=1,
+        remark=remark,
+        version=version,
+        language="JAVA",
+    )
 
 
 def record(queue_offset: int, tags: str | None = None, body: bytes = b"x") -> bytes:
     props = {"UNIQ_KEY": f"K{queue_offset}"}
     if tags is not None:
         props["TAGS"] = tags
-    return encode_message_record(Message(
-        topic="T", queue_id=0, queue_offset=queue_offset, commit_log_offset=100 * queue_offset,
-        born_host="127.0.0.1:5000", store_host="127.0.0.1:10911", body=body, properties=props,
-    ))
+    return encode_message_record(
+        Message(
+            topic="T",
+            queue_id=0,
+            queue_offset=queue_offset,
+            commit_log_offset=100 * queue_offset,
+            born_host="127.0.0.1:5000",
+            store_host="127.0.0.1:10911",
+            body=body,
+            properties=props,
+        )
+    )
 
 
 # --------------------------------------------------------------------------- pull (sans I/O)
@@ -84,20 +99,39 @@ def record(queue_offset: int, tags: str | None = None, body: bytes = b"x") -> by
 
 def test_pull_request_carries_every_required_field_and_the_right_flags() -> None:
     sub = Subscription.parse("T", "TagA || TagB")
-    plain = build_pull_request(consumer_group="g", topic="T", queue_id=2, offset=7, max_msgs=32, subscription=sub,
-                               broker_name="broker-a")
+    plain = build_pull_request(
+        consumer_group="g", topic="T", queue_id=2, offset=7, max_msgs=32, subscription=sub, broker_name="broker-a"
+    )
     assert plain.code == RequestCode.PULL_MESSAGE
     assert plain.ext_fields == {
-        "consumerGroup": "g", "topic": "T", "queueId": "2", "queueOffset": "7", "maxMsgNums": "32",
-        "sysFlag": str(FLAG_SUBSCRIPTION), "commitOffset": "0", "suspendTimeoutMillis": "0",
-        "subVersion": "0", "subscription": "TagA || TagB", "expressionType": "TAG", "bname": "broker-a",
+        "consumerGroup": "g",
+        "topic": "T",
+        "queueId": "2",
+        "queueOffset": "7",
+        "maxMsgNums": "32",
+        "sysFlag": str(FLAG_SUBSCRIPTION),
+        "commitOffset": "0",
+        "suspendTimeoutMillis": "0",
+        "subVersion": "0",
+        "subscription": "TagA || TagB",
+        "expressionType": "TAG",
+        "bname": "broker-a",
     }
-    both = build_pull_request(consumer_group="g", topic="T", queue_id=0, offset=0, max_msgs=1, subscription=sub,
-                              commit_offset=5, suspend_timeout_ms=15000)
+    both = build_pull_request(
+        consumer_group="g",
+        topic="T",
+        queue_id=0,
+        offset=0,
+        max_msgs=1,
+        subscription=sub,
+        commit_offset=5,
+        suspend_timeout_ms=15000,
+    )
     assert int(both.ext_fields["sysFlag"]) == FLAG_SUBSCRIPTION | FLAG_COMMIT_OFFSET | FLAG_SUSPEND
     assert both.ext_fields["commitOffset"] == "5" and both.ext_fields["suspendTimeoutMillis"] == "15000"
-    registered = build_pull_request(consumer_group="g", topic="T", queue_id=0, offset=0, max_msgs=1,
-                                    subscription=sub, post_subscription=False)
+    registered = build_pull_request(
+        consumer_group="g", topic="T", queue_id=0, offset=0, max_msgs=1, subscription=sub, post_subscription=False
+    )
     assert registered.ext_fields["sysFlag"] == "0" and "subscription" not in registered.ext_fields
 
 
@@ -109,8 +143,9 @@ def test_a_pull_from_a_template_is_the_bytes_of_the_request_encoded_whole(expres
     from rocketlake.resources.rocketmq.pull import PULL_OPEN_FIELDS
 
     sub = Subscription.parse("T", expression, "SQL92" if ">" in expression else "TAG")
-    args = dict(consumer_group="g", topic="T", queue_id=3, subscription=sub, broker_name="broker-a",
-                suspend_timeout_ms=0)
+    args = dict(
+        consumer_group="g", topic="T", queue_id=3, subscription=sub, broker_name="broker-a", suspend_timeout_ms=0
+    )
     template = RequestTemplate(build_pull_request(**args, offset=0, max_msgs=1, commit_offset=0), PULL_OPEN_FIELDS)
     for offset, size, commit, opaque in [(0, 1, 0, 0), (123456789012345, 1024, 77, 2**31 - 1), (9, 32, 5, 12)]:
         whole = replace(build_pull_request(**args, offset=offset, max_msgs=size, commit_offset=commit), opaque=opaque)
@@ -119,17 +154,40 @@ def test_a_pull_from_a_template_is_the_bytes_of_the_request_encoded_whole(expres
         RequestTemplate(build_pull_request(**args, offset=0, max_msgs=1), ("nextBeginOffset",))
 
 
-@pytest.mark.parametrize("bad", [{"queue_id": -1}, {"offset": -1}, {"max_msgs": 0}, {"max_msgs": 1025},
-                                 {"commit_offset": -2}, {"suspend_timeout_ms": -1}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"queue_id": -1},
+        {"offset": -1},
+        {"max_msgs": 0},
+        {"max_msgs": 1025},
+        {"commit_offset": -2},
+        {"suspend_timeout_ms": -1},
+    ],
+)
 def test_pull_request_refuses_bad_arguments(bad: dict) -> None:
-    args = {"consumer_group": "g", "topic": "T", "queue_id": 0, "offset": 0, "max_msgs": 32,
-            "subscription": Subscription.parse("T", "*"), **bad}
+    args = {
+        "consumer_group": "g",
+        "topic": "T",
+        "queue_id": 0,
+        "offset": 0,
+        "max_msgs": 32,
+        "subscription": Subscription.parse("T", "*"),
+        **bad,
+    }
     with pytest.raises(InvalidArgument):
         build_pull_request(**args)
 
 
-@pytest.mark.parametrize(("code", "status"), [(0, PullStatus.FOUND), (19, PullStatus.NO_NEW_MSG),
-                                              (20, PullStatus.NO_MATCHED_MSG), (21, PullStatus.OFFSET_ILLEGAL)])
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        (0, PullStatus.FOUND),
+        (19, PullStatus.NO_NEW_MSG),
+        (20, PullStatus.NO_MATCHED_MSG),
+        (21, PullStatus.OFFSET_ILLEGAL),
+    ],
+)
 def test_pull_codes_map_like_the_java_client(code: int, status: PullStatus) -> None:
     body = record(4) if code == 0 else b""
     remark = {0: "FOUND", 19: "OFFSET_OVERFLOW_ONE", 20: "NO_MATCHED_MESSAGE", 21: "NO_MESSAGE_IN_QUEUE"}[code]
@@ -151,14 +209,19 @@ def test_pull_rechecks_tags_on_the_client_and_counts_what_it_drops() -> None:
 
 def test_pull_errors_name_the_broker_request_and_code() -> None:
     with pytest.raises(TopicNotExist) as caught:
-        parse_pull_response(response(17, "topic[T] not exist"), Subscription.parse("T", "*"), address=ADDRESS,
-                            hint="create it")
-    assert str(caught.value) == f"{ADDRESS} answered PULL_MESSAGE(11) with TOPIC_NOT_EXIST(17): topic[T] not exist -- create it"
+        parse_pull_response(
+            response(17, "topic[T] not exist"), Subscription.parse("T", "*"), address=ADDRESS, hint="create it"
+        )
+    assert (
+        str(caught.value)
+        == f"{ADDRESS} answered PULL_MESSAGE(11) with TOPIC_NOT_EXIST(17): topic[T] not exist -- create it"
+    )
     with pytest.raises(ProtocolError, match="nextBeginOffset='x'"):
         parse_pull_response(response(19, nextBeginOffset="x"), Subscription.parse("T", "*"), address=ADDRESS)
     with pytest.raises(ProtocolError, match="does not decode"):
-        parse_pull_response(response(0, body=b"\x00" * 200, nextBeginOffset=1), Subscription.parse("T", "*"),
-                            address=ADDRESS)
+        parse_pull_response(
+            response(0, body=b"\x00" * 200, nextBeginOffset=1), Subscription.parse("T", "*"), address=ADDRESS
+        )
 
 
 # --------------------------------------------------------------------------- send (sans I/O)
@@ -170,7 +233,16 @@ def test_send_request_is_java_shaped_and_compresses_from_4096_bytes() -> None:
     f = request.ext_fields
     assert request.code == RequestCode.SEND_MESSAGE_V2 and request.body == b"x" * 4095
     assert (f["a"], f["b"], f["c"], f["d"], f["e"], f["f"], f["h"], f["m"], f["n"]) == (
-        "pg", "T", "TBW102", "4", "2", "0", "3", "false", "broker-a")
+        "pg",
+        "T",
+        "TBW102",
+        "4",
+        "2",
+        "0",
+        "3",
+        "false",
+        "broker-a",
+    )
     assert decode_properties(f["i"]) == {"p": "v", "TAGS": "TagA", "KEYS": "k1 k2", "WAIT": "true", "UNIQ_KEY": key}
     assert re.fullmatch(r"[0-9A-F]{32}", key)
 
@@ -182,13 +254,30 @@ def test_a_retry_message_keeps_its_properties_and_carries_its_reconsume_times_in
     """What Java's producer sends for a %RETRY% message (DefaultMQProducerImpl#sendKernelImpl): the properties as
     they are (RECONSUME_TIME and MAX_RECONSUME_TIMES included: the string is made before they are cleared), the
     original's UNIQ_KEY kept, reconsume times in ``j`` and the maximum in ``l``."""
-    props = {"UNIQ_KEY": "U1", "TAGS": "t", "RETRY_TOPIC": "orders", "ORIGIN_MESSAGE_ID": "U1", "RECONSUME_TIME": "2",
-             "MAX_RECONSUME_TIMES": "16", "DELAY": "4", "colour": "red"}
-    request, [key] = build_retry_request(RetryMessage("%RETRY%g", b"x", props, 2, 16, flag=5), 0, producer_group="pg",
-                                         broker_name="broker-b")
+    props = {
+        "UNIQ_KEY": "U1",
+        "TAGS": "t",
+        "RETRY_TOPIC": "orders",
+        "ORIGIN_MESSAGE_ID": "U1",
+        "RECONSUME_TIME": "2",
+        "MAX_RECONSUME_TIMES": "16",
+        "DELAY": "4",
+        "colour": "red",
+    }
+    request, [key] = build_retry_request(
+        RetryMessage("%RETRY%g", b"x", props, 2, 16, flag=5), 0, producer_group="pg", broker_name="broker-b"
+    )
     f = request.ext_fields
     assert request.code == RequestCode.SEND_MESSAGE_V2 and request.body == b"x" and key == "U1"
-    assert (f["a"], f["b"], f["e"], f["h"], f["j"], f["l"], f["n"]) == ("pg", "%RETRY%g", "0", "5", "2", "16", "broker-b")
+    assert (f["a"], f["b"], f["e"], f["h"], f["j"], f["l"], f["n"]) == (
+        "pg",
+        "%RETRY%g",
+        "0",
+        "5",
+        "2",
+        "16",
+        "broker-b",
+    )
     assert decode_properties(f["i"]) == props
     _, [made] = build_retry_request(RetryMessage("%RETRY%g", b"x", {}, 1, 16), 0)
     assert re.fullmatch(r"[0-9A-F]{32}", made)  # none to keep: a new one, as MessageClientIDSetter#setUniqID
@@ -213,26 +302,59 @@ def test_batch_request_keeps_one_unique_key_per_message_and_none_for_the_batch()
 
 def test_send_answers_become_one_result_per_message() -> None:
     answer = response(0, queueId=1, queueOffset=10, msgId="AA,BB,CC")
-    results = parse_send_response(answer, ["k0", "k1", "k2"], topic="T", broker_name="b", address=ADDRESS,
-                                  request_code=320)
-    assert [(r.msg_id, r.offset_msg_id, r.queue_offset) for r in results] == [("k0", "AA", 10), ("k1", "BB", 11),
-                                                                              ("k2", "CC", 12)]
+    results = parse_send_response(
+        answer, ["k0", "k1", "k2"], topic="T", broker_name="b", address=ADDRESS, request_code=320
+    )
+    assert [(r.msg_id, r.offset_msg_id, r.queue_offset) for r in results] == [
+        ("k0", "AA", 10),
+        ("k1", "BB", 11),
+        ("k2", "CC", 12),
+    ]
     assert {r.queue for r in results} == {MessageQueue("T", "b", 1)} and results[0].status is SendStatus.SEND_OK
-    assert parse_send_response(response(10, queueId=0, queueOffset=0, msgId="X"), ["k"], topic="T", broker_name="b",
-                               address=ADDRESS, request_code=310)[0].status is SendStatus.FLUSH_DISK_TIMEOUT
+    assert (
+        parse_send_response(
+            response(10, queueId=0, queueOffset=0, msgId="X"),
+            ["k"],
+            topic="T",
+            broker_name="b",
+            address=ADDRESS,
+            request_code=310,
+        )[0].status
+        is SendStatus.FLUSH_DISK_TIMEOUT
+    )
     with pytest.raises(SystemBusy):
-        parse_send_response(response(2, "[REJECTREQUEST]system busy"), ["k"], topic="T", broker_name="b",
-                            address=ADDRESS, request_code=310)
+        parse_send_response(
+            response(2, "[REJECTREQUEST]system busy"),
+            ["k"],
+            topic="T",
+            broker_name="b",
+            address=ADDRESS,
+            request_code=310,
+        )
     with pytest.raises(ProtocolError, match="2 message ids"):
-        parse_send_response(response(0, queueId=0, queueOffset=0, msgId="A,B"), ["k"], topic="T", broker_name="b",
-                            address=ADDRESS, request_code=320)
+        parse_send_response(
+            response(0, queueId=0, queueOffset=0, msgId="A,B"),
+            ["k"],
+            topic="T",
+            broker_name="b",
+            address=ADDRESS,
+            request_code=320,
+        )
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"body": b""}, {"body": b"x" * (4 * 1024 * 1024 + 1)}, {"properties": {"TAGS": "x"}},
-    {"properties": {"k": " "}}, {"tags": "a\x01b"}, {"topic": "bad topic"}, {"topic": "SCHEDULE_TOPIC_XXXX"},
-    {"delay_level": 19},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"body": b""},
+        {"body": b"x" * (4 * 1024 * 1024 + 1)},
+        {"properties": {"TAGS": "x"}},
+        {"properties": {"k": " "}},
+        {"tags": "a\x01b"},
+        {"topic": "bad topic"},
+        {"topic": "SCHEDULE_TOPIC_XXXX"},
+        {"delay_level": 19},
+    ],
+)
 def test_outgoing_messages_are_validated_like_java(kwargs: dict) -> None:
     with pytest.raises(InvalidArgument):
         OutgoingMessage(**{"topic": "T", "body": b"x", **kwargs})
@@ -242,15 +364,17 @@ def test_outgoing_messages_are_validated_like_java(kwargs: dict) -> None:
 
 
 def test_consume_stats_with_object_keys_are_parsed() -> None:
-    body = (b'{"consumeTps":1.5,"offsetTable":{{"brokerName":"b","queueId":1,"topic":"T"}:'
-            b'{"brokerOffset":9,"consumerOffset":4,"lastTimestamp":77,"pullOffset":5},'
-            b'{"brokerName":"a","queueId":0,"topic":"T"}:{"brokerOffset":3,"consumerOffset":0,"lastTimestamp":0,'
-            b'"pullOffset":0}}}')
+    body = (
+        b'{"consumeTps":1.5,"offsetTable":{{"brokerName":"b","queueId":1,"topic":"T"}:'
+        b'{"brokerOffset":9,"consumerOffset":4,"lastTimestamp":77,"pullOffset":5},'
+        b'{"brokerName":"a","queueId":0,"topic":"T"}:{"brokerOffset":3,"consumerOffset":0,"lastTimestamp":0,'
+        b'"pullOffset":0}}}'
+    )
     stats = parse_consume_stats(body)
     assert stats.consume_tps == 1.5
-    assert {mq: (w.broker_offset, w.consumer_offset, w.pull_offset, w.last_timestamp)
-            for mq, w in stats.offsets.items()} == {MessageQueue("T", "b", 1): (9, 4, 5, 77),
-                                                    MessageQueue("T", "a", 0): (3, 0, 0, 0)}
+    assert {
+        mq: (w.broker_offset, w.consumer_offset, w.pull_offset, w.last_timestamp) for mq, w in stats.offsets.items()
+    } == {MessageQueue("T", "b", 1): (9, 4, 5, 77), MessageQueue("T", "a", 0): (3, 0, 0, 0)}
     assert parse_consume_stats(b'{"consumeTps":0.0,"offsetTable":{}}').offsets == {}
     with pytest.raises(ProtocolError):
         parse_consume_stats(b'{"offsetTable":{"x":1}}')
@@ -261,7 +385,7 @@ def test_fastjson_dialect_parser() -> None:
     parsed = loads('{"m":{{"k":[1,2]}:true}}')
     [key] = parsed["m"]
     assert isinstance(key, FrozenObject) and key.as_dict() == {"k": (1, 2)} and parsed["m"][key] is True
-    assert loads(b' [ ] ') == [] and loads('{"s":"{not:a key}"}') == {"s": "{not:a key}"}
+    assert loads(b" [ ] ") == [] and loads('{"s":"{not:a key}"}') == {"s": "{not:a key}"}
     for bad in ('{"a":1', '{"a" 1}', "[1,]", '{"a":1} x', ""):
         with pytest.raises(ProtocolError):
             loads(bad)
@@ -270,14 +394,24 @@ def test_fastjson_dialect_parser() -> None:
 def test_lock_bodies_and_topic_and_group_requests() -> None:
     queues = [MessageQueue("T", "b", 1), MessageQueue("T", "a", 0), MessageQueue("T", "a", 0)]
     assert json.loads(encode_lock_body("g", "c1", queues)) == {
-        "clientId": "c1", "consumerGroup": "g", "onlyThisBroker": False,
+        "clientId": "c1",
+        "consumerGroup": "g",
+        "onlyThisBroker": False,
         "mqSet": [{"brokerName": "a", "queueId": 0, "topic": "T"}, {"brokerName": "b", "queueId": 1, "topic": "T"}],
     }
     assert parse_lock_response(b'{"lockOKMQSet":[{"brokerName":"a","queueId":0,"topic":"T"}]}') == {queues[1]}
     assert parse_lock_response(b"") == set()
     create = build_create_topic_request("T", read_queue_nums=4, write_queue_nums=2)
-    assert create.ext_fields == {"topic": "T", "defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "2",
-                                 "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
+    assert create.ext_fields == {
+        "topic": "T",
+        "defaultTopic": "TBW102",
+        "readQueueNums": "4",
+        "writeQueueNums": "2",
+        "perm": "6",
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": "0",
+        "order": "false",
+    }
     config = json.loads(SubscriptionGroupConfig("g", consume_enable=False).encode())
     assert config["groupName"] == "g" and config["consumeEnable"] is False and config["retryMaxTimes"] == 16
 
@@ -288,8 +422,12 @@ def test_heartbeat_body_has_the_java_shape() -> None:
     [consumer] = body["consumerDataSet"]
     assert body["clientID"] == "10.0.0.5@1#2" and body["producerDataSet"] == [{"groupName": "pg"}]
     assert {k: consumer[k] for k in ("groupName", "consumeType", "messageModel", "consumeFromWhere", "unitMode")} == {
-        "groupName": "g1", "consumeType": "CONSUME_ACTIVELY", "messageModel": "BROADCASTING",
-        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "unitMode": False}
+        "groupName": "g1",
+        "consumeType": "CONSUME_ACTIVELY",
+        "messageModel": "BROADCASTING",
+        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+        "unitMode": False,
+    }
     [sub] = consumer["subscriptionDataSet"]
     assert (sub["topic"], sub["subString"], sub["tagsSet"], sub["codeSet"]) == ("T1", "TagA", ["TagA"], [2598919])
     with pytest.raises(InvalidArgument):
@@ -380,8 +518,15 @@ def test_every_call_has_a_timeout_and_long_polls_get_longer_ones(scripted) -> No
 def test_pull_heartbeat_lock_and_send_over_the_wire(scripted) -> None:
     def script(r: RemotingCommand) -> RemotingCommand:
         if r.code == RequestCode.PULL_MESSAGE:
-            return response(0, "FOUND", record(0, "A") + record(1, "B"), nextBeginOffset=2, minOffset=0, maxOffset=2,
-                            suggestWhichBrokerId=0)
+            return response(
+                0,
+                "FOUND",
+                record(0, "A") + record(1, "B"),
+                nextBeginOffset=2,
+                minOffset=0,
+                maxOffset=2,
+                suggestWhichBrokerId=0,
+            )
         if r.code == RequestCode.LOCK_BATCH_MQ:
             mqs = json.loads(r.body)["mqSet"]
             return response(body=json.dumps({"lockOKMQSet": mqs[:1]}).encode())
@@ -398,16 +543,19 @@ def test_pull_heartbeat_lock_and_send_over_the_wire(scripted) -> None:
     sent = broker.send(OutgoingMessage("T", b"hi"), 3)
     assert (sent.queue, sent.queue_offset, sent.offset_msg_id) == (MessageQueue("T", "broker-a", 3), 5, "OFFSETID")
     codes = [peer.next_received().code for _ in range(4)]
-    assert codes == [RequestCode.PULL_MESSAGE, RequestCode.HEART_BEAT, RequestCode.LOCK_BATCH_MQ,
-                     RequestCode.SEND_MESSAGE_V2]
+    assert codes == [
+        RequestCode.PULL_MESSAGE,
+        RequestCode.HEART_BEAT,
+        RequestCode.LOCK_BATCH_MQ,
+        RequestCode.SEND_MESSAGE_V2,
+    ]
 
 
 def test_broker_client_pickles_without_its_sockets(scripted) -> None:
     broker, _ = scripted(lambda r: response(offset=1))
     assert broker.get_min_offset("T", 0) == 1
     copy = pickle.loads(pickle.dumps(broker))
-    assert (copy.address, copy.broker_name, copy.timeout, copy.server_version) == (
-        broker.address, "broker-a", 2.0, 479)
+    assert (copy.address, copy.broker_name, copy.timeout, copy.server_version) == (broker.address, "broker-a", 2.0, 479)
     assert isinstance(copy.connections, PrivateConnections) and copy.connections is not broker.connections
     assert copy.get_min_offset("T", 0) == 1
     copy.connections.close()

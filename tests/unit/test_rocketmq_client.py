@@ -38,14 +38,22 @@ from tests.unit.frame_peer import CLOSE, FrameEchoPeer
 
 
 def test_message_queues_sort_like_java_and_key_by_broker() -> None:
-    queues = [MessageQueue("T", "broker-b", 0), MessageQueue("T", "broker-a", 10), MessageQueue("S", "z", 0),
-              MessageQueue("T", "broker-a", 2)]
-    assert sorted(queues) == [MessageQueue("S", "z", 0), MessageQueue("T", "broker-a", 2),
-                              MessageQueue("T", "broker-a", 10), MessageQueue("T", "broker-b", 0)]
+    queues = [
+        MessageQueue("T", "broker-b", 0),
+        MessageQueue("T", "broker-a", 10),
+        MessageQueue("S", "z", 0),
+        MessageQueue("T", "broker-a", 2),
+    ]
+    assert sorted(queues) == [
+        MessageQueue("S", "z", 0),
+        MessageQueue("T", "broker-a", 2),
+        MessageQueue("T", "broker-a", 10),
+        MessageQueue("T", "broker-b", 0),
+    ]
     assert len({MessageQueue("T", "broker-a", 0), MessageQueue("T", "broker-b", 0)}) == 2
     # Java compares UTF-16 code units: U+FF5E (one unit) sorts after U+1F600 (surrogates D83D...).
-    assert MessageQueue("T", "\U0001F600", 0) < MessageQueue("T", "\uff5e", 0)
-    assert "\uff5e" < "\U0001F600"  # while Python's code-point order says the opposite
+    assert MessageQueue("T", "\U0001f600", 0) < MessageQueue("T", "\uff5e", 0)
+    assert "\uff5e" < "\U0001f600"  # while Python's code-point order says the opposite
     assert str(MessageQueue("T", "b", 1)) == "MessageQueue [topic=T, brokerName=b, queueId=1]"
     assert MessageQueue.from_json_dict(MessageQueue("T", "b", 1).as_json_dict()) == MessageQueue("T", "b", 1)
 
@@ -65,7 +73,9 @@ def test_unique_keys_have_the_java_layout_and_do_not_repeat() -> None:
 
 def test_unique_key_time_field_counts_ms_from_the_month_start() -> None:
     start, nxt = unique_key.month_start_ms(1_700_000_000_000)
-    assert start <= 1_700_000_000_000 < nxt and 28 * 86_400_000 - 3_600_000 <= nxt - start <= 31 * 86_400_000 + 3_600_000
+    assert (
+        start <= 1_700_000_000_000 < nxt and 28 * 86_400_000 - 3_600_000 <= nxt - start <= 31 * 86_400_000 + 3_600_000
+    )
     key = unique_key.create_uniq_id(now_ms=start + 12345)
     assert int(key[20:28], 16) == 12345
 
@@ -81,7 +91,12 @@ def test_a_forked_child_gets_a_new_fixed_part(monkeypatch) -> None:
 
 
 def test_exponential_backoff_and_retry_decisions() -> None:
-    assert list(ExponentialBackoff(retries=4, initial=0.1, multiplier=2, max_delay=0.3).delays()) == [0.1, 0.2, 0.3, 0.3]
+    assert list(ExponentialBackoff(retries=4, initial=0.1, multiplier=2, max_delay=0.3).delays()) == [
+        0.1,
+        0.2,
+        0.3,
+        0.3,
+    ]
     assert list(NO_RETRY.delays()) == []
     slept: list[float] = []
     calls = itertools.count(1)
@@ -92,8 +107,15 @@ def test_exponential_backoff_and_retry_decisions() -> None:
         return "ok"
 
     seen: list[int] = []
-    assert call_with_retries(flaky, ExponentialBackoff(retries=2, initial=0.5), sleep=slept.append,
-                             on_retry=lambda exc, n: seen.append(n)) == "ok"
+    assert (
+        call_with_retries(
+            flaky,
+            ExponentialBackoff(retries=2, initial=0.5),
+            sleep=slept.append,
+            on_retry=lambda exc, n: seen.append(n),
+        )
+        == "ok"
+    )
     assert slept == [0.5, 1.0] and seen == [1, 2]
 
     def missing() -> None:
@@ -102,6 +124,7 @@ def test_exponential_backoff_and_retry_decisions() -> None:
     with pytest.raises(TopicNotExist):
         call_with_retries(missing, ExponentialBackoff(retries=5), sleep=slept.append)
     assert slept == [0.5, 1.0]  # not retried
+
     def always_down() -> None:
         raise ConnectionFailed("down", address="a:1")
 
@@ -116,11 +139,17 @@ def test_exponential_backoff_and_retry_decisions() -> None:
 
 def route_body(topic: str, brokers: dict[str, tuple[str, int]]) -> bytes:
     """brokers: name -> (address, perm); 2 queues each."""
-    return json.dumps({
-        "queueDatas": [{"brokerName": n, "readQueueNums": 2, "writeQueueNums": 2, "perm": perm, "topicSysFlag": 0}
-                       for n, (_, perm) in brokers.items()],
-        "brokerDatas": [{"cluster": "c", "brokerName": n, "brokerAddrs": {"0": addr}} for n, (addr, _) in brokers.items()],
-    }).encode()
+    return json.dumps(
+        {
+            "queueDatas": [
+                {"brokerName": n, "readQueueNums": 2, "writeQueueNums": 2, "perm": perm, "topicSysFlag": 0}
+                for n, (_, perm) in brokers.items()
+            ],
+            "brokerDatas": [
+                {"cluster": "c", "brokerName": n, "brokerAddrs": {"0": addr}} for n, (addr, _) in brokers.items()
+            ],
+        }
+    ).encode()
 
 
 class Cluster:
@@ -140,10 +169,19 @@ class Cluster:
     def _namesrv_reply(self, request: RemotingCommand) -> list[bytes]:
         if request.code == RequestCode.GET_BROKER_CLUSTER_INFO:
             self.cluster_requests += 1
-            body = json.dumps({"brokerAddrTable": {n: {"cluster": "c", "brokerName": n,
-                                                       "brokerAddrs": {str(self.registered_as.get(n, 0)): p.address}}
-                                                   for n, p in self.brokers.items()},
-                               "clusterAddrTable": {"c": list(self.brokers)}}).encode()
+            body = json.dumps(
+                {
+                    "brokerAddrTable": {
+                        n: {
+                            "cluster": "c",
+                            "brokerName": n,
+                            "brokerAddrs": {str(self.registered_as.get(n, 0)): p.address},
+                        }
+                        for n, p in self.brokers.items()
+                    },
+                    "clusterAddrTable": {"c": list(self.brokers)},
+                }
+            ).encode()
             return [encode(answer(request, body=body))]
         topic = request.ext_fields["topic"]
         with self._lock:
@@ -167,10 +205,12 @@ class Cluster:
             peer.close()
 
 
-def answer(request: RemotingCommand, code: int = 0, remark: str | None = None, body: bytes = b"",
-           **fields: str) -> RemotingCommand:
-    return RemotingCommand(code=code, ext_fields=dict(fields), body=body, opaque=request.opaque, flag=1,
-                           remark=remark, language="JAVA")
+def answer(
+    request: RemotingCommand, code: int = 0, remark: str | None = None, body: bytes = b"", **fields: str
+) -> RemotingCommand:
+    return RemotingCommand(
+        code=code, ext_fields=dict(fields), body=body, opaque=request.opaque, flag=1, remark=remark, language="JAVA"
+    )
 
 
 @pytest.fixture
@@ -183,8 +223,13 @@ def cluster() -> Iterator[Cluster]:
 @pytest.fixture
 def client(cluster: Cluster) -> Iterator[RocketMQClient]:
     slept: list[float] = []
-    c = RocketMQClient(cluster.namesrv.address, timeout=1.0, private_connections=True, sleep=slept.append,
-                       backoff=ExponentialBackoff(retries=2, initial=0.01))
+    c = RocketMQClient(
+        cluster.namesrv.address,
+        timeout=1.0,
+        private_connections=True,
+        sleep=slept.append,
+        backoff=ExponentialBackoff(retries=2, initial=0.01),
+    )
     c.slept = slept  # type: ignore[attr-defined]
     yield c
     c.close()
@@ -194,8 +239,9 @@ def test_queues_come_from_a_cached_route(cluster: Cluster, client: RocketMQClien
     cluster.perms["broker-b"] = 2  # write-only: not subscribable
     assert client.queues("T") == [MessageQueue("T", "broker-a", 0), MessageQueue("T", "broker-a", 1)]
     assert len(client.queues("T", readable=False)) == 4
-    assert client.writable_queues("T") == sorted(MessageQueue("T", b, q) for b in ("broker-a", "broker-b")
-                                                 for q in (0, 1))
+    assert client.writable_queues("T") == sorted(
+        MessageQueue("T", b, q) for b in ("broker-a", "broker-b") for q in (0, 1)
+    )
     assert cluster.route_requests == 1  # three lookups, one request
     client.refresh_route("T")
     assert cluster.route_requests == 2
@@ -259,8 +305,9 @@ def test_sends_are_not_retried_when_they_may_have_been_stored(cluster: Cluster, 
     assert result.queue_offset == 3 and client.slept == [0.01]
 
 
-def test_a_retry_message_is_produced_on_another_broker_than_the_one_that_refused(cluster: Cluster,
-                                                                                 client: RocketMQClient) -> None:
+def test_a_retry_message_is_produced_on_another_broker_than_the_one_that_refused(
+    cluster: Cluster, client: RocketMQClient
+) -> None:
     """Where the retry topic is routed on other brokers, one of their queues; where it is not (it exists only where
     messages were sent back before), queue 0 of another master, which creates it. A broker that fails too is left
     for the next; the last error surfaces when none takes the message."""
@@ -270,6 +317,7 @@ def test_a_retry_message_is_produced_on_another_broker_than_the_one_that_refused
         def reply(request: RemotingCommand) -> list[bytes]:
             got[name].append(request)
             return [encode(answer(request, queueId=request.ext_fields["e"], queueOffset="0", msgId="OFFSETID"))]
+
         return reply
 
     for name in got:
@@ -361,8 +409,9 @@ def test_every_pull_option_reaches_the_broker_through_the_client(cluster: Cluste
         client.pull(mq, 3, 8, consumer_group="g", post_subscriptions=False)
 
 
-def test_offsets_from_master_leaves_out_a_slave_the_routes_list_as_brokerId_0(cluster: Cluster,
-                                                                             client: RocketMQClient) -> None:
+def test_offsets_from_master_leaves_out_a_slave_the_routes_list_as_brokerId_0(
+    cluster: Cluster, client: RocketMQClient
+) -> None:
     """A 5.x name server with supportActingMaster routes a slave answering for its dead master as brokerId 0; its
     cluster info still lists the slave under the id it registered with."""
     both = {n: cluster.brokers[n].address for n in ("broker-a", "broker-b")}

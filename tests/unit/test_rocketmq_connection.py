@@ -147,7 +147,8 @@ def test_rpc_hook_signs_a_copy_that_the_peer_can_verify(peer: FrameEchoPeer, con
 
 
 def test_one_thread_keeps_several_requests_in_flight_and_reads_their_answers_itself(
-        peer: FrameEchoPeer, conn: Connection) -> None:
+    peer: FrameEchoPeer, conn: Connection
+) -> None:
     held: list[RemotingCommand] = []
 
     def reply(req: RemotingCommand) -> list[bytes]:
@@ -161,7 +162,8 @@ def test_one_thread_keeps_several_requests_in_flight_and_reads_their_answers_its
 
 
 def test_a_caller_reading_for_itself_also_delivers_another_threads_answer(
-        peer: FrameEchoPeer, conn: Connection) -> None:
+    peer: FrameEchoPeer, conn: Connection
+) -> None:
     held: list[RemotingCommand] = []
 
     def reply(req: RemotingCommand) -> list[bytes]:
@@ -177,7 +179,8 @@ def test_a_caller_reading_for_itself_also_delivers_another_threads_answer(
 
 
 def test_a_cancelled_request_drops_its_late_answer_and_the_connection_goes_on(
-        peer: FrameEchoPeer, conn: Connection) -> None:
+    peer: FrameEchoPeer, conn: Connection
+) -> None:
     stalled: list[RemotingCommand] = []
 
     def reply(req: RemotingCommand) -> list[bytes]:
@@ -245,7 +248,9 @@ def test_without_close_on_timeout_a_late_answer_is_dropped_and_the_socket_kept(p
 # --------------------------------------------------------------------------- broken connections
 
 
-def test_a_channel_idle_past_the_limit_is_replaced_before_the_next_request(peer: FrameEchoPeer, conn: Connection) -> None:
+def test_a_channel_idle_past_the_limit_is_replaced_before_the_next_request(
+    peer: FrameEchoPeer, conn: Connection
+) -> None:
     """Brokers close a connection idle for 120 s; a request must never race that close, so a channel idle for
     CHANNEL_MAX_IDLE_S is retired and the request goes out on a new one. A busy channel is kept."""
     from rocketlake.resources.rocketmq.connection import CHANNEL_MAX_IDLE_S

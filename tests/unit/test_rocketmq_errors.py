@@ -45,8 +45,13 @@ def test_hint_and_missing_remark_are_spelled_out() -> None:
 @pytest.mark.parametrize(
     "code, remark",
     [  # as the real brokers answer (tests/integration/test_rocketmq_security.py)
-        (1, ("org.apache.rocketmq.acl.common.AclException: Check signature failed for accessKey=rocketlake_ak, "
-             "org.apache.rocketmq.acl.plain.PlainPermissionManager.validate(PlainPermissionManager.java:683)")),
+        (
+            1,
+            (
+                "org.apache.rocketmq.acl.common.AclException: Check signature failed for accessKey=rocketlake_ak, "
+                "org.apache.rocketmq.acl.plain.PlainPermissionManager.validate(PlainPermissionManager.java:683)"
+            ),
+        ),
         (16, "check signature failed."),
         (16, "username cannot be null."),
         (16, "User:someone_else is not found."),
@@ -61,8 +66,9 @@ def test_an_acl_refusal_says_to_check_the_credentials(code: int, remark: str) ->
 
 
 def test_other_refusals_get_no_acl_hint() -> None:
-    error = error_for_response(address="a:1", request_code=11, response_code=16,
-                               remark="the broker[10.0.0.1] pulling message is forbidden")
+    error = error_for_response(
+        address="a:1", request_code=11, response_code=16, remark="the broker[10.0.0.1] pulling message is forbidden"
+    )
     assert error.hint is None and "AccessKey" not in str(error)
 
 
@@ -167,15 +173,92 @@ def test_codes_match_the_reference(member: int, value: int) -> None:
 
 def test_reference_request_catalogue_is_complete() -> None:
     # Section 2.0 catalogue plus the server-to-client requests of section 1.5.
-    listed = {105, 106, 11, 361, 31, 30, 29, 32, 14, 15, 38, 34, 35, 36, 41, 42, 10, 310, 320, 17, 215, 216,
-              203, 208, 40, 220, 221, 307, 309, 39, 326}
+    listed = {
+        105,
+        106,
+        11,
+        361,
+        31,
+        30,
+        29,
+        32,
+        14,
+        15,
+        38,
+        34,
+        35,
+        36,
+        41,
+        42,
+        10,
+        310,
+        320,
+        17,
+        215,
+        216,
+        203,
+        208,
+        40,
+        220,
+        221,
+        307,
+        309,
+        39,
+        326,
+    }
     assert listed <= {int(c) for c in RequestCode}
 
 
 def test_reference_response_codes_are_complete() -> None:
-    listed = {0, 1, 2, 3, 4, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29,
-              200, 201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211, 212, 213, 215, 501, 604, 1500,
-              -1000, -1002, -1004, -1006}
+    listed = {
+        0,
+        1,
+        2,
+        3,
+        4,
+        10,
+        11,
+        12,
+        13,
+        14,
+        15,
+        16,
+        17,
+        18,
+        19,
+        20,
+        21,
+        22,
+        23,
+        24,
+        25,
+        26,
+        27,
+        28,
+        29,
+        200,
+        201,
+        202,
+        203,
+        204,
+        205,
+        206,
+        207,
+        208,
+        209,
+        210,
+        211,
+        212,
+        213,
+        215,
+        501,
+        604,
+        1500,
+        -1000,
+        -1002,
+        -1004,
+        -1006,
+    }
     assert listed == {int(c) for c in ResponseCode}
 
 
@@ -191,9 +274,11 @@ def test_a_refusal_for_tls_or_a_signature_is_not_retried() -> None:
     from rocketlake.resources.rocketmq.retry import is_retriable
 
     acl = error_for_response(address="a:1", request_code=34, response_code=16, remark="check signature failed.")
-    untrusted = ConnectionTurnedAway("the TLS handshake with a:1 failed: its certificate is not trusted",
-                                     address="a:1", request_code=34)
-    restart = ConnectionFailed("cannot connect to a:1 for HEART_BEAT(34): [Errno 111] Connection refused",
-                               address="a:1", request_code=34)
+    untrusted = ConnectionTurnedAway(
+        "the TLS handshake with a:1 failed: its certificate is not trusted", address="a:1", request_code=34
+    )
+    restart = ConnectionFailed(
+        "cannot connect to a:1 for HEART_BEAT(34): [Errno 111] Connection refused", address="a:1", request_code=34
+    )
     assert is_refusal(acl) and is_refusal(untrusted) and not is_refusal(restart)
     assert not is_retriable(untrusted) and not is_retriable(acl) and is_retriable(restart)

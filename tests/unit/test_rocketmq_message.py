@@ -86,37 +86,41 @@ def build_record(
         topic_length = struct.pack(">h", len(topic))  # V2: int16 topic length
     else:
         topic_length = struct.pack(">b", len(topic))  # V1: int8 topic length (read signed)
-    fields = b"".join([
-        struct.pack(">i", magic),  # 2 MAGICCODE
-        struct.pack(">i", body_crc),  # 3 BODYCRC
-        struct.pack(">i", queue_id),  # 4 QUEUEID
-        struct.pack(">i", flag),  # 5 FLAG
-        struct.pack(">q", queue_offset),  # 6 QUEUEOFFSET
-        struct.pack(">q", physical_offset),  # 7 PHYSICALOFFSET
-        struct.pack(">i", sys_flag),  # 8 SYSFLAG
-        struct.pack(">q", born_timestamp),  # 9 BORNTIMESTAMP
-        born_ip + struct.pack(">i", born_port),  # 10 BORNHOST: 4 or 16 address bytes + int32 port
-        struct.pack(">q", store_timestamp),  # 11 STORETIMESTAMP
-        store_ip + struct.pack(">i", store_port),  # 12 STOREHOST
-        struct.pack(">i", reconsume_times),  # 13 RECONSUMETIMES
-        struct.pack(">q", prepared_offset),  # 14 PreparedTransactionOffset
-        struct.pack(">i", len(body)) + body,  # 15 BODYLEN + BODY
-        topic_length + topic,  # 16 TOPICLEN + TOPIC
-        struct.pack(">h", len(properties)) + properties,  # 17 PROPERTIESLEN + PROPERTIES
-    ])
+    fields = b"".join(
+        [
+            struct.pack(">i", magic),  # 2 MAGICCODE
+            struct.pack(">i", body_crc),  # 3 BODYCRC
+            struct.pack(">i", queue_id),  # 4 QUEUEID
+            struct.pack(">i", flag),  # 5 FLAG
+            struct.pack(">q", queue_offset),  # 6 QUEUEOFFSET
+            struct.pack(">q", physical_offset),  # 7 PHYSICALOFFSET
+            struct.pack(">i", sys_flag),  # 8 SYSFLAG
+            struct.pack(">q", born_timestamp),  # 9 BORNTIMESTAMP
+            born_ip + struct.pack(">i", born_port),  # 10 BORNHOST: 4 or 16 address bytes + int32 port
+            struct.pack(">q", store_timestamp),  # 11 STORETIMESTAMP
+            store_ip + struct.pack(">i", store_port),  # 12 STOREHOST
+            struct.pack(">i", reconsume_times),  # 13 RECONSUMETIMES
+            struct.pack(">q", prepared_offset),  # 14 PreparedTransactionOffset
+            struct.pack(">i", len(body)) + body,  # 15 BODYLEN + BODY
+            topic_length + topic,  # 16 TOPICLEN + TOPIC
+            struct.pack(">h", len(properties)) + properties,  # 17 PROPERTIESLEN + PROPERTIES
+        ]
+    )
     size = 4 + len(fields) if total_size is None else total_size
     return struct.pack(">i", size) + fields  # 1 TOTALSIZE (whole record, this field included)
 
 
 def build_batch_record(*, body: bytes, properties: bytes = b"", flag: int = 0) -> bytes:
     """One SEND_BATCH_MESSAGE / inner-batch record (``MessageDecoder#encodeMessage``)."""
-    fields = b"".join([
-        struct.pack(">i", 0),  # 2 MAGICCODE: 0 in batch records
-        struct.pack(">i", 0),  # 3 BODYCRC: 0 in batch records
-        struct.pack(">i", flag),  # 4 FLAG
-        struct.pack(">i", len(body)) + body,  # 5 BODYLEN + BODY
-        struct.pack(">h", len(properties)) + properties,  # 6 PROPERTIESLEN + PROPERTIES
-    ])
+    fields = b"".join(
+        [
+            struct.pack(">i", 0),  # 2 MAGICCODE: 0 in batch records
+            struct.pack(">i", 0),  # 3 BODYCRC: 0 in batch records
+            struct.pack(">i", flag),  # 4 FLAG
+            struct.pack(">i", len(body)) + body,  # 5 BODYLEN + BODY
+            struct.pack(">h", len(properties)) + properties,  # 6 PROPERTIESLEN + PROPERTIES
+        ]
+    )
     return struct.pack(">i", 4 + len(fields)) + fields  # 1 TOTALSIZE
 
 
@@ -137,21 +141,43 @@ def decode_error(data: bytes, **kwargs: object) -> MessageDecodeError:
 
 def test_ipv4_record_decodes_every_field():
     record = build_record(
-        topic=b"TopicTest", body=b"hello", properties=props(("TAGS", "TagA"), ("UNIQ_KEY", "AB12")),
-        body_crc=123456, queue_id=3, flag=7, queue_offset=42, physical_offset=0x1234,
-        born_timestamp=1_700_000_000_000, born_ip=bytes([10, 0, 0, 1]), born_port=54321,
-        store_timestamp=1_700_000_000_005, store_ip=bytes([10, 0, 0, 2]), store_port=10911,
-        reconsume_times=2, prepared_offset=99,
+        topic=b"TopicTest",
+        body=b"hello",
+        properties=props(("TAGS", "TagA"), ("UNIQ_KEY", "AB12")),
+        body_crc=123456,
+        queue_id=3,
+        flag=7,
+        queue_offset=42,
+        physical_offset=0x1234,
+        born_timestamp=1_700_000_000_000,
+        born_ip=bytes([10, 0, 0, 1]),
+        born_port=54321,
+        store_timestamp=1_700_000_000_005,
+        store_ip=bytes([10, 0, 0, 2]),
+        store_port=10911,
+        reconsume_times=2,
+        prepared_offset=99,
     )
     # 91 fixed bytes (IPv4 hosts, V1) + body + topic + properties (protocol reference 3.1)
     assert len(record) == 91 + 5 + 9 + len(props(("TAGS", "TagA"), ("UNIQ_KEY", "AB12")))
     m = decode_one(record)
     assert m == Message(
-        topic="TopicTest", flag=7, queue_id=3, queue_offset=42, commit_log_offset=0x1234, sys_flag=0,
-        born_timestamp=1_700_000_000_000, born_host="10.0.0.1:54321",
-        store_timestamp=1_700_000_000_005, store_host="10.0.0.2:10911", reconsume_times=2,
-        prepared_transaction_offset=99, body=b"hello", properties={"TAGS": "TagA", "UNIQ_KEY": "AB12"},
-        body_crc=123456, store_size=len(record),
+        topic="TopicTest",
+        flag=7,
+        queue_id=3,
+        queue_offset=42,
+        commit_log_offset=0x1234,
+        sys_flag=0,
+        born_timestamp=1_700_000_000_000,
+        born_host="10.0.0.1:54321",
+        store_timestamp=1_700_000_000_005,
+        store_host="10.0.0.2:10911",
+        reconsume_times=2,
+        prepared_transaction_offset=99,
+        body=b"hello",
+        properties={"TAGS": "TagA", "UNIQ_KEY": "AB12"},
+        body_crc=123456,
+        store_size=len(record),
     )
     assert m.body == b"hello"  # body is excluded from repr only, not from equality
 
@@ -162,29 +188,39 @@ def test_decoded_message_is_a_frozen_message():
     with pytest.raises(dataclasses.FrozenInstanceError):
         m.topic = "other"  # type: ignore[misc]
     assert dataclasses.replace(m, topic="other").topic == "other"
-    twin = Message(topic="TopicTest", store_host="127.0.0.1:10911", born_host="127.0.0.1:0",
-                   body=b"hello", store_size=m.store_size)
+    twin = Message(
+        topic="TopicTest", store_host="127.0.0.1:10911", born_host="127.0.0.1:0", body=b"hello", store_size=m.store_size
+    )
     assert m == twin
     assert hash(m) == hash(twin)  # properties (a dict) is left out of the hash
     assert m != dataclasses.replace(twin, body=b"other")
 
 
 def test_ipv6_born_and_store_hosts():
-    record = build_record(sys_flag=BORN_V6 | STORE_V6, born_ip=IPV6_DOC, born_port=40000,
-                          store_ip=bytes(15) + b"\x01", store_port=10911, physical_offset=5)
+    record = build_record(
+        sys_flag=BORN_V6 | STORE_V6,
+        born_ip=IPV6_DOC,
+        born_port=40000,
+        store_ip=bytes(15) + b"\x01",
+        store_port=10911,
+        physical_offset=5,
+    )
     assert len(record) == 91 + 24 + 5 + 9  # two 12-byte-longer host fields
     m = decode_one(record)
     assert m.born_host == "[2001:db8::1]:40000"
     assert m.store_host == "[::1]:10911"
     assert m.sys_flag == BORN_V6 | STORE_V6
     # 16 ip + 4 port + 8 offset = 28 bytes = 56 hex chars
-    assert m.offset_msg_id == "00000000000000000000000000000001" "00002A9F" "0000000000000005"
+    assert m.offset_msg_id == "0000000000000000000000000000000100002A9F0000000000000005"
 
 
-@pytest.mark.parametrize(("sys_flag", "born_ip", "store_ip"), [
-    (BORN_V6, IPV6_DOC, LOCALHOST),
-    (STORE_V6, LOCALHOST, IPV6_DOC),
-])
+@pytest.mark.parametrize(
+    ("sys_flag", "born_ip", "store_ip"),
+    [
+        (BORN_V6, IPV6_DOC, LOCALHOST),
+        (STORE_V6, LOCALHOST, IPV6_DOC),
+    ],
+)
 def test_mixed_host_families(sys_flag, born_ip, store_ip):
     m = decode_one(build_record(sys_flag=sys_flag, born_ip=born_ip, store_ip=store_ip, born_port=1))
     assert m.born_host == ("[2001:db8::1]:1" if born_ip == IPV6_DOC else "127.0.0.1:1")
@@ -197,7 +233,7 @@ def test_ipv4_mapped_ipv6_host_is_ipv4_but_keeps_the_56_char_id_layout():
     # buffer from the flag (28 bytes) and fills 16 of them: ip(4) port(4) offset(8) + 12 zero bytes.
     m = decode_one(build_record(sys_flag=STORE_V6, store_ip=IPV4_MAPPED, physical_offset=0x10))
     assert m.store_host == "192.168.1.7:10911"
-    assert m.offset_msg_id == "C0A80107" "00002A9F" "0000000000000010" + "0" * 24
+    assert m.offset_msg_id == "C0A8010700002A9F0000000000000010" + "0" * 24
 
 
 def test_magic_v2_has_a_two_byte_topic_length():
@@ -270,12 +306,15 @@ def test_body_crc_helper_matches_utilall_crc32():
 BIG_TEXT = b"RocketMQ body that compresses well. " * 300  # > 4096 bytes, as Java compresses
 
 
-@pytest.mark.parametrize(("sys_flag", "stored"), [
-    (COMPRESSED, zlib.compress(BIG_TEXT, 5)),  # 4.x: no type bits = ZLIB
-    (COMPRESSED | ZLIB_TYPE, zlib.compress(BIG_TEXT, 9)),
-    (COMPRESSED | LZ4_TYPE, lz4.frame.compress(BIG_TEXT, block_linked=False)),
-    (COMPRESSED | ZSTD_TYPE, zstandard.ZstdCompressor(level=5).compress(BIG_TEXT)),
-])
+@pytest.mark.parametrize(
+    ("sys_flag", "stored"),
+    [
+        (COMPRESSED, zlib.compress(BIG_TEXT, 5)),  # 4.x: no type bits = ZLIB
+        (COMPRESSED | ZLIB_TYPE, zlib.compress(BIG_TEXT, 9)),
+        (COMPRESSED | LZ4_TYPE, lz4.frame.compress(BIG_TEXT, block_linked=False)),
+        (COMPRESSED | ZSTD_TYPE, zstandard.ZstdCompressor(level=5).compress(BIG_TEXT)),
+    ],
+)
 def test_compressed_bodies_are_inflated_and_the_flag_cleared(sys_flag, stored):
     record = build_record(body=stored, sys_flag=sys_flag, body_crc=body_crc(stored))
     m = decode_one(record)
@@ -292,8 +331,13 @@ def test_lz4_frame_as_lz4_java_writes_it():
     # (4 MiB blocks), header checksum 0x73; an incompressible block is stored raw with the high bit
     # set in its little-endian length; a zero length ends the frame (no content checksum).
     payload = bytes(range(200))
-    frame = (bytes.fromhex("04224d18") + bytes([0x60, 0x70, 0x73])
-             + struct.pack("<I", 0x8000_0000 | len(payload)) + payload + struct.pack("<I", 0))
+    frame = (
+        bytes.fromhex("04224d18")
+        + bytes([0x60, 0x70, 0x73])
+        + struct.pack("<I", 0x8000_0000 | len(payload))
+        + payload
+        + struct.pack("<I", 0)
+    )
     m = decode_one(build_record(body=frame, sys_flag=COMPRESSED | LZ4_TYPE))
     assert m.body == payload
 
@@ -336,9 +380,14 @@ def test_our_lz4_frame_header_is_lz4_javas():
     assert compress(b"abc", CompressionType.LZ4)[:7] == bytes.fromhex("04224d18607073")
 
 
-@pytest.mark.parametrize(("kind", "bits"), [
-    (CompressionType.ZLIB, ZLIB_TYPE), (CompressionType.LZ4, LZ4_TYPE), (CompressionType.ZSTD, ZSTD_TYPE),
-])
+@pytest.mark.parametrize(
+    ("kind", "bits"),
+    [
+        (CompressionType.ZLIB, ZLIB_TYPE),
+        (CompressionType.LZ4, LZ4_TYPE),
+        (CompressionType.ZSTD, ZSTD_TYPE),
+    ],
+)
 def test_decompression_bomb_is_refused(kind, bits):
     stored = compress(b"\x00" * (2 * 1024 * 1024), kind)
     record = build_record(body=stored, sys_flag=COMPRESSED | bits)
@@ -400,8 +449,7 @@ def test_bad_magic(magic):
 
 def test_total_size_too_small_for_the_ipv6_layout():
     # TOTALSIZE claims only the IPv4 layout's size, but the sysflag asks for IPv6 hosts.
-    err = decode_error(build_record(sys_flag=BORN_V6 | STORE_V6, body=b"", topic=b"", total_size=91)
-                       [:91])
+    err = decode_error(build_record(sys_flag=BORN_V6 | STORE_V6, body=b"", topic=b"", total_size=91)[:91])
     assert err.field == "TOTALSIZE"
 
 
@@ -452,19 +500,22 @@ def test_decode_error_survives_pickling():
 # --- properties string --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("", {}),
-    ("a\x01b", {"a": "b"}),  # no trailing separator
-    ("a\x01b\x02", {"a": "b"}),
-    ("\x01b\x02", {}),  # empty key dropped
-    ("a\x01\x02", {}),  # empty value dropped
-    ("ab\x02", {}),  # no name/value separator
-    ("abc\x02d\x01e", {"d": "e"}),  # Java's indexOf finds the \x01 of the next piece: rejected
-    ("a\x01b\x01c\x02", {"a": "b\x01c"}),  # value keeps further \x01
-    ("a\x011\x02a\x012\x02", {"a": "2"}),  # later duplicate wins
-    ("\x02\x02a\x01b\x02\x02", {"a": "b"}),
-    ("k\x01 \x02", {"k": " "}),  # whitespace is a value
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", {}),
+        ("a\x01b", {"a": "b"}),  # no trailing separator
+        ("a\x01b\x02", {"a": "b"}),
+        ("\x01b\x02", {}),  # empty key dropped
+        ("a\x01\x02", {}),  # empty value dropped
+        ("ab\x02", {}),  # no name/value separator
+        ("abc\x02d\x01e", {"d": "e"}),  # Java's indexOf finds the \x01 of the next piece: rejected
+        ("a\x01b\x01c\x02", {"a": "b\x01c"}),  # value keeps further \x01
+        ("a\x011\x02a\x012\x02", {"a": "2"}),  # later duplicate wins
+        ("\x02\x02a\x01b\x02\x02", {"a": "b"}),
+        ("k\x01 \x02", {"k": " "}),  # whitespace is a value
+    ],
+)
 def test_decode_properties_follows_string2messageProperties(text, expected):
     assert decode_properties(text) == expected
 
@@ -480,8 +531,17 @@ def test_encode_properties_follows_messageProperties2String():
 
 
 def test_keys_tags_and_user_properties():
-    m = Message(topic="T", properties={"KEYS": "k1  k2 ", "TAGS": "TagA", "WAIT": "true",
-                                       "UNIQ_KEY": "X", "order": "42", "__CRC32#": "0000000001"})
+    m = Message(
+        topic="T",
+        properties={
+            "KEYS": "k1  k2 ",
+            "TAGS": "TagA",
+            "WAIT": "true",
+            "UNIQ_KEY": "X",
+            "order": "42",
+            "__CRC32#": "0000000001",
+        },
+    )
     assert m.keys == ("k1", "k2")
     assert m.tags == "TagA"
     assert m.user_properties == {"order": "42"}
@@ -490,10 +550,15 @@ def test_keys_tags_and_user_properties():
 
 
 def test_msg_id_prefers_uniq_key():
-    m = decode_one(build_record(properties=props(("UNIQ_KEY", "7F0000010B5A18B4AAC27A8B3F2E0000")),
-                                store_ip=bytes([10, 0, 0, 2]), physical_offset=0x1234))
+    m = decode_one(
+        build_record(
+            properties=props(("UNIQ_KEY", "7F0000010B5A18B4AAC27A8B3F2E0000")),
+            store_ip=bytes([10, 0, 0, 2]),
+            physical_offset=0x1234,
+        )
+    )
     assert m.msg_id == "7F0000010B5A18B4AAC27A8B3F2E0000"
-    assert m.offset_msg_id == "0A000002" "00002A9F" "0000000000001234"
+    assert m.offset_msg_id == "0A00000200002A9F0000000000001234"
     assert dataclasses.replace(m, properties={}).msg_id == m.offset_msg_id
 
 
@@ -503,45 +568,57 @@ def test_transaction_id_only_for_transactional_messages():
     assert Message(topic="T", properties={"UNIQ_KEY": "U"}).transaction_id is None
 
 
-@pytest.mark.parametrize(("store_host", "offset", "layout", "expected"), [
-    ("10.0.0.2:10911", 0x1234, None, "0A00000200002A9F0000000000001234"),
-    ("192.168.1.7:10911", -1, None, "C0A8010700002A9FFFFFFFFFFFFFFFFF"),
-    ("[2001:db8::1]:8080", 1, None, "20010DB8000000000000000000000001" "00001F90" "0000000000000001"),
-    ("192.168.1.7:10911", 16, True, "C0A8010700002A9F0000000000000010" + "0" * 24),
-])
+@pytest.mark.parametrize(
+    ("store_host", "offset", "layout", "expected"),
+    [
+        ("10.0.0.2:10911", 0x1234, None, "0A00000200002A9F0000000000001234"),
+        ("192.168.1.7:10911", -1, None, "C0A8010700002A9FFFFFFFFFFFFFFFFF"),
+        ("[2001:db8::1]:8080", 1, None, "20010DB800000000000000000000000100001F900000000000000001"),
+        ("192.168.1.7:10911", 16, True, "C0A8010700002A9F0000000000000010" + "0" * 24),
+    ],
+)
 def test_create_offset_msg_id(store_host, offset, layout, expected):
     assert create_offset_msg_id(store_host, offset, ipv6_layout=layout) == expected
 
 
-@pytest.mark.parametrize(("msg_id", "expected"), [
-    ("0A00000200002A9F0000000000001234", ("10.0.0.2:10911", 0x1234)),
-    ("0a00000200002a9f0000000000001234", ("10.0.0.2:10911", 0x1234)),  # Java upper-cases first
-    ("C0A8010700002A9FFFFFFFFFFFFFFFFF", ("192.168.1.7:10911", -1)),
-    ("20010DB800000000000000000000000100001F900000000000000001", ("[2001:db8::1]:8080", 1)),
-])
+@pytest.mark.parametrize(
+    ("msg_id", "expected"),
+    [
+        ("0A00000200002A9F0000000000001234", ("10.0.0.2:10911", 0x1234)),
+        ("0a00000200002a9f0000000000001234", ("10.0.0.2:10911", 0x1234)),  # Java upper-cases first
+        ("C0A8010700002A9FFFFFFFFFFFFFFFFF", ("192.168.1.7:10911", -1)),
+        ("20010DB800000000000000000000000100001F900000000000000001", ("[2001:db8::1]:8080", 1)),
+    ],
+)
 def test_decode_offset_msg_id(msg_id, expected):
     assert decode_offset_msg_id(msg_id) == expected
 
 
-@pytest.mark.parametrize("msg_id", [
-    "", "0A000002", "ZZ00000200002A9F0000000000001234", "0" * 33,
-    "0A000002FFFFFFFF0000000000001234",  # port -1
-    "0A000002000100000000000000001234",  # port 65536
-])
+@pytest.mark.parametrize(
+    "msg_id",
+    [
+        "",
+        "0A000002",
+        "ZZ00000200002A9F0000000000001234",
+        "0" * 33,
+        "0A000002FFFFFFFF0000000000001234",  # port -1
+        "0A000002000100000000000000001234",  # port 65536
+    ],
+)
 def test_decode_offset_msg_id_rejects_malformed_ids(msg_id):
     with pytest.raises(InvalidArgument):
         decode_offset_msg_id(msg_id)
 
 
 def test_offset_msg_id_round_trip_from_a_decoded_ipv6_record():
-    m = decode_one(build_record(sys_flag=STORE_V6, store_ip=IPV6_DOC, store_port=10911,
-                                physical_offset=987654321))
+    m = decode_one(build_record(sys_flag=STORE_V6, store_ip=IPV6_DOC, store_port=10911, physical_offset=987654321))
     assert decode_offset_msg_id(m.offset_msg_id) == ("[2001:db8::1]:10911", 987654321)
 
 
 def test_retry_topic_is_restored():
-    retried = decode_one(build_record(topic=b"%RETRY%group-a",
-                                      properties=props(("RETRY_TOPIC", "orders"), ("TAGS", "TagA"))))
+    retried = decode_one(
+        build_record(topic=b"%RETRY%group-a", properties=props(("RETRY_TOPIC", "orders"), ("TAGS", "TagA")))
+    )
     assert retried.original_topic == "orders"
     assert retried.restore_retry_topic().topic == "orders"
     assert retried.restore_retry_topic("group-a").topic == "orders"
@@ -566,11 +643,13 @@ def test_batch_encoding_is_encodeMessage_byte_for_byte():
         BatchEntry(body=b"", properties={}, flag=5),
         BatchEntry(body=bytes(range(256)), properties={"名": "値"}, flag=-1),
     ]
-    expected = b"".join([
-        build_batch_record(body=b"first", properties=props(("TAGS", "TagA"), ("UNIQ_KEY", "U1"))),
-        build_batch_record(body=b"", flag=5),
-        build_batch_record(body=bytes(range(256)), properties=props(("名", "値")), flag=-1),
-    ])
+    expected = b"".join(
+        [
+            build_batch_record(body=b"first", properties=props(("TAGS", "TagA"), ("UNIQ_KEY", "U1"))),
+            build_batch_record(body=b"", flag=5),
+            build_batch_record(body=bytes(range(256)), properties=props(("名", "値")), flag=-1),
+        ]
+    )
     assert encode_batch(entries) == expected
     assert encode_batch_entry(entries[1]) == struct.pack(">iiiiih", 22, 0, 0, 5, 0, 0)
     assert decode_batch(expected) == entries
@@ -591,13 +670,23 @@ def test_truncated_batch_is_a_protocol_error(cut):
 
 
 def test_inner_batch_is_unwrapped_like_pullapiwrapper():
-    inner = b"".join([
-        build_batch_record(body=b"one", properties=props(("UNIQ_KEY", "U1"), ("TAGS", "A")), flag=1),
-        build_batch_record(body=b"two", properties=props(("UNIQ_KEY", "U2")), flag=2),
-    ])
-    record = build_record(topic=b"auto-batch", body=inner, sys_flag=INNER_BATCH | NEED_UNWRAP,
-                          queue_id=2, queue_offset=100, physical_offset=4096, reconsume_times=1,
-                          born_ip=bytes([10, 0, 0, 9]), born_port=1234)
+    inner = b"".join(
+        [
+            build_batch_record(body=b"one", properties=props(("UNIQ_KEY", "U1"), ("TAGS", "A")), flag=1),
+            build_batch_record(body=b"two", properties=props(("UNIQ_KEY", "U2")), flag=2),
+        ]
+    )
+    record = build_record(
+        topic=b"auto-batch",
+        body=inner,
+        sys_flag=INNER_BATCH | NEED_UNWRAP,
+        queue_id=2,
+        queue_offset=100,
+        physical_offset=4096,
+        reconsume_times=1,
+        born_ip=bytes([10, 0, 0, 9]),
+        born_port=1234,
+    )
     messages = decode_messages(record)
     assert [(m.body, m.flag, m.queue_offset, m.msg_id, m.tags) for m in messages] == [
         (b"one", 1, 100, "U1", "A"),
@@ -614,8 +703,7 @@ def test_inner_batch_is_unwrapped_like_pullapiwrapper():
 
 def test_compressed_inner_batch_is_inflated_then_unwrapped():
     inner = build_batch_record(body=b"one") + build_batch_record(body=b"two")
-    record = build_record(body=zlib.compress(inner),
-                          sys_flag=INNER_BATCH | NEED_UNWRAP | COMPRESSED | ZLIB_TYPE)
+    record = build_record(body=zlib.compress(inner), sys_flag=INNER_BATCH | NEED_UNWRAP | COMPRESSED | ZLIB_TYPE)
     assert [m.body for m in decode_messages(record)] == [b"one", b"two"]
     assert len(decode_messages(record, decompress=False)) == 1  # still compressed: not unwrapped
 
@@ -632,15 +720,41 @@ def test_malformed_inner_batch_names_the_outer_record():
 
 
 def test_encode_message_record_matches_the_hand_built_layout():
-    m = Message(topic="TopicTest", flag=7, queue_id=3, queue_offset=42, commit_log_offset=0x1234,
-                born_timestamp=11, born_host="10.0.0.1:54321", store_timestamp=12,
-                store_host="[2001:db8::1]:10911", reconsume_times=2, prepared_transaction_offset=99,
-                body=b"hello", properties={"TAGS": "TagA"}, body_crc=body_crc(b"hello"))
-    expected = build_record(topic=b"TopicTest", body=b"hello", properties=props(("TAGS", "TagA")),
-                            body_crc=body_crc(b"hello"), queue_id=3, flag=7, queue_offset=42,
-                            physical_offset=0x1234, sys_flag=STORE_V6, born_timestamp=11,
-                            born_ip=bytes([10, 0, 0, 1]), born_port=54321, store_timestamp=12,
-                            store_ip=IPV6_DOC, store_port=10911, reconsume_times=2, prepared_offset=99)
+    m = Message(
+        topic="TopicTest",
+        flag=7,
+        queue_id=3,
+        queue_offset=42,
+        commit_log_offset=0x1234,
+        born_timestamp=11,
+        born_host="10.0.0.1:54321",
+        store_timestamp=12,
+        store_host="[2001:db8::1]:10911",
+        reconsume_times=2,
+        prepared_transaction_offset=99,
+        body=b"hello",
+        properties={"TAGS": "TagA"},
+        body_crc=body_crc(b"hello"),
+    )
+    expected = build_record(
+        topic=b"TopicTest",
+        body=b"hello",
+        properties=props(("TAGS", "TagA")),
+        body_crc=body_crc(b"hello"),
+        queue_id=3,
+        flag=7,
+        queue_offset=42,
+        physical_offset=0x1234,
+        sys_flag=STORE_V6,
+        born_timestamp=11,
+        born_ip=bytes([10, 0, 0, 1]),
+        born_port=54321,
+        store_timestamp=12,
+        store_ip=IPV6_DOC,
+        store_port=10911,
+        reconsume_times=2,
+        prepared_offset=99,
+    )
     assert encode_message_record(m) == expected
     assert decode_one(expected) == dataclasses.replace(m, sys_flag=STORE_V6, store_size=len(expected))
 

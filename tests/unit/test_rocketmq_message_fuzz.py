@@ -29,15 +29,15 @@ from .test_rocketmq_message import (
     props,
 )
 
-FUZZ = settings(max_examples=300, deadline=timedelta(seconds=2),
-                suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=300, deadline=timedelta(seconds=2), suppress_health_check=[HealthCheck.too_slow])
 
 int32 = st.integers(-(2**31), 2**31 - 1)
 int64 = st.integers(-(2**63), 2**63 - 1)
 port = st.integers(0, 65535)
 # Property names/values without the separators and non-empty, so they survive the round trip.
-prop_text = st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)),
-                    min_size=1, max_size=12)
+prop_text = st.text(
+    st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), min_size=1, max_size=12
+)
 
 
 @st.composite
@@ -51,26 +51,52 @@ def records(draw: st.DrawFn) -> tuple[bytes, dict[str, object]]:
     assume(not (born_v6 and born_ip[:12] == bytes(10) + b"\xff\xff"))
     assume(not (store_v6 and store_ip[:12] == bytes(10) + b"\xff\xff"))
     v2 = draw(st.booleans())
-    topic = draw(st.text(min_size=0, max_size=60 if not v2 else 200,
-                         alphabet=st.characters(blacklist_categories=("Cs",))))
+    topic = draw(
+        st.text(min_size=0, max_size=60 if not v2 else 200, alphabet=st.characters(blacklist_categories=("Cs",)))
+    )
     topic_bytes = topic.encode()
     assume(v2 or len(topic_bytes) <= 127)
     properties = draw(st.dictionaries(prop_text, prop_text, max_size=6))
     # sysflag: random transaction/tag bits, host bits as drawn, never compressed or inner batch
-    sys_flag = (draw(st.integers(0, 0xFFFF)) & ~(COMPRESSED | BORN_V6 | STORE_V6 | INNER_BATCH | 0x700)) \
-        | (BORN_V6 if born_v6 else 0) | (STORE_V6 if store_v6 else 0)
+    sys_flag = (
+        (draw(st.integers(0, 0xFFFF)) & ~(COMPRESSED | BORN_V6 | STORE_V6 | INNER_BATCH | 0x700))
+        | (BORN_V6 if born_v6 else 0)
+        | (STORE_V6 if store_v6 else 0)
+    )
     fields: dict[str, object] = dict(
-        queue_id=draw(int32), flag=draw(int32), queue_offset=draw(int64),
-        physical_offset=draw(int64), born_timestamp=draw(int64), born_port=draw(port),
-        store_timestamp=draw(int64), store_port=draw(port), reconsume_times=draw(int32),
-        prepared_offset=draw(int64), body_crc=draw(int32),
+        queue_id=draw(int32),
+        flag=draw(int32),
+        queue_offset=draw(int64),
+        physical_offset=draw(int64),
+        born_timestamp=draw(int64),
+        born_port=draw(port),
+        store_timestamp=draw(int64),
+        store_port=draw(port),
+        reconsume_times=draw(int32),
+        prepared_offset=draw(int64),
+        body_crc=draw(int32),
     )
     body = draw(st.binary(max_size=300))
-    record = build_record(topic=topic_bytes, body=body, properties=props(*properties.items()),
-                          magic=MAGIC_V2 if v2 else MAGIC_V1, sys_flag=sys_flag, born_ip=born_ip,
-                          store_ip=store_ip, **fields)  # type: ignore[arg-type]
-    expected = dict(fields, topic=topic, body=body, properties=properties, sys_flag=sys_flag,
-                    store_size=len(record), born_v6=born_v6, store_v6=store_v6)
+    record = build_record(
+        topic=topic_bytes,
+        body=body,
+        properties=props(*properties.items()),
+        magic=MAGIC_V2 if v2 else MAGIC_V1,
+        sys_flag=sys_flag,
+        born_ip=born_ip,
+        store_ip=store_ip,
+        **fields,
+    )  # type: ignore[arg-type]
+    expected = dict(
+        fields,
+        topic=topic,
+        body=body,
+        properties=properties,
+        sys_flag=sys_flag,
+        store_size=len(record),
+        born_v6=born_v6,
+        store_v6=store_v6,
+    )
     return record, expected
 
 
@@ -95,10 +121,17 @@ def test_valid_records_round_trip(drawn):
     assert m.properties == expected["properties"]
     assert m.sys_flag == expected["sys_flag"]
     assert (m.queue_id, m.flag, m.queue_offset, m.commit_log_offset) == (
-        expected["queue_id"], expected["flag"], expected["queue_offset"], expected["physical_offset"])
+        expected["queue_id"],
+        expected["flag"],
+        expected["queue_offset"],
+        expected["physical_offset"],
+    )
     assert (m.born_timestamp, m.store_timestamp, m.reconsume_times, m.prepared_transaction_offset) == (
-        expected["born_timestamp"], expected["store_timestamp"], expected["reconsume_times"],
-        expected["prepared_offset"])
+        expected["born_timestamp"],
+        expected["store_timestamp"],
+        expected["reconsume_times"],
+        expected["prepared_offset"],
+    )
     assert (m.body_crc, m.store_size) == (expected["body_crc"], expected["store_size"])
     assert m.born_host.endswith(f":{expected['born_port']}")
     assert m.store_host.endswith(f":{expected['store_port']}")
@@ -126,8 +159,10 @@ def test_truncated_body_fails_unless_cut_at_a_record_boundary(drawn, data):
 
 
 @FUZZ
-@given(st.lists(records(), min_size=1, max_size=3),
-       st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=8))
+@given(
+    st.lists(records(), min_size=1, max_size=3),
+    st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=8),
+)
 def test_corrupted_bytes_give_messages_or_protocol_error(drawn, mutations):
     body = bytearray(b"".join(record for record, _ in drawn))
     for position, value in mutations:
@@ -156,15 +191,18 @@ def test_random_bytes_behind_a_plausible_header(magic, sys_flag, rest):
 
 
 @FUZZ
-@given(st.sampled_from(list(CompressionType) + [None]), st.binary(max_size=2000),
-       st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=4))
+@given(
+    st.sampled_from(list(CompressionType) + [None]),
+    st.binary(max_size=2000),
+    st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=4),
+)
 def test_corrupted_compressed_bodies(kind, payload, mutations):
     # None: not compressed data at all, under a random compression type
     stored = bytearray(compress(payload, kind) if kind is not None else payload)
     for position, value in mutations:
         if stored:
             stored[position % len(stored)] = value
-    bits = (kind.sys_flag_bits if kind is not None else 0x100 * (len(payload) % 8))
+    bits = kind.sys_flag_bits if kind is not None else 0x100 * (len(payload) % 8)
     record = build_record(body=bytes(stored), sys_flag=COMPRESSED | bits)
     result = decode_or_protocol_error(record, max_body_size=64 * 1024)
     if result is not None and not mutations and kind is not None:

@@ -73,7 +73,7 @@ CLUSTER_FASTJSON = (
         ('{"k":"{0:1}"}', '{"k":"{0:1}"}'),  # inside a string: untouched
         ('{"k":"a\\"{0:\\"","n":{3:"c"}}', '{"k":"a\\"{0:\\"","n":{"3":"c"}}'),  # escaped quote inside a string
         ('{"k":"\\\\",5:"after escaped backslash"}', '{"k":"\\\\","5":"after escaped backslash"}'),
-        ('[0,1,{2:3}]', '[0,1,{"2":3}]'),  # array elements are not keys
+        ("[0,1,{2:3}]", '[0,1,{"2":3}]'),  # array elements are not keys
         ('{"a":1,"b":[1,2]}', '{"a":1,"b":[1,2]}'),  # standard JSON unchanged
         ('{"9":"already quoted"}', '{"9":"already quoted"}'),
         ('{"t":"中文,7:x"}', '{"t":"中文,7:x"}'),
@@ -147,8 +147,10 @@ def test_cluster_info_parses_bare_keys_and_tables() -> None:
     [
         (b"not json", "not JSON even after quoting integer keys"),
         (b'{"queueDatas":[{"perm":6,"readQueueNums":1,"writeQueueNums":1}]}', "queueDatas[0].brokerName is missing"),
-        (b'{"queueDatas":[{"brokerName":"b","perm":"6","readQueueNums":1,"writeQueueNums":1}]}',
-         "queueDatas[0].perm is '6', expected int"),
+        (
+            b'{"queueDatas":[{"brokerName":"b","perm":"6","readQueueNums":1,"writeQueueNums":1}]}',
+            "queueDatas[0].perm is '6', expected int",
+        ),
         (b'{"brokerDatas":[{"brokerName":"b","brokerAddrs":{"master":"x:1"}}]}', "key 'master' is not a broker id"),
         (b'{"brokerDatas":[{"brokerName":"b","brokerAddrs":{0:5}}]}', "brokerAddrs[0] is 5"),
         (b"[]", "is a list, expected an object"),
@@ -169,7 +171,9 @@ def response(code: int, body: bytes = b"", remark: str | None = None) -> Remotin
 
 
 def test_topic_not_exist_tells_the_user_to_create_the_topic() -> None:
-    remark = "No topic route info in name server for the topic: T9\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+    remark = (
+        "No topic route info in name server for the topic: T9\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+    )
     with pytest.raises(TopicNotExist) as info:
         topic_route_from_response("127.0.0.1:9876", "T9", response(ResponseCode.TOPIC_NOT_EXIST, remark=remark))
     message = str(info.value)

@@ -71,10 +71,14 @@ def test_a_hole_fails_naming_the_missing_offsets(offsets: tuple[int, ...], missi
 @pytest.mark.parametrize(
     "result, why",
     [
-        (PullResult(PullStatus.OFFSET_ILLEGAL, 50, 50, 90, store_status=GetMessageStatus.OFFSET_TOO_SMALL),
-         "the broker already deleted these messages"),
-        (PullResult(PullStatus.NO_NEW_MSG, 20, 0, 20, store_status=GetMessageStatus.OFFSET_OVERFLOW_ONE),
-         "the queue ends before the range does"),
+        (
+            PullResult(PullStatus.OFFSET_ILLEGAL, 50, 50, 90, store_status=GetMessageStatus.OFFSET_TOO_SMALL),
+            "the broker already deleted these messages",
+        ),
+        (
+            PullResult(PullStatus.NO_NEW_MSG, 20, 0, 20, store_status=GetMessageStatus.OFFSET_OVERFLOW_ONE),
+            "the queue ends before the range does",
+        ),
         (PullResult(PullStatus.NO_MATCHED_MSG, 21, 0, 90), "the broker returned no message for it"),
     ],
 )
@@ -90,8 +94,11 @@ def test_an_empty_answer_fails_saying_why(result: PullResult, why: str) -> None:
 def test_bad_ranges_and_settings_are_refused_before_any_request() -> None:
     with pytest.raises(InvalidArgument, match=r"bad offset range \[5, 4\)"):
         QueueCursor(MQ, 5, 4, batch_size=32)
-    for kwargs, needle in (({"batch_size": 0}, "batch_size"), ({"pulls_in_flight": 0}, "pulls_in_flight"),
-                           ({"max_messages_in_flight": 0}, "max_messages_in_flight")):
+    for kwargs, needle in (
+        ({"batch_size": 0}, "batch_size"),
+        ({"pulls_in_flight": 0}, "pulls_in_flight"),
+        ({"max_messages_in_flight": 0}, "max_messages_in_flight"),
+    ):
         with pytest.raises(InvalidArgument, match=needle):
             next(read_ranges(None, [OffsetRange(MQ, 0, 10)], consumer_group="g", **kwargs))  # type: ignore[arg-type]
 
@@ -173,6 +180,13 @@ def test_pulls_in_flight_per_queue_stay_within_the_messages_a_queue_may_hold() -
     for batch, threshold, expected in ((1024, 1000, 1), (32, 1000, DEFAULT_PULLS_IN_FLIGHT), (32, 64, 2)):
         recorder = Recorder()
         with pytest.raises(Unanswered):
-            next(read_ranges(recorder, [OffsetRange(MQ, 0, 10_000)], consumer_group="g", batch_size=batch,
-                             max_messages_in_flight=threshold))
+            next(
+                read_ranges(
+                    recorder,
+                    [OffsetRange(MQ, 0, 10_000)],
+                    consumer_group="g",
+                    batch_size=batch,
+                    max_messages_in_flight=threshold,
+                )
+            )
         assert recorder.sizes == [batch] * expected, (batch, threshold, recorder.sizes)

@@ -15,9 +15,7 @@ from rocketlake.resources.rocketmq.validators import (
 )
 
 
-@pytest.mark.parametrize(
-    "name", ["T1", "a", "%RETRY%group", "%DLQ%g", "a|b", "A-Z_a-z_0-9", "x" * 127, "TBW102"]
-)
+@pytest.mark.parametrize("name", ["T1", "a", "%RETRY%group", "%DLQ%g", "a|b", "A-Z_a-z_0-9", "x" * 127, "TBW102"])
 def test_valid_topics_pass(name: str) -> None:
     check_topic(name)
 
@@ -94,8 +92,14 @@ def test_default_consumer_group_is_reserved_for_consumers() -> None:
 
 @pytest.mark.parametrize(
     "topic",
-    ["SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-     "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"],
+    [
+        "SCHEDULE_TOPIC_XXXX",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    ],
 )
 def test_system_topics_are_refused_for_sending_but_valid_names(topic: str) -> None:
     check_topic(topic)

@@ -132,8 +132,10 @@ def test_a_live_run_in_another_pid_namespace_of_this_host_is_never_judged_dead(i
     was failed and its slot taken while it ran."""
     import sys
 
-    code = ("import time; from rocketlake.assets.run_guard import RunProcess; "
-            "print(RunProcess.current().to_tag(), flush=True); time.sleep(60)")
+    code = (
+        "import time; from rocketlake.assets.run_guard import RunProcess; "
+        "print(RunProcess.current().to_tag(), flush=True); time.sleep(60)"
+    )
     # A process in a PID namespace of its own, as a container's (inside a user namespace: no root needed).
     unshare = ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mount-proc"]
     contained = subprocess.Popen([*unshare, sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

@@ -14,8 +14,9 @@ START = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
 
 def config(grace: int = 60):
-    return parse_config(with_ingestion(window={"cron": "0 * * * *", "grace_seconds": grace,
-                                               "start": START.isoformat()}))
+    return parse_config(
+        with_ingestion(window={"cron": "0 * * * *", "grace_seconds": grace, "start": START.isoformat()})
+    )
 
 
 def ingestion(grace: int = 60):
@@ -49,9 +50,12 @@ def test_catch_up_is_bounded_and_skips_materialized_windows():
     config_ = config()
     schedule = build_window_schedule(config_.ingestions["orders"], translate(config_)["orders"])
     with instance_for_test() as instance:
-        instance.report_runless_asset_event(AssetMaterialization(
-            asset_key=translate(config_)["orders"].table_key, partition="2026-11-03-23:00"))
-        context = build_schedule_context(instance=instance, scheduled_execution_time=START + timedelta(days=3, minutes=5))
+        instance.report_runless_asset_event(
+            AssetMaterialization(asset_key=translate(config_)["orders"].table_key, partition="2026-11-03-23:00")
+        )
+        context = build_schedule_context(
+            instance=instance, scheduled_execution_time=START + timedelta(days=3, minutes=5)
+        )
         requests = schedule(context)
     # The two windows left, which follow each other: one run lands both.
     assert [windows_of(r) for r in requests] == [("2026-11-03-21:00", "2026-11-03-22:00")]
@@ -60,15 +64,19 @@ def test_catch_up_is_bounded_and_skips_materialized_windows():
 def test_schedule_emits_run_requests_keyed_by_partition_or_by_range():
     schedule = schedule_of()
     with instance_for_test() as instance:
-        context = build_schedule_context(instance=instance,
-                                         scheduled_execution_time=START + timedelta(hours=1, minutes=2))
+        context = build_schedule_context(
+            instance=instance, scheduled_execution_time=START + timedelta(hours=1, minutes=2)
+        )
         (single,) = schedule(context)
-        context = build_schedule_context(instance=instance,
-                                         scheduled_execution_time=START + timedelta(hours=2, minutes=2))
+        context = build_schedule_context(
+            instance=instance, scheduled_execution_time=START + timedelta(hours=2, minutes=2)
+        )
         (both,) = schedule(context)
     assert (single.run_key, single.partition_key) == ("2026-11-01-00:00", "2026-11-01-00:00")
-    assert (both.run_key, windows_of(both)) == ("2026-11-01-00:00...2026-11-01-01:00",
-                                                ("2026-11-01-00:00", "2026-11-01-01:00"))
+    assert (both.run_key, windows_of(both)) == (
+        "2026-11-01-00:00...2026-11-01-01:00",
+        ("2026-11-01-00:00", "2026-11-01-01:00"),
+    )
 
 
 def test_behind_a_tick_asks_for_nothing_then_one_run_takes_every_window_closed_meanwhile():
@@ -81,10 +89,12 @@ def test_behind_a_tick_asks_for_nothing_then_one_run_takes_every_window_closed_m
     job = "orders_raw_job"
     tick = START + timedelta(hours=5, minutes=2)  # windows 02:00, 03:00, 04:00 are the last three closed
     with instance_for_test() as instance:
-        create_run_for_test(instance, job_name=job, status=DagsterRunStatus.STARTED,
-                            tags={"dagster/partition": "2026-11-01-01:00"})
-        waiting = create_run_for_test(instance, job_name=job, status=DagsterRunStatus.STARTING,
-                                      tags={"dagster/partition": "2026-11-01-02:00"})
+        create_run_for_test(
+            instance, job_name=job, status=DagsterRunStatus.STARTED, tags={"dagster/partition": "2026-11-01-01:00"}
+        )
+        waiting = create_run_for_test(
+            instance, job_name=job, status=DagsterRunStatus.STARTING, tags={"dagster/partition": "2026-11-01-02:00"}
+        )
         skipped = schedule(build_schedule_context(instance=instance, scheduled_execution_time=tick))
         assert "2 runs of orders_raw_job are on their way" in skipped.skip_message
         instance.report_run_failed(waiting)  # one ends (a failure, here): its window is left too
@@ -101,14 +111,21 @@ def test_a_window_with_a_run_queued_or_in_progress_is_not_asked_for_again():
     schedule = schedule_of()
     job = "orders_raw_job"
     with instance_for_test() as instance:
-        create_run_for_test(instance, job_name=job, status=DagsterRunStatus.STARTED,
-                            tags={"dagster/partition": "2026-11-01-00:00"})
-        create_run_for_test(instance, job_name=job, status=DagsterRunStatus.FAILURE,
-                            tags={"dagster/partition": "2026-11-01-01:00"})
-        create_run_for_test(instance, job_name="another_job", status=DagsterRunStatus.STARTED,
-                            tags={"dagster/partition": "2026-11-01-01:00"})
-        context = build_schedule_context(instance=instance,
-                                         scheduled_execution_time=START + timedelta(hours=2, minutes=2))
+        create_run_for_test(
+            instance, job_name=job, status=DagsterRunStatus.STARTED, tags={"dagster/partition": "2026-11-01-00:00"}
+        )
+        create_run_for_test(
+            instance, job_name=job, status=DagsterRunStatus.FAILURE, tags={"dagster/partition": "2026-11-01-01:00"}
+        )
+        create_run_for_test(
+            instance,
+            job_name="another_job",
+            status=DagsterRunStatus.STARTED,
+            tags={"dagster/partition": "2026-11-01-01:00"},
+        )
+        context = build_schedule_context(
+            instance=instance, scheduled_execution_time=START + timedelta(hours=2, minutes=2)
+        )
         requests = schedule(context)
     assert [r.partition_key for r in requests] == ["2026-11-01-01:00"]
 
@@ -127,18 +144,27 @@ def test_a_window_closing_before_the_next_tick_is_asked_for_ahead_with_its_close
         requests = schedule(build_schedule_context(instance=instance, scheduled_execution_time=tick))
         assert [(r.partition_key, r.tags.get(CLOSES_AT_TAG)) for r in requests] == [
             ("2026-11-01-00:00", None),
-            ("2026-11-01-01:00", str(int((tick + timedelta(seconds=2)).timestamp() * 1000)))]
+            ("2026-11-01-01:00", str(int((tick + timedelta(seconds=2)).timestamp() * 1000))),
+        ]
         # Its run under way: the next tick, after the close, does not ask for it again.
-        create_run_for_test(instance, job_name="orders_raw_job", status=DagsterRunStatus.STARTED,
-                            tags={"dagster/partition": "2026-11-01-01:00"})
-        later = schedule(build_schedule_context(instance=instance, scheduled_execution_time=tick + timedelta(minutes=1)))
+        create_run_for_test(
+            instance,
+            job_name="orders_raw_job",
+            status=DagsterRunStatus.STARTED,
+            tags={"dagster/partition": "2026-11-01-01:00"},
+        )
+        later = schedule(
+            build_schedule_context(instance=instance, scheduled_execution_time=tick + timedelta(minutes=1))
+        )
         assert [windows_of(r) for r in later] == [("2026-11-01-00:00", "2026-11-01-00:00")]
     # A grace of whole minutes: the close falls on a tick, nothing is asked for ahead.
     with instance_for_test() as instance:
-        on_tick = schedule_of(grace=60)(build_schedule_context(
-            instance=instance, scheduled_execution_time=tick + timedelta(minutes=1)))
+        on_tick = schedule_of(grace=60)(
+            build_schedule_context(instance=instance, scheduled_execution_time=tick + timedelta(minutes=1))
+        )
     assert [(windows_of(r), r.tags.get(CLOSES_AT_TAG)) for r in on_tick] == [
-        (("2026-11-01-00:00", "2026-11-01-01:00"), None)]
+        (("2026-11-01-00:00", "2026-11-01-01:00"), None)
+    ]
 
 
 def test_a_run_asked_for_ahead_waits_for_the_close_and_never_longer_than_the_lead():
@@ -155,6 +181,7 @@ def test_a_run_asked_for_ahead_waits_for_the_close_and_never_longer_than_the_lea
 def test_every_run_of_the_job_carries_the_run_deadline_to_dagster():
     """Dagster's run monitoring ends a run over ``dagster/max_runtime`` whose process no longer answers: the
     ingestion's run_timeout, with the margin that lets the run's own deadline fail it with a sentence first."""
-    schedule = build_window_schedule(parse_config(with_ingestion(run_timeout=30)).ingestions["orders"],
-                                     translate(config())["orders"])
+    schedule = build_window_schedule(
+        parse_config(with_ingestion(run_timeout=30)).ingestions["orders"], translate(config())["orders"]
+    )
     assert schedule.job.tags["dagster/max_runtime"] == str(30 * 60 + 300)

@@ -30,27 +30,36 @@ def test_the_spark_connect_server_is_configured_as_a_runs_own_session(monkeypatc
 
     assert connect_endpoint("sc://10.0.0.5:15010/;token=x") == ("10.0.0.5", 15010)
     assert connect_endpoint("sc://spark-host") == ("spark-host", 15002)  # Spark Connect's default port
-    resolved = {"delta": [Path("/jars/delta-spark.jar"), Path("/jars/delta-storage.jar")],
-                "spark-avro": [Path("/jars/spark-avro_2.13.jar"), Path("/jars/scala-library-2.13.0.jar")]}
-    monkeypatch.setattr(jars, "resolve",
-                        lambda jar_set: resolved["spark-avro" if jar_set.name.startswith("spark-avro") else "delta"])
+    resolved = {
+        "delta": [Path("/jars/delta-spark.jar"), Path("/jars/delta-storage.jar")],
+        "spark-avro": [Path("/jars/spark-avro_2.13.jar"), Path("/jars/scala-library-2.13.0.jar")],
+    }
+    monkeypatch.setattr(
+        jars, "resolve", lambda jar_set: resolved["spark-avro" if jar_set.name.startswith("spark-avro") else "delta"]
+    )
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
-    cmd, env = connect_server_command("sc://127.0.0.1:15010", "local[2]", {"spark.jars": "/mine.jar",
-                                                                           "spark.sql.shuffle.partitions": "4"})
+    cmd, env = connect_server_command(
+        "sc://127.0.0.1:15010", "local[2]", {"spark.jars": "/mine.jar", "spark.sql.shuffle.partitions": "4"}
+    )
     assert cmd[0].endswith("/bin/spark-submit") and cmd[-1] == "spark-internal"
     assert cmd[cmd.index("--class") + 1] == CONNECT_SERVER_CLASS and cmd[cmd.index("--master") + 1] == "local[2]"
     # Delta's jars and spark-avro's own (not the Scala library pyspark ships), then the user's.
-    assert cmd[cmd.index("--jars") + 1] == "/jars/delta-spark.jar,/jars/delta-storage.jar,/jars/spark-avro_2.13.jar,/mine.jar"
+    assert (
+        cmd[cmd.index("--jars") + 1]
+        == "/jars/delta-spark.jar,/jars/delta-storage.jar,/jars/spark-avro_2.13.jar,/mine.jar"
+    )
     confs = dict(c.split("=", 1) for c in cmd[1:] if "=" in c and cmd[cmd.index(c) - 1] == "--conf")
     assert {**confs, **DELTA_CONF} == confs  # Delta's extension and catalog
-    assert confs["spark.connect.grpc.binding.address"] == "127.0.0.1" and confs["spark.connect.grpc.binding.port"] == "15010"
+    assert (
+        confs["spark.connect.grpc.binding.address"] == "127.0.0.1"
+        and confs["spark.connect.grpc.binding.port"] == "15010"
+    )
     assert confs["spark.sql.shuffle.partitions"] == "4" and confs["spark.driver.host"] == "127.0.0.1"  # local default
     assert env["PYSPARK_PYTHON"] == sys.executable and env["MALLOC_ARENA_MAX"] == MALLOC_ARENA_MAX
     assert "--py-files" not in cmd
 
 
-def test_the_spark_connect_server_of_an_s3_lake_gets_its_bucket_settings_and_keys_out_of_its_command_line(
-        monkeypatch):
+def test_the_spark_connect_server_of_an_s3_lake_gets_its_bucket_settings_and_keys_out_of_its_command_line(monkeypatch):
     """The server of an ``s3a://`` lake has S3A's jars, the bucket's settings and, in its environment only, the keys
     from the variables the configuration names: nothing in its command line (which ``ps`` shows) holds them."""
     from pathlib import Path
@@ -61,18 +70,31 @@ def test_the_spark_connect_server_of_an_s3_lake_gets_its_bucket_settings_and_key
     from rocketlake.resources.spark import connect_server_command
 
     secret = "s3cr3t-of-the-lake"
-    resolved = {"delta": [Path("/jars/delta-spark.jar")], "spark": [Path("/jars/spark-avro_2.13.jar")],
-                "s3a": [Path("/jars/hadoop-aws.jar"), Path("/jars/bundle.jar")]}
+    resolved = {
+        "delta": [Path("/jars/delta-spark.jar")],
+        "spark": [Path("/jars/spark-avro_2.13.jar")],
+        "s3a": [Path("/jars/hadoop-aws.jar"), Path("/jars/bundle.jar")],
+    }
     monkeypatch.setattr(jars, "resolve", lambda jar_set: resolved[jar_set.name.split("-")[0]])
-    lake = LakeConfig(root="s3a://lake/tables", s3={"endpoint": "http://127.0.0.1:7070", "path_style_access": True,
-                                                    "access_key_env": "LAKE_KEY", "secret_key_env": "LAKE_SECRET"})
+    lake = LakeConfig(
+        root="s3a://lake/tables",
+        s3={
+            "endpoint": "http://127.0.0.1:7070",
+            "path_style_access": True,
+            "access_key_env": "LAKE_KEY",
+            "secret_key_env": "LAKE_SECRET",
+        },
+    )
     monkeypatch.setenv("LAKE_KEY", "rocketlake")
     monkeypatch.setenv("LAKE_SECRET", secret)
     monkeypatch.setenv("AWS_SESSION_TOKEN", "not the lake's")
-    cmd, env = connect_server_command("sc://127.0.0.1:15010", "local[2]",
-                                      {"spark.hadoop.fs.s3a.bucket.lake.endpoint": "http://elsewhere"}, lake=lake)
-    assert cmd[cmd.index("--jars") + 1] == \
-        "/jars/delta-spark.jar,/jars/spark-avro_2.13.jar,/jars/hadoop-aws.jar,/jars/bundle.jar"
+    cmd, env = connect_server_command(
+        "sc://127.0.0.1:15010", "local[2]", {"spark.hadoop.fs.s3a.bucket.lake.endpoint": "http://elsewhere"}, lake=lake
+    )
+    assert (
+        cmd[cmd.index("--jars") + 1]
+        == "/jars/delta-spark.jar,/jars/spark-avro_2.13.jar,/jars/hadoop-aws.jar,/jars/bundle.jar"
+    )
     confs = dict(c.split("=", 1) for c in cmd[1:] if "=" in c and cmd[cmd.index(c) - 1] == "--conf")
     assert {**confs, **server_settings(lake)} == confs  # the lake's settings win over spark.conf's
     assert env["AWS_ACCESS_KEY_ID"] == "rocketlake" and env["AWS_SECRET_ACCESS_KEY"] == secret
@@ -82,8 +104,13 @@ def test_the_spark_connect_server_of_an_s3_lake_gets_its_bucket_settings_and_key
     monkeypatch.delenv("LAKE_SECRET")
     with pytest.raises(StorageKeysMissing, match=r"\$LAKE_SECRET is not set"):
         connect_server_command("sc://127.0.0.1:15010", "local[2]", {}, lake=lake)
-    _, env = connect_server_command("sc://127.0.0.1:15010", "local[2]", {}, lake=lake,
-                                    environ={"LAKE_KEY": "rocketlake", "LAKE_SECRET": "from the local server"})
+    _, env = connect_server_command(
+        "sc://127.0.0.1:15010",
+        "local[2]",
+        {},
+        lake=lake,
+        environ={"LAKE_KEY": "rocketlake", "LAKE_SECRET": "from the local server"},
+    )
     assert env["AWS_SECRET_ACCESS_KEY"] == "from the local server"
     # A local lake: no S3A jars, no S3 setting, no key.
     cmd, env = connect_server_command("sc://127.0.0.1:15010", "local[2]", {}, lake=LakeConfig(root="/tmp/lake"))

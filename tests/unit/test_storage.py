@@ -18,8 +18,12 @@ from rocketlake.pipelines.storage import (
 )
 
 SECRET = "s3cr3t-value-never-shown"
-S3 = {"endpoint": "http://127.0.0.1:7070", "path_style_access": True, "access_key_env": "LAKE_KEY",
-      "secret_key_env": "LAKE_SECRET"}
+S3 = {
+    "endpoint": "http://127.0.0.1:7070",
+    "path_style_access": True,
+    "access_key_env": "LAKE_KEY",
+    "secret_key_env": "LAKE_SECRET",
+}
 
 
 def lake(**changes) -> LakeConfig:
@@ -37,9 +41,14 @@ def test_an_s3_lake_gives_spark_its_endpoint_and_delta_rs_the_same_with_the_keys
     }
     assert SECRET not in repr(settings)
     options = delta_rs_options(lake(), {"LAKE_KEY": "rocketlake", "LAKE_SECRET": SECRET})
-    assert options == {"AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": "http://127.0.0.1:7070", "AWS_ALLOW_HTTP": "true",
-                       "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false", "AWS_ACCESS_KEY_ID": "rocketlake",
-                       "AWS_SECRET_ACCESS_KEY": SECRET}
+    assert options == {
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:7070",
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false",
+        "AWS_ACCESS_KEY_ID": "rocketlake",
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+    }
 
 
 def test_a_local_lake_needs_nothing():
@@ -72,12 +81,25 @@ def test_a_spark_connect_server_starts_with_the_buckets_settings_and_its_keys_in
         "spark.hadoop.fs.s3a.bucket.lake.connection.ssl.enabled": "false",
         "spark.hadoop.fs.s3a.bucket.lake.aws.credentials.provider": ENVIRONMENT_CREDENTIALS_PROVIDER,
     }
-    assert ENVIRONMENT_CREDENTIALS_PROVIDER == "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
-    environ = {"LAKE_KEY": "rocketlake", "LAKE_SECRET": SECRET, "AWS_SESSION_TOKEN": "another account's", "PATH": "/bin"}
+    assert (
+        ENVIRONMENT_CREDENTIALS_PROVIDER
+        == "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
+    )
+    environ = {
+        "LAKE_KEY": "rocketlake",
+        "LAKE_SECRET": SECRET,
+        "AWS_SESSION_TOKEN": "another account's",
+        "PATH": "/bin",
+    }
     server_keys(lake(), environ)
     # AWS's variable names, read by that provider; a session token of another account would go with them: dropped.
-    assert environ == {"LAKE_KEY": "rocketlake", "LAKE_SECRET": SECRET, "PATH": "/bin",
-                       "AWS_ACCESS_KEY_ID": "rocketlake", "AWS_SECRET_ACCESS_KEY": SECRET}
+    assert environ == {
+        "LAKE_KEY": "rocketlake",
+        "LAKE_SECRET": SECRET,
+        "PATH": "/bin",
+        "AWS_ACCESS_KEY_ID": "rocketlake",
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+    }
     assert SECRET not in repr(settings)
     with pytest.raises(StorageKeysMissing) as e:
         server_keys(lake(), {"LAKE_KEY": "rocketlake"})
@@ -96,27 +118,36 @@ def test_a_server_started_without_the_lakes_bucket_settings_is_refused_in_one_se
     assert server_refusal(lake(root="s3a://lake/another/prefix"), started_with.get) is None  # the bucket's settings
     assert server_refusal(LakeConfig(root="/tmp/lake"), {}.get) is None
     elsewhere = {**started_with, "spark.hadoop.fs.s3a.bucket.lake.endpoint": "http://127.0.0.1:9000"}
-    for server, names in (({}, "spark.hadoop.fs.s3a.bucket.lake.endpoint.region is not set there, 'us-east-1' in"),
-                          (elsewhere, "spark.hadoop.fs.s3a.bucket.lake.endpoint is 'http://127.0.0.1:9000' there, "
-                                      "'http://127.0.0.1:7070' in")):
+    for server, names in (
+        ({}, "spark.hadoop.fs.s3a.bucket.lake.endpoint.region is not set there, 'us-east-1' in"),
+        (
+            elsewhere,
+            "spark.hadoop.fs.s3a.bucket.lake.endpoint is 'http://127.0.0.1:9000' there, 'http://127.0.0.1:7070' in",
+        ),
+    ):
         refusal = server_refusal(lake(), server.get)
         assert refusal is not None and refusal.count(". ") == 0 and refusal.endswith("and run again"), refusal
-        assert refusal.startswith("the Spark Connect server (spark.remote) was not started with the S3 settings of "
-                                  "the lake s3a://lake/prefix (")
+        assert refusal.startswith(
+            "the Spark Connect server (spark.remote) was not started with the S3 settings of "
+            "the lake s3a://lake/prefix ("
+        )
         assert names in refusal and "start it with this configuration (rocketlake spark-server" in refusal
     other_bucket = server_refusal(lake(root="s3a://other/prefix"), started_with.get)
     assert other_bucket is not None and "fs.s3a.bucket.other." in other_bucket
 
 
-@pytest.mark.parametrize(("root", "s3", "says"), [
-    ("s3://lake/x", None, "write s3a://lake/x"),
-    ("s3n://lake/x", None, "write s3a://lake/x"),
-    ("gs://lake/x", None, "does not support yet"),
-    ("s3a:///x", None, "names no bucket"),
-    ("/tmp/lake", S3, "not on S3"),
-    ("s3a://lake/x", {**S3, "endpoint": "127.0.0.1:7070"}, "is not an endpoint URL"),
-    ("s3a://lake/x", {"access_key_env": "ONLY_ONE"}, "go together"),
-])
+@pytest.mark.parametrize(
+    ("root", "s3", "says"),
+    [
+        ("s3://lake/x", None, "write s3a://lake/x"),
+        ("s3n://lake/x", None, "write s3a://lake/x"),
+        ("gs://lake/x", None, "does not support yet"),
+        ("s3a:///x", None, "names no bucket"),
+        ("/tmp/lake", S3, "not on S3"),
+        ("s3a://lake/x", {**S3, "endpoint": "127.0.0.1:7070"}, "is not an endpoint URL"),
+        ("s3a://lake/x", {"access_key_env": "ONLY_ONE"}, "go together"),
+    ],
+)
 def test_roots_and_settings_that_cannot_work_are_refused_at_load(root, s3, says):
     with pytest.raises(ValidationError) as e:
         LakeConfig(root=root, s3=s3)

@@ -32,7 +32,9 @@ CODE = 310  # any request code: the responder answers every request with its bod
 
 
 @contextmanager
-def responder(cert: Issued | None, client_ca: Path | None = None, close_notify_after: int | None = None) -> Iterator[int]:
+def responder(
+    cert: Issued | None, client_ca: Path | None = None, close_notify_after: int | None = None
+) -> Iterator[int]:
     """A TLS server on a free loopback port answering each remoting request with a response carrying its body
     (plain TCP when ``cert`` is None); a client certificate from ``client_ca`` is required when given. After
     ``close_notify_after`` answers it ends the TLS session (close_notify, as a broker shutting down does) and keeps
@@ -105,8 +107,9 @@ def test_frames_of_any_size_cross_tls_in_order_from_several_threads(pki):
         connection = Connection(f"127.0.0.1:{port}", tls=tls)
         bodies = [bytes([i % 251]) * size for i, size in enumerate([0, 1, 16_383, 16_384, 16_385, 3_000_000] * 4)]
         with ThreadPoolExecutor(6) as pool:
-            answers = list(pool.map(lambda b: connection.invoke(RemotingCommand.request(CODE, body=b), 10.0).body,
-                                    bodies))
+            answers = list(
+                pool.map(lambda b: connection.invoke(RemotingCommand.request(CODE, body=b), 10.0).body, bodies)
+            )
         assert answers == bodies
         assert "tls" in repr(connection)
         connection.close()
@@ -159,8 +162,12 @@ def test_the_name_is_checked_unless_turned_off(pki, tmp_path):
 
 def test_a_client_certificate_is_presented_when_configured(pki):
     with responder(pki.server, client_ca=pki.ca.cert_file) as port:
-        assert call(port, TlsSettings(str(pki.ca.cert_file), str(pki.client.cert_file), str(pki.client.key_file)),
-                    b"me").body == b"me"
+        assert (
+            call(
+                port, TlsSettings(str(pki.ca.cert_file), str(pki.client.cert_file), str(pki.client.key_file)), b"me"
+            ).body
+            == b"me"
+        )
         with pytest.raises(ConnectionFailed, match="client certificate"):
             call(port, TlsSettings(str(pki.ca.cert_file)))
 
@@ -171,8 +178,9 @@ def test_tls_to_a_plain_server_fails_at_once_with_advice(pki):
 
 
 def test_tls_settings_reach_the_tasks_as_paths_only(pki):
-    tls = TlsConfig(ca_file=str(pki.ca.cert_file), cert_file=str(pki.client.cert_file),
-                    key_file=str(pki.client.key_file)).settings()
+    tls = TlsConfig(
+        ca_file=str(pki.ca.cert_file), cert_file=str(pki.client.cert_file), key_file=str(pki.client.key_file)
+    ).settings()
     options = tls.options()
     assert parse_options({"namesrv": "127.0.0.1:9876", "topic": "t", **options}).tls == tls
     assert parse_options({"namesrv": "127.0.0.1:9876", "topic": "t"}).tls is None

@@ -19,11 +19,23 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFIG = {
     "clusters": {"main": {"namesrv": "127.0.0.1:9876"}},
     "ingestions": {
-        "orders": {"cluster": "main", "topic": "orders", "consumer_group": "GID_orders", "table": "orders",
-                   "listener": "tests.unit.listeners:orderly_fail_by_tag", "consume_orderly": True,
-                   "window": {"cron": "*/5 * * * *", "start": "2026-11-01"}},
-        "orders_audit": {"cluster": "main", "topic": "orders", "consumer_group": "GID_audit", "table": "orders_audit",
-                         "message_model": "BROADCASTING", "window": {"cron": "0 * * * *", "start": "2026-11-01"}},
+        "orders": {
+            "cluster": "main",
+            "topic": "orders",
+            "consumer_group": "GID_orders",
+            "table": "orders",
+            "listener": "tests.unit.listeners:orderly_fail_by_tag",
+            "consume_orderly": True,
+            "window": {"cron": "*/5 * * * *", "start": "2026-11-01"},
+        },
+        "orders_audit": {
+            "cluster": "main",
+            "topic": "orders",
+            "consumer_group": "GID_audit",
+            "table": "orders_audit",
+            "message_model": "BROADCASTING",
+            "window": {"cron": "0 * * * *", "start": "2026-11-01"},
+        },
     },
 }
 
@@ -32,7 +44,9 @@ class PlatformTranslator(RocketlakeTranslator):
     def get_asset_spec(self, data: RocketlakeAssetData) -> dg.AssetSpec:
         spec = super().get_asset_spec(data)
         return spec.replace_attributes(
-            key=spec.key.with_prefix(["lake", "raw"]), group_name="ingest", owners=["team:data-platform"],
+            key=spec.key.with_prefix(["lake", "raw"]),
+            group_name="ingest",
+            owners=["team:data-platform"],
             automation_condition=dg.AutomationCondition.on_missing() if data.role == "table" else None,
         ).merge_attributes(tags={"layer": "bronze", "role": data.role})
 
@@ -53,8 +67,13 @@ def assert_shaped_everywhere(defs: dg.Definitions, prefix: list[str], group: str
     assert graph.get(table).parent_keys == {topic} and graph.get(audit).parent_keys == {topic}
     assert graph.get(dlq).parent_keys == {table}
     checks = {(c.asset_key, c.name) for c in graph.asset_check_keys}
-    assert {(table, "offsets_accounted"), (table, "fresh"), (table, "lag_not_growing"),
-            (dlq, "offsets_accounted"), (dlq, "no_dead_letters")} <= checks
+    assert {
+        (table, "offsets_accounted"),
+        (table, "fresh"),
+        (table, "lag_not_growing"),
+        (dlq, "offsets_accounted"),
+        (dlq, "no_dead_letters"),
+    } <= checks
     assert all(key in (topic, table, dlq, audit) for key, _ in checks)
     ident = "__".join([*prefix, "orders"])
     job = defs.resolve_job_def(f"{ident}_job")
@@ -66,8 +85,15 @@ def assert_shaped_everywhere(defs: dg.Definitions, prefix: list[str], group: str
     assert sensors[f"{ident}_orderly_resume"].asset_selection.resolve(graph) == {table}
     # The lag, retry-backlog and rebalance sensors serve the cluster, named under the tables' common prefix.
     cluster = "__".join([*prefix, "rocketlake_main"])
-    assert sorted(sensors) == sorted(["rocketlake_dead_runs", f"{ident}_orderly_resume", f"{cluster}_lag",
-                                      f"{cluster}_rebalance", f"{cluster}_retry_backlog"])
+    assert sorted(sensors) == sorted(
+        [
+            "rocketlake_dead_runs",
+            f"{ident}_orderly_resume",
+            f"{cluster}_lag",
+            f"{cluster}_rebalance",
+            f"{cluster}_retry_backlog",
+        ]
+    )
     assert sensors[f"{cluster}_rebalance"].asset_selection.resolve(graph) == {table, audit}
     # Only the CLUSTERING ingestion has a retry topic and a dead-letter queue.
     assert sensors[f"{cluster}_retry_backlog"].asset_selection.resolve(graph) == {table}
@@ -92,13 +118,32 @@ def test_without_a_translator_the_names_are_the_tables():
 
 
 def test_each_topic_of_an_ingestion_is_upstream_of_its_table_and_a_pattern_is_one_node():
-    config = {"clusters": CONFIG["clusters"], "ingestions": {
-        "orders": {"cluster": "main", "topics": ["orders_eu", "orders_us"], "consumer_group": "g1", "table": "orders",
-                   "window": {"cron": "* * * * *", "start": "2026-11-01"}},
-        "clicks": {"cluster": "main", "topic_pattern": "clicks_.*", "consumer_group": "g2", "table": "clicks",
-                   "window": {"cron": "* * * * *", "start": "2026-11-01"}},
-        "eu_only": {"cluster": "main", "topic": "orders_eu", "consumer_group": "g3", "table": "eu_only",
-                    "window": {"cron": "* * * * *", "start": "2026-11-01"}}}}
+    config = {
+        "clusters": CONFIG["clusters"],
+        "ingestions": {
+            "orders": {
+                "cluster": "main",
+                "topics": ["orders_eu", "orders_us"],
+                "consumer_group": "g1",
+                "table": "orders",
+                "window": {"cron": "* * * * *", "start": "2026-11-01"},
+            },
+            "clicks": {
+                "cluster": "main",
+                "topic_pattern": "clicks_.*",
+                "consumer_group": "g2",
+                "table": "clicks",
+                "window": {"cron": "* * * * *", "start": "2026-11-01"},
+            },
+            "eu_only": {
+                "cluster": "main",
+                "topic": "orders_eu",
+                "consumer_group": "g3",
+                "table": "eu_only",
+                "window": {"cron": "* * * * *", "start": "2026-11-01"},
+            },
+        },
+    }
     graph = graph_of(build_definitions(parse_config(config)))
     eu, us = AssetKey(["rocketmq", "main", "orders_eu"]), AssetKey(["rocketmq", "main", "orders_us"])
     assert graph.get(AssetKey("orders")).parent_keys == {eu, us}
@@ -137,7 +182,7 @@ attributes:
     description: "{{ data.role }} of ingestion {{ data.ingestion }}"
 """
 
-USER_DEFS = '''\
+USER_DEFS = """\
 import dagster as dg
 
 
@@ -153,14 +198,18 @@ user_job = dg.define_asset_job("user_job", selection=[user_report], executor_def
 @dg.definitions
 def defs():
     return dg.Definitions(assets=[user_report], jobs=[user_job])
-'''
+"""
 
 
 def user_project(root: Path, defs_yaml: str) -> Path:
-    files = {"pyproject.toml": '[project]\nname = "user-project"\nversion = "0"\n\n[tool.dg]\ndirectory_type = '
-                               '"project"\n\n[tool.dg.project]\nroot_module = "user_project"\n',
-             "user_project/__init__.py": "", "user_project/defs/__init__.py": "",
-             "user_project/defs/orders/defs.yaml": defs_yaml, "user_project/defs/mine/defs.py": USER_DEFS}
+    files = {
+        "pyproject.toml": '[project]\nname = "user-project"\nversion = "0"\n\n[tool.dg]\ndirectory_type = '
+        '"project"\n\n[tool.dg.project]\nroot_module = "user_project"\n',
+        "user_project/__init__.py": "",
+        "user_project/defs/__init__.py": "",
+        "user_project/defs/orders/defs.yaml": defs_yaml,
+        "user_project/defs/mine/defs.py": USER_DEFS,
+    }
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
@@ -203,12 +252,19 @@ def test_the_component_attributes_are_typed_and_checked_with_their_position(tmp_
     assert "defs.yaml:" in text, text  # where in the file
 
 
-@pytest.mark.parametrize("change, says", [
-    (("consume_orderly: true", "consume_orderly: true, pull_interval: 10"),
-     "ingestions.orders.pull_interval: 10 is not supported yet"),
-    (("orders_audit: {cluster: main", "orders_audit: {cluster: other"),
-     "ingestions.orders_audit.cluster: 'other' is not one of the clusters ['main']"),
-])
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        (
+            ("consume_orderly: true", "consume_orderly: true, pull_interval: 10"),
+            "ingestions.orders.pull_interval: 10 is not supported yet",
+        ),
+        (
+            ("orders_audit: {cluster: main", "orders_audit: {cluster: other"),
+            "ingestions.orders_audit.cluster: 'other' is not one of the clusters ['main']",
+        ),
+    ],
+)
 def test_the_component_refuses_at_load_what_rocketlake_yaml_refuses(tmp_path, monkeypatch, change, says):
     with pytest.raises(Exception) as failure:
         load_project(tmp_path, monkeypatch, DEFS_YAML.replace(*change))

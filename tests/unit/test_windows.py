@@ -76,8 +76,12 @@ def test_reads_are_logarithmic_when_the_guess_is_far():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.integers(0, 50), max_size=60), st.integers(-5, 1300), st.integers(0, 20),
-       st.sampled_from(["nearest", "early", "late", "zero", "huge"]))
+@given(
+    st.lists(st.integers(0, 50), max_size=60),
+    st.integers(-5, 1300),
+    st.integers(0, 20),
+    st.sampled_from(["nearest", "early", "late", "zero", "huge"]),
+)
 def test_boundary_property(gaps, ts, min_offset, guess):
     times, now = [], 1000
     for g in gaps:
@@ -89,9 +93,14 @@ def test_boundary_property(gaps, ts, min_offset, guess):
 
 def test_adjacent_windows_tile_every_queue():
     rng = random.Random(3)
-    queues = {name: Queue(sorted(rng.randrange(0, 600_000) for _ in range(rng.randrange(0, 300))),
-                          min_offset=rng.randrange(0, 5), guess=rng.choice(["nearest", "early", "late"]))
-              for name in ("a0", "a1", "b0")}
+    queues = {
+        name: Queue(
+            sorted(rng.randrange(0, 600_000) for _ in range(rng.randrange(0, 300))),
+            min_offset=rng.randrange(0, 5),
+            guess=rng.choice(["nearest", "early", "late"]),
+        )
+        for name in ("a0", "a1", "b0")
+    }
     reader = Reader(queues)
     minute = 60_000
     windows = [Window(i * minute, (i + 1) * minute) for i in range(10)]
