@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 from deltalake import DeltaTable
-
 from rocketlake.pipelines.ledger import LedgerEntry
 from rocketlake.resources.local.code_server import LocalCodeServer
 from rocketlake.resources.local.process import session_members
+
 from tests.conftest import free_ports
 from tests.dagster_instance import recommended_home
-from tests.integration.ingestion_support import definitions, write_config
+from tests.integration.ingestion_support import definitions, materialize_command, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,17 +37,7 @@ class Deployment:
     def materialize(self, table: str, partition: str) -> subprocess.Popen:
         """``dagster asset materialize`` of one window on this deployment's own instance."""
         return subprocess.Popen(
-            [
-                str(Path(sys.executable).parent / "dagster"),
-                "asset",
-                "materialize",
-                "-m",
-                "rocketlake.definitions",
-                "--select",
-                table,
-                "--partition",
-                partition,
-            ],
+            materialize_command(table, partition),
             cwd=ROOT,
             env=self.env,
             stdout=subprocess.PIPE,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -11,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from rocketlake.assets.definitions import build_definitions
 from rocketlake.pipelines.config import load_config
 from rocketlake.resources.local import peers
@@ -108,6 +108,22 @@ class Produced:
 
     def in_window(self, key: str) -> list[dict]:
         return [m for m in self.by_msg_id.values() if minute_key(m["storeTimestamp"]) == key]
+
+
+def materialize_command(table: str, partition: str) -> list[str]:
+    """``dagster asset materialize`` of one window of rocketlake's code location, as a person types it."""
+    dagster = str(Path(sys.executable).parent / "dagster")
+    return [
+        dagster,
+        "asset",
+        "materialize",
+        "-m",
+        "rocketlake.definitions",
+        "--select",
+        table,
+        "--partition",
+        partition,
+    ]
 
 
 def java_dump(cluster: LocalCluster, topic: str, sent: list[peers.SentMessage]) -> dict[str, dict]:

@@ -24,18 +24,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from dagster import DagsterInstance
 from dagster._core.storage.dagster_run import DagsterRunStatus
-import yaml
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 from pyarrow import fs
-
 from rocketlake.assets.run_guard import recorded_process
 from rocketlake.pipelines.config import LakeConfig
 from rocketlake.pipelines.storage import delta_rs_options
+
 from tests.dagster_instance import recommended_home
-from tests.integration.ingestion_support import unique, write_config
+from tests.integration.ingestion_support import materialize_command, unique, write_config
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,17 +77,7 @@ def start_cli(env: dict, table: str, partition: str) -> subprocess.Popen:
     fd, name = tempfile.mkstemp(prefix="dagster-cli-", suffix=".log")
     with os.fdopen(fd, "w") as out:
         proc = subprocess.Popen(
-            [
-                DAGSTER,
-                "asset",
-                "materialize",
-                "-m",
-                "rocketlake.definitions",
-                "--select",
-                table,
-                "--partition",
-                partition,
-            ],
+            materialize_command(table, partition),
             cwd=ROOT,
             env=env,
             stdout=out,
@@ -468,6 +458,7 @@ def test_runs_killed_during_or_after_send_back_land_every_message_once(
     send-back follows the landing, whose Spark work is done), and the listener, in the server's Python workers,
     finds its flag by the messages' topic."""
     from rocketlake.resources.rocketmq.client import RocketMQClient
+
     from tests.integration.ingestion_support import minute_key, wait_until
 
     ingestion = Ingestion(

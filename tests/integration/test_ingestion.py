@@ -17,15 +17,16 @@ import pytest
 import yaml
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
 from deltalake import DeltaTable
-
-import rocketlake
 from rocketlake.assets.metadata import ROWS
 from rocketlake.resources.local.process import ManagedProcess, accepts_connections, stop_all, wait_for
 from rocketlake.resources.rocketmq.client import RocketMQClient
+
+import rocketlake
 from tests.conftest import free_ports
 from tests.dagster_instance import pooled_instance, recommended_home
 from tests.integration.ingestion_support import (
     definitions,
+    materialize_command,
     minute_floor_ms,
     minute_key,
     run_partitions,
@@ -269,17 +270,7 @@ def test_dagster_cli_materializes_a_partition(tmp_path, local_cluster, produced,
 
     def materialize(partition: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [
-                str(Path(sys.executable).parent / "dagster"),
-                "asset",
-                "materialize",
-                "-m",
-                "rocketlake.definitions",
-                "--select",
-                table,
-                "--partition",
-                partition,
-            ],
+            materialize_command(table, partition),
             cwd=root,
             env=env,
             capture_output=True,

@@ -24,12 +24,19 @@ from pathlib import Path
 import pytest
 import yaml
 from deltalake import DeltaTable
-
-from rocketlake.resources.local.spark_cluster import LocalSparkCluster, SparkClusterSpec
 from rocketlake.resources.local.process import port_in_use
+from rocketlake.resources.local.spark_cluster import LocalSparkCluster, SparkClusterSpec
+
 from tests.conftest import free_ports
 from tests.dagster_instance import recommended_home
-from tests.integration.ingestion_support import in_shared_minutes, order, unique, until, write_config
+from tests.integration.ingestion_support import (
+    in_shared_minutes,
+    materialize_command,
+    order,
+    unique,
+    until,
+    write_config,
+)
 
 pytestmark = pytest.mark.stack
 
@@ -138,17 +145,7 @@ def test_windows_land_through_a_spark_server_on_the_executors_of_a_standalone_cl
         until(lambda: port_in_use(port), 180, "the Spark Connect server to listen")
         for window in windows:
             result = subprocess.run(
-                [
-                    str(Path(sys.executable).parent / "dagster"),
-                    "asset",
-                    "materialize",
-                    "-m",
-                    "rocketlake.definitions",
-                    "--select",
-                    table,
-                    "--partition",
-                    window,
-                ],
+                materialize_command(table, window),
                 cwd=elsewhere,
                 env=env,
                 capture_output=True,
