@@ -18,10 +18,11 @@ import importlib
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 
+from rocketlake.pipelines import identity
 from rocketlake.pipelines.allocation import PrefixMachineRoomResolver, Strategy, make_strategy, rebalance
 from rocketlake.pipelines.config import AllocateStrategy, IngestionConfig, MessageModel
+from rocketlake.pipelines.topics import membership_topic_of
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
-from rocketlake.pipelines import identity
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ def assign(cfg: IngestionConfig, client_id: str, queues: Iterable[MessageQueue],
 
 def membership(client, cfg: IngestionConfig) -> list[str]:
     """The group's client ids as a broker of the topic lists them (one broker, as the Java client asks)."""
-    return list(client.get_consumer_list_by_group(cfg.consumer_group, cfg.membership_topic_of(client)))
+    return list(client.get_consumer_list_by_group(cfg.consumer_group, membership_topic_of(cfg, client)))
 
 
 def member_share(

@@ -12,8 +12,10 @@ import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from rocketlake.pipelines.identity import client_id, offset_store_path
 from rocketlake.pipelines.offset_store import LocalOffsetStore
 from rocketlake.pipelines.options import SourceOptionError, SourceOptions
+from rocketlake.pipelines.topics import subscribed_topics
 from rocketlake.pipelines.windows import first_offset_at_or_after
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.columnar import RawRecords
@@ -28,7 +30,6 @@ from rocketlake.resources.rocketmq.filter import Subscription
 from rocketlake.resources.rocketmq.message import Message, is_retry_topic, retry_topic
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 from rocketlake.resources.rocketmq.range_reader import read_ranges
-from rocketlake.pipelines.identity import client_id, offset_store_path
 
 if TYPE_CHECKING:  # the configuration (pydantic, YAML) is not imported where Spark tasks only read: 0.2 s a worker
     from rocketlake.pipelines.config import IngestionConfig
@@ -251,7 +252,7 @@ def group_broker(client: RocketMQClient, cfg: IngestionConfig) -> GroupBroker:
     """What a run (or ``rocketlake offsets show``) of ``cfg`` reads its queues and progress through."""
     from rocketlake.pipelines.config import MessageModel
 
-    topics = cfg.topic if cfg.topic is not None else (lambda: cfg.subscribed_topics(client))
+    topics = cfg.topic if cfg.topic is not None else (lambda: subscribed_topics(cfg, client))
     if cfg.message_model is MessageModel.BROADCASTING:
         return MemberBroker(client, topics, cfg.consumer_group, LocalOffsetStore(offset_store_path(cfg)))
     if cfg.dead_letters_of is not None:

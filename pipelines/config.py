@@ -30,7 +30,7 @@ from rocketlake.resources.rocketmq.errors import InvalidName
 from rocketlake.resources.rocketmq.heartbeat import ConsumeFromWhere, MessageModel
 from rocketlake.resources.rocketmq.message import DLQ_GROUP_TOPIC_PREFIX
 from rocketlake.resources.rocketmq.tls import TlsSettings
-from rocketlake.resources.rocketmq.validators import check_consumer_group, check_topic, is_system_topic
+from rocketlake.resources.rocketmq.validators import check_consumer_group, check_topic
 
 CONFIG_ENV = "ROCKETLAKE_CONFIG"
 DEFAULT_CONFIG = "rocketlake.yaml"
@@ -904,12 +904,14 @@ class IngestionConfig(_Strict):
     @property
     def membership_topic(self) -> str | None:
         """The topic whose brokers list the group's members (the members subscribe to it, not to the DLQ); None
-        for a pattern, whose topics are known only from the name server (``membership_topic_of``)."""
+        for a pattern, whose topics are known only from the name server (``topics.membership_topic_of``)."""
         members = self._dead_letters_cfg or self
         return members.topic_names[0] if members.topic_names else None
 
-    def membership_topic_of(self, client) -> str:
-        return self.membership_topic or (self._dead_letters_cfg or self).subscribed_topics(client)[0]
+    @property
+    def members_config(self) -> IngestionConfig:
+        """The ingestion whose members heartbeat for this one: itself, or for ``<table>_dlq`` the main ingestion."""
+        return self._dead_letters_cfg or self
 
     @property
     def topic_names(self) -> tuple[str, ...]:
@@ -922,18 +924,6 @@ class IngestionConfig(_Strict):
         if self.topic_pattern is not None:
             return f"topics matching /{self.topic_pattern}/"
         return ", ".join(self.topic_names)
-
-    def subscribed_topics(self, client) -> list[str]:
-        """The topics landed now: those named, or those of the name server's list the pattern matches (never a
-        retry or dead-letter topic, nor one of RocketMQ's own); TopicNotExist when a pattern matches none."""
-        if self.topic_pattern is None:
-            return list(self.topic_names)
-        found = matching_topics(self.topic_pattern, client.topics())
-        if not found:
-            from rocketlake.resources.rocketmq.errors import TopicNotExist
-
-            raise TopicNotExist(f"no topic on cluster {self.cluster!r} matches topic_pattern {self.topic_pattern!r}")
-        return found
 
     @property
     def can_fail(self) -> bool:
@@ -992,13 +982,6 @@ class IngestionConfig(_Strict):
         if self.pull_threshold_size_for_topic != -1 and queue_count:
             size_mib = min(size_mib, max(1, self.pull_threshold_size_for_topic // queue_count))
         return messages, size_mib * 1024 * 1024
-
-
-def matching_topics(pattern: str, names) -> list[str]:
-    """The topics of ``names`` that ``pattern`` matches whole, sorted; never a retry or dead-letter topic (``%...``)
-    nor one of RocketMQ's own (``TopicValidator``'s system topics)."""
-    compiled = re.compile(pattern)
-    return sorted(t for t in names if compiled.fullmatch(t) and not t.startswith("%") and not is_system_topic(t))
 
 
 def dead_letter_config(cfg: IngestionConfig) -> IngestionConfig:

@@ -17,16 +17,17 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from rocketlake import member_requests, member_status
+from rocketlake.pipelines import identity
 from rocketlake.pipelines.config import IngestionConfig, MessageModel
+from rocketlake.pipelines.topics import subscribed_topics
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.client_requests import decode_reset_offset_body
 from rocketlake.resources.rocketmq.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from rocketlake.resources.rocketmq.connection import handle_server_requests
 from rocketlake.resources.rocketmq.errors import ClosedBeforeAnswer, RocketMQError, is_refusal
-from rocketlake.resources.rocketmq.heartbeat import ConsumerData, ConsumeType
 from rocketlake.resources.rocketmq.frame import RemotingCommand
+from rocketlake.resources.rocketmq.heartbeat import ConsumerData, ConsumeType
 from rocketlake.resources.rocketmq.message import retry_topic
-from rocketlake.pipelines import identity
 
 HEARTBEAT_S = 30.0  # ClientConfig.heartbeatBrokerInterval
 
@@ -131,7 +132,7 @@ class Member:
             rates = None
         return member_status.running_info(
             cfg,
-            cfg.subscribed_topics(self.client),
+            subscribed_topics(cfg, self.client),
             held,
             self.landed(),
             self.client.namesrv_address,
@@ -165,7 +166,7 @@ class Member:
             share = set(self._share(broker))
             targets = {mq: offset for mq, offset in decode_reset_offset_body(body).items() if mq in share}
             outcome = member_requests.reset_offsets(
-                broker, targets, set(self.cfg.subscribed_topics(self.client)), timestamp, self.in_flight
+                broker, targets, set(subscribed_topics(self.cfg, self.client)), timestamp, self.in_flight
             )
         except Exception as e:  # oneway: no one to answer; the operator reads the log and consumerStatus
             outcome = member_requests.ResetOutcome(timestamp, refused=f"{type(e).__name__}: {e}")
@@ -185,7 +186,7 @@ class Member:
     def beat(self) -> list[str]:
         """One heartbeat to the topics' brokers; the group's members as the brokers now list them. A pattern's
         topics are matched again at every beat, so a topic created later is subscribed to from then on."""
-        topics = self.cfg.subscribed_topics(self.client)
+        topics = subscribed_topics(self.cfg, self.client)
         self.client.heart_beat(self.client_id, [consumer_data(self.cfg, topics)])
         return sorted(self.client.get_consumer_list_by_group(self.cfg.consumer_group, topics[0]))
 

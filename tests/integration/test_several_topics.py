@@ -3,7 +3,7 @@
 The official Java producer writes to each topic; a run lands every topic's queues in one Delta commit with one
 ledger entry, and commits each queue's offset, which the Java admin tool reads back per topic. A topic created
 after the first window that matches the pattern joins at the next window. A list of topics goes the same way
-below the subscription (``IngestionConfig.subscribed_topics``, unit-tested); the pattern is the case with a
+below the subscription (``topics.subscribed_topics``, unit-tested); the pattern is the case with a
 moving list.
 """
 
@@ -14,12 +14,13 @@ import uuid
 
 import pytest
 from deltalake import DeltaTable
-
 from rocketlake.pipelines.ledger_log import read_ledger
-from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.pipelines.topics import subscribed_topics
 from rocketlake.pipelines.windows import Window
-from tests.integration.ingestion_support import unique, wait_until
+from rocketlake.resources.rocketmq.client import RocketMQClient
+
 from tests.integration.engine_support import Engine, now_ms
+from tests.integration.ingestion_support import unique, wait_until
 from tests.unit.support import ingestion_config
 
 pytestmark = pytest.mark.engine
@@ -67,7 +68,7 @@ def test_a_topic_created_later_that_matches_the_pattern_joins_at_the_next_window
 
     second = create_topic(queues=2, prefix=prefix)
     with RocketMQClient(local_cluster.spec.namesrv_address) as client:
-        assert second in cfg.subscribed_topics(client)  # the name server lists it as soon as it is created
+        assert second in subscribed_topics(cfg, client)  # the name server lists it as soon as it is created
     w2 = send_to(java_producer, {first: 2, second: 5})
     landed = engine.run("r2", [("w2", w2)])
     assert sum(a.rows for a in landed.materialization.accounting) == 7

@@ -548,7 +548,7 @@ def test_the_topics_landed_are_named_one_way(changes, message):
 
 
 def test_a_pattern_matches_whole_names_and_never_retry_dead_letter_or_system_topics():
-    from rocketlake.pipelines.config import matching_topics
+    from rocketlake.pipelines.topics import matching_topics
 
     names = [
         "orders_eu",

@@ -70,6 +70,7 @@ ENGINE_CORE = tuple(
         "progress",
         "run",
         "tails",
+        "topics",
         "windows",
     )
 )
