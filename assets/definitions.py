@@ -64,19 +64,7 @@ def build_definitions(
         )
     }
     for name, cluster in config.clusters.items():
-        keys = {}
-        if cluster.access_key_env:
-            # The variables' names: each process that needs the keys (a run, a sensor, a Spark worker) reads them.
-            keys = {"access_key_env": cluster.access_key_env, "secret_key_env": cluster.secret_key_env}
-        if cluster.tls is not None:
-            keys |= {
-                "tls": True,
-                "tls_ca_file": cluster.tls.ca_file,
-                "tls_cert_file": cluster.tls.cert_file,
-                "tls_key_file": cluster.tls.key_file,
-                "tls_verify_hostname": cluster.tls.verify_hostname,
-            }
-        resources[rocketmq_resource_key(name)] = RocketMQResource(namesrv=cluster.namesrv, cluster=name, **keys)
+        resources[rocketmq_resource_key(name)] = RocketMQResource.of_cluster(name, cluster)
     shaped = translate(config, translator)
     ingestions = [(name, ing, shaped[name]) for name, ing in config.ingestions.items()]
     # Several ingestions of one topic share its node.

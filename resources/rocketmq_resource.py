@@ -7,12 +7,11 @@ log line, repr or metadata.
 
 from __future__ import annotations
 
-import os
-
 from dagster import ConfigurableResource
 from pydantic import Field, PrivateAttr
 
-from rocketlake.resources.rocketmq.acl import Credentials
+from rocketlake.pipelines.config import ClusterConfig
+from rocketlake.resources.rocketmq.acl import Credentials, credentials_from_environment
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.tls import TlsSettings
 
@@ -66,16 +65,33 @@ class RocketMQResource(ConfigurableResource):
     )
     _clients: dict[int, RocketMQClient] = PrivateAttr(default_factory=dict)
 
+    @classmethod
+    def of_cluster(cls, name: str, cluster: ClusterConfig) -> RocketMQResource:
+        """The resource of a configured cluster: how the definitions and the CLI both build their clients. Its ACL
+        keys by the names of the variables holding them: each process that needs them (a run, a sensor, a Spark
+        worker) reads them there."""
+        settings: dict = {}
+        if cluster.access_key_env:
+            settings = {"access_key_env": cluster.access_key_env, "secret_key_env": cluster.secret_key_env}
+        if cluster.tls is not None:
+            settings |= {
+                "tls": True,
+                "tls_ca_file": cluster.tls.ca_file,
+                "tls_cert_file": cluster.tls.cert_file,
+                "tls_key_file": cluster.tls.key_file,
+                "tls_verify_hostname": cluster.tls.verify_hostname,
+            }
+        return cls(namesrv=cluster.namesrv, cluster=name, **settings)
+
     def credentials(self) -> Credentials | None:
         if self.access_key_env or self.secret_key_env:
-            values = {name: os.environ.get(name) for name in (self.access_key_env, self.secret_key_env)}
-            missing = [name for name, value in values.items() if not value]
+            credentials, missing = credentials_from_environment(self.access_key_env, self.secret_key_env)
             if missing:
                 raise MissingCredentials(
                     f"cluster {self.cluster or self.namesrv!r} signs its requests (ACL): set the environment "
                     f"variable{'s' if len(missing) > 1 else ''} {' and '.join(missing)} (its AccessKey and SecretKey)"
                 )
-            return Credentials(values[self.access_key_env], values[self.secret_key_env])
+            return credentials
         if self.access_key and self.secret_key:
             return Credentials(self.access_key, self.secret_key)
         return None

@@ -353,29 +353,15 @@ def _backfill(args: argparse.Namespace) -> int:
 
 
 def _client(config, ingestion):
-    """A client of the ingestion's cluster, with its ACL keys from the environment variables the file names."""
-    import os
+    """A client of the ingestion's cluster, built as a run builds its own (``RocketMQResource.of_cluster``): its ACL
+    keys from the environment variables the file names, its TLS, the ingestion's timeout."""
+    from rocketlake.resources.rocketmq_resource import MissingCredentials, RocketMQResource
 
-    from rocketlake.resources.rocketmq.acl import Credentials
-    from rocketlake.resources.rocketmq.client import RocketMQClient
-    from rocketlake.resources.rocketmq_resource import RocketMQResource
-
-    cluster = config.clusters[ingestion.cluster]
-    credentials = None
-    if cluster.access_key_env:
-        key, secret = os.environ.get(cluster.access_key_env), os.environ.get(cluster.secret_key_env)
-        if not key or not secret:
-            raise _Refused(
-                f"cluster {ingestion.cluster!r} uses ACL: set ${cluster.access_key_env} and ${cluster.secret_key_env}"
-            )
-        credentials = Credentials(key, secret)
-    timeout_ms = ingestion.mq_client_api_timeout or RocketMQResource.model_fields["timeout_ms"].default
-    return RocketMQClient(
-        cluster.namesrv,
-        credentials=credentials,
-        timeout=timeout_ms / 1000,
-        tls=cluster.tls.settings() if cluster.tls is not None else None,
-    )
+    resource = RocketMQResource.of_cluster(ingestion.cluster, config.clusters[ingestion.cluster])
+    try:
+        return resource.open_client(ingestion.mq_client_api_timeout)
+    except MissingCredentials as e:
+        raise _Refused(str(e)) from None
 
 
 @contextmanager

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -32,6 +33,7 @@ __all__ = [
     "SIGNATURE",
     "AclClientRPCHook",
     "Credentials",
+    "credentials_from_environment",
     "sign",
     "signing_content",
 ]
@@ -91,3 +93,16 @@ class AclClientRPCHook:
         if self.credentials.security_token is not None:
             fields[SECURITY_TOKEN] = self.credentials.security_token
         fields[SIGNATURE] = sign(signing_content(fields, request.body), self.credentials.secret_key)
+
+
+def credentials_from_environment(
+    access_key_env: str | None, secret_key_env: str | None, environ: Mapping[str, str] | None = None
+) -> tuple[Credentials | None, list[str]]:
+    """The ACL keys read from the environment variables named (the one place they are read: a run, a sensor, the
+    CLI, each Spark worker); ``(None, missing)`` with the names of those not set, for the caller to say where."""
+    environ = os.environ if environ is None else environ
+    names = [access_key_env, secret_key_env]
+    missing = [str(name) for name in names if not name or not environ.get(name)]
+    if missing:
+        return None, missing
+    return Credentials(environ[access_key_env], environ[secret_key_env]), []
