@@ -31,7 +31,7 @@ from rocketlake.resources.rocketmq.message import Message, is_retry_topic, retry
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 from rocketlake.resources.rocketmq.range_reader import read_ranges
 
-if TYPE_CHECKING:  # the configuration (pydantic, YAML) is not imported where Spark tasks only read: 0.2 s a worker
+if TYPE_CHECKING:  # the configuration (pydantic, YAML) is not imported where Spark tasks only read: each worker pays it
     from rocketlake.pipelines.config import IngestionConfig
 
 __all__ = [

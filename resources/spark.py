@@ -46,18 +46,17 @@ LOCAL_DEFAULTS = {
     # A laptop-sized shuffle; a cluster master gets Spark's own default.
     "spark.sql.shuffle.partitions": "8",
     # Delta rebuilds a table's snapshot (the log since its last checkpoint, a few files) with 50 tasks by
-    # default, sized for clusters; on a local master that first snapshot of a run took 20 s instead of 10.
+    # default, sized for clusters; on a local master scheduling them costs more than reading the files.
     "spark.databricks.delta.snapshotPartitions": "1",
     # VACUUM lists the table's files in as many tasks as this (10,000 by default, sized for clusters): on a local
-    # master the VACUUM of a table of a few files took 42 s, all of it scheduling empty tasks.
+    # master a VACUUM of a few files would spend its time scheduling empty tasks.
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "8",
 }
 
 
-#: glibc's malloc gives threads arenas of their own (up to 8 per core) and keeps in each what its threads free.
-#: Spark's JVM grew to 5.1 GB (with a 2 GB heap) landing a 10,000,000-message backlog that a 1,000,000-message
-#: window landed in 1.6 GB, and handed the native memory back afterwards; with two arenas, as Hadoop caps its
-#: containers, it stayed at 2.6 GB, at the same speed (benchmarks/README.md).
+#: glibc's malloc gives threads arenas of their own (up to 8 per core) and keeps in each what its threads free, so
+#: the JVM's native memory grows with a backlog's size and is not handed back; two arenas, as Hadoop caps its
+#: containers, keep it near a window's needs at the same speed (the figures: benchmarks/README.md).
 MALLOC_ARENA_MAX = "2"
 
 
@@ -132,11 +131,10 @@ CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 CONNECT_DEFAULT_PORT = 15002
 
 #: A run killed while the server works for it (SIGKILL, an OOM, a lost machine) must not land later on its own. With
-#: Spark's defaults the server keeps a dead client's operation for 120 s + 300 s, time enough to finish: a killed
-#: run's Delta commit landed 14 to 58 s after its process died, while the next run could already be landing the same
-#: window. Measured on this server, a dead client's write is interrupted 9 to 13 s after its process died with these
-#: settings (its response stream ends within 5 s, the operation is reaped 5 s later, checked every 2 s); a live
-#: client reattaches every 5 s, which it does on its own (PySpark's default reattachable execution).
+#: Spark's defaults the server keeps a dead client's operation for 120 s + 300 s, time enough to finish and commit
+#: while the next run may already be landing the same window. With these settings a dead client's stream ends within
+#: 5 s and its operation is reaped 5 s later (checked every 2 s); a live client reattaches every 5 s, which it does on
+#: its own (PySpark's default reattachable execution). test_spark_server.py checks that a killed run's write stops.
 CONNECT_REAPS_DEAD_CLIENTS = {
     "spark.connect.execute.reattachable.senderMaxStreamDuration": "5s",
     "spark.connect.execute.manager.detachedTimeout": "5s",

@@ -102,9 +102,8 @@ class TlsSession:
                 if part:
                     parts.append(part)
                 else:
-                    # The peer's close_notify: OpenSSL answers every read after it with no bytes, not an error, and
-                    # a loop that kept reading grew without end (a test worker reached 16 GB, spinning on the
-                    # connection of a broker that had shut down).
+                    # The peer's close_notify: OpenSSL answers every read after it with no bytes, not an error, so
+                    # a loop that kept reading would spin (and grow) on the connection of a broker that shut down.
                     self._closed_by_peer = True
             return b"".join(parts)
 
