@@ -27,7 +27,7 @@ from rocketlake.pipelines.broker_access import GroupBroker
 from rocketlake.pipelines.ingest import plan_windows
 from rocketlake.pipelines.materialize import land_entry
 from rocketlake.pipelines.windows import Window
-from rocketlake.resources.local.peers import consume
+from tests.java_oracles import consume
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.spark import spark_session
 

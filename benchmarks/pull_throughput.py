@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import bench_cluster, produce_bulk
-from rocketlake.resources.local.peers import consume
+from tests.java_oracles import consume
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 from rocketlake.resources.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT, read_ranges

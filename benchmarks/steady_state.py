@@ -44,7 +44,7 @@ from pathlib import Path
 import yaml
 
 from rocketlake.launch import RECOMMENDED_INSTANCE
-from rocketlake.resources.local.peers import start_retry_consumer
+from tests.java_oracles import start_retry_consumer
 from rocketlake.resources.local.process import stat_fields
 
 ROOT = Path(__file__).resolve().parents[1]

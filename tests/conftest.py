@@ -99,6 +99,8 @@ class FixtureTimer:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(FixtureTimer(), "rocketlake-fixture-timer")
+    # The Java oracles (tests/java_peers) compile with the package's peers into every PeerServer from the first.
+    import tests.java_oracles  # noqa: F401
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -531,7 +533,7 @@ class JavaPeers:
         return produce(self.namesrv, self.state_dir, messages, args=list(args), version=self.version)
 
     def consume(self, topic: str, ranges: dict[tuple[str, int], tuple[int, int]], **options) -> list[dict]:
-        from rocketlake.resources.local.peers import consume
+        from tests.java_oracles import consume
 
         return consume(self.namesrv, self.state_dir, topic, ranges, version=self.version, **options)
 

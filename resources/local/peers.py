@@ -7,8 +7,9 @@ against the cached RocketMQ jars; the classes are cached by a hash of all the so
 A JVM start costs seconds, and the suites ask the peers (and mqadmin, see mqadmin.py) dozens of times, so
 the calls go to one long-lived ``PeerServer`` JVM per (RocketMQ version, state directory): it runs each
 program's ``run(args)`` (or ``MQAdminStartup.main0``) with System.in/out/err swapped for the request's.
-The protocol is in PeerServer.java. The push consumers (`start_push_member`, `start_retry_consumer`) stay
-JVMs of their own.
+The protocol is in PeerServer.java. The package ships the producer and the admin peer (the demo, the local runtime);
+the tests' oracles (a consumer, the allocation strategies, push consumers) are in ``tests/java_peers``, compiled
+with them once a test registers that folder (``add_sources``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from rocketlake.resources import jars
 from rocketlake.resources.local.process import TOOL_HEAP, LocalClusterError, jvm_base_flags
 
 SOURCES = Path(__file__).parent / "peers"
+#: Folders of Java programs compiled with the package's own (``add_sources``): the tests' oracles, which the wheel
+#: does not ship (``tests/java_peers``).
+_extra_sources: list[Path] = []
 SERVER_MAIN = "PeerServer"
 #: The server exits after this long without a request (the next call starts a new one): a state directory
 #: nobody asks any more does not keep a JVM.
@@ -65,12 +69,26 @@ class SentMessage:
         )
 
 
+def add_sources(folder: Path) -> None:
+    """Compile the Java programs of ``folder`` with the package's own from now on (a peer server started before
+    starts again with them at its next call)."""
+    folder = Path(folder).resolve()
+    if folder not in _extra_sources:
+        _extra_sources.append(folder)
+
+
+def source_folders() -> tuple[Path, ...]:
+    return (SOURCES, *_extra_sources)
+
+
 def build(program: str = SERVER_MAIN, version: str = jars.ROCKETMQ_VERSION) -> str:
-    """Compile every ``*.java`` beside this module into one class directory, once per sources and version (the
-    server calls the peers, so they compile together); return the classpath to run ``program``."""
-    sources = sorted(SOURCES.glob("*.java"))
-    if not (SOURCES / f"{program}.java").exists():
-        raise LocalClusterError(f"no Java peer program {program} in {SOURCES}")
+    """Compile every ``*.java`` beside this module (and of the folders ``add_sources`` named) into one class
+    directory, once per sources and version (the server calls the peers, so they compile together); return the
+    classpath to run ``program``."""
+    folders = source_folders()
+    sources = [source for folder in folders for source in sorted(folder.glob("*.java"))]
+    if not any((folder / f"{program}.java").exists() for folder in folders):
+        raise LocalClusterError(f"no Java peer program {program} in {', '.join(map(str, folders))}")
     lib_cp = jars.classpath(jars.rocketmq_jar_set(version))
     digest = hashlib.sha256(version.encode())
     for source in sources:
@@ -87,7 +105,7 @@ def build(program: str = SERVER_MAIN, version: str = jars.ROCKETMQ_VERSION) -> s
         )
         if proc.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
-            raise LocalClusterError(f"javac failed on {SOURCES}:\n{proc.stderr[-3000:]}")
+            raise LocalClusterError(f"javac failed on {', '.join(map(str, folders))}:\n{proc.stderr[-3000:]}")
         try:
             tmp.rename(out)
         except OSError:  # another process built the same sources meanwhile
@@ -190,6 +208,7 @@ class PeerServer:
         self._proc: subprocess.Popen | None = None
         self._lines: queue.SimpleQueue | None = None
         self._token = ""
+        self._folders: tuple[Path, ...] = ()  # the source folders of the running server's classes
 
     @property
     def log_file(self) -> Path:
@@ -235,9 +254,10 @@ class PeerServer:
 
     # -- internals -------------------------------------------------------------------------------
     def _running(self) -> tuple[subprocess.Popen, queue.SimpleQueue, str]:
-        if self._proc is not None and self._proc.poll() is None:
+        if self._proc is not None and self._proc.poll() is None and self._folders == source_folders():
             return self._proc, self._lines, self._token
-        self.close()  # reap a dead one
+        self.close()  # reap a dead one, or end one compiled without programs added since
+        self._folders = source_folders()
         token = secrets.token_hex(8)
         cmd = server_command(self.state_dir, self.version, token)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -374,103 +394,7 @@ def produce(
     return [SentMessage.from_dict(d) for d in lines]
 
 
-def consume(
-    namesrv: str,
-    state_dir: Path,
-    topic: str,
-    ranges: dict[tuple[str, int], tuple[int, int]],
-    *,
-    subscription: str | None = None,
-    bench: bool = False,
-    pull_batch_size: int = 32,
-    version: str = jars.ROCKETMQ_VERSION,
-    timeout: float = 600.0,
-) -> list[dict]:
-    """Read ``{(broker, queue_id): (from, until)}`` with the Java DefaultLitePullConsumer (assign + seek)."""
-    queues = ",".join(f"{b}:{q}:{lo}:{hi}" for (b, q), (lo, hi) in ranges.items())
-    args = [
-        "--namesrv",
-        namesrv,
-        "--topic",
-        topic,
-        "--queues",
-        queues,
-        "--pull-batch-size",
-        str(pull_batch_size),
-        "--mode",
-        "bench" if bench else "dump",
-    ] + (["--subscription", subscription] if subscription else [])
-    return run("ConsumerPeer", state_dir, args, version=version, timeout=timeout)
-
-
 def admin(namesrv: str, state_dir: Path, commands: list[dict], *, version: str = jars.ROCKETMQ_VERSION) -> list[dict]:
     """Ask the Java admin API (DefaultMQAdminExt); one answer {"ok", "value" | "error"} per command."""
     stdin = "".join(json.dumps(c) + "\n" for c in commands)
     return run("AdminPeer", state_dir, ["--namesrv", namesrv], stdin, version=version)
-
-
-def allocate(
-    cases: list[dict], state_dir: Path, *, version: str = jars.ROCKETMQ_VERSION, timeout: float = 300.0
-) -> list[dict]:
-    """Ask the Java ``AllocateMessageQueue*`` strategies, one run for every case (see AllocatePeer.java)."""
-    stdin = "".join(json.dumps(c) + "\n" for c in cases)
-    return run("AllocatePeer", state_dir, [], stdin, version=version, timeout=timeout)
-
-
-def start_push_member(
-    namesrv: str,
-    state_dir: Path,
-    group: str,
-    topic: str,
-    *,
-    client_ip: str,
-    instance_name: str,
-    version: str = jars.ROCKETMQ_VERSION,
-) -> subprocess.Popen:
-    """A Java DefaultMQPushConsumer in ``group`` until its stdin closes; it prints each allocation it is given
-    (see PushMemberPeer.java). Text mode, line-buffered: read ``stdout`` line by line."""
-    args = [
-        "--namesrv",
-        namesrv,
-        "--group",
-        group,
-        "--topic",
-        topic,
-        "--client-ip",
-        client_ip,
-        "--instance-name",
-        instance_name,
-    ]
-    return subprocess.Popen(
-        java_command("PushMemberPeer", state_dir, args, version),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        bufsize=1,
-    )
-
-
-def start_retry_consumer(
-    namesrv: str,
-    state_dir: Path,
-    group: str,
-    topic: str,
-    *,
-    max_reconsume_times: int,
-    fail_until: dict[str, int],
-    version: str = jars.ROCKETMQ_VERSION,
-) -> subprocess.Popen:
-    """A Java DefaultMQPushConsumer whose listener answers RECONSUME_LATER for a message tagged ``t`` while its
-    reconsumeTimes is below ``fail_until[t]``; it prints each delivery until its stdin closes (see RetryPeer.java)."""
-    args = ["--namesrv", namesrv, "--group", group, "--topic", topic, "--max-reconsume-times", str(max_reconsume_times)]
-    for tag, times in fail_until.items():
-        args += ["--fail", f"{tag}={times}"]
-    return subprocess.Popen(
-        java_command("RetryPeer", state_dir, args, version),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        bufsize=1,
-    )

@@ -489,7 +489,7 @@ class Soak:
 
     def stored_messages(self) -> list[dict]:
         """What the brokers hold on the topic, read by the Java consumer from each queue's first offset to its end."""
-        from rocketlake.resources.local.peers import consume
+        from tests.java_oracles import consume
         from rocketlake.resources.rocketmq.client import RocketMQClient
 
         with RocketMQClient(self.cluster.spec.namesrv_address) as client:

@@ -18,6 +18,7 @@ from rocketlake.resources.local import peers
 from rocketlake.resources.local.cluster import LocalCluster
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.errors import TopicNotExist
+from tests import java_oracles
 
 BODY_SCHEMA = "order_id STRING, amount DOUBLE"
 
@@ -130,7 +131,7 @@ def java_dump(cluster: LocalCluster, topic: str, sent: list[peers.SentMessage]) 
     ends: dict[tuple[str, int], int] = {}
     for s in sent:
         ends[(s.broker_name, s.queue_id)] = max(ends.get((s.broker_name, s.queue_id), 0), s.queue_offset + 1)
-    dump = peers.consume(
+    dump = java_oracles.consume(
         cluster.spec.namesrv_address,
         cluster.spec.state_dir,
         topic,

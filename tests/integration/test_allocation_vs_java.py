@@ -21,8 +21,8 @@ from rocketlake.pipelines.allocation import (
     make_strategy,
     sort_for_rebalance,
 )
-from rocketlake.resources.local import peers
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from tests import java_oracles
 
 pytestmark = pytest.mark.broker
 
@@ -173,7 +173,7 @@ def test_allocation_matches_java(tmp_path):
     cases = [_case(rng, i) for i in range(CASES)]
 
     started = time.monotonic()
-    java = {a["id"]: a for a in peers.allocate(cases, tmp_path)}
+    java = {a["id"]: a for a in java_oracles.allocate(cases, tmp_path)}
     java_s = time.monotonic() - started
     assert len(java) == len(cases), "the Java peer skipped cases"
 

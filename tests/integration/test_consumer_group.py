@@ -24,7 +24,7 @@ from deltalake import DeltaTable
 from rocketlake.assets.metadata import ASSIGNMENT
 from rocketlake.pipelines.assignment import assign
 from rocketlake.pipelines.config import load_config
-from rocketlake.resources.local.peers import produce, start_push_member
+from rocketlake.resources.local.peers import produce
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq_resource import RocketMQResource
@@ -39,6 +39,7 @@ from tests.integration.ingestion_support import (
     wait_for_next_minute,
 )
 from tests.integration.ingestion_support import until
+from tests.java_oracles import start_push_member
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]

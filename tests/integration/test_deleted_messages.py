@@ -41,6 +41,7 @@ from tests.integration.ingestion_support import (
     wait_until,
     write_config,
 )
+from tests import java_oracles
 
 pytestmark = pytest.mark.dagster
 
@@ -158,7 +159,7 @@ def scenario(short_retention_cluster: LocalCluster, tmp_path_factory: pytest.Tem
         )
     dump = {
         m["msgId"]: m
-        for m in peers.consume(
+        for m in java_oracles.consume(
             cluster.spec.namesrv_address, cluster.spec.state_dir, topic, {q: (0, end) for q, end in max_offset.items()}
         )
     }
@@ -253,7 +254,7 @@ def test_record_lands_what_survives_records_the_gaps_and_moves_past_them(scenari
     assert all(s.max_offset[q] >= s.min_offset[q] for q in s.max_offset)
 
     # What the broker still holds of window 2, as the Java consumer reads it now.
-    left = peers.consume(
+    left = java_oracles.consume(
         s.cluster.spec.namesrv_address,
         s.cluster.spec.state_dir,
         s.topic,

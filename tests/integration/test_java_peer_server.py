@@ -17,6 +17,7 @@ import pytest
 
 from rocketlake.resources.local import peers
 from rocketlake.resources.local.process import LocalClusterError
+from tests import java_oracles
 
 # "integration" as asked; "broker" is the tier tests/conftest.py requires of every test outside tests/unit.
 pytestmark = [pytest.mark.integration, pytest.mark.broker]
@@ -71,7 +72,9 @@ def test_calls_share_one_server_and_failures_leave_it_serving(java_peers, new_to
     # Threads share the server one request at a time.
     with ThreadPoolExecutor(4) as pool:
         answers = list(
-            pool.map(lambda _: peers.allocate([_CASE], java_peers.state_dir, version=java_peers.version), range(8))
+            pool.map(
+                lambda _: java_oracles.allocate([_CASE], java_peers.state_dir, version=java_peers.version), range(8)
+            )
         )
     assert all(
         a == [{"id": 1, "name": "AVG", "answers": [{"queues": [["t", "b", 0]]}, {"queues": [["t", "b", 1]]}]}]
@@ -99,7 +102,7 @@ def test_a_killed_or_timed_out_server_is_replaced_on_the_next_call(local_cluster
     # A call past its timeout (a range nothing fills: the Java consumer waits 10 s for messages) kills the server...
     started = time.monotonic()
     with pytest.raises(subprocess.TimeoutExpired):
-        peers.consume(namesrv, state_dir, topic, {("broker-a", 0): (2, 100)}, version=version, timeout=2.0)
+        java_oracles.consume(namesrv, state_dir, topic, {("broker-a", 0): (2, 100)}, version=version, timeout=2.0)
     assert time.monotonic() - started < 8
     assert server.pid is None
     # ... and the next call has a new one.

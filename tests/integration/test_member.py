@@ -197,12 +197,12 @@ def assert_direct_consume_answers_the_listeners_verdict(
 def assert_consumer_status_shows_the_member(cluster, client, group: str, client_id: str, topic: str):
     """``mqadmin consumerStatus`` asks the member (through the broker) what a Java push consumer reports, and shows
     it as it shows a Java one: beside a Java DefaultMQPushConsumer of another group on the same topic."""
-    from rocketlake.resources.local import peers
+    from tests import java_oracles
 
     queues = client.queues(topic)
     client.update_consumer_offset(group, queues[0], 3)  # what the group committed, as a run would
     java_group, java_instance = unique("g_java"), unique("java")
-    java = peers.start_push_member(
+    java = java_oracles.start_push_member(
         cluster.spec.namesrv_address,
         cluster.spec.state_dir,
         java_group,

@@ -32,6 +32,7 @@ from tests.integration.ingestion_support import (
 )
 from tests.unit.listeners import FAIL_UNTIL
 from tests.integration.ingestion_support import dead_letters
+from tests import java_oracles
 
 pytestmark = pytest.mark.dagster
 MAX_RECONSUME = 2
@@ -78,7 +79,7 @@ def test_failures_come_back_then_land_once_or_end_in_the_dead_letter_table(tmp_p
 
     # The Java peer fails the same messages: poison always, flaky once, and the malformed body (tag "bad") always,
     # as a listener that parses JSON would.
-    java = peers.start_retry_consumer(
+    java = java_oracles.start_retry_consumer(
         namesrv,
         local_cluster.spec.state_dir,
         java_group,

@@ -25,8 +25,9 @@ import java.util.concurrent.ForkJoinPool;
  * One JVM that runs the peer programs (and mqadmin) many times, so each call costs a method call instead of a JVM
  * start. Started by resources/local/peers.py, one per RocketMQ version and state directory.
  *
- * <p>Protocol: one request per stdin line, {"main": "ProducerPeer" | "ConsumerPeer" | "AdminPeer" | "AllocatePeer" |
- * "org.apache.rocketmq.tools.command.MQAdminStartup", "args": [...], "stdin": "..."}. The server answers on its stdout
+ * <p>Protocol: one request per stdin line, {"main": "ProducerPeer" | "AdminPeer" |
+ * "org.apache.rocketmq.tools.command.MQAdminStartup" | a program compiled beside them (the tests' "ConsumerPeer",
+ * "AllocatePeer"), "args": [...], "stdin": "..."}. The server answers on its stdout
  * with the line {@code #peer-begin-<token>} once it has read the request, then the program's stdout as the program
  * writes it, then one line {@code #peer-end-<token> {"exit": code, "stderr": "<tail of the program's stderr>"}}.
  * The token is the server's first argument (fresh for each server): program output cannot end a reply by accident.
@@ -136,19 +137,38 @@ public final class PeerServer {
         switch (main == null ? "" : main) {
             case "ProducerPeer":
                 return ProducerPeer.run(args);
-            case "ConsumerPeer":
-                return ConsumerPeer.run(args);
             case "AdminPeer":
                 return AdminPeer.run(args);
-            case "AllocatePeer":
-                return AllocatePeer.run(args);
             case "org.apache.rocketmq.tools.command.MQAdminStartup":
             case "MQAdminStartup":
                 // main0 (in 4.9 and 5.x) returns normally; a failing sub-command prints its stack trace and returns.
                 org.apache.rocketmq.tools.command.MQAdminStartup.main0(args, null);
                 return 0;
             default:
-                throw new IllegalArgumentException("unknown main " + main);
+                return callCompiledBeside(main, args);
+        }
+    }
+
+    /**
+     * A peer program compiled into the same class directory from a folder outside the package (the tests' Java
+     * oracles, {@code tests/java_peers}): found by its name, run through its {@code static int run(String[])}.
+     */
+    private static int callCompiledBeside(String main, String[] args) throws Exception {
+        java.lang.reflect.Method run;
+        try {
+            run = Class.forName(main).getDeclaredMethod("run", String[].class);
+        } catch (ClassNotFoundException | NoSuchMethodException e) {
+            throw new IllegalArgumentException("unknown main " + main + " (not a peer program on this server's classpath)");
+        }
+        run.setAccessible(true);
+        try {
+            return (Integer) run.invoke(null, (Object) args);
+        } catch (java.lang.reflect.InvocationTargetException e) {
+            Throwable cause = e.getCause();
+            if (cause instanceof Exception) {
+                throw (Exception) cause;
+            }
+            throw (Error) cause;
         }
     }
 
