@@ -7,6 +7,7 @@ engine tiers run meanwhile, and by the time the first Dagster test asks for them
 from __future__ import annotations
 
 import threading
+import time
 from datetime import datetime, timedelta
 
 import pytest
@@ -64,9 +65,10 @@ def send_shared_minutes(cluster: LocalCluster) -> dict[str, SentInMinutes]:
 class MinuteClock(threading.Thread):
     """``send_shared_minutes`` in the background; ``result()`` waits for it and raises what it raised."""
 
-    def __init__(self, cluster: LocalCluster) -> None:
+    def __init__(self, cluster: LocalCluster, started_by: str) -> None:
         super().__init__(name="shared-minutes", daemon=True)
         self.cluster = cluster
+        self.started_by, self.started_at = started_by, time.monotonic()  # for the summary when a test waits
         self._sent: dict[str, SentInMinutes] | None = None
         self._error: BaseException | None = None
 
@@ -97,7 +99,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def start_shared_minutes(request: pytest.FixtureRequest) -> None:
     """Start the session's cluster and the shared minutes in the background, once, if a selected test needs them."""
     if not _clock and _wanted[0]:
-        clock = MinuteClock(request.getfixturevalue("local_cluster"))
+        clock = MinuteClock(request.getfixturevalue("local_cluster"), request.node.nodeid)
         _clock.append(clock)
         clock.start()
 
@@ -110,13 +112,27 @@ def _shared_minutes_early(request: pytest.FixtureRequest) -> None:
 
 
 @pytest.fixture(scope="session")
-def shared_minutes(local_cluster) -> dict[str, SentInMinutes]:
+def shared_minutes(local_cluster, request: pytest.FixtureRequest) -> dict[str, SentInMinutes]:
     """What each registered scenario sent, its minutes closed. A minute's messages that spilled over into the next
     minute (a send held up for most of a minute) would change the windows the tests expect, so that fails here."""
+    test = request._pyfuncitem  # the test that asked first (a session fixture's own node is the session)
     if not _clock:
-        _clock.append(MinuteClock(local_cluster))
+        _clock.append(MinuteClock(local_cluster, test.nodeid))
         _clock[0].start()
+    asked = time.monotonic()
     result = _clock[0].result()
+    waited = time.monotonic() - asked
+    if waited > 20:  # the minutes were meant to be closed by now: say who started them, and when
+        clock = _clock[0]
+        test.user_properties.append(
+            (
+                "summary",
+                (
+                    f"shared minutes: {test.nodeid} waited {waited:.0f} s for them; started "
+                    f"{asked - clock.started_at:.0f} s before it asked, by {clock.started_by}"
+                ),
+            )
+        )
     for name, sent in result.items():
         store_ms = {
             m["msgId"]: m["storeTimestamp"]
