@@ -60,7 +60,7 @@ from rocketlake.pipelines.offset_store import OffsetStoreCorrupt
 from rocketlake.pipelines.orderly import LockLost, OutOfOrder, QueuesLocked
 from rocketlake.pipelines.run import BrokersSilent, Committed, Landed, LandingRequest, Unbalanced, check_closed
 from rocketlake.pipelines.run import run as engine_run
-from rocketlake.pipelines.windows import MessagesDeleted, Window, WindowNotClosed, to_ms
+from rocketlake.pipelines.windows import MessagesDeleted, StoreTimeWindow, WindowNotClosed, to_ms
 from rocketlake.resources.rocketmq.errors import (
     BrokerError,
     ClosedBeforeAnswer,
@@ -328,7 +328,7 @@ def run_step(
     windows = []
     for key in context.partition_keys:
         tw = partitions.time_window_for_partition_key(key)
-        windows.append((key, Window.from_datetimes(tw.start, tw.end)))
+        windows.append((key, StoreTimeWindow.from_datetimes(tw.start, tw.end)))
     only = context.run.tags.get(QUEUES_TAG)
     request = LandingRequest(
         ingestion=name,

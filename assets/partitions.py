@@ -26,7 +26,7 @@ from dagster import (
 from rocketlake.assets.dagster_private import cron_string_iterator, dst_safe_strftime, dst_safe_strptime
 from rocketlake.assets.instance_records import materialization_records
 from rocketlake.pipelines.config import CRON_PROBLEM, ConfigError, RocketLakeConfig, WindowConfig
-from rocketlake.pipelines.windows import Window
+from rocketlake.pipelines.windows import StoreTimeWindow
 
 
 # Dagster's own key formats (dagster's daily and hourly partitions use these).
@@ -244,8 +244,10 @@ def _closed_range(window: WindowConfig, first: datetime, closed_before: datetime
     return f"windows {first.strftime(fmt)} .. {last.strftime(fmt)} can run now" if last else "no window can run yet"
 
 
-def windows_between(partitions: TimeWindowPartitionsDefinition, start_ms: int, end_ms: int) -> list[tuple[str, Window]]:
-    """The partitions whose windows lie in ``[start_ms, end_ms)``, as ``(key, Window)``: the windows an orderly
+def windows_between(
+    partitions: TimeWindowPartitionsDefinition, start_ms: int, end_ms: int
+) -> list[tuple[str, StoreTimeWindow]]:
+    """The partitions whose windows lie in ``[start_ms, end_ms)``, as ``(key, StoreTimeWindow)``: the windows an orderly
     queue resuming at an earlier window still has to land."""
     span = TimeWindow(
         datetime.fromtimestamp(start_ms / 1000, tz=timezone.utc), datetime.fromtimestamp(end_ms / 1000, tz=timezone.utc)
@@ -253,5 +255,5 @@ def windows_between(partitions: TimeWindowPartitionsDefinition, start_ms: int, e
     found = []
     for key in partitions.get_partition_keys_in_time_window(span):
         tw = partitions.time_window_for_partition_key(key)
-        found.append((key, Window.from_datetimes(tw.start, tw.end)))
+        found.append((key, StoreTimeWindow.from_datetimes(tw.start, tw.end)))
     return found

@@ -21,14 +21,14 @@ from pathlib import Path
 
 from benchmarks.common import PeakRss, bench_cluster, cluster_pids, mib, produce_bulk
 from benchmarks.ingest_end_to_end import land
-from rocketlake.pipelines.windows import Window
+from rocketlake.pipelines.windows import StoreTimeWindow
 from rocketlake.resources.local.spark_cluster import LocalSparkCluster, SparkClusterSpec
 from rocketlake.resources.spark import spark_session
 
 QUEUES_PER_BROKER = 8
 
 
-def fill(cluster, topic: str, count: int) -> Window:
+def fill(cluster, topic: str, count: int) -> StoreTimeWindow:
     cluster.create_topic(topic, QUEUES_PER_BROKER)
     while time.time() % 60 > 5:  # start on a fresh minute: the whole topic then lies in one window
         time.sleep(0.5)
@@ -38,7 +38,7 @@ def fill(cluster, topic: str, count: int) -> Window:
     print(f"produced {count:,} x 1 KiB into {2 * QUEUES_PER_BROKER} queues in {seconds:.0f}s", flush=True)
     while time.time() * 1000 < end_ms + 1000:
         time.sleep(0.5)
-    return Window(start_ms, end_ms)
+    return StoreTimeWindow(start_ms, end_ms)
 
 
 def session(master: str):

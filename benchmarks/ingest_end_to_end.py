@@ -26,7 +26,7 @@ from rocketlake.pipelines.ledger import LedgerEntry
 from rocketlake.pipelines.broker_access import GroupBroker
 from rocketlake.pipelines.ingest import plan_windows
 from rocketlake.pipelines.materialize import land_entry
-from rocketlake.pipelines.windows import Window
+from rocketlake.pipelines.windows import StoreTimeWindow
 from tests.java_oracles import consume
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.spark import spark_session
@@ -37,7 +37,7 @@ def land(
     spark,
     topic: str,
     lake: Path,
-    window: Window,
+    window: StoreTimeWindow,
     run: str,
     pull_batch_size: int = 32,
     metadata_columns: tuple[str, ...] = (),
@@ -89,7 +89,7 @@ def main() -> None:
             spark = spark_session("local[2]", {"spark.driver.memory": "2g"})
             spark.range(1).count()  # JVM warm before timing
             figures = []
-            windows: dict[int, Window] = {}
+            windows: dict[int, StoreTimeWindow] = {}
             # 1x on a fresh JVM, the backlog, then 1x again (its topic landed anew by a new group): Spark's JVM
             # grows its heap towards spark.driver.memory as it works, whatever it reads, so only the warm 1x
             # says whether a larger backlog holds more memory.
@@ -106,7 +106,7 @@ def main() -> None:
                     end_ms = start_ms + 60_000 * (1 + int((time.time() * 1000 - start_ms) // 60_000))
                     while time.time() * 1000 < end_ms + 1000:
                         time.sleep(0.5)
-                    windows[factor] = Window(start_ms, end_ms)
+                    windows[factor] = StoreTimeWindow(start_ms, end_ms)
                     print(f"produced {count:,} x 1 KiB into 16 queues in {produced_s:.0f}s", flush=True)
                 rows, seconds, peak, peaks = land(
                     cluster, spark, topic, tmp_path / "lake", windows[factor], f"{factor}x_{len(figures)}"

@@ -50,7 +50,7 @@ from benchmarks.kafka_peer import (
     spark_kafka_to_delta,
 )
 from rocketlake.pipelines.source import register
-from rocketlake.pipelines.windows import Window
+from rocketlake.pipelines.windows import StoreTimeWindow
 from rocketlake.resources.spark import spark_session
 
 PARTITIONS = 16  # 8 queues on each RocketMQ broker; 16 Kafka partitions
@@ -59,7 +59,7 @@ RAISED_TRANSFER_CAPS = {"maxTransferCountOnMessageInMemory": 1024, "maxTransferB
 CPU_PARTS = ("rocketmq", "kafka", "spark jvm", "python workers", "this python (driver)")
 
 
-def fill_rocketmq(cluster, topic: str, count: int, body_size: int) -> Window:
+def fill_rocketmq(cluster, topic: str, count: int, body_size: int) -> StoreTimeWindow:
     """Produce ``count`` messages inside one window and wait until it is closed; the window."""
     cluster.create_topic(topic, PARTITIONS // 2)
     while time.time() % 60 > 5:  # start on a fresh minute: the whole topic then lies in one window
@@ -70,7 +70,7 @@ def fill_rocketmq(cluster, topic: str, count: int, body_size: int) -> Window:
     print(f"rocketmq: produced {count:,} x {body_size} B into {PARTITIONS} queues in {seconds:.0f}s", flush=True)
     while time.time() * 1000 < end_ms + 1000:
         time.sleep(0.5)
-    return Window(start_ms, end_ms)
+    return StoreTimeWindow(start_ms, end_ms)
 
 
 def timed(fn, exclude: frozenset[int], brokers: dict[str, frozenset[int]]) -> tuple[object, float, int, dict]:

@@ -51,7 +51,7 @@ from rocketlake.pipelines.tails import (
     cut_at,
     replaced_tails,
 )
-from rocketlake.pipelines.windows import MessagesDeleted, StoreTimeReader, Window, iso, window_ranges
+from rocketlake.pipelines.windows import MessagesDeleted, StoreTimeReader, StoreTimeWindow, iso, window_ranges
 from rocketlake.resources.rocketmq.message import retry_topic
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
 from rocketlake.resources.rocketmq.send import RetryMessage
@@ -398,7 +398,7 @@ def deleted_gaps(broker: Broker, starts: dict[MessageQueue, int]) -> dict[Messag
 def plan_windows(
     times: StoreTimeReader,
     queues: list[MessageQueue],
-    windows: list[tuple[str, Window]],
+    windows: list[tuple[str, StoreTimeWindow]],
     starts: dict[MessageQueue, int] | None = None,
     bounds: Bounds | None = None,
 ) -> tuple[WindowEntry, ...]:
@@ -409,7 +409,7 @@ def plan_windows(
 def planned_with_bounds(
     times: StoreTimeReader,
     queues: list[MessageQueue],
-    windows: list[tuple[str, Window]],
+    windows: list[tuple[str, StoreTimeWindow]],
     starts: dict[MessageQueue, int] | None = None,
     bounds: Bounds | None = None,
 ) -> tuple[tuple[WindowEntry, ...], Bounds]:
@@ -433,8 +433,8 @@ def planned_with_bounds(
     return tuple(planned), known
 
 
-#: The windows of the ingestion between two instants, ``[(partition key, Window)]``; from the partitions.
-WindowsBetween = Callable[[int, int], list[tuple[str, Window]]]
+#: The windows of the ingestion between two instants, ``[(partition key, StoreTimeWindow)]``; from the partitions.
+WindowsBetween = Callable[[int, int], list[tuple[str, StoreTimeWindow]]]
 
 
 def land(
@@ -443,7 +443,7 @@ def land(
     cfg: IngestionConfig,
     ingestion: str,
     run_id: str,
-    windows: list[tuple[str, Window]],
+    windows: list[tuple[str, StoreTimeWindow]],
     prepared: Prepared,
     *,
     start_at_group_position: bool,
@@ -533,7 +533,7 @@ def orderly_plan(
     first_ms = min(windows, default=None)
     for mq, s in sorted(due.items()):
         log(f"orderly: {mq.key} resumes at offset {s.offset} (window {s.window_key}, attempt {s.attempts + 1})")
-        earlier = [(s.window_key, Window(s.window_start_ms, s.window_end_ms))]
+        earlier = [(s.window_key, StoreTimeWindow(s.window_start_ms, s.window_end_ms))]
         if windows_between is not None and first_ms is not None and s.window_end_ms < first_ms:
             earlier += windows_between(s.window_end_ms, first_ms)
         for key, window in earlier:

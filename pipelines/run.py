@@ -36,7 +36,7 @@ from rocketlake.pipelines.assignment import Assignment, member_share
 from rocketlake.pipelines.config import IngestionConfig
 from rocketlake.pipelines.ingest import Broker, Lake, Materialization, RecordedRuns, WindowsBetween
 from rocketlake.pipelines.offsets import OffsetMove
-from rocketlake.pipelines.windows import Window, WindowNotClosed
+from rocketlake.pipelines.windows import StoreTimeWindow, WindowNotClosed
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.pipelines.identity import client_id
 
@@ -76,7 +76,7 @@ class LandingRequest:
 
     ingestion: str
     run_id: str
-    windows: list[tuple[str, Window]]  # (partition key, window), in any order
+    windows: list[tuple[str, StoreTimeWindow]]  # (partition key, window), in any order
     now_ms: int
     first_window_start_ms: int  # where the ingestion's windows begin (cfg.window.start)
     start_at_group_position: bool  # scheduled runs start where the group stands; a backfill takes whole windows

@@ -30,7 +30,7 @@ class MessagesDeleted(RuntimeError):
 
 
 @dataclass(frozen=True, order=True)
-class Window:
+class StoreTimeWindow:
     """``[start_ms, end_ms)`` in epoch milliseconds of broker store time."""
 
     start_ms: int
@@ -41,7 +41,7 @@ class Window:
             raise ValueError(f"a window ends after it starts, got [{self.start_ms}, {self.end_ms})")
 
     @classmethod
-    def from_datetimes(cls, start: datetime, end: datetime) -> "Window":
+    def from_datetimes(cls, start: datetime, end: datetime) -> "StoreTimeWindow":
         return cls(to_ms(start), to_ms(end))
 
     def check_closed(self, now_ms: int, grace_ms: int) -> None:
@@ -122,7 +122,7 @@ def first_offset_at_or_after(
 def window_ranges(
     reader: StoreTimeReader,
     queues: list[MessageQueue],
-    window: Window,
+    window: StoreTimeWindow,
     anchors: dict[MessageQueue, dict[int, int]] | None = None,
 ) -> list[OffsetRange]:
     """``R(q, W)`` for every queue, in the order of ``queues``.

@@ -11,7 +11,7 @@ from deltalake import DeltaTable
 from rocketlake.pipelines.broker_access import group_broker
 from rocketlake.pipelines.materialize import SparkLake
 from rocketlake.pipelines.run import Alone, Committed, Landed, LandingRequest, run
-from rocketlake.pipelines.windows import Window
+from rocketlake.pipelines.windows import StoreTimeWindow
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.resources.rocketmq_resource import RocketMQResource
@@ -23,7 +23,7 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def send_in_two_windows(java_producer, topic: str, per_window: int) -> list[tuple[str, Window]]:
+def send_in_two_windows(java_producer, topic: str, per_window: int) -> list[tuple[str, StoreTimeWindow]]:
     """Two batches, each alone in a window of store time: [before the first send, after it), [then, after the
     second). The brokers stamp store times on this machine's clock, so the bounds come from it."""
     start = now_ms()
@@ -33,7 +33,7 @@ def send_in_two_windows(java_producer, topic: str, per_window: int) -> list[tupl
     java_producer([order(i, topic) for i in range(per_window, 2 * per_window)])
     end = now_ms() + 1
     wait_until(end / 1000)  # the second window is closed (grace 0) once this instant has passed
-    return [("w1", Window(start, boundary)), ("w2", Window(boundary, end))]
+    return [("w1", StoreTimeWindow(start, boundary)), ("w2", StoreTimeWindow(boundary, end))]
 
 
 class Engine:
@@ -78,7 +78,7 @@ def stored(client: RocketMQClient, mq: MessageQueue, count: int, within: float =
         time.sleep(0.05)  # polling the broker's queue, bounded by the deadline above
 
 
-def send_window(java_producer, topic: str, bodies: list[dict], raw: list[bytes] = ()) -> Window:
+def send_window(java_producer, topic: str, bodies: list[dict], raw: list[bytes] = ()) -> StoreTimeWindow:
     """``bodies`` (as JSON) and ``raw`` bodies alone in a window of store time, closed when this returns."""
     start = now_ms()
     java_producer(
@@ -90,7 +90,7 @@ def send_window(java_producer, topic: str, bodies: list[dict], raw: list[bytes] 
     )
     end = now_ms() + 1
     wait_until(end / 1000)
-    return Window(start, end)
+    return StoreTimeWindow(start, end)
 
 
 def assert_landed_once_at_the_ends(engine, cluster, client: RocketMQClient, topic: str, group: str, sent: int):

@@ -28,7 +28,7 @@ import signal
 import pytest
 
 import rocketlake.pipelines.materialize as materialize
-from rocketlake.pipelines.windows import Window
+from rocketlake.pipelines.windows import StoreTimeWindow
 from rocketlake.resources.jars import ROCKETMQ_VERSION
 from rocketlake.resources.local.peers import produce
 from rocketlake.resources.local.spec import SLAVE_PORT_OFFSET, BrokerSpec
@@ -67,12 +67,12 @@ def kill_the_master(cluster) -> str:
     return dead
 
 
-def send_window(cluster, topic: str, numbers: range) -> Window:
+def send_window(cluster, topic: str, numbers: range) -> StoreTimeWindow:
     start = now_ms()
     produce(cluster.spec.namesrv_address, cluster.spec.state_dir, [order(i, topic) for i in numbers])
     end = now_ms() + 1
     wait_until(end / 1000)
-    return Window(start, end)
+    return StoreTimeWindow(start, end)
 
 
 @pytest.fixture
@@ -133,7 +133,7 @@ def test_runs_follow_the_master_the_controller_promotes_and_land_each_message_on
         client.update_consumer_offset(group, q, offset)
     assert engine.offsets(topic) == {(q.broker_name, q.queue_id): top for q, top in after_w1.items()}
 
-    # 3. Window 3 lands on the replica promoted again: the run first moves the stale offsets forward to where the
+    # 3. StoreTimeWindow 3 lands on the replica promoted again: the run first moves the stale offsets forward to where the
     # ledger says window 2 was landed; nothing was lost or landed twice across both switches.
     w3 = send_window(cluster, topic, range(60, 80))
     landed = engine.run("r3", [("w3", w3)])

@@ -23,7 +23,7 @@ from rocketlake.pipelines.ledger_log import read_ledger
 from rocketlake.pipelines.ledger import BALANCED, UNBALANCED
 from rocketlake.pipelines.materialize import SparkLake
 from rocketlake.pipelines.run import Unbalanced
-from rocketlake.pipelines.windows import Window
+from rocketlake.pipelines.windows import StoreTimeWindow
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.pipelines.identity import client_id
@@ -128,7 +128,7 @@ def test_a_message_dead_lettered_twice_lands_once_in_the_dead_letter_table(
     wait_until(end / 1000)
     dlq = MessageQueue(f"%DLQ%{group}", "broker-a", 0)
     stored(engine.client, dlq, 5)
-    w1, w2 = ("w1", Window(start, boundary)), ("w2", Window(boundary, end))
+    w1, w2 = ("w1", StoreTimeWindow(start, boundary)), ("w2", StoreTimeWindow(boundary, end))
 
     def figures(landed):
         return [(x.partition_key, x.planned, x.rows, x.duplicates) for x in landed.materialization.accounting]
@@ -141,7 +141,7 @@ def test_a_message_dead_lettered_twice_lands_once_in_the_dead_letter_table(
         assert {r["origin_msg_id"]: r["queue_offset"] for r in rows} == {a.msg_id: 0, b.msg_id: 2, c.msg_id: 4}
         assert all(r["origin_topic"] == topic and r["reconsume_times"] == 1 for r in rows)
 
-    # Window by window, as the schedule runs them: the second copy of b is known from the table.
+    # StoreTimeWindow by window, as the schedule runs them: the second copy of b is known from the table.
     assert figures(engine.run("r1", [w1])) == [("w1", 3, 2, 1)]
     assert figures(engine.run("r2", [w2])) == [("w2", 2, 1, 1)]
     landed_once()
@@ -179,7 +179,7 @@ def test_a_window_landed_again_on_its_main_queues_only_keeps_the_copy_landed_sin
         stored(engine.client, main, 5)
         end = now_ms() + 1
         wait_until(end / 1000)
-        w1 = ("w1", Window(start, end))
+        w1 = ("w1", StoreTimeWindow(start, end))
         first = engine.run("r1", [w1])
         assert [(a.rows, a.sent_back) for a in first.materialization.accounting] == [(3, 2)]
     finally:
@@ -187,7 +187,7 @@ def test_a_window_landed_again_on_its_main_queues_only_keeps_the_copy_landed_sin
     stored(engine.client, retry, 2, within=30)  # the broker delivers the copies after the retry delay
     end2 = now_ms() + 1
     wait_until(end2 / 1000)
-    second = engine.run("r2", [("w2", Window(end, end2))])
+    second = engine.run("r2", [("w2", StoreTimeWindow(end, end2))])
     assert [(a.rows, a.duplicates) for a in second.materialization.accounting] == [(2, 0)]
 
     def landed():
@@ -228,7 +228,7 @@ def test_a_message_stored_after_its_window_was_planned_lands_in_the_next_window_
         return land(entry, queue_count, log, **kwargs)
 
     engine.lake.land = planned_then_more_arrive
-    first = engine.run("r1", [("w1", Window(start, boundary))], now=boundary)  # closed, on the planner's clock
+    first = engine.run("r1", [("w1", StoreTimeWindow(start, boundary))], now=boundary)  # closed, on the planner's clock
     engine.lake.land = land
     assert late_stored[0] < boundary, "the late messages were stored after window 1's end: the machine was too slow"
     assert sum(a.rows for a in first.materialization.accounting) == 8
@@ -236,7 +236,7 @@ def test_a_message_stored_after_its_window_was_planned_lands_in_the_next_window_
     java_producer([order(i, topic) for i in range(16, 24)])
     end = now_ms() + 1
     wait_until(end / 1000)
-    second = engine.run("r2", [("w2", Window(boundary, end))])
+    second = engine.run("r2", [("w2", StoreTimeWindow(boundary, end))])
     assert sum(a.rows for a in second.materialization.accounting) == 16  # window 2's own, and window 1's late ones
     rows = DeltaTable(engine.lake.table_path).to_pyarrow_table(columns=["keys"]).to_pylist()
     assert Counter(r["keys"] for r in rows) == Counter(f"o-{i}" for i in range(24))
@@ -278,7 +278,7 @@ def test_a_paused_broker_holds_no_other_brokers_queues_back_and_lands_once_it_an
         window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
     )
     engine = Engine(disruptable, spark, tmp_path / "orders", cfg)
-    window = [("w", Window(start, end))]
+    window = [("w", StoreTimeWindow(start, end))]
 
     def landed():
         rows = (
@@ -333,7 +333,7 @@ def test_a_run_past_its_deadline_stops_its_spark_work_and_leaves_table_and_offse
     wait_until(end / 1000)
     engine.lake = SparkLake(spark, engine.lake.source_options, cfg, engine.lake.table_path)  # the run starts now
     with pytest.raises(RunDeadlinePassed) as stopped:
-        engine.run("r1", [("w1", Window(start, end))])
+        engine.run("r1", [("w1", StoreTimeWindow(start, end))])
     assert "the run passed its deadline (run_timeout: 0.1 min) while landing its windows" in str(stopped.value)
     assert not (tmp_path / "orders" / "_delta_log").exists(), "no Delta commit was made"
     # The new group's starting point (CONSUME_FROM_FIRST_OFFSET) is all it holds: no offset moved over a message.

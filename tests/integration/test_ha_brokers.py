@@ -23,7 +23,7 @@ from deltalake import DeltaTable
 import rocketlake.pipelines.materialize as materialize
 from rocketlake.pipelines.ingest import SlaveBehind
 from rocketlake.pipelines.run import BrokersSilent
-from rocketlake.pipelines.windows import Window
+from rocketlake.pipelines.windows import StoreTimeWindow
 from rocketlake.resources.local.cluster import LocalCluster
 from rocketlake.resources.local.peers import produce
 from rocketlake.resources.local.spec import SLAVE_PORT_OFFSET, BrokerSpec
@@ -107,7 +107,7 @@ def test_a_run_whose_master_dies_reads_from_the_slave_and_lands_each_message_onc
     read_plan, table_version = materialize.read_plan, materialize.table_version
     monkeypatch.setattr(materialize, "read_plan", master_dies_after_planning)
     monkeypatch.setattr(materialize, "table_version", master_back_after_the_commit)
-    landed = engine.run("r1", [("w1", Window(start, first_end))])
+    landed = engine.run("r1", [("w1", StoreTimeWindow(start, first_end))])
     assert killed and landed.balanced
     monkeypatch.undo()
 
@@ -116,7 +116,7 @@ def test_a_run_whose_master_dies_reads_from_the_slave_and_lands_each_message_onc
     produce(namesrv, cluster.spec.state_dir, [order(i, topic) for i in range(40, 60)])
     second_end = now_ms() + 1
     wait_until(second_end / 1000)
-    assert engine.run("r2", [("w2", Window(second_start, second_end))]).balanced
+    assert engine.run("r2", [("w2", StoreTimeWindow(second_start, second_end))]).balanced
     assert_landed_once_at_the_ends(engine, cluster, client, topic, group, 60)
     client.close()
 
@@ -154,13 +154,13 @@ def test_a_slave_behind_the_table_answering_for_its_dead_master_is_no_truncated_
     until(lambda: copied(slave, client, topic), 60, f"the slave's copy of {topic}")
     first_end = now_ms() + 1
     wait_until(first_end / 1000)
-    assert engine.run("r1", [("w1", Window(start, first_end))]).balanced
+    assert engine.run("r1", [("w1", StoreTimeWindow(start, first_end))]).balanced
     os.kill(cluster.broker_processes[slave_spec.key].pid(), signal.SIGKILL)  # it copies nothing more
     until(lambda: 1 not in routed(client, topic), 60, "the name server dropping the dead slave")
     produce(namesrv, cluster.spec.state_dir, [order(i, topic) for i in range(10, 20)])
     landed_end = now_ms() + 1
     wait_until(landed_end / 1000)
-    assert engine.run("r2", [("w2", Window(first_end, landed_end))]).balanced
+    assert engine.run("r2", [("w2", StoreTimeWindow(first_end, landed_end))]).balanced
     ends = {q: client.get_max_offset(q) for q in client.queues(topic)}
 
     os.kill(cluster.broker_processes[master.key].pid(), signal.SIGKILL)
@@ -170,7 +170,7 @@ def test_a_slave_behind_the_table_answering_for_its_dead_master_is_no_truncated_
     assert all(behind[q] < ends[q] for q in ends), (behind, ends)
     before = {q: slave.query_consumer_offset(group, q.topic, q.queue_id) for q in ends}
     version = DeltaTable(str(engine.lake.table_path)).version()
-    after_failover = Window(landed_end, now_ms())
+    after_failover = StoreTimeWindow(landed_end, now_ms())
 
     # Classic: the name server routes no master of broker-a, and planning needs one (the run's client may still try
     # the dead master's address it knew: the broker is then silent).
@@ -196,7 +196,7 @@ def test_a_slave_behind_the_table_answering_for_its_dead_master_is_no_truncated_
     produce(namesrv, cluster.spec.state_dir, [order(i, topic) for i in range(20, 30)])
     later = now_ms() + 1
     wait_until(later / 1000)
-    landed = engine.run("r4", [("w3", after_failover), ("w4", Window(after_failover.end_ms, later))])
+    landed = engine.run("r4", [("w3", after_failover), ("w4", StoreTimeWindow(after_failover.end_ms, later))])
     assert landed.balanced and landed.prepared.replaced == ()
     assert_landed_once_at_the_ends(engine, cluster, client, topic, group, 30)
     client.close()

@@ -32,7 +32,7 @@ from rocketlake.pipelines.ledger_log import read_ledger
 from rocketlake.pipelines.materialize import SparkLake
 from rocketlake.pipelines.run import Alone, Committed, Landed, LandingRequest, run
 from rocketlake.pipelines.storage import apply_lake, delta_rs_options
-from rocketlake.pipelines.windows import Window
+from rocketlake.pipelines.windows import StoreTimeWindow
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq_resource import RocketMQResource
 from tests.dagster_instance import recommended_home
@@ -130,7 +130,7 @@ def engine_run(spec: dict, recorded: Recorded, dead_letters: bool = False) -> tu
             last_errors_from=failures_path if dead_letters else None,
             storage_options=delta_rs_options(lake_cfg),
         )
-        windows = [(key, Window(start, end)) for key, start, end in spec["windows"]]
+        windows = [(key, StoreTimeWindow(start, end)) for key, start, end in spec["windows"]]
         request = LandingRequest("orders", spec["run_id"], windows, now_ms(), 0, start_at_group_position=True)
         events = run(group_broker(client, cfg), lake, recorded, Alone(), cfg, request, Lines())
         landed = next(events)
@@ -341,7 +341,7 @@ def two_deployments_run(spec: dict) -> str:
         request = LandingRequest(
             "orders",
             "r1",
-            [(k, Window(s, e)) for k, s, e in spec["windows"]],
+            [(k, StoreTimeWindow(s, e)) for k, s, e in spec["windows"]],
             now_ms(),
             0,
             start_at_group_position=True,

@@ -14,7 +14,7 @@ import time
 import pytest
 from deltalake import DeltaTable
 
-from rocketlake.pipelines.windows import Window
+from rocketlake.pipelines.windows import StoreTimeWindow
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.errors import TopicNotExist
 from tests.integration.ingestion_support import unique, wait_until
@@ -82,7 +82,7 @@ def test_a_json_table_gains_the_fields_bodies_add_and_a_conflicting_value_is_a_f
         while retry_copies(client, f"%RETRY%{group}") < 1:
             assert time.monotonic() < deadline, "the broker did not deliver the message sent back"
             time.sleep(0.2)
-        w3 = Window(w2.end_ms, now_ms() + 1)
+        w3 = StoreTimeWindow(w2.end_ms, now_ms() + 1)
         wait_until(w3.end_ms / 1000)
         third = engine.run("r3", [("w3", w3)])
         (accounting,) = third.materialization.accounting

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from rocketlake.pipelines.run import Alone, Committed, LandingRequest, run
-from rocketlake.pipelines.windows import Window
+from rocketlake.pipelines.windows import StoreTimeWindow
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.errors import TopicNotExist
 from rocketlake.resources.rocketmq.message import retry_topic
@@ -72,7 +72,9 @@ def test_a_send_back_the_storing_broker_does_not_take_is_produced_into_the_retry
             engine.recorded,
             Alone(),
             cfg,
-            LandingRequest("orders", "r1", [("w", Window(start, end))], now_ms(), 0, start_at_group_position=True),
+            LandingRequest(
+                "orders", "r1", [("w", StoreTimeWindow(start, end))], now_ms(), 0, start_at_group_position=True
+            ),
             lines,
         )
         landed = next(events)  # the send-back is made before the landing is reported

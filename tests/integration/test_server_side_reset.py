@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from deltalake import DeltaTable
 
-from rocketlake.pipelines.windows import Window
+from rocketlake.pipelines.windows import StoreTimeWindow
 from tests.integration.ingestion_support import order, unique, wait_until
 from tests.integration.engine_support import Engine, now_ms, send_in_two_windows
 from tests.unit.support import ingestion_config
@@ -41,7 +41,7 @@ def test_runs_after_a_server_side_reset_neither_fail_nor_land_twice_and_undo_it_
     java_producer([order(i, topic) for i in range(12, 16)])
     end = now_ms() + 1
     wait_until(end / 1000)
-    third = engine.run("r3", [("w3", Window(start, end))])  # no failure on the announced reset
+    third = engine.run("r3", [("w3", StoreTimeWindow(start, end))])  # no failure on the announced reset
     assert third.balanced and sum(a.rows for a in third.materialization.accounting) == 4
     after = engine.offsets(topic)
     assert sum(after.values()) == 16 and all(after[q] >= ends[q] for q in ends)  # set back, then forward again
@@ -53,7 +53,7 @@ def test_runs_after_a_server_side_reset_neither_fail_nor_land_twice_and_undo_it_
     java_producer([order(i, topic) for i in range(20, 22)])
     end = now_ms() + 1
     wait_until(end / 1000)
-    engine.run("r4", [("w4", Window(start, end))])
+    engine.run("r4", [("w4", StoreTimeWindow(start, end))])
     keys = DeltaTable(str(engine.lake.table_path)).to_pyarrow_table(columns=["keys"]).column("keys").to_pylist()
     expected = [f"o-{i}" for i in (*range(16), 20, 21)]
     assert sorted(keys) == sorted(expected)  # each once; 16-19 were skipped by the reset

@@ -16,7 +16,7 @@ import pytest
 from deltalake import DeltaTable
 from rocketlake.pipelines.ledger_log import read_ledger
 from rocketlake.pipelines.topics import subscribed_topics
-from rocketlake.pipelines.windows import Window
+from rocketlake.pipelines.windows import StoreTimeWindow
 from rocketlake.resources.rocketmq.client import RocketMQClient
 
 from tests.integration.engine_support import Engine, now_ms
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.engine
 WINDOW = {"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0}
 
 
-def send_to(java_producer, topics: dict[str, int]) -> Window:
+def send_to(java_producer, topics: dict[str, int]) -> StoreTimeWindow:
     """``n`` orders to each topic (one Java producer call), alone in a window of store time, closed on return."""
     start = now_ms()
     java_producer(
@@ -39,7 +39,7 @@ def send_to(java_producer, topics: dict[str, int]) -> Window:
     )
     end = now_ms() + 1
     wait_until(end / 1000)
-    return Window(start, end)
+    return StoreTimeWindow(start, end)
 
 
 def assert_group_at_the_end(cluster, group: str, topics: list[str]):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from rocketlake.pipelines.ingest import Landing, WindowAccounting
 from rocketlake.pipelines.ledger import LedgerEntry, history_of
 from rocketlake.pipelines.run import Alone, Committed, Landed, LandingRequest, run
-from rocketlake.pipelines.windows import Window
+from rocketlake.pipelines.windows import StoreTimeWindow
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from tests.unit.support import Lines, ingestion_config
 
@@ -131,8 +131,8 @@ def minutes(*counts: int) -> list[int]:
     return [i * MIN + j for i, n in enumerate(counts) for j in range(n)]
 
 
-def window(i: int) -> tuple[str, Window]:
-    return f"m{i}", Window(i * MIN, (i + 1) * MIN)
+def window(i: int) -> tuple[str, StoreTimeWindow]:
+    return f"m{i}", StoreTimeWindow(i * MIN, (i + 1) * MIN)
 
 
 def one_run(

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from rocketlake.resources.rocketmq.message_queue import OffsetRange
 from rocketlake.pipelines.windows import (
-    Window,
+    StoreTimeWindow,
     WindowNotClosed,
     first_offset_at_or_after,
     window_ranges,
@@ -103,7 +103,7 @@ def test_adjacent_windows_tile_every_queue():
     }
     reader = Reader(queues)
     minute = 60_000
-    windows = [Window(i * minute, (i + 1) * minute) for i in range(10)]
+    windows = [StoreTimeWindow(i * minute, (i + 1) * minute) for i in range(10)]
     per_queue: dict[str, list[OffsetRange]] = {q: [] for q in queues}
     for w in windows:
         for r in window_ranges(reader, list(queues), w):
@@ -120,7 +120,7 @@ def test_adjacent_windows_tile_every_queue():
 
 def test_window_must_be_closed_with_grace():
     start = datetime(2026, 11, 1, 10, tzinfo=timezone.utc)
-    w = Window.from_datetimes(start, start + timedelta(hours=1))
+    w = StoreTimeWindow.from_datetimes(start, start + timedelta(hours=1))
     w.check_closed(now_ms=w.end_ms + 60_000, grace_ms=60_000)
     with pytest.raises(WindowNotClosed, match=r"not closed yet: it closes at 2026-11-01T11:01:00.000Z"):
         w.check_closed(now_ms=w.end_ms + 59_999, grace_ms=60_000)
@@ -128,8 +128,8 @@ def test_window_must_be_closed_with_grace():
 
 def test_window_validation():
     with pytest.raises(ValueError, match="ends after it starts"):
-        Window(10, 10)
+        StoreTimeWindow(10, 10)
     with pytest.raises(ValueError, match="no time zone"):
-        Window.from_datetimes(datetime(2026, 1, 1), datetime(2026, 1, 2))
+        StoreTimeWindow.from_datetimes(datetime(2026, 1, 1), datetime(2026, 1, 2))
     with pytest.raises(ValueError, match="cannot end before it starts"):
         OffsetRange("q", 5, 4)
