@@ -64,7 +64,11 @@ def test_a_paused_broker_turns_caught_up_red_naming_it_and_the_other_brokers_que
                     "cron": "* * * * *",
                     "timezone": "UTC",
                     "grace_seconds": 2,
-                    "freshness_slack_seconds": 0,
+                    # The messages' window must not fall due (close + grace + slack) before the last tick: sent a
+                    # few seconds before a minute ended, a slack of 0 let it fall due during the paused tick's
+                    # timeouts, and the last tick found the queues trailing (a CI run did). A minute more keeps every
+                    # tick before the deadline; the red under test is the paused broker's, not the lag's.
+                    "freshness_slack_seconds": 60,
                     "start": "2026-11-01T00:00:00Z",
                 },
             }
