@@ -9,7 +9,10 @@ runs to start its JVM, and inherited by every process the tests start):
   JDK and PySpark by a short landing with ``-XX:ArchiveClassesAtExit`` and cached in ``~/.cache/rocketlake/cds``.
   A JVM that cannot use it (another JDK, another class path) runs without it: it is an optimisation only.
 * ``-XX:TieredStopAtLevel=1``: the quick compiler only; the runs of a test land tens of messages, never long
-  enough for the optimising compiler to pay for the CPU it takes from the run.
+  enough for the optimising compiler to pay for the CPU it takes from the run. With the quick compiler alone the
+  JVM also shrinks its code cache to 48 MB (its "client" defaults), which a Spark Connect server serving a test
+  file's every query fills ("Out of space in CodeCache for adapters" fails the query running then), so the
+  option comes with the tiered default's 240 MB back.
 * ``-Dspark.ui.enabled=false``: no driver web UI.
 
 Production drivers keep the JVM's defaults: these options suit short test runs, not long landings.
@@ -26,7 +29,7 @@ from pathlib import Path
 
 from rocketlake.resources import jars
 
-QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
+QUICK_COMPILER = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 #: No web UI for the drivers the tests start: nobody looks at it, and its Jetty server costs every driver a second of
 #: CPU to start (Spark reads ``spark.*`` system properties into its configuration).
 NO_SPARK_UI = "-Dspark.ui.enabled=false"
