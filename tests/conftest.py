@@ -129,19 +129,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 #: The files that take longest (minutes, measured by `make test`'s durations), handed out first. pytest-xdist's
 #: loadfile keeps this order only with `--no-loadscope-reorder` (otherwise it sorts files by test count), which
-#: `make test` passes. The chaos soak's real minutes pass first, beside the longest file. The next two need the
-#: session's cluster but not the shared minutes, which it starts sending:
-#: by the time a worker reaches a file that lands them (test_crash_recovery, test_ingestion) they are closed, where
-#: that file's first test used to wait minutes for them.
+#: `make test` passes. The chaos soak's real minutes pass first, beside the longest file. The five after it need
+#: the session's cluster but not the shared minutes, which it starts sending: by the time a worker reaches a file
+#: that lands them (test_crash_recovery, test_ingestion) they are closed. A worker is handed a file as soon as two
+#: of its tests are left, so one worker can take two or three one-test files in a row: with fewer of them ahead,
+#: the other worker's first file of all could be test_crash_recovery, whose first test then waited three minutes.
 LONGEST = (
     "test_short_soak.py",
     "test_deployed_stack.py",
     "test_consumer_group_daemon.py",
-    "test_crash_recovery.py",
     "test_retry_and_dead_letters.py",
     "test_topic_changes.py",
-    "test_ingestion.py",
     "test_consumer_group.py",
+    "test_crash_recovery.py",
+    "test_ingestion.py",
     "test_deleted_messages.py",
     "test_rocketmq_security.py",
     "test_ui.py",

@@ -6,6 +6,7 @@ engine tiers run meanwhile, and by the time the first Dagster test asks for them
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from datetime import datetime, timedelta
@@ -128,7 +129,8 @@ def shared_minutes(local_cluster, request: pytest.FixtureRequest) -> dict[str, S
             (
                 "summary",
                 (
-                    f"shared minutes: {test.nodeid} waited {waited:.0f} s for them; started "
+                    f"shared minutes: {test.nodeid} waited {waited:.0f} s for them on worker "
+                    f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}; started "
                     f"{asked - clock.started_at:.0f} s before it asked, by {clock.started_by}"
                 ),
             )
