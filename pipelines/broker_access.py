@@ -71,19 +71,19 @@ def make_client(opts: SourceOptions) -> RocketMQClient:
 
 def _credentials(opts: SourceOptions):
     """The ACL keys: given in the options, or read from this worker's environment by the variables' names."""
-    from rocketlake.resources.rocketmq.acl import Credentials, credentials_from_environment
+    from rocketlake.resources.rocketmq.acl import Credentials, KeysNotSet, credentials_from_environment
 
     if opts.access_key_env or opts.secret_key_env:
-        credentials, missing = credentials_from_environment(opts.access_key_env, opts.secret_key_env)
-        if missing:
+        try:
+            return credentials_from_environment(opts.access_key_env, opts.secret_key_env)
+        except KeysNotSet as e:
             names = (opts.access_key_env, opts.secret_key_env)
             raise SourceOptionError(
                 f"the RocketMQ ACL keys are read from the environment variables {' and '.join(map(str, names))}, "
-                f"and {' and '.join(missing)} is not set in this Spark worker (pid {os.getpid()}): set it "
+                f"and {' and '.join(e.names)} is not set in this Spark worker (pid {os.getpid()}): set it "
                 "where the executors start (spark-env.sh, the worker's service), or in local mode in the process "
                 "before its Spark session starts"
-            )
-        return credentials
+            ) from None
     if opts.access_key and opts.secret_key:
         return Credentials(opts.access_key, opts.secret_key)
     return None

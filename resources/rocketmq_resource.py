@@ -11,7 +11,7 @@ from dagster import ConfigurableResource
 from pydantic import Field, PrivateAttr
 
 from rocketlake.pipelines.config import ClusterConfig
-from rocketlake.resources.rocketmq.acl import Credentials, credentials_from_environment
+from rocketlake.resources.rocketmq.acl import Credentials, KeysNotSet, credentials_from_environment
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.tls import TlsSettings
 
@@ -85,13 +85,13 @@ class RocketMQResource(ConfigurableResource):
 
     def credentials(self) -> Credentials | None:
         if self.access_key_env or self.secret_key_env:
-            credentials, missing = credentials_from_environment(self.access_key_env, self.secret_key_env)
-            if missing:
+            try:
+                return credentials_from_environment(self.access_key_env, self.secret_key_env)
+            except KeysNotSet as e:
                 raise MissingCredentials(
                     f"cluster {self.cluster or self.namesrv!r} signs its requests (ACL): set the environment "
-                    f"variable{'s' if len(missing) > 1 else ''} {' and '.join(missing)} (its AccessKey and SecretKey)"
-                )
-            return credentials
+                    f"variable{'s' if len(e.names) > 1 else ''} {' and '.join(e.names)} (its AccessKey and SecretKey)"
+                ) from None
         if self.access_key and self.secret_key:
             return Credentials(self.access_key, self.secret_key)
         return None

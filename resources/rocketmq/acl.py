@@ -33,6 +33,7 @@ __all__ = [
     "SIGNATURE",
     "AclClientRPCHook",
     "Credentials",
+    "KeysNotSet",
     "credentials_from_environment",
     "sign",
     "signing_content",
@@ -95,14 +96,22 @@ class AclClientRPCHook:
         fields[SIGNATURE] = sign(signing_content(fields, request.body), self.credentials.secret_key)
 
 
+class KeysNotSet(ValueError):
+    """The ACL keys are to be read from environment variables and ``names`` of them are not set; the callers say
+    where they must be set (a Dagster run's process, a Spark worker)."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        super().__init__(f"the environment variable{'s' if len(names) > 1 else ''} {' and '.join(names)} not set")
+
+
 def credentials_from_environment(
     access_key_env: str | None, secret_key_env: str | None, environ: Mapping[str, str] | None = None
-) -> tuple[Credentials | None, list[str]]:
+) -> Credentials:
     """The ACL keys read from the environment variables named (the one place they are read: a run, a sensor, the
-    CLI, each Spark worker); ``(None, missing)`` with the names of those not set, for the caller to say where."""
+    CLI, each Spark worker); :class:`KeysNotSet` names the variables that are not set."""
     environ = os.environ if environ is None else environ
-    names = [access_key_env, secret_key_env]
-    missing = [str(name) for name in names if not name or not environ.get(name)]
+    missing = [str(name) for name in (access_key_env, secret_key_env) if not name or not environ.get(name)]
     if missing:
-        return None, missing
-    return Credentials(environ[access_key_env], environ[secret_key_env]), []
+        raise KeysNotSet(missing)
+    return Credentials(environ[access_key_env], environ[secret_key_env])

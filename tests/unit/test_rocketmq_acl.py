@@ -96,3 +96,16 @@ def test_the_resource_hands_spark_the_variables_names_never_the_keys(monkeypatch
     monkeypatch.delenv("RL_TEST_SK")
     with pytest.raises(SourceOptionError, match="RL_TEST_SK is not set in this Spark worker.*executors"):
         _credentials(parse_options({"topic": "t", **options}))
+
+
+def test_keys_read_from_the_environment_name_every_variable_not_set() -> None:
+    from rocketlake.resources.rocketmq.acl import KeysNotSet, credentials_from_environment
+
+    environ = {"RL_AK": "ak", "RL_EMPTY": ""}
+    assert credentials_from_environment("RL_AK", "RL_AK", environ) == Credentials("ak", "ak")
+    with pytest.raises(KeysNotSet) as one:
+        credentials_from_environment("RL_AK", "RL_SK", environ)
+    assert one.value.names == ["RL_SK"] and str(one.value) == "the environment variable RL_SK not set"
+    with pytest.raises(KeysNotSet) as both:
+        credentials_from_environment("RL_EMPTY", None, environ)  # an empty variable is not a key
+    assert both.value.names == ["RL_EMPTY", "None"]
