@@ -17,8 +17,8 @@ from dataclasses import replace
 from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
+from rocketlake.pipelines import accounting
 from rocketlake.pipelines.accounting import DUPLICATES, FILTERED, ROWS, Tally, account
-from rocketlake.pipelines.accounting import HELD as HELD_OUTCOME
 from rocketlake.pipelines.body import configured_schema
 from rocketlake.pipelines.columns import landed_metadata, read_metadata
 from rocketlake.pipelines.config import IngestionConfig, MessageModel
@@ -351,7 +351,7 @@ def _land_judged(
         judged = judged.withColumn(DUPLICATE, F.col(DUPLICATE) | later_copy)
     outcome = (
         F.when(~F.col("matched"), F.lit(FILTERED))
-        .when(F.col(HELD), F.lit(HELD_OUTCOME))
+        .when(F.col(HELD), F.lit(accounting.HELD))  # the outcome; HELD alone is the judged column
         .when(F.col(ERROR).isNull() & F.col(DUPLICATE), F.lit(DUPLICATES))
         .when(F.col(ERROR).isNull(), F.lit(ROWS))
         .when(F.lit(not clustering), F.lit(FAILED))
