@@ -68,12 +68,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     memory_guard.start(saved)  # in the controller and in every pytest-xdist worker
 
 
+#: the test being set up, run or torn down (a session fixture's own request names the session, not the test)
+running_test: list[pytest.Item | None] = [None]
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem) -> Iterator[None]:
     from tests import memory_guard
 
     memory_guard.current_test[0] = item.nodeid
+    running_test[0] = item
     yield
+    running_test[0] = None
     memory_guard.current_test[0] = "(between tests)"
 
 
@@ -90,7 +96,7 @@ class FixtureTimer:
         started = time.monotonic()
         yield
         seconds = time.monotonic() - started
-        item = getattr(request, "_pyfuncitem", None)
+        item = running_test[0]
         if seconds >= SLOW_FIXTURE_S and item is not None:
             item.user_properties.append(
                 ("fixture", (round(seconds, 1), f"{fixturedef.argname} ({fixturedef.scope}) for {item.nodeid}"))

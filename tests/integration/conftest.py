@@ -16,6 +16,7 @@ import pytest
 from rocketlake.resources.local.cluster import LocalCluster
 from rocketlake.resources.local.peers import produce
 from rocketlake.resources.rocketmq.client import RocketMQClient
+from tests.conftest import running_test
 from tests.integration.ingestion_support import (
     SHARED_MINUTES,
     Produced,
@@ -113,10 +114,10 @@ def _shared_minutes_early(request: pytest.FixtureRequest) -> None:
 
 
 @pytest.fixture(scope="session")
-def shared_minutes(local_cluster, request: pytest.FixtureRequest) -> dict[str, SentInMinutes]:
+def shared_minutes(local_cluster) -> dict[str, SentInMinutes]:
     """What each registered scenario sent, its minutes closed. A minute's messages that spilled over into the next
     minute (a send held up for most of a minute) would change the windows the tests expect, so that fails here."""
-    test = request._pyfuncitem  # the test that asked first (a session fixture's own node is the session)
+    test = running_test[0]  # the test that asked first
     if not _clock:
         _clock.append(MinuteClock(local_cluster, test.nodeid))
         _clock[0].start()
