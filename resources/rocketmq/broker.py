@@ -73,7 +73,7 @@ from .send import (
     parse_send_response,
 )
 
-__all__ = ["SEARCH_BOUNDARY_MIN_VERSION", "BoundaryType", "BrokerClient", "PendingPull"]
+__all__ = ["SEARCH_BOUNDARY_MIN_VERSION", "BoundaryType", "BrokerClient", "PendingPull", "PullStream"]
 
 #: ``MQVersion.Version.V5_1_4.ordinal()``: first version whose SEARCH_OFFSET honours ``boundaryType``.
 SEARCH_BOUNDARY_MIN_VERSION = 441
@@ -259,6 +259,14 @@ class BrokerClient:
         Several pulls can be in flight on the broker's one connection at once (Java's
         ``pullMessageAsync``); the timeout counts from the send.
         """
+        return self.pull_stream(topic, queue_id, consumer_group=consumer_group, **options).send(offset, max_msgs)
+
+    def pull_stream(
+        self, topic: str, queue_id: int, *, consumer_group: str, **options: Unpack[PullOptions]
+    ) -> PullStream:
+        """The pulls of one queue for one group with the same ``options``, checked and encoded once: each
+        :meth:`PullStream.send` then fills in an offset and a count (``options`` as for :meth:`pull`; a
+        ``commit_offset`` is the same for every pull of the stream)."""
         unknown = sorted(set(options) - set(PullOptions.__annotations__))
         if unknown:
             raise TypeError(
@@ -267,7 +275,6 @@ class BrokerClient:
         o = {**PULL_DEFAULTS, **options}
         sub_expression, expression_type, subscription = o["sub_expression"], o["expression_type"], o["subscription"]
         commit_offset, suspend_timeout_ms, timeout = o["commit_offset"], o["suspend_timeout_ms"], o["timeout"]
-        post_subscription, columnar = o["post_subscription"], o["columnar"]
         sub = subscription or Subscription.parse(topic, sub_expression, expression_type)
         if sub.topic != topic:
             raise InvalidArgument(f"subscription is for topic {sub.topic!r}, the pull for {topic!r}")
@@ -279,26 +286,19 @@ class BrokerClient:
             )
         if timeout <= 0:
             raise InvalidArgument(f"timeout must be > 0 seconds, got {timeout}")
+        check_pull_numbers(queue_id, 0, 1, commit_offset, suspend_timeout_ms)
         request = dict(
             consumer_group=consumer_group,
             topic=topic,
             queue_id=queue_id,
             subscription=sub,
             suspend_timeout_ms=suspend_timeout_ms,
-            post_subscription=post_subscription,
+            post_subscription=o["post_subscription"],
             broker_name=self.broker_name,
         )
-        connection = self.connections(self.address)
-        if self.rpc_hook is not None:  # a hook signs the fields: the request is encoded whole
-            built = build_pull_request(**request, offset=offset, max_msgs=max_msgs, commit_offset=commit_offset)
-            pending = connection.invoke_async(built, timeout, rpc_hook=self.rpc_hook, body_in_place=True)
-        else:
-            check_pull_numbers(queue_id, offset, max_msgs, commit_offset, suspend_timeout_ms)
-            template = self._pull_template(request, commit_offset is not None)
-            pending = connection.invoke_template_async(
-                template, (str(offset), str(max_msgs), str(commit_offset or 0)), timeout, body_in_place=True
-            )
-        return PendingPull(self, pending, sub, columnar)
+        # A hook signs the fields, so a signed request is encoded whole at each send; otherwise from a template.
+        template = None if self.rpc_hook is not None else self._pull_template(request, commit_offset is not None)
+        return PullStream(self, request, template, commit_offset, timeout, o["columnar"])
 
     def _pull_template(self, request: dict[str, Any], commits: bool) -> RequestTemplate:
         """The encoded pull request of one queue, group and subscription, its numbers left open (a stream of pulls
@@ -675,8 +675,60 @@ def _rebuild(
     return client
 
 
+class PullStream:
+    """One queue's pulls for one group and subscription (:meth:`BrokerClient.pull_stream`): what a range read sends
+    many times a second per queue, so everything but the offset and the count is checked and encoded once."""
+
+    __slots__ = (
+        "_broker",
+        "_columnar",
+        "_commit",
+        "_commit_offset",
+        "_connection",
+        "_request",
+        "_template",
+        "_timeout",
+    )
+
+    def __init__(
+        self,
+        broker: BrokerClient,
+        request: dict[str, Any],
+        template: RequestTemplate | None,
+        commit_offset: int | None,
+        timeout: float,
+        columnar: bool,
+    ) -> None:
+        self._broker = broker
+        self._request = request
+        self._template = template
+        self._commit_offset = commit_offset
+        self._commit = str(commit_offset or 0)
+        self._timeout = timeout
+        self._columnar = columnar
+        self._connection = broker.connections(broker.address)
+
+    def send(self, offset: int, max_msgs: int = 32) -> PendingPull:
+        """PULL_MESSAGE of at most ``max_msgs`` from ``offset``, sent now."""
+        if offset < 0 or not 1 <= max_msgs <= 1024:
+            check_pull_numbers(0, offset, max_msgs, None, 0)  # raises, naming the number
+        connection = self._connection
+        if connection.closed:  # the pool's connections were closed (close_all): the pool opens a new one
+            connection = self._connection = self._broker.connections(self._broker.address)
+        if self._template is None:
+            built = build_pull_request(
+                **self._request, offset=offset, max_msgs=max_msgs, commit_offset=self._commit_offset
+            )
+            pending = connection.invoke_async(built, self._timeout, rpc_hook=self._broker.rpc_hook, body_in_place=True)
+        else:
+            pending = connection.invoke_template_async(
+                self._template, (str(offset), str(max_msgs), self._commit), self._timeout, body_in_place=True
+            )
+        return PendingPull(self._broker, pending, self._request["subscription"], self._columnar)
+
+
 class PendingPull:
-    """A PULL_MESSAGE on the wire (from :meth:`BrokerClient.pull_async`)."""
+    """A PULL_MESSAGE on the wire (from :meth:`PullStream.send`)."""
 
     __slots__ = ("_broker", "_columnar", "_pending", "_subscription")
 

@@ -93,7 +93,7 @@ class RawRecords:
     the buffer and narrows the index, as cutting a list of messages would.
     """
 
-    __slots__ = ("_nbytes", "arena", "buffer", "origin", "queue_offsets", "starts")
+    __slots__ = ("_nbytes", "arena", "buffer", "consecutive", "origin", "queue_offsets", "starts")
 
     def __init__(
         self,
@@ -103,10 +103,14 @@ class RawRecords:
         nbytes: int | None = None,
         arena: bytearray | None = None,
         origin: int = 0,
+        consecutive: bool = False,
     ) -> None:
         self.buffer = buffer
         self.starts = starts
         self.queue_offsets = queue_offsets
+        # ``queue_offsets`` is known to be every offset from its first on (``scan_records`` made it so): the first
+        # alone tells where the records start.
+        self.consecutive = consecutive
         self._nbytes = nbytes  # known without reading the sizes again when the records fill ``buffer``
         # Where ``buffer`` lies, when it is part of a larger one (a connection's arena: frame.FrameDecoder):
         # ``buffer`` is ``arena[origin:origin + len(buffer)]``.
@@ -120,7 +124,12 @@ class RawRecords:
         if not isinstance(index, slice):
             raise TypeError("RawRecords are cut with slices only")
         return RawRecords(
-            self.buffer, self.starts[index], self.queue_offsets[index], arena=self.arena, origin=self.origin
+            self.buffer,
+            self.starts[index],
+            self.queue_offsets[index],
+            arena=self.arena,
+            origin=self.origin,
+            consecutive=self.consecutive and index.step in (None, 1),
         )
 
     @property
@@ -200,13 +209,14 @@ def scan_records(body: bytes | memoryview) -> RawRecords | None:
         last = _QUEUE_OFFSET.unpack_from(body, starts[-1] + 20)[0]
         if last - first == len(starts) - 1:
             offsets = np.arange(first, last + 1, dtype=np.int64)
+    consecutive = offsets is not None
     if offsets is None:
         offsets = _be(buffer, at + 20, 8, ">i8")
     arena, origin = None, 0
     if isinstance(body, memoryview) and isinstance(body.obj, bytearray):
         arena = body.obj
         origin = buffer.ctypes.data - np.frombuffer(arena, np.uint8).ctypes.data
-    return RawRecords(buffer, at, offsets, size, arena=arena, origin=origin)
+    return RawRecords(buffer, at, offsets, size, arena=arena, origin=origin, consecutive=consecutive)
 
 
 def _heads(buffer: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -2,7 +2,7 @@
 
 RocketMQ multiplexes every request to a given broker or name server over a single long-lived
 connection and matches responses by ``opaque`` (remoting/.../netty/NettyRemotingAbstract.java).
-A :class:`Connection` does the same with a socket and a table ``opaque -> pending future``;
+A :class:`Connection` does the same with a socket and a table ``opaque -> pending call``;
 the socket is read by the callers waiting for responses (leader/follower, see :class:`_Channel`)
 and, while nobody waits, by a daemon idle reader:
 
@@ -38,7 +38,6 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Collection
-from concurrent.futures import Future
 from dataclasses import replace
 from typing import NoReturn, Protocol
 
@@ -137,8 +136,8 @@ class _Channel:
         self._arrived = threading.Condition(threading.Lock())  # responses dispatched or lead released
         self._waiting = 0  # callers inside wait_for(); the idle reader stays away while > 0
         self._stopped = threading.Event()
-        # opaque -> (the caller's future, its request code, whether it reads the body in place: body_view)
-        self._pending: dict[int, tuple[Future[RemotingCommand], int, bool]] = {}
+        # opaque -> the call waiting for its response (the slot the reader fills in)
+        self._pending: dict[int, PendingResponse] = {}
         self._failure: str | None = None
         self.last_active = time.monotonic()  # a frame written or read
         # Used under _lead only:
@@ -167,18 +166,18 @@ class _Channel:
         as that close happens is lost without an answer, and a send cannot be retried blindly (it might have
         been stored), so a channel is retired well before the broker's deadline, as the Java client's own idle
         handler does, instead of being raced."""
+        if time.monotonic() - self.last_active < idle_s:  # every send asks: the common answer without the lock
+            return
         with self._lock:
             if self._failure is not None or self._pending or time.monotonic() - self.last_active < idle_s:
                 return
         self.fail(f"idle for over {idle_s:.0f}s: retired before the broker's idle timeout could close it")
 
-    def register(self, opaque: int, request_code: int, body_in_place: bool = False) -> Future[RemotingCommand]:
-        future: Future[RemotingCommand] = Future()
+    def register(self, call: PendingResponse) -> None:
         with self._lock:
             if self._failure is not None:
-                self._raise_failed(request_code)
-            self._pending[opaque] = (future, request_code, body_in_place)
-        return future
+                self._raise_failed(call.request_code)
+            self._pending[call.opaque] = call
 
     def unregister(self, opaque: int) -> None:
         with self._lock:
@@ -266,21 +265,21 @@ class _Channel:
 
     # ----------------------------------------------------------------- reading
 
-    def wait_for(self, future: Future[RemotingCommand], deadline: float) -> None:
-        """Return once ``future`` is done, the channel failed, or ``deadline`` passed."""
-        if future.done():
+    def wait_for(self, call: PendingResponse, deadline: float) -> None:
+        """Return once ``call`` is answered, the channel failed, or ``deadline`` passed."""
+        if call.done():
             return
         arrived = self._arrived
         with arrived:
             self._waiting += 1
         try:
-            while not future.done() and self._failure is None:
+            while not call.done() and self._failure is None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return
                 if self._lead.acquire(blocking=False):
                     try:
-                        while not future.done() and self._failure is None:
+                        while not call.done() and self._failure is None:
                             remaining = deadline - time.monotonic()
                             if remaining <= 0:
                                 break
@@ -292,7 +291,7 @@ class _Channel:
                 else:
                     with arrived:
                         # _read notifies under this lock after dispatching, so no wakeup is lost.
-                        if not future.done() and self._failure is None:
+                        if not call.done() and self._failure is None:
                             arrived.wait(min(remaining, _POLL_INTERVAL))
         finally:
             with arrived:
@@ -369,13 +368,13 @@ class _Channel:
     def _dispatch(self, command: RemotingCommand) -> None:
         if command.is_response:
             with self._lock:
-                entry = self._pending.pop(command.opaque, None)
-            if entry is None:  # its caller timed out already; Java logs and drops it too
+                call = self._pending.pop(command.opaque, None)
+            if call is None:  # its caller timed out already; Java logs and drops it too
                 log.debug("%s: dropping response with unknown opaque %d", self._address, command.opaque)
                 return
-            if not entry[2]:  # the caller reads bytes; only one that asked reads the body where it landed
+            if not call.body_in_place:  # the caller reads bytes; only one that asked reads the body where it landed
                 command.take_body_view()
-            entry[0].set_result(command)
+            call.response = command
         else:
             command.take_body_view()
             self._conn._handle_server_request(self, command)
@@ -389,16 +388,14 @@ class _Channel:
                 return
             pending, self._pending = self._pending, {}
             # Every pending call is failed *before* the failure is published: a waiter that sees
-            # _failure stop its wait must find its future already done.
+            # _failure stop its wait must find its call already answered.
             failed = self._failure_class()
-            for future, request_code, _ in pending.values():
-                future.set_exception(
-                    failed(
-                        f"connection to {self._address} broke while waiting for "
-                        f"{describe_request(request_code)}: {reason}",
-                        address=self._address,
-                        request_code=request_code,
-                    )
+            for call in pending.values():
+                call.error = failed(
+                    f"connection to {self._address} broke while waiting for "
+                    f"{describe_request(call.request_code)}: {reason}",
+                    address=self._address,
+                    request_code=call.request_code,
                 )
             self._failure = reason
         self._stopped.set()
@@ -421,9 +418,23 @@ def _millis(seconds: float) -> int:
 
 
 class PendingResponse:
-    """A request on the wire whose response has not been taken yet (from :meth:`Connection.invoke_async`)."""
+    """A request on the wire whose response has not been taken yet (from :meth:`Connection.invoke_async`).
 
-    __slots__ = ("_channel", "_connection", "_deadline", "_future", "_opaque", "_request_code", "_timeout")
+    It is also the slot its channel's reader fills in: ``response``, or ``error`` when the connection broke. A
+    plain object, not a ``concurrent.futures.Future``: callers wait through :meth:`_Channel.wait_for`, never on a
+    future's own condition, which each call would pay for (a lock made, taken and notified) without using it."""
+
+    __slots__ = (
+        "_channel",
+        "_connection",
+        "_deadline",
+        "_timeout",
+        "body_in_place",
+        "error",
+        "opaque",
+        "request_code",
+        "response",
+    )
 
     def __init__(
         self,
@@ -431,48 +442,51 @@ class PendingResponse:
         channel: _Channel,
         request_code: int,
         opaque: int,
-        future: Future[RemotingCommand],
         deadline: float,
         timeout: float,
+        body_in_place: bool,
     ) -> None:
         self._connection = connection
         self._channel = channel
-        self._request_code = request_code
-        self._opaque = opaque
-        self._future = future
+        self.request_code = request_code
+        self.opaque = opaque
         self._deadline = deadline
         self._timeout = timeout
+        self.body_in_place = body_in_place  # the answer's body is read where it landed (``body_view``)
+        self.response: RemotingCommand | None = None
+        self.error: ConnectionFailed | None = None
 
     def done(self) -> bool:
         """True once the response (or the connection's failure) is in."""
-        return self._future.done()
+        return self.response is not None or self.error is not None
 
     def result(self) -> RemotingCommand:
         """The response, waiting until the call's deadline at most.
 
         Raises :class:`ConnectionFailed` or :class:`RequestTimeout` like :meth:`Connection.invoke`.
         """
-        self._channel.wait_for(self._future, self._deadline)
-        try:
-            return self._future.result(timeout=0)
-        except TimeoutError:
-            if self._future.done():  # the answer raced the deadline; take it
-                return self._future.result()
-            connection = self._connection
-            what = f"{describe_request(self._request_code)} (opaque {self._opaque})"
-            if connection._close_on_timeout:
-                self._channel.fail(f"{what} timed out after {self._timeout:g} s, so the socket was dropped")
-            raise RequestTimeout(
-                f"{connection.address} did not answer {what} within {self._timeout:g} s",
-                address=connection.address,
-                request_code=self._request_code,
-            ) from None
-        finally:
-            self._channel.unregister(self._opaque)
+        if self.response is None and self.error is None:
+            self._channel.wait_for(self, self._deadline)
+        if self.response is not None:  # the reader took it out of the channel's table
+            return self.response
+        if self.error is not None:
+            raise self.error
+        self._channel.unregister(self.opaque)
+        if self.response is not None:  # the answer raced the deadline; take it
+            return self.response
+        connection = self._connection
+        what = f"{describe_request(self.request_code)} (opaque {self.opaque})"
+        if connection._close_on_timeout:
+            self._channel.fail(f"{what} timed out after {self._timeout:g} s, so the socket was dropped")
+        raise RequestTimeout(
+            f"{connection.address} did not answer {what} within {self._timeout:g} s",
+            address=connection.address,
+            request_code=self.request_code,
+        )
 
     def cancel(self) -> None:
         """Stop waiting: a response that still arrives is dropped by the reader."""
-        self._channel.unregister(self._opaque)
+        self._channel.unregister(self.opaque)
 
 
 class Connection:
@@ -595,13 +609,14 @@ class Connection:
         self, code: int, opaque: int, data: bytes, deadline: float, timeout: float, body_in_place: bool
     ) -> PendingResponse:
         channel = self._open_channel(deadline, code)
-        future = channel.register(opaque, code, body_in_place)
+        call = PendingResponse(self, channel, code, opaque, deadline, timeout, body_in_place)
+        channel.register(call)
         try:
             channel.send(data, deadline, code)
         except BaseException:
             channel.unregister(opaque)
             raise
-        return PendingResponse(self, channel, code, opaque, future, deadline, timeout)
+        return call
 
     def invoke_checked(
         self,

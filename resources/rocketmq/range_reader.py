@@ -4,7 +4,7 @@ A push consumer pulls one batch per queue and waits a round trip for it before a
 next (``PullMessageService``). A batch read knows its ranges in advance, so the next batches of
 a queue can already be on the wire while the first is decoded: each queue keeps up to
 ``pulls_in_flight`` PULL_MESSAGE requests outstanding on its broker's one multiplexed connection
-(``BrokerClient.pull_async``), all driven from the calling thread. No thread per queue and no
+(a ``PullStream`` of ``BrokerClient.pull_stream``), all driven from the calling thread. No thread per queue and no
 hand-off between them: in one Python process that is what keeps the GIL busy with decoding
 rather than with switching.
 
@@ -43,7 +43,7 @@ from .pull import PullResult, ask_again
 from .retry import is_retriable
 
 if TYPE_CHECKING:
-    from .broker import BrokerClient, PendingPull
+    from .broker import PendingPull, PullStream
     from .client import RocketMQClient
 
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "DEFAULT_PULLS_IN_FLIGHT", "QueueCursor", "read_ranges"]
@@ -163,6 +163,9 @@ class QueueCursor:
 def _first_gap(messages: list[Message] | RawRecords, start: int) -> tuple[int, int] | None:
     """(index, offset found there) of the first message not at ``start + index``, or None."""
     if isinstance(messages, RawRecords):
+        if messages.consecutive and len(messages):  # the first offset places them all
+            first = int(messages.queue_offsets[0])
+            return None if first == start else (0, first)
         wrong = np.flatnonzero(messages.queue_offsets != np.arange(start, start + len(messages)))
         return (int(wrong[0]), int(messages.queue_offsets[wrong[0]])) if len(wrong) else None
     for index, message in enumerate(messages):
@@ -207,26 +210,24 @@ def read_ranges(
     depth = max(1, min(pulls_in_flight, max_in_flight // len(cursors)))
 
     subscriptions = {topic: Subscription.parse(topic, "*") for topic in {c.mq.topic for c in cursors}}
-    # Per queue: the broker its pulls go to (``client.reader``: the one its last answer suggested, the master, or
-    # while the master is down its slave); looked up again after a retry or a new suggestion.
-    brokers: dict[MessageQueue, BrokerClient] = {}
+    # Per queue: its pulls, to the broker they go to (``client.reader``: the one its last answer suggested, the
+    # master, or while the master is down its slave); set up again after a retry or a new suggestion.
+    streams: dict[MessageQueue, PullStream] = {}
 
     def send(cursor: QueueCursor, span: _Span) -> None:
         mq = cursor.mq
         try:
-            broker = brokers.get(mq)
-            if broker is None:
-                broker = brokers[mq] = client.reader(mq)
-            span.pending = broker.pull_async(
-                mq.topic,
-                mq.queue_id,
-                span.start,
-                span.end - span.start,
-                consumer_group=consumer_group,
-                subscription=subscriptions[mq.topic],
-                timeout=timeout,
-                columnar=columnar,
-            )
+            stream = streams.get(mq)
+            if stream is None:
+                stream = streams[mq] = client.reader(mq).pull_stream(
+                    mq.topic,
+                    mq.queue_id,
+                    consumer_group=consumer_group,
+                    subscription=subscriptions[mq.topic],
+                    timeout=timeout,
+                    columnar=columnar,
+                )
+            span.pending = stream.send(span.start, span.end - span.start)
         except Exception as exc:
             if not is_retriable(exc):
                 raise
@@ -249,11 +250,11 @@ def read_ranges(
             else:
                 moved = client.pulled(cursor.mq, result)
                 if moved:
-                    brokers.pop(cursor.mq, None)  # the next spans go where the broker suggested
+                    streams.pop(cursor.mq, None)  # the next spans go where the broker suggested
                 if not ask_again(moved, result):
                     return result  # else asked again below, one at a time
         # One at a time through the client's retries (route refresh, back-off), then pipelined again.
-        brokers.clear()
+        streams.clear()
         return client.pull(
             cursor.mq,
             span.start,

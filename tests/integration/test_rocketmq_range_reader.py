@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import pytest
 
-from rocketlake.resources.rocketmq.broker import BrokerClient
+from rocketlake.resources.rocketmq.broker import PullStream
 from rocketlake.resources.rocketmq.connection import get_connection
 from rocketlake.resources.rocketmq.errors import RangeUnreadable
 from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
@@ -96,14 +96,14 @@ def test_a_connection_cut_with_pulls_in_flight_loses_and_repeats_nothing(
 
     # Cut the broker connection right after the 6th pull is written: the broker cannot have answered
     # it yet, so at least that pull fails in flight and must be repeated.
-    real_pull_async, real_pull = BrokerClient.pull_async, rocketmq_client.pull
+    real_send, real_pull = PullStream.send, rocketmq_client.pull
     sends, repeats, cut = [0], [], []
 
-    def pull_async_then_cut(self, *args, **kwargs):
-        pending = real_pull_async(self, *args, **kwargs)
+    def send_then_cut(self, *args, **kwargs):
+        pending = real_send(self, *args, **kwargs)
         sends[0] += 1
         if sends[0] == 6:
-            channel = get_connection(self.address)._channel
+            channel = get_connection(self._broker.address)._channel
             channel.fail("cut by the test")
             cut.append(channel)
         return pending
@@ -112,7 +112,7 @@ def test_a_connection_cut_with_pulls_in_flight_loses_and_repeats_nothing(
         repeats.append((mq, offset))
         return real_pull(mq, offset, *args, **kwargs)
 
-    monkeypatch.setattr(BrokerClient, "pull_async", pull_async_then_cut)
+    monkeypatch.setattr(PullStream, "send", send_then_cut)
     monkeypatch.setattr(rocketmq_client, "pull", counted_pull)
     ranges = [OffsetRange(mq, 0, len(items)) for mq, items in by_queue.items()]
     read = defaultdict(list)

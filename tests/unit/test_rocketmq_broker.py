@@ -177,6 +177,14 @@ def test_pull_request_refuses_bad_arguments(bad: dict) -> None:
     }
     with pytest.raises(InvalidArgument):
         build_pull_request(**args)
+    # A stream of pulls refuses the same numbers: the queue's and the options' when it is set up, each pull's when
+    # it is sent (nothing is sent: the broker's address is never dialled).
+    broker = BrokerClient("127.0.0.1:1", broker_name="b")
+    stream_bad = {k: v for k, v in bad.items() if k in ("queue_id", "commit_offset", "suspend_timeout_ms")}
+    send_bad = {k: v for k, v in bad.items() if k in ("offset", "max_msgs")}
+    with pytest.raises(InvalidArgument, match=str(next(iter(bad.values())))):
+        stream = broker.pull_stream("T", stream_bad.pop("queue_id", 0), consumer_group="g", **stream_bad)
+        stream.send(**{"offset": 0, "max_msgs": 32, **send_bad})
 
 
 @pytest.mark.parametrize(

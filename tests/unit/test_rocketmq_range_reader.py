@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from rocketlake.resources.rocketmq.errors import InvalidArgument, RangeUnreadable
@@ -167,7 +169,10 @@ def test_pulls_in_flight_per_queue_stay_within_the_messages_a_queue_may_hold() -
         def reader(self, mq):
             return self
 
-        def pull_async(self, topic, queue_id, offset, max_msgs, **kwargs):
+        def pull_stream(self, topic, queue_id, **options):
+            return self
+
+        def send(self, offset, max_msgs):
             self.sizes.append(max_msgs)
             return self
 
@@ -190,3 +195,30 @@ def test_pulls_in_flight_per_queue_stay_within_the_messages_a_queue_may_hold() -
                 )
             )
         assert recorder.sizes == [batch] * expected, (batch, threshold, recorder.sizes)
+
+
+@pytest.mark.parametrize(
+    "offsets, missing",
+    [((3, 4, 5), None), ((4, 5, 6), "[3, 4)"), ((3, 5, 6), "[4, 5)"), ((3, 4, 6), "[5, 6)")],
+)
+def test_indexed_records_are_placed_by_their_offsets_with_or_without_a_gap(offsets, missing) -> None:
+    """A broker's records as ``scan_records`` indexes them: consecutive ones are placed by their first offset alone,
+    the others offset by offset, and a hole fails either way."""
+    import random
+
+    from rocketlake.resources.rocketmq.columnar import scan_records
+    from tests.unit.test_columnar import _record
+
+    rng = random.Random(5)
+    records = scan_records(b"".join(_record(rng, offset) for offset in offsets))
+    assert records.consecutive == (offsets[-1] - offsets[0] == len(offsets) - 1)
+    assert records[1:].consecutive == records.consecutive and not records[::2].consecutive
+    cursor = QueueCursor(MQ, 3, 6, batch_size=3)
+    cursor.next_span()
+    answer = PullResult(PullStatus.FOUND, offsets[-1] + 1, 0, 100, messages=records)
+    if missing is None:
+        delivered, rest = cursor.accept(answer)
+        assert delivered.queue_offsets.tolist() == [3, 4, 5] and rest is None and cursor.finished
+    else:
+        with pytest.raises(RangeUnreadable, match=rf"offsets {re.escape(missing)} are missing"):
+            cursor.accept(answer)
