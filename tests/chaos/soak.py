@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.faketime import faketime_env
+from tests.integration.ingestion_support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -660,11 +661,6 @@ class Soak:
         if self.member is not None and self.member.poll() is None:
             self.member.kill()
             self.member.wait()
-
-
-def wait_until(epoch_s: float) -> None:
-    while time.time() < epoch_s:
-        time.sleep(min(1.0, max(0.0, epoch_s - time.time())))  # real minutes must pass: windows are store time
 
 
 def main(argv: list[str] | None = None) -> int:
