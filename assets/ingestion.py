@@ -384,7 +384,7 @@ def landed_events(
 ) -> Iterator[MaterializeResult | AssetCheckResult]:
     """A balanced landing: the materialization with its windows' metadata and its checks. An unbalanced one: the
     failed check alone, so Dagster records no materialization and nothing moves an offset over it."""
-    m = landed.materialization
+    m = landed.slice
     checks = [
         AssetCheckResult(
             check_name=CHECK_NAME,

@@ -13,7 +13,7 @@ from pathlib import Path
 from dagster import MetadataValue, TableColumn, TableColumnConstraints, TableRecord, TableSchema
 
 from rocketlake.pipelines.config import IngestionConfig, MessageModel
-from rocketlake.pipelines.ingest import Materialization, WindowAccounting
+from rocketlake.pipelines.ingest import LandedSlice, WindowAccounting
 from rocketlake.pipelines.ledger import WindowEntry
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
 from rocketlake.pipelines.identity import client_id, offset_store_path
@@ -50,7 +50,7 @@ RANGE_SCHEMA = TableSchema(
 
 
 def window_metadata(
-    window: WindowEntry, accounting: WindowAccounting, m: Materialization, assignment: str | None = None
+    window: WindowEntry, accounting: WindowAccounting, m: LandedSlice, assignment: str | None = None
 ) -> dict:
     """The metadata of one window's partition (``assignment``: the member's share, in one line)."""
     ranges = [
@@ -131,7 +131,7 @@ def suspended_from(value) -> dict[str, dict]:
 
 
 def windows_metadata(
-    m: Materialization, assignment: str | None = None, keys=None, replaced: tuple[str, ...] = ()
+    m: LandedSlice, assignment: str | None = None, keys=None, replaced: tuple[str, ...] = ()
 ) -> dict[str, dict]:
     """Partition key -> its metadata, for every window the materialization landed (among ``keys``: the run's
     partitions; an orderly queue resuming lands the rest of earlier windows too, shown in the check's table).
@@ -162,7 +162,7 @@ ACCOUNTING_SCHEMA = TableSchema(
 )
 
 
-def accounting_table(m: Materialization) -> MetadataValue:
+def accounting_table(m: LandedSlice) -> MetadataValue:
     """The check's evidence, one row per window, readable in the UI."""
     return MetadataValue.table(
         [

@@ -121,7 +121,7 @@ class WindowAccounting:
 
 
 @dataclass(frozen=True)
-class Landing:
+class LandingReport:
     """What the lake reports after landing an entry."""
 
     accounting: tuple[WindowAccounting, ...]
@@ -142,7 +142,7 @@ class Lake(Protocol):
     def ledger(self, group: str) -> list[LedgerEntry]:
         """The group's entries a run needs (at least those still at stake), oldest first."""
 
-    def land(self, entry: LedgerEntry, queue_count: int, log: Log, *, again: bool = False) -> Landing:
+    def land(self, entry: LedgerEntry, queue_count: int, log: Log, *, again: bool = False) -> LandingReport:
         """Read ``entry``'s ranges, replace its windows x queues with them in one commit carrying ``entry``
         (verdict PENDING), and count what the table holds of them after that commit. ``again``: some of the ranges
         were landed before (``landed_before``), so copies of their messages may be in the table already."""
@@ -165,29 +165,31 @@ class Lake(Protocol):
 
 
 @dataclass(frozen=True)
-class Materialization:
+class LandedSlice:
+    """A slice (windows x queues) the lake replaced: the ledger entry as planned, and the lake's report on it."""
+
     planned: LedgerEntry
-    landing: Landing
+    report: LandingReport
 
     @property
     def ledger(self) -> LedgerEntry:
         """The entry committed with the slice: the plan, with the suspensions the landing found."""
-        return self.landing.entry or self.planned
+        return self.report.entry or self.planned
 
     @property
     def accounting(self) -> tuple[WindowAccounting, ...]:
-        return self.landing.accounting
+        return self.report.accounting
 
     @property
     def delta_version(self) -> int | None:
-        return self.landing.delta_version
+        return self.report.delta_version
 
     @property
     def balanced(self) -> bool:
         return all(a.balanced for a in self.accounting)
 
 
-def verdict_of(m: Materialization) -> LedgerEntry | None:
+def verdict_of(m: LandedSlice) -> LedgerEntry | None:
     """The commit that decides ``m``'s landing: an entry without windows (it never stays at stake) carrying the
     landed entry with its verdict; None when the landing made no commit."""
     if m.delta_version is None:
@@ -450,7 +452,7 @@ def land(
     log: Log = _no_log,
     now_ms: int = 0,
     windows_between: WindowsBetween | None = None,
-) -> Materialization:
+) -> LandedSlice:
     """Plan the windows and land them in one commit whose ledger entry carries what is still at stake.
 
     ``start_at_group_position``: scheduled runs start where the group stands; an explicit backfill
@@ -494,7 +496,7 @@ def land(
                 f"{r.queue.broker_name}/{r.queue.topic}/{r.queue.queue_id} [{r.start}, {r.end})" for r in w.ranges
             )
         )
-    return Materialization(entry, lake.land(entry, len(prepared.queues), log, again=landed_before(planned, prepared)))
+    return LandedSlice(entry, lake.land(entry, len(prepared.queues), log, again=landed_before(planned, prepared)))
 
 
 def landed_before(planned: Iterable[WindowEntry], prepared: Prepared) -> bool:
@@ -559,7 +561,7 @@ def orderly_plan(
     return resumed, {**waiting, **due}
 
 
-def send_back(broker: Broker, cfg: IngestionConfig, m: Materialization, log: Log = _no_log) -> int:
+def send_back(broker: Broker, cfg: IngestionConfig, m: LandedSlice, log: Log = _no_log) -> int:
     """Send back this run's failures (CLUSTERING), after its Delta commit and before its materialization.
 
     A run that dies part-way leaves the materialization unrecorded and the offsets where they were: the
@@ -570,7 +572,7 @@ def send_back(broker: Broker, cfg: IngestionConfig, m: Materialization, log: Log
     and the rest of that broker's are produced into ``%RETRY%<group>`` on another broker instead, as Java's
     ``DefaultMQPushConsumerImpl#sendMessageBack`` does on any failure (``produce_back``).
     """
-    sent = [f for f in m.landing.failures if f.outcome in (SENT_BACK, DEAD_LETTERED)]
+    sent = [f for f in m.report.failures if f.outcome in (SENT_BACK, DEAD_LETTERED)]
     refused: dict[str, tuple[str, list[FailedMessage]]] = {}  # broker -> (why, its failures not sent back)
     for failure in sent:
         name = failure.queue.broker_name
@@ -584,7 +586,7 @@ def send_back(broker: Broker, cfg: IngestionConfig, m: Materialization, log: Log
         except Exception as e:  # noqa: BLE001 - Java falls back on any Throwable; a failing fallback raises
             refused[name] = (f"{type(e).__name__}: {e}", [failure])
     for name, (why, failures) in sorted(refused.items()):
-        produce_back(broker, cfg, m.landing, name, why, failures, log)
+        produce_back(broker, cfg, m.report, name, why, failures, log)
     if sent:
         dead = sum(f.outcome == DEAD_LETTERED for f in sent)
         log(
@@ -601,7 +603,7 @@ class SendBackFailed(RuntimeError):
 def produce_back(
     broker: Broker,
     cfg: IngestionConfig,
-    landing: Landing,
+    report: LandingReport,
     name: str,
     why: str,
     failures: Sequence[FailedMessage],
@@ -611,12 +613,12 @@ def produce_back(
     broker (``failures.retry_message``): the broker stores each there, or in ``%DLQ%<group>`` once it is out of
     attempts. Raises when that fails too: the run stops before its verdict and the window lands again."""
     retry = retry_topic(cfg.consumer_group)
-    if landing.contents is None:
+    if report.contents is None:
         raise SendBackFailed(
             f"broker {name} did not take the send-back of {len(failures)} failed message(s) ({why}), "
             f"and this landing cannot produce them into {retry}: it kept none of their bodies"
         )
-    read = landing.contents(name)
+    read = report.contents(name)
     missing = [f for f in failures if (f.queue, f.queue_offset) not in read]
     if missing:
         listed = ", ".join(f"{f.queue.key}@{f.queue_offset}" for f in missing[:5])

@@ -58,7 +58,7 @@ from rocketlake.pipelines.failures import (
     FailedContent,
     FailedMessage,
 )
-from rocketlake.pipelines.ingest import Landing, Log, WindowAccounting
+from rocketlake.pipelines.ingest import LandingReport, Log, WindowAccounting
 from rocketlake.pipelines.ledger import LedgerEntry, Suspension, WindowEntry
 from rocketlake.pipelines.ledger_log import read_ledger, table_version
 from rocketlake.pipelines.listener import error_in_worker
@@ -106,7 +106,7 @@ class SparkLake:
     def ledger(self, group: str) -> list[LedgerEntry]:
         return read_ledger(self.table_path, group, self.storage_options)
 
-    def land(self, entry: LedgerEntry, queue_count: int, log: Log, *, again: bool = False) -> Landing:
+    def land(self, entry: LedgerEntry, queue_count: int, log: Log, *, again: bool = False) -> LandingReport:
         if not entry.queues:
             # No queue at all (a dead-letter queue the broker has not created yet): nothing to read, nothing at
             # stake, no commit to make; the table appears with the first dead letter.
@@ -114,7 +114,7 @@ class SparkLake:
                 f"no queue of {self.cfg.topic_label} to read in these windows (none exists yet, or every one waits): "
                 "nothing to land"
             )
-            return Landing(tuple(WindowAccounting(w.partition_key, 0, 0, 0, 0) for w in entry.windows), None)
+            return LandingReport(tuple(WindowAccounting(w.partition_key, 0, 0, 0, 0) for w in entry.windows), None)
         with self.deadline.watch("landing its windows"):
             try:
                 return land_entry(
@@ -212,7 +212,7 @@ def land_entry(
     last_errors_from: str | None = None,
     again: bool = False,
     storage_options: dict[str, str] | None = None,
-) -> Landing:
+) -> LandingReport:
     planned = entry.windows
     tasks = sum(-(-r.size // cfg.max_messages_per_task) for w in planned for r in w.ranges)
     log(
@@ -246,7 +246,7 @@ def land_entry(
     log(f"Delta commit version {version} of {table_path} holds the slice and its ledger")
 
     accounting = account(planned, _rows_in_slice(spark, table_path, planned), tally)
-    return Landing(accounting, version, failed, entry, contents)
+    return LandingReport(accounting, version, failed, entry, contents)
 
 
 def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log, cfg: IngestionConfig) -> Tally:
@@ -304,7 +304,7 @@ def _land_judged(
     message per run, and the rows written, the failures sent back and the counts all come from the same
     verdicts. A redelivered copy whose original is landed already is a duplicate, neither landed nor sent back.
     The failures' bodies stay where the verdicts are: the driver reads a broker's only if that broker does not take
-    their send-back (``Landing.contents``).
+    their send-back (``LandingReport.contents``).
     """
     clustering = cfg.message_model is MessageModel.CLUSTERING
     max_times = cfg.effective_max_reconsume_times

@@ -8,6 +8,10 @@ caller (the Dagster asset, or a test) two events to translate:
   unbalanced one must not be recorded: ``run`` raises ``Unbalanced`` when resumed, and no offset moves.
 * ``Committed``: the group's offsets moved over what the record covers; the positions, for an observation.
 
+The results, each named once: ``Lake.land`` answers a ``LandingReport`` (the Delta commit, the accounting per
+window, the failures); ``ingest.land`` pairs it with the entry as planned in a ``LandedSlice``; ``Landed`` carries that
+slice to the caller with the share and the prepared state, and ``Committed`` the offsets' moves.
+
 Nothing here knows Dagster or Spark: the run talks to ``ingest.Broker``, ``ingest.Lake``,
 ``ingest.RecordedRuns`` and ``Group`` (membership and the orderly locks).
 
@@ -34,7 +38,7 @@ from typing import Protocol
 from rocketlake.pipelines import ingest
 from rocketlake.pipelines.assignment import Assignment, member_share
 from rocketlake.pipelines.config import IngestionConfig
-from rocketlake.pipelines.ingest import Broker, Lake, Materialization, RecordedRuns, WindowsBetween
+from rocketlake.pipelines.ingest import Broker, Lake, LandedSlice, RecordedRuns, WindowsBetween
 from rocketlake.pipelines.offsets import OffsetMove
 from rocketlake.pipelines.windows import StoreTimeWindow, WindowNotClosed
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
@@ -86,14 +90,14 @@ class LandingRequest:
 
 @dataclass(frozen=True)
 class Landed:
-    materialization: Materialization
+    slice: LandedSlice  # the slice replaced and what the lake reported
     share: Assignment
     columns: list[tuple[str, str, bool]]  # the table's columns after the commit (``Lake.columns``)
     prepared: ingest.Prepared  # where the group stood before the landing
 
     @property
     def balanced(self) -> bool:
-        return self.materialization.balanced
+        return self.slice.balanced
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ QUEUE_LABELS = (*GROUP_LABELS, "topic", "broker", "queue")
 
 
 @dataclass(frozen=True)
-class Landing:
+class LandedFigures:
     """One window's materialization: the figures ``assets.metadata`` records on its partition."""
 
     rows: int = 0
@@ -73,7 +73,7 @@ class BrokerReading:
 
 
 class DagsterReads(Protocol):
-    def read(self) -> tuple[list[Landing], list[FinishedRun]]:
+    def read(self) -> tuple[list[LandedFigures], list[FinishedRun]]:
         """What was recorded since the last read (the first: since the member started); raises when it cannot."""
 
     def close(self) -> None: ...
@@ -112,7 +112,7 @@ class MemberCollector(Collector):
         self.job_name = job_name
         self.broker, self.landed, self.dagster, self.log = broker, landed, dagster, log
         self._lock = threading.Lock()
-        self._totals = Landing()
+        self._totals = LandedFigures()
         self._windows = 0
         self._durations: dict[str, _Histogram] = {}
         self._errors = dict.fromkeys(SOURCES, 0)
@@ -181,10 +181,10 @@ class MemberCollector(Collector):
         yield errors
         yield up
 
-    def _add(self, landings: list[Landing], runs: list[FinishedRun]) -> None:
+    def _add(self, landings: list[LandedFigures], runs: list[FinishedRun]) -> None:
         t = self._totals
         for a in landings:
-            t = Landing(
+            t = LandedFigures(
                 t.rows + a.rows,
                 t.body_bytes + a.body_bytes,
                 t.sent_back + a.sent_back,
@@ -271,7 +271,7 @@ class MemberCollector(Collector):
         yield durations
 
 
-def landing_of(metadata: Mapping) -> Landing | None:
+def landing_of(metadata: Mapping) -> LandedFigures | None:
     """A materialization's figures, from its metadata (None: not one of rocketlake's windows)."""
     from rocketlake.assets.metadata import BODY_BYTES, DEAD_LETTERED, FAILED, ROWS, SENT_BACK
 
@@ -282,7 +282,7 @@ def landing_of(metadata: Mapping) -> Landing | None:
         value = metadata.get(key)
         return int(getattr(value, "value", value) or 0)
 
-    return Landing(figure(ROWS), figure(BODY_BYTES), figure(SENT_BACK), figure(FAILED), figure(DEAD_LETTERED))
+    return LandedFigures(figure(ROWS), figure(BODY_BYTES), figure(SENT_BACK), figure(FAILED), figure(DEAD_LETTERED))
 
 
 class DagsterInstanceReads:
@@ -317,7 +317,7 @@ class DagsterInstanceReads:
         self._instance = DagsterInstance.from_config(str(home.absolute()))
         return self._instance
 
-    def read(self) -> tuple[list[Landing], list[FinishedRun]]:
+    def read(self) -> tuple[list[LandedFigures], list[FinishedRun]]:
         instance = self._instance or self._open()
         try:
             landings, after_id = self._landings(instance)
@@ -334,7 +334,7 @@ class DagsterInstanceReads:
         }
         return landings, runs
 
-    def _landings(self, instance) -> tuple[list[Landing], int | None]:
+    def _landings(self, instance) -> tuple[list[LandedFigures], int | None]:
         from dagster import AssetRecordsFilter
 
         from rocketlake.assets.instance_records import materialization_records

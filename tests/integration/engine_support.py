@@ -58,7 +58,7 @@ class Engine:
         landed = next(events)
         assert isinstance(landed, Landed)
         if landed.balanced:
-            self.recorded.record(landed.materialization.ledger)
+            self.recorded.record(landed.slice.ledger)
         committed = [e for e in events if isinstance(e, Committed)]  # raises Unbalanced when not balanced
         assert len(committed) == 1
         return landed

@@ -88,7 +88,7 @@ def test_avro_records_land_as_columns_and_other_bodies_are_failed_messages(
     engine = Engine(local_cluster, spark, tmp_path / "orders", cfg)
     engine.lake.failures_path = str(tmp_path / "failures")  # where a run keeps its failed messages, and why
     landed = engine.run("r1", [("w1", window)])
-    (accounting,) = landed.materialization.accounting
+    (accounting,) = landed.slice.accounting
     assert (accounting.planned, accounting.rows, accounting.sent_back) == (4 + len(bad), 4, len(bad))
     failed = DeltaTable(engine.lake.failures_path).to_pyarrow_table(columns=["body", "error"]).to_pylist()
     assert sorted(f["body"] for f in failed) == sorted(bad)

@@ -83,7 +83,7 @@ def test_an_unbalanced_landing_moves_no_offset_whoever_runs_next_and_a_balanced_
 
     monkeypatch.undo()  # the fault is gone: the same windows run again and balance
     landed = engine.run("r2", windows, backfill=True)
-    assert landed.balanced and sum(a.rows for a in landed.materialization.accounting) == 24
+    assert landed.balanced and sum(a.rows for a in landed.slice.accounting) == 24
     assert [e.verdict for e in read_ledger(engine.lake.table_path, group) if e.run_id == "r2"] == [BALANCED]
     progress = local_cluster.mqadmin().consumer_progress(group, topic)
     assert {(p.broker_name, p.queue_id): p.consumer_offset for p in progress if p.topic == topic} == {
@@ -131,7 +131,7 @@ def test_a_message_dead_lettered_twice_lands_once_in_the_dead_letter_table(
     w1, w2 = ("w1", StoreTimeWindow(start, boundary)), ("w2", StoreTimeWindow(boundary, end))
 
     def figures(landed):
-        return [(x.partition_key, x.planned, x.rows, x.duplicates) for x in landed.materialization.accounting]
+        return [(x.partition_key, x.planned, x.rows, x.duplicates) for x in landed.slice.accounting]
 
     def landed_once():
         rows = DeltaTable(engine.lake.table_path).to_pyarrow_table().to_pylist()
@@ -181,14 +181,14 @@ def test_a_window_landed_again_on_its_main_queues_only_keeps_the_copy_landed_sin
         wait_until(end / 1000)
         w1 = ("w1", StoreTimeWindow(start, end))
         first = engine.run("r1", [w1])
-        assert [(a.rows, a.sent_back) for a in first.materialization.accounting] == [(3, 2)]
+        assert [(a.rows, a.sent_back) for a in first.slice.accounting] == [(3, 2)]
     finally:
         os.unlink(flag)  # ... and recovers
     stored(engine.client, retry, 2, within=30)  # the broker delivers the copies after the retry delay
     end2 = now_ms() + 1
     wait_until(end2 / 1000)
     second = engine.run("r2", [("w2", StoreTimeWindow(end, end2))])
-    assert [(a.rows, a.duplicates) for a in second.materialization.accounting] == [(2, 0)]
+    assert [(a.rows, a.duplicates) for a in second.slice.accounting] == [(2, 0)]
 
     def landed():
         rows = DeltaTable(engine.lake.table_path).to_pyarrow_table(columns=["origin_msg_id", "topic"]).to_pylist()
@@ -198,7 +198,7 @@ def test_a_window_landed_again_on_its_main_queues_only_keeps_the_copy_landed_sin
     each_once = Counter({(s.msg_id, s.msg_id not in copies): 1 for s in sent})
     assert landed() == each_once
     again = engine.run("r3", [w1], backfill=True, only={main})
-    assert [(a.planned, a.rows, a.duplicates) for a in again.materialization.accounting] == [(5, 3, 2)]
+    assert [(a.planned, a.rows, a.duplicates) for a in again.slice.accounting] == [(5, 3, 2)]
     assert landed() == each_once, "the originals landed beside their copies"
 
 
@@ -231,13 +231,13 @@ def test_a_message_stored_after_its_window_was_planned_lands_in_the_next_window_
     first = engine.run("r1", [("w1", StoreTimeWindow(start, boundary))], now=boundary)  # closed, on the planner's clock
     engine.lake.land = land
     assert late_stored[0] < boundary, "the late messages were stored after window 1's end: the machine was too slow"
-    assert sum(a.rows for a in first.materialization.accounting) == 8
+    assert sum(a.rows for a in first.slice.accounting) == 8
     wait_until(boundary / 1000)
     java_producer([order(i, topic) for i in range(16, 24)])
     end = now_ms() + 1
     wait_until(end / 1000)
     second = engine.run("r2", [("w2", StoreTimeWindow(boundary, end))])
-    assert sum(a.rows for a in second.materialization.accounting) == 16  # window 2's own, and window 1's late ones
+    assert sum(a.rows for a in second.slice.accounting) == 16  # window 2's own, and window 1's late ones
     rows = DeltaTable(engine.lake.table_path).to_pyarrow_table(columns=["keys"]).to_pylist()
     assert Counter(r["keys"] for r in rows) == Counter(f"o-{i}" for i in range(24))
     progress = local_cluster.mqadmin().consumer_progress(group, topic)
@@ -294,7 +294,7 @@ def test_a_paused_broker_holds_no_other_brokers_queues_back_and_lands_once_it_an
         first = engine.run("r1", window)
     finally:
         os.kill(pid, signal.SIGCONT)
-    assert {r.queue.broker_name for w in first.materialization.ledger.windows for r in w.ranges} == {"broker-b"}
+    assert {r.queue.broker_name for w in first.slice.ledger.windows for r in w.ranges} == {"broker-b"}
     assert landed() == Counter({("broker-b", q, o): 1 for q in range(2) for o in range(5)})
     offsets = engine.offsets(topic)
     assert {k: v for k, v in offsets.items() if k[0] == "broker-b"} == {("broker-b", 0): 5, ("broker-b", 1): 5}

@@ -135,9 +135,9 @@ def engine_run(spec: dict, recorded: Recorded, dead_letters: bool = False) -> tu
         events = run(group_broker(client, cfg), lake, recorded, Alone(), cfg, request, Lines())
         landed = next(events)
         assert isinstance(landed, Landed) and landed.balanced, landed
-        recorded.record(landed.materialization.ledger)  # Dagster's materialization, before the offsets move
+        recorded.record(landed.slice.ledger)  # Dagster's materialization, before the offsets move
         assert [e for e in events if isinstance(e, Committed)]
-    return sum(a.rows for a in landed.materialization.accounting), recorded
+    return sum(a.rows for a in landed.slice.accounting), recorded
 
 
 def compact(path: str, days: list[str]) -> None:

@@ -49,7 +49,7 @@ def test_a_json_table_gains_the_fields_bodies_add_and_a_conflicting_value_is_a_f
 
     w1 = send_window(java_producer, topic, [{"order_id": f"o-{i}", "amount": i + 0.5} for i in range(4)])
     first = engine.run("r1", [("w1", w1)])
-    assert sum(a.rows for a in first.materialization.accounting) == 4
+    assert sum(a.rows for a in first.slice.accounting) == 4
     v1 = DeltaTable(path).version()
     assert DeltaTable(path).metadata().partition_columns == ["window_date", "window_hour"]  # the layout asked for
     assert "region" not in DeltaTable(path).schema().to_arrow().names
@@ -60,7 +60,7 @@ def test_a_json_table_gains_the_fields_bodies_add_and_a_conflicting_value_is_a_f
     conflicting = {"order_id": "o-bad", "amount": "lots", "region": "us"}
     w2 = send_window(java_producer, topic, later + [conflicting])
     second = engine.run("r2", [("w2", w2)])
-    (accounting,) = second.materialization.accounting
+    (accounting,) = second.slice.accounting
     assert (accounting.planned, accounting.rows, accounting.sent_back) == (6, 5, 1)
 
     table = DeltaTable(path)
@@ -85,7 +85,7 @@ def test_a_json_table_gains_the_fields_bodies_add_and_a_conflicting_value_is_a_f
         w3 = StoreTimeWindow(w2.end_ms, now_ms() + 1)
         wait_until(w3.end_ms / 1000)
         third = engine.run("r3", [("w3", w3)])
-        (accounting,) = third.materialization.accounting
+        (accounting,) = third.slice.accounting
         assert (accounting.planned, accounting.rows, accounting.dead_lettered) == (1, 0, 1)
         dead = [
             m for mq in client.queues(f"%DLQ%{group}") for m in client.pull(mq, 0, 32, consumer_group=group).messages

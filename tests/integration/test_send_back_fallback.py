@@ -80,8 +80,8 @@ def test_a_send_back_the_storing_broker_does_not_take_is_produced_into_the_retry
         landed = next(events)  # the send-back is made before the landing is reported
     finally:
         os.kill(pid, signal.SIGCONT)
-    assert landed.balanced and [a.sent_back for a in landed.materialization.accounting] == [1]
-    engine.recorded.record(landed.materialization.ledger)
+    assert landed.balanced and [a.sent_back for a in landed.slice.accounting] == [1]
+    engine.recorded.record(landed.slice.ledger)
     assert [e for e in events if isinstance(e, Committed)]
     assert engine.offsets(topic)[("broker-a", 0)] == 1
     said = [line for line in lines.lines if "did not take the send-back" in line]

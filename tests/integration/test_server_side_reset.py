@@ -42,7 +42,7 @@ def test_runs_after_a_server_side_reset_neither_fail_nor_land_twice_and_undo_it_
     end = now_ms() + 1
     wait_until(end / 1000)
     third = engine.run("r3", [("w3", StoreTimeWindow(start, end))])  # no failure on the announced reset
-    assert third.balanced and sum(a.rows for a in third.materialization.accounting) == 4
+    assert third.balanced and sum(a.rows for a in third.slice.accounting) == 4
     after = engine.offsets(topic)
     assert sum(after.values()) == 16 and all(after[q] >= ends[q] for q in ends)  # set back, then forward again
 

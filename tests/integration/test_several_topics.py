@@ -64,14 +64,14 @@ def test_a_topic_created_later_that_matches_the_pattern_joins_at_the_next_window
     )
     engine = Engine(local_cluster, spark, tmp_path / "orders", cfg)
     w1 = send_to(java_producer, {first: 4})
-    assert sum(a.rows for a in engine.run("r1", [("w1", w1)]).materialization.accounting) == 4
+    assert sum(a.rows for a in engine.run("r1", [("w1", w1)]).slice.accounting) == 4
 
     second = create_topic(queues=2, prefix=prefix)
     with RocketMQClient(local_cluster.spec.namesrv_address) as client:
         assert second in subscribed_topics(cfg, client)  # the name server lists it as soon as it is created
     w2 = send_to(java_producer, {first: 2, second: 5})
     landed = engine.run("r2", [("w2", w2)])
-    assert sum(a.rows for a in landed.materialization.accounting) == 7
+    assert sum(a.rows for a in landed.slice.accounting) == 7
     rows = DeltaTable(engine.lake.table_path).to_pyarrow_table(columns=["topic"]).to_pylist()
     assert sorted(r["topic"] for r in rows).count(second) == 5 and len(rows) == 11
     # Both topics' ranges in the one entry of the one commit; each queue's offset committed, as mqadmin reads it.

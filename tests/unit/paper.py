@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from rocketlake.pipelines.ingest import Landing, WindowAccounting
+from rocketlake.pipelines.ingest import LandingReport, WindowAccounting
 from rocketlake.pipelines.ledger import LedgerEntry, history_of
 from rocketlake.pipelines.run import Alone, Committed, Landed, LandingRequest, run
 from rocketlake.pipelines.windows import StoreTimeWindow
@@ -91,7 +91,7 @@ class LakeOnPaper:
             WindowAccounting(w.partition_key, w.size, w.size, w.size - (lost if i == 0 else 0), 0)
             for i, w in enumerate(entry.windows)
         )
-        return Landing(accounting, len(self.entries) - 1)
+        return LandingReport(accounting, len(self.entries) - 1)
 
     def record_verdict(self, verdict):
         self.entries.append(replace(verdict, version=len(self.entries)))
@@ -159,10 +159,10 @@ def one_run(
     landed = next(events)
     assert isinstance(landed, Landed)
     if record and landed.balanced:
-        recorded.record(landed.materialization.ledger)
+        recorded.record(landed.slice.ledger)
     moves = []
     if commit:
         for event in events:
             if isinstance(event, Committed):
                 moves = event.moves
-    return landed.prepared, landed.materialization, moves
+    return landed.prepared, landed.slice, moves

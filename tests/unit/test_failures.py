@@ -15,7 +15,7 @@ from rocketlake.pipelines.failures import (
     commit_log_offset_of,
     retry_message,
 )
-from rocketlake.pipelines.ingest import Landing, Materialization, WindowAccounting
+from rocketlake.pipelines.ingest import LandingReport, LandedSlice, WindowAccounting
 from rocketlake.pipelines.ledger import LedgerEntry
 from rocketlake.resources.rocketmq.message import create_offset_msg_id
 from rocketlake.resources.rocketmq.message_queue import MessageQueue
@@ -88,9 +88,9 @@ def content(offset: int) -> FailedContent:
     )
 
 
-def materialization(*failures: FailedMessage, contents=None) -> Materialization:
+def materialization(*failures: FailedMessage, contents=None) -> LandedSlice:
     entry = LedgerEntry("orders", "g", "run-1", ())
-    return Materialization(entry, Landing((), 3, failures, contents=contents))
+    return LandedSlice(entry, LandingReport((), 3, failures, contents=contents))
 
 
 def test_send_back_sends_what_the_brokers_take_back_and_nothing_kept():

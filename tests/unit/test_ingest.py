@@ -563,7 +563,7 @@ def test_an_orderly_run_holds_the_queue_locks_through_its_verdict_and_its_offset
         broker, lake, recorded, Locking(), cfg, LandingRequest("orders", "r1", [window(0)], 100 * MIN, 0, True), Lines()
     )
     landed = next(events)
-    recorded.record(landed.materialization.ledger)
+    recorded.record(landed.slice.ledger)
     assert [type(e) for e in events] == [Committed]
     assert steps == ["lock", "verdict", "commit 3", "unlock"]
 

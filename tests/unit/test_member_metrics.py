@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rocketlake.member_metrics import (
     BrokerReading,
     FinishedRun,
-    Landing,
+    LandedFigures,
     MemberCollector,
     landing_of,
     serve,
@@ -99,10 +99,13 @@ def test_per_queue_offsets_lag_and_landed_ends():
 def test_totals_add_up_the_materializations_and_runs_read_since_the_last_scrape():
     dagster = Dagster(
         (
-            [Landing(rows=5, body_bytes=100, sent_back=1), Landing(rows=3, body_bytes=60, failed=2, dead_lettered=1)],
+            [
+                LandedFigures(rows=5, body_bytes=100, sent_back=1),
+                LandedFigures(rows=3, body_bytes=60, failed=2, dead_lettered=1),
+            ],
             [FinishedRun("r1", "SUCCESS", 4.0), FinishedRun("r2", "FAILURE", 70.0)],
         ),
-        ([Landing(rows=2, body_bytes=40)], [FinishedRun("r3", "SUCCESS", 12.5)]),
+        ([LandedFigures(rows=2, body_bytes=40)], [FinishedRun("r3", "SUCCESS", 12.5)]),
     )
     c = collector(dagster=dagster)
     first = scrape(c)
@@ -134,7 +137,9 @@ def test_a_source_that_fails_costs_its_own_metrics_only_and_is_said_once():
         return BrokerReading(rows)
 
     c = collector(
-        broker=broker, dagster=Dagster(RuntimeError("database is locked"), ([Landing(rows=7)], [])), log=said.append
+        broker=broker,
+        dagster=Dagster(RuntimeError("database is locked"), ([LandedFigures(rows=7)], [])),
+        log=said.append,
     )
     for _ in range(2):
         samples = scrape(c)
@@ -166,7 +171,7 @@ def test_a_landing_is_read_from_the_metadata_rocketlake_records():
         DEAD_LETTERED: MetadataValue.int(1),
         "dagster/row_count": 5,
     }
-    assert landing_of(metadata) == Landing(rows=5, body_bytes=120, sent_back=2, failed=0, dead_lettered=1)
+    assert landing_of(metadata) == LandedFigures(rows=5, body_bytes=120, sent_back=2, failed=0, dead_lettered=1)
     assert landing_of({"dagster/row_count": MetadataValue.int(5)}) is None  # not one of rocketlake's windows
 
 
