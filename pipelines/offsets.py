@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 from datetime import datetime, timezone
 
 from rocketlake.pipelines.config import ConsumeFromWhere, IngestionConfig
@@ -96,3 +97,23 @@ def plan_reset(committed: dict[MessageQueue, int | None], targets: dict[MessageQ
         else:
             backward.append(OffsetMove(mq, before, target))
     return ResetPlan(moves, unchanged, backward)
+
+
+class GroupOffsets(StoreTimeReader, Protocol):
+    """A consumer group's queues and committed offsets on its brokers (``broker_access.GroupBroker``)."""
+
+    def subscribed_queues(self) -> list[MessageQueue]: ...
+
+    def committed_offset(self, queue: MessageQueue) -> int | None: ...
+
+
+def plan_reset_to_time(group: GroupOffsets, to_ms: int) -> tuple[dict[MessageQueue, int | None], ResetPlan]:
+    """RocketMQ's resetOffsetByTime, planned: each subscribed queue's committed offset, and the plan that moves it to
+    the first message stored at or after ``to_ms`` (``plan_reset``'s rule: forward only)."""
+    committed: dict[MessageQueue, int | None] = {}
+    targets: dict[MessageQueue, int] = {}
+    for mq in group.subscribed_queues():
+        lo, hi = group.min_offset(mq), group.max_offset(mq)
+        committed[mq] = group.committed_offset(mq)
+        targets[mq] = first_offset_at_or_after(group, mq, to_ms, lo, hi)
+    return committed, plan_reset(committed, targets)

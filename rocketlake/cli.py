@@ -15,6 +15,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+from rocketlake import deployment_reads
 from rocketlake.pipelines.config import ConfigError
 from rocketlake.pipelines.storage import StorageKeysMissing
 from rocketlake.resources.jars import JarResolutionFailed, ToolMissing
@@ -448,34 +449,15 @@ def _reset_time_ms(value: str, timezone_name: str) -> int:
     return int((parsed if parsed.tzinfo else parsed.replace(tzinfo=ZoneInfo(timezone_name))).timestamp() * 1000)
 
 
-def _runs_in_flight(group: str) -> set[str]:
-    """Runs holding or waiting for the consumer group's pool slot on the Dagster instance."""
-    from dagster import DagsterInstance
-
-    from rocketlake.assets.ingestion import consumer_group_pool
-    from rocketlake.launch import dagster_home
-
-    dagster_home()
-    with DagsterInstance.get() as instance:
-        info = instance.event_log_storage.get_concurrency_info(consumer_group_pool(group))
-    return {slot.run_id for slot in info.claimed_slots} | {step.run_id for step in info.pending_steps}
-
-
 def _offsets_reset(args: argparse.Namespace) -> int:
-    from rocketlake.pipelines.offsets import plan_reset
-    from rocketlake.pipelines.windows import first_offset_at_or_after
+    from rocketlake.pipelines.offsets import plan_reset_to_time
 
     if not args.to_time:
         raise _Refused("offsets reset needs --to-time TIME")
     config, ingestion = _ingestion(args)
     to_ms = _reset_time_ms(args.to_time, ingestion.window.timezone)
     with _group_of(config, ingestion) as group:
-        committed, targets = {}, {}
-        for mq in group.subscribed_queues():
-            lo, hi = group.min_offset(mq), group.max_offset(mq)
-            committed[mq] = group.committed_offset(mq)
-            targets[mq] = first_offset_at_or_after(group, mq, to_ms, lo, hi)
-        plan = plan_reset(committed, targets)
+        committed, plan = plan_reset_to_time(group, to_ms)
         print(
             f"reset of group {ingestion.consumer_group} on {ingestion.topic_label} to the first message stored at or "
             f"after {to_ms} ms{' (dry run: nothing changes)' if args.dry_run else ''}:"
@@ -494,7 +476,7 @@ def _offsets_reset(args: argparse.Namespace) -> int:
             )
         if args.dry_run:
             return 0
-        in_flight = _runs_in_flight(ingestion.consumer_group)
+        in_flight = deployment_reads.runs_in_flight(ingestion.consumer_group)
         if in_flight:
             raise _Refused(
                 f"run(s) {', '.join(sorted(in_flight))} of group {ingestion.consumer_group} are in flight "
@@ -504,54 +486,6 @@ def _offsets_reset(args: argparse.Namespace) -> int:
             group.commit_offset(move.queue, move.after)
         print(f"moved {len(plan.moves)} queue(s)")
         return 0
-
-
-def _landed_ends(config, ingestion) -> dict:
-    """What the ingestion's table says was landed, per queue (read with delta-rs; nothing without a table)."""
-    from rocketlake.pipelines.ledger_log import recent_entries
-    from rocketlake.pipelines.progress import landed_ends
-    from rocketlake.pipelines.storage import delta_rs_options
-
-    entries = recent_entries(config.lake.table_path(ingestion.table), storage_options=delta_rs_options(config.lake))
-    return landed_ends(entries, ingestion.consumer_group)
-
-
-def _recent_rates(config, name: str):
-    """The ingestion's rates of the last minute and hour (``member_status.consume_status``), from what the
-    deployment's Dagster instance recorded of its table's windows and its job's runs."""
-    import time
-    from datetime import datetime, timezone
-
-    from dagster import AssetRecordsFilter, DagsterInstance, DagsterRunStatus, RunsFilter
-
-    from rocketlake.assets.instance_records import materialization_records
-    from rocketlake.assets.translator import translate
-    from rocketlake.member_metrics import landing_of
-    from rocketlake.member_status import HOUR_S, MINUTE_S, EndedRun, LandedWindow, consume_status
-
-    assets = translate(config)[name]
-    now = time.time()
-    with DagsterInstance.get() as instance:
-        windows = []
-        for record in materialization_records(
-            instance, AssetRecordsFilter(asset_key=assets.table_key, after_timestamp=now - HOUR_S)
-        ):
-            materialization = record.asset_materialization
-            landing = landing_of(materialization.metadata) if materialization else None
-            if landing is not None:
-                windows.append(LandedWindow(record.timestamp, landing.rows, landing.sent_back + landing.failed))
-        runs = [
-            EndedRun(r.end_time, r.end_time - r.start_time)
-            for r in instance.get_run_records(
-                RunsFilter(
-                    job_name=assets.job_name,
-                    statuses=[DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE],
-                    updated_after=datetime.fromtimestamp(now - MINUTE_S, tz=timezone.utc),
-                )
-            )
-            if r.end_time is not None and r.start_time is not None
-        ]
-    return consume_status(windows, runs, now)
 
 
 def _member(args: argparse.Namespace) -> int:
@@ -587,9 +521,9 @@ def _member(args: argparse.Namespace) -> int:
             client,
             ingestion,
             log=_print_line,
-            landed=lambda: _landed_ends(config, ingestion),
-            in_flight=lambda: _runs_in_flight(ingestion.consumer_group),
-            rates=lambda: _recent_rates(config, args.ingestion),
+            landed=lambda: deployment_reads.landed_ends(config, ingestion),
+            in_flight=lambda: deployment_reads.runs_in_flight(ingestion.consumer_group),
+            rates=lambda: deployment_reads.recent_rates(config, args.ingestion),
         ).run(stop)
     except RocketMQError as e:  # only a refusal (TLS, ACL) ends a member: Member.run beats again after the others
         raise _Refused(
@@ -612,7 +546,9 @@ def _metrics_endpoint(args: argparse.Namespace, config, ingestion, log):
     from rocketlake.member_metrics import member_collector, serve
 
     metrics_client = _client(config, ingestion)
-    collector = member_collector(config, args.ingestion, metrics_client, lambda: _landed_ends(config, ingestion), log)
+    collector = member_collector(
+        config, args.ingestion, metrics_client, lambda: deployment_reads.landed_ends(config, ingestion), log
+    )
     try:
         endpoint = serve(
             collector, args.metrics_port, args.metrics_address, on_stop=(collector.close, metrics_client.close)

@@ -351,6 +351,21 @@ def test_a_reset_moves_offsets_forward_only():
     assert plan_reset({A: 5}, {A: 5}).unchanged == [A]
 
 
+def test_a_reset_to_a_time_targets_the_first_message_stored_at_or_after_it_on_each_queue():
+    from rocketlake.pipelines.offsets import OffsetMove, plan_reset_to_time
+
+    # A: store times 100, 200, 300, 400 and committed at 1; B: 150, 250 and never committed; c: committed at its end.
+    c = MessageQueue("orders", "broker-c", 0)
+    group = QueuesOnPaper({A: [100, 200, 300, 400], B: [150, 250], c: [50, 60]}, committed={A: 1, c: 2})
+    committed, plan = plan_reset_to_time(group, 250)
+    assert committed == {A: 1, B: None, c: 2}
+    assert plan.moves == [OffsetMove(A, 1, 2), OffsetMove(B, None, 1)] and plan.unchanged == [c]
+    _, later = plan_reset_to_time(group, 401)  # after every message: each queue's end
+    assert later.moves == [OffsetMove(A, 1, 4), OffsetMove(B, None, 2)]
+    _, earlier = plan_reset_to_time(group, 0)  # before every message: A would move back, which is refused
+    assert earlier.backward == [OffsetMove(A, 1, 0), OffsetMove(c, 2, 0)] and earlier.moves == [OffsetMove(B, None, 0)]
+
+
 class Died(Exception):
     """The process of a run was killed here."""
 
