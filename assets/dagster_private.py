@@ -38,7 +38,26 @@ from dagster._time import dst_safe_strptime
 # (``event_log_storage.get_pool_config()``) is not exported by ``dagster``.
 from dagster._core.instance.config import PoolGranularity
 
+# A run launcher (``rocketlake.warm_runs``): Dagster exports no base class for one; its own launchers outside the core
+# (dagster-docker, dagster-k8s) build on these:
+# - the launcher's base class, its launch context and the health a run monitor asks for;
+from dagster._core.launcher import CheckRunHealthResult, LaunchRunContext, RunLauncher, WorkerStatus
+
+# - the ``dagster api execute_run`` arguments of a run, which those launchers hand their containers and the warm
+#   launcher's forks run;
+from dagster._grpc.types import ExecuteRunArgs
+
+# - what makes a class configurable from ``dagster.yaml`` (``run_launcher: {module, class, config}``).
+from dagster._serdes import ConfigurableClass, ConfigurableClassData
+
 __all__ = [
+    "CheckRunHealthResult",
+    "ConfigurableClass",
+    "ConfigurableClassData",
+    "ExecuteRunArgs",
+    "LaunchRunContext",
+    "RunLauncher",
+    "WorkerStatus",
     "PoolGranularity",
     "cron_string_iterator",
     "dst_safe_strftime",
