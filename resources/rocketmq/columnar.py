@@ -93,43 +93,63 @@ class RawRecords:
     the buffer and narrows the index, as cutting a list of messages would.
     """
 
-    __slots__ = ("_nbytes", "arena", "buffer", "consecutive", "origin", "queue_offsets", "starts")
+    __slots__ = ("_count", "_nbytes", "_offsets", "_origin", "arena", "buffer", "first_offset", "starts")
 
     def __init__(
         self,
         buffer: np.ndarray,
         starts: np.ndarray,
-        queue_offsets: np.ndarray,
+        queue_offsets: np.ndarray | None,
         nbytes: int | None = None,
         arena: bytearray | None = None,
-        origin: int = 0,
-        consecutive: bool = False,
+        origin: int | None = 0,
+        first_offset: int | None = None,
     ) -> None:
         self.buffer = buffer
         self.starts = starts
-        self.queue_offsets = queue_offsets
-        # ``queue_offsets`` is known to be every offset from its first on (``scan_records`` made it so): the first
-        # alone tells where the records start.
-        self.consecutive = consecutive
+        self._count = len(starts)  # asked of every answer several times (``len``, truth): kept, not recounted
+        # ``first_offset``: the records are known to hold every offset from it on (``scan_records`` made it so), and
+        # ``queue_offsets`` is made from it when asked for; None: ``queue_offsets`` as given.
+        self.first_offset = first_offset
+        self._offsets = queue_offsets
         self._nbytes = nbytes  # known without reading the sizes again when the records fill ``buffer``
         # Where ``buffer`` lies, when it is part of a larger one (a connection's arena: frame.FrameDecoder):
-        # ``buffer`` is ``arena[origin:origin + len(buffer)]``.
+        # ``buffer`` is ``arena[origin:origin + len(buffer)]`` (None: found when first asked for).
         self.arena = arena
-        self.origin = origin
+        self._origin = origin
 
     def __len__(self) -> int:
-        return len(self.starts)
+        return self._count
+
+    @property
+    def consecutive(self) -> bool:
+        """Every offset from the first on, one by one: the first alone tells where the records start."""
+        return self.first_offset is not None
+
+    @property
+    def queue_offsets(self) -> np.ndarray:
+        if self._offsets is None:
+            self._offsets = np.arange(self.first_offset, self.first_offset + self._count, dtype=np.int64)
+        return self._offsets
+
+    @property
+    def origin(self) -> int:
+        if self._origin is None:
+            self._origin = self.buffer.ctypes.data - np.frombuffer(self.arena, np.uint8).ctypes.data
+        return self._origin
 
     def __getitem__(self, index: slice) -> RawRecords:
         if not isinstance(index, slice):
             raise TypeError("RawRecords are cut with slices only")
+        starts = self.starts[index]
+        consecutive = self.first_offset is not None and index.step in (None, 1)
         return RawRecords(
             self.buffer,
-            self.starts[index],
-            self.queue_offsets[index],
+            starts,
+            None if consecutive else self.queue_offsets[index],
             arena=self.arena,
-            origin=self.origin,
-            consecutive=self.consecutive and index.step in (None, 1),
+            origin=self._origin,
+            first_offset=self.first_offset + (index.indices(self._count)[0]) if consecutive else None,
         )
 
     @property
@@ -203,20 +223,18 @@ def scan_records(body: bytes | memoryview) -> RawRecords | None:
     # A broker answers a queue's records in increasing offset order, so when the last is as far from the first as
     # their count says, the offsets between are every one of them: two reads instead of a numpy gather per answer
     # (a stock broker's answers hold 32 records). record_batch checks them all once per batch before any lands.
-    offsets = None
+    offsets, first_offset = None, None
     if starts:
         first = _QUEUE_OFFSET.unpack_from(body, starts[0] + 20)[0]
         last = _QUEUE_OFFSET.unpack_from(body, starts[-1] + 20)[0]
         if last - first == len(starts) - 1:
-            offsets = np.arange(first, last + 1, dtype=np.int64)
-    consecutive = offsets is not None
-    if offsets is None:
+            first_offset = first
+    if first_offset is None:
         offsets = _be(buffer, at + 20, 8, ">i8")
     arena, origin = None, 0
     if isinstance(body, memoryview) and isinstance(body.obj, bytearray):
-        arena = body.obj
-        origin = buffer.ctypes.data - np.frombuffer(arena, np.uint8).ctypes.data
-    return RawRecords(buffer, at, offsets, size, arena=arena, origin=origin, consecutive=consecutive)
+        arena, origin = body.obj, None  # where in it: found if ever asked for (concat)
+    return RawRecords(buffer, at, offsets, size, arena=arena, origin=origin, first_offset=first_offset)
 
 
 def _heads(buffer: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -195,7 +195,8 @@ class _Channel:
 
     def send(self, data: bytes, deadline: float, request_code: int) -> None:
         """Write one whole frame, or fail the channel if only part of it got out."""
-        if not self._send_lock.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
+        lock = self._send_lock
+        if not lock.acquire(blocking=False) and not lock.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
             raise self._send_timeout(request_code, "another request was still being written")
         try:
             if self._tls is not None:
@@ -204,14 +205,16 @@ class _Channel:
                 except ssl.SSLError as exc:  # the reader met the peer's alert or close first
                     self.fail(f"the TLS session ended: {tls_failure_advice(exc)}{self._early_close_hint()}")
                     self._raise_failed(request_code, exc)
-            view = memoryview(data)
+            view = data  # a memoryview only once a send wrote part of it
             sent = 0
-            while sent < len(view):
+            while sent < len(data):
                 if self._failure is not None:
                     self._raise_failed(request_code)
                 try:
-                    sent += self._sock.send(view[sent:], socket.MSG_DONTWAIT)
+                    sent += self._sock.send(view, socket.MSG_DONTWAIT)
                     self.last_active = time.monotonic()
+                    if sent < len(data):
+                        view = memoryview(data)[sent:]
                     continue
                 except BlockingIOError:
                     pass
@@ -221,7 +224,7 @@ class _Channel:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     if sent:  # half a frame on the wire: the stream is unusable from here on
-                        self.fail(f"a send timed out after {sent} of {len(view)} bytes")
+                        self.fail(f"a send timed out after {sent} of {len(data)} bytes")
                     raise self._send_timeout(request_code, "the socket send buffer stayed full")
                 self._write_poll.poll(_millis(min(remaining, _POLL_INTERVAL)))
         finally:

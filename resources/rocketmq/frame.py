@@ -34,6 +34,7 @@ field and its byte offset from the start of the frame.
 from __future__ import annotations
 
 import json
+import operator
 import struct
 import sys
 from collections.abc import Mapping
@@ -240,7 +241,7 @@ class RequestTemplate:
     of a second. :meth:`encode` gives the bytes :func:`encode` gives for the same request, byte for byte. Open
     values are decimal numbers (nothing to escape in JSON)."""
 
-    __slots__ = ("_parts", "_slots", "code")
+    __slots__ = ("_format", "_pick", "code")
 
     _OPAQUE_MARK = 1987654321  # written where the opaque goes, then found and cut out
 
@@ -267,21 +268,17 @@ class RequestTemplate:
         where.sort()
         parts, pos = [], 0
         for start, length, _ in where:
-            parts.append(text[pos:start])
+            parts.append(text[pos:start].replace("%", "%%"))  # a retry topic's name holds '%'
             pos = start + length
-        parts.append(text[pos:])
+        parts.append(text[pos:].replace("%", "%%"))
         self.code = command.code
-        self._parts = tuple(parts)
-        self._slots = tuple(slot for _, _, slot in where)
+        # One %-format of the whole header, its holes in text order; ``_pick`` puts (opaque, *values) in that order.
+        self._format = "%s".join(parts)
+        self._pick = operator.itemgetter(*(slot + 1 for _, _, slot in where))
 
     def encode(self, opaque: int, values: tuple[str, ...]) -> bytes:
         """The frame of the request with ``opaque`` and the open fields' ``values`` (in ``open_fields`` order)."""
-        parts = self._parts
-        pieces = [parts[0]]
-        for index, slot in enumerate(self._slots):
-            pieces.append(str(opaque) if slot < 0 else values[slot])
-            pieces.append(parts[index + 1])
-        header = "".join(pieces).encode()
+        header = (self._format % self._pick((str(opaque), *values))).encode()
         return _PREFIX.pack(4 + len(header), len(header)) + header  # serialize type JSON: 0 in the top byte
 
 

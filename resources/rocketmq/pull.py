@@ -229,12 +229,19 @@ def parse_pull_response(
             kept = [m for m in messages if (t := m.properties.get("TAGS")) is not None and t in tags_set]
             filtered = len(messages) - len(kept)
             messages = kept
+    ext = response.ext_fields
+    try:  # every answer has the four, as numbers; _long says which is not, or defaults one that is missing
+        numbers = int(ext["nextBeginOffset"]), int(ext["minOffset"]), int(ext["maxOffset"])
+        suggested = int(ext["suggestWhichBrokerId"])
+    except (KeyError, ValueError):
+        numbers = tuple(_long(response, key, address) for key in ("nextBeginOffset", "minOffset", "maxOffset"))
+        suggested = _long(response, "suggestWhichBrokerId", address)
     return PullResult(
         status=status,
-        next_begin_offset=_long(response, "nextBeginOffset", address),
-        min_offset=_long(response, "minOffset", address),
-        max_offset=_long(response, "maxOffset", address),
-        suggest_which_broker_id=_long(response, "suggestWhichBrokerId", address),
+        next_begin_offset=numbers[0],
+        min_offset=numbers[1],
+        max_offset=numbers[2],
+        suggest_which_broker_id=suggested,
         messages=messages,
         filtered_out=filtered,
         store_status=_STORE_STATUS.get(response.remark or ""),

@@ -163,8 +163,8 @@ class QueueCursor:
 def _first_gap(messages: list[Message] | RawRecords, start: int) -> tuple[int, int] | None:
     """(index, offset found there) of the first message not at ``start + index``, or None."""
     if isinstance(messages, RawRecords):
-        if messages.consecutive and len(messages):  # the first offset places them all
-            first = int(messages.queue_offsets[0])
+        first = messages.first_offset
+        if first is not None:  # every offset from the first on: the first places them all
             return None if first == start else (0, first)
         wrong = np.flatnonzero(messages.queue_offsets != np.arange(start, start + len(messages)))
         return (int(wrong[0]), int(messages.queue_offsets[wrong[0]])) if len(wrong) else None

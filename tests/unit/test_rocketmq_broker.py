@@ -135,16 +135,19 @@ def test_pull_request_carries_every_required_field_and_the_right_flags() -> None
     assert registered.ext_fields["sysFlag"] == "0" and "subscription" not in registered.ext_fields
 
 
-@pytest.mark.parametrize("expression", ["*", "TagA || TagB", "a > 5 AND b = 'x'"])
-def test_a_pull_from_a_template_is_the_bytes_of_the_request_encoded_whole(expression: str) -> None:
+@pytest.mark.parametrize(
+    "topic, expression",
+    [("T", "*"), ("T", "TagA || TagB"), ("T", "a > 5 AND b = 'x'"), ("%RETRY%g", "*"), ("T", "a LIKE '%s%%'")],
+)
+def test_a_pull_from_a_template_is_the_bytes_of_the_request_encoded_whole(topic: str, expression: str) -> None:
     from dataclasses import replace
 
     from rocketlake.resources.rocketmq.frame import RequestTemplate, encode
     from rocketlake.resources.rocketmq.pull import PULL_OPEN_FIELDS
 
-    sub = Subscription.parse("T", expression, "SQL92" if ">" in expression else "TAG")
+    sub = Subscription.parse(topic, expression, "SQL92" if ">" in expression or "LIKE" in expression else "TAG")
     args = dict(
-        consumer_group="g", topic="T", queue_id=3, subscription=sub, broker_name="broker-a", suspend_timeout_ms=0
+        consumer_group="g", topic=topic, queue_id=3, subscription=sub, broker_name="broker-a", suspend_timeout_ms=0
     )
     template = RequestTemplate(build_pull_request(**args, offset=0, max_msgs=1, commit_offset=0), PULL_OPEN_FIELDS)
     for offset, size, commit, opaque in [(0, 1, 0, 0), (123456789012345, 1024, 77, 2**31 - 1), (9, 32, 5, 12)]:
