@@ -204,13 +204,22 @@ def test_pulls_in_flight_per_queue_stay_within_the_messages_a_queue_may_hold() -
 def test_indexed_records_are_placed_by_their_offsets_with_or_without_a_gap(offsets, missing) -> None:
     """A broker's records as ``scan_records`` indexes them: consecutive ones are placed by their first offset alone,
     the others offset by offset, and a hole fails either way."""
-    import random
-
     from rocketlake.resources.rocketmq.columnar import scan_records
-    from tests.unit.test_columnar import _record
+    from tests.unit.record_encoder import encode_message_record
 
-    rng = random.Random(5)
-    records = scan_records(b"".join(_record(rng, offset) for offset in offsets))
+    def record(offset: int) -> bytes:
+        message = Message(
+            "orders",
+            queue_id=0,
+            queue_offset=offset,
+            born_host="127.0.0.1:5555",
+            store_host="127.0.0.1:10911",
+            body=b"x",
+            properties={"UNIQ_KEY": f"{offset:032X}"},
+        )
+        return encode_message_record(message)
+
+    records = scan_records(b"".join(record(offset) for offset in offsets))
     assert records.consecutive == (offsets[-1] - offsets[0] == len(offsets) - 1)
     assert records[1:].consecutive == records.consecutive and not records[::2].consecutive
     cursor = QueueCursor(MQ, 3, 6, batch_size=3)
