@@ -106,7 +106,7 @@ def _ingest(module) -> None:  # during_send_back, after_send_back, before_offset
             return self.broker.send_back(*args, **kwargs)
 
     def sending_back(broker, cfg, m, *args, **kwargs):
-        total = sum(f.outcome in (SENT_BACK, DEAD_LETTERED) for f in m.landing.failures)
+        total = sum(f.outcome in (SENT_BACK, DEAD_LETTERED) for f in m.report.failures)
         if ARMED == "during_send_back" and total and fires():
             broker = HalfThenDie(broker, total)
         sent = send_back(broker, cfg, m, *args, **kwargs)
