@@ -708,9 +708,8 @@ class PullStream:
         self._columnar = columnar
         self._connection = broker.connections(broker.address)
 
-    def send(self, offset: int, max_msgs: int = 32, *, soon: bool = False) -> PendingPull:
-        """PULL_MESSAGE of at most ``max_msgs`` from ``offset``, sent now; with ``soon``, written with the next few
-        pulls of the connection or before any answer is waited for (``Connection.invoke_template_async``)."""
+    def send(self, offset: int, max_msgs: int = 32) -> PendingPull:
+        """PULL_MESSAGE of at most ``max_msgs`` from ``offset``, sent now."""
         if offset < 0 or not 1 <= max_msgs <= 1024:
             check_pull_numbers(0, offset, max_msgs, None, 0)  # raises, naming the number
         connection = self._connection
@@ -723,7 +722,7 @@ class PullStream:
             pending = connection.invoke_async(built, self._timeout, rpc_hook=self._broker.rpc_hook, body_in_place=True)
         else:
             pending = connection.invoke_template_async(
-                self._template, (str(offset), str(max_msgs), self._commit), self._timeout, body_in_place=True, soon=soon
+                self._template, (str(offset), str(max_msgs), self._commit), self._timeout, body_in_place=True
             )
         return PendingPull(self._broker, pending, self._request["subscription"], self._columnar)
 

@@ -81,9 +81,6 @@ CHANNEL_MAX_IDLE_S = 60.0
 # Longest single poll: waiters re-check their deadline and the channel's failure, the idle
 # reader whether callers took over, and a blocked send its deadline this often.
 _POLL_INTERVAL = 0.5
-#: Requests sent "soon" (``Connection.invoke_template_async(soon=True)``) are written together once this many wait,
-#: or before anyone waits for an answer: one system call for several pulls of a range read instead of one each.
-_CORKED_FRAMES = 4
 _OPAQUE_MASK = 0x7FFFFFFF  # Java's opaque is an int32 from an AtomicInteger
 
 
@@ -135,7 +132,6 @@ class _Channel:
         self._turned_away = False  # ... by a server that speaks TLS only, to this plain connection
         self._lock = threading.Lock()  # guards _pending and _failure
         self._send_lock = threading.Lock()  # one frame on the wire at a time
-        self._corked: list[bytes] = []  # frames sent "soon", not written yet (under _send_lock)
         self._lead = threading.Lock()  # held by the one thread reading the socket
         self._arrived = threading.Condition(threading.Lock())  # responses dispatched or lead released
         self._waiting = 0  # callers inside wait_for(); the idle reader stays away while > 0
@@ -197,24 +193,12 @@ class _Channel:
 
     # ----------------------------------------------------------------- writing
 
-    def send(self, data: bytes, deadline: float, request_code: int, *, soon: bool = False) -> None:
-        """Write one whole frame, or fail the channel if only part of it got out. With ``soon``, the frame may wait
-        for a few more (``_CORKED_FRAMES``) or for :meth:`flush`, which every wait for an answer calls first; frames
-        waiting go out before any frame sent at once."""
+    def send(self, data: bytes, deadline: float, request_code: int) -> None:
+        """Write one whole frame, or fail the channel if only part of it got out."""
         lock = self._send_lock
         if not lock.acquire(blocking=False) and not lock.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
             raise self._send_timeout(request_code, "another request was still being written")
         try:
-            corked = self._corked
-            if soon:
-                corked.append(data)
-                if len(corked) < _CORKED_FRAMES:
-                    return
-            if corked:
-                if not soon:
-                    corked.append(data)
-                data = b"".join(corked)
-                corked.clear()
             if self._tls is not None:
                 try:
                     data = self._tls.seal(data)  # under the send lock: records go out in the order they were made
@@ -245,11 +229,6 @@ class _Channel:
                 self._write_poll.poll(_millis(min(remaining, _POLL_INTERVAL)))
         finally:
             self._send_lock.release()
-
-    def flush(self, deadline: float, request_code: int) -> None:
-        """Write the frames sent "soon" that still wait (see :meth:`send`)."""
-        if self._corked:  # a look without the lock: a frame added meanwhile is written by its own send or wait
-            self.send(b"", deadline, request_code)
 
     def _failure_class(self) -> type[ConnectionFailed]:
         if self._turned_away:
@@ -481,12 +460,7 @@ class PendingResponse:
         self.error: ConnectionFailed | None = None
 
     def done(self) -> bool:
-        """True once the response (or the connection's failure) is in (a request sent "soon" is written first)."""
-        if self.response is None and self.error is None:
-            try:
-                self._channel.flush(self._deadline, self.request_code)
-            except (ConnectionFailed, RequestTimeout):
-                pass  # as in result(): the failure reaches this call through the channel
+        """True once the response (or the connection's failure) is in."""
         return self.response is not None or self.error is not None
 
     def result(self) -> RemotingCommand:
@@ -495,10 +469,6 @@ class PendingResponse:
         Raises :class:`ConnectionFailed` or :class:`RequestTimeout` like :meth:`Connection.invoke`.
         """
         if self.response is None and self.error is None:
-            try:
-                self._channel.flush(self._deadline, self.request_code)  # this request may be one of them
-            except (ConnectionFailed, RequestTimeout):
-                pass  # the channel failed every pending call, this one too; a timeout is this call's own, below
             self._channel.wait_for(self, self._deadline)
         if self.response is not None:  # the reader took it out of the channel's table
             return self.response
@@ -629,33 +599,23 @@ class Connection:
         timeout: float = DEFAULT_TIMEOUT,
         *,
         body_in_place: bool = False,
-        soon: bool = False,
     ) -> PendingResponse:
         """:meth:`invoke_async` of the request ``template`` makes with ``values`` (no RPC hook: a hook signs the
-        fields, so a signed request is encoded whole). ``soon``: the request may be written with the next few
-        (one system call for several), at the latest when :meth:`PendingResponse.result` of any call on this
-        connection waits; a caller that asks for its answers only through ``result`` loses nothing by it."""
+        fields, so a signed request is encoded whole)."""
         deadline = time.monotonic() + timeout
         opaque = self._next_opaque(template.code)
         return self._send_async(
-            template.code, opaque, template.encode(opaque, values), deadline, timeout, body_in_place, soon
+            template.code, opaque, template.encode(opaque, values), deadline, timeout, body_in_place
         )
 
     def _send_async(
-        self,
-        code: int,
-        opaque: int,
-        data: bytes,
-        deadline: float,
-        timeout: float,
-        body_in_place: bool,
-        soon: bool = False,
+        self, code: int, opaque: int, data: bytes, deadline: float, timeout: float, body_in_place: bool
     ) -> PendingResponse:
         channel = self._open_channel(deadline, code)
         call = PendingResponse(self, channel, code, opaque, deadline, timeout, body_in_place)
         channel.register(call)
         try:
-            channel.send(data, deadline, code, soon=soon)
+            channel.send(data, deadline, code)
         except BaseException:
             channel.unregister(opaque)
             raise

@@ -227,8 +227,7 @@ def read_ranges(
                     timeout=timeout,
                     columnar=columnar,
                 )
-            # ``soon``: several queues' next pulls go out in one write; any wait for an answer writes them first.
-            span.pending = stream.send(span.start, span.end - span.start, soon=True)
+            span.pending = stream.send(span.start, span.end - span.start)
         except Exception as exc:
             if not is_retriable(exc):
                 raise

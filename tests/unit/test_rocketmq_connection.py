@@ -485,32 +485,3 @@ def test_a_plain_server_that_closes_at_once_is_not_taken_for_a_tls_server() -> N
     finally:
         listener.close()
     assert not speaks_tls(address)  # nothing listens: refused
-
-
-def test_requests_sent_soon_go_out_together_and_before_any_answer_is_awaited(
-    peer: FrameEchoPeer, conn: Connection
-) -> None:
-    from rocketlake.resources.rocketmq.connection import _CORKED_FRAMES
-    from rocketlake.resources.rocketmq.frame import RequestTemplate
-
-    template = RequestTemplate(request(queueOffset="0"), ("queueOffset",))
-
-    def soon(offset: int):
-        return conn.invoke_template_async(template, (str(offset),), WAIT, soon=True)
-
-    first = [soon(i) for i in range(_CORKED_FRAMES - 1)]
-    channel = conn._channel
-    assert len(channel._corked) == _CORKED_FRAMES - 1  # waiting for company: nothing written yet
-    first.append(soon(_CORKED_FRAMES - 1))
-    assert channel._corked == []  # the last one wrote them all at once
-    assert [int(p.result().ext_fields["queueOffset"]) for p in first] == list(range(_CORKED_FRAMES))
-    later = [soon(10), soon(11)]
-    assert len(channel._corked) == 2
-    assert later[1].result().ext_fields["queueOffset"] == "11"  # waiting for an answer writes what waits first
-    assert channel._corked == [] and later[0].result().ext_fields["queueOffset"] == "10"
-    polled = soon(12)
-    polled.done()  # asking whether it is answered writes it too: a caller that polls is not left waiting
-    assert channel._corked == [] and polled.result().ext_fields["queueOffset"] == "12"
-    # The echo peer saw every request once, in the order sent.
-    seen = [int(peer.received.get(timeout=WAIT).ext_fields["queueOffset"]) for _ in range(_CORKED_FRAMES + 3)]
-    assert seen == [*range(_CORKED_FRAMES), 10, 11, 12]

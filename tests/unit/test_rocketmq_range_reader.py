@@ -172,7 +172,7 @@ def test_pulls_in_flight_per_queue_stay_within_the_messages_a_queue_may_hold() -
         def pull_stream(self, topic, queue_id, **options):
             return self
 
-        def send(self, offset, max_msgs, soon=False):
+        def send(self, offset, max_msgs):
             self.sizes.append(max_msgs)
             return self
 
