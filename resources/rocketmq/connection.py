@@ -372,12 +372,13 @@ class _Channel:
         if command.is_response:
             with self._lock:
                 call = self._pending.pop(command.opaque, None)
+                if call is not None:
+                    if not call.body_in_place:  # the caller reads bytes; only one that asked reads it where it landed
+                        command.take_body_view()
+                    # Under the lock: a caller that unregisters at its deadline then finds the answer, not a gap.
+                    call.response = command
             if call is None:  # its caller timed out already; Java logs and drops it too
                 log.debug("%s: dropping response with unknown opaque %d", self._address, command.opaque)
-                return
-            if not call.body_in_place:  # the caller reads bytes; only one that asked reads the body where it landed
-                command.take_body_view()
-            call.response = command
         else:
             command.take_body_view()
             self._conn._handle_server_request(self, command)
@@ -477,6 +478,8 @@ class PendingResponse:
         self._channel.unregister(self.opaque)
         if self.response is not None:  # the answer raced the deadline; take it
             return self.response
+        if self.error is not None:  # so did the connection's failure
+            raise self.error
         connection = self._connection
         what = f"{describe_request(self.request_code)} (opaque {self.opaque})"
         if connection._close_on_timeout:
