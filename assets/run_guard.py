@@ -70,7 +70,11 @@ class RunProcess:
 
     @classmethod
     def current(cls, run_id: str = "") -> "RunProcess":
-        pid = os.getpid()
+        return cls.of(os.getpid(), run_id)
+
+    @classmethod
+    def of(cls, pid: int, run_id: str = "") -> "RunProcess":
+        """Process ``pid`` of this host (a launcher naming the process it started for ``run_id``)."""
         return cls(socket.gethostname(), _boot_id(), pid, _start_ticks(pid) or 0, run_id, _pid_namespace())
 
     def to_tag(self) -> str:

@@ -59,12 +59,12 @@ PORTS = (29876, 29911, 29921, 29300, 29002)  # name server, brokers, the UI, Spa
 PEER = "the peer: Java push consumer"  # not rocketlake's: a DefaultMQPushConsumer of another group on the same topic
 TOPIC = "rocketlake_demo_orders"
 #: (class, what its command line holds), the first match wins
-FORK_SERVER = "run fork server"  # rocketlake.warm_runs' fork server: its children are the runs (see processes)
+FORK_SERVER = "run fork server"  # rocketlake.warm_runs' fork server, the daemon's child (its forks: see processes)
 CLASSES = (
     # Dagster's code servers start each run as a multiprocessing child (spawn): nothing else here is one. With
     # rocketlake.warm_runs (the recommended instance), runs are forks of its fork server, told apart by their parent.
     ("run processes", ("spawn_main",)),
-    (FORK_SERVER, ("multiprocessing.forkserver",)),
+    (FORK_SERVER, ("rocketlake.warm_runs",)),
     ("daemon", ("dagster._daemon", "dagster-daemon")),
     ("webserver", ("dagster_webserver", "dagster-webserver")),
     ("dg dev + rocketlake ui", ("bin/dg dev", "dagster dev", "bin/rocketlake ui", "_cli.dev")),
@@ -100,8 +100,8 @@ def processes() -> dict[int, tuple[str, float]]:
         if fields is not None:
             found[int(entry)] = (kind, (int(fields[11]) + int(fields[12])) / CLK_TCK)  # utime + stime
             parents[int(entry)] = int(fields[1])
-    for pid, (kind, seconds) in found.items():  # a fork server's child is a run (its CPU counts from the fork)
-        if kind == FORK_SERVER and found.get(parents[pid], ("",))[0] == FORK_SERVER:
+    for pid, (kind, seconds) in found.items():  # the fork server's forks are runs (their CPU counts from the fork)
+        if kind == FORK_SERVER and found.get(parents[pid], ("",))[0] != "daemon":
             found[pid] = ("run processes", seconds)
     return found
 

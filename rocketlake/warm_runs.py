@@ -4,10 +4,16 @@ Dagster's default launcher has the code server start every run in a fresh interp
 ``spawn``), which imports Dagster, PySpark's Connect client, pandas, pyarrow and rocketlake again: about 2.4 CPU
 seconds on the project's machine before the run does anything, for every window of every ingestion. A long-lived
 ingestion service pays its start-up once (Kafka Connect's workers, Structured Streaming's driver), and so does
-this launcher: it keeps one *fork server* (Python's ``multiprocessing`` ``forkserver``), which imports those
-libraries once, and forks each run from it. The run itself is Dagster's own ``dagster api execute_run``, as the
-default launcher's runs and those of Dagster's Docker and Kubernetes launchers are: the same events, the same
-run worker, only a warm start.
+this launcher: it keeps one *fork server* (``python -m rocketlake.warm_runs``, a child of the daemon), which
+imports those libraries once and forks each run from it. The run itself is Dagster's own ``dagster api
+execute_run``, as the default launcher's runs and those of Dagster's Docker and Kubernetes launchers are: the same
+events, the same run worker, only a warm start.
+
+Each run is forked twice (the middle process exits at once), so it belongs to no process that must reap or wait
+for it: the daemon can stop or restart while runs go on, as runs outlive a code server's restart, and a Ctrl-C to
+the terminal's process group still reaches them. The fork server leaves when the daemon does (its stdin closes).
+The launcher names each run's process by host, boot, pid and start time (``run_guard.RunProcess``), so that
+terminating a run or judging its health never mistakes a recycled pid for it.
 
 The code location's own module is not imported ahead: a run still loads the definitions it runs afresh, so a
 changed ``rocketlake.yaml`` or a changed project takes effect at the next run, as with the default launcher. The
@@ -24,14 +30,15 @@ machine, or a daemon image that holds the code), as for ``dagster dev``. In ``da
 
 from __future__ import annotations
 
-import multiprocessing
+import json
 import os
 import runpy
 import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from dagster import DagsterRun, Field, Noneable
 
@@ -45,7 +52,7 @@ from rocketlake.assets.dagster_private import (
     WorkerStatus,
 )
 
-__all__ = ["PRELOADED", "PID_TAG", "WarmRunLauncher"]
+__all__ = ["PRELOADED", "PROCESS_TAG", "WarmRunLauncher"]
 
 #: What the fork server imports once, before its first fork: what every run of rocketlake's assets imports.
 PRELOADED = (
@@ -57,15 +64,8 @@ PRELOADED = (
     "rocketlake.assets.definitions",
     "rocketlake.pipelines.materialize",
 )
-#: The run's process, for its termination and its health check.
-PID_TAG = "rocketlake/run_pid"
-
-
-def execute_run(command: Sequence[str]) -> None:
-    """In the forked process: Dagster's own ``dagster api execute_run`` (``command``: its arguments), as
-    ``python -m dagster`` runs it."""
-    sys.argv = ["dagster", *command]
-    runpy.run_module("dagster", run_name="__main__", alter_sys=True)
+#: The run's process as the launcher started it (``run_guard.RunProcess``), for its termination and health check.
+PROCESS_TAG = "rocketlake/launched_process"
 
 
 class WarmRunLauncher(RunLauncher, ConfigurableClass):
@@ -76,9 +76,8 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
     def __init__(self, inst_data: ConfigurableClassData | None = None, preload: Sequence[str] | None = None):
         self._inst_data = inst_data
         self._preload = list(PRELOADED if preload is None else preload)
-        self._lock = threading.Lock()
-        self._context = None
-        self._processes: dict[str, multiprocessing.process.BaseProcess] = {}
+        self._lock = threading.Lock()  # one launch at a time talks to the fork server
+        self._server: subprocess.Popen | None = None
         super().__init__()
 
     @property
@@ -93,15 +92,36 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
     def from_config_value(cls, inst_data: ConfigurableClassData, config_value: Mapping[str, Any]) -> WarmRunLauncher:
         return cls(inst_data=inst_data, preload=config_value.get("preload"))
 
-    def _forks(self):
-        """The forkserver context, its modules set before the first fork starts it."""
-        if self._context is None:
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(self._preload)
-            self._context = context
-        return self._context
+    def _fork_server(self) -> subprocess.Popen:
+        server = self._server
+        if server is None or server.poll() is not None:
+            server = self._server = subprocess.Popen(
+                [sys.executable, "-m", "rocketlake.warm_runs", *self._preload],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
+        return server
+
+    def _fork(self, command: Sequence[str]) -> tuple[int, int]:
+        """(the run's pid, the fork server's pid), the run started: a fork server that died is started again."""
+        with self._lock:
+            for attempt in (1, 2):
+                server = self._fork_server()
+                try:
+                    server.stdin.write(json.dumps(list(command)).encode() + b"\n")
+                    server.stdin.flush()
+                    answer = server.stdout.readline()
+                except (BrokenPipeError, OSError):
+                    answer = b""
+                if answer.strip().isdigit():
+                    return int(answer), server.pid
+                server.kill()
+                server.wait()
+        raise RuntimeError(f"the fork server (rocketlake.warm_runs) exited with {server.returncode} twice")
 
     def launch_run(self, context: LaunchRunContext) -> None:
+        from rocketlake.assets.run_guard import RunProcess
+
         run = context.dagster_run
         if run.job_code_origin is None:
             raise ValueError(f"run {run.run_id} has no code origin: WarmRunLauncher cannot load its job")
@@ -111,38 +131,33 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
             instance_ref=self._instance.get_ref(),
             set_exit_code_on_failure=True,
         ).get_command_args()
-        command = arguments[arguments.index("api") :]  # after the entry point: the fork runs ``python -m dagster``
-        with self._lock:
-            multiprocessing.active_children()  # reaps the runs that ended (of this process's forks)
-            process = self._forks().Process(target=execute_run, args=(command,), name=f"dagster-run-{run.run_id}")
-            process.start()
-            self._processes = {k: p for k, p in self._processes.items() if p.is_alive()}
-            self._processes[run.run_id] = process
-        self._instance.add_run_tags(run.run_id, {PID_TAG: str(process.pid)})
+        pid, server = self._fork(arguments[arguments.index("api") :])  # after the entry point: ``python -m dagster``
+        self._instance.add_run_tags(run.run_id, {PROCESS_TAG: RunProcess.of(pid, run.run_id).to_tag()})
         self._instance.report_engine_event(
-            f"Launched in process {process.pid}, forked from a warm fork server (rocketlake.warm_runs).",
+            f"Launched in process {pid}, forked from the warm fork server {server} (rocketlake.warm_runs).",
             run,
             cls=self.__class__,
         )
 
-    def _pid(self, run: DagsterRun) -> int | None:
-        process = self._processes.get(run.run_id)
-        if process is not None:
-            return process.pid
-        tag = run.tags.get(PID_TAG)
-        return int(tag) if tag and tag.isdigit() else None
+    @staticmethod
+    def _process(run: DagsterRun):
+        """The process this launcher started for ``run`` (not a parent run's: re-executions copy the tags)."""
+        from rocketlake.assets.run_guard import RunProcess
+
+        process = RunProcess.from_tag(run.tags.get(PROCESS_TAG))
+        return process if process is not None and process.run_id == run.run_id else None
 
     def terminate(self, run_id: str) -> bool:
         run = self._instance.get_run_by_id(run_id)
         if run is None or run.is_finished:
             return False
         self._instance.report_run_canceling(run)
-        pid = self._pid(run)
-        if pid is None:
+        process = self._process(run)
+        if process is None or not process.alive():  # gone, or on another host: nothing here to signal
             return False
         try:
-            os.kill(pid, signal.SIGINT)  # Dagster's run worker stops its steps and reports the run canceled
-        except ProcessLookupError:
+            os.kill(process.pid, signal.SIGINT)  # Dagster's run worker stops its steps and reports the run canceled
+        except OSError:
             return False
         return True
 
@@ -151,17 +166,62 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
         return True
 
     def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
-        pid = self._pid(run)
-        if pid is None:  # launched by another launcher (before this one was configured): not this one's to judge
+        process = self._process(run)
+        if process is None:  # launched by another launcher (before this one was configured): not this one's to judge
             return CheckRunHealthResult(WorkerStatus.RUNNING, f"run {run.run_id} was not launched by WarmRunLauncher")
-        process = self._processes.get(run.run_id)
-        if process is not None:
-            if process.is_alive():
-                return CheckRunHealthResult(WorkerStatus.RUNNING)
-            status = WorkerStatus.SUCCESS if process.exitcode == 0 else WorkerStatus.FAILED
-            return CheckRunHealthResult(status, f"process {pid} exited with {process.exitcode}")
+        alive = process.alive()
+        if alive is None:
+            return CheckRunHealthResult(WorkerStatus.RUNNING, f"process {process.pid} is on host {process.host}")
+        if alive:
+            return CheckRunHealthResult(WorkerStatus.RUNNING)
+        return CheckRunHealthResult(WorkerStatus.FAILED, f"process {process.pid} of run {run.run_id} is gone")
+
+
+def serve() -> None:
+    """The fork server: imports ``sys.argv[1:]``, then for each line of stdin (a JSON list: the arguments of
+    ``dagster``) forks a run and answers its pid; leaves when stdin closes (its daemon is gone)."""
+    for module in sys.argv[1:]:
         try:
-            os.kill(pid, 0)  # launched by an earlier daemon: alive or not is all there is to know
-        except ProcessLookupError:
-            return CheckRunHealthResult(WorkerStatus.NOT_FOUND, f"process {pid} is gone")
-        return CheckRunHealthResult(WorkerStatus.RUNNING)
+            __import__(module)
+        except ImportError:
+            pass  # an optional library missing: the runs import what they need themselves
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C to the group: it leaves with its daemon, not before
+    requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    while line := requests.readline():
+        command = json.loads(line)
+        read_end, write_end = os.pipe()
+        middle = os.fork()
+        if middle == 0:
+            os.close(read_end)
+            run = os.fork()
+            if run == 0:
+                os.close(write_end)
+                _become_run(command)
+            os.write(write_end, str(run).encode())
+            os._exit(0)  # the run is nobody's child now: no process must wait for it
+        os.close(write_end)
+        pid = os.read(read_end, 32)
+        os.close(read_end)
+        os.waitpid(middle, 0)
+        answers.write(pid + b"\n")
+        answers.flush()
+
+
+def _become_run(command: list[str]) -> NoReturn:
+    """In the run's process: Dagster's own ``dagster api execute_run`` as ``python -m dagster`` runs it; never returns."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Dagster turns it into the run's interruption
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)  # the fork server's stdin is its requests: not the run's
+    os.dup2(devnull, 1)  # ... and its stdout its answers; the run's own output is its event log and stderr
+    os.close(devnull)
+    sys.stdin = open(os.devnull)
+    sys.stdout = sys.stderr
+    sys.argv = ["dagster", *command]
+    runpy.run_module("dagster", run_name="__main__", alter_sys=True)
+    # Dagster's command ends with sys.exit: its SystemExit leaves the fork server's loop (which holds nothing to
+    # undo) and ends this process as any Python ends, its exit handlers run. One that returned ends the same way.
+    raise SystemExit(0)
+
+
+if __name__ == "__main__":
+    serve()

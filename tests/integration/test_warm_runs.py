@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -16,7 +17,8 @@ import pytest
 import yaml
 from dagster import DagsterInstance, DagsterRunStatus
 
-from rocketlake.warm_runs import PID_TAG
+from rocketlake.assets.run_guard import RunProcess
+from rocketlake.warm_runs import PROCESS_TAG
 from tests.integration.ingestion_support import until
 
 pytestmark = pytest.mark.dagster
@@ -99,25 +101,40 @@ def test_queued_runs_start_in_processes_forked_from_one_warm_fork_server(tmp_pat
             )
             assert [r.status for r in runs] == [DagsterRunStatus.SUCCESS] * 2
             wheres = [where_runs_ran(instance, r.run_id) for r in runs]
-            # Each ran in the process the launcher forked and recorded, ...
-            assert [w["pid"] for w in wheres] == [int(r.tags[PID_TAG]) for r in runs]
-            assert wheres[0]["pid"] != wheres[1]["pid"]
-            # ... both forked from one fork server, which is not the daemon and had the libraries imported already.
-            assert wheres[0]["ppid"] == wheres[1]["ppid"] != daemon.pid
+            # Each ran in the process the launcher started and recorded (by pid and start time), ...
+            launched = [RunProcess.from_tag(r.tags[PROCESS_TAG]) for r in runs]
+            assert [w["pid"] for w in wheres] == [p.pid for p in launched]
+            assert [p.run_id for p in launched] == [r.run_id for r in runs] and wheres[0]["pid"] != wheres[1]["pid"]
+            # ... a child of neither the daemon nor the fork server (nobody has to wait for it), with the libraries
+            # imported already: both were forked from one warm fork server, a process of rocketlake.warm_runs.
+            assert all(w["ppid"] != daemon.pid for w in wheres)
             assert all(w["preloaded"] == {"pandas": True, "pyspark.sql.connect.session": True} for w in wheres)
-            server = Path(f"/proc/{wheres[0]['ppid']}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            assert "multiprocessing.forkserver" in server
-            launched = [
+            events = [
                 e.dagster_event.message
                 for r in runs
                 for e in instance.all_logs(r.run_id)
                 if e.dagster_event is not None and "warm fork server" in (e.dagster_event.message or "")
             ]
-            assert launched == [
-                f"[WarmRunLauncher] Launched in process {w['pid']}, forked from a warm fork server "
-                "(rocketlake.warm_runs)."
-                for w in wheres
-            ]
-    finally:
-        os.killpg(daemon.pid, 15)
+            servers = {int(m.split("warm fork server ")[1].split(" ")[0]) for m in events}
+            assert len(events) == 2 and len(servers) == 1, events
+            (server,) = servers
+            assert all(f"Launched in process {w['pid']}," in m for w, m in zip(wheres, events))
+            assert server not in (w["ppid"] for w in wheres)
+            command = Path(f"/proc/{server}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            assert "rocketlake.warm_runs" in command
+        os.kill(daemon.pid, signal.SIGTERM)  # the daemon alone
         daemon.wait(timeout=60)
+        # The fork server leaves with its daemon (its requests' pipe closes).
+        until(lambda: not Path(f"/proc/{server}").exists() or _zombie(server), 30, f"fork server {server} exited")
+    finally:
+        if daemon.poll() is None:
+            os.killpg(daemon.pid, signal.SIGTERM)
+            daemon.wait(timeout=60)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2] in "ZX"

@@ -1,0 +1,39 @@
+"""``WarmRunLauncher``'s judgement of a run's process, on plain runs: a process is named by pid and start time, so a
+recycled pid or a parent run's copied tag is never taken for the run's own (the launch itself is tested under a real
+daemon in tests/integration/test_warm_runs.py)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+from dagster import DagsterRun
+
+from rocketlake.assets.dagster_private import WorkerStatus
+from rocketlake.assets.run_guard import RunProcess
+from rocketlake.warm_runs import PROCESS_TAG, WarmRunLauncher
+
+
+def run_with(process: RunProcess, run_id: str = "run-1") -> DagsterRun:
+    return DagsterRun(job_name="orders_raw_job", run_id=run_id, tags={PROCESS_TAG: process.to_tag()})
+
+
+def test_a_runs_process_is_judged_by_pid_and_start_time_and_a_copied_tag_is_not_its_own() -> None:
+    launcher = WarmRunLauncher()
+    alive = RunProcess.of(os.getpid(), "run-1")  # this very process, as the launcher would record a run's
+    assert launcher.check_run_worker_health(run_with(alive)).status is WorkerStatus.RUNNING
+    recycled = replace(alive, start_ticks=alive.start_ticks + 1)  # the same pid, started at another time
+    gone = launcher.check_run_worker_health(run_with(recycled))
+    assert gone.status is WorkerStatus.FAILED and f"process {os.getpid()} of run run-1 is gone" in gone.msg
+    # A re-execution carries its parent's tags: the parent's process is not the new run's to judge.
+    copied = launcher.check_run_worker_health(run_with(alive, run_id="run-2"))
+    assert copied.status is WorkerStatus.RUNNING and "not launched by WarmRunLauncher" in copied.msg
+    elsewhere = replace(alive, host="another-host")
+    assert launcher.check_run_worker_health(run_with(elsewhere)).status is WorkerStatus.RUNNING
+
+
+def test_the_launcher_is_configured_from_dagster_yaml_with_its_preloads() -> None:
+    from rocketlake.warm_runs import PRELOADED
+
+    assert WarmRunLauncher.from_config_value(None, {})._preload == list(PRELOADED)
+    assert WarmRunLauncher.from_config_value(None, {"preload": ["dagster"]})._preload == ["dagster"]
