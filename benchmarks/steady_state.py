@@ -64,7 +64,9 @@ CLASSES = (
     # Dagster's code servers start each run as a multiprocessing child (spawn): nothing else here is one. With
     # rocketlake.warm_runs (the recommended instance), runs are forks of its fork server, told apart by their parent.
     ("run processes", ("spawn_main",)),
-    (FORK_SERVER, ("rocketlake.warm_runs",)),
+    # Its command line, not an instance's serialized settings (which name the module too, in the daemon's, the
+    # webserver's and the code servers' command lines).
+    (FORK_SERVER, ("-m rocketlake.warm_runs",)),
     ("daemon", ("dagster._daemon", "dagster-daemon")),
     ("webserver", ("dagster_webserver", "dagster-webserver")),
     ("dg dev + rocketlake ui", ("bin/dg dev", "dagster dev", "bin/rocketlake ui", "_cli.dev")),
