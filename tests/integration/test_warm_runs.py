@@ -73,6 +73,8 @@ def test_queued_runs_start_in_processes_forked_from_one_warm_fork_server(tmp_pat
         yaml.safe_dump({"load_from": [{"python_file": {"relative_path": "warm_job.py", "location_name": "warm"}}]})
     )
     env = dict(os.environ, DAGSTER_HOME=str(home))
+    # The instance's SQLite storage made once, now: the daemon and the first launch creating it at once collide.
+    DagsterInstance.from_config(str(home)).dispose()
     daemon = subprocess.Popen(
         [BIN / "dagster-daemon", "run", "-w", "workspace.yaml"],
         cwd=tmp_path,
@@ -84,14 +86,15 @@ def test_queued_runs_start_in_processes_forked_from_one_warm_fork_server(tmp_pat
     )
     try:
         for _ in range(2):  # enqueued; the daemon's run queue hands each to the launcher
-            subprocess.run(
+            launch = subprocess.run(
                 [BIN / "dagster", "job", "launch", "-w", "workspace.yaml", "-j", "warm"],
                 cwd=tmp_path,
                 env=env,
-                check=True,
                 capture_output=True,
+                text=True,
                 timeout=120,
             )
+            assert launch.returncode == 0, launch.stdout[-2000:] + launch.stderr[-3000:]
         with DagsterInstance.from_config(str(home)) as instance:
             runs = until(
                 lambda: (found := instance.get_runs()) and all(r.is_finished for r in found) and found,
