@@ -105,7 +105,7 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
     def _fork(self, command: Sequence[str]) -> tuple[int, int]:
         """(the run's pid, the fork server's pid), the run started: a fork server that died is started again."""
         with self._lock:
-            for attempt in (1, 2):
+            for _ in range(2):
                 server = self._fork_server()
                 try:
                     server.stdin.write(json.dumps(list(command)).encode() + b"\n")
@@ -117,7 +117,11 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
                     return int(answer), server.pid
                 server.kill()
                 server.wait()
-        raise RuntimeError(f"the fork server (rocketlake.warm_runs) exited with {server.returncode} twice")
+        raise RuntimeError(
+            f"the warm fork server (python -m rocketlake.warm_runs) exited with {server.returncode} twice before "
+            "starting a run: its error is in the daemon's output; to launch runs with Dagster's default launcher "
+            "meanwhile, delete the run_launcher block of $DAGSTER_HOME/dagster.yaml and restart the daemon"
+        )
 
     def launch_run(self, context: LaunchRunContext) -> None:
         from rocketlake.assets.run_guard import RunProcess
