@@ -71,7 +71,7 @@ CLASSES = (
     ("webserver", ("dagster_webserver", "dagster-webserver")),
     ("dg dev + rocketlake ui", ("bin/dg dev", "dagster dev", "bin/rocketlake ui", "_cli.dev")),
     ("code servers", ("api grpc", "code-server start")),
-    ("spark server (JVM)", ("SparkConnectServer",)),
+    ("spark server (JVM)", ("connect_server.py",)),  # the JVM and its driver program (resources/connect_server.py)
     ("spark python workers", ("pyspark.daemon", "pyspark/daemon", "pyspark.worker")),
     ("brokers", ("BrokerStartup",)),
     ("name server", ("NamesrvStartup",)),

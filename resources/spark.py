@@ -126,9 +126,13 @@ def session_jars() -> list[Path]:
     return [*jars.resolve(jars.delta_jar_set()), *jars.beside_spark(jars.resolve(jars.spark_avro_jar_set()))]
 
 
-#: Spark Connect's server, in the spark-connect jar pyspark ships (``sbin/start-connect-server.sh`` submits it).
-CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+#: The server's driver program: Spark Connect's plugin on a SparkSession whose sessions share class loaders and
+#: Python workers (see its docstring for why not Spark's own ``SparkConnectServer`` class).
+CONNECT_SERVER_PROGRAM = Path(__file__).with_name("connect_server.py")
 CONNECT_DEFAULT_PORT = 15002
+#: Each run's session on the server compiling Spark's generated classes and starting Python workers anew costs more
+#: than the run's own work; rocketlake's runs add no classes or jars of their own.
+CONNECT_SHARES_SESSIONS = {"spark.sql.artifact.isolation.enabled": "false"}
 
 #: A run killed while the server works for it (SIGKILL, an OOM, a lost machine) must not land later on its own. With
 #: Spark's defaults the server keeps a dead client's operation for 120 s + 300 s, time enough to finish and commit
@@ -168,6 +172,7 @@ def connect_server_command(
     on_s3 = lake is not None and storage.on_s3(lake.root)
     settings = {
         **CONNECT_REAPS_DEAD_CLIENTS,
+        **CONNECT_SHARES_SESSIONS,
         **session_settings(master, conf, env),
         **(storage.server_settings(lake) if on_s3 else {}),  # the lake's, whatever spark.conf says: runs check
         "spark.connect.grpc.binding.address": host,
@@ -182,8 +187,6 @@ def connect_server_command(
         master,
         "--name",
         app_name,
-        "--class",
-        CONNECT_SERVER_CLASS,
         "--jars",
         jar_files(settings, needed),
     ]
@@ -191,7 +194,10 @@ def connect_server_command(
         cmd += ["--py-files", str(package_zip())]  # as spark_session's addPyFile: executors elsewhere get rocketlake
     for key, value in settings.items():
         cmd += ["--conf", f"{key}={value}"]
-    return [*cmd, "spark-internal"], env
+    # The driver program runs in this environment, as itself (not, say, under a notebook a user's shell names).
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env.pop("PYSPARK_DRIVER_PYTHON_OPTS", None)
+    return [*cmd, str(CONNECT_SERVER_PROGRAM)], env
 
 
 def connect_session(remote: str, conf: dict[str, str] | None = None) -> SparkSession:

@@ -411,7 +411,7 @@ class SparkConnect:
         ps = subprocess.run(
             ["ps", "-ww", "-o", "args=", "-s", str(pid)], capture_output=True, text=True, check=True
         ).stdout
-        assert "SparkConnectServer" in ps, ps
+        assert "connect_server.py" in ps, ps
         found["the server's processes (ps)"] = ps
         assert found["the server's log"], f"{process.log_file} is empty"
         return found

@@ -125,3 +125,63 @@ def test_a_table_landed_through_a_listener_on_the_server_is_readable_by_delta_rs
             "_rl_duplicate": False,
         }
     ]
+
+
+#: A run's Python work on the server, as rocketlake's runs have it: a Python data source planned and read, and a
+#: Python function in a write.
+PYTHON_WORK = """
+import sys
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.functions import col, udf
+
+class Numbers(DataSource):
+    @classmethod
+    def name(cls):
+        return "numbers"
+    def schema(self):
+        return "n long"
+    def reader(self, schema):
+        return NumbersReader()
+
+class NumbersReader(DataSourceReader):
+    def partitions(self):
+        return [InputPartition(i) for i in range(2)]
+    def read(self, partition):
+        for n in range(10):
+            yield (partition.value * 10 + n,)
+
+spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+spark.dataSource.register(Numbers)
+df = spark.read.format("numbers").load().select(udf(lambda n: n + 1, "long")(col("n")).alias("n"))
+df.write.format("delta").mode("append").save(sys.argv[2])
+spark.stop()
+"""
+
+
+def python_workers(server_pid: int) -> set[int]:
+    """The pids of the server's Python worker daemons (``pyspark.daemon``, the JVM's children: one per kind of work
+    and set of sessions that may share it)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and b"pyspark.daemon" in (entry / "cmdline").read_bytes():
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == server_pid:
+                    found.add(int(entry.name))
+        except OSError:
+            continue  # it exited while being read
+    return found
+
+
+def test_runs_sessions_share_the_servers_python_workers(tmp_path, spark_connect):
+    """Each run is a session of its own on the server; its Python work (the reader, a listener) runs in the
+    server's Python workers, which a session of its own would start anew (importing PySpark, pyarrow and the reader
+    again) unless sessions share them."""
+    table = tmp_path / "table"
+    seen = []
+    for _ in range(3):
+        subprocess.run([sys.executable, "-c", PYTHON_WORK, spark_connect.url, str(table)], check=True, timeout=180)
+        seen.append(python_workers(spark_connect.server.process.pid()))
+    assert seen[0], "the server ran the runs' Python work without a Python worker daemon"
+    assert seen[1] == seen[0] and seen[2] == seen[0], f"later runs started Python workers of their own: {seen}"
+    assert len(versions(table)) == 3

@@ -26,7 +26,7 @@ def test_the_spark_connect_server_is_configured_as_a_runs_own_session(monkeypatc
     from pathlib import Path
 
     from rocketlake.resources import jars
-    from rocketlake.resources.spark import CONNECT_SERVER_CLASS, DELTA_CONF, connect_endpoint, connect_server_command
+    from rocketlake.resources.spark import CONNECT_SERVER_PROGRAM, DELTA_CONF, connect_endpoint, connect_server_command
 
     assert connect_endpoint("sc://10.0.0.5:15010/;token=x") == ("10.0.0.5", 15010)
     assert connect_endpoint("sc://spark-host") == ("spark-host", 15002)  # Spark Connect's default port
@@ -41,8 +41,9 @@ def test_the_spark_connect_server_is_configured_as_a_runs_own_session(monkeypatc
     cmd, env = connect_server_command(
         "sc://127.0.0.1:15010", "local[2]", {"spark.jars": "/mine.jar", "spark.sql.shuffle.partitions": "4"}
     )
-    assert cmd[0].endswith("/bin/spark-submit") and cmd[-1] == "spark-internal"
-    assert cmd[cmd.index("--class") + 1] == CONNECT_SERVER_CLASS and cmd[cmd.index("--master") + 1] == "local[2]"
+    # rocketlake's driver program (Spark Connect's plugin, sessions sharing class loaders and Python workers).
+    assert cmd[0].endswith("/bin/spark-submit") and cmd[-1] == str(CONNECT_SERVER_PROGRAM)
+    assert CONNECT_SERVER_PROGRAM.is_file() and "--class" not in cmd and cmd[cmd.index("--master") + 1] == "local[2]"
     # Delta's jars and spark-avro's own (not the Scala library pyspark ships), then the user's.
     assert (
         cmd[cmd.index("--jars") + 1]
@@ -55,7 +56,9 @@ def test_the_spark_connect_server_is_configured_as_a_runs_own_session(monkeypatc
         and confs["spark.connect.grpc.binding.port"] == "15010"
     )
     assert confs["spark.sql.shuffle.partitions"] == "4" and confs["spark.driver.host"] == "127.0.0.1"  # local default
-    assert env["PYSPARK_PYTHON"] == sys.executable and env["MALLOC_ARENA_MAX"] == MALLOC_ARENA_MAX
+    assert confs["spark.sql.artifact.isolation.enabled"] == "false"
+    assert env["PYSPARK_PYTHON"] == env["PYSPARK_DRIVER_PYTHON"] == sys.executable
+    assert env["MALLOC_ARENA_MAX"] == MALLOC_ARENA_MAX
     assert "--py-files" not in cmd
 
 
