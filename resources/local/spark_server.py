@@ -2,7 +2,8 @@
 
 A run that starts Spark of its own pays a JVM start and a first Delta commit (15 to 60 s on two cores) for every
 window, and four runs of a window on a small machine mean four JVMs at once. One server, started once, serves them
-all: a run's session on it costs a gRPC connection. It is the installed pyspark's own Connect server, configured as
+all: a run's session on it costs a gRPC connection. It is the installed pyspark's Connect server (under rocketlake's
+driver program, ``resources/connect_server.py``, so that sessions share classes and Python workers), configured as
 a run's own session would be (``resources.spark.connect_server_command``: Delta and its jars, this environment's
 Python for the workers; an S3 lake's bucket settings, and its keys in the server's environment), recorded and
 stopped by pid like the brokers (``process.ManagedProcess``).
