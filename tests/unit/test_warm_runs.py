@@ -37,3 +37,17 @@ def test_the_launcher_is_configured_from_dagster_yaml_with_its_preloads() -> Non
 
     assert WarmRunLauncher.from_config_value(None, {})._preload == list(PRELOADED)
     assert WarmRunLauncher.from_config_value(None, {"preload": ["dagster"]})._preload == ["dagster"]
+
+
+def test_the_fork_server_also_preloads_the_modules_of_the_instances_storage(tmp_path) -> None:
+    """A run opens the instance: its storage classes' modules, with SQLAlchemy and Alembic, are imported once by the
+    fork server, whatever the instance's storage (SQLite here; PostgreSQL's module in a deployment)."""
+    from dagster import DagsterInstance
+
+    launcher = WarmRunLauncher()
+    assert launcher._instance_modules() == []  # no instance yet: nothing to name
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        launcher.register_instance(instance)
+        modules = launcher._instance_modules()
+    assert "dagster._core.storage.sqlite_storage" in modules and "dagster._core.storage.event_log" in modules
+    assert not any(m.startswith("rocketlake") for m in modules)  # the launcher's own module is preloaded already
