@@ -122,11 +122,6 @@ class RawRecords:
         return self._count
 
     @property
-    def consecutive(self) -> bool:
-        """Every offset from the first on, one by one: the first alone tells where the records start."""
-        return self.first_offset is not None
-
-    @property
     def queue_offsets(self) -> np.ndarray:
         if self._offsets is None:
             self._offsets = np.arange(self.first_offset, self.first_offset + self._count, dtype=np.int64)

@@ -220,8 +220,9 @@ def test_indexed_records_are_placed_by_their_offsets_with_or_without_a_gap(offse
         return encode_message_record(message)
 
     records = scan_records(b"".join(record(offset) for offset in offsets))
-    assert records.consecutive == (offsets[-1] - offsets[0] == len(offsets) - 1)
-    assert records[1:].consecutive == records.consecutive and not records[::2].consecutive
+    consecutive = offsets[-1] - offsets[0] == len(offsets) - 1  # placed by the first offset alone
+    assert (records.first_offset is not None) == consecutive
+    assert (records[1:].first_offset is not None) == consecutive and records[::2].first_offset is None
     cursor = QueueCursor(MQ, 3, 6, batch_size=3)
     cursor.next_span()
     answer = PullResult(PullStatus.FOUND, offsets[-1] + 1, 0, 100, messages=records)
