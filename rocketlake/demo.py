@@ -122,7 +122,7 @@ def run_demo(spec: ClusterSpec, topic: str, messages: int, windows: int = 3, s3_
     if not result.success:
         print("the Dagster run failed; see the events above")
         return 1
-    _report(config.lake, cluster, ingestion)
+    _report(config, cluster, ingestion)
     print(
         f"\nopen the Dagster UI on the demo's instance, with orders flowing and windows landing: make ui\n"
         f"  (.venv/bin/rocketlake ui: dg dev on DAGSTER_HOME={dagster_home().absolute()} with {CONFIG_ENV}="
@@ -151,15 +151,27 @@ def write_demo_config(source: Path, start: datetime, lake: dict | None = None) -
     return DEMO_CONFIG
 
 
-def _report(lake, cluster: LocalCluster, ingestion) -> None:
-    from deltalake import DeltaTable
+def _report(config, cluster: LocalCluster, ingestion) -> None:
+    from rocketlake.pipelines.delta_rs import read_columns
+    from rocketlake.pipelines.storage import apply_lake, delta_rs_options, on_s3
+    from rocketlake.resources.spark import SparkResource
 
-    from rocketlake.pipelines.storage import delta_rs_options
+    lake = config.lake
 
-    table = DeltaTable(lake.table_path(ingestion.table), storage_options=delta_rs_options(lake))
-    print(f"\nthe table: {lake.table_path(ingestion.table)}")
-    rows = table.to_pyarrow_table(columns=["window_start", "broker_name", "queue_id"]).to_pylist()
-    print("\nrows per window (Delta, read with delta-rs):")
+    def spark_session():  # only for a table whose features delta-rs does not read
+        spark = config.spark
+        session = SparkResource(master=spark.master, s3a=on_s3(lake.root), conf=spark.conf, remote=spark.remote)
+        opened = session.session()
+        apply_lake(opened, lake)
+        return opened
+
+    path = lake.table_path(ingestion.table)
+    print(f"\nthe table: {path}")
+    read, reader = read_columns(
+        path, ["window_start", "broker_name", "queue_id"], delta_rs_options(lake), spark_session
+    )
+    rows = read.to_pylist()
+    print(f"\nrows per window (Delta, read with {reader}):")
     for window, n in sorted(Counter(r["window_start"] for r in rows).items()):
         print(f"  {window:%Y-%m-%d %H:%M}  {n:>6}")
     print(f"\ncommitted offsets of group {ingestion.consumer_group} (mqadmin consumerProgress):")

@@ -1,0 +1,66 @@
+"""Which tables delta-rs can read the data of, and a read of a few columns that takes Spark where it cannot.
+
+delta-rs reads every table's log (the ledger, its versions: ``ledger_log``), but not the data of tables whose
+protocol needs a reader feature it lacks: deletion vectors, column mapping, type widening, v2 checkpoints (Delta 4's
+and Databricks' defaults for new tables among them). ``to_pyarrow_table`` refuses most of these itself, but not a
+table on the older protocol (reader version 2) with column mapping, whose files it would read under their physical
+column names. Data reads of rocketlake's own (the demo's read-back) check the protocol here first and say why they
+took Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+#: What delta-rs reads, from its own declaration (``deltalake.table``), with the values of deltalake 1.6 if an older
+#: release lacks the names.
+try:
+    from deltalake.table import MAX_SUPPORTED_READER_VERSION, SUPPORTED_READER_FEATURES
+except ImportError:  # pragma: no cover - deltalake releases before the names existed
+    MAX_SUPPORTED_READER_VERSION, SUPPORTED_READER_FEATURES = 3, {"timestampNtz"}
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A table's protocol as delta-rs reports it (``DeltaTable.protocol()``), and its column mapping mode."""
+
+    min_reader_version: int
+    reader_features: frozenset[str] = frozenset()
+    column_mapping: str = "none"
+
+    @classmethod
+    def of(cls, table) -> Protocol:
+        """The protocol of a ``deltalake.DeltaTable``."""
+        found = table.protocol()
+        configuration: Mapping[str, str] = table.metadata().configuration or {}
+        return cls(
+            found.min_reader_version,
+            frozenset(found.reader_features or ()),
+            configuration.get("delta.columnMapping.mode", "none"),
+        )
+
+
+def read_refusal(protocol: Protocol) -> str | None:
+    """Why delta-rs cannot read this table's data, naming what it lacks; None when it can."""
+    if protocol.min_reader_version > MAX_SUPPORTED_READER_VERSION:
+        return f"the table needs a reader of protocol version {protocol.min_reader_version}"
+    lacking = sorted(protocol.reader_features - set(SUPPORTED_READER_FEATURES))
+    if protocol.column_mapping != "none" and "columnMapping" not in lacking:
+        lacking.insert(0, "columnMapping")  # reader version 2 names no features, but its files are mapped
+    if lacking:
+        return f"the table has reader feature(s) delta-rs does not read: {', '.join(lacking)}"
+    return None
+
+
+def read_columns(path: str, columns: Sequence[str], storage_options: dict[str, str] | None, spark_session):
+    """``columns`` of the table at ``path`` as a pyarrow Table, and the reader used ("delta-rs", or "Spark" and why):
+    delta-rs when it can read the table, else the session ``spark_session()`` opens (called only then)."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(path, storage_options=storage_options)
+    refusal = read_refusal(Protocol.of(table))
+    if refusal is None:
+        return table.to_pyarrow_table(columns=list(columns)), "delta-rs"
+    frame = spark_session().read.format("delta").load(path).select(*columns)
+    return frame.toArrow(), f"Spark ({refusal})"
