@@ -1,6 +1,7 @@
-"""The driver program of rocketlake's Spark Connect server: a Spark application whose SparkSession carries Spark
-Connect's plugin, started by ``spark-submit`` (``resources.spark.connect_server_command``) in place of Spark's own
-``SparkConnectServer`` class.
+"""The driver program of rocketlake's Spark Connect server: a Spark application that starts Spark Connect's service
+on its SparkSession, submitted by ``spark-submit`` (``resources.spark.connect_server_command``) in place of Spark's
+own ``SparkConnectServer`` class, and as that class does: the service starts once the session exists (a client that
+came earlier would find no session to serve it).
 
 Spark's class forces artifact isolation on every session: each session then gets class loaders of its own, so the
 classes Spark generates for its queries are compiled again and Spark's own classes loaded again from the jars in
@@ -19,10 +20,6 @@ import ctypes
 import os
 import signal
 import threading
-
-#: Spark Connect's server, as a plugin of an application's SparkContext (what ``pyspark --remote local`` uses).
-CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
-
 
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent exits
 
@@ -44,11 +41,14 @@ def main() -> None:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    spark = SparkSession.builder.config("spark.plugins", CONNECT_PLUGIN).getOrCreate()
+    spark = SparkSession.builder.getOrCreate()
+    service = spark._jvm.org.apache.spark.sql.connect.service.SparkConnectService  # no Python API starts it
+    service.start(spark.sparkContext._jsc.sc())
     print("rocketlake: Spark Connect server started", flush=True)
     while not stop.wait(1.0):
         if os.getppid() != parent:
             return  # the JVM is gone: nothing is left to stop
+    service.stop()
     spark.stop()
 
 
