@@ -29,6 +29,7 @@ from rocketlake.resources.rocketmq.errors import (
 )
 from rocketlake.resources.local.spec import BrokerSpec, ClusterSpec, default_state_dir
 from rocketlake.pipelines.identity import client_id
+from rocketlake.send_messages import DEFAULT_BODY
 
 
 def _cluster_spec(args: argparse.Namespace) -> ClusterSpec:
@@ -562,6 +563,27 @@ def _metrics_endpoint(args: argparse.Namespace, config, ingestion, log):
     return endpoint
 
 
+def _send(args: argparse.Namespace) -> int:
+    from datetime import datetime, timezone
+
+    from rocketlake.resources.rocketmq.client import RocketMQClient
+    from rocketlake.send_messages import ensure_topic, minute_key, numbered_messages, send_all
+
+    if args.count < 1:
+        raise _Refused(f"--count {args.count}: give at least 1")
+    with RocketMQClient(args.namesrv) as client:
+        if args.create is not None and ensure_topic(client, args.topic, args.create):
+            print(f"created topic {args.topic}: {args.create} queue(s) on each broker")
+        first = datetime.now(timezone.utc)
+        for sent in send_all(client, numbered_messages(args.topic, args.count, args.body, args.tags, args.keys)):
+            print(f"{sent.queue.broker_name} queue {sent.queue.queue_id} offset {sent.queue_offset} {sent.status.name}")
+        last = datetime.now(timezone.utc)
+    print(
+        f"sent {args.count} message(s) to {args.topic}; one-minute window keys (UTC): {minute_key(first)} to {minute_key(last)}"
+    )
+    return 0
+
+
 def _spark_server(args: argparse.Namespace) -> int:
     from rocketlake.pipelines.config import config_path, load_config
     from rocketlake.pipelines.storage import bucket_of, on_s3
@@ -607,6 +629,9 @@ EXAMPLES = """examples:
   rocketlake member orders --metrics-port 9464
                                   ... and serve its metrics to Prometheus at http://127.0.0.1:9464/metrics
   rocketlake spark-server         the long-lived Spark Connect server the runs open sessions on (spark.remote)
+  rocketlake send events --count 10 --create 4
+                                  ten test messages to topic events on the local cluster, created first when
+                                  missing (4 queues on each broker)
 """
 
 
@@ -863,6 +888,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     config_option(server)
     server.set_defaults(func=_spark_server)
+
+    send = sub.add_parser(
+        "send",
+        help="send test messages to a topic",
+        description="Send test messages to a topic as a producer does (SEND_MESSAGE_V2, round robin over its "
+        "writable queues), printing where each was stored and the one-minute window keys around them: to try "
+        "an ingestion on a cluster without TLS or ACL, such as the local one. Not a producer for production "
+        "traffic (no retry on another broker).",
+    )
+    send.add_argument("topic", help="the topic to send to")
+    send.add_argument("--count", type=int, default=1, help="how many messages (default: 1)")
+    send.add_argument(
+        "--body",
+        default=DEFAULT_BODY,
+        help="each message's body; {i} becomes its number, from 0 (default: %(default)s)",
+    )
+    send.add_argument("--tags", default=None, help="the messages' tag (default: none)")
+    send.add_argument("--keys", default=None, help="each message's key; {i} becomes its number (default: none)")
+    send.add_argument(
+        "--namesrv", default="127.0.0.1:9876", help="the name server (default: the local cluster's, 127.0.0.1:9876)"
+    )
+    send.add_argument(
+        "--create",
+        type=int,
+        metavar="QUEUES",
+        default=None,
+        help="create the topic first when the name server does not route it, with QUEUES queues on each broker",
+    )
+    send.set_defaults(func=_send)
     return parser
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import re
+import uuid
 
 import pytest
 
@@ -79,3 +80,32 @@ def test_round_robin_send_spreads_over_writable_queues(rocketmq_client, new_topi
     topic = new_topic(queues=2)
     results = [rocketmq_client.send(OutgoingMessage(topic, f"rr{i}".encode())) for i in range(8)]
     assert sorted(r.queue for r in results) == sorted(rocketmq_client.writable_queues(topic) * 2)
+
+
+def test_rocketlake_send_creates_the_topic_and_the_java_consumer_reads_each_message(
+    rocketmq_cluster, rocketmq_client, java_peers, capsys
+):
+    """``rocketlake send``, the tutorial's way to send test messages: the topic created on every broker when
+    missing, each message numbered in its body and key, stored round robin where the command says."""
+    from rocketlake.cli import main
+
+    topic = f"send_cli_{uuid.uuid4().hex[:8]}"
+    argv = ["send", topic, "--count", "6", "--create", "2", "--tags", "demo", "--keys", "k-{i}"]
+    assert main([*argv, "--namesrv", rocketmq_cluster.spec.namesrv_address]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"created topic {topic}: 2 queue(s) on each broker"
+    stored = [re.fullmatch(r"(broker-[ab]) queue (\d) offset (\d+) SEND_OK", line) for line in out[1:7]]
+    assert all(stored), out
+    assert re.fullmatch(rf"sent 6 message\(s\) to {topic}; one-minute window keys \(UTC\): \S+ to \S+", out[7])
+    where = [(m[1], int(m[2]), int(m[3])) for m in stored]
+    assert len(set(where)) == 6 and {b for b, _, _ in where} == {"broker-a", "broker-b"}  # round robin
+
+    queues = {(b, q) for b, q, _ in where}
+    ranges = {(b, q): (0, 1 + max(o for b2, q2, o in where if (b2, q2) == (b, q))) for b, q in queues}
+    dump = java_peers.consume(topic, ranges)
+    assert sorted(base64.b64decode(d["bodyBase64"]).decode() for d in dump) == [f'{{"n": {i}}}' for i in range(6)]
+    assert sorted(d["keys"] for d in dump) == [f"k-{i}" for i in range(6)] and {d["tags"] for d in dump} == {"demo"}
+
+    # Sent again to the topic that now exists: nothing is created, the offsets go on.
+    assert main(["send", topic, "--create", "2", "--namesrv", rocketmq_cluster.spec.namesrv_address]) == 0
+    assert capsys.readouterr().out.startswith("broker-")
