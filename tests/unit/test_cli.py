@@ -14,7 +14,7 @@ def test_every_command_and_option_has_help():
     parser = build_parser()
     assert "Delta Lake" in parser.description and "examples:" in parser.epilog
     commands = subparsers(parser)
-    assert set(commands) == {"local", "demo", "ui", "backfill", "offsets", "member", "spark-server"}
+    assert set(commands) == {"local", "demo", "ui", "backfill", "offsets", "member", "spark-server", "send"}
     helped = {
         a.dest
         for a in next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))._choices_actions
