@@ -13,12 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-#: What delta-rs reads, from its own declaration (``deltalake.table``), with the values of deltalake 1.6 if an older
-#: release lacks the names.
-try:
-    from deltalake.table import MAX_SUPPORTED_READER_VERSION, SUPPORTED_READER_FEATURES
-except ImportError:  # pragma: no cover - deltalake releases before the names existed
-    MAX_SUPPORTED_READER_VERSION, SUPPORTED_READER_FEATURES = 3, {"timestampNtz"}
+#: What the installed delta-rs reads, from its own declaration (deltalake 1.1 reads no VARIANT column, 1.6 does).
+from deltalake.table import MAX_SUPPORTED_READER_VERSION, SUPPORTED_READER_FEATURES
 
 
 @dataclass(frozen=True)
@@ -57,10 +53,17 @@ def read_columns(path: str, columns: Sequence[str], storage_options: dict[str, s
     """``columns`` of the table at ``path`` as a pyarrow Table, and the reader used ("delta-rs", or "Spark" and why):
     delta-rs when it can read the table, else the session ``spark_session()`` opens (called only then)."""
     from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
 
-    table = DeltaTable(path, storage_options=storage_options)
-    refusal = read_refusal(Protocol.of(table))
-    if refusal is None:
-        return table.to_pyarrow_table(columns=list(columns)), "delta-rs"
+    try:
+        table = DeltaTable(path, storage_options=storage_options)
+    except DeltaError as exc:  # an older delta-rs (1.1) does not even open a table with reader features it lacks
+        if "reader features" not in str(exc):
+            raise
+        refusal = f"delta-rs does not open the table: {exc}"
+    else:
+        refusal = read_refusal(Protocol.of(table))
+        if refusal is None:
+            return table.to_pyarrow_table(columns=list(columns)), "delta-rs"
     frame = spark_session().read.format("delta").load(path).select(*columns)
     return frame.toArrow(), f"Spark ({refusal})"

@@ -1,18 +1,21 @@
 """Which tables delta-rs can read the data of (``pipelines.delta_rs``): judged on plain protocols, and on real tables
-whose features delta-rs itself adds, against delta-rs's own refusal."""
+given features as Delta records them, against delta-rs's own refusal."""
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable, TableFeatures, write_deltalake
+from deltalake import ColumnProperties, DeltaTable, WriterProperties, write_deltalake
 
-from rocketlake.pipelines.delta_rs import Protocol, read_columns, read_refusal
+from rocketlake.pipelines.delta_rs import SUPPORTED_READER_FEATURES, Protocol, read_columns, read_refusal
 
 
 def test_the_protocols_delta_rs_reads_and_those_it_does_not():
     assert read_refusal(Protocol(1)) is None
-    assert read_refusal(Protocol(3, frozenset({"timestampNtz", "variantType"}))) is None
+    assert read_refusal(Protocol(3, frozenset({"timestampNtz"}))) is None
+    assert read_refusal(Protocol(3, frozenset(SUPPORTED_READER_FEATURES))) is None  # what this delta-rs declares
     assert read_refusal(Protocol(3, frozenset({"deletionVectors", "timestampNtz"}))) == (
         "the table has reader feature(s) delta-rs does not read: deletionVectors"
     )
@@ -26,16 +29,32 @@ def no_spark():
     pytest.fail("read with Spark a table delta-rs reads")
 
 
+class SparkAsked(Exception):
+    """The read asked for a Spark session: the table is one for Spark."""
+
+
+def spark_asked():
+    raise SparkAsked
+
+
 def test_a_table_delta_rs_reads_is_read_by_it_and_deletion_vectors_are_refused_as_delta_rs_refuses_them(tmp_path):
-    """(The read through Spark of a table refused here is the engine tier's: it needs a real session.)"""
+    """The read turns to Spark for the table delta-rs refuses (the read through Spark itself is the engine tier's:
+    it needs a real session)."""
     path = str(tmp_path / "t")
-    write_deltalake(path, pa.table({"queue_id": [0, 1], "body": ["a", "b"]}))
+    # Without statistics: pyarrow 19 (the lowest allowed) cannot read the level histograms of deltalake 1.1's pages.
+    no_statistics = WriterProperties(default_column_properties=ColumnProperties(statistics_enabled="NONE"))
+    write_deltalake(path, pa.table({"queue_id": [0, 1], "body": ["a", "b"]}), writer_properties=no_statistics)
     read, reader = read_columns(path, ["queue_id"], None, no_spark)
     assert reader == "delta-rs" and read.column("queue_id").to_pylist() == [0, 1]
 
-    DeltaTable(path).alter.add_feature(TableFeatures.DeletionVectors, allow_protocol_versions_increase=True)
-    table = DeltaTable(path)
-    refusal = read_refusal(Protocol.of(table))
-    assert refusal is not None and "deletionVectors" in refusal
-    with pytest.raises(Exception, match="(?i)deletion ?vectors"):  # delta-rs's own check agrees
-        table.to_pyarrow_table()
+    # Version 1 turns deletion vectors on, as Delta's writers record it (deltalake 1.1 cannot commit it itself).
+    protocol = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"]}
+    protocol["writerFeatures"] = ["deletionVectors"]
+    commit = {"commitInfo": {"timestamp": 1, "operation": "SET TBLPROPERTIES"}}
+    (tmp_path / "t" / "_delta_log" / "00000000000000000001.json").write_text(
+        json.dumps(commit) + "\n" + json.dumps({"protocol": protocol}) + "\n"
+    )
+    with pytest.raises(Exception, match="(?i)deletion ?vectors"):  # delta-rs refuses it (1.1 at opening)
+        DeltaTable(path).to_pyarrow_table()
+    with pytest.raises(SparkAsked):
+        read_columns(path, ["queue_id"], None, spark_asked)
