@@ -16,7 +16,6 @@ from rocketlake.assets.schedules import build_window_schedule
 from rocketlake.assets.sensors import dead_runs_sensor
 from rocketlake.assets.translator import RocketlakeTranslator, translate
 from rocketlake.pipelines.config import MessageModel, RocketLakeConfig
-from rocketlake.pipelines.storage import on_s3
 from rocketlake.resources.rocketmq_resource import RocketMQResource
 from rocketlake.resources.spark import SparkResource
 
@@ -56,13 +55,7 @@ def build_definitions(
     ``schedules_running`` (the demo's UI runs them)."""
     check_crons(config)
     own = {a.key: a for a in assets}
-    # An S3 lake needs S3A's jars when the session starts; its settings and keys reach the session when a run starts
-    # (pipelines.storage.apply_lake).
-    resources: dict = {
-        "spark": SparkResource(
-            master=config.spark.master, s3a=on_s3(config.lake.root), conf=config.spark.conf, remote=config.spark.remote
-        )
-    }
+    resources: dict = {"spark": SparkResource.of_config(config.spark, config.lake)}
     for name, cluster in config.clusters.items():
         resources[rocketmq_resource_key(name)] = RocketMQResource.of_cluster(name, cluster)
     shaped = translate(config, translator)

@@ -28,7 +28,7 @@ from rocketlake.pipelines import storage
 from rocketlake.resources import jars
 
 if TYPE_CHECKING:
-    from rocketlake.pipelines.config import LakeConfig
+    from rocketlake.pipelines.config import LakeConfig, SparkConfig
 
 _lock = threading.Lock()
 
@@ -126,7 +126,7 @@ def session_jars() -> list[Path]:
     return [*jars.resolve(jars.delta_jar_set()), *jars.beside_spark(jars.resolve(jars.spark_avro_jar_set()))]
 
 
-#: The server's driver program: Spark Connect's plugin on a SparkSession whose sessions share class loaders and
+#: The server's driver program: Spark Connect's service on a SparkSession whose sessions share class loaders and
 #: Python workers (see its docstring for why not Spark's own ``SparkConnectServer`` class).
 CONNECT_SERVER_PROGRAM = Path(__file__).with_name("connect_server.py")
 CONNECT_DEFAULT_PORT = 15002
@@ -332,6 +332,12 @@ class SparkResource(ConfigurableResource):
         "instead of starting Spark in the process; master and static settings are the "
         "server's (rocketlake spark-server).",
     )
+
+    @classmethod
+    def of_config(cls, spark: SparkConfig, lake: LakeConfig) -> SparkResource:
+        """The resource a configuration's ``spark`` block asks for, with S3A's jars for a lake on ``s3a://`` (its
+        settings and keys reach a session when a run starts: ``pipelines.storage.apply_lake``)."""
+        return cls(master=spark.master, s3a=storage.on_s3(lake.root), conf=spark.conf, remote=spark.remote)
 
     def session(self) -> SparkSession:
         if self.remote is not None:

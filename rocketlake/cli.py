@@ -567,15 +567,18 @@ def _send(args: argparse.Namespace) -> int:
     from datetime import datetime, timezone
 
     from rocketlake.resources.rocketmq.client import RocketMQClient
-    from rocketlake.send_messages import ensure_topic, minute_key, numbered_messages, send_all
+    from rocketlake.send_messages import ensure_topic, minute_key, numbered_messages
 
     if args.count < 1:
-        raise _Refused(f"--count {args.count}: give at least 1")
+        raise _Refused(f"--count {args.count}: give at least 1 message")
+    if args.create is not None and args.create < 1:
+        raise _Refused(f"--create {args.create}: give at least 1 queue on each broker")
     with RocketMQClient(args.namesrv) as client:
         if args.create is not None and ensure_topic(client, args.topic, args.create):
             print(f"created topic {args.topic}: {args.create} queue(s) on each broker")
         first = datetime.now(timezone.utc)
-        for sent in send_all(client, numbered_messages(args.topic, args.count, args.body, args.tags, args.keys)):
+        for message in numbered_messages(args.topic, args.count, args.body, args.tags, args.keys):
+            sent = client.send(message)
             print(f"{sent.queue.broker_name} queue {sent.queue.queue_id} offset {sent.queue_offset} {sent.status.name}")
         last = datetime.now(timezone.utc)
     print(

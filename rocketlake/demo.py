@@ -153,15 +153,13 @@ def write_demo_config(source: Path, start: datetime, lake: dict | None = None) -
 
 def _report(config, cluster: LocalCluster, ingestion) -> None:
     from rocketlake.pipelines.delta_rs import read_columns
-    from rocketlake.pipelines.storage import apply_lake, delta_rs_options, on_s3
+    from rocketlake.pipelines.storage import apply_lake, delta_rs_options
     from rocketlake.resources.spark import SparkResource
 
     lake = config.lake
 
     def spark_session():  # only for a table whose features delta-rs does not read
-        spark = config.spark
-        session = SparkResource(master=spark.master, s3a=on_s3(lake.root), conf=spark.conf, remote=spark.remote)
-        opened = session.session()
+        opened = SparkResource.of_config(config.spark, lake).session()
         apply_lake(opened, lake)
         return opened
 

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 
 from rocketlake.resources.rocketmq.client import RocketMQClient
 from rocketlake.resources.rocketmq.errors import TopicNotExist
-from rocketlake.resources.rocketmq.send import OutgoingMessage, SendResult
+from rocketlake.resources.rocketmq.send import OutgoingMessage
 
 #: What ``{i}`` in a body or a key becomes: the message's number in this command, from 0.
 NUMBER = "{i}"
@@ -43,11 +43,6 @@ def ensure_topic(client: RocketMQClient, topic: str, queues: int) -> bool:
     except TopicNotExist:
         client.create_topic(topic, queues)
         return True
-
-
-def send_all(client: RocketMQClient, messages: Iterator[OutgoingMessage]) -> Iterator[SendResult]:
-    for message in messages:
-        yield client.send(message)
 
 
 def minute_key(when: datetime) -> str:

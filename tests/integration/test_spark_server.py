@@ -162,14 +162,17 @@ spark.stop()
 def python_workers(server_pid: int) -> set[int]:
     """The pids of the server's Python worker daemons (``pyspark.daemon``, the JVM's children: one per kind of work
     and set of sessions that may share it)."""
+    from rocketlake.resources.local.process import stat_fields
+
     found = set()
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and b"pyspark.daemon" in (entry / "cmdline").read_bytes():
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == server_pid:
-                    found.add(int(entry.name))
+            daemon = entry.name.isdigit() and b"pyspark.daemon" in (entry / "cmdline").read_bytes()
         except OSError:
             continue  # it exited while being read
+        fields = stat_fields(int(entry.name)) if daemon else None
+        if fields is not None and int(fields[1]) == server_pid:  # proc(5) field 4, the parent
+            found.add(int(entry.name))
     return found
 
 

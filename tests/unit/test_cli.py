@@ -129,3 +129,13 @@ def test_backfill_refuses_an_instance_whose_group_pool_is_unlimited_before_any_r
     assert "rocketmq_group_g_orders" in err and "default_limit: 1" in err, err
     with DagsterInstance.from_config(str(home)) as instance:
         assert instance.get_runs() == []
+
+
+def test_send_refuses_a_count_or_queues_below_one_before_connecting(capsys):
+    from rocketlake.cli import main
+
+    # Port 9 (discard) on loopback: were anything sent, the command would fail on the connection instead.
+    assert main(["send", "orders", "--count", "0", "--namesrv", "127.0.0.1:9"]) == 2
+    assert "--count 0: give at least 1 message" in capsys.readouterr().err
+    assert main(["send", "orders", "--create", "0", "--namesrv", "127.0.0.1:9"]) == 2
+    assert "--create 0: give at least 1 queue on each broker" in capsys.readouterr().err
