@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.cluster_vs_local [--messages 1000000] [--rounds 2]
 
 The Java producer fills 16 queues (8 on each of two brokers) with 1 KiB messages inside one window;
-``pipelines.materialize`` lands it as a run does (exact ranges, one Spark job, one Delta commit carrying
+``spark.materialize`` lands it as a run does (exact ranges, one Spark job, one Delta commit carrying
 the ledger), alternately on ``local[2]`` and on ``spark://`` with two workers of one core and 1 GiB each
 (``LocalSparkCluster``, what ``rocketlake local up --spark`` starts), a new group and table each time. One
 SparkSession at a time: the driver stops it between modes. Peak RSS is sampled every 250 ms for the driver's
@@ -21,9 +21,9 @@ from pathlib import Path
 
 from benchmarks.common import PeakRss, bench_cluster, cluster_pids, mib, produce_bulk
 from benchmarks.ingest_end_to_end import land
-from rocketlake.pipelines.windows import StoreTimeWindow
-from rocketlake.resources.local.spark_cluster import LocalSparkCluster, SparkClusterSpec
-from rocketlake.resources.spark import spark_session
+from rocketlake.engine.windows import StoreTimeWindow
+from rocketlake.local.spark_cluster import LocalSparkCluster, SparkClusterSpec
+from rocketlake.spark.session import spark_session
 
 QUEUES_PER_BROKER = 8
 

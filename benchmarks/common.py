@@ -13,10 +13,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocketlake.resources.local.cluster import LocalCluster
-from rocketlake.resources.local.peers import java_command
-from rocketlake.resources.local.process import LocalClusterError, stat_fields
-from rocketlake.resources.local.spec import BrokerSpec, ClusterSpec
+from rocketlake.local.cluster import LocalCluster
+from rocketlake.local.peers import java_command
+from rocketlake.local.process import LocalClusterError, stat_fields
+from rocketlake.local.spec import BrokerSpec, ClusterSpec
 
 
 def free_port() -> int:

@@ -35,10 +35,10 @@ from pathlib import Path
 import yaml
 
 from benchmarks.common import _processes, _subtrees, bench_cluster, free_port
-from rocketlake.resources.local.code_server import LocalCodeServer
-from rocketlake.resources.local.process import ManagedProcess
-from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.codes import RequestCode
+from rocketlake.local.code_server import LocalCodeServer
+from rocketlake.local.process import ManagedProcess
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.rocketmq.codes import RequestCode
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -72,7 +72,7 @@ _LOAD = (
     "print(time.perf_counter() - began)"
 )
 _IMPORT = (
-    "import time; began = time.perf_counter(); import dagster, rocketlake.assets.definitions; "
+    "import time; began = time.perf_counter(); import dagster, rocketlake.dagster.definitions; "
     "print(time.perf_counter() - began)"
 )
 
@@ -107,7 +107,7 @@ class RequestCounter:
     """Counts the remoting requests every connection of this process sends, and the connections it opens."""
 
     def __init__(self) -> None:
-        from rocketlake.resources.rocketmq import connection
+        from rocketlake.rocketmq import connection
 
         self._connection = connection
         self.requests: collections.Counter[int] = collections.Counter()
@@ -138,8 +138,8 @@ def sensor_requests(config: Path) -> dict:
     """Each sensor evaluated once: requests and connections per tick, and per minute at its interval."""
     from dagster import build_sensor_context, instance_for_test
 
-    from rocketlake.assets.definitions import build_definitions
-    from rocketlake.pipelines.config import load_config
+    from rocketlake.dagster.definitions import build_definitions
+    from rocketlake.engine.config import load_config
 
     defs = build_definitions(load_config(config))
     repo = defs.get_repository_def()

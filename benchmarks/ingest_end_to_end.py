@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.ingest_end_to_end [--messages 1000000] [--backlog-factor 10]
 
 The Java producer fills 16 queues (8 per broker) with 1 KiB messages, all inside one one-minute
-window; once it is closed, ``pipelines.materialize`` lands the window in Delta with Spark on
+window; once it is closed, ``spark.materialize`` lands the window in Delta with Spark on
 ``local[2]`` (plan, exact ranges, one Spark job, one commit) and the accounting is checked. Peak
 memory is the RSS of this process tree (driver, Spark's JVM, its Python workers; not the broker
 and name server the benchmark itself started), sampled every 250 ms, in all and per part. It runs
@@ -21,15 +21,15 @@ import time
 from pathlib import Path
 
 from benchmarks.common import PeakRss, bench_cluster, cluster_pids, mib, produce_bulk
-from rocketlake.pipelines.config import parse_config
-from rocketlake.pipelines.ledger import LedgerEntry
-from rocketlake.pipelines.broker_access import GroupBroker
-from rocketlake.pipelines.ingest import plan_windows
-from rocketlake.pipelines.materialize import land_entry
-from rocketlake.pipelines.windows import StoreTimeWindow
+from rocketlake.engine.config import parse_config
+from rocketlake.engine.ledger import LedgerEntry
+from rocketlake.engine.broker_access import GroupBroker
+from rocketlake.engine.ingest import plan_windows
+from rocketlake.spark.materialize import land_entry
+from rocketlake.engine.windows import StoreTimeWindow
 from tests.java_oracles import consume
-from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.spark import spark_session
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.spark.session import spark_session
 
 
 def land(

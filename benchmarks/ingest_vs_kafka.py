@@ -10,7 +10,7 @@ Delta and the ``spark-sql-kafka-0-10`` jars as files.
 
 Each round lands the whole topic once per system, interleaved, at equal information:
 
-* rocketlake: ``pipelines.materialize`` as a run does it (plan the window's exact ranges, one Spark job
+* rocketlake: ``spark.materialize`` as a run does it (plan the window's exact ranges, one Spark job
   through the ``rocketmq`` Python Data Source, one Delta commit carrying the ledger), a new consumer group
   and table each time, with the default columns (queue identity, offset, store time, key, body, plus
   message id, tags and window), twice: with ``pull_batch_size`` 32 (the Java consumer's default, within the
@@ -49,9 +49,9 @@ from benchmarks.kafka_peer import (
     spark_kafka_read_noop,
     spark_kafka_to_delta,
 )
-from rocketlake.pipelines.source import register
-from rocketlake.pipelines.windows import StoreTimeWindow
-from rocketlake.resources.spark import spark_session
+from rocketlake.spark.source import register
+from rocketlake.engine.windows import StoreTimeWindow
+from rocketlake.spark.session import spark_session
 
 PARTITIONS = 16  # 8 queues on each RocketMQ broker; 16 Kafka partitions
 #: Transfer caps of a pull (MessageStoreConfig) raised to Kafka's default fetch size per partition (1 MiB).
@@ -242,7 +242,7 @@ def spark_side(cpu: dict[str, float]) -> float:
 def property_names(namesrv: str) -> list[str]:
     """The property names of the first message of a queue (the same for every message the producer sent; Java
     stamps MIN_OFFSET and MAX_OFFSET on pulled messages client-side, the broker does not store them)."""
-    from rocketlake.resources.rocketmq.client import RocketMQClient
+    from rocketlake.rocketmq.client import RocketMQClient
 
     with RocketMQClient(namesrv) as client:
         queue = client.queues("bench")[0]

@@ -7,7 +7,7 @@ benchmarks asks is "how does that compare with what Spark does for Kafka out of 
 module holds everything that answer needs, and nothing of rocketlake's pipeline:
 
 * the jars of a single-node Kafka broker (KRaft, Maven Central) and of Spark's Kafka source,
-  resolved and cached with ``rocketlake.resources.jars`` like every other jar of the project;
+  resolved and cached with ``rocketlake.jars`` like every other jar of the project;
 * ``LocalKafka``, one broker+controller JVM on free loopback ports, with the official Java tools
   to create topics, fill them (``ProducerPerformance``) and read end offsets;
 * ``spark_kafka_to_delta`` / ``spark_kafka_read_noop``: Spark's batch Kafka read, written to Delta or
@@ -34,9 +34,9 @@ import zipfile
 from functools import lru_cache
 from pathlib import Path
 
-from rocketlake.resources import jars
-from rocketlake.resources.jars import Artifact, JarSet
-from rocketlake.resources.local.process import TOOL_HEAP, accepts_connections, port_in_use
+from rocketlake import jars
+from rocketlake.jars import Artifact, JarSet
+from rocketlake.local.process import TOOL_HEAP, accepts_connections, port_in_use
 
 # Spark 4.2's Kafka source is built against kafka-clients 3.9.2; a 4.x broker serves 3.x clients.
 # 4.1.1 is served here for both the broker (kafka_2.13) and its tools (kafka-tools).
@@ -396,7 +396,7 @@ def _killpg(pid: int, sig: int) -> None:
 KAFKA_COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
 
 
-#: The writer settings rocketlake's tables get (``pipelines.delta_writer``), applied to Kafka's columns of the same
+#: The writer settings rocketlake's tables get (``delta.writer``), applied to Kafka's columns of the same
 #: kind, so that neither system gains from a setting the other lacks: no Parquet dictionary for the columns where
 #: nearly every value is new (key, value, header values: rocketlake's keys, body, ids and property values);
 #: Delta statistics on the lookup columns only (topic, partition, offset, timestamp); tables partitioned by the UTC
@@ -532,7 +532,7 @@ def main() -> None:
             flush=True,
         )
 
-        from rocketlake.resources.spark import spark_session
+        from rocketlake.spark.session import spark_session
 
         spark = spark_session("local[2]", {"spark.driver.memory": "2g", "spark.jars": ",".join(spark_kafka_jars())})
         try:

@@ -7,7 +7,7 @@ A name server and two brokers of our own; one topic of 8 queues fed by the offic
 ``--rate`` messages a second (1 KiB each, batches of 10, paced from its start) for the whole run; one ingestion of
 one-minute windows (``window.grace_seconds`` = ``--grace``) in a code location of its own, its schedule started,
 ``dagster-daemon run`` (on a code server of its own) launching each window's run as a process of its own (the default run launcher, the
-instance settings the project recommends: ``rocketlake/dagster.yaml``), Delta on ``/dev/shm``. Spark ``local[2]``: by
+instance settings the project recommends: ``rocketlake/dagster/dagster.yaml``), Delta on ``/dev/shm``. Spark ``local[2]``: by
 default one long-lived ``rocketlake spark-server`` the runs open sessions on (``spark.remote``); ``--spark local``
 gives each run a Spark of its own, as before.
 The first two windows are left out (the producer starts within the first, the daemon's code server within the
@@ -46,9 +46,9 @@ from pathlib import Path
 import yaml
 
 from benchmarks.common import bench_cluster, free_port
-from rocketlake.resources.local.code_server import LocalCodeServer
-from rocketlake.resources.local.peers import java_command
-from rocketlake.resources.local.process import ManagedProcess, accepts_connections, stop_all, wait_for
+from rocketlake.local.code_server import LocalCodeServer
+from rocketlake.local.peers import java_command
+from rocketlake.local.process import ManagedProcess, accepts_connections, stop_all, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -265,7 +265,7 @@ def main() -> None:
 def check_offsets(namesrv: str, last_key: str) -> None:
     """Every queue's committed offset (the broker's answer) is the first offset stored at or after the end of the
     last window measured, or later (a window after it may have landed too)."""
-    from rocketlake.resources.rocketmq.client import RocketMQClient
+    from rocketlake.rocketmq.client import RocketMQClient
 
     end_ms = int(window_end(last_key) * 1000)
     with RocketMQClient(namesrv) as client:

@@ -20,10 +20,10 @@ from pathlib import Path
 
 from benchmarks.common import bench_cluster, produce_bulk
 from benchmarks.ingest_vs_kafka import RAISED_TRANSFER_CAPS
-from rocketlake.pipelines.options import parse_options
-from rocketlake.pipelines.source import Chunk, RocketMQReader
-from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.message_queue import OffsetRange
+from rocketlake.engine.options import parse_options
+from rocketlake.spark.source import Chunk, RocketMQReader
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.rocketmq.message_queue import OffsetRange
 
 TOPIC = "bench_pull_cost"
 

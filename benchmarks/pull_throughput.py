@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.pull_throughput [--messages 200000] [--body-size 1024]
 
 Two cases: every message in one queue, and the same number spread over 16 queues (8 per broker).
-Python: one process and one thread, ``resources.rocketmq.read_ranges`` over the exact ranges (several
+Python: one process and one thread, ``rocketmq.read_ranges`` over the exact ranges (several
 pulls in flight per queue on each broker's one connection), messages fully decoded (body,
 properties, ids). Java: DefaultLitePullConsumer with assign + seek (``ConsumerPeer --mode bench``),
 timed from its first poll to the last message.
@@ -18,9 +18,9 @@ from pathlib import Path
 
 from benchmarks.common import bench_cluster, produce_bulk
 from tests.java_oracles import consume
-from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
-from rocketlake.resources.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT, read_ranges
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.rocketmq.message_queue import MessageQueue, OffsetRange
+from rocketlake.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT, read_ranges
 
 GROUP = "rocketlake_bench"
 

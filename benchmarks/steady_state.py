@@ -9,7 +9,7 @@ window schedule and the downstream assets' followers; the lag, backlog and rebal
 ``--per-minute`` orders from the Java producer). It runs ``--minutes`` minutes, sampling every second:
 
 * **CPU seconds per process class** (from ``/proc``: the Dagster run processes (the forks of
-  ``rocketlake.warm_runs``' fork server, or the code servers' ``spawn`` children), that fork server, the code servers,
+  ``rocketlake.dagster.warm_runs``' fork server, or the code servers' ``spawn`` children), that fork server, the code servers,
   the daemon, the webserver, ``dg`` and ``rocketlake ui``, the Spark Connect server's JVM, its Python workers, the
   brokers, the name server, the Java producer), per window. A process that exits between two samples loses its last
   second at most.
@@ -45,9 +45,9 @@ from pathlib import Path
 
 import yaml
 
-from rocketlake.launch import RECOMMENDED_INSTANCE
+from rocketlake.dagster.launch import RECOMMENDED_INSTANCE
 from tests.java_oracles import start_retry_consumer
-from rocketlake.resources.local.process import stat_fields
+from rocketlake.local.process import stat_fields
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -59,19 +59,24 @@ PORTS = (29876, 29911, 29921, 29300, 29002)  # name server, brokers, the UI, Spa
 PEER = "the peer: Java push consumer"  # not rocketlake's: a DefaultMQPushConsumer of another group on the same topic
 TOPIC = "rocketlake_demo_orders"
 #: (class, what its command line holds), the first match wins
-FORK_SERVER = "run fork server"  # rocketlake.warm_runs' fork server, the daemon's child (its forks: see processes)
+FORK_SERVER = (
+    "run fork server"  # rocketlake.dagster.warm_runs' fork server, the daemon's child (its forks: see processes)
+)
 CLASSES = (
     # Dagster's code servers start each run as a multiprocessing child (spawn): nothing else here is one. With
-    # rocketlake.warm_runs (the recommended instance), runs are forks of its fork server, told apart by their parent.
+    # rocketlake.dagster.warm_runs (the recommended instance), runs are forks of its fork server, told apart by their parent.
     ("run processes", ("spawn_main",)),
     # Its command line, not an instance's serialized settings (which name the module too, in the daemon's, the
     # webserver's and the code servers' command lines).
-    (FORK_SERVER, ("-m rocketlake.warm_runs",)),
+    (FORK_SERVER, ("-m rocketlake.dagster.warm_runs",)),
     ("daemon", ("dagster._daemon", "dagster-daemon")),
     ("webserver", ("dagster_webserver", "dagster-webserver")),
     ("dg dev + rocketlake ui", ("bin/dg dev", "dagster dev", "bin/rocketlake ui", "_cli.dev")),
     ("code servers", ("api grpc", "code-server start")),
-    ("spark server (JVM)", ("connect_server.py",)),  # the JVM and its driver program (resources/connect_server.py)
+    (
+        "spark server (JVM)",
+        ("connect_server.py",),
+    ),  # the JVM and its driver program (rocketlake/spark/connect_server.py)
     ("spark python workers", ("pyspark.daemon", "pyspark/daemon", "pyspark.worker")),
     ("brokers", ("BrokerStartup",)),
     ("name server", ("NamesrvStartup",)),

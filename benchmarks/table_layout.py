@@ -4,7 +4,7 @@ after compaction.
 A day of windows is simulated with Spark alone (no broker: the layout is what is measured): every window is
 landed by its own ``replaceWhere`` commit, from one Spark task per queue, as a run lands it. The earlier layout
 is reproduced as rocketlake wrote it up to 0.1 (an unpartitioned table, one file per task); the current one is
-``pipelines.delta_writer.write_slice`` (day partitions, optimized writes), then ``compact_days``. Reading one day
+``delta.writer.write_slice`` (day partitions, optimized writes), then ``compact_days``. Reading one day
 is timed with Spark (filter on ``window_start``, sum of the body lengths) and with delta-rs.
 
     .venv/bin/python -m benchmarks.table_layout --windows 1440 --queues 8 --rows 40
@@ -19,10 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from rocketlake.pipelines.delta_writer import compact_days, slice_predicate, write_slice
-from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry
-from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
-from rocketlake.resources.spark import spark_session
+from rocketlake.delta.writer import compact_days, slice_predicate, write_slice
+from rocketlake.engine.ledger import LedgerEntry, WindowEntry
+from rocketlake.rocketmq.message_queue import MessageQueue, OffsetRange
+from rocketlake.spark.session import spark_session
 
 DAY_MS = 86_400_000
 MIN = 60_000

@@ -8,13 +8,12 @@ The front door: what a Dagster project imports, all from ``rocketlake``::
     defs = rocketlake.build_definitions(config, translator=rocketlake.RocketlakeTranslator())
 
 The names load on first use (PEP 562), so ``import rocketlake`` costs nothing and the engine below it
-(``rocketlake.pipelines``) stays free of Dagster and Spark for whoever imports only that.
+(``rocketlake.engine``) stays free of Dagster and Spark for whoever imports only that.
 
-One import package. The repository keeps the design card's folders, installed as its subpackages:
-``rocketlake.assets`` (Dagster assets, schedules, checks, executor), ``rocketlake.pipelines`` (the ingestion
-engine, free of Dagster), ``rocketlake.resources`` (Spark, the RocketMQ wire client, the local runtime). The code
-location (``rocketlake.definitions``), the ``rocketlake`` command (``rocketlake.cli``) and the demo
-(``rocketlake.demo``) sit on top of all three.
+A subpackage per part, in layers (tests/unit/test_layers.py): the command (``cli``), the demo (``demo``) and the
+group member process (``member``) on Dagster's side (``dagster``), the local runtime (``local``), the Spark side
+(``spark``), the Delta side (``delta``), the engine (``engine``), and the RocketMQ wire client (``rocketmq``).
+``rocketlake.definitions`` is a code location for ``dagster dev -m``: the ingestions of ``rocketlake.yaml``.
 """
 
 from __future__ import annotations
@@ -27,25 +26,27 @@ __version__ = "0.1.0"
 #: The public surface: name -> the module it lives in. Everything else is internal and may change.
 PUBLIC: dict[str, str] = {
     # configuration: rocketlake.yaml as a validated contract
-    "load_config": "rocketlake.pipelines.config",
-    "RocketLakeConfig": "rocketlake.pipelines.config",
+    "load_config": "rocketlake.engine.config",
+    "RocketLakeConfig": "rocketlake.engine.config",
     # Dagster: the definitions, their shape, and a body of one's own
-    "build_definitions": "rocketlake.assets.definitions",
-    "rocketlake_assets": "rocketlake.assets.definitions",
-    "IngestionStep": "rocketlake.assets.ingestion",
-    "RocketlakeTranslator": "rocketlake.assets.translator",
-    "RocketlakeAssetData": "rocketlake.assets.translator",
+    "build_definitions": "rocketlake.dagster.definitions",
+    "rocketlake_assets": "rocketlake.dagster.definitions",
+    "default_resources": "rocketlake.dagster.definitions",
+    "IngestionStep": "rocketlake.dagster.ingestion",
+    "rocketlake_executor": "rocketlake.dagster.run_guard",
+    "RocketlakeTranslator": "rocketlake.dagster.translator",
+    "RocketlakeAssetData": "rocketlake.dagster.translator",
     "RocketlakeComponent": "rocketlake.component",
-    "SparkResource": "rocketlake.resources.spark",
-    "RocketMQResource": "rocketlake.resources.rocketmq_resource",
+    "SparkResource": "rocketlake.dagster.spark_resource",
+    "RocketMQResource": "rocketlake.dagster.rocketmq_resource",
     # listeners: RocketMQ's MessageListenerConcurrently and MessageListenerOrderly, run in Spark's Python workers
-    "ConsumeConcurrentlyStatus": "rocketlake.pipelines.listener",
-    "ConsumeConcurrentlyContext": "rocketlake.pipelines.listener",
-    "ConsumeOrderlyStatus": "rocketlake.pipelines.listener",
-    "ConsumeOrderlyContext": "rocketlake.pipelines.listener",
-    "vectorized": "rocketlake.pipelines.listener",
+    "ConsumeConcurrentlyStatus": "rocketlake.engine.listener",
+    "ConsumeConcurrentlyContext": "rocketlake.engine.listener",
+    "ConsumeOrderlyStatus": "rocketlake.engine.listener",
+    "ConsumeOrderlyContext": "rocketlake.engine.listener",
+    "vectorized": "rocketlake.engine.listener",
     # Spark: the `rocketmq` data source (spark.read.format("rocketmq")) registered on a session
-    "register": "rocketlake.pipelines.source",
+    "register": "rocketlake.spark.source",
 }
 
 __all__ = ["__version__", *PUBLIC]
@@ -65,18 +66,19 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see
-    from rocketlake.assets.definitions import build_definitions, rocketlake_assets
-    from rocketlake.assets.ingestion import IngestionStep
-    from rocketlake.assets.translator import RocketlakeAssetData, RocketlakeTranslator
+    from rocketlake.dagster.definitions import build_definitions, default_resources, rocketlake_assets
+    from rocketlake.dagster.ingestion import IngestionStep
+    from rocketlake.dagster.run_guard import rocketlake_executor
+    from rocketlake.dagster.translator import RocketlakeAssetData, RocketlakeTranslator
     from rocketlake.component import RocketlakeComponent
-    from rocketlake.pipelines.config import RocketLakeConfig, load_config
-    from rocketlake.pipelines.listener import (
+    from rocketlake.engine.config import RocketLakeConfig, load_config
+    from rocketlake.engine.listener import (
         ConsumeConcurrentlyContext,
         ConsumeConcurrentlyStatus,
         ConsumeOrderlyContext,
         ConsumeOrderlyStatus,
         vectorized,
     )
-    from rocketlake.pipelines.source import register
-    from rocketlake.resources.rocketmq_resource import RocketMQResource
-    from rocketlake.resources.spark import SparkResource
+    from rocketlake.spark.source import register
+    from rocketlake.dagster.rocketmq_resource import RocketMQResource
+    from rocketlake.dagster.spark_resource import SparkResource

@@ -16,7 +16,7 @@
         owners: ["team:data-platform"]
         tags: {"layer": "bronze"}
 
-The attributes are typed with the models that validate ``rocketlake.yaml`` (``pipelines.config``), so ``dg``
+The attributes are typed with the models that validate ``rocketlake.yaml`` (``engine.config``), so ``dg``
 shows their schema and ``dg check yaml`` checks them before the project loads; the cross-checks (an
 ingestion's cluster exists, each table has one ingestion, keys not supported yet) run at load, naming the
 ingestion, the key and the value. Dagster's templating works in text values (``"{{ env.ROCKETMQ_NAMESRV }}"``);
@@ -34,9 +34,9 @@ from typing import Annotated, Any
 import dagster as dg
 from dagster.components.utils.translation import TranslationFn, TranslationFnResolver
 
-from rocketlake.assets.definitions import build_definitions
-from rocketlake.assets.translator import RocketlakeAssetData, RocketlakeTranslator
-from rocketlake.pipelines.config import ClusterConfig, IngestionConfig, LakeConfig, SparkConfig, parse_config
+from rocketlake.dagster.definitions import build_definitions
+from rocketlake.dagster.translator import RocketlakeAssetData, RocketlakeTranslator
+from rocketlake.engine.config import ClusterConfig, IngestionConfig, LakeConfig, SparkConfig, parse_config
 
 
 def _templated(context: dg.ResolutionContext, value: Any) -> Any:

@@ -8,9 +8,9 @@ A wrong configuration fails here, at load, before any run, naming the ingestion,
 
 from dagster import Definitions
 
-from rocketlake.assets.definitions import build_definitions
-from rocketlake.assets.run_guard import rocketlake_executor
-from rocketlake.pipelines.config import load_config
+from rocketlake.dagster.definitions import build_definitions
+from rocketlake.dagster.run_guard import rocketlake_executor
+from rocketlake.engine.config import load_config
 
 # This code location holds rocketlake's definitions and nothing else, so its own executor is rocketlake's: a run
 # launched from the UI's Materialize button, a sensor or `dagster asset materialize` reclaims dead runs' pool slots

@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from rocketlake.resources.jars import ROCKETMQ_4_VERSION, ROCKETMQ_VERSION
-from rocketlake.resources.local.cluster import LocalCluster
-from rocketlake.resources.local.peers import SentMessage, produce
-from rocketlake.resources.local.process import port_in_use
-from rocketlake.resources.local.spec import BrokerSpec, ClusterSpec, default_store_root
+from rocketlake.jars import ROCKETMQ_4_VERSION, ROCKETMQ_VERSION
+from rocketlake.local.cluster import LocalCluster
+from rocketlake.local.peers import SentMessage, produce
+from rocketlake.local.process import port_in_use
+from rocketlake.local.spec import BrokerSpec, ClusterSpec, default_store_root
 from tests.spark_jvm import SparkJvmOptions
 
 if TYPE_CHECKING:
-    from rocketlake.resources.local.spark_server import LocalSparkServer
+    from rocketlake.local.spark_server import LocalSparkServer
 
 _rng = random.Random()
 
@@ -371,7 +371,7 @@ def java_producer(local_cluster: LocalCluster) -> Callable[..., list[SentMessage
 def spark(spark_jvm_options):
     """The worker's Spark session, with Hadoop's S3A connector on its class path: a session's jars are fixed when it
     starts, and any test of the worker may land in an S3 lake (``local_s3``)."""
-    from rocketlake.resources.spark import spark_session
+    from rocketlake.spark.session import spark_session
 
     session = spark_session("local[2]", s3a=True)
     yield session
@@ -423,7 +423,7 @@ def connect_server(folder: Path, lake=None, environ: dict[str, str] | None = Non
     workers import the tests' listeners (``tests.unit.listeners``), as a user's server has their project's."""
     import os
 
-    from rocketlake.resources.local.spark_server import LocalSparkServer
+    from rocketlake.local.spark_server import LocalSparkServer
 
     events = folder / "events"
     events.mkdir()
@@ -462,7 +462,7 @@ def s3_spark_connect(tmp_path_factory: pytest.TempPathFactory, spark_jvm_options
     """A Spark Connect server started with the settings of ``local_s3``'s bucket ``lake`` and its keys (from the
     variables ``LocalS3.lake_settings()`` names), as ``rocketlake spark-server`` starts the server of an S3 lake: it
     serves any lake under that bucket. One per module that needs it: the worker's shared server has no S3 bucket."""
-    from rocketlake.pipelines.config import LakeConfig
+    from rocketlake.engine.config import LakeConfig
 
     yield from connect_server(tmp_path_factory.mktemp("s3-spark-connect"), LakeConfig(**local_s3.lake_settings()))
 
@@ -473,7 +473,7 @@ def local_s3(tmp_path_factory: pytest.TempPathFactory):
     the whole session; its keys are in the environment under the names ``LocalS3.lake_settings()`` gives."""
     import os
 
-    from rocketlake.resources.local.s3 import LocalS3
+    from rocketlake.local.s3 import LocalS3
 
     (port,) = free_ports(1)
     server = LocalS3(tmp_path_factory.mktemp("s3"), port=port)
@@ -504,7 +504,7 @@ def rocketmq_cluster(request: pytest.FixtureRequest) -> LocalCluster:
 @pytest.fixture
 def rocketmq_client(rocketmq_cluster: LocalCluster):
     """Our client for the cluster of ``rocketmq_cluster`` (route cache is per test)."""
-    from rocketlake.resources.rocketmq.client import RocketMQClient
+    from rocketlake.rocketmq.client import RocketMQClient
 
     return RocketMQClient(rocketmq_cluster.spec.namesrv_address, timeout=10.0)
 
@@ -524,7 +524,7 @@ def new_topic(rocketmq_client) -> Callable[..., str]:
 
 
 class JavaPeers:
-    """The official Java client programs (resources/local/peers.py) bound to one cluster."""
+    """The official Java client programs (rocketlake/local/peers.py) bound to one cluster."""
 
     def __init__(self, cluster: LocalCluster) -> None:
         self.cluster = cluster
@@ -545,7 +545,7 @@ class JavaPeers:
         return consume(self.namesrv, self.state_dir, topic, ranges, version=self.version, **options)
 
     def admin(self, commands: list[dict]) -> list[dict]:
-        from rocketlake.resources.local.peers import admin
+        from rocketlake.local.peers import admin
 
         answers = admin(self.namesrv, self.state_dir, commands, version=self.version)
         assert len(answers) == len(commands), answers
@@ -565,7 +565,7 @@ def pull_range(client, mq, start: int, end: int, *, group: str = "rocketlake_tes
 
     Fails if the queue ends before ``end`` (NO_NEW_MSG / OFFSET_ILLEGAL while offsets are missing).
     """
-    from rocketlake.resources.rocketmq.pull import PullStatus
+    from rocketlake.rocketmq.pull import PullStatus
 
     out = []
     offset = start
@@ -593,8 +593,8 @@ def pull_range_fixture() -> Callable[..., list]:
 
 import time  # noqa: E402 - this block's own imports
 
-from rocketlake.resources.local.process import LocalClusterError  # noqa: E402
-from rocketlake.resources.local.spec import SHORT_RETENTION  # noqa: E402
+from rocketlake.local.process import LocalClusterError  # noqa: E402
+from rocketlake.local.spec import SHORT_RETENTION  # noqa: E402
 
 #: Hours a commit-log file is kept on the disruptable brokers (the spec's default): nothing expires there unless a
 #: test says so at runtime (test_deleted_messages sets fileReservedTime to 0 around its deletion and back), so
@@ -622,8 +622,8 @@ HAND_OVER_TIMEOUT_S = 120.0
 def _answering(cluster: LocalCluster) -> bool:
     """Whether every broker answers a request at its address: the name server may still list a broker killed a
     moment ago, so a registration alone does not tell that the restarted process serves."""
-    from rocketlake.resources.rocketmq.broker import BrokerClient
-    from rocketlake.resources.rocketmq.errors import BrokerError, RocketMQError
+    from rocketlake.rocketmq.broker import BrokerClient
+    from rocketlake.rocketmq.errors import BrokerError, RocketMQError
 
     for broker in cluster.spec.brokers:
         try:

@@ -1,7 +1,7 @@
-"""The Dagster instance of every test that runs an ingestion step: pools as ``rocketlake/dagster.yaml`` sets them.
+"""The Dagster instance of every test that runs an ingestion step: pools as ``rocketlake/dagster/dagster.yaml`` sets them.
 
 An ingestion step refuses to start when its consumer group's pool is not limited to 1 on the run's instance
-(``assets.pool_limit``), so a test runs rocketlake's assets in process on ``pooled_instance()``, and a process of its
+(``dagster.pool_limit``), so a test runs rocketlake's assets in process on ``pooled_instance()``, and a process of its
 own (the ``dagster`` or ``rocketlake`` CLI, a daemon) on ``recommended_home(path)``. Both take the settings from the
 file the docs tell people to copy, so the tests run on what a person is told to use.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 from dagster import DagsterInstance, instance_for_test
 
-from rocketlake.launch import RECOMMENDED_INSTANCE
+from rocketlake.dagster.launch import RECOMMENDED_INSTANCE
 
 #: ``concurrency`` of the recommended instance (pools limited to 1), as ``instance_for_test`` overrides.
 POOLS_LIMITED = {"concurrency": yaml.safe_load(RECOMMENDED_INSTANCE.read_text())["concurrency"]}

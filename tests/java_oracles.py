@@ -11,9 +11,9 @@ import json
 import subprocess
 from pathlib import Path
 
-from rocketlake.resources import jars
-from rocketlake.resources.local import peers
-from rocketlake.resources.local.peers import java_command, run
+from rocketlake import jars
+from rocketlake.local import peers
+from rocketlake.local.peers import java_command, run
 
 SOURCES = Path(__file__).resolve().parent / "java_peers"
 peers.add_sources(SOURCES)

@@ -27,7 +27,7 @@ import sys
 import threading
 from pathlib import Path
 
-from rocketlake.resources import jars
+from rocketlake import jars
 
 QUICK_COMPILER = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 #: No web UI for the drivers the tests start: nobody looks at it, and its Jetty server costs every driver a second of
@@ -37,7 +37,7 @@ NO_SPARK_UI = "-Dspark.ui.enabled=false"
 # A landing's classes: a Delta table written, read back and replaced, as an ingestion run does.
 _TRAINING_RUN = """
 import sys, tempfile
-from rocketlake.resources.spark import spark_session
+from rocketlake.spark.session import spark_session
 session = spark_session("local[2]", {"spark.ui.enabled": "false"})
 path = tempfile.mkdtemp()
 session.range(100).selectExpr("id", "cast(id as string) as body").write.format("delta").save(path)

@@ -2,7 +2,7 @@
 
 * ``<!-- configuration-reference -->``: one table per section of ``rocketlake.yaml`` (and of the Component's
   attributes, which are the same models): every key, its type, default, allowed values and what it does, read from
-  ``rocketlake.pipelines.config``.
+  ``rocketlake.engine.config``.
 * ``<!-- python-api-reference -->``: every name ``import rocketlake`` offers (``rocketlake.PUBLIC``), with its
   signature and docstring.
 * ``<!-- cli-reference -->``: every ``rocketlake`` command with its options, from the CLI's own parser.
@@ -63,7 +63,7 @@ def _allowed(name: str, field, ranges: dict, not_supported: dict) -> str:
 
 
 def render() -> str:
-    from rocketlake.pipelines import config as c
+    from rocketlake.engine import config as c
 
     sections = [
         ("Top level", c.RocketLakeConfig),
@@ -125,7 +125,7 @@ def render_api() -> str:
 def render_cli() -> str:
     import argparse
 
-    from rocketlake.cli import build_parser
+    from rocketlake.cli.main import build_parser
 
     def commands(parser: argparse.ArgumentParser, prefix: str):
         for action in parser._actions:  # argparse offers no public walk of its subcommands

@@ -271,7 +271,7 @@ class Soak:
 
     # -- producer and monitor --------------------------------------------------------------------------------------
     def _produce(self) -> None:
-        from rocketlake.resources.local.peers import produce
+        from rocketlake.local.peers import produce
 
         batch = 0
         while not self._stop.is_set():
@@ -294,8 +294,8 @@ class Soak:
             self._stop.wait(PRODUCE_EVERY_S)
 
     def _monitor(self) -> None:
-        from rocketlake.resources.rocketmq.client import RocketMQClient
-        from rocketlake.resources.rocketmq.errors import TopicNotExist
+        from rocketlake.rocketmq.client import RocketMQClient
+        from rocketlake.rocketmq.errors import TopicNotExist
 
         while not self._stop.wait(10.0):
             try:
@@ -333,7 +333,7 @@ class Soak:
     def _kill_broker(self, key: str) -> None:
         """SIGKILL a broker and return once it is gone (every thread: until then it holds its port, and the
         cluster's ``up`` would take it for running and start nothing)."""
-        from rocketlake.resources.local.process import stop_all
+        from rocketlake.local.process import stop_all
 
         stop_all([self._broker(key)], sig=signal.SIGKILL)
 
@@ -341,7 +341,7 @@ class Soak:
         """The first run of the table's job started after ``since``, with the process it recorded."""
         from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-        from rocketlake.assets.run_guard import recorded_process
+        from rocketlake.dagster.run_guard import recorded_process
 
         deadline = time.monotonic() + timeout
         with DagsterInstance.from_config(str(self.home)) as instance:
@@ -491,7 +491,7 @@ class Soak:
     def stored_messages(self) -> list[dict]:
         """What the brokers hold on the topic, read by the Java consumer from each queue's first offset to its end."""
         from tests.java_oracles import consume
-        from rocketlake.resources.rocketmq.client import RocketMQClient
+        from rocketlake.rocketmq.client import RocketMQClient
 
         with RocketMQClient(self.cluster.spec.namesrv_address) as client:
             ranges = {
@@ -507,8 +507,8 @@ class Soak:
     def verdict(self, truth: list[dict]) -> list[str]:
         from deltalake import DeltaTable
 
-        from rocketlake.resources.rocketmq.client import RocketMQClient
-        from rocketlake.resources.rocketmq.errors import TopicNotExist
+        from rocketlake.rocketmq.client import RocketMQClient
+        from rocketlake.rocketmq.errors import TopicNotExist
 
         problems: list[str] = []
         poison = Counter(m["msgId"] for m in truth if m["tags"] == "poison")
@@ -666,8 +666,8 @@ class Soak:
 def main(argv: list[str] | None = None) -> int:
     import dataclasses
 
-    from rocketlake.resources.local.cluster import LocalCluster
-    from rocketlake.resources.local.spark_server import LocalSparkServer
+    from rocketlake.local.cluster import LocalCluster
+    from rocketlake.local.spark_server import LocalSparkServer
     from tests.conftest import SHORT_DELAY_LEVELS, free_ports, make_spec
 
     parser = argparse.ArgumentParser(description="The chaos soak (tests/chaos/soak.py).")

@@ -90,7 +90,7 @@ def _materialize(module) -> None:  # after_delta_commit: the table's slice (not 
 
 def _ingest(module) -> None:  # during_send_back, after_send_back, before_offset_commit
     send_back, commit = module.send_back, module.commit
-    from rocketlake.pipelines.failures import DEAD_LETTERED, SENT_BACK
+    from rocketlake.engine.failures import DEAD_LETTERED, SENT_BACK
 
     class HalfThenDie:
         def __init__(self, broker, total):
@@ -138,13 +138,13 @@ def _offset_store(module) -> None:  # offset_store_between_renames
 
 
 PATCHES = {
-    "during_pull": {"rocketlake.pipelines.broker_access": _broker_access},
-    "during_write": {"rocketlake.pipelines.source": _source},
-    "after_delta_commit": {"rocketlake.pipelines.materialize": _materialize},
-    "during_send_back": {"rocketlake.pipelines.ingest": _ingest},
-    "after_send_back": {"rocketlake.pipelines.ingest": _ingest},
-    "before_offset_commit": {"rocketlake.pipelines.ingest": _ingest},
-    "offset_store_between_renames": {"rocketlake.pipelines.offset_store": _offset_store},
+    "during_pull": {"rocketlake.engine.broker_access": _broker_access},
+    "during_write": {"rocketlake.spark.source": _source},
+    "after_delta_commit": {"rocketlake.spark.materialize": _materialize},
+    "during_send_back": {"rocketlake.engine.ingest": _ingest},
+    "after_send_back": {"rocketlake.engine.ingest": _ingest},
+    "before_offset_commit": {"rocketlake.engine.ingest": _ingest},
+    "offset_store_between_renames": {"rocketlake.engine.offset_store": _offset_store},
 }
 
 

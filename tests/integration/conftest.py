@@ -13,9 +13,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from rocketlake.resources.local.cluster import LocalCluster
-from rocketlake.resources.local.peers import produce
-from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.local.cluster import LocalCluster
+from rocketlake.local.peers import produce
+from rocketlake.rocketmq.client import RocketMQClient
 from tests.conftest import running_test
 from tests.integration.ingestion_support import (
     SHARED_MINUTES,

@@ -20,7 +20,7 @@ _session = []
 
 
 def _open(url: str) -> None:
-    from rocketlake.resources.spark import connect_session
+    from rocketlake.spark.session import connect_session
 
     _session.append(connect_session(url))
 

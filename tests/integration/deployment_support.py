@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 from deltalake import DeltaTable
-from rocketlake.pipelines.ledger import LedgerEntry
-from rocketlake.resources.local.code_server import LocalCodeServer
-from rocketlake.resources.local.process import session_members
+from rocketlake.engine.ledger import LedgerEntry
+from rocketlake.local.code_server import LocalCodeServer
+from rocketlake.local.process import session_members
 
 from tests.conftest import free_ports
 from tests.dagster_instance import recommended_home
@@ -77,7 +77,7 @@ def ledger(path) -> list[LedgerEntry]:
 
 def start_daemon(deployment: Deployment) -> subprocess.Popen:
     """``dagster-daemon`` as ``rocketlake local up --stack`` runs it: on a long-lived code server of the deployment's
-    (``resources/local/code_server.py``), which ``stop_daemon`` stops with it."""
+    (``rocketlake/local/code_server.py``), which ``stop_daemon`` stops with it."""
     server = LocalCodeServer(deployment.home / "code-server", free_ports(1)[0])
     server.start(deployment.env, cwd=ROOT)
     log = (deployment.home / "daemon.log").open("w")

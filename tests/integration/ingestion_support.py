@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from rocketlake.assets.definitions import build_definitions
-from rocketlake.pipelines.config import load_config
-from rocketlake.resources.local import peers
-from rocketlake.resources.local.cluster import LocalCluster
-from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.errors import TopicNotExist
+from rocketlake.dagster.definitions import build_definitions
+from rocketlake.engine.config import load_config
+from rocketlake.local import peers
+from rocketlake.local.cluster import LocalCluster
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.rocketmq.errors import TopicNotExist
 from tests import java_oracles
 
 BODY_SCHEMA = "order_id STRING, amount DOUBLE"

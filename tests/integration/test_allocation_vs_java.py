@@ -14,14 +14,14 @@ from collections import Counter
 
 import pytest
 
-from rocketlake.pipelines.allocation import (
+from rocketlake.engine.allocation import (
     AllocationError,
     PrefixMachineRoomResolver,
     java_split,
     make_strategy,
     sort_for_rebalance,
 )
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.rocketmq.message_queue import MessageQueue
 from tests import java_oracles
 
 pytestmark = pytest.mark.broker

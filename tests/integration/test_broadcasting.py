@@ -10,9 +10,9 @@ import pytest
 from dagster import AssetKey
 from deltalake import DeltaTable
 
-from rocketlake.pipelines.offset_store import LocalOffsetStore, store_path
-from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.errors import TopicNotExist
+from rocketlake.engine.offset_store import LocalOffsetStore, store_path
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.rocketmq.errors import TopicNotExist
 from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import definitions, run_partitions, unique, write_config
 

@@ -1,6 +1,6 @@
 """The brokers' clocks, read from real brokers (4.9 and 5.x), one of them restarted on a clock 30 s behind.
 
-What the ``broker_clock`` check judges (``pipelines.broker_clock``): GET_BROKER_RUNTIME_INFO's ``bootTimestamp``
+What the ``broker_clock`` check judges (``engine.broker_clock``): GET_BROKER_RUNTIME_INFO's ``bootTimestamp``
 and ``runtime`` put together. A broker on this host's clock reads within its error of 0; broker-b of the
 disruptable cluster, started under libfaketime 30 s behind, reads 30 s behind, and the check names it, until it is
 started again on the machine's clock.
@@ -14,11 +14,11 @@ import time
 
 import pytest
 
-from rocketlake.assets.lag import clock_outcome
-from rocketlake.pipelines.broker_clock import read_clocks
-from rocketlake.pipelines.config import parse_config
-from rocketlake.resources.local.process import stop_all
-from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.dagster.lag import clock_outcome
+from rocketlake.engine.broker_clock import read_clocks
+from rocketlake.engine.config import parse_config
+from rocketlake.local.process import stop_all
+from rocketlake.rocketmq.client import RocketMQClient
 from tests.conftest import hand_over
 from tests.faketime import faketime_env
 from tests.unit.support import with_ingestion

@@ -52,8 +52,8 @@ def test_new_group_on_a_young_queue_starts_at_zero_like_the_java_client(where, t
     # QUERY_CONSUMER_OFFSET, asked as Java asks it, answers 0 for a group with no offset on a queue whose
     # message 0 is still in memory (ConsumerManageProcessor), and RebalancePushImpl then starts at 0 whatever
     # consume_from_where says. rocketlake does the same; consume_from_where applies on "not found" only.
-    from rocketlake.resources.rocketmq.client import RocketMQClient
-    from rocketlake.resources.rocketmq.message_queue import MessageQueue
+    from rocketlake.rocketmq.client import RocketMQClient
+    from rocketlake.rocketmq.message_queue import MessageQueue
 
     defs, table, group, path = setup(
         tmp_path, local_cluster, produced, consume_from_where=where, consume_timestamp="20991231000000"
@@ -81,7 +81,7 @@ def test_new_group_from_first_offset_takes_everything(tmp_path, local_cluster, p
 
 
 def test_explicit_backfill_takes_whole_windows_even_behind_the_group(tmp_path, local_cluster, produced):
-    from rocketlake.resources.local import peers
+    from rocketlake.local import peers
 
     defs, table, group, path = setup(tmp_path, local_cluster, produced)
     w1, w2 = produced.windows()
@@ -113,7 +113,7 @@ def test_explicit_backfill_takes_whole_windows_even_behind_the_group(tmp_path, l
 
 
 def test_existing_group_resumes_exactly_where_the_java_admin_put_it(tmp_path, local_cluster, produced):
-    from rocketlake.resources.local import peers
+    from rocketlake.local import peers
 
     defs, table, group, path = setup(tmp_path, local_cluster, produced, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
     w1, _ = produced.windows()

@@ -21,13 +21,13 @@ import pytest
 from dagster import AssetKey, DagsterInstance, build_sensor_context
 from deltalake import DeltaTable
 
-from rocketlake.assets.metadata import ASSIGNMENT
-from rocketlake.pipelines.assignment import assign
-from rocketlake.pipelines.config import load_config
-from rocketlake.resources.local.peers import produce
-from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
-from rocketlake.resources.rocketmq_resource import RocketMQResource
+from rocketlake.dagster.metadata import ASSIGNMENT
+from rocketlake.engine.assignment import assign
+from rocketlake.engine.config import load_config
+from rocketlake.local.peers import produce
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.rocketmq.message_queue import MessageQueue
+from rocketlake.dagster.rocketmq_resource import RocketMQResource
 from tests.integration.deployment_support import Deployment, ledger
 from tests.integration.ingestion_support import (
     java_dump,
@@ -63,7 +63,7 @@ def test_two_deployments_split_the_queues_and_a_sensor_completes_what_a_departed
     peer = RocketMQClient(local_cluster.spec.namesrv_address)
     try:
         # Its own minute, not a shared one: the rebalance sensor looks at the last 10 closed windows only
-        # (assets/rebalance.py WINDOWS_CHECKED), and this test runs too long after the shared minutes.
+        # (rocketlake/dagster/rebalance.py WINDOWS_CHECKED), and this test runs too long after the shared minutes.
         room_in_this_minute()
         sent = produce(
             local_cluster.spec.namesrv_address,

@@ -19,9 +19,9 @@ import pytest
 from dagster import AssetKey, DagsterInstance
 from deltalake import DeltaTable
 
-from rocketlake.assets.metadata import ASSIGNMENT
-from rocketlake.resources.local.peers import produce
-from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.dagster.metadata import ASSIGNMENT
+from rocketlake.local.peers import produce
+from rocketlake.rocketmq.client import RocketMQClient
 from tests.integration.ingestion_support import minute_key, order, room_in_this_minute, unique, until, wait_until
 from tests.integration.deployment_support import Deployment, ledger, start_daemon, stop_daemon
 

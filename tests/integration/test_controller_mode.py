@@ -14,7 +14,7 @@ controller gives the ids; ``allAckInSyncStateSet``). Masters are killed with SIG
    what a copy from before that commit holds, and the run repairs them from the ledger (nothing is landed twice).
 
 Each promoted replica here holds every message the table landed (a message is acknowledged once every in-sync
-replica has it): no run may take it for a replica that lacks the old master's tail (``pipelines.tails``, which reads
+replica has it): no run may take it for a replica that lacks the old master's tail (``engine.tails``, which reads
 the store time of the message below each queue's newest window boundary), yet each run examines it: the promoted
 replica registers as brokerId 0, so its offsets count as the master's. The truncated replica itself is tested on
 plain data (tests/unit/test_replaced_tail.py): this cluster elects only in-sync replicas, so it never promotes one.
@@ -27,12 +27,12 @@ import signal
 
 import pytest
 
-import rocketlake.pipelines.materialize as materialize
-from rocketlake.pipelines.windows import StoreTimeWindow
-from rocketlake.resources.jars import ROCKETMQ_VERSION
-from rocketlake.resources.local.peers import produce
-from rocketlake.resources.local.spec import SLAVE_PORT_OFFSET, BrokerSpec
-from rocketlake.resources.rocketmq.client import RocketMQClient
+import rocketlake.spark.materialize as materialize
+from rocketlake.engine.windows import StoreTimeWindow
+from rocketlake.jars import ROCKETMQ_VERSION
+from rocketlake.local.peers import produce
+from rocketlake.local.spec import SLAVE_PORT_OFFSET, BrokerSpec
+from rocketlake.rocketmq.client import RocketMQClient
 from tests.conftest import _running_cluster, free_ports
 from tests.integration.ingestion_support import order, unique, until, wait_until
 from tests.integration.engine_support import assert_landed_once_at_the_ends, Engine, now_ms

@@ -1,7 +1,7 @@
 """Runs killed at any instant: the next run is never blocked, and repairs everything, exactly once.
 
 Every run here is the real ``dagster asset materialize`` CLI (on rocketlake's own code location, whose executor
-reclaims dead runs' pool slots) on one Dagster instance configured as the docs recommend (``rocketlake/dagster.yaml``: pools on, limit 1 per consumer group), started as the
+reclaims dead runs' pool slots) on one Dagster instance configured as the docs recommend (``rocketlake/dagster/dagster.yaml``: pools on, limit 1 per consumer group), started as the
 leader of a session of its own, so a kill takes the Dagster process and Spark's JVM with it (PySpark's
 Python workers exit with the JVM). After each kill the same command runs again and must finish within
 the normal run time plus ``RERUN_SLACK_S`` (or twice the normal time, if longer), leave exactly one row
@@ -30,9 +30,9 @@ from dagster._core.storage.dagster_run import DagsterRunStatus
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 from pyarrow import fs
-from rocketlake.assets.run_guard import recorded_process
-from rocketlake.pipelines.config import LakeConfig
-from rocketlake.pipelines.storage import delta_rs_options
+from rocketlake.dagster.run_guard import recorded_process
+from rocketlake.engine.config import LakeConfig
+from rocketlake.delta.storage import delta_rs_options
 
 from tests.dagster_instance import recommended_home
 from tests.integration.ingestion_support import materialize_command, unique, write_config
@@ -310,7 +310,7 @@ def test_a_broadcasting_member_killed_while_writing_its_offset_store_restarts_fr
     """SIGKILL between the store write's two renames (the old file moved to ``.bak``, the new one not in place):
     the store left behind is readable and one commit behind, and the re-run lands the window once and moves the
     store to the queues' ends; the brokers hold no offset of the group."""
-    from rocketlake.pipelines.offset_store import LocalOffsetStore, store_path
+    from rocketlake.engine.offset_store import LocalOffsetStore, store_path
 
     stores = tmp_path / "offsets"
     # The run's process dies; its session is on the long-lived Spark server, which goes on serving.
@@ -457,7 +457,7 @@ def test_runs_killed_during_or_after_send_back_land_every_message_once(
     The runs open their sessions on the long-lived Spark server: both points are in the run's own process (the
     send-back follows the landing, whose Spark work is done), and the listener, in the server's Python workers,
     finds its flag by the messages' topic."""
-    from rocketlake.resources.rocketmq.client import RocketMQClient
+    from rocketlake.rocketmq.client import RocketMQClient
 
     from tests.integration.ingestion_support import minute_key, wait_until
 

@@ -1,7 +1,7 @@
 """on_deleted_messages on brokers that really deleted messages the group never landed.
 
 The disruptable cluster (tests/conftest.py), whose brokers have tiny commit-log files
-(resources/local/spec.py SHORT_RETENTION) but keep every file until told otherwise: fileReservedTime
+(rocketlake/local/spec.py SHORT_RETENTION) but keep every file until told otherwise: fileReservedTime
 is set to 0 at runtime for the deletion (mqadmin updateBrokerConfig, read back with getBrokerConfig)
 and back once it is done, so the clean rounds it arms delete nothing the tests after this one write.
 The Java producer sends window 1, then many more messages in window 2, spanning several commit-log
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import pytest
 from deltalake import DeltaTable
 
-from rocketlake.pipelines.ledger_log import read_ledger
-from rocketlake.resources.local import peers
-from rocketlake.resources.local.cluster import LocalCluster
-from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.delta.ledger_log import read_ledger
+from rocketlake.local import peers
+from rocketlake.local.cluster import LocalCluster
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.rocketmq.message_queue import MessageQueue
 from tests.conftest import KEEP_FILES_HOURS, hand_over
 from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import (

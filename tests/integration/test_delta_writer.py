@@ -7,10 +7,10 @@ import json
 import pytest
 from deltalake import DeltaTable
 
-from rocketlake.pipelines.delta_writer import Layout, write_slice
-from rocketlake.pipelines.ledger_log import read_ledger
-from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry
-from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
+from rocketlake.delta.writer import Layout, write_slice
+from rocketlake.delta.ledger_log import read_ledger
+from rocketlake.engine.ledger import LedgerEntry, WindowEntry
+from rocketlake.rocketmq.message_queue import MessageQueue, OffsetRange
 
 pytestmark = pytest.mark.engine
 
@@ -217,7 +217,7 @@ def test_the_ledger_survives_delta_log_cleanup(spark, tmp_path):
 def test_a_simulated_day_is_partitioned_by_day_and_compacted_to_few_files(spark, tmp_path):
     """Twelve windows of one day (two brokers each) land one by one, then the day is compacted: the files
     drop, the rows do not change, and a window replaced after compaction is still replaced exactly."""
-    from rocketlake.pipelines.delta_writer import DAY_COLUMN, closed_days, compact_days
+    from rocketlake.delta.writer import DAY_COLUMN, closed_days, compact_days
 
     path = str(tmp_path / "t")
     day = 20_000 * 86_400_000  # 2024-10-04T00:00Z
@@ -281,7 +281,7 @@ def test_table_properties_are_set_by_the_creating_commit_and_kept_and_vacuum_del
     commit; after a day's compaction, VACUUM with the ingestion's retention deletes the files it replaced."""
     from pathlib import Path
 
-    from rocketlake.pipelines.delta_writer import (
+    from rocketlake.delta.writer import (
         compact_days,
         last_commit_version,
         set_table_properties,
@@ -355,7 +355,7 @@ def test_every_layout_keeps_the_slice_replace_the_compaction_and_the_ledger(spar
     changes no row, and the ledger reads the same."""
     from pyspark.sql import functions as F
 
-    from rocketlake.pipelines.delta_writer import _detail, compact_days
+    from rocketlake.delta.writer import _detail, compact_days
 
     layout, partitions, clustering = LAYOUTS[name]
     path = str(tmp_path / "t")
@@ -398,7 +398,7 @@ def test_every_layout_keeps_the_slice_replace_the_compaction_and_the_ledger(spar
 
 
 def test_a_table_laid_out_otherwise_is_refused_before_anything_is_written(spark, tmp_path):
-    from rocketlake.pipelines.delta_writer import LayoutMismatch, last_commit_version
+    from rocketlake.delta.writer import LayoutMismatch, last_commit_version
 
     path = str(tmp_path / "t")
     rows = [("t", "broker-a", 0, 0, 0, "a")]

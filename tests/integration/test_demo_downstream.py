@@ -1,4 +1,4 @@
-"""The demo's change-feed downstream (``rocketlake.demo_customers``) in real Dagster runs on real Spark and Delta.
+"""The demo's change-feed downstream (``rocketlake.demo.customers``) in real Dagster runs on real Spark and Delta.
 
 The landed table is written by rocketlake's own writer (``write_slice``): windows land, one is landed again (as a
 re-run or a rebalance does), a day is compacted, a ledger verdict is committed. After each step the downstream's
@@ -14,11 +14,11 @@ from decimal import Decimal
 import pytest
 from dagster import materialize
 
-from rocketlake.demo_customers import build_customers, position
-from rocketlake.pipelines.delta_writer import commit_ledger, compact_days, last_commit_version, write_slice
-from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry
-from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
-from rocketlake.resources.spark import SparkResource
+from rocketlake.demo.customers import build_customers, position
+from rocketlake.delta.writer import commit_ledger, compact_days, last_commit_version, write_slice
+from rocketlake.engine.ledger import LedgerEntry, WindowEntry
+from rocketlake.rocketmq.message_queue import MessageQueue, OffsetRange
+from rocketlake.dagster.spark_resource import SparkResource
 
 DAY = 20_000 * 86_400_000
 MIN = 60_000
@@ -131,9 +131,9 @@ def test_both_followers_land_in_one_run_over_a_range_of_windows(spark, tmp_path)
     the range of windows, the change-feed one after the same landings."""
     from datetime import datetime, timedelta, timezone
 
-    from rocketlake.assets.partitions import RANGE_END, RANGE_START, window_key, window_partitions
-    from rocketlake.demo_definitions import build_by_region
-    from rocketlake.pipelines.config import WindowConfig
+    from rocketlake.dagster.partitions import RANGE_END, RANGE_START, window_key, window_partitions
+    from rocketlake.demo.definitions import build_by_region
+    from rocketlake.engine.config import WindowConfig
 
     now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
     window = WindowConfig(cron="* * * * *", start=(now - timedelta(hours=2)).replace(minute=0))

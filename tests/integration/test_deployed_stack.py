@@ -30,11 +30,11 @@ import pytest
 from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 from deltalake import DeltaTable
 
-from rocketlake.assets.run_guard import recorded_process
-from rocketlake.assets.run_guard import ON_ITS_WAY as PENDING
-from rocketlake.resources.local.peers import produce
-from rocketlake.resources.local.postgres import LocalPostgres
-from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.dagster.run_guard import recorded_process
+from rocketlake.dagster.run_guard import ON_ITS_WAY as PENDING
+from rocketlake.local.peers import produce
+from rocketlake.local.postgres import LocalPostgres
+from rocketlake.rocketmq.client import RocketMQClient
 from tests.conftest import free_ports
 from tests.integration.ingestion_support import minute_key, order, unique, until, wait_until, write_config
 from tests.integration.deployment_support import start_daemon, stop_daemon

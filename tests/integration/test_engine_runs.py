@@ -1,4 +1,4 @@
-"""The engine's run (``pipelines.run.run``, what the asset drives) on real brokers, Spark and Delta, no Dagster.
+"""The engine's run (``engine.run.run``, what the asset drives) on real brokers, Spark and Delta, no Dagster.
 
 Below Dagster a window is any store-time interval, so these scenarios use windows of a few hundred
 milliseconds around what the Java producer just sent instead of waiting for cron minutes. The caller plays
@@ -16,17 +16,17 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
-import rocketlake.pipelines.materialize as materialize
-from rocketlake.pipelines import ingest
-from rocketlake.pipelines.config import dead_letter_config
-from rocketlake.pipelines.ledger_log import read_ledger
-from rocketlake.pipelines.ledger import BALANCED, UNBALANCED
-from rocketlake.pipelines.materialize import SparkLake
-from rocketlake.pipelines.run import Unbalanced
-from rocketlake.pipelines.windows import StoreTimeWindow
-from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
-from rocketlake.pipelines.identity import client_id
+import rocketlake.spark.materialize as materialize
+from rocketlake.engine import ingest
+from rocketlake.engine.config import dead_letter_config
+from rocketlake.delta.ledger_log import read_ledger
+from rocketlake.engine.ledger import BALANCED, UNBALANCED
+from rocketlake.spark.materialize import SparkLake
+from rocketlake.engine.run import Unbalanced
+from rocketlake.engine.windows import StoreTimeWindow
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.rocketmq.message_queue import MessageQueue
+from rocketlake.engine.identity import client_id
 from tests.integration.engine_support import Engine, now_ms, send_in_two_windows, stored
 from tests.integration.ingestion_support import order, unique, wait_until
 from tests.unit.support import Recorded, ingestion_config
@@ -254,7 +254,7 @@ def test_a_paused_broker_holds_no_other_brokers_queues_back_and_lands_once_it_an
     import os
     import signal
 
-    from rocketlake.resources.rocketmq.send import OutgoingMessage
+    from rocketlake.rocketmq.send import OutgoingMessage
 
     client = RocketMQClient(disruptable.spec.namesrv_address)
     topic, group = unique("paused"), unique("g_paused")
@@ -312,7 +312,7 @@ def test_a_run_past_its_deadline_stops_its_spark_work_and_leaves_table_and_offse
     listener hangs on every call (each given up at consume_timeout, one call at a time): the landing would take
     three timeouts, the deadline is one. The run stops its Spark jobs at the deadline and fails in one sentence
     naming run_timeout; no Delta commit was made and no offset moved."""
-    from rocketlake.pipelines.deadline import RunDeadlinePassed
+    from rocketlake.spark.deadline import RunDeadlinePassed
 
     topic, group = create_topic(queues=1, brokers=("broker-a",)), unique("g_deadline")
     cfg = ingestion_config(

@@ -4,7 +4,7 @@ from the slave, lands each message once, and once the master is back the group's
 The cluster is the local runtime's (``rocketlake local up --slaves``): broker-a as a master (brokerId 0) and a slave
 (brokerId 1, ``brokerRole=SLAVE``, ``slaveReadEnable``). The master is killed with SIGKILL, as a machine dies.
 
-A slave that has not copied everything the table landed is no truncated tail (``pipelines.tails``), whether the name
+A slave that has not copied everything the table landed is no truncated tail (``engine.tails``), whether the name
 server routes no master while the master is down (classic) or routes the slave as brokerId 0 in its place (5.x slave
 acting as master). The brokers have ``enableSlaveActingMaster``; the name server's ``supportActingMaster`` is off
 except in the test that turns it on, so the routes are classic otherwise.
@@ -20,17 +20,17 @@ import time
 import pytest
 from deltalake import DeltaTable
 
-import rocketlake.pipelines.materialize as materialize
-from rocketlake.pipelines.ingest import SlaveBehind
-from rocketlake.pipelines.run import BrokersSilent
-from rocketlake.pipelines.windows import StoreTimeWindow
-from rocketlake.resources.local.cluster import LocalCluster
-from rocketlake.resources.local.peers import produce
-from rocketlake.resources.local.spec import SLAVE_PORT_OFFSET, BrokerSpec
-from rocketlake.resources.rocketmq.broker import BrokerClient
-from rocketlake.resources.rocketmq.errors import RocketMQError, TopicNotExist
-from rocketlake.resources.rocketmq.client import BrokerNotFound, RocketMQClient
-from rocketlake.resources.jars import ROCKETMQ_VERSION
+import rocketlake.spark.materialize as materialize
+from rocketlake.engine.ingest import SlaveBehind
+from rocketlake.engine.run import BrokersSilent
+from rocketlake.engine.windows import StoreTimeWindow
+from rocketlake.local.cluster import LocalCluster
+from rocketlake.local.peers import produce
+from rocketlake.local.spec import SLAVE_PORT_OFFSET, BrokerSpec
+from rocketlake.rocketmq.broker import BrokerClient
+from rocketlake.rocketmq.errors import RocketMQError, TopicNotExist
+from rocketlake.rocketmq.client import BrokerNotFound, RocketMQClient
+from rocketlake.jars import ROCKETMQ_VERSION
 from tests.conftest import _running_cluster, free_ports
 from tests.integration.ingestion_support import order, unique, until, wait_until
 from tests.integration.engine_support import assert_landed_once_at_the_ends, Engine, now_ms

@@ -17,9 +17,9 @@ import pytest
 import yaml
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
 from deltalake import DeltaTable
-from rocketlake.assets.metadata import ROWS
-from rocketlake.resources.local.process import ManagedProcess, accepts_connections, stop_all, wait_for
-from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.dagster.metadata import ROWS
+from rocketlake.local.process import ManagedProcess, accepts_connections, stop_all, wait_for
+from rocketlake.rocketmq.client import RocketMQClient
 
 import rocketlake
 from tests.conftest import free_ports
@@ -356,7 +356,7 @@ def test_rocketlake_backfill_lands_a_range_given_by_store_times(tmp_path, local_
             [
                 sys.executable,
                 "-c",
-                "from rocketlake.resources.spark import SparkResource; "
+                "from rocketlake.dagster.spark_resource import SparkResource; "
                 f"SparkResource(remote='sc://127.0.0.1:{port}', "
                 "conf={'spark.executor.memory': '7g'}).session()",
             ],

@@ -1,4 +1,4 @@
-"""The Java peer server (resources/local/peers.py, PeerServer.java): one JVM answers the peers' and mqadmin's calls.
+"""The Java peer server (rocketlake/local/peers.py, PeerServer.java): one JVM answers the peers' and mqadmin's calls.
 
 Many calls go to one process; a failing call (an exception, or mqadmin's System.exit on a bad option) answers its
 error and leaves the server serving; a server killed from outside, or one stopped by a timeout, is replaced on the
@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from rocketlake.resources.local import peers
-from rocketlake.resources.local.process import LocalClusterError
+from rocketlake.local import peers
+from rocketlake.local.process import LocalClusterError
 from tests import java_oracles
 
 # "integration" as asked; "broker" is the tier tests/conftest.py requires of every test outside tests/unit.

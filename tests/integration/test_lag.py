@@ -22,9 +22,9 @@ import pytest
 from dagster import AssetCheckEvaluation, AssetKey, AssetObservation, build_sensor_context
 from deltalake import DeltaTable
 
-from rocketlake.assets.catch_up import CAUGHT_UP_CHECK, RANGE_END, RANGE_START
-from rocketlake.assets.ingestion import CATCH_UP_TAG, QUEUES_TAG
-from rocketlake.assets.lag import (
+from rocketlake.dagster.catch_up import CAUGHT_UP_CHECK, RANGE_END, RANGE_START
+from rocketlake.dagster.ingestion import CATCH_UP_TAG, QUEUES_TAG
+from rocketlake.dagster.lag import (
     BROKER_MAX,
     CLOCK_CHECK,
     COMMITTED,
@@ -33,9 +33,9 @@ from rocketlake.assets.lag import (
     queue_figure,
     table_freshness,
 )
-from rocketlake.pipelines.config import load_config
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
-from rocketlake.resources.rocketmq_resource import RocketMQResource
+from rocketlake.engine.config import load_config
+from rocketlake.rocketmq.message_queue import MessageQueue
+from rocketlake.dagster.rocketmq_resource import RocketMQResource
 from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import (
     definitions,

@@ -22,12 +22,12 @@ from dagster import (
     DagsterInstance,
     build_sensor_context,
 )
-from rocketlake.assets.catch_up import CAUGHT_UP_CHECK
-from rocketlake.assets.lag import CLOCK_CHECK
-from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
-from rocketlake.resources.rocketmq.send import OutgoingMessage
-from rocketlake.resources.rocketmq_resource import RocketMQResource
+from rocketlake.dagster.catch_up import CAUGHT_UP_CHECK
+from rocketlake.dagster.lag import CLOCK_CHECK
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.rocketmq.message_queue import MessageQueue
+from rocketlake.rocketmq.send import OutgoingMessage
+from rocketlake.dagster.rocketmq_resource import RocketMQResource
 
 from tests.integration.ingestion_support import definitions, unique, write_config
 

@@ -11,17 +11,17 @@ import time
 from pathlib import Path
 
 import pytest
-from rocketlake.pipelines.config import TlsConfig
-from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.errors import ConnectionFailed
-from rocketlake.resources.rocketmq.retry import NO_RETRY
+from rocketlake.engine.config import TlsConfig
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.rocketmq.errors import ConnectionFailed
+from rocketlake.rocketmq.retry import NO_RETRY
 import yaml
 from pyarrow import fs
 
-from rocketlake.resources.local.cluster import LocalCluster
-from rocketlake.resources.local.s3 import LocalS3
-from rocketlake.resources.local.process import LocalClusterError, ManagedProcess, port_in_use, start_time
-from rocketlake.resources.local.spec import ClusterSpec
+from rocketlake.local.cluster import LocalCluster
+from rocketlake.local.s3 import LocalS3
+from rocketlake.local.process import LocalClusterError, ManagedProcess, port_in_use, start_time
+from rocketlake.local.spec import ClusterSpec
 from tests.conftest import free_ports, make_spec
 from tests.unit.support import land_table
 
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.stack
 
 def rocketlake(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "rocketlake.cli", *args],
+        [sys.executable, "-m", "rocketlake.cli.main", *args],
         capture_output=True,
         text=True,
         env=env or dict(os.environ),
@@ -225,7 +225,7 @@ def test_a_process_whose_threads_are_still_exiting_is_not_gone_and_is_stopped_wi
     soak's restart of the Spark server found its port still listening right after `down` (ss: LISTEN, no process),
     and the restart failed with "port in use". Such a process is still running for `pid()`, and `stop_all` ends it
     and returns once its port is free."""
-    from rocketlake.resources.local.process import stat_fields, stop_all
+    from rocketlake.local.process import stat_fields, stop_all
 
     (port,) = free_ports(1)
     leaver = ManagedProcess("leaver", tmp_path)

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from rocketlake.resources.local.postgres import LocalPostgres
-from rocketlake.resources.local.process import LocalClusterError
+from rocketlake.local.postgres import LocalPostgres
+from rocketlake.local.process import LocalClusterError
 from tests.conftest import free_ports
 
 pytestmark = pytest.mark.broker  # a local server of its own, no Spark or Dagster

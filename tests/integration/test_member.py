@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.pipelines.identity import client_id
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.engine.identity import client_id
 from tests.integration.ingestion_support import sections, unique, until, write_config
 
 pytestmark = pytest.mark.stack
@@ -89,7 +89,7 @@ def test_reset_offset_by_time_reaches_a_live_member_which_moves_forward_and_refu
     ``mqadmin resetOffsetByTime`` sends the live member RESET_CONSUMER_CLIENT_OFFSET, which it takes through the
     rules of ``rocketlake offsets reset``: a move forward is committed, a move backward changes nothing and the
     member says why (the request is oneway: its log and running info are where the answer goes)."""
-    from rocketlake.resources.local.peers import produce
+    from rocketlake.local.peers import produce
 
     cluster = local_cluster_4x
     group, instance, topic = unique("g"), unique("deploy"), unique("t_reset")
@@ -166,7 +166,7 @@ def assert_direct_consume_answers_the_listeners_verdict(
 ):
     """``mqadmin queryMsgById -g -d`` (CONSUME_MESSAGE_DIRECTLY through the broker): the member runs its listener
     on that one message and answers the verdict as a Java push consumer does; nothing lands, no offset moves."""
-    from rocketlake.resources.local.peers import produce
+    from rocketlake.local.peers import produce
 
     # The shared topic's messages are counted by other tests: the poisoned one goes to a topic of its own (the
     # broker hands the member whatever message the operator names, as it does a Java consumer).
@@ -245,7 +245,7 @@ def test_two_deployments_on_one_host_with_one_configuration_are_two_members(
     names each process after its pid), so the brokers count two members, each the id its own runs compute."""
     import os
 
-    from rocketlake.pipelines.config import load_config
+    from rocketlake.engine.config import load_config
 
     group = unique("g")
     config = write_config(

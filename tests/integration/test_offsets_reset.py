@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-from rocketlake.assets.ingestion import consumer_group_pool
-from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.dagster.ingestion import consumer_group_pool
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.rocketmq.message_queue import MessageQueue
 from tests.dagster_instance import recommended_home
 from tests.integration.ingestion_support import unique, write_config
 

@@ -21,8 +21,8 @@ import pytest
 from dagster import AssetKey
 from deltalake import DeltaTable
 
-from rocketlake.resources.local.peers import produce
-from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.local.peers import produce
+from rocketlake.rocketmq.client import RocketMQClient
 from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import (
     definitions,

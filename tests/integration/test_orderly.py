@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 from deltalake import DeltaTable
 
-from rocketlake.pipelines.ledger import LedgerEntry
-from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.engine.ledger import LedgerEntry
+from rocketlake.rocketmq.client import RocketMQClient
 from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import definitions, run_partitions, unique, write_config
 

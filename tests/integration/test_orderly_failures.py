@@ -12,8 +12,8 @@ import pytest
 from dagster import build_sensor_context
 from deltalake import DeltaTable
 
-from rocketlake.assets.metadata import HELD, SUSPENDED, suspended_from
-from rocketlake.resources.rocketmq.client import RocketMQClient
+from rocketlake.dagster.metadata import HELD, SUSPENDED, suspended_from
+from rocketlake.rocketmq.client import RocketMQClient
 from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import (
     definitions,

@@ -81,8 +81,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(tmp / "dist"), str(ROOT)])
     (wheel,) = (tmp / "dist").glob("rocketlake-*.whl")
     with zipfile.ZipFile(wheel) as z:
-        top_level = {name.split("/")[0] for name in z.namelist()}
+        names = set(z.namelist())
+    top_level = {name.split("/")[0] for name in names}
     assert {t for t in top_level if not t.endswith(".dist-info")} == {"rocketlake"}, top_level
+    # Its files that are not modules: the recommended instances and the Java peers' sources.
+    for data in ("rocketlake/dagster/dagster.yaml", "rocketlake/local/peers/PeerServer.java"):
+        assert data in names, data
 
     venv = tmp / "venv"
     run([sys.executable, "-m", "venv", str(venv)])
@@ -105,8 +109,8 @@ def test_the_wheel_claims_only_rocketlake_and_loads_beside_a_users_assets_packag
         [
             str(installed),
             "-c",
-            "import assets, rocketlake, rocketlake.assets; "
-            "print(assets.__file__); print(rocketlake.__file__); print(rocketlake.assets.__file__)",
+            "import assets, rocketlake, rocketlake.dagster; "
+            "print(assets.__file__); print(rocketlake.__file__); print(rocketlake.dagster.__file__)",
         ],
         cwd=project,
         env=env,
@@ -178,7 +182,7 @@ def test_in_a_dg_project_the_users_job_keeps_its_executor_and_a_killed_rocketlak
 
     from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-    from rocketlake.assets.run_guard import recorded_process
+    from rocketlake.dagster.run_guard import recorded_process
 
     topic = create_topic(2)
     defs_yaml = (

@@ -15,11 +15,11 @@ import pytest
 from dagster import AssetCheckKey, AssetKey, build_sensor_context
 from deltalake import DeltaTable
 
-from rocketlake.assets.backlog import DLQ_OLDEST_AGE, DLQ_WAITING, RETRY_WAITING
-from rocketlake.assets.metadata import DEAD_LETTERED as DEAD_LETTERED_KEY
-from rocketlake.resources.local import peers
-from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq_resource import RocketMQResource
+from rocketlake.dagster.backlog import DLQ_OLDEST_AGE, DLQ_WAITING, RETRY_WAITING
+from rocketlake.dagster.metadata import DEAD_LETTERED as DEAD_LETTERED_KEY
+from rocketlake.local import peers
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.dagster.rocketmq_resource import RocketMQResource
 from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import (
     definitions,

@@ -15,15 +15,15 @@ import uuid
 
 import pytest
 
-from rocketlake.resources.jars import ROCKETMQ_4_VERSION, ROCKETMQ_VERSION
-from rocketlake.resources.local.cluster import LocalCluster
-from rocketlake.resources.local.process import stop_all
-from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.connection import get_connection
-from rocketlake.resources.rocketmq.errors import ConnectionFailed, RequestTimeout, RocketMQError
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
-from rocketlake.resources.rocketmq.pull import PullStatus
-from rocketlake.resources.rocketmq.send import OutgoingMessage
+from rocketlake.jars import ROCKETMQ_4_VERSION, ROCKETMQ_VERSION
+from rocketlake.local.cluster import LocalCluster
+from rocketlake.local.process import stop_all
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.rocketmq.connection import get_connection
+from rocketlake.rocketmq.errors import ConnectionFailed, RequestTimeout, RocketMQError
+from rocketlake.rocketmq.message_queue import MessageQueue
+from rocketlake.rocketmq.pull import PullStatus
+from rocketlake.rocketmq.send import OutgoingMessage
 
 pytestmark = pytest.mark.broker
 

@@ -7,18 +7,18 @@ import uuid
 
 import pytest
 
-from rocketlake.resources.rocketmq.admin import SubscriptionGroupConfig
-from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.heartbeat import (
+from rocketlake.rocketmq.admin import SubscriptionGroupConfig
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.rocketmq.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
     ConsumeType,
     MessageModel,
     new_client_id,
 )
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
-from rocketlake.resources.rocketmq.pull import PullStatus
-from rocketlake.resources.rocketmq.send import OutgoingMessage
+from rocketlake.rocketmq.message_queue import MessageQueue
+from rocketlake.rocketmq.pull import PullStatus
+from rocketlake.rocketmq.send import OutgoingMessage
 
 pytestmark = pytest.mark.broker
 
@@ -129,7 +129,7 @@ def test_subscription_group_config_controls_consumption(rocketmq_client, new_top
     rocketmq_client.create_subscription_group(
         SubscriptionGroupConfig(group, consume_enable=False), brokers=["broker-a"]
     )
-    from rocketlake.resources.rocketmq.errors import NoPermission
+    from rocketlake.rocketmq.errors import NoPermission
 
     with pytest.raises(NoPermission) as caught:
         rocketmq_client.pull(mq, 0, 32, consumer_group=group)

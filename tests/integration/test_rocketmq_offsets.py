@@ -12,10 +12,10 @@ import uuid
 
 import pytest
 
-from rocketlake.resources.rocketmq.errors import SubscriptionGroupNotExist
-from rocketlake.resources.rocketmq.heartbeat import ConsumerData, new_client_id
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
-from rocketlake.resources.rocketmq.send import OutgoingMessage
+from rocketlake.rocketmq.errors import SubscriptionGroupNotExist
+from rocketlake.rocketmq.heartbeat import ConsumerData, new_client_id
+from rocketlake.rocketmq.message_queue import MessageQueue
+from rocketlake.rocketmq.send import OutgoingMessage
 
 pytestmark = pytest.mark.broker
 

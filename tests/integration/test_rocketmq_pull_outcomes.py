@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from rocketlake.resources.rocketmq.errors import BrokerSystemError, InvalidParameter, TopicNotExist
-from rocketlake.resources.rocketmq.filter import java_string_hash
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
-from rocketlake.resources.rocketmq.pull import GetMessageStatus, PullStatus
-from rocketlake.resources.rocketmq.send import OutgoingMessage
+from rocketlake.rocketmq.errors import BrokerSystemError, InvalidParameter, TopicNotExist
+from rocketlake.rocketmq.filter import java_string_hash
+from rocketlake.rocketmq.message_queue import MessageQueue
+from rocketlake.rocketmq.pull import GetMessageStatus, PullStatus
+from rocketlake.rocketmq.send import OutgoingMessage
 
 pytestmark = pytest.mark.broker
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.rocketmq.message_queue import MessageQueue
 from tests.conftest import pull_range
 
 pytestmark = pytest.mark.broker

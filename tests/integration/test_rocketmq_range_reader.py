@@ -12,11 +12,11 @@ from collections import defaultdict
 
 import pytest
 
-from rocketlake.resources.rocketmq.broker import PullStream
-from rocketlake.resources.rocketmq.connection import get_connection
-from rocketlake.resources.rocketmq.errors import RangeUnreadable
-from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
-from rocketlake.resources.rocketmq.range_reader import read_ranges
+from rocketlake.rocketmq.broker import PullStream
+from rocketlake.rocketmq.connection import get_connection
+from rocketlake.rocketmq.errors import RangeUnreadable
+from rocketlake.rocketmq.message_queue import MessageQueue, OffsetRange
+from rocketlake.rocketmq.range_reader import read_ranges
 
 pytestmark = pytest.mark.broker
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from rocketlake.resources.rocketmq.broker import BoundaryType
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.rocketmq.broker import BoundaryType
+from rocketlake.rocketmq.message_queue import MessageQueue
 from tests.conftest import pull_range
 
 pytestmark = pytest.mark.broker

@@ -1,4 +1,4 @@
-"""TLS (resources/rocketmq/tls.py) and ACL 1.0 request signing (resources/rocketmq/acl.py) against real name servers
+"""TLS (rocketlake/rocketmq/tls.py) and ACL 1.0 request signing (rocketlake/rocketmq/acl.py) against real name servers
 and brokers that enforce both: TLS only (``tls.server.mode=enforcing``, certificates of a CA the local runtime made)
 and signed requests only.
 
@@ -44,15 +44,15 @@ import pytest
 import yaml
 from dagster import AssetKey, DagsterInstance
 
-from rocketlake.resources.jars import ROCKETMQ_4_VERSION, ROCKETMQ_VERSION
-from rocketlake.resources.local.cluster import LocalCluster
-from rocketlake.resources.local import peers
-from rocketlake.resources.local.certificates import issue, local_certificates, new_authority
-from rocketlake.resources.local.spec import AclSpec, TlsSpec
-from rocketlake.resources.rocketmq.acl import Credentials
-from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.connection import Connection
-from rocketlake.resources.rocketmq.errors import (
+from rocketlake.jars import ROCKETMQ_4_VERSION, ROCKETMQ_VERSION
+from rocketlake.local.cluster import LocalCluster
+from rocketlake.local import peers
+from rocketlake.local.certificates import issue, local_certificates, new_authority
+from rocketlake.local.spec import AclSpec, TlsSpec
+from rocketlake.rocketmq.acl import Credentials
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.rocketmq.connection import Connection
+from rocketlake.rocketmq.errors import (
     BrokerError,
     BrokerSystemError,
     ConnectionFailed,
@@ -60,12 +60,12 @@ from rocketlake.resources.rocketmq.errors import (
     NoPermission,
     TopicNotExist,
 )
-from rocketlake.resources.rocketmq.frame import RemotingCommand
-from rocketlake.resources.rocketmq.retry import NO_RETRY
-from rocketlake.resources.rocketmq.tls import TlsSettings
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
-from rocketlake.resources.rocketmq.pull import PullStatus
-from rocketlake.resources.rocketmq.send import OutgoingMessage
+from rocketlake.rocketmq.frame import RemotingCommand
+from rocketlake.rocketmq.retry import NO_RETRY
+from rocketlake.rocketmq.tls import TlsSettings
+from rocketlake.rocketmq.message_queue import MessageQueue
+from rocketlake.rocketmq.pull import PullStatus
+from rocketlake.rocketmq.send import OutgoingMessage
 from tests.conftest import SHORT_DELAY_LEVELS, SparkConnect, connect_server, make_spec
 from tests.dagster_instance import recommended_home
 
@@ -364,7 +364,7 @@ def secure_spark_connect(
     """The runs' long-lived Spark Connect server, as `rocketlake spark-server` runs it for this configuration: the S3
     bucket's settings and keys, and the ACL keys' variables in its environment (its Python workers read the cluster,
     signing their requests)."""
-    from rocketlake.pipelines.config import LakeConfig
+    from rocketlake.engine.config import LakeConfig
 
     yield from connect_server(
         tmp_path_factory.mktemp("secure-spark-connect"), LakeConfig(**local_s3.lake_settings()), ACL_ENV
@@ -383,8 +383,8 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
     from deltalake import DeltaTable
     from pyarrow import fs
 
-    from rocketlake.pipelines.config import LakeConfig
-    from rocketlake.pipelines.storage import delta_rs_options
+    from rocketlake.engine.config import LakeConfig
+    from rocketlake.delta.storage import delta_rs_options
     from tests.integration.ingestion_support import order, room_in_this_minute, unique, wait_until, write_config
 
     spec = acl_cluster.cluster.spec
@@ -504,9 +504,9 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
     # The sensors a daemon would tick (lag, retry backlog), through TLS and signed: their observations are read too.
     from dagster import build_sensor_context
 
-    from rocketlake.pipelines.config import load_config
-    from rocketlake.assets.definitions import build_definitions
-    from rocketlake.resources.rocketmq_resource import RocketMQResource
+    from rocketlake.engine.config import load_config
+    from rocketlake.dagster.definitions import build_definitions
+    from rocketlake.dagster.rocketmq_resource import RocketMQResource
 
     for key, value in ACL_ENV.items():
         monkeypatch.setenv(key, value)
@@ -593,7 +593,7 @@ def test_the_cli_refuses_a_secure_cluster_it_is_not_configured_for_in_one_senten
     def offsets_show(cluster: dict, env: dict) -> subprocess.CompletedProcess:
         configure(cluster)
         return subprocess.run(
-            [sys.executable, "-m", "rocketlake.cli", "offsets", "show", "orders", "--config", str(config)],
+            [sys.executable, "-m", "rocketlake.cli.main", "offsets", "show", "orders", "--config", str(config)],
             capture_output=True,
             text=True,
             timeout=120,
@@ -621,7 +621,7 @@ def test_the_cli_refuses_a_secure_cluster_it_is_not_configured_for_in_one_senten
     configure(keys)  # no tls
     began = time.monotonic()
     member = subprocess.run(
-        [sys.executable, "-m", "rocketlake.cli", "member", "orders", "--config", str(config)],
+        [sys.executable, "-m", "rocketlake.cli.main", "member", "orders", "--config", str(config)],
         capture_output=True,
         text=True,
         timeout=120,

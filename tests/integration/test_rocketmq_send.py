@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
-from rocketlake.resources.rocketmq.send import OutgoingMessage, SendStatus
+from rocketlake.rocketmq.message_queue import MessageQueue
+from rocketlake.rocketmq.send import OutgoingMessage, SendStatus
 from tests.conftest import pull_range
 
 pytestmark = pytest.mark.broker
@@ -87,7 +87,7 @@ def test_rocketlake_send_creates_the_topic_and_the_java_consumer_reads_each_mess
 ):
     """``rocketlake send``, the tutorial's way to send test messages: the topic created on every broker when
     missing, each message numbered in its body and key, stored round robin where the command says."""
-    from rocketlake.cli import main
+    from rocketlake.cli.main import main
 
     topic = f"send_cli_{uuid.uuid4().hex[:8]}"
     argv = ["send", topic, "--count", "6", "--create", "2", "--tags", "demo", "--keys", "k-{i}"]

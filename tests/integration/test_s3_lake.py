@@ -24,17 +24,17 @@ import yaml
 from deltalake import DeltaTable
 from pyarrow import fs
 
-from rocketlake.pipelines.broker_access import group_broker
-from rocketlake.pipelines.config import LakeConfig, dead_letter_config, parse_config
-from rocketlake.pipelines.failures import DEAD_LETTERED, failures_table
-from rocketlake.pipelines.ledger import BALANCED
-from rocketlake.pipelines.ledger_log import read_ledger
-from rocketlake.pipelines.materialize import SparkLake
-from rocketlake.pipelines.run import Alone, Committed, Landed, LandingRequest, run
-from rocketlake.pipelines.storage import apply_lake, delta_rs_options
-from rocketlake.pipelines.windows import StoreTimeWindow
-from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq_resource import RocketMQResource
+from rocketlake.engine.broker_access import group_broker
+from rocketlake.engine.config import LakeConfig, dead_letter_config, parse_config
+from rocketlake.engine.failures import DEAD_LETTERED, failures_table
+from rocketlake.engine.ledger import BALANCED
+from rocketlake.delta.ledger_log import read_ledger
+from rocketlake.spark.materialize import SparkLake
+from rocketlake.engine.run import Alone, Committed, Landed, LandingRequest, run
+from rocketlake.delta.storage import apply_lake, delta_rs_options
+from rocketlake.engine.windows import StoreTimeWindow
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.dagster.rocketmq_resource import RocketMQResource
 from tests.dagster_instance import recommended_home
 from tests.integration.connect_process import connect_process, session
 from tests.integration.ingestion_support import order, unique, wait_until, write_config
@@ -142,7 +142,7 @@ def engine_run(spec: dict, recorded: Recorded, dead_letters: bool = False) -> tu
 
 def compact(path: str, days: list[str]) -> None:
     """(On the server.)"""
-    from rocketlake.pipelines.delta_writer import compact_days
+    from rocketlake.delta.writer import compact_days
 
     compact_days(session(), path, days)
 
@@ -212,7 +212,7 @@ def test_windows_land_in_an_s3_lake_once_and_delta_rs_reads_them_with_the_same_s
         )
     )
     shown = subprocess.run(
-        [sys.executable, "-m", "rocketlake.cli", "offsets", "show", "orders", "--config", str(config)],
+        [sys.executable, "-m", "rocketlake.cli.main", "offsets", "show", "orders", "--config", str(config)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -310,10 +310,10 @@ def test_failures_and_dead_letters_land_in_their_tables_on_s3(
 
 def two_deployments_run(spec: dict) -> str:
     """(On the server.) A run of the spec's ingestion while two members heartbeat in its group: its refusal."""
-    from rocketlake.pipelines.broker_access import LiveGroup
-    from rocketlake.pipelines.identity import client_id
-    from rocketlake.pipelines.run import SeveralWriters
-    from rocketlake.resources.rocketmq.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+    from rocketlake.engine.broker_access import LiveGroup
+    from rocketlake.engine.identity import client_id
+    from rocketlake.engine.run import SeveralWriters
+    from rocketlake.rocketmq.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 
     cfg, lake_cfg = config_of(spec, instance_name="here")
     consumer = ConsumerData.of(

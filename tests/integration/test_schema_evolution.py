@@ -14,9 +14,9 @@ import time
 import pytest
 from deltalake import DeltaTable
 
-from rocketlake.pipelines.windows import StoreTimeWindow
-from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.errors import TopicNotExist
+from rocketlake.engine.windows import StoreTimeWindow
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.rocketmq.errors import TopicNotExist
 from tests.integration.ingestion_support import unique, wait_until
 from tests.integration.engine_support import Engine, now_ms, send_window
 from tests.unit.support import ingestion_config

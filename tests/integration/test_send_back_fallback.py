@@ -10,13 +10,13 @@ import time
 
 import pytest
 
-from rocketlake.pipelines.run import Alone, Committed, LandingRequest, run
-from rocketlake.pipelines.windows import StoreTimeWindow
-from rocketlake.resources.rocketmq.client import RocketMQClient
-from rocketlake.resources.rocketmq.errors import TopicNotExist
-from rocketlake.resources.rocketmq.message import retry_topic
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
-from rocketlake.resources.rocketmq.send import OutgoingMessage
+from rocketlake.engine.run import Alone, Committed, LandingRequest, run
+from rocketlake.engine.windows import StoreTimeWindow
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.rocketmq.errors import TopicNotExist
+from rocketlake.rocketmq.message import retry_topic
+from rocketlake.rocketmq.message_queue import MessageQueue
+from rocketlake.rocketmq.send import OutgoingMessage
 from tests.integration.ingestion_support import unique, wait_until
 from tests.integration.engine_support import Engine, now_ms, stored
 from tests.unit.support import Lines, ingestion_config

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from deltalake import DeltaTable
 
-from rocketlake.pipelines.windows import StoreTimeWindow
+from rocketlake.engine.windows import StoreTimeWindow
 from tests.integration.ingestion_support import order, unique, wait_until
 from tests.integration.engine_support import Engine, now_ms, send_in_two_windows
 from tests.unit.support import ingestion_config

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from rocketlake.pipelines.columns import CORE_COLUMNS
-from rocketlake.pipelines.options import SourceOptionError, parse_options
+from rocketlake.engine.columns import CORE_COLUMNS
+from rocketlake.engine.options import SourceOptionError, parse_options
 from rocketlake import register
 
 pytestmark = pytest.mark.engine

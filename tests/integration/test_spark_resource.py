@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rocketlake.resources.spark import SparkResource, SparkSessionConflict
+from rocketlake.dagster.spark_resource import SparkResource
+from rocketlake.spark.session import SparkSessionConflict
 
 pytestmark = pytest.mark.engine
 

@@ -85,7 +85,7 @@ def test_a_client_killed_mid_write_has_its_work_stopped_by_the_server_and_nothin
 LISTENED_WRITER = """
 import sys, types
 from pyspark.sql import SparkSession
-from rocketlake.pipelines.consume import listen
+from rocketlake.spark.consume import listen
 
 url, table = sys.argv[1:3]
 spark = SparkSession.builder.remote(url).getOrCreate()
@@ -162,7 +162,7 @@ spark.stop()
 def python_workers(server_pid: int) -> set[int]:
     """The pids of the server's Python worker daemons (``pyspark.daemon``, the JVM's children: one per kind of work
     and set of sessions that may share it)."""
-    from rocketlake.resources.local.process import stat_fields
+    from rocketlake.local.process import stat_fields
 
     found = set()
     for entry in Path("/proc").iterdir():

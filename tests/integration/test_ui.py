@@ -33,10 +33,10 @@ from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 from dagster._core.execution.backfill import BulkActionStatus
 from deltalake import DeltaTable
 
-from rocketlake.assets.lag import LAG_MESSAGES
-from rocketlake.demo import sample_orders
-from rocketlake.resources.local.peers import produce
-from rocketlake.resources.local.process import session_members
+from rocketlake.dagster.lag import LAG_MESSAGES
+from rocketlake.demo.run import sample_orders
+from rocketlake.local.peers import produce
+from rocketlake.local.process import session_members
 from tests.conftest import free_ports
 from tests.dagster_instance import recommended_home
 from tests.integration.ingestion_support import until, unique, wait_until
@@ -186,7 +186,7 @@ def test_lineage_partitions_and_lag_plot_in_a_real_browser(tmp_path, browser):
         browser.get(base + "/asset-groups")
         browser.execute_script("localStorage.setItem('communityNux', '1')")  # the newsletter pop-up, seen
         # The lineage of rocketlake's group: topic -> raw table -> aggregate, and -> dead letters.
-        browser.get(f"{base}/locations/rocketlake.demo_definitions/asset-groups/rocketlake")
+        browser.get(f"{base}/locations/rocketlake.demo.definitions/asset-groups/rocketlake")
         for node in ("rocketlake_demo_orders", "orders_raw", "orders_raw_by_region", "orders_raw_dlq"):
             assert browser.find_elements(By.XPATH, f"//*[normalize-space(text())='{node}']"), f"no node {node}"
         browser.implicitly_wait(0)

@@ -1,4 +1,4 @@
-"""``rocketlake.warm_runs.WarmRunLauncher`` under a real Dagster daemon: queued runs are launched in processes forked
+"""``rocketlake.dagster.warm_runs.WarmRunLauncher`` under a real Dagster daemon: queued runs are launched in processes forked
 from one fork server that imported the libraries once, succeed, and are told apart by their pid.
 
 The job is a plain one of this file's own (no broker, no Spark): what is under test is where its runs start."""
@@ -17,8 +17,8 @@ import pytest
 import yaml
 from dagster import DagsterInstance, DagsterRunStatus
 
-from rocketlake.assets.run_guard import RunProcess
-from rocketlake.warm_runs import PROCESS_TAG
+from rocketlake.dagster.run_guard import RunProcess
+from rocketlake.dagster.warm_runs import PROCESS_TAG
 from tests.integration.ingestion_support import until
 
 pytestmark = pytest.mark.dagster
@@ -58,7 +58,7 @@ def test_queued_runs_start_in_processes_forked_from_one_warm_fork_server(tmp_pat
     (home / "dagster.yaml").write_text(
         yaml.safe_dump(
             {
-                "run_launcher": {"module": "rocketlake.warm_runs", "class": "WarmRunLauncher"},
+                "run_launcher": {"module": "rocketlake.dagster.warm_runs", "class": "WarmRunLauncher"},
                 "run_coordinator": {
                     "module": "dagster._core.run_coordinator",
                     "class": "QueuedRunCoordinator",
@@ -109,7 +109,7 @@ def test_queued_runs_start_in_processes_forked_from_one_warm_fork_server(tmp_pat
             assert [w["pid"] for w in wheres] == [p.pid for p in launched]
             assert [p.run_id for p in launched] == [r.run_id for r in runs] and wheres[0]["pid"] != wheres[1]["pid"]
             # ... a child of neither the daemon nor the fork server (nobody has to wait for it), with the libraries
-            # imported already: both were forked from one warm fork server, a process of rocketlake.warm_runs.
+            # imported already: both were forked from one warm fork server, a process of rocketlake.dagster.warm_runs.
             assert all(w["ppid"] != daemon.pid for w in wheres)
             assert all(w["preloaded"] == {"pandas": True, "pyspark.sql.connect.session": True} for w in wheres)
             events = [
@@ -124,7 +124,7 @@ def test_queued_runs_start_in_processes_forked_from_one_warm_fork_server(tmp_pat
             assert all(f"Launched in process {w['pid']}," in m for w, m in zip(wheres, events))
             assert server not in (w["ppid"] for w in wheres)
             command = Path(f"/proc/{server}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            assert "rocketlake.warm_runs" in command
+            assert "rocketlake.dagster.warm_runs" in command
         os.kill(daemon.pid, signal.SIGTERM)  # the daemon alone
         daemon.wait(timeout=60)
         # The fork server leaves with its daemon (its requests' pipe closes).

@@ -32,7 +32,7 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * the answer is {"id", "answers": [{"queues": [...]} | {"error": "..."}, ...]} or {"id", "error"} when the
  * strategy cannot be built.
  *
- * <p>MACHINE_ROOM_NEARBY's resolver (the rule rocketlake.pipelines.allocation.PrefixMachineRoomResolver
+ * <p>MACHINE_ROOM_NEARBY's resolver (the rule rocketlake.engine.allocation.PrefixMachineRoomResolver
  * shares): the room is the text before the first '@' of the broker name or client id, the whole name
  * when it has none.
  */

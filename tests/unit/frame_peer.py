@@ -11,9 +11,9 @@ import socket
 import threading
 from collections.abc import Callable
 
-from rocketlake.resources.rocketmq.codes import ResponseCode
-from rocketlake.resources.rocketmq.errors import ProtocolError
-from rocketlake.resources.rocketmq.frame import FrameDecoder, RemotingCommand, encode
+from rocketlake.rocketmq.codes import ResponseCode
+from rocketlake.rocketmq.errors import ProtocolError
+from rocketlake.rocketmq.frame import FrameDecoder, RemotingCommand, encode
 
 WAIT = 5.0  # upper bound for anything that should happen "at once"
 CLOSE = b"<close the connection>"  # reply sentinel

@@ -1,7 +1,7 @@
 """The engine's interfaces on paper: queues as lists of store timestamps, the lake as a list of ledger entries.
 
-Each class is a plain-data stand-in for an interface of ``pipelines.ingest`` (``Broker``, ``Lake``); ``one_run``
-drives ``pipelines.run.run`` as the Dagster asset does. Shared by the run's unit tests.
+Each class is a plain-data stand-in for an interface of ``engine.ingest`` (``Broker``, ``Lake``); ``one_run``
+drives ``engine.run.run`` as the Dagster asset does. Shared by the run's unit tests.
 """
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from rocketlake.pipelines.ingest import LandingReport, WindowAccounting
-from rocketlake.pipelines.ledger import LedgerEntry, history_of
-from rocketlake.pipelines.run import Alone, Committed, Landed, LandingRequest, run
-from rocketlake.pipelines.windows import StoreTimeWindow
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.engine.ingest import LandingReport, WindowAccounting
+from rocketlake.engine.ledger import LedgerEntry, history_of
+from rocketlake.engine.run import Alone, Committed, Landed, LandingRequest, run
+from rocketlake.engine.windows import StoreTimeWindow
+from rocketlake.rocketmq.message_queue import MessageQueue
 from tests.unit.support import Lines, ingestion_config
 
 MIN = 60_000
@@ -151,7 +151,7 @@ def one_run(
     log=None,
     windows_between=None,
 ):
-    """``pipelines.run.run`` as the asset drives it: the caller records a balanced landing (unless ``record`` is
+    """``engine.run.run`` as the asset drives it: the caller records a balanced landing (unless ``record`` is
     False: Dagster never recorded it) and resumes the run to commit (unless ``commit`` is False: the process
     died right after the record)."""
     request = LandingRequest("orders", run_id, windows, now_ms, 0, scheduled, only, windows_between)

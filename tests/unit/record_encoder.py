@@ -3,8 +3,8 @@ the only real writer of records, so this is not in the package)."""
 
 from __future__ import annotations
 
-from rocketlake.resources.rocketmq.errors import InvalidArgument
-from rocketlake.resources.rocketmq.message import (
+from rocketlake.rocketmq.errors import InvalidArgument
+from rocketlake.rocketmq.message import (
     _HEAD,
     _I16,
     _INT16_MAX,

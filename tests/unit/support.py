@@ -6,7 +6,7 @@ import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocketlake.pipelines.config import IngestionConfig, parse_config
+from rocketlake.engine.config import IngestionConfig, parse_config
 
 
 #: The smallest valid rocketlake.yaml: one ingestion ``orders`` (``with_ingestion`` changes its keys).
@@ -66,7 +66,7 @@ class Recorded:
 
 
 class Lines:
-    """A run's log (``pipelines.run.RunLog``) kept as lines."""
+    """A run's log (``engine.run.RunLog``) kept as lines."""
 
     def __init__(self):
         self.lines: list[str] = []
@@ -82,7 +82,7 @@ def land_table(path: Path, namesrv: str | None) -> None:
     import pyarrow as pa
     from deltalake import CommitProperties, write_deltalake
 
-    from rocketlake.pipelines.ledger import LedgerEntry
+    from rocketlake.engine.ledger import LedgerEntry
 
     metadata = (
         {} if namesrv is None else {"userMetadata": LedgerEntry("orders", "g", "r1", (), namesrv=namesrv).to_json()}

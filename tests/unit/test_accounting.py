@@ -2,10 +2,10 @@
 
 import pytest
 
-from rocketlake.pipelines.accounting import DUPLICATES, FILTERED, ROWS, Tally, account
-from rocketlake.pipelines.failures import SENT_BACK
-from rocketlake.pipelines.ledger import WindowEntry
-from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
+from rocketlake.engine.accounting import DUPLICATES, FILTERED, ROWS, Tally, account
+from rocketlake.engine.failures import SENT_BACK
+from rocketlake.engine.ledger import WindowEntry
+from rocketlake.rocketmq.message_queue import MessageQueue, OffsetRange
 
 A, B = MessageQueue("orders", "broker-a", 0), MessageQueue("orders", "broker-b", 0)
 W = WindowEntry("2026-11-01-00:00", 0, 60_000, (OffsetRange(A, 0, 10), OffsetRange(B, 5, 9)))

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from rocketlake.pipelines.allocation import (
+from rocketlake.engine.allocation import (
     AllocationError,
     ByConfig,
     ConsistentHash,
@@ -17,8 +17,8 @@ from rocketlake.pipelines.allocation import (
     rebalance,
     sort_for_rebalance,
 )
-from rocketlake.pipelines.config import AllocateStrategy
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.engine.config import AllocateStrategy
+from rocketlake.rocketmq.message_queue import MessageQueue
 
 T = "TopicTest"
 
@@ -60,7 +60,7 @@ def test_eight_queues_three_members(strategy, expected):
 
 
 def test_a_member_not_in_the_list_gets_nothing_and_a_warning(caplog):
-    with caplog.at_level(logging.WARNING, logger="rocketlake.pipelines.allocation"):
+    with caplog.at_level(logging.WARNING, logger="rocketlake.engine.allocation"):
         assert make_strategy("AVG").allocate("g", "x", qs("b", 4), ["a", "b"]) == []
     assert "x is not among the members" in caplog.text
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rocketlake.pipelines.assignment import assign, owners
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.engine.assignment import assign, owners
+from rocketlake.rocketmq.message_queue import MessageQueue
 from tests.unit.support import ingestion_config
 
 TOPIC = [MessageQueue("orders", broker, q) for broker in ("broker-a", "broker-b") for q in range(8)]

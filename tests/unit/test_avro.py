@@ -1,4 +1,4 @@
-"""Avro's Parsing Canonical Form and fingerprint (``pipelines.avro``), and the Avro body's configuration."""
+"""Avro's Parsing Canonical Form and fingerprint (``engine.avro``), and the Avro body's configuration."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from rocketlake.pipelines.avro import canonical_form, crc64_avro, fingerprint, required_fields
-from rocketlake.pipelines.config import BodyConfig
+from rocketlake.engine.avro import canonical_form, crc64_avro, fingerprint, required_fields
+from rocketlake.engine.config import BodyConfig
 
 pytestmark = pytest.mark.unit
 
@@ -118,7 +118,7 @@ def test_a_malformed_avro_schema_is_refused_at_load_naming_the_field(tmp_path, f
 def test_a_rich_schema_and_the_tests_own_are_valid():
     from pathlib import Path
 
-    from rocketlake.pipelines.avro import schema_problem
+    from rocketlake.engine.avro import schema_problem
 
     assert schema_problem(RICH) is None
     order = Path(__file__).parents[1] / "integration" / "schemas" / "order.avsc"

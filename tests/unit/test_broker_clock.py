@@ -5,11 +5,11 @@ tests/integration/test_broker_clock.py reads the clocks of real brokers, one of 
 
 import pytest
 
-from rocketlake.assets.lag import clock_outcome
-from rocketlake.pipelines.broker_clock import BrokerClock, clock_of, read_clocks, runtime_seconds
-from rocketlake.pipelines.config import IngestionConfig, parse_config
-from rocketlake.resources.rocketmq.admin import parse_kv_table
-from rocketlake.resources.rocketmq.errors import ConnectionFailed, ProtocolError
+from rocketlake.dagster.lag import clock_outcome
+from rocketlake.engine.broker_clock import BrokerClock, clock_of, read_clocks, runtime_seconds
+from rocketlake.engine.config import IngestionConfig, parse_config
+from rocketlake.rocketmq.admin import parse_kv_table
+from rocketlake.rocketmq.errors import ConnectionFailed, ProtocolError
 from tests.unit.support import with_ingestion
 
 

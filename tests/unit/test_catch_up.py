@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 from dagster import AssetMaterialization, DagsterRunStatus, instance_for_test
 from dagster._core.test_utils import create_run_for_test
 
-from rocketlake.assets.catch_up import (
+from rocketlake.dagster.catch_up import (
     MOST_WINDOWS,
     RANGE_END,
     RANGE_START,
@@ -19,12 +19,12 @@ from rocketlake.assets.catch_up import (
     unread_outcome,
     window_holding,
 )
-from rocketlake.assets.ingestion import CATCH_UP_TAG, QUEUES_TAG
-from rocketlake.assets.partitions import window_partitions
-from rocketlake.assets.translator import translate
-from rocketlake.pipelines.config import parse_config
-from rocketlake.pipelines.progress import QueueProgress, Unanswered
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.dagster.ingestion import CATCH_UP_TAG, QUEUES_TAG
+from rocketlake.dagster.partitions import window_partitions
+from rocketlake.dagster.translator import translate
+from rocketlake.engine.config import parse_config
+from rocketlake.engine.progress import QueueProgress, Unanswered
+from rocketlake.rocketmq.message_queue import MessageQueue
 from tests.unit.support import with_ingestion
 
 START = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -153,9 +153,9 @@ def test_windows_landed_without_a_queue_are_landed_again_for_that_queue_in_one_r
 def test_the_windows_a_catch_up_takes_are_instants_across_the_end_of_daylight_saving_time():
     """Europe/Berlin, hourly: 02:00 happens twice on 2026-10-25. The range stops at the window asked for, never runs
     into windows that have not happened."""
-    from rocketlake.assets.catch_up import windows_through
-    from rocketlake.assets.partitions import last_closed_windows, window_end, window_start
-    from rocketlake.pipelines.config import WindowConfig
+    from rocketlake.dagster.catch_up import windows_through
+    from rocketlake.dagster.partitions import last_closed_windows, window_end, window_start
+    from rocketlake.engine.config import WindowConfig
 
     parts = window_partitions(
         WindowConfig(cron="0 * * * *", timezone="Europe/Berlin", start="2026-10-24", grace_seconds=0)
@@ -191,7 +191,7 @@ def test_the_windows_on_their_way_are_the_schedules_and_the_sensors_runs_of_the_
     window whose earlier runs were still queued behind the group's pool (four runs of one window at once)."""
     from dagster import AssetKey
 
-    from rocketlake.assets.catch_up import windows_on_their_way
+    from rocketlake.dagster.catch_up import windows_on_their_way
 
     cfg = config()
     assets = translate(cfg)["orders"]

@@ -2,7 +2,7 @@
 
 import argparse
 
-from rocketlake.cli import build_parser
+from rocketlake.cli.main import build_parser
 
 
 def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -37,7 +37,7 @@ def test_defaults_are_stated_in_the_help():
 
 
 def test_backfill_refuses_a_bad_window_in_one_line_before_any_run(tmp_path, capsys, monkeypatch):
-    from rocketlake.cli import main
+    from rocketlake.cli.main import main
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "never-created"))
     config = tmp_path / "rocketlake.yaml"
@@ -62,7 +62,7 @@ def test_backfill_refuses_a_bad_window_in_one_line_before_any_run(tmp_path, caps
 
 
 def test_offsets_show_names_a_dead_name_server_in_one_line(tmp_path, capsys):
-    from rocketlake.cli import main
+    from rocketlake.cli.main import main
     from tests.conftest import free_ports
 
     [port] = free_ports(1)  # nothing listens there
@@ -81,7 +81,7 @@ def test_a_config_that_cannot_be_read_is_one_sentence_naming_the_file(tmp_path, 
     """A directory, a file this user may not read, a file that is not UTF-8: each one line, never a traceback."""
     from pathlib import Path
 
-    from rocketlake.cli import main
+    from rocketlake.cli.main import main
 
     latin1 = tmp_path / "latin1.yaml"
     latin1.write_bytes("clusters: {caf\xe9: {namesrv: '127.0.0.1:9876'}}\n".encode("latin-1"))
@@ -111,7 +111,7 @@ def test_backfill_refuses_an_instance_whose_group_pool_is_unlimited_before_any_r
     limit the group's pool to 1 it is refused in one sentence naming the pool and the setting, and no run exists."""
     from dagster import DagsterInstance
 
-    from rocketlake.cli import main
+    from rocketlake.cli.main import main
 
     home = tmp_path / "home"
     home.mkdir()
@@ -132,7 +132,7 @@ def test_backfill_refuses_an_instance_whose_group_pool_is_unlimited_before_any_r
 
 
 def test_send_refuses_a_count_or_queues_below_one_before_connecting(capsys):
-    from rocketlake.cli import main
+    from rocketlake.cli.main import main
 
     # Port 9 (discard) on loopback: were anything sent, the command would fail on the connection instead.
     assert main(["send", "orders", "--count", "0", "--namesrv", "127.0.0.1:9"]) == 2

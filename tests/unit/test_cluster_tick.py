@@ -6,10 +6,10 @@ import logging
 
 from dagster import AssetKey
 
-from rocketlake.assets.cluster_tick import read_each, tick_summary, tick_timeout_ms
-from rocketlake.assets.translator import cluster_sensor_name, translate
-from rocketlake.pipelines.config import parse_config
-from rocketlake.resources.rocketmq.errors import ConnectionFailed, TopicNotExist
+from rocketlake.dagster.cluster_tick import read_each, tick_summary, tick_timeout_ms
+from rocketlake.dagster.translator import cluster_sensor_name, translate
+from rocketlake.engine.config import parse_config
+from rocketlake.rocketmq.errors import ConnectionFailed, TopicNotExist
 
 
 def members(count: int, extra: dict | None = None):

@@ -7,12 +7,12 @@ import random
 
 import pytest
 
-from rocketlake.pipelines.columns import METADATA_COLUMNS, arrow_schema
-from rocketlake.pipelines.source import _BatchBuilder
-from rocketlake.resources.rocketmq.columnar import RawRecords, record_batch, scan_records
-from rocketlake.resources.rocketmq.errors import ProtocolError
-from rocketlake.resources.rocketmq.filter import Subscription
-from rocketlake.resources.rocketmq.message import (
+from rocketlake.engine.columns import METADATA_COLUMNS, arrow_schema
+from rocketlake.spark.source import _BatchBuilder
+from rocketlake.rocketmq.columnar import RawRecords, record_batch, scan_records
+from rocketlake.rocketmq.errors import ProtocolError
+from rocketlake.rocketmq.filter import Subscription
+from rocketlake.rocketmq.message import (
     BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
     Message,
@@ -69,7 +69,7 @@ def _properties_text(rng: random.Random, repeat_a_name: bool, with_uniq_key: boo
 def _record(
     rng: random.Random, offset: int, topic: str = "orders", repeat_a_name: bool = False, with_uniq_key: bool = False
 ) -> bytes:
-    from rocketlake.resources.rocketmq.message import decode_properties
+    from rocketlake.rocketmq.message import decode_properties
 
     props_text = _properties_text(rng, repeat_a_name, with_uniq_key)
     message = Message(
@@ -97,7 +97,7 @@ def _record(
 
 
 def encode_properties_of(message: Message) -> bytes:
-    from rocketlake.resources.rocketmq.message import encode_properties
+    from rocketlake.rocketmq.message import encode_properties
 
     return encode_properties(message.properties).encode()
 
@@ -209,7 +209,7 @@ def test_answers_read_in_place_are_joined_without_a_copy_into_the_same_batch():
     between: a flush joins them with one view and builds the batch the copied answers give."""
     import numpy as np
 
-    from rocketlake.resources.rocketmq.frame import FrameDecoder, RemotingCommand, encode
+    from rocketlake.rocketmq.frame import FrameDecoder, RemotingCommand, encode
 
     rng = random.Random(5)
     bodies = [b"".join(_record(rng, 10 * i + j) for j in range(10)) for i in range(4)]
@@ -256,7 +256,7 @@ def test_views_cut_any_string_of_a_buffer_including_short_ones_and_ones_at_its_e
     import numpy as np
     import pyarrow as pa
 
-    from rocketlake.resources.rocketmq.columnar import _views
+    from rocketlake.rocketmq.columnar import _views
 
     text = b"0123456789abcdefghijklmnopqrstuvwxyz"
     cuts = [(0, 0), (0, 12), (1, 13), (5, 4), (20, 16), (30, 6), (35, 1), (36, 0), (24, 12)]
@@ -270,8 +270,8 @@ def test_views_cut_any_string_of_a_buffer_including_short_ones_and_ones_at_its_e
 
 
 def test_a_record_that_does_not_decode_names_the_broker_that_served_it():
-    from rocketlake.pipelines.source import _TaskBatches
-    from rocketlake.resources.rocketmq.errors import ProtocolError
+    from rocketlake.spark.source import _TaskBatches
+    from rocketlake.rocketmq.errors import ProtocolError
 
     record = bytearray(
         encode_message_record(
@@ -331,7 +331,7 @@ def test_a_python_worker_leaves_what_it_loaded_out_of_the_daemons_collection_aft
     has loaded once, so those collections walk only what tasks made since."""
     import gc
 
-    from rocketlake.pipelines import source
+    from rocketlake.spark import source
 
     def collected(thing) -> bool:  # in a generation the collector walks (frozen objects are in none)
         return any(o is thing for o in gc.get_objects())
@@ -360,12 +360,12 @@ def test_a_spark_task_reading_the_source_does_not_load_the_configuration():
         [
             sys.executable,
             "-c",
-            "import sys; from rocketlake.pipelines import source, broker_access; "
+            "import sys; from rocketlake.spark import source; from rocketlake.engine import broker_access; "
             "print(sorted(m for m in sys.modules if m.startswith(('rocketlake', 'pydantic', 'yaml'))))",
         ],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    assert "rocketlake.pipelines.broker_access" in loaded
-    assert "rocketlake.pipelines.config" not in loaded and "pydantic" not in loaded and "'yaml'" not in loaded
+    assert "rocketlake.engine.broker_access" in loaded
+    assert "rocketlake.engine.config" not in loaded and "pydantic" not in loaded and "'yaml'" not in loaded

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from rocketlake.assets.partitions import last_closed_windows, window_partitions
-from rocketlake.assets.partitions import next_boundary
-from rocketlake.pipelines.completeness import landed_queues, missing_slices
-from rocketlake.pipelines.config import WindowConfig
-from rocketlake.pipelines.ledger import LedgerEntry, WindowEntry
-from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
+from rocketlake.dagster.partitions import last_closed_windows, window_partitions
+from rocketlake.dagster.partitions import next_boundary
+from rocketlake.engine.completeness import landed_queues, missing_slices
+from rocketlake.engine.config import WindowConfig
+from rocketlake.engine.ledger import LedgerEntry, WindowEntry
+from rocketlake.rocketmq.message_queue import MessageQueue, OffsetRange
 
 Q = [MessageQueue("orders", b, i) for b in ("broker-a", "broker-b") for i in range(2)]
 
@@ -57,7 +57,7 @@ def test_the_sensor_checks_the_last_closed_windows_and_names_the_next_boundary()
 def test_a_landing_that_did_not_balance_or_whose_verdict_never_came_lands_nothing_for_the_sensor():
     from dataclasses import replace
 
-    from rocketlake.pipelines.ledger import BALANCED, PENDING, UNBALANCED
+    from rocketlake.engine.ledger import BALANCED, PENDING, UNBALANCED
 
     decided = replace(entry("ok", "w1", Q[0]), verdict=PENDING)
     # Its verdict commit, shaped as ``ingest.verdict_of`` makes it: no windows, the decided copy carried.

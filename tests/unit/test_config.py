@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rocketlake.pipelines.config import (
+from rocketlake.engine.config import (
     NOT_SUPPORTED_YET,
     ConfigError,
     ConsumeFromWhere,
@@ -16,7 +16,7 @@ from rocketlake.pipelines.config import (
     load_config,
     parse_config,
 )
-from rocketlake.pipelines.identity import client_id, offset_store_path
+from rocketlake.engine.identity import client_id, offset_store_path
 from tests.unit.support import MINIMAL, with_ingestion
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -223,7 +223,7 @@ def test_allocation_keys_accepted_with_their_strategy():
             "allocate_message_queue_strategy": "MACHINE_ROOM_NEARBY",
             "machine_room_nearby_strategy": "CONSISTENT_HASH",
             "virtual_node_count": 4,
-            "machine_room_resolver": "rocketlake.pipelines.allocation:PrefixMachineRoomResolver",
+            "machine_room_resolver": "rocketlake.engine.allocation:PrefixMachineRoomResolver",
         },
     ]
     for keys in ok:
@@ -249,7 +249,7 @@ def test_every_refusal_is_listed_with_its_ingestion():
 
 def test_every_field_either_works_or_is_refused():
     """A new IngestionConfig field must be read by the pipeline or listed in NOT_SUPPORTED_YET."""
-    from rocketlake.pipelines.config import IngestionConfig
+    from rocketlake.engine.config import IngestionConfig
 
     honoured = {
         "cluster",
@@ -383,7 +383,7 @@ def test_listener_keys_accepted_with_a_listener():
 def test_a_default_instance_name_becomes_the_deployments_own_in_clustering(monkeypatch, tmp_path):
     from tests.unit.support import ingestion_config
 
-    from rocketlake.pipelines.identity import deployment_instance_name
+    from rocketlake.engine.identity import deployment_instance_name
 
     cfg = ingestion_config(client_ip="10.0.0.1")
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "d1"))
@@ -400,7 +400,7 @@ def test_a_default_instance_name_becomes_the_deployments_own_in_clustering(monke
 
 
 def test_metadata_columns_are_named_from_the_catalogue_and_the_rules_add_what_the_run_needs():
-    from rocketlake.pipelines.columns import METADATA_COLUMNS, landed_metadata, read_metadata
+    from rocketlake.engine.columns import METADATA_COLUMNS, landed_metadata, read_metadata
 
     cfg = parse_config(with_ingestion(metadata_columns=["properties", "born_host"]), "test.yaml").ingestions["orders"]
     assert landed_metadata(cfg) == ("properties", "born_host")  # catalogue order
@@ -416,7 +416,7 @@ def test_metadata_columns_are_named_from_the_catalogue_and_the_rules_add_what_th
         "origin_msg_id",
         "origin_offset_msg_id",
     )
-    from rocketlake.pipelines.config import dead_letter_config
+    from rocketlake.engine.config import dead_letter_config
 
     assert landed_metadata(dead_letter_config(cfg)) == (
         "properties",
@@ -548,7 +548,7 @@ def test_the_topics_landed_are_named_one_way(changes, message):
 
 
 def test_a_pattern_matches_whole_names_and_never_retry_dead_letter_or_system_topics():
-    from rocketlake.pipelines.topics import matching_topics
+    from rocketlake.engine.topics import matching_topics
 
     names = [
         "orders_eu",

@@ -7,7 +7,7 @@ from pathlib import Path
 from dagster import AssetKey
 
 from rocketlake.definitions import defs
-from rocketlake.resources.spark import SparkResource
+from rocketlake.dagster.spark_resource import SparkResource
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,14 +33,14 @@ def test_workspace_validates_with_dagster_cli():
 def test_the_demo_location_validates_and_reads_topic_to_table_to_aggregate_and_dead_letters():
     dagster = Path(sys.executable).parent / "dagster"
     result = subprocess.run(
-        [str(dagster), "definitions", "validate", "-m", "rocketlake.demo_definitions"],
+        [str(dagster), "definitions", "validate", "-m", "rocketlake.demo.definitions"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=180,
     )
     assert "Validation successful" in result.stdout + result.stderr, result.stderr[-2000:]
-    from rocketlake.demo_definitions import defs as demo
+    from rocketlake.demo.definitions import defs as demo
 
     graph = demo.resolve_asset_graph()
     topic = AssetKey(["rocketmq", "local", "rocketlake_demo_orders"])
@@ -51,3 +51,30 @@ def test_the_demo_location_validates_and_reads_topic_to_table_to_aggregate_and_d
         AssetKey("orders_raw_by_region"),
         AssetKey("orders_raw_customers"),
     }
+
+
+def test_resources_of_ones_own_take_the_place_of_the_configurations():
+    import pytest
+
+    from rocketlake import build_definitions, default_resources, load_config
+
+    config = load_config(ROOT / "rocketlake.yaml")
+    own = SparkResource(master="local[1]")
+    built = build_definitions(config, resources={"spark": own})
+    assert built.resources["spark"] is own
+    assert set(built.resources) == set(default_resources(config)) == {"spark", "rocketmq_local"}
+    with pytest.raises(ValueError, match=r"resources=\['spark_two'\] are not resources these definitions use"):
+        build_definitions(config, resources={"spark_two": own})
+
+
+def test_the_repositorys_code_location_is_built_from_the_top_level_folders():
+    # workspace.yaml's module, as `dagster dev` loads it from this folder: it imports the library, never the reverse.
+    done = subprocess.run(
+        [sys.executable, "-c", "import pipelines.definitions as d; print(sorted(d.defs.resources))"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "['rocketmq_local', 'spark']", done.stdout

@@ -1,4 +1,4 @@
-"""Which tables delta-rs can read the data of (``pipelines.delta_rs``): judged on plain protocols, and on real tables
+"""Which tables delta-rs can read the data of (``delta.delta_rs``): judged on plain protocols, and on real tables
 given features as Delta records them, against delta-rs's own refusal."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from deltalake import ColumnProperties, DeltaTable, WriterProperties, write_deltalake
 
-from rocketlake.pipelines.delta_rs import SUPPORTED_READER_FEATURES, Protocol, read_columns, read_refusal
+from rocketlake.delta.delta_rs import SUPPORTED_READER_FEATURES, Protocol, read_columns, read_refusal
 
 
 def test_the_protocols_delta_rs_reads_and_those_it_does_not():

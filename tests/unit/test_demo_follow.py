@@ -16,7 +16,7 @@ from dagster import (
 )
 from dagster._core.test_utils import create_run_for_test
 
-from rocketlake.demo_follow import (
+from rocketlake.demo.follow import (
     RANGE_END,
     RANGE_START,
     contiguous_ranges,

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rocketlake.pipelines.config import NOT_SUPPORTED_YET, IngestionConfig, WindowConfig
+from rocketlake.engine.config import NOT_SUPPORTED_YET, IngestionConfig, WindowConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,9 +1,9 @@
-"""What a run's failure says for each class of broker error, and whether Dagster may retry it (``assets.ingestion``)."""
+"""What a run's failure says for each class of broker error, and whether Dagster may retry it (``dagster.ingestion``)."""
 
 import pytest
 
-from rocketlake.assets.ingestion import explain
-from rocketlake.resources.rocketmq.errors import (
+from rocketlake.dagster.ingestion import explain
+from rocketlake.rocketmq.errors import (
     NoPermission,
     ProtocolError,
     RangeUnreadable,
@@ -11,7 +11,7 @@ from rocketlake.resources.rocketmq.errors import (
     SystemBusy,
     _ACL_HINT,  # the hint the client gives a refused signature (errors.is_refusal)
 )
-from rocketlake.resources.rocketmq.retry import is_retriable
+from rocketlake.rocketmq.retry import is_retriable
 from tests.unit.support import ingestion_config
 
 CFG = ingestion_config()

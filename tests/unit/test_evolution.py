@@ -1,4 +1,4 @@
-"""How an evolving JSON table's parse schema is merged (``pipelines.evolution``): Spark's types as plain data."""
+"""How an evolving JSON table's parse schema is merged (``delta.evolution``): Spark's types as plain data."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from rocketlake.pipelines.columns import CORE_COLUMNS
-from rocketlake.pipelines.config import BodyConfig
-from rocketlake.pipelines.evolution import body_fields, ddl, merge
+from rocketlake.engine.columns import CORE_COLUMNS
+from rocketlake.engine.config import BodyConfig
+from rocketlake.delta.evolution import body_fields, ddl, merge
 
 pytestmark = pytest.mark.unit
 

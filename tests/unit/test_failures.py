@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rocketlake.pipelines import ingest
-from rocketlake.pipelines.config import dead_letter_config
-from rocketlake.pipelines.failures import (
+from rocketlake.engine import ingest
+from rocketlake.engine.config import dead_letter_config
+from rocketlake.engine.failures import (
     DEAD_LETTERED,
     FAILED,
     SENT_BACK,
@@ -15,11 +15,11 @@ from rocketlake.pipelines.failures import (
     commit_log_offset_of,
     retry_message,
 )
-from rocketlake.pipelines.ingest import LandingReport, LandedSlice, WindowAccounting
-from rocketlake.pipelines.ledger import LedgerEntry
-from rocketlake.resources.rocketmq.message import create_offset_msg_id
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
-from rocketlake.resources.rocketmq.send import RetryMessage
+from rocketlake.engine.ingest import LandingReport, LandedSlice, WindowAccounting
+from rocketlake.engine.ledger import LedgerEntry
+from rocketlake.rocketmq.message import create_offset_msg_id
+from rocketlake.rocketmq.message_queue import MessageQueue
+from rocketlake.rocketmq.send import RetryMessage
 from tests.unit.support import ingestion_config
 
 MQ = MessageQueue("orders", "broker-a", 0)

@@ -4,7 +4,7 @@ from datetime import datetime, timedelta, timezone
 
 from dagster import instance_for_test
 
-from rocketlake.assets.lag import (
+from rocketlake.dagster.lag import (
     BROKER_MAX,
     COMMITTED,
     LAG_MESSAGES,
@@ -15,10 +15,10 @@ from rocketlake.assets.lag import (
     queue_figure,
     table_freshness,
 )
-from rocketlake.pipelines.config import IngestionConfig
-from rocketlake.pipelines.freshness import freshness, lag_keeps_growing
-from rocketlake.pipelines.progress import QueueProgress
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.engine.config import IngestionConfig
+from rocketlake.engine.freshness import freshness, lag_keeps_growing
+from rocketlake.engine.progress import QueueProgress
+from rocketlake.rocketmq.message_queue import MessageQueue
 
 START = datetime(2026, 11, 1, tzinfo=timezone.utc)
 

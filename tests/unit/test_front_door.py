@@ -8,7 +8,7 @@ import dagster as dg
 import pytest
 
 import rocketlake
-from rocketlake.pipelines.config import parse_config
+from rocketlake.engine.config import parse_config
 from tests.unit.support import MINIMAL
 
 
@@ -69,7 +69,7 @@ def test_an_asset_of_ones_own_must_be_an_ingestions_table():
 
 @pytest.mark.parametrize("cron", ["61 * * * *", "0 0 30 2 *"])
 def test_a_cron_of_the_right_shape_that_dagster_refuses_is_refused_naming_its_key(cron):
-    from rocketlake.pipelines.config import ConfigError
+    from rocketlake.engine.config import ConfigError
     from tests.unit.support import with_ingestion
 
     config = parse_config(with_ingestion(window={"start": "2026-11-01T00:00:00Z", "cron": cron}))  # its shape is fine

@@ -9,8 +9,8 @@ import zipfile
 
 import pytest
 
-from rocketlake.resources.local.go_toolchain import PINNED, proxy_url, release, unpack
-from rocketlake.resources.local.process import LocalClusterError
+from rocketlake.local.go_toolchain import PINNED, proxy_url, release, unpack
+from rocketlake.local.process import LocalClusterError
 
 pytestmark = pytest.mark.unit
 TOP = f"golang.org/toolchain@v0.0.1-{PINNED}.linux-amd64"

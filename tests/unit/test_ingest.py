@@ -1,9 +1,9 @@
 """The run on plain data: repair, origin, gaps, watermarks, windows at stake, the carried ledger, verdicts.
 
 The queues here are lists of store timestamps on paper, the lake a list of ledger entries, and the
-recorded runs a set: each a plain-data stand-in for an interface of ``pipelines.ingest``, so every
+recorded runs a set: each a plain-data stand-in for an interface of ``engine.ingest``, so every
 branch of the protocol is exercised without a broker, Spark or Dagster. The runs are
-``pipelines.run.run``, the sequence the Dagster asset drives in production; the same runs on real
+``engine.run.run``, the sequence the Dagster asset drives in production; the same runs on real
 brokers, Spark and Delta are in tests/integration/test_engine_runs.py.
 """
 
@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from rocketlake.pipelines import ingest
-from rocketlake.pipelines.failures import SENT_BACK, FailedMessage
-from rocketlake.pipelines.ledger import (
+from rocketlake.engine import ingest
+from rocketlake.engine.failures import SENT_BACK, FailedMessage
+from rocketlake.engine.ledger import (
     BALANCED,
     BOUNDS_KEPT,
     BOUNDS_KEPT_PASSED,
@@ -24,10 +24,10 @@ from rocketlake.pipelines.ledger import (
     LedgerEntry,
     Suspension,
 )
-from rocketlake.pipelines.run import Alone, Committed, LandingRequest, Unbalanced, run
-from rocketlake.pipelines.windows import MessagesDeleted
-from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
-from rocketlake.pipelines.identity import client_id
+from rocketlake.engine.run import Alone, Committed, LandingRequest, Unbalanced, run
+from rocketlake.engine.windows import MessagesDeleted
+from rocketlake.rocketmq.message_queue import MessageQueue, OffsetRange
+from rocketlake.engine.identity import client_id
 from tests.unit.paper import MIN, A, B, LakeOnPaper, QueuesOnPaper, RacedLake, config, minutes, one_run, window
 from tests.unit.support import Lines, Recorded
 
@@ -342,7 +342,7 @@ def test_a_suspended_orderly_queue_waits_then_resumes_at_its_message_and_lands_e
 
 
 def test_a_reset_moves_offsets_forward_only():
-    from rocketlake.pipelines.offsets import OffsetMove, plan_reset
+    from rocketlake.engine.offsets import OffsetMove, plan_reset
 
     c = MessageQueue("orders", "broker-c", 0)
     plan = plan_reset({A: 5, B: None, c: 9}, {A: 8, B: 3, c: 4})
@@ -352,7 +352,7 @@ def test_a_reset_moves_offsets_forward_only():
 
 
 def test_a_reset_to_a_time_targets_the_first_message_stored_at_or_after_it_on_each_queue():
-    from rocketlake.pipelines.offsets import OffsetMove, plan_reset_to_time
+    from rocketlake.engine.offsets import OffsetMove, plan_reset_to_time
 
     # A: store times 100, 200, 300, 400 and committed at 1; B: 150, 250 and never committed; c: committed at its end.
     c = MessageQueue("orders", "broker-c", 0)
@@ -648,7 +648,7 @@ def test_a_broker_that_does_not_answer_holds_no_other_brokers_queues_back():
 
 
 def test_a_run_none_of_whose_brokers_answers_fails_and_moves_nothing():
-    from rocketlake.pipelines.run import BrokersSilent
+    from rocketlake.engine.run import BrokersSilent
 
     broker = QueuesOnPaper({A: minutes(3)}, committed={A: 0}, silent={"broker-a": "ConnectionFailed: refused"})
     with pytest.raises(BrokersSilent, match="no broker of the group's queues answers"):
@@ -661,7 +661,7 @@ def test_an_orderly_run_that_lost_a_lock_stops_before_its_send_back_verdict_and_
     landing stays pending (no one trusts it) and no offset moves."""
     from contextlib import contextmanager
 
-    from rocketlake.pipelines.orderly import LockLost
+    from rocketlake.engine.orderly import LockLost
 
     class Lost:
         def check(self):
@@ -690,7 +690,7 @@ def test_an_orderly_run_that_lost_a_lock_stops_before_its_send_back_verdict_and_
 def test_copies_are_looked_for_only_where_offsets_were_landed_before():
     """``landed_before``: a range over offsets the group passed, a trusted span, or an entry at stake may hold a
     message sent back earlier, whose copy the table may hold; a first landing above all of them cannot."""
-    from rocketlake.pipelines.ledger import WindowEntry
+    from rocketlake.engine.ledger import WindowEntry
 
     def planned(start, end, mq=A):
         return (WindowEntry("w", 0, MIN, (OffsetRange(mq, start, end),)),)

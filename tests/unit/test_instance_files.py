@@ -10,7 +10,7 @@ import yaml
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
-FILES = ("rocketlake/dagster.yaml", "rocketlake/dagster.production.yaml", "deploy/dagster.yaml")
+FILES = ("rocketlake/dagster/dagster.yaml", "rocketlake/dagster/dagster.production.yaml", "deploy/dagster.yaml")
 
 
 class _NoRepeatedKeys(yaml.SafeLoader):

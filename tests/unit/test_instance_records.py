@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from dagster import AssetKey, AssetMaterialization, AssetRecordsFilter, instance_for_test
 
-from rocketlake.assets.instance_records import materialization_records
-from rocketlake.assets.partitions import materialized_among
+from rocketlake.dagster.instance_records import materialization_records
+from rocketlake.dagster.partitions import materialized_among
 
 pytestmark = pytest.mark.unit
 TABLE = AssetKey("orders_raw")

@@ -1,20 +1,20 @@
 """The layers of the package, as contracts on its import graph (read from the source with ``ast``: every import,
 those inside functions included).
 
-The folders are installed under one import package (pyproject.toml ``package-dir``), so the graph is built with that
-mapping: ``assets/`` is ``rocketlake.assets``, and so on. Top to bottom:
+One subpackage per part of ``rocketlake/``, in layers. Top to bottom:
 
-1. ``rocketlake``: the code location, the CLI, the member process, the demo;
-2. ``rocketlake.assets``: Dagster's side (assets, schedules, sensors, checks, executor);
-3. the Dagster resources (``resources.spark``, ``resources.rocketmq_resource``) and the local runtime
-   (``resources.local``), which start and configure what the layers below use;
-4. ``rocketlake.pipelines``: the engine, the Spark data source and the Delta writer;
-5. the RocketMQ wire client (``resources.rocketmq``) and the jar resolver (``resources.jars``).
+1. ``rocketlake`` itself (the front door, the code location module, the Component) and the command (``cli``);
+2. the demo (``demo``) and the group member process (``member``);
+3. Dagster's side (``dagster``: assets, schedules, sensors, checks, resources, executor, the warm launcher);
+4. the local runtime (``local``), which starts what the layers below talk to;
+5. the Spark side (``spark``: the data source, body decoding, the landing of a window, sessions);
+6. the Delta side (``delta``: the writer, the ledger's reader, schema evolution, storage);
+7. the engine (``engine``: the configuration, windows, planning, the ledger, the accounting, the run);
+8. the RocketMQ wire client (``rocketmq``) and the jar resolver (``jars``).
 
-A module imports from its own layer and the layers below, never above. The engine's core (``ENGINE_CORE``: the
-configuration, windows, planning, the ledger, the accounting, progress, the run and its steps) imports neither Dagster
-nor Spark nor Delta, even through another module of the package: only the Spark and Delta side of ``pipelines``
-(the data source, the body decoding, the writer, the ledger's reader) does.
+A module imports from its own layer and the layers below, never above. The engine and the wire client import
+neither Dagster nor Spark nor Delta, even through another module of the package; nothing below Dagster's side
+imports Dagster.
 """
 
 from __future__ import annotations
@@ -27,62 +27,28 @@ import pytest
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
-#: pyproject.toml's package-dir: folder -> import package
-FOLDERS = {
-    "rocketlake": "rocketlake",
-    "assets": "rocketlake.assets",
-    "pipelines": "rocketlake.pipelines",
-    "resources": "rocketlake.resources",
-}
+PACKAGE = ROOT / "rocketlake"
 #: top to bottom; a module belongs to the layer of its longest matching prefix
 LAYERS = (
-    ("rocketlake",),
-    ("rocketlake.assets",),
-    ("rocketlake.resources.spark", "rocketlake.resources.rocketmq_resource", "rocketlake.resources.local"),
-    ("rocketlake.pipelines",),
-    ("rocketlake.resources", "rocketlake.resources.rocketmq", "rocketlake.resources.jars"),
+    ("rocketlake", "rocketlake.cli"),
+    ("rocketlake.demo", "rocketlake.member"),
+    ("rocketlake.dagster",),
+    ("rocketlake.local",),
+    ("rocketlake.spark",),
+    ("rocketlake.delta",),
+    ("rocketlake.engine",),
+    ("rocketlake.rocketmq", "rocketlake.jars"),
 )
-FRAMEWORKS = ("dagster", "dagster_shared", "pyspark", "delta", "deltalake")
-ENGINE_CORE = tuple(
-    f"rocketlake.pipelines.{name}"
-    for name in (
-        "accounting",
-        "allocation",
-        "assignment",
-        "avro",
-        "backlog",
-        "broker_access",
-        "broker_clock",
-        "columns",
-        "completeness",
-        "config",
-        "failures",
-        "freshness",
-        "identity",
-        "ingest",
-        "ledger",
-        "listener",
-        "offset_store",
-        "offsets",
-        "options",
-        "orderly",
-        "planning",
-        "progress",
-        "run",
-        "tails",
-        "topics",
-        "windows",
-    )
-)
+FRAMEWORKS = ("dagster", "dagster_shared", "dagster_webserver", "pyspark", "delta", "deltalake")
+DAGSTER = ("dagster", "dagster_shared", "dagster_webserver")
 
 
 @cache
 def modules() -> dict[str, Path]:
     found = {}
-    for folder, package in FOLDERS.items():
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            parts = [p for p in path.relative_to(ROOT / folder).with_suffix("").parts if p != "__init__"]
-            found[".".join([package, *parts])] = path
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = [p for p in path.relative_to(PACKAGE).with_suffix("").parts if p != "__init__"]
+        found[".".join(["rocketlake", *parts])] = path
     return found
 
 
@@ -128,12 +94,23 @@ def reachable(name: str) -> set[str]:
     return seen
 
 
-def test_the_graph_is_read_from_every_folder():
+def in_package(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_the_graph_is_read_from_every_subpackage():
     names = modules()
-    assert len(names) > 100 and all(any(n.startswith(p) for n in names) for p in FOLDERS.values())
+    assert len(names) > 100
+    for prefixes in LAYERS:
+        for prefix in prefixes:
+            assert any(in_package(n, prefix) for n in names), prefix
     # Absolute, relative and in-function imports are all read.
-    assert any(m.startswith("rocketlake.pipelines.") for m, _ in imports("rocketlake.pipelines.run"))
-    assert any(m == "rocketlake.resources.rocketmq.errors" for m, _ in imports("rocketlake.resources.rocketmq.client"))
+    assert any(m.startswith("rocketlake.engine.") for m, _ in imports("rocketlake.engine.run"))
+    assert any(m == "rocketlake.rocketmq.errors" for m, _ in imports("rocketlake.rocketmq.client"))
+
+
+def test_every_module_has_a_layer():
+    assert not [name for name in modules() if layer(name) is None]
 
 
 def test_no_module_imports_a_layer_above_its_own():
@@ -146,20 +123,24 @@ def test_no_module_imports_a_layer_above_its_own():
     assert not upward, "\n".join(upward)
 
 
-def test_the_engines_core_imports_no_framework_even_indirectly():
-    assert set(ENGINE_CORE) <= set(modules()), set(ENGINE_CORE) - set(modules())
-    reached = {name: sorted(m for m in reachable(name) if m.split(".")[0] in FRAMEWORKS) for name in ENGINE_CORE}
+def test_the_engine_and_the_wire_client_import_no_framework_even_indirectly():
+    core = [n for n in modules() if in_package(n, "rocketlake.engine") or in_package(n, "rocketlake.rocketmq")]
+    assert len(core) > 50
+    reached = {name: sorted(m for m in reachable(name) if m.split(".")[0] in FRAMEWORKS) for name in core}
+    assert not any(reached.values()), {name: found for name, found in reached.items() if found}
+
+
+def test_nothing_below_dagsters_side_imports_dagster_even_indirectly():
+    below = [n for n in modules() if layer(n) > layer("rocketlake.dagster")]
+    reached = {name: sorted(m for m in reachable(name) if m.split(".")[0] in DAGSTER) for name in below}
     assert not any(reached.values()), {name: found for name, found in reached.items() if found}
 
 
 def test_the_contracts_can_fail():
-    # The graph of a module known to import upward and one known to import Spark, so that the contracts above
+    # The graph of a module known to import downward and one known to import Spark, so that the contracts above
     # are not vacuous.
-    assert (
-        layer("rocketlake.assets.ingestion")
-        < layer("rocketlake.pipelines.run")
-        < layer("rocketlake.resources.rocketmq.client")
-    )
-    assert layer("rocketlake.resources.local.cluster") < layer("rocketlake.pipelines.config")
-    assert any(m.startswith("pyspark") for m in reachable("rocketlake.pipelines.materialize"))
-    assert any(layer(m) == 3 for m, _ in imports("rocketlake.assets.ingestion"))  # assets use the engine
+    assert layer("rocketlake.dagster.ingestion") < layer("rocketlake.engine.run") < layer("rocketlake.rocketmq.client")
+    assert layer("rocketlake.local.cluster") < layer("rocketlake.engine.config")
+    assert any(m.startswith("pyspark") for m in reachable("rocketlake.spark.materialize"))
+    assert any(m.startswith("dagster") for m in reachable("rocketlake.dagster.ingestion"))
+    assert any(layer(m) == layer("rocketlake.engine") for m, _ in imports("rocketlake.dagster.ingestion"))

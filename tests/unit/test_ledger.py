@@ -7,10 +7,10 @@ import pickle
 
 import pytest
 
-from rocketlake.pipelines.ledger import LedgerEntry, NewerLedger, WindowEntry, at_stake, history_of
-from rocketlake.pipelines.options import SourceOptionError, decode_plan, encode_plan, parse_options
-from rocketlake.pipelines.source import Chunk, RocketMQReader
-from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
+from rocketlake.engine.ledger import LedgerEntry, NewerLedger, WindowEntry, at_stake, history_of
+from rocketlake.engine.options import SourceOptionError, decode_plan, encode_plan, parse_options
+from rocketlake.spark.source import Chunk, RocketMQReader
+from rocketlake.rocketmq.message_queue import MessageQueue, OffsetRange
 
 A = MessageQueue("orders", "broker/a", 3)  # a '/' in a broker name must survive the queue's key
 B = MessageQueue("%RETRY%g", "broker-b", 0)
@@ -144,7 +144,7 @@ def test_two_writers_each_entry_read_past_its_read_version_down_to_what_it_carri
 
 
 def test_a_suspension_rides_in_the_json_stops_the_spans_and_stays_at_stake_until_its_message_is_passed():
-    from rocketlake.pipelines.ledger import Suspension, suspensions
+    from rocketlake.engine.ledger import Suspension, suspensions
 
     a, b = MessageQueue("t", "broker-a", 0), MessageQueue("t", "broker-b", 0)
     stop = Suspension(4, 2, 123_000, "k0", 0, 60_000, "MSGID", "listener answered SUSPEND_CURRENT_QUEUE_A_MOMENT")
@@ -170,7 +170,7 @@ def test_a_suspension_rides_in_the_json_stops_the_spans_and_stays_at_stake_until
 def test_optimized_writes_only_for_slices_of_small_ranges():
     """Each Spark task writes its own file; optimized writes (a shuffle of every row) pay only while the ranges,
     and so those files, are small."""
-    from rocketlake.pipelines.delta_writer import LARGE_RANGE_OFFSETS, optimize_write_for
+    from rocketlake.delta.writer import LARGE_RANGE_OFFSETS, optimize_write_for
 
     q1, q2 = MessageQueue("orders", "broker-a", 0), MessageQueue("orders", "broker-b", 0)
     small = entry("r", OffsetRange(q1, 0, 40), OffsetRange(q2, 10, 10))
@@ -185,7 +185,7 @@ def test_optimized_writes_only_for_slices_of_small_ranges():
 def test_slice_predicate_compares_the_queue_columns_themselves():
     """No key string is built per row: topic, broker and queue id are compared as columns, queue ids of one broker
     grouped in one IN list, and names are quoted as SQL strings."""
-    from rocketlake.pipelines.delta_writer import slice_predicate
+    from rocketlake.delta.writer import slice_predicate
 
     a0, a1 = MessageQueue("orders", "broker-a", 0), MessageQueue("orders", "broker-a", 1)
     odd = MessageQueue("orders", "it's-b", 3)
@@ -212,7 +212,7 @@ def test_slice_predicate_compares_the_queue_columns_themselves():
 
 
 def test_new_tables_keep_statistics_on_lookup_columns_and_a_decoded_bodys_fields_only():
-    from rocketlake.pipelines.delta_writer import stats_columns
+    from rocketlake.delta.writer import stats_columns
 
     columns = [
         "topic",
@@ -247,7 +247,7 @@ def test_new_tables_keep_statistics_on_lookup_columns_and_a_decoded_bodys_fields
 def test_the_whole_log_read_shows_each_landing_once_with_its_verdict():
     from dataclasses import replace as with_
 
-    from rocketlake.pipelines.ledger import BALANCED, PENDING, UNBALANCED, with_verdicts
+    from rocketlake.engine.ledger import BALANCED, PENDING, UNBALANCED, with_verdicts
 
     landed = with_(entry("r1", OffsetRange(A, 0, 1)), verdict=PENDING)
     verdict = with_(landed, windows=(), carried=(with_(landed, verdict=UNBALANCED),), verdict=None)

@@ -8,8 +8,8 @@ import time
 import pandas as pd
 import pytest
 
-import rocketlake.pipelines.listener as listener_module
-from rocketlake.pipelines.listener import (
+import rocketlake.engine.listener as listener_module
+from rocketlake.engine.listener import (
     ConsumeOrderlyStatus,
     consume_in_order,
     CallPool,
@@ -115,7 +115,7 @@ def test_a_worker_keeps_at_most_consume_thread_max_hung_calls_then_refuses_tasks
 
 def test_a_hung_worker_is_reported_in_its_own_words():
     spark_error = RuntimeError(
-        'Job aborted... File "worker.py", line 9\nrocketlake.pipelines.listener.ListenerHung: '
+        'Job aborted... File "worker.py", line 9\nrocketlake.engine.listener.ListenerHung: '
         "2 listener call(s) given up at consume_timeout (6s) still run\n\tat org.apache"
     )
     assert str(error_in_worker(spark_error)) == "2 listener call(s) given up at consume_timeout (6s) still run"
@@ -128,7 +128,7 @@ def test_a_listener_a_spark_connect_servers_workers_cannot_import_is_a_listener_
     spark_error = RuntimeError(
         '[PYTHON_EXCEPTION] ... File "/x/pipelines/listener.py", line 98, in load_listener\n    raise ListenerError('
         'f"listener ...\n'
-        "rocketlake.pipelines.listener.ListenerError: listener 'tests.unit.listeners:fail_by_tag' cannot be loaded "
+        "rocketlake.engine.listener.ListenerError: listener 'tests.unit.listeners:fail_by_tag' cannot be loaded "
         "(ModuleNotFoundError: No module named 'tests'); it must be importable by the Dagster code location and by "
         "Spark's Python workers\n\tat org.apache.spark.api.python"
     )
@@ -263,7 +263,7 @@ def orderly_task(queues: int, threads: int) -> list[str | None]:
     """One Spark task's rows of ``queues`` queues (two offsets each) through ``listen_orderly``'s function."""
     import pyarrow as pa
 
-    from rocketlake.pipelines.consume import DUPLICATE, ERROR, _in_order
+    from rocketlake.spark.consume import DUPLICATE, ERROR, _in_order
 
     rows = [
         {

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rocketlake.resources.jars import delta_jar_set, rocketmq_jar_set
-from rocketlake.resources.local.mqadmin import parse_consumer_progress, parse_sync_state_set, parse_topic_status
-from rocketlake.resources.local.process import ManagedProcess, start_time
-from rocketlake.resources.local.spec import AclSpec, BrokerSpec, ClusterSpec
+from rocketlake.jars import delta_jar_set, rocketmq_jar_set
+from rocketlake.local.mqadmin import parse_consumer_progress, parse_sync_state_set, parse_topic_status
+from rocketlake.local.process import ManagedProcess, start_time
+from rocketlake.local.spec import AclSpec, BrokerSpec, ClusterSpec
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -177,7 +177,7 @@ def test_parse_consumer_progress():
 
 
 def test_extra_broker_properties_override_the_defaults():
-    from rocketlake.resources.local.spec import SHORT_RETENTION
+    from rocketlake.local.spec import SHORT_RETENTION
 
     spec = ClusterSpec(state_dir=Path("/s"), extra_broker_properties=SHORT_RETENTION)
     text = spec.broker_properties(spec.brokers[0])
@@ -190,7 +190,7 @@ def test_extra_broker_properties_override_the_defaults():
 
 
 def test_a_spark_cluster_spec_is_found_again_by_down_and_status(tmp_path):
-    from rocketlake.resources.local.spark_cluster import SparkClusterSpec
+    from rocketlake.local.spark_cluster import SparkClusterSpec
 
     spec = SparkClusterSpec(tmp_path, master_port=17077, master_ui_port=18080, worker_ui_ports=(18081, 18082, 18083))
     tmp_path.mkdir(exist_ok=True)
@@ -201,7 +201,7 @@ def test_a_spark_cluster_spec_is_found_again_by_down_and_status(tmp_path):
 
 
 def test_local_env_needs_postgres_and_never_prints_the_password_elsewhere(tmp_path, capsys, monkeypatch):
-    from rocketlake.cli import main
+    from rocketlake.cli.main import main
 
     monkeypatch.setenv("ROCKETLAKE_POSTGRES_PASSWORD", "s3cret-for-the-shell")
     assert main(["local", "env", "--state-dir", str(tmp_path)]) != 0
@@ -267,7 +267,7 @@ def test_parse_sync_state_set():
 
 
 def test_a_controller_mode_cluster_is_ready_once_each_name_has_a_master_and_every_replica_an_id():
-    from rocketlake.resources.local.cluster import BrokerStatus, ClusterStatus
+    from rocketlake.local.cluster import BrokerStatus, ClusterStatus
 
     def status(*ids):
         brokers = tuple(
@@ -288,10 +288,10 @@ def test_the_s3_demo_keeps_its_runs_on_the_spark_connect_server_started_with_its
     local server it starts is given that lake (its bucket's settings, its keys)."""
     from datetime import datetime, timezone
 
-    from rocketlake.demo import write_demo_config
-    from rocketlake.pipelines.config import load_config
-    from rocketlake.resources.local.s3 import LocalS3
-    from rocketlake.resources.local.spark_server import server_for
+    from rocketlake.demo.run import write_demo_config
+    from rocketlake.engine.config import load_config
+    from rocketlake.local.s3 import LocalS3
+    from rocketlake.local.spark_server import server_for
 
     project = Path(__file__).resolve().parents[2] / "rocketlake.yaml"
     monkeypatch.chdir(tmp_path)
@@ -306,10 +306,10 @@ def test_the_s3_demo_keeps_its_runs_on_the_spark_connect_server_started_with_its
 def test_a_running_local_server_without_the_lakes_bucket_is_refused_before_a_run_would_fail(tmp_path):
     """`local up` (and the demo) find the recorded server running: started without this lake's bucket settings (the
     last demo's, on the local lake), its runs would fail; `up` says so instead of reusing it."""
-    from rocketlake.pipelines.config import LakeConfig
-    from rocketlake.pipelines.storage import server_settings
-    from rocketlake.resources.local.process import LocalClusterError
-    from rocketlake.resources.local.spark_server import LocalSparkServer
+    from rocketlake.engine.config import LakeConfig
+    from rocketlake.delta.storage import server_settings
+    from rocketlake.local.process import LocalClusterError
+    from rocketlake.local.spark_server import LocalSparkServer
 
     lake = LakeConfig(
         root="s3a://lake/demo",
@@ -338,7 +338,7 @@ def test_descendants_are_found_before_their_parent_exits_and_ended_after_it():
     parent exits is still ended; one that ignores SIGTERM is killed after the grace."""
     import time
 
-    from rocketlake.resources.local.process import descendants, end_processes, start_time
+    from rocketlake.local.process import descendants, end_processes, start_time
 
     grandchild = (
         "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"

@@ -1,5 +1,5 @@
 """The member's Prometheus endpoint: what a scrape says for given offsets, ledger ends and Dagster records, that a
-source failing costs only its own metrics, and that the endpoint stops cleanly (``rocketlake.member_metrics``)."""
+source failing costs only its own metrics, and that the endpoint stops cleanly (``rocketlake.member.metrics``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rocketlake.member_metrics import (
+from rocketlake.member.metrics import (
     BrokerReading,
     FinishedRun,
     LandedFigures,
@@ -19,8 +19,8 @@ from rocketlake.member_metrics import (
     landing_of,
     serve,
 )
-from rocketlake.pipelines.progress import QueueProgress
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.engine.progress import QueueProgress
+from rocketlake.rocketmq.message_queue import MessageQueue
 
 pytestmark = pytest.mark.unit
 
@@ -161,7 +161,7 @@ def test_a_source_that_fails_costs_its_own_metrics_only_and_is_said_once():
 def test_a_landing_is_read_from_the_metadata_rocketlake_records():
     from dagster import MetadataValue
 
-    from rocketlake.assets.metadata import BODY_BYTES, DEAD_LETTERED, FAILED, ROWS, SENT_BACK
+    from rocketlake.dagster.metadata import BODY_BYTES, DEAD_LETTERED, FAILED, ROWS, SENT_BACK
 
     metadata = {
         ROWS: MetadataValue.int(5),
@@ -176,8 +176,8 @@ def test_a_landing_is_read_from_the_metadata_rocketlake_records():
 
 
 def test_no_secret_reaches_a_label_or_the_text(tmp_path, monkeypatch):
-    from rocketlake.member_metrics import member_collector
-    from rocketlake.pipelines.config import parse_config
+    from rocketlake.member.metrics import member_collector
+    from rocketlake.engine.config import parse_config
 
     monkeypatch.setenv("MQ_AK", "AK-very-secret")
     monkeypatch.setenv("MQ_SK", "SK-very-secret")
@@ -236,7 +236,7 @@ def test_the_endpoint_serves_the_text_format_and_stops_cleanly():
 
 
 def test_the_member_refuses_a_port_it_cannot_listen_on_in_one_line(tmp_path, capsys):
-    from rocketlake.cli import main
+    from rocketlake.cli.main import main
 
     config = tmp_path / "rocketlake.yaml"
     config.write_text(
@@ -262,8 +262,8 @@ def test_the_instance_is_read_from_the_members_start_on_and_each_record_once(tmp
 
     from dagster import AssetKey, AssetMaterialization, DagsterInstance, MetadataValue, job, op
 
-    from rocketlake.assets.metadata import BODY_BYTES, ROWS
-    from rocketlake.member_metrics import DagsterInstanceReads
+    from rocketlake.dagster.metadata import BODY_BYTES, ROWS
+    from rocketlake.member.metrics import DagsterInstanceReads
 
     @op
     def land():

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from rocketlake.member_requests import consume_directly, reset_offsets
-from rocketlake.resources.rocketmq.client_requests import CMResult, DirectConsumeResult, decode_reset_offset_body
-from rocketlake.resources.rocketmq.codes import RequestCode, ResponseCode
-from rocketlake.resources.rocketmq.errors import ProtocolError
-from rocketlake.resources.rocketmq.frame import RemotingCommand
-from rocketlake.resources.rocketmq.message import Message
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.member.requests import consume_directly, reset_offsets
+from rocketlake.rocketmq.client_requests import CMResult, DirectConsumeResult, decode_reset_offset_body
+from rocketlake.rocketmq.codes import RequestCode, ResponseCode
+from rocketlake.rocketmq.errors import ProtocolError
+from rocketlake.rocketmq.frame import RemotingCommand
+from rocketlake.rocketmq.message import Message
+from rocketlake.rocketmq.message_queue import MessageQueue
 from tests.unit.support import ingestion_config
 from tests.unit.record_encoder import encode_message_record
 
@@ -187,7 +187,7 @@ class Recorder:
 
 
 def test_requests_go_to_the_member_of_their_group_and_others_get_the_java_clients_remark(monkeypatch):
-    from rocketlake import member
+    from rocketlake.member import process as member
 
     recorder = Recorder()
     monkeypatch.setattr(member, "_members", {"g1": recorder})

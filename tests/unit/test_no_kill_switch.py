@@ -8,11 +8,9 @@ import rocketlake
 
 
 def test_no_module_of_the_package_can_kill_its_own_run():
-    roots = {Path(rocketlake.__file__).parent}
-    for name in ("assets", "pipelines", "resources"):
-        roots.add(Path(__import__(f"rocketlake.{name}", fromlist=["_"]).__file__).parent)
-    sources = {path: path.read_text() for root in roots for path in root.rglob("*.py")}
-    assert len(sources) > 50, "the package's modules were found"
+    root = Path(rocketlake.__file__).parent
+    sources = {path: path.read_text() for path in root.rglob("*.py")}
+    assert len(sources) > 100, "the package's modules were found"
     armed = sorted(
         str(path)
         for path, text in sources.items()

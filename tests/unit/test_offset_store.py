@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from rocketlake.pipelines.offset_store import LocalOffsetStore, OffsetStoreCorrupt, store_path
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.engine.offset_store import LocalOffsetStore, OffsetStoreCorrupt, store_path
+from rocketlake.rocketmq.message_queue import MessageQueue
 
 A, B = MessageQueue("orders", "broker-a", 0), MessageQueue("orders", "broker-b", 1)
 

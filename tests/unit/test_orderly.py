@@ -7,15 +7,15 @@ import threading
 
 import pytest
 
-from rocketlake.pipelines.ledger import WindowEntry
-from rocketlake.pipelines.orderly import (
+from rocketlake.engine.ledger import WindowEntry
+from rocketlake.engine.orderly import (
     LOCK_ATTEMPTS,
     LockLost,
     QueuesLocked,
     out_of_order,
     queues_locked,
 )
-from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
+from rocketlake.rocketmq.message_queue import MessageQueue, OffsetRange
 
 A, B = MessageQueue("orders", "broker-a", 0), MessageQueue("orders", "broker-b", 0)
 

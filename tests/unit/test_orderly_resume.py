@@ -7,10 +7,10 @@ import time
 
 from dagster import AssetKey, AssetMaterialization, DagsterInstance, RunRequest, build_sensor_context
 
-from rocketlake.assets.definitions import build_definitions
-from rocketlake.assets.ingestion import RESUME_TAG
-from rocketlake.assets.metadata import SUSPENDED, suspended_table
-from rocketlake.pipelines.config import parse_config
+from rocketlake.dagster.definitions import build_definitions
+from rocketlake.dagster.ingestion import RESUME_TAG
+from rocketlake.dagster.metadata import SUSPENDED, suspended_table
+from rocketlake.engine.config import parse_config
 
 ORDERLY = {
     "listener": "tests.unit.listeners:orderly_fail_by_tag",

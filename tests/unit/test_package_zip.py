@@ -2,7 +2,7 @@
 
 import zipfile
 
-from rocketlake.resources.spark import package_zip
+from rocketlake.spark.session import package_zip
 
 
 def test_the_package_zip_holds_every_subpackage_once(tmp_path):
@@ -11,19 +11,21 @@ def test_the_package_zip_holds_every_subpackage_once(tmp_path):
     assert len(names) == len(set(names))
     for module in (
         "rocketlake/__init__.py",
-        "rocketlake/pipelines/source.py",
-        "rocketlake/pipelines/options.py",
-        "rocketlake/resources/rocketmq/client.py",
-        "rocketlake/resources/rocketmq/columnar.py",
-        "rocketlake/assets/__init__.py",
+        "rocketlake/spark/source.py",
+        "rocketlake/engine/options.py",
+        "rocketlake/rocketmq/client.py",
+        "rocketlake/rocketmq/columnar.py",
+        "rocketlake/dagster/__init__.py",
     ):
         assert module in names, module
-    assert not any(name.startswith(("rocketlake/rocketlake/", "assets/", "pipelines/")) for name in names)
+    assert not any(
+        name.startswith(("rocketlake/rocketlake/", "assets/", "pipelines/", "resources/", "tests/")) for name in names
+    )
     assert package_zip(cache_dir=tmp_path) == path  # the same files: the same zip, not rebuilt
 
 
 def test_the_package_zip_is_named_by_its_contents(tmp_path, monkeypatch):
-    import rocketlake.resources.spark as spark_module
+    import rocketlake.spark.session as spark_module
 
     first = package_zip(cache_dir=tmp_path)
     real_read = spark_module.Path.read_bytes

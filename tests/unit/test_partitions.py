@@ -2,7 +2,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from rocketlake.assets.partitions import (
+from rocketlake.dagster.partitions import (
     WindowKeyError,
     last_closed_windows,
     launchable_windows,
@@ -12,7 +12,7 @@ from rocketlake.assets.partitions import (
     window_partitions,
     windows_from,
 )
-from rocketlake.pipelines.config import WindowConfig
+from rocketlake.engine.config import WindowConfig
 
 
 @pytest.mark.parametrize(

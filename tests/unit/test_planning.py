@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rocketlake.pipelines.planning import advance_watermark, split_ranges, watermarks
-from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
+from rocketlake.engine.planning import advance_watermark, split_ranges, watermarks
+from rocketlake.rocketmq.message_queue import MessageQueue, OffsetRange
 
 A0, B0, A1 = MessageQueue("t", "broker-a", 0), MessageQueue("t", "broker-b", 0), MessageQueue("t", "broker-a", 1)
 
@@ -76,8 +76,8 @@ def test_watermarks_start_a_queue_without_offset_at_its_origin():
     ],
 )
 def test_start_position_of_a_group_without_offsets(where, expected):
-    from rocketlake.pipelines.config import parse_config
-    from rocketlake.pipelines.offsets import start_position
+    from rocketlake.engine.config import parse_config
+    from rocketlake.engine.offsets import start_position
     from tests.unit.support import with_ingestion
 
     cfg = parse_config(with_ingestion(consume_from_where=where)).ingestions["orders"]
@@ -85,8 +85,8 @@ def test_start_position_of_a_group_without_offsets(where, expected):
 
 
 def test_timestamp_before_the_first_window_starts_at_the_first_window():
-    from rocketlake.pipelines.config import parse_config
-    from rocketlake.pipelines.offsets import start_position
+    from rocketlake.engine.config import parse_config
+    from rocketlake.engine.offsets import start_position
     from tests.unit.support import with_ingestion
 
     cfg = parse_config(with_ingestion(consume_from_where="CONSUME_FROM_TIMESTAMP")).ingestions["orders"]

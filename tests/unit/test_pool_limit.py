@@ -1,4 +1,4 @@
-"""A run refuses to start when its group's pool is not limited to 1 on its Dagster instance (``assets.pool_limit``).
+"""A run refuses to start when its group's pool is not limited to 1 on its Dagster instance (``dagster.pool_limit``).
 
 The exactly-once protocol relies on one writer per consumer group at a time, which Dagster's pool
 (``rocketmq_group_<group>``, ``..._dlq`` for the dead letters) gives only when the instance limits it to 1 for every
@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from dagster import instance_for_test, materialize
 
-from rocketlake.assets.ingestion import build_dead_letter_asset, build_ingestion_asset
-from rocketlake.assets.translator import translate
-from rocketlake.pipelines.config import parse_config
+from rocketlake.dagster.ingestion import build_dead_letter_asset, build_ingestion_asset
+from rocketlake.dagster.translator import translate
+from rocketlake.engine.config import parse_config
 from tests.dagster_instance import pooled_instance
 
 POOL, DLQ_POOL = "rocketmq_group_g", "rocketmq_group_g_dlq"
@@ -197,9 +197,9 @@ def test_the_instances_rocketlake_writes_limit_every_pool_to_1(tmp_path, monkeyp
     import yaml
     from dagster import DagsterInstance
 
-    from rocketlake.assets.pool_limit import check_pool_limited, pool_limit
-    from rocketlake.launch import dagster_home
-    from rocketlake.resources.local.dagster_stack import production_instance
+    from rocketlake.dagster.pool_limit import check_pool_limited, pool_limit
+    from rocketlake.dagster.launch import dagster_home
+    from rocketlake.local.dagster_stack import production_instance
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DAGSTER_HOME", "restored-after-the-test")
@@ -216,7 +216,7 @@ def test_the_instances_rocketlake_writes_limit_every_pool_to_1(tmp_path, monkeyp
 
 
 def test_the_guide_shows_the_sentence_a_person_gets():
-    from rocketlake.assets.pool_limit import PoolNotLimited, check_pool_limited
+    from rocketlake.dagster.pool_limit import PoolNotLimited, check_pool_limited
 
     guide = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "dagster.md").read_text()
     [shown] = [line for line in guide.splitlines() if line.startswith("pool rocketmq_group_GID_orders ")]

@@ -2,9 +2,9 @@
 
 import pytest
 
-from rocketlake.pipelines.progress import QueueProgress, group_progress, last_landed, render
-from rocketlake.resources.rocketmq.errors import ConnectionTurnedAway, RequestTimeout
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
+from rocketlake.engine.progress import QueueProgress, group_progress, last_landed, render
+from rocketlake.rocketmq.errors import ConnectionTurnedAway, RequestTimeout
+from rocketlake.rocketmq.message_queue import MessageQueue
 
 A0, A1, B0 = (
     MessageQueue("orders", "broker-a", 0),

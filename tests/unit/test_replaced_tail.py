@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from rocketlake.assets.metadata import REPLACED_TAILS, windows_metadata
-from rocketlake.pipelines import ingest
-from rocketlake.resources.rocketmq.message_queue import OffsetRange
+from rocketlake.dagster.metadata import REPLACED_TAILS, windows_metadata
+from rocketlake.engine import ingest
+from rocketlake.rocketmq.message_queue import OffsetRange
 from tests.unit.paper import MIN, A, B, LakeOnPaper, QueuesOnPaper, RacedLake, config, minutes, one_run, window
 from tests.unit.support import Lines, Recorded
 

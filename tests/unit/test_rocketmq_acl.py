@@ -13,9 +13,9 @@ import pickle
 
 import pytest
 
-from rocketlake.resources.rocketmq.acl import AclClientRPCHook, Credentials, sign, signing_content
-from rocketlake.resources.rocketmq.errors import InvalidArgument
-from rocketlake.resources.rocketmq.frame import RemotingCommand
+from rocketlake.rocketmq.acl import AclClientRPCHook, Credentials, sign, signing_content
+from rocketlake.rocketmq.errors import InvalidArgument
+from rocketlake.rocketmq.frame import RemotingCommand
 
 RFC2202_CASE2_DIGEST = bytes.fromhex("effcdf6ae5eb2fa2d27416d5f184df9c259a7c79")
 
@@ -73,9 +73,9 @@ def test_credentials_need_both_keys(access_key: str, secret_key: str) -> None:
 
 
 def test_the_resource_hands_spark_the_variables_names_never_the_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rocketlake.pipelines.broker_access import _credentials
-    from rocketlake.pipelines.options import SourceOptionError, parse_options
-    from rocketlake.resources.rocketmq_resource import MissingCredentials, RocketMQResource
+    from rocketlake.engine.broker_access import _credentials
+    from rocketlake.engine.options import SourceOptionError, parse_options
+    from rocketlake.dagster.rocketmq_resource import MissingCredentials, RocketMQResource
 
     resource = RocketMQResource(
         namesrv="127.0.0.1:9876", access_key_env="RL_TEST_AK", secret_key_env="RL_TEST_SK", cluster="prod"
@@ -99,7 +99,7 @@ def test_the_resource_hands_spark_the_variables_names_never_the_keys(monkeypatch
 
 
 def test_keys_read_from_the_environment_name_every_variable_not_set() -> None:
-    from rocketlake.resources.rocketmq.acl import KeysNotSet, credentials_from_environment
+    from rocketlake.rocketmq.acl import KeysNotSet, credentials_from_environment
 
     environ = {"RL_AK": "ak", "RL_EMPTY": ""}
     assert credentials_from_environment("RL_AK", "RL_AK", environ) == Credentials("ak", "ak")

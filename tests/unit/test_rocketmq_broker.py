@@ -16,16 +16,16 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from rocketlake.resources.rocketmq.admin import (
+from rocketlake.rocketmq.admin import (
     SubscriptionGroupConfig,
     build_create_topic_request,
     encode_lock_body,
     parse_consume_stats,
     parse_lock_response,
 )
-from rocketlake.resources.rocketmq.broker import BoundaryType, BrokerClient
-from rocketlake.resources.rocketmq.codes import RequestCode
-from rocketlake.resources.rocketmq.errors import (
+from rocketlake.rocketmq.broker import BoundaryType, BrokerClient
+from rocketlake.rocketmq.codes import RequestCode
+from rocketlake.rocketmq.errors import (
     InvalidArgument,
     ProtocolError,
     RequestTimeout,
@@ -33,14 +33,14 @@ from rocketlake.resources.rocketmq.errors import (
     SystemBusy,
     TopicNotExist,
 )
-from rocketlake.resources.rocketmq.fastjson import FrozenObject, loads
-from rocketlake.resources.rocketmq.filter import Subscription
-from rocketlake.resources.rocketmq.frame import RemotingCommand, encode
-from rocketlake.resources.rocketmq.heartbeat import ConsumerData, MessageModel, encode_heartbeat, new_client_id
-from rocketlake.resources.rocketmq.message import Message, decode_batch, decode_properties
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
-from rocketlake.resources.rocketmq.pools import PrivateConnections
-from rocketlake.resources.rocketmq.pull import (
+from rocketlake.rocketmq.fastjson import FrozenObject, loads
+from rocketlake.rocketmq.filter import Subscription
+from rocketlake.rocketmq.frame import RemotingCommand, encode
+from rocketlake.rocketmq.heartbeat import ConsumerData, MessageModel, encode_heartbeat, new_client_id
+from rocketlake.rocketmq.message import Message, decode_batch, decode_properties
+from rocketlake.rocketmq.message_queue import MessageQueue
+from rocketlake.rocketmq.pools import PrivateConnections
+from rocketlake.rocketmq.pull import (
     FLAG_COMMIT_OFFSET,
     FLAG_SUBSCRIPTION,
     FLAG_SUSPEND,
@@ -49,7 +49,7 @@ from rocketlake.resources.rocketmq.pull import (
     build_pull_request,
     parse_pull_response,
 )
-from rocketlake.resources.rocketmq.send import (
+from rocketlake.rocketmq.send import (
     OutgoingMessage,
     RetryMessage,
     SendStatus,
@@ -142,8 +142,8 @@ def test_pull_request_carries_every_required_field_and_the_right_flags() -> None
 def test_a_pull_from_a_template_is_the_bytes_of_the_request_encoded_whole(topic: str, expression: str) -> None:
     from dataclasses import replace
 
-    from rocketlake.resources.rocketmq.frame import RequestTemplate, encode
-    from rocketlake.resources.rocketmq.pull import PULL_OPEN_FIELDS
+    from rocketlake.rocketmq.frame import RequestTemplate, encode
+    from rocketlake.rocketmq.pull import PULL_OPEN_FIELDS
 
     sub = Subscription.parse(topic, expression, "SQL92" if ">" in expression or "LIKE" in expression else "TAG")
     args = dict(

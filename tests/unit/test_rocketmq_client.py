@@ -17,21 +17,21 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from rocketlake.resources.rocketmq import unique_key
-from rocketlake.resources.rocketmq.client import BrokerNotFound, RocketMQClient
-from rocketlake.resources.rocketmq.codes import RequestCode
-from rocketlake.resources.rocketmq.errors import (
+from rocketlake.rocketmq import unique_key
+from rocketlake.rocketmq.client import BrokerNotFound, RocketMQClient
+from rocketlake.rocketmq.codes import RequestCode
+from rocketlake.rocketmq.errors import (
     BrokerError,
     ConnectionFailed,
     RequestTimeout,
     SystemBusy,
     TopicNotExist,
 )
-from rocketlake.resources.rocketmq.frame import RemotingCommand, encode
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
-from rocketlake.resources.rocketmq.pull import FLAG_COMMIT_OFFSET
-from rocketlake.resources.rocketmq.retry import NO_RETRY, ExponentialBackoff, call_with_retries
-from rocketlake.resources.rocketmq.send import OutgoingMessage, RetryMessage
+from rocketlake.rocketmq.frame import RemotingCommand, encode
+from rocketlake.rocketmq.message_queue import MessageQueue
+from rocketlake.rocketmq.pull import FLAG_COMMIT_OFFSET
+from rocketlake.rocketmq.retry import NO_RETRY, ExponentialBackoff, call_with_retries
+from rocketlake.rocketmq.send import OutgoingMessage, RetryMessage
 from tests.unit.frame_peer import CLOSE, FrameEchoPeer
 
 # --------------------------------------------------------------------------- MessageQueue
@@ -367,7 +367,7 @@ def test_the_client_pickles_as_configuration(cluster: Cluster, client: RocketMQC
 
 
 def test_credentials_sign_every_name_server_and_broker_request(cluster: Cluster) -> None:
-    from rocketlake.resources.rocketmq.acl import Credentials
+    from rocketlake.rocketmq.acl import Credentials
 
     with RocketMQClient(cluster.namesrv.address, credentials=Credentials("ak", "sk"), private_connections=True) as c:
         assert c.get_max_offset(MessageQueue("T", "broker-a", 0)) == 11
@@ -378,7 +378,7 @@ def test_credentials_sign_every_name_server_and_broker_request(cluster: Cluster)
 
 
 def test_heartbeat_skips_topics_without_a_route_yet(cluster: Cluster, client: RocketMQClient) -> None:
-    from rocketlake.resources.rocketmq.heartbeat import ConsumerData
+    from rocketlake.rocketmq.heartbeat import ConsumerData
 
     cluster.unknown_topics.add("%RETRY%g")  # created by the broker on the first heartbeat
     cluster.broker_script["broker-a"] = lambda r: [encode(answer(r, IS_SUB_CHANGE="true"))]
@@ -428,8 +428,8 @@ def test_pulls_go_where_the_last_answer_suggested_else_to_the_master_else_while_
     """PullAPIWrapper.recalculatePullFromWhichNode + MQClientInstance.findBrokerAddressInSubscribe, on plain routes."""
     import time
 
-    from rocketlake.resources.rocketmq.namesrv import BrokerData, QueueData, TopicRoute
-    from rocketlake.resources.rocketmq.pull import PullResult, PullStatus
+    from rocketlake.rocketmq.namesrv import BrokerData, QueueData, TopicRoute
+    from rocketlake.rocketmq.pull import PullResult, PullStatus
 
     def routed(addresses: dict[int, str]) -> TopicRoute:
         return TopicRoute("T", (QueueData("broker-a", 2, 2, 6),), (BrokerData("c", "broker-a", addresses),))

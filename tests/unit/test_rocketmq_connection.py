@@ -24,16 +24,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from rocketlake.resources.rocketmq.acl import AclClientRPCHook, Credentials, sign, signing_content
-from rocketlake.resources.rocketmq.codes import RequestCode, ResponseCode, SerializeType
-from rocketlake.resources.rocketmq.connection import Connection, close_all, get_connection, split_address
-from rocketlake.resources.rocketmq.errors import (
+from rocketlake.rocketmq.acl import AclClientRPCHook, Credentials, sign, signing_content
+from rocketlake.rocketmq.codes import RequestCode, ResponseCode, SerializeType
+from rocketlake.rocketmq.connection import Connection, close_all, get_connection, split_address
+from rocketlake.rocketmq.errors import (
     ConnectionFailed,
     InvalidArgument,
     RequestTimeout,
     TopicNotExist,
 )
-from rocketlake.resources.rocketmq.frame import FLAG_ONEWAY, RemotingCommand, encode
+from rocketlake.rocketmq.frame import FLAG_ONEWAY, RemotingCommand, encode
 from tests.unit.frame_peer import CLOSE, WAIT, FrameEchoPeer, echo, echo_response
 
 
@@ -253,7 +253,7 @@ def test_a_channel_idle_past_the_limit_is_replaced_before_the_next_request(
 ) -> None:
     """Brokers close a connection idle for 120 s; a request must never race that close, so a channel idle for
     CHANNEL_MAX_IDLE_S is retired and the request goes out on a new one. A busy channel is kept."""
-    from rocketlake.resources.rocketmq.connection import CHANNEL_MAX_IDLE_S
+    from rocketlake.rocketmq.connection import CHANNEL_MAX_IDLE_S
 
     assert conn.invoke(request(), WAIT).is_success
     conn._channel.last_active -= CHANNEL_MAX_IDLE_S / 2  # used a while ago, within the limit: kept
@@ -461,8 +461,8 @@ def test_split_address_rejects_bad_input(address: str) -> None:
 def test_a_plain_server_that_closes_at_once_is_not_taken_for_a_tls_server() -> None:
     """A server that closes a new plain connection before answering (crashing, say) and does not answer a TLS
     handshake: the failure stays a ``ClosedBeforeAnswer``, retried like any broken connection, never a refusal."""
-    from rocketlake.resources.rocketmq.errors import ClosedBeforeAnswer, ConnectionTurnedAway
-    from rocketlake.resources.rocketmq.tls import speaks_tls
+    from rocketlake.rocketmq.errors import ClosedBeforeAnswer, ConnectionTurnedAway
+    from rocketlake.rocketmq.tls import speaks_tls
 
     listener = socket.create_server(("127.0.0.1", 0))
     address = f"127.0.0.1:{listener.getsockname()[1]}"

@@ -7,9 +7,9 @@ import pickle
 
 import pytest
 
-from rocketlake.resources.rocketmq import codes, errors
-from rocketlake.resources.rocketmq.codes import LanguageCode, RequestCode, ResponseCode
-from rocketlake.resources.rocketmq.errors import (
+from rocketlake.rocketmq import codes, errors
+from rocketlake.rocketmq.codes import LanguageCode, RequestCode, ResponseCode
+from rocketlake.rocketmq.errors import (
     BrokerError,
     ConnectionFailed,
     InvalidName,
@@ -270,8 +270,8 @@ def test_code_names_for_messages() -> None:
 
 
 def test_a_refusal_for_tls_or_a_signature_is_not_retried() -> None:
-    from rocketlake.resources.rocketmq.errors import ConnectionFailed, ConnectionTurnedAway, is_refusal
-    from rocketlake.resources.rocketmq.retry import is_retriable
+    from rocketlake.rocketmq.errors import ConnectionFailed, ConnectionTurnedAway, is_refusal
+    from rocketlake.rocketmq.retry import is_retriable
 
     acl = error_for_response(address="a:1", request_code=34, response_code=16, remark="check signature failed.")
     untrusted = ConnectionTurnedAway(

@@ -15,9 +15,9 @@ from enum import IntEnum
 
 import pytest
 
-from rocketlake.resources.rocketmq.codes import RequestCode, ResponseCode, SerializeType
-from rocketlake.resources.rocketmq.errors import InvalidArgument, ProtocolError
-from rocketlake.resources.rocketmq.frame import FrameDecoder, RemotingCommand, decode, encode, ext_fields
+from rocketlake.rocketmq.codes import RequestCode, ResponseCode, SerializeType
+from rocketlake.rocketmq.errors import InvalidArgument, ProtocolError
+from rocketlake.rocketmq.frame import FrameDecoder, RemotingCommand, decode, encode, ext_fields
 
 try:  # optional; the seeded loop below always runs
     from hypothesis import HealthCheck, given, settings
@@ -323,7 +323,7 @@ def test_bodies_read_in_place_stay_intact_across_arenas_which_are_reused_only_on
     """With views, a body is a view of the arena the socket wrote into: frames that cross an arena's end move to the
     next one whole, a frame larger than an arena gets one of its size, and an arena is written again only when no
     view of it is left (the records of a flush not landed yet must never change under the reader)."""
-    from rocketlake.resources.rocketmq import frame
+    from rocketlake.rocketmq import frame
 
     allocated = []
 

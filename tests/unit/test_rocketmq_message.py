@@ -15,9 +15,9 @@ import lz4.frame
 import pytest
 import zstandard
 
-from rocketlake.resources.rocketmq.compression import CompressionType, compress
-from rocketlake.resources.rocketmq.errors import InvalidArgument, ProtocolError
-from rocketlake.resources.rocketmq.message import (
+from rocketlake.rocketmq.compression import CompressionType, compress
+from rocketlake.rocketmq.errors import InvalidArgument, ProtocolError
+from rocketlake.rocketmq.message import (
     BatchEntry,
     Message,
     MessageDecodeError,

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from rocketlake.resources.rocketmq.errors import InvalidArgument
-from rocketlake.resources.rocketmq.filter import (
+from rocketlake.rocketmq.errors import InvalidArgument
+from rocketlake.rocketmq.filter import (
     Subscription,
     filter_by_tags,
     java_string_hash,
     tags_code,
 )
-from rocketlake.resources.rocketmq.message import Message
+from rocketlake.rocketmq.message import Message
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,9 @@ from datetime import timedelta
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from rocketlake.resources.rocketmq.compression import CompressionType, compress
-from rocketlake.resources.rocketmq.errors import ProtocolError
-from rocketlake.resources.rocketmq.message import Message, MessageDecodeError, decode_messages
+from rocketlake.rocketmq.compression import CompressionType, compress
+from rocketlake.rocketmq.errors import ProtocolError
+from rocketlake.rocketmq.message import Message, MessageDecodeError, decode_messages
 
 from .test_rocketmq_message import (
     BORN_V6,

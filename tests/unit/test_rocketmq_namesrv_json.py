@@ -13,16 +13,16 @@ import socket
 
 import pytest
 
-from rocketlake.resources.rocketmq.codes import RequestCode, ResponseCode
-from rocketlake.resources.rocketmq.errors import (
+from rocketlake.rocketmq.codes import RequestCode, ResponseCode
+from rocketlake.rocketmq.errors import (
     BrokerSystemError,
     ConnectionFailed,
     InvalidArgument,
     ProtocolError,
     TopicNotExist,
 )
-from rocketlake.resources.rocketmq.frame import RemotingCommand
-from rocketlake.resources.rocketmq.namesrv import (
+from rocketlake.rocketmq.frame import RemotingCommand
+from rocketlake.rocketmq.namesrv import (
     BrokerData,
     NameServerClient,
     QueueData,

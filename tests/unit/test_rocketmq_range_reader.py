@@ -6,11 +6,11 @@ import re
 
 import pytest
 
-from rocketlake.resources.rocketmq.errors import InvalidArgument, RangeUnreadable
-from rocketlake.resources.rocketmq.message import Message
-from rocketlake.resources.rocketmq.message_queue import MessageQueue, OffsetRange
-from rocketlake.resources.rocketmq.pull import GetMessageStatus, PullResult, PullStatus
-from rocketlake.resources.rocketmq.range_reader import FULL_ANSWERS_BEFORE_GROWING, QueueCursor, read_ranges
+from rocketlake.rocketmq.errors import InvalidArgument, RangeUnreadable
+from rocketlake.rocketmq.message import Message
+from rocketlake.rocketmq.message_queue import MessageQueue, OffsetRange
+from rocketlake.rocketmq.pull import GetMessageStatus, PullResult, PullStatus
+from rocketlake.rocketmq.range_reader import FULL_ANSWERS_BEFORE_GROWING, QueueCursor, read_ranges
 
 MQ = MessageQueue("T", "broker-a", 3)
 
@@ -155,7 +155,7 @@ def test_a_short_answer_by_chance_is_not_kept_for_good() -> None:
 
 
 def test_pulls_in_flight_per_queue_stay_within_the_messages_a_queue_may_hold() -> None:
-    from rocketlake.resources.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT
+    from rocketlake.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT
 
     class Unanswered(Exception):
         pass
@@ -204,7 +204,7 @@ def test_pulls_in_flight_per_queue_stay_within_the_messages_a_queue_may_hold() -
 def test_indexed_records_are_placed_by_their_offsets_with_or_without_a_gap(offsets, missing) -> None:
     """A broker's records as ``scan_records`` indexes them: consecutive ones are placed by their first offset alone,
     the others offset by offset, and a hole fails either way."""
-    from rocketlake.resources.rocketmq.columnar import scan_records
+    from rocketlake.rocketmq.columnar import scan_records
     from tests.unit.record_encoder import encode_message_record
 
     def record(offset: int) -> bytes:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rocketlake.resources.rocketmq_resource import RocketMQResource
+from rocketlake.dagster.rocketmq_resource import RocketMQResource
 from tests.unit.support import ingestion_config
 
 

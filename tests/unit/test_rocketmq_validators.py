@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rocketlake.resources.rocketmq.errors import InvalidName, RocketMQError
-from rocketlake.resources.rocketmq.validators import (
+from rocketlake.rocketmq.errors import InvalidName, RocketMQError
+from rocketlake.rocketmq.validators import (
     check_consumer_group,
     check_group,
     check_topic,

@@ -9,7 +9,7 @@ from dagster._core.test_utils import create_run_for_test
 
 import dataclasses
 
-from rocketlake.assets.run_guard import (
+from rocketlake.dagster.run_guard import (
     PROCESS_TAG,
     RunProcess,
     _boot_id,
@@ -102,7 +102,7 @@ def test_an_ended_run_still_holding_a_slot_is_released(instance):
 def test_the_daemon_sensor_reclaims_dead_runs(instance):
     from dagster import build_sensor_context
 
-    from rocketlake.assets.sensors import dead_runs_sensor
+    from rocketlake.dagster.sensors import dead_runs_sensor
 
     dead = started_run(instance, dead_process())
     result = dead_runs_sensor(build_sensor_context(instance=instance))
@@ -133,7 +133,7 @@ def test_a_live_run_in_another_pid_namespace_of_this_host_is_never_judged_dead(i
     import sys
 
     code = (
-        "import time; from rocketlake.assets.run_guard import RunProcess; "
+        "import time; from rocketlake.dagster.run_guard import RunProcess; "
         "print(RunProcess.current().to_tag(), flush=True); time.sleep(60)"
     )
     # A process in a PID namespace of its own, as a container's (inside a user namespace: no root needed).

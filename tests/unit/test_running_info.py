@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rocketlake.resources.rocketmq.filter import Subscription
-from rocketlake.resources.rocketmq.message_queue import MessageQueue
-from rocketlake.resources.rocketmq.running_info import ConsumeStatus, ProcessQueueInfo, encode_running_info
+from rocketlake.rocketmq.filter import Subscription
+from rocketlake.rocketmq.message_queue import MessageQueue
+from rocketlake.rocketmq.running_info import ConsumeStatus, ProcessQueueInfo, encode_running_info
 
 pytestmark = pytest.mark.unit
 
@@ -62,7 +62,7 @@ def test_a_property_that_is_not_a_string_is_refused():
 
 
 def test_the_members_properties_are_strings_under_the_java_names():
-    from rocketlake.member_status import properties
+    from rocketlake.member.status import properties
     from tests.unit.support import ingestion_config
 
     props = properties(ingestion_config(consume_orderly=True), "127.0.0.1:9876;127.0.0.1:9877", 1700000000000, "v")
@@ -79,7 +79,7 @@ def test_the_members_properties_are_strings_under_the_java_names():
 def test_rates_are_javas_spans_over_the_ingestions_windows_and_runs():
     """Per second over the last minute (pulled: every message read; OK: landed; failed: sent back or kept), the
     mean run time of the minute's runs as the consume RT, and the failed messages of the last hour."""
-    from rocketlake.member_status import EndedRun, LandedWindow, consume_status
+    from rocketlake.member.status import EndedRun, LandedWindow, consume_status
 
     now = 10_000.0
     windows = [
@@ -99,8 +99,8 @@ def test_rates_are_javas_spans_over_the_ingestions_windows_and_runs():
 def test_the_rates_go_to_the_topic_or_with_several_topics_to_the_user_info():
     import json
 
-    from rocketlake.member_status import CONSUME_STATUS, running_info
-    from rocketlake.resources.rocketmq.running_info import ConsumeStatus
+    from rocketlake.member.status import CONSUME_STATUS, running_info
+    from rocketlake.rocketmq.running_info import ConsumeStatus
     from tests.unit.support import ingestion_config
 
     rates = ConsumeStatus(consume_ok_tps=2.0)

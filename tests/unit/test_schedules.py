@@ -4,10 +4,10 @@ from datetime import datetime, timedelta, timezone
 
 from dagster import build_schedule_context, instance_for_test
 
-from rocketlake.assets.partitions import RANGE_END, RANGE_START, last_closed_windows, window_partitions
-from rocketlake.assets.schedules import CATCH_UP, build_window_schedule
-from rocketlake.assets.translator import translate
-from rocketlake.pipelines.config import parse_config
+from rocketlake.dagster.partitions import RANGE_END, RANGE_START, last_closed_windows, window_partitions
+from rocketlake.dagster.schedules import CATCH_UP, build_window_schedule
+from rocketlake.dagster.translator import translate
+from rocketlake.engine.config import parse_config
 from tests.unit.support import with_ingestion
 
 START = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -136,7 +136,7 @@ def test_a_window_closing_before_the_next_tick_is_asked_for_ahead_with_its_close
     from dagster import DagsterRunStatus
     from dagster._core.test_utils import create_run_for_test
 
-    from rocketlake.assets.ingestion import CLOSES_AT_TAG
+    from rocketlake.dagster.ingestion import CLOSES_AT_TAG
 
     schedule = schedule_of(grace=2)
     tick = START + timedelta(hours=2)  # the 01:00 window ends now and closes at 02:00:02
@@ -168,7 +168,7 @@ def test_a_window_closing_before_the_next_tick_is_asked_for_ahead_with_its_close
 
 
 def test_a_run_asked_for_ahead_waits_for_the_close_and_never_longer_than_the_lead():
-    from rocketlake.assets.ingestion import CLOSES_AT_TAG, LEAD_SECONDS, seconds_to_close
+    from rocketlake.dagster.ingestion import CLOSES_AT_TAG, LEAD_SECONDS, seconds_to_close
 
     now = 1_800_000_000.0
     assert seconds_to_close({}, now) == 0

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rocketlake.resources.spark import MALLOC_ARENA_MAX, cap_malloc_arenas
+from rocketlake.spark.session import MALLOC_ARENA_MAX, cap_malloc_arenas
 
 
 def test_malloc_arenas_are_capped_for_the_jvm_and_the_executors():
@@ -25,8 +25,8 @@ def test_the_spark_connect_server_is_configured_as_a_runs_own_session(monkeypatc
     import sys
     from pathlib import Path
 
-    from rocketlake.resources import jars
-    from rocketlake.resources.spark import CONNECT_SERVER_PROGRAM, DELTA_CONF, connect_endpoint, connect_server_command
+    from rocketlake import jars
+    from rocketlake.spark.session import CONNECT_SERVER_PROGRAM, DELTA_CONF, connect_endpoint, connect_server_command
 
     assert connect_endpoint("sc://10.0.0.5:15010/;token=x") == ("10.0.0.5", 15010)
     assert connect_endpoint("sc://spark-host") == ("spark-host", 15002)  # Spark Connect's default port
@@ -67,10 +67,10 @@ def test_the_spark_connect_server_of_an_s3_lake_gets_its_bucket_settings_and_key
     from the variables the configuration names: nothing in its command line (which ``ps`` shows) holds them."""
     from pathlib import Path
 
-    from rocketlake.pipelines.config import LakeConfig
-    from rocketlake.pipelines.storage import StorageKeysMissing, server_settings
-    from rocketlake.resources import jars
-    from rocketlake.resources.spark import connect_server_command
+    from rocketlake.engine.config import LakeConfig
+    from rocketlake.delta.storage import StorageKeysMissing, server_settings
+    from rocketlake import jars
+    from rocketlake.spark.session import connect_server_command
 
     secret = "s3cr3t-of-the-lake"
     resolved = {

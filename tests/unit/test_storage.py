@@ -4,8 +4,8 @@ missing keys in one sentence that names the variable and never shows a key."""
 import pytest
 from pydantic import ValidationError
 
-from rocketlake.pipelines.config import LakeConfig
-from rocketlake.pipelines.storage import (
+from rocketlake.engine.config import LakeConfig
+from rocketlake.delta.storage import (
     DYNAMODB_LOG_STORE,
     ENVIRONMENT_CREDENTIALS_PROVIDER,
     StorageKeysMissing,

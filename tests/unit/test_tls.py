@@ -1,4 +1,4 @@
-"""The remoting client's TLS layer (resources/rocketmq/tls.py) against a TLS peer on loopback made with Python's own
+"""The remoting client's TLS layer (rocketlake/rocketmq/tls.py) against a TLS peer on loopback made with Python's own
 ``ssl`` server side: frames of any size sealed and opened in order from several threads, and each handshake failure a
 user meets (untrusted CA, expired certificate, a name the certificate lacks, a plain server) told in one sentence that
 names the address and what to set. The same client against real name servers and brokers with TLS enforced is
@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from rocketlake.pipelines.config import TlsConfig
-from rocketlake.pipelines.options import SourceOptionError, parse_options
-from rocketlake.resources.local.certificates import Issued, issue, local_certificates, new_authority
-from rocketlake.resources.rocketmq.connection import Connection
-from rocketlake.resources.rocketmq.errors import ConnectionFailed
-from rocketlake.resources.rocketmq.frame import FrameDecoder, RemotingCommand, encode
-from rocketlake.resources.rocketmq.tls import TlsSettings
+from rocketlake.engine.config import TlsConfig
+from rocketlake.engine.options import SourceOptionError, parse_options
+from rocketlake.local.certificates import Issued, issue, local_certificates, new_authority
+from rocketlake.rocketmq.connection import Connection
+from rocketlake.rocketmq.errors import ConnectionFailed
+from rocketlake.rocketmq.frame import FrameDecoder, RemotingCommand, encode
+from rocketlake.rocketmq.tls import TlsSettings
 
 pytestmark = pytest.mark.unit
 CODE = 310  # any request code: the responder answers every request with its body
@@ -197,8 +197,8 @@ def test_tls_configuration_errors_name_the_key(tmp_path):
 
 def test_a_failed_handshake_is_not_retried(pki):
     """A handshake that fails is a ConnectionTurnedAway, which nothing retries: only new settings help."""
-    from rocketlake.resources.rocketmq.errors import ConnectionTurnedAway
-    from rocketlake.resources.rocketmq.retry import is_retriable
+    from rocketlake.rocketmq.errors import ConnectionTurnedAway
+    from rocketlake.rocketmq.retry import is_retriable
 
     with responder(pki.server) as port, pytest.raises(ConnectionTurnedAway) as failed:
         call(port, TlsSettings(str(new_authority(pki.ca.cert_file.parent / "x", "x").cert_file)))

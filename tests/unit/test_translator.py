@@ -10,9 +10,9 @@ import dagster as dg
 import pytest
 from dagster import AssetKey
 
-from rocketlake.assets.definitions import build_definitions
-from rocketlake.assets.translator import RocketlakeAssetData, RocketlakeTranslator
-from rocketlake.pipelines.config import IngestionConfig, parse_config
+from rocketlake.dagster.definitions import build_definitions
+from rocketlake.dagster.translator import RocketlakeAssetData, RocketlakeTranslator
+from rocketlake.engine.config import IngestionConfig, parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

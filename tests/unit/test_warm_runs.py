@@ -9,9 +9,9 @@ from dataclasses import replace
 
 from dagster import DagsterRun
 
-from rocketlake.assets.dagster_private import WorkerStatus
-from rocketlake.assets.run_guard import RunProcess
-from rocketlake.warm_runs import PROCESS_TAG, WarmRunLauncher
+from rocketlake.dagster.dagster_private import WorkerStatus
+from rocketlake.dagster.run_guard import RunProcess
+from rocketlake.dagster.warm_runs import PROCESS_TAG, WarmRunLauncher
 
 
 def run_with(process: RunProcess, run_id: str = "run-1") -> DagsterRun:
@@ -33,7 +33,7 @@ def test_a_runs_process_is_judged_by_pid_and_start_time_and_a_copied_tag_is_not_
 
 
 def test_the_launcher_is_configured_from_dagster_yaml_with_its_preloads() -> None:
-    from rocketlake.warm_runs import PRELOADED
+    from rocketlake.dagster.warm_runs import PRELOADED
 
     assert WarmRunLauncher.from_config_value(None, {})._preload == list(PRELOADED)
     assert WarmRunLauncher.from_config_value(None, {"preload": ["dagster"]})._preload == ["dagster"]

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketlake.resources.rocketmq.message_queue import OffsetRange
-from rocketlake.pipelines.windows import (
+from rocketlake.rocketmq.message_queue import OffsetRange
+from rocketlake.engine.windows import (
     StoreTimeWindow,
     WindowNotClosed,
     first_offset_at_or_after,

@@ -1,0 +1,1 @@
+"""The ``rocketlake`` command: argument parsing and printing over the library's services."""

@@ -1,0 +1,1104 @@
+"""``rocketlake.yaml``: the public configuration contract, validated before any run.
+
+Every ``DefaultMQPushConsumer`` setting is accepted under its snake_case name with RocketMQ's
+default and the range ``DefaultMQPushConsumerImpl.checkConfig`` enforces. A wrong file fails at
+load with one line per problem naming the ingestion, the key, the value and what is allowed;
+an unknown key is an error too, because a misspelt threshold silently left at its default is the
+worst kind of configuration bug.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from datetime import datetime, timedelta, timezone
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from rocketlake.engine.columns import METADATA_COLUMNS
+from rocketlake.rocketmq.errors import InvalidName
+
+# One definition of each, the wire's: a config value is the name the Java client and the broker use.
+from rocketlake.rocketmq.heartbeat import ConsumeFromWhere, MessageModel
+from rocketlake.rocketmq.message import DLQ_GROUP_TOPIC_PREFIX
+from rocketlake.rocketmq.tls import TlsSettings
+from rocketlake.rocketmq.validators import check_consumer_group, check_topic
+
+CONFIG_ENV = "ROCKETLAKE_CONFIG"
+DEFAULT_CONFIG = "rocketlake.yaml"
+#: One name of ``engine.columns.METADATA_COLUMNS``: pydantic's refusal then lists them all.
+MetadataColumn = Literal[METADATA_COLUMNS]  # type: ignore[valid-type]
+
+
+class ConfigError(ValueError):
+    """The configuration file is wrong; ``problems`` lists one readable line per mistake."""
+
+    def __init__(self, source: str, problems: list[str]):
+        self.source = source
+        self.problems = problems
+        super().__init__(f"{source} is not valid:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+class AllocateStrategy(str, Enum):
+    """The names RocketMQ's strategies report from ``getName()``."""
+
+    AVG = "AVG"
+    AVG_BY_CIRCLE = "AVG_BY_CIRCLE"
+    CONFIG = "CONFIG"
+    MACHINE_ROOM = "MACHINE_ROOM"
+    MACHINE_ROOM_NEARBY = "MACHINE_ROOM_NEARBY"
+    CONSISTENT_HASH = "CONSISTENT_HASH"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+
+
+def _range(lo: int, hi: int, *, unlimited: int | None = None) -> Any:
+    """A field validator factory for RocketMQ's inclusive ranges (optionally with a sentinel)."""
+
+    def check(value: int) -> int:
+        if value == unlimited:
+            return value
+        if not lo <= value <= hi:
+            extra = f" or {unlimited} for no limit" if unlimited is not None else ""
+            raise ValueError(f"is out of range [{lo}, {hi}]{extra}")
+        return value
+
+    check.allowed = f"[{lo}, {hi}]" + (f", or {unlimited} (no limit)" if unlimited is not None else "")
+    check.bounds = (lo, hi, unlimited)
+    return check
+
+
+def _template(value: str) -> bool:
+    """A Dagster template (``{{ env.X }}``) in a Component's attributes: checked once Dagster has resolved it (the
+    component validates the resolved configuration again), not before."""
+    return "{{" in value
+
+
+class TlsConfig(_Strict):
+    """TLS to every name server and broker of the cluster (the Java client's ``useTLS``), for servers started with
+    ``tls.server.mode`` ``enforcing`` (or ``permissive``). The files are PEM and must be readable where the code
+    location, the runs and the Spark tasks run."""
+
+    ca_file: str | None = Field(
+        default=None,
+        description="CA certificate(s) the servers' certificates chain to "
+        "(their tls.server.certPath); default: the system's trust store.",
+    )
+    cert_file: str | None = Field(
+        default=None,
+        description="Client certificate, for servers that require one (tls.server.need.client.auth=require).",
+    )
+    key_file: str | None = Field(default=None, description="The client certificate's private key (PEM, unencrypted).")
+    verify_hostname: bool = Field(
+        default=True,
+        description="Check that the server's certificate names the address connected to; false only for test clusters.",
+    )
+
+    @model_validator(mode="after")
+    def _files(self) -> "TlsConfig":
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file go together (a client certificate needs its key)")
+        for key in ("ca_file", "cert_file", "key_file"):
+            value = getattr(self, key)
+            if value is not None and not _template(value) and not Path(value).is_file():
+                raise ValueError(f"{key}: {value!r} is not a readable file")
+        return self
+
+    def settings(self) -> TlsSettings:
+        return TlsSettings(self.ca_file, self.cert_file, self.key_file, self.verify_hostname)
+
+
+class ClusterConfig(_Strict):
+    namesrv: str = Field(description="Name server address(es), ';'-separated, host:port each.")
+    access_key_env: str | None = Field(default=None, description="Environment variable holding the ACL AccessKey.")
+    secret_key_env: str | None = Field(default=None, description="Environment variable holding the ACL SecretKey.")
+    tls: TlsConfig | None = Field(default=None, description="TLS to the name servers and brokers; absent: in clear.")
+
+    @field_validator("namesrv")
+    @classmethod
+    def _addresses(cls, value: str) -> str:
+        if _template(value):
+            return value
+        for addr in filter(None, (a.strip() for a in value.split(";"))):
+            host, sep, port = addr.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{addr!r} is not host:port")
+        if not value.strip(" ;"):
+            raise ValueError("needs at least one host:port")
+        return value
+
+    @model_validator(mode="after")
+    def _both_keys(self) -> "ClusterConfig":
+        if (self.access_key_env is None) != (self.secret_key_env is None):
+            raise ValueError("access_key_env and secret_key_env go together (ACL needs both)")
+        return self
+
+
+#: The lake of a project that names none: beside the local cluster's state, relative to the project directory.
+DEFAULT_LAKE_ROOT = ".rocketlake/lake"
+
+
+class S3Config(_Strict):
+    """How Spark (Hadoop's S3A) and delta-rs reach an S3 lake (``lake.root: s3a://bucket/prefix``)."""
+
+    endpoint: str | None = Field(
+        default=None,
+        description="The S3 endpoint URL, e.g. http://127.0.0.1:7070 for an "
+        "S3-compatible store; none for AWS's endpoint of the region.",
+    )
+    region: str = Field(
+        default="us-east-1", description="The bucket's region (S3-compatible stores take any, usually us-east-1)."
+    )
+    path_style_access: bool = Field(
+        default=False,
+        description="Path-style requests (endpoint/bucket/key), which most "
+        "S3-compatible stores need; AWS prefers virtual-hosted style.",
+    )
+    access_key_env: str | None = Field(
+        default=None,
+        description="Environment variable holding the access key id; "
+        "none for the default credential chains (instance profile, AWS_* variables).",
+    )
+    secret_key_env: str | None = Field(default=None, description="Environment variable holding the secret access key.")
+
+    @field_validator("endpoint")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is None or _template(value):
+            return value
+        if not re.fullmatch(r"https?://[^/\s]+/?", value):
+            raise ValueError("is not an endpoint URL (http:// or https://, a host and an optional port, no path)")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _both_keys(self) -> "S3Config":
+        if (self.access_key_env is None) != (self.secret_key_env is None):
+            raise ValueError("access_key_env and secret_key_env go together (S3 needs both)")
+        return self
+
+
+class LakeConfig(_Strict):
+    root: str = Field(
+        default=DEFAULT_LAKE_ROOT,
+        description="Tables live at <root>/<table>: a local path, or s3a://bucket/prefix for S3 (with lake.s3).",
+    )
+    s3: S3Config | None = Field(
+        default=None, description="The S3 endpoint, region, path style and keys' variables of an s3a:// root."
+    )
+
+    @field_validator("root")
+    @classmethod
+    def _scheme(cls, value: str) -> str:
+        if _template(value):
+            return value
+        scheme = value.split("://", 1)[0] + "://" if "://" in value else ""
+        if scheme in ("s3://", "s3n://"):
+            raise ValueError(
+                f"uses {scheme}, which Spark's Hadoop has no filesystem for: write s3a://"
+                f"{value[len(scheme) :]} (Hadoop's S3A connector; delta-rs reads it too)"
+            )
+        if scheme not in ("", "file://", "s3a://"):
+            raise ValueError(
+                f"uses {scheme}, which rocketlake does not support yet: a local path or s3a://bucket/"
+                "prefix (ADLS and GCS: see the storage guide)"
+            )
+        if scheme == "s3a://" and not value[len(scheme) :].split("/", 1)[0]:
+            raise ValueError("names no bucket: s3a://bucket/prefix")
+        return value
+
+    @model_validator(mode="after")
+    def _s3_for_s3(self) -> "LakeConfig":
+        if self.s3 is not None and not self.root.startswith("s3a://") and not _template(self.root):
+            raise ValueError("s3 settings are for an s3a:// root; this root is not on S3")
+        return self
+
+    def table_path(self, table: str) -> str:
+        if "://" in self.root or self.root.startswith("/"):
+            return f"{self.root.rstrip('/')}/{table}"
+        return str((Path.cwd() / self.root / table).absolute())
+
+
+class SparkConfig(_Strict):
+    master: str = Field(
+        default="local[*]",
+        description="Spark master URL of the runs' own sessions (local[N], "
+        "spark://, k8s://, yarn), or of the Spark Connect server `rocketlake spark-server` starts.",
+    )
+    conf: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra Spark configuration, applied last. With "
+        "`remote`, the server starts with it and each run's session sets its SQL settings.",
+    )
+    remote: str | None = Field(
+        default=None,
+        description="A Spark Connect server's URL (sc://host:port): each run "
+        "opens a session on that long-lived server instead of starting Spark of its own (about "
+        "15 s less per run). Start it with `rocketlake spark-server` on the same configuration: "
+        "it takes the lake's S3 settings and keys from it too.",
+    )
+
+    @field_validator("remote")
+    @classmethod
+    def _remote(cls, value: str | None) -> str | None:
+        if value is None or _template(value):
+            return value
+        parts = urlsplit(value)
+        try:
+            port = parts.port
+        except ValueError:
+            port = -1
+        if parts.scheme != "sc" or not parts.hostname or port == -1:
+            raise ValueError("is not a Spark Connect URL: sc://host:port (e.g. sc://127.0.0.1:15002)")
+        return value
+
+
+#: five fields of numbers, names, ``*``, ranges, steps and lists (and Quartz's ``?``, ``L``, ``W``, ``#``)
+CRON_SHAPE = re.compile(r"[\w*?/,#-]+(\s+[\w*?/,#-]+){4}")
+CRON_PROBLEM = "is not a valid cron expression (5 fields, e.g. '0 * * * *' or '* * * * *')"
+
+
+class WindowConfig(_Strict):
+    cron: str = "0 * * * *"
+    timezone: str = "UTC"
+    grace_seconds: int = Field(default=60, ge=0, le=7 * 24 * 3600)
+    # How long after close + grace a window may take to land before the `fresh` check fails.
+    freshness_slack_seconds: int = Field(default=300, ge=0, le=7 * 24 * 3600)
+    start: datetime
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        if _template(value):
+            return value
+        # Its shape only: what each field may hold is Dagster's to say, whose partitions the windows are; the
+        # definitions check it with Dagster's own parser (``dagster.partitions.check_crons``), naming this key.
+        if not CRON_SHAPE.fullmatch(value.strip()):
+            raise ValueError(CRON_PROBLEM)
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, value: str) -> str:
+        if _template(value):
+            return value
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as e:
+            raise ValueError("is not an IANA time zone (e.g. UTC, Europe/Berlin)") from e
+        return value
+
+    @field_validator("start")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+class BodyConfig(_Strict):
+    format: Literal["raw", "text", "json", "avro"] = "raw"
+    schema_: str | None = Field(
+        default=None, alias="schema", description="Spark DDL of the JSON body, e.g. 'a STRING'."
+    )
+    evolve: Literal["none", "add_columns"] = Field(
+        default="none",
+        description="JSON bodies only. `add_columns`: a top-level or nested field the table lacks becomes a new "
+        "column, with the type Spark's JSON inference gives it over the run's bodies, in the same Delta "
+        "commit as the window it arrived in (earlier rows hold null there). The table's columns then "
+        "bind: a body whose field holds a value of another type is a failed message (sent to the retry "
+        "topic, then the dead-letter queue, and counted), not a null. Fields whose name Delta cannot "
+        "store, or that match a column only up to case, stay in `body` and are named in the run's log. "
+        "With `add_columns`, `schema` may be left out: every column then comes from the bodies. "
+        "`none`: only `schema`'s fields are columns; other fields stay in `body`.",
+    )
+
+    schema_file: str | None = Field(
+        default=None,
+        description="format avro: the writer schema, an Avro record schema file (.avsc), relative to the project "
+        "directory. Its fields become columns (Spark's from_avro types).",
+    )
+    encoding: Literal["binary", "single_object"] = Field(
+        default="binary",
+        description="format avro: `binary`, the record's Avro binary encoding alone; `single_object`, Avro's "
+        "single-object encoding (C3 01, the schema's 8-byte CRC-64-AVRO fingerprint, then the binary "
+        "encoding), whose fingerprint must be schema_file's.",
+    )
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    def avro_schema(self) -> str:
+        """The text of ``schema_file`` (format avro), as ``from_avro`` takes it."""
+        return Path(self.schema_file).read_text()
+
+    @model_validator(mode="after")
+    def _avro_needs_a_record_schema(self) -> "BodyConfig":
+        if self.format != "avro":
+            for key in ("schema_file", "encoding"):
+                if key in self.model_fields_set:
+                    raise ValueError(f"{key} applies to format avro only (format is {self.format!r}); remove it")
+            return self
+        if self.schema_ is not None or self.evolve != "none":
+            raise ValueError("format avro takes its columns from schema_file (an .avsc file): remove schema and evolve")
+        if not self.schema_file:
+            raise ValueError("format avro needs schema_file, the writer schema (an Avro record schema, .avsc)")
+        try:
+            parsed = json.loads(self.avro_schema())
+        except OSError as e:
+            raise ValueError(
+                f"schema_file {self.schema_file!r} cannot be read ({e.strerror}); give a path relative "
+                "to the project directory"
+            ) from None
+        except ValueError as e:
+            raise ValueError(f"schema_file {self.schema_file!r} is not JSON: {e}") from None
+        if not isinstance(parsed, dict) or parsed.get("type") != "record" or not parsed.get("fields"):
+            raise ValueError(
+                f"schema_file {self.schema_file!r} is not an Avro record schema with fields (its "
+                "fields become the table's columns)"
+            )
+        from rocketlake.engine.avro import schema_problem
+
+        problem = schema_problem(parsed)
+        if problem:
+            raise ValueError(f"schema_file {self.schema_file!r} is not a valid Avro schema: {problem}")
+        from rocketlake.engine.columns import OWN_COLUMNS
+
+        clashes = sorted({f.get("name") for f in parsed["fields"]} & OWN_COLUMNS)
+        if clashes:
+            raise ValueError(
+                f"schema_file {self.schema_file!r}: fields {clashes} clash with rocketlake's own columns; rename them"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _json_needs_schema(self) -> "BodyConfig":
+        if self.evolve != "none" and self.format != "json":
+            raise ValueError(
+                f"evolve {self.evolve!r} applies to format json only (format is {self.format!r}); "
+                "remove evolve, or set format: json"
+            )
+        if self.format == "json" and self.evolve == "none" and not (self.schema_ or "").strip():
+            raise ValueError(
+                'format json needs a schema (Spark DDL, e.g. "order_id STRING, amount DOUBLE"), or '
+                "evolve: add_columns to take the columns from the bodies"
+            )
+        return self
+
+
+#: Columns no layout may name: the day partition is always there (first), bytes and maps cannot partition or cluster.
+LAYOUT_REFUSED = {
+    "window_date": "it is always the table's first partition column",
+    "body": "bytes cannot partition, cluster or Z-order a table",
+    "properties": "a map cannot partition, cluster or Z-order a table",
+}
+#: Delta's limit on clustering columns.
+MAX_CLUSTERING_COLUMNS = 4
+
+
+class LayoutConfig(_Strict):
+    """How the table's files are laid out (fixed when the table is created, except ``zorder_by``)."""
+
+    partition_by: list[str] = Field(
+        default_factory=list,
+        description="Partition columns after window_date: window_hour (the UTC hour of the window's start), a "
+        "column rocketlake lands (topic, broker_name, queue_id, tags, ...) or a field of the JSON body. "
+        "Set when the table is created; a run refuses an existing table partitioned otherwise.",
+    )
+    cluster_by: list[str] = Field(
+        default_factory=list,
+        description="Delta liquid clustering on these columns (at most 4; window_date and window_hour allowed) "
+        "instead of partitions: the table is created with CLUSTER BY, is not partitioned, and the "
+        "compaction after a day closes is an OPTIMIZE that clusters what was written since. Not with "
+        "partition_by or zorder_by.",
+    )
+    zorder_by: list[str] = Field(
+        default_factory=list,
+        description="The compaction of a day that is over Z-orders its files by these columns (OPTIMIZE ... "
+        "ZORDER BY), so reads filtering on them skip files. Not a partition column.",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "LayoutConfig":
+        for key in ("partition_by", "cluster_by", "zorder_by"):
+            names = getattr(self, key)
+            for name in names:
+                if name in LAYOUT_REFUSED:
+                    raise ValueError(f"{key}: {name!r} is not allowed ({LAYOUT_REFUSED[name]})")
+                if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                    raise ValueError(
+                        f"{key}: {name!r} is not a column name (letters, digits and '_'; nested fields "
+                        "cannot lay out a table)"
+                    )
+            if len(set(names)) != len(names):
+                raise ValueError(f"{key}: {names} names a column twice")
+        if self.cluster_by and (self.partition_by or self.zorder_by):
+            raise ValueError(
+                "cluster_by cannot be combined with partition_by or zorder_by: a liquid-clustered Delta "
+                "table is neither partitioned nor Z-ordered; choose one"
+            )
+        if len(self.cluster_by) > MAX_CLUSTERING_COLUMNS:
+            raise ValueError(
+                f"cluster_by: {self.cluster_by} names {len(self.cluster_by)} columns; Delta clusters "
+                f"by at most {MAX_CLUSTERING_COLUMNS}"
+            )
+        both = sorted(set(self.partition_by) & set(self.zorder_by))
+        if both:
+            raise ValueError(
+                f"zorder_by: {both} are partition columns, which Delta cannot Z-order by; remove them from zorder_by"
+            )
+        return self
+
+
+class RunRetryConfig(_Strict):
+    """A failed window run is retried in the same run by Dagster, after ``delay_seconds`` doubled per attempt (with
+    jitter), at most ``max_retries`` times, then reported failed. Errors a retry cannot fix are not retried."""
+
+    max_retries: int = Field(default=3, ge=0, le=20)
+    delay_seconds: float = Field(default=10, ge=0, le=3600)
+
+
+# DefaultMQPushConsumerImpl.checkConfig's inclusive ranges.
+PUSH_CONSUMER_RANGES = {
+    "consume_thread_min": _range(1, 1000),
+    "consume_thread_max": _range(1, 1000),
+    "consume_concurrently_max_span": _range(1, 65535),
+    "pull_threshold_for_queue": _range(1, 65535),
+    "pull_threshold_size_for_queue": _range(1, 1024),
+    "pull_threshold_for_topic": _range(1, 6553500, unlimited=-1),
+    "pull_threshold_size_for_topic": _range(1, 102400, unlimited=-1),
+    "pull_interval": _range(0, 65535),
+    "consume_message_batch_max_size": _range(1, 1024),
+    "pull_batch_size": _range(1, 1024),
+    "pop_invisible_time": _range(5000, 300000),
+    "pop_batch_nums": _range(1, 32),
+}
+
+
+# DefaultMQPushConsumer settings rocketlake does not honour yet. A key listed here is refused whenever it is
+# present in the file, so that no accepted setting is silently ignored; the work that implements a key deletes
+# its line. Value: why, and when it comes.
+NOT_SUPPORTED_YET = {
+    "consume_concurrently_max_span": (
+        "a run reads exact ranges and moves offsets only over whole landed windows, so no span of unacknowledged "
+        "messages builds up behind a slow one for it to limit; what a task holds is bounded by "
+        "pull_threshold_for_queue and max_messages_per_task"
+    ),
+    "pull_interval": "the reader pulls without pauses",
+    "pull_batch_size_in_bytes": "pulls are bounded by pull_batch_size and the broker's transfer limits",
+    "post_subscription_when_pull": "pulls always carry no subscription: every offset is read and its tag re-checked",
+    "unit_mode": "unit (cell) mode is not implemented",
+    "pop_invisible_time": "rocketlake pulls by offset; POP consumption does not apply",
+    "pop_batch_nums": "rocketlake pulls by offset; POP consumption does not apply",
+    "await_termination_millis_when_shutdown": "a run ends when its windows are landed; there is no consume thread pool to drain",
+}
+# (key, value) -> (why, what to do instead)
+NOT_SUPPORTED_VALUES: dict[tuple[str, str], tuple[str, str]] = {}
+
+
+def _ranges_in_schema(schema: dict) -> None:
+    """RocketMQ's ranges in the JSON schema too, so a schema check (``dg check yaml``) refuses what a load refuses."""
+    for key, check in PUSH_CONSUMER_RANGES.items():
+        prop = schema.get("properties", {}).get(key)
+        if prop is None:
+            continue
+        lo, hi, unlimited = check.bounds
+        if unlimited is None:
+            prop.update(minimum=lo, maximum=hi)
+        else:
+            prop.pop("type", None)
+            prop["anyOf"] = [{"const": unlimited}, {"type": "integer", "minimum": lo, "maximum": hi}]
+
+
+#: Table properties Spark sets itself and refuses in ``SET TBLPROPERTIES`` (``TableCatalog.RESERVED_PROPERTIES``).
+SPARK_RESERVED_PROPERTIES = frozenset({"comment", "external", "is_managed_location", "location", "owner", "provider"})
+
+
+class IngestionConfig(_Strict):
+    """One topic landed in one table by one consumer group: a DefaultMQPushConsumer, as a batch pipeline."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False, json_schema_extra=_ranges_in_schema)
+
+    _dead_letters_of: str | None = PrivateAttr(default=None)
+    _dead_letters_cfg: "IngestionConfig | None" = PrivateAttr(default=None)  # whose members heartbeat for it
+
+    cluster: str
+    topic: str | None = Field(default=None, description="The topic landed (or topics, or topic_pattern).")
+    topics: list[str] = Field(
+        default_factory=list,
+        description="Several topics landed into the one table, as a consumer subscribed to each: every queue of each "
+        "keeps its own ranges and offsets, in the one ledger and commit; subscription applies to all.",
+    )
+    topic_pattern: str | None = Field(
+        default=None,
+        description="A regular expression (Python's, matched whole) of the topics landed, like Spark's "
+        "subscribePattern: the name server's topic list is matched at every run and by the rebalance "
+        "sensor, so a topic created later joins at the next window (from consume_from_where). Retry, "
+        "dead-letter and RocketMQ's system topics never match.",
+    )
+    subscription: str = "*"
+    consumer_group: str
+    message_model: MessageModel = MessageModel.CLUSTERING
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    consume_timestamp: str | None = Field(
+        default=None, description="yyyyMMddHHmmss in the window's time zone; default: 30 minutes before first run."
+    )
+    table: str
+    window: WindowConfig
+    body: BodyConfig = BodyConfig()
+    metadata_columns: list[MetadataColumn] = Field(
+        default_factory=list,
+        description="Columns landed besides topic, broker_name, queue_id, queue_offset, msg_id, tags, keys, "
+        "store_timestamp, body and window_start (pipelines.columns). origin_topic, origin_msg_id and "
+        "origin_offset_msg_id are landed anyway when messages can fail (a listener, or a body.format that may not decode), and in "
+        "dead-letter tables; a column the table already has keeps being landed.",
+    )
+    # A MessageListenerConcurrently: "package.module:function" (``engine.listener``); None: every message is consumed.
+    listener: str | None = None
+    run_retry: RunRetryConfig = RunRetryConfig()
+    allocate_message_queue_strategy: AllocateStrategy = AllocateStrategy.AVG
+    # What the strategies need (``engine.allocation``): CONFIG's queues ("broker_name/queue_id", or
+    # "topic/broker_name/queue_id" for another subscribed topic such as the retry topic), MACHINE_ROOM's rooms,
+    # MACHINE_ROOM_NEARBY's resolver ("module:attribute", default: the room is the text before the first "@" of
+    # a broker name or client id) and inner strategy, CONSISTENT_HASH's virtual nodes per member.
+    allocate_message_queue_list: list[str] | None = None
+    consumer_machine_rooms: list[str] | None = None
+    machine_room_resolver: str | None = None
+    machine_room_nearby_strategy: AllocateStrategy = AllocateStrategy.AVG
+    virtual_node_count: int = Field(default=10, ge=0)
+    # The table's upkeep (rocketlake's own): Delta table properties, and VACUUM after a day is compacted.
+    table_properties: dict[str, str] = Field(
+        default_factory=dict,
+        description="Delta table properties (e.g. delta.enableChangeDataFeed: 'true', delta.logRetentionDuration: "
+        "'interval 30 days', or a name of your own; not Spark's reserved owner, comment, location, ...): "
+        "set by the commit that creates the table, and on an existing table whose values differ before "
+        "a run writes (ALTER TABLE ... SET TBLPROPERTIES, a commit of its own). Delta checks delta.* "
+        "names and values: a run whose properties Delta refuses fails before it writes anything.",
+    )
+    layout: LayoutConfig = Field(
+        default_factory=LayoutConfig, description="Partitioning, liquid clustering or Z-ordering of the table."
+    )
+    vacuum_retention_hours: int | None = Field(
+        default=None,
+        ge=0,
+        le=10 * 365 * 24,
+        description="After a run compacts a day that is over, VACUUM the table with this retention: data files no "
+        "longer in the table for that long are deleted. None (default): never. Below Delta's 168 h "
+        "check, make sure no reader or writer of the table runs that long (time travel to older "
+        "versions fails once their files are gone). Refused below run_timeout (a run of another member "
+        "could lose the files it reads).",
+    )
+    on_deleted_messages: Literal["fail", "record"] = Field(
+        default="fail",
+        description="When the broker deleted messages the group never landed: fail the run, or "
+        "record the gap in the ledger and move on.",
+    )
+
+    # DefaultMQPushConsumer settings, RocketMQ's defaults; ranges from checkConfig (inclusive).
+    consume_thread_min: int = 20
+    consume_thread_max: int = 20
+    consume_concurrently_max_span: int = 2000
+    pull_threshold_for_queue: int = 1000
+    pull_threshold_size_for_queue: int = 100  # MiB
+    pull_threshold_for_topic: int = -1
+    pull_threshold_size_for_topic: int = -1  # MiB
+    pull_interval: int = 0  # ms
+    consume_message_batch_max_size: int = 1
+    pull_batch_size: int = 32
+    pull_batch_size_in_bytes: int = Field(default=256 * 1024, ge=1)
+    post_subscription_when_pull: bool = False
+    unit_mode: bool = False
+    max_reconsume_times: int = Field(default=-1, ge=-1)  # -1: 16 when concurrent, unbounded when orderly
+    # Orderly: how long a queue waits after a message failed before a run tries it again (Java: 1 s, minimum 10 ms
+    # in ConsumeMessageOrderlyService, at most 30 s).
+    suspend_current_queue_time_millis: int = Field(default=1000, ge=10, le=30_000)
+    # Minutes, as in RocketMQ, but enforced per listener call to the second: fractions are allowed (0.5 = 30 s).
+    consume_timeout: float = Field(default=15, ge=1 / 60)
+    pop_invisible_time: int = 60_000
+    pop_batch_nums: int = 32
+    await_termination_millis_when_shutdown: int = Field(default=0, ge=0)
+    consume_orderly: bool = False
+    # rocketlake's own: the longest offset range one Spark task reads (what it holds at once is
+    # bounded by the pull thresholds above); longer ranges become several tasks.
+    max_messages_per_task: int = Field(default=200_000, ge=1)
+    # rocketlake's own: the run's deadline (``spark.deadline``); the job's dagster/max_runtime tag carries it to
+    # Dagster's run monitoring.
+    run_timeout: float = Field(
+        default=120,
+        gt=0,
+        le=7 * 24 * 60,
+        description="Minutes (fractions allowed) a run may take from its step's start: past it, its Spark work is "
+        "stopped and it fails with nothing more committed, freeing its group's pool slot; its windows "
+        "land again. At least consume_timeout; vacuum_retention_hours must outlast it.",
+    )
+    # ClientConfig settings a batch pipeline still uses.
+    # ms, per broker call; unset: the cluster's RocketMQResource timeout_ms (3000 unless the project sets another).
+    mq_client_api_timeout: int | None = Field(default=None, ge=1)
+    instance_name: str = "DEFAULT"
+    client_ip: str | None = None
+    unit_name: str | None = None
+    # BROADCASTING: where each member keeps its own progress (the Java client's rocketmq.client.localOffsetStoreDir).
+    local_offset_store_dir: str = "~/.rocketmq_offsets"
+
+    @field_validator(*PUSH_CONSUMER_RANGES.keys())
+    @classmethod
+    def _in_range(cls, value: int, info) -> int:
+        return PUSH_CONSUMER_RANGES[info.field_name](value)
+
+    @field_validator("topic")
+    @classmethod
+    def _topic(cls, value: str | None) -> str | None:
+        if value is None or _template(value):
+            return value
+        try:
+            check_topic(value)
+        except InvalidName as e:
+            raise ValueError(str(e)) from None
+        return value
+
+    @field_validator("topics")
+    @classmethod
+    def _topics(cls, value: list[str]) -> list[str]:
+        for topic in value:
+            if not _template(topic):
+                try:
+                    check_topic(topic)
+                except InvalidName as e:
+                    raise ValueError(str(e)) from None
+        return value
+
+    @field_validator("consumer_group")
+    @classmethod
+    def _group(cls, value: str) -> str:
+        if _template(value):
+            return value
+        try:
+            check_consumer_group(value)
+        except InvalidName as e:
+            raise ValueError(str(e)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "IngestionConfig":
+        given = [key for key in ("topic", "topics", "topic_pattern") if getattr(self, key)]
+        if len(given) != 1:
+            raise ValueError(
+                "name the topics landed with exactly one of topic, topics (a list) and topic_pattern "
+                f"(a regular expression); given: {', '.join(given) or 'none'}"
+            )
+        if len(set(self.topics)) != len(self.topics):
+            raise ValueError(f"topics {self.topics} names a topic twice")
+        if self.topic_pattern is not None:
+            try:
+                re.compile(self.topic_pattern)
+            except re.error as e:
+                raise ValueError(f"topic_pattern {self.topic_pattern!r} is not a regular expression: {e}") from None
+        if self.topic is None and any(len(item.split("/")) != 3 for item in self.allocate_message_queue_list or []):
+            raise ValueError(
+                "allocate_message_queue_list: with topics or topic_pattern, name each queue as "
+                "topic/broker_name/queue_id"
+            )
+        return self
+
+    @field_validator("table_properties", mode="before")
+    @classmethod
+    def _table_property_texts(cls, value):
+        """YAML's ``true`` and ``5`` as Delta writes them (``'true'``, ``'5'``)."""
+        if isinstance(value, dict):
+            return {
+                k: str(v).lower() if isinstance(v, bool) else str(v) if isinstance(v, (int, float)) else v
+                for k, v in value.items()
+            }
+        return value
+
+    @field_validator("table_properties")
+    @classmethod
+    def _table_properties(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]*", key):
+                raise ValueError(
+                    f"table property name {key!r} is not allowed: letters, digits, '_', '.' and '-' "
+                    "(e.g. delta.enableChangeDataFeed)"
+                )
+            if key.lower() in SPARK_RESERVED_PROPERTIES:
+                raise ValueError(
+                    f"table property {key} is reserved by Spark, which sets it itself and refuses it "
+                    f"({', '.join(sorted(SPARK_RESERVED_PROPERTIES))}): remove it, or use a name of your "
+                    "own"
+                )
+            if any(c in text for c in "'\\\n"):
+                raise ValueError(
+                    f"table property {key}: the value {text!r} holds a quote, backslash or line break, "
+                    "which rocketlake does not pass on to Delta; write the value without them"
+                )
+        return value
+
+    @field_validator("consume_timestamp")
+    @classmethod
+    def _consume_timestamp(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                if not re.fullmatch(r"\d{14}", value):
+                    raise ValueError
+                datetime.strptime(value, "%Y%m%d%H%M%S")
+            except ValueError:
+                # The text of DefaultMQPushConsumerImpl.checkConfig, so users can search for it.
+                raise ValueError("is invalid, the valid format is yyyyMMddHHmmss") from None
+        return value
+
+    @field_validator("table")
+    @classmethod
+    def _table(cls, value: str) -> str:
+        # The table name is also the Dagster asset key: keep it to what both accept.
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError("must match [A-Za-z_][A-Za-z0-9_]* (it is the Dagster asset key and the table folder)")
+        return value
+
+    @field_validator("allocate_message_queue_list")
+    @classmethod
+    def _queue_list(cls, value: list[str] | None) -> list[str] | None:
+        for item in value or []:
+            parts = item.split("/")
+            if len(parts) not in (2, 3) or not parts[-1].isdigit() or not all(parts[:-1]):
+                raise ValueError(
+                    f"item {item!r} is not a queue: write broker_name/queue_id (e.g. broker-a/3), or "
+                    "topic/broker_name/queue_id for another subscribed topic"
+                )
+        return value
+
+    @field_validator("machine_room_resolver")
+    @classmethod
+    def _resolver(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[\w.]+:[\w.]+", value):
+            raise ValueError(
+                "must be an import path module:attribute (an object or class with "
+                "broker_deploy_in(queue) and consumer_deploy_in(client_id))"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> "IngestionConfig":
+        if self.consume_thread_min > self.consume_thread_max:
+            raise ValueError(
+                f"consume_thread_min ({self.consume_thread_min}) is larger than consume_thread_max "
+                f"({self.consume_thread_max})"
+            )
+        strategy = self.allocate_message_queue_strategy
+        if strategy is AllocateStrategy.CONFIG and not self.allocate_message_queue_list:
+            raise ValueError(
+                "allocate_message_queue_strategy CONFIG needs allocate_message_queue_list, the queues "
+                "this member takes (broker_name/queue_id items)"
+            )
+        if strategy is AllocateStrategy.MACHINE_ROOM and not self.consumer_machine_rooms:
+            raise ValueError(
+                "allocate_message_queue_strategy MACHINE_ROOM needs consumer_machine_rooms, the rooms "
+                "whose brokers (named room@broker) this member's group consumes"
+            )
+        if self.machine_room_nearby_strategy is AllocateStrategy.MACHINE_ROOM_NEARBY:
+            raise ValueError(
+                "machine_room_nearby_strategy: MACHINE_ROOM_NEARBY cannot wrap itself; choose AVG, "
+                "AVG_BY_CIRCLE, CONFIG, MACHINE_ROOM or CONSISTENT_HASH"
+            )
+        used = {
+            "allocate_message_queue_list": AllocateStrategy.CONFIG,
+            "consumer_machine_rooms": AllocateStrategy.MACHINE_ROOM,
+            "machine_room_resolver": AllocateStrategy.MACHINE_ROOM_NEARBY,
+            "machine_room_nearby_strategy": AllocateStrategy.MACHINE_ROOM_NEARBY,
+            "virtual_node_count": AllocateStrategy.CONSISTENT_HASH,
+        }
+        for key, needs in used.items():
+            # A key that changes nothing is refused: it only applies with its strategy (or as NEARBY's inner one).
+            inner = self.machine_room_nearby_strategy if strategy is AllocateStrategy.MACHINE_ROOM_NEARBY else None
+            if key in self.model_fields_set and needs not in (strategy, inner):
+                raise ValueError(
+                    f"{key} applies only with allocate_message_queue_strategy {needs.value} "
+                    f"(this ingestion uses {strategy.value}); remove it"
+                )
+        self._listener_checks()
+        self._deadline_checks()
+        if (
+            self.message_model is MessageModel.BROADCASTING
+            and "allocate_message_queue_strategy" in self.model_fields_set
+        ):
+            raise ValueError(
+                "allocate_message_queue_strategy applies to CLUSTERING only: in BROADCASTING every "
+                "member takes every queue; remove it"
+            )
+        return self
+
+    def _deadline_checks(self) -> None:
+        """The run's deadline against what must fit in it, or outlast it."""
+        if self.listener is not None and self.run_timeout < self.consume_timeout:
+            raise ValueError(
+                f"run_timeout: {self.run_timeout:g} is below consume_timeout ({self.consume_timeout:g} "
+                f"min): one listener call could outlast the run; allowed: run_timeout >= "
+                f"{self.consume_timeout:g}"
+            )
+        hours = self.vacuum_retention_hours
+        if hours is not None and hours * 60 < self.run_timeout:
+            # Another member's run (or this table's dead-letter run) may read a snapshot as old as its start; a
+            # VACUUM that deletes that snapshot's files under it fails it, or worse.
+            raise ValueError(
+                f"vacuum_retention_hours: {hours} is below run_timeout ({self.run_timeout:g} min): "
+                "VACUUM could delete files a run of another member still reads; allowed: "
+                f"vacuum_retention_hours >= {math.ceil(self.run_timeout / 60)} (or a shorter run_timeout)"
+            )
+
+    def _listener_checks(self) -> None:
+        """Listener settings change something only where a listener (or a decoding that can fail) runs."""
+        if self.listener is not None and not re.fullmatch(r"[\w.]+:[\w.]+", self.listener):
+            raise ValueError(f"listener {self.listener!r} must be an import path package.module:function")
+        for key in ("consume_thread_min", "consume_thread_max", "consume_timeout", "consume_message_batch_max_size"):
+            if key in self.model_fields_set and self.listener is None:
+                raise ValueError(f"{key} applies only to a listener (set listener: package.module:function); remove it")
+        vectorised = self.listener_is_vectorized  # loads the listener: one that cannot be imported fails here
+        if vectorised and self.consume_orderly:
+            raise ValueError(
+                f"a vectorised listener ({self.listener}) with consume_orderly: true is not supported yet: "
+                "orderly queues are consumed message batch by message batch, in offset order; use a "
+                "per-batch listener (fn(messages, context) -> ConsumeOrderlyStatus)"
+            )
+        if "suspend_current_queue_time_millis" in self.model_fields_set and not (
+            self.consume_orderly and self.can_fail
+        ):
+            raise ValueError(
+                "suspend_current_queue_time_millis applies only to consume_orderly: true ingestions whose "
+                "messages can fail (a listener, or a body.format that can fail to decode); remove it"
+            )
+        if "consume_message_batch_max_size" in self.model_fields_set and vectorised:
+            raise ValueError(
+                f"consume_message_batch_max_size applies to per-batch listeners; {self.listener} is "
+                "vectorised and gets whole Arrow batches (bounded by pull_threshold_for_queue); remove it"
+            )
+        if "max_reconsume_times" in self.model_fields_set and not self.can_fail:
+            raise ValueError(
+                "max_reconsume_times applies only when a message can fail: with a listener, or a body.format "
+                "(json, text) that can fail to decode; remove it"
+            )
+        if "max_reconsume_times" in self.model_fields_set and self.message_model is MessageModel.BROADCASTING:
+            raise ValueError(
+                "max_reconsume_times applies to CLUSTERING only: in BROADCASTING a failed message is "
+                "not sent back (as in RocketMQ), it lands in the failures table; remove it"
+            )
+
+    @property
+    def listener_is_vectorized(self) -> bool:
+        """Whether the listener is ``@vectorized``; loads it, so a listener that cannot be imported fails at load."""
+        if self.listener is None:
+            return False
+        from rocketlake.engine.listener import Vectorized, load_listener
+
+        return isinstance(load_listener(self.listener), Vectorized)
+
+    @property
+    def dead_letters_of(self) -> str | None:
+        """For the dead-letter ingestion (``dead_letter_config``): the topic of the ingestion whose DLQ it lands."""
+        return self._dead_letters_of
+
+    @property
+    def membership_topic(self) -> str | None:
+        """The topic whose brokers list the group's members (the members subscribe to it, not to the DLQ); None
+        for a pattern, whose topics are known only from the name server (``topics.membership_topic_of``)."""
+        members = self._dead_letters_cfg or self
+        return members.topic_names[0] if members.topic_names else None
+
+    @property
+    def members_config(self) -> IngestionConfig:
+        """The ingestion whose members heartbeat for this one: itself, or for ``<table>_dlq`` the main ingestion."""
+        return self._dead_letters_cfg or self
+
+    @property
+    def topic_names(self) -> tuple[str, ...]:
+        """The topics named in the configuration (``topic`` or ``topics``); none for a pattern."""
+        return (self.topic,) if self.topic is not None else tuple(self.topics)
+
+    @property
+    def topic_label(self) -> str:
+        """The topics, as logs and descriptions name them."""
+        if self.topic_pattern is not None:
+            return f"topics matching /{self.topic_pattern}/"
+        return ", ".join(self.topic_names)
+
+    @property
+    def can_fail(self) -> bool:
+        """A message of this ingestion can fail: a listener may reject it, or its body may not decode."""
+        return self.listener is not None or self.body.format != "raw"
+
+    @property
+    def consume_timeout_seconds(self) -> float:
+        return self.consume_timeout * 60
+
+    @property
+    def run_timeout_seconds(self) -> float:
+        return self.run_timeout * 60
+
+    def not_supported_yet(self) -> list[str]:
+        """'key: value is not supported yet (why); what to do' for every setting in the file rocketlake does
+        not honour yet."""
+
+        def shown(value: Any) -> str:
+            return repr(getattr(value, "value", value))  # an enum as the user wrote it
+
+        refused = [
+            f"{key}: {shown(getattr(self, key))} is not supported yet ({why}); remove the key"
+            for key, why in NOT_SUPPORTED_YET.items()
+            if key in self.model_fields_set
+        ]
+        for (key, value), (why, instead) in NOT_SUPPORTED_VALUES.items():
+            current = getattr(self, key)
+            if getattr(current, "value", current) == value:
+                refused.append(f"{key}: {value!r} is not supported yet ({why}); {instead}")
+        return refused
+
+    @property
+    def effective_max_reconsume_times(self) -> int:
+        if self.max_reconsume_times != -1:
+            return self.max_reconsume_times
+        return 2**31 - 1 if self.consume_orderly else 16
+
+    def consume_from_timestamp_ms(self, now: datetime) -> int:
+        """consumeTimestamp in epoch ms: the configured time in the window's zone, else 30 minutes ago."""
+        if self.consume_timestamp is None:
+            return int((now - timedelta(minutes=30)).timestamp() * 1000)
+        local = datetime.strptime(self.consume_timestamp, "%Y%m%d%H%M%S").replace(tzinfo=ZoneInfo(self.window.timezone))
+        return int(local.timestamp() * 1000)
+
+    def per_queue_limits(self, queue_count: int) -> tuple[int, int]:
+        """(messages, bytes) one task may hold for one queue.
+
+        Topic-wide limits become per-queue limits as ``max(1, topic_limit / queue_count)``, the
+        way the push consumer divides them across the queues it holds; the tighter one wins.
+        """
+        messages = self.pull_threshold_for_queue
+        size_mib = self.pull_threshold_size_for_queue
+        if self.pull_threshold_for_topic != -1 and queue_count:
+            messages = min(messages, max(1, self.pull_threshold_for_topic // queue_count))
+        if self.pull_threshold_size_for_topic != -1 and queue_count:
+            size_mib = min(size_mib, max(1, self.pull_threshold_size_for_topic // queue_count))
+        return messages, size_mib * 1024 * 1024
+
+
+def dead_letter_config(cfg: IngestionConfig) -> IngestionConfig:
+    """The ingestion of ``%DLQ%<group>`` into ``<table>_dlq``: same group, cluster, windows and members; raw bodies
+    (a dead letter is kept as it was, decodable or not), no listener, from the queue's first offset (a dead letter
+    is never skipped), no retry topic."""
+    dlq = cfg.model_copy(
+        update={
+            "topic": DLQ_GROUP_TOPIC_PREFIX + cfg.consumer_group,
+            "table": f"{cfg.table}_dlq",
+            "subscription": "*",
+            "topics": [],
+            "topic_pattern": None,
+            "body": BodyConfig(),
+            "listener": None,
+            "consume_orderly": False,
+            "layout": LayoutConfig(),
+            "consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        }
+    )
+    dlq._dead_letters_of = cfg.topic_label
+    dlq._dead_letters_cfg = cfg
+    return dlq
+
+
+class RocketLakeConfig(_Strict):
+    """A whole ``rocketlake.yaml``, validated: its clusters, lake, Spark and ingestions (``load_config`` reads one)."""
+
+    clusters: dict[str, ClusterConfig]
+    lake: LakeConfig = LakeConfig()
+    spark: SparkConfig = SparkConfig()
+    ingestions: dict[str, IngestionConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _references(self) -> "RocketLakeConfig":
+        problems = []
+        tables: dict[str, str] = {}
+        for name, ing in self.ingestions.items():
+            if ing.cluster not in self.clusters:
+                problems.append(
+                    f"ingestions.{name}.cluster: {ing.cluster!r} is not one of the clusters {sorted(self.clusters)}"
+                )
+            if ing.table in tables:
+                problems.append(
+                    f"ingestions.{name}.table: {ing.table!r} is already the table of ingestion "
+                    f"{tables[ing.table]!r}; each ingestion needs its own table"
+                )
+            tables[ing.table] = name
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+def config_path(path: str | os.PathLike | None = None) -> Path:
+    return Path(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
+
+
+def load_config(path: str | os.PathLike | None = None) -> RocketLakeConfig:
+    """Read and validate the configuration (``$ROCKETLAKE_CONFIG`` or ``rocketlake.yaml``)."""
+    source = config_path(path)
+    try:
+        raw = yaml.safe_load(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(str(source), [f"file not found (set {CONFIG_ENV} or create {DEFAULT_CONFIG})"]) from None
+    except IsADirectoryError:
+        raise ConfigError(
+            str(source), [f"is a directory, not a file: name the YAML file in it (set {CONFIG_ENV} to it, or --config)"]
+        ) from None
+    except PermissionError:
+        raise ConfigError(
+            str(source),
+            [
+                "cannot be read by this user (permission denied): make it readable to "
+                "the process that runs rocketlake (Dagster's code server and runs too)"
+            ],
+        ) from None
+    except OSError as e:
+        raise ConfigError(str(source), [f"cannot be read: {e.strerror or e}"]) from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            str(source), [f"is not UTF-8 text (byte 0x{e.object[e.start]:02x} at position {e.start}): save it as UTF-8"]
+        ) from None
+    except yaml.YAMLError as e:
+        raise ConfigError(str(source), [f"not valid YAML: {e}"]) from None
+    return parse_config(raw, str(source))
+
+
+def parse_config(raw: Any, source: str = "<config>") -> RocketLakeConfig:
+    if not isinstance(raw, dict):
+        raise ConfigError(source, ["the file must be a mapping with 'clusters' and 'ingestions'"])
+    try:
+        config = RocketLakeConfig.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(source, [_describe(err, raw) for err in e.errors()]) from None
+    refused = [
+        f"ingestions.{name}.{problem}"
+        for name, ingestion in config.ingestions.items()
+        for problem in ingestion.not_supported_yet()
+    ]
+    if refused:
+        raise ConfigError(source, refused)
+    return config
+
+
+def _describe(err: dict, raw: Any) -> str:
+    """'ingestions.orders.pull_batch_size: 5000 is out of range [1, 1024]' from a pydantic error."""
+    loc = [str(p) for p in err["loc"]]
+    where = ".".join(loc) or "(top level)"
+    message = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        return f"{where}: unknown key (misspelt? every accepted key: docs/reference/configuration.md, `make docs`)"
+    if err["type"] == "missing":
+        return f"{where}: required key is missing"
+    if err["type"] == "enum":
+        allowed = err.get("ctx", {}).get("expected", "")
+        return f"{where}: {err.get('input')!r} is not allowed; allowed: {allowed}"
+    if "input" in err and not isinstance(err["input"], dict):
+        joiner = " " if message.startswith(("is ", "must", "needs")) else ": "
+        return f"{where}: {err['input']!r}{joiner}{message}"
+    return f"{where}: {message}"

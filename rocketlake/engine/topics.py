@@ -1,0 +1,40 @@
+"""Which topics an ingestion lands now: those it names, or those of the name server's list its pattern matches.
+
+Kept out of the configuration, which is only a contract: a ``topic_pattern`` is resolved by asking the name server,
+at each run and each member's heartbeat, so a topic created later joins at the next window.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from rocketlake.rocketmq.errors import TopicNotExist
+from rocketlake.rocketmq.validators import is_system_topic
+
+if TYPE_CHECKING:
+    from rocketlake.engine.config import IngestionConfig
+
+
+def matching_topics(pattern: str, names: Iterable[str]) -> list[str]:
+    """The topics of ``names`` that ``pattern`` matches whole, sorted; never a retry or dead-letter topic (``%...``)
+    nor one of RocketMQ's own (``TopicValidator``'s system topics)."""
+    compiled = re.compile(pattern)
+    return sorted(t for t in names if compiled.fullmatch(t) and not t.startswith("%") and not is_system_topic(t))
+
+
+def subscribed_topics(cfg: IngestionConfig, client) -> list[str]:
+    """The topics landed now: those named, or those of the name server's list the pattern matches (never a retry
+    or dead-letter topic, nor one of RocketMQ's own); TopicNotExist when a pattern matches none."""
+    if cfg.topic_pattern is None:
+        return list(cfg.topic_names)
+    found = matching_topics(cfg.topic_pattern, client.topics())
+    if not found:
+        raise TopicNotExist(f"no topic on cluster {cfg.cluster!r} matches topic_pattern {cfg.topic_pattern!r}")
+    return found
+
+
+def membership_topic_of(cfg: IngestionConfig, client) -> str:
+    """The topic whose brokers list the group's members: the configured one, or the first a pattern matches now."""
+    return cfg.membership_topic or subscribed_topics(cfg.members_config, client)[0]

@@ -1,0 +1,527 @@
+"""The Spark side of a run (``ingest.Lake``): exact ranges in, one Delta commit out, every offset accounted.
+
+1. Read: one Spark job over all ranges of the ledger entry; the source returns a row per offset with
+   the tag verdict. An ``Observation`` counts offsets seen and filtered per window in the same pass.
+2. Write: the matched rows, with decoded body columns, replace exactly (windows x queues) in one
+   commit that also carries the ledger entry.
+3. Account: rows now in the table (read back) + filtered must equal the planned sizes.
+
+Nothing here touches the consumer group's offsets (see ``engine.ingest``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from pyspark.sql import DataFrame, Observation, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+from rocketlake.engine import accounting
+from rocketlake.engine.accounting import DUPLICATES, FILTERED, ROWS, Tally, account
+from rocketlake.spark.body import configured_schema
+from rocketlake.engine.columns import landed_metadata, read_metadata
+from rocketlake.engine.config import IngestionConfig, MessageModel
+from rocketlake.spark.consume import (
+    DUPLICATE,
+    ERROR,
+    HELD,
+    HELPERS,
+    ORIGIN_ID,
+    decode_checked,
+    is_copy,
+    is_copy_topic,
+    listen,
+    listen_orderly,
+    mark_known,
+    with_last_error,
+)
+from rocketlake.spark.deadline import SparkDeadline
+from rocketlake.delta.writer import (
+    DAY_COLUMN,
+    HOUR_COLUMN,
+    Layout,
+    closed_days,
+    commit_ledger,
+    compact_days,
+    is_delta_table,
+    slice_predicate,
+    table_fields,
+    vacuum,
+    write_slice,
+)
+from rocketlake.delta.evolution import evolve
+from rocketlake.engine.failures import (
+    DEAD_LETTERED,
+    FAILED,
+    SENT_BACK,
+    FailedContent,
+    FailedMessage,
+)
+from rocketlake.engine.ingest import LandingReport, Log, WindowAccounting
+from rocketlake.engine.ledger import LedgerEntry, Suspension, WindowEntry
+from rocketlake.delta.ledger_log import read_ledger, table_version
+from rocketlake.engine.listener import error_in_worker
+from rocketlake.engine.options import encode_plan
+from rocketlake.spark.source import register
+from rocketlake.delta.storage import LOG_STORE_S3A, several_writers_refusal
+from rocketlake.rocketmq.message_queue import MessageQueue
+
+MIB = 1024 * 1024
+OUTCOME = "_rl_outcome"
+#: what becomes of compaction or VACUUM stopped at the deadline: the landing and its offsets are done by then
+MAINTENANCE = "The windows and their offsets were committed before; the table keeps its files as they were."
+SUSPENDED = "suspended"  # failures table: the message an orderly queue is suspended at
+
+
+class SparkLake:
+    """The table at ``table_path``, read and written with Spark and Delta."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        source_options: dict[str, str],
+        cfg: IngestionConfig,
+        table_path: str,
+        failures_path: str | None = None,
+        *,
+        last_errors_from: str | None = None,
+        storage_options: dict[str, str] | None = None,
+    ):
+        self.spark = spark
+        self.storage_options = storage_options  # delta-rs's, for the ledger (``delta.storage``)
+        self.source_options = source_options
+        self.cfg = cfg
+        self.table_path = table_path
+        self.failures_path = failures_path  # where failed messages are kept (``engine.failures``)
+        self.last_errors_from = last_errors_from  # dead letters: the failures table their last errors are in
+        self.deadline = SparkDeadline(spark, cfg.run_timeout_seconds)  # counted from here: the run's step starts
+
+    def table_version(self) -> int | None:
+        return table_version(self.table_path, self.storage_options)
+
+    def writers_refusal(self, members: tuple[str, ...]) -> str | None:
+        return several_writers_refusal(self.table_path, members, self.spark.conf.get(LOG_STORE_S3A, None))
+
+    def ledger(self, group: str) -> list[LedgerEntry]:
+        return read_ledger(self.table_path, group, self.storage_options)
+
+    def land(self, entry: LedgerEntry, queue_count: int, log: Log, *, again: bool = False) -> LandingReport:
+        if not entry.queues:
+            # No queue at all (a dead-letter queue the broker has not created yet): nothing to read, nothing at
+            # stake, no commit to make; the table appears with the first dead letter.
+            log(
+                f"no queue of {self.cfg.topic_label} to read in these windows (none exists yet, or every one waits): "
+                "nothing to land"
+            )
+            return LandingReport(tuple(WindowAccounting(w.partition_key, 0, 0, 0, 0) for w in entry.windows), None)
+        with self.deadline.watch("landing its windows"):
+            try:
+                return land_entry(
+                    self.spark,
+                    self.source_options,
+                    self.cfg,
+                    self.table_path,
+                    entry,
+                    queue_count,
+                    log,
+                    self.failures_path,
+                    self.last_errors_from,
+                    again=again,
+                    storage_options=self.storage_options,
+                )
+            except Exception as e:
+                said = error_in_worker(e)  # the worker's sentence, not Spark's stack of the job
+                if said is None:
+                    raise
+                raise said from None
+
+    def record_verdict(self, verdict: LedgerEntry) -> None:
+        # Not under the deadline: by now the landing and its send-back are done, and refusing this one small commit
+        # would only make the next run land the window and send its failures back again. A commit that hangs is
+        # ended by Dagster's run monitoring (dagster/max_runtime).
+        commit_ledger(self.spark, self.table_path, verdict)
+
+    def columns(self) -> list[tuple[str, str, bool]]:
+        return [(f.name, f.dataType.simpleString(), f.nullable) for f in table_fields(self.spark, self.table_path)]
+
+    def compact(self, entry: LedgerEntry, closed_before_ms: int) -> list[tuple[str, int, int]]:
+        """OPTIMIZE the days of ``entry``'s windows that are over: ``(day, files removed, files added)``."""
+        if not is_delta_table(self.spark, self.table_path):
+            return []
+        with self.deadline.watch("compacting", MAINTENANCE):
+            return compact_days(
+                self.spark,
+                self.table_path,
+                closed_days((w.start_ms for w in entry.windows), closed_before_ms),
+                self.cfg.layout.zorder_by,
+            )
+
+    def vacuum(self) -> int | None:
+        """VACUUM with the ingestion's ``vacuum_retention_hours``: the retention applied, or None when it has none."""
+        hours = self.cfg.vacuum_retention_hours  # called after a compaction: the table exists
+        if hours is None:
+            return None
+        with self.deadline.watch("vacuuming", MAINTENANCE):
+            vacuum(self.spark, self.table_path, hours)
+        return hours
+
+
+def layout_of(cfg: IngestionConfig) -> Layout:
+    layout = cfg.layout
+    return Layout(tuple(layout.partition_by), tuple(layout.cluster_by), tuple(layout.zorder_by))
+
+
+def read_plan(
+    spark: SparkSession,
+    source_options: dict[str, str],
+    cfg: IngestionConfig,
+    windows: tuple[WindowEntry, ...],
+    queue_count: int,
+    metadata: tuple[str, ...] = (),
+) -> DataFrame:
+    register(spark)
+    plan = encode_plan((r, w.start_ms) for w in windows for r in w.ranges if r.size > 0)
+    max_messages, max_bytes = cfg.per_queue_limits(queue_count)
+    return (
+        spark.read.format("rocketmq")
+        .options(**source_options)
+        .option("topic", cfg.topic or min(r.queue.topic for w in windows for r in w.ranges))
+        .option("subscription", cfg.subscription)
+        .option("plan", plan)
+        .option("includeFiltered", "true")
+        .option("pullBatchSize", cfg.pull_batch_size)
+        .option("pullThresholdForQueue", max_messages)
+        .option("pullThresholdSizeForQueue", max(1, max_bytes // MIB))
+        .option("maxMessagesPerPartition", cfg.max_messages_per_task)
+        .option("consumerGroup", cfg.consumer_group)
+        .option("metadataColumns", ",".join(metadata))
+        .load()
+    )
+
+
+def land_entry(
+    spark: SparkSession,
+    source_options: dict[str, str],
+    cfg: IngestionConfig,
+    table_path: str,
+    entry: LedgerEntry,
+    queue_count: int,
+    log: Log,
+    failures_path: str | None = None,
+    last_errors_from: str | None = None,
+    again: bool = False,
+    storage_options: dict[str, str] | None = None,
+) -> LandingReport:
+    planned = entry.windows
+    tasks = sum(-(-r.size // cfg.max_messages_per_task) for w in planned for r in w.ranges)
+    log(
+        f"Spark job: {tasks} tasks (at most {cfg.max_messages_per_task} offsets each) read the ranges and replace "
+        f"{len(planned)} window(s) x {queue_count} queue(s) of {table_path} in one Delta commit"
+    )
+    fields = table_fields(spark, table_path)
+    landed = landed_metadata(cfg, [f.name for f in fields])
+    read = read_metadata(cfg, landed)
+    df = read_plan(spark, source_options, cfg, planned, queue_count, read)
+    if last_errors_from is not None:
+        df = with_last_error(df, last_errors_from)
+    # Dead letters never fail, but one message can reach %DLQ%<group> twice (a re-run after its send-back, a step
+    # retry): the judged landing finds the later copy by the stored original, as it finds redelivered ones.
+    if cfg.can_fail or cfg.dead_letters_of is not None:
+        tally, failed, entry, contents = _land_judged(
+            spark,
+            df,
+            cfg,
+            table_path,
+            entry,
+            log,
+            failures_path,
+            not_landed=tuple(c for c in read if c not in landed),
+            fields=fields,
+            again=again,
+        )
+    else:
+        tally, failed, contents = _land_all(df, table_path, entry, log, cfg), (), None
+    version = table_version(table_path, storage_options)  # delta-rs, as the ledger is read (``storage_options``)
+    log(f"Delta commit version {version} of {table_path} holds the slice and its ledger")
+
+    accounting = account(planned, _rows_in_slice(spark, table_path, planned), tally)
+    return LandingReport(accounting, version, failed, entry, contents)
+
+
+def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log, cfg: IngestionConfig) -> Tally:
+    """Every matched message is a row (no listener, a body that cannot fail): one pass, counted on the way."""
+    observation = Observation(f"rocketlake-{entry.run_id}")
+    metrics = []
+    for w in entry.windows:
+        in_window = F.col("window_start") == F.timestamp_millis(F.lit(w.start_ms))
+        metrics += [
+            F.count_if(in_window).alias(f"seen_{w.start_ms}"),
+            F.count_if(in_window & ~F.col("matched")).alias(f"filtered_{w.start_ms}"),
+            F.coalesce(F.sum(F.when(in_window & F.col("matched"), F.length("body"))), F.lit(0)).alias(
+                f"landed_bytes_{w.start_ms}"
+            ),
+        ]
+    observed = df.observe(observation, *metrics) if metrics else df
+    write_slice(
+        observed.where("matched").drop("matched"),
+        table_path,
+        entry,
+        log,
+        properties=cfg.table_properties,
+        layout=layout_of(cfg),
+    )
+    got = observation.get if metrics else {}
+    if any(f"seen_{w.start_ms}" not in got for w in entry.windows):
+        # PySpark 4.0's Spark Connect client returns no observed metrics for a write (4.2's does): count them in a
+        # pass of their own over the same bounded ranges, which hold the same messages.
+        got = df.agg(*metrics).collect()[0].asDict()
+    tally = Tally()
+    for w in entry.windows:
+        filtered = got[f"filtered_{w.start_ms}"]
+        tally.add(w.start_ms, FILTERED, filtered)
+        tally.add(w.start_ms, ROWS, got[f"seen_{w.start_ms}"] - filtered)
+        tally.landed_bytes[w.start_ms] += got[f"landed_bytes_{w.start_ms}"]
+    return tally
+
+
+def _land_judged(
+    spark: SparkSession,
+    df: DataFrame,
+    cfg: IngestionConfig,
+    table_path: str,
+    entry: LedgerEntry,
+    log: Log,
+    failures_path: str | None,
+    not_landed: tuple[str, ...] = (),
+    fields=(),
+    again: bool = False,
+) -> tuple[Tally, tuple[FailedMessage, ...], LedgerEntry, Callable[[str], dict] | None]:
+    """Messages that may fail (a listener, a body that may not decode), or dead letters (copies of one message may
+    arrive twice): judged once, then split.
+
+    The verdicts are computed in one pass and kept (``localCheckpoint``): a listener is called once per
+    message per run, and the rows written, the failures sent back and the counts all come from the same
+    verdicts. A redelivered copy whose original is landed already is a duplicate, neither landed nor sent back.
+    The failures' bodies stay where the verdicts are: the driver reads a broker's only if that broker does not take
+    their send-back (``LandingReport.contents``).
+    """
+    clustering = cfg.message_model is MessageModel.CLUSTERING
+    max_times = cfg.effective_max_reconsume_times
+    queues = entry.queues
+    replaced = slice_predicate(entry.windows)
+    # Copies are looked for when this run reads a copy topic (%RETRY%<group>, %DLQ%<group>), or lands offsets a run
+    # landed before (``again``: a backfill, a catch-up or rebalance run narrowed to main-topic queues), whose
+    # failures may have come back and landed since. The look reads the table's last days, which a first landing of
+    # main-topic offsets does not pay: none of its messages was ever sent back.
+    with_copies = again or any(is_copy_topic(mq.topic) for mq in queues)
+    # Only matched rows keep their body: filtered ones are counted, nothing more.
+    df = df.withColumn("body", F.when(F.col("matched"), F.col("body")))
+    schema = None
+    if cfg.body.evolve != "none":
+        # Read once: the schema's inference and the landing must see the very same messages.
+        df = df.localCheckpoint(eager=True)
+        schema = _evolved_schema(df, cfg, fields, log)
+    judged = decode_checked(df, cfg.body, schema)
+    earliest = min((w.start_ms for w in entry.windows), default=0)
+    judged = mark_known(
+        judged, table_path if with_copies and is_delta_table(spark, table_path) else None, replaced, earliest
+    )
+    reading = {r.queue for w in entry.windows for r in w.ranges if r.size}
+    if cfg.consume_orderly:
+        prior = {mq.key: (s.offset, s.attempts) for mq, s in entry.suspended.items() if mq in reading}
+        judged = listen_orderly(judged, cfg, prior, len(reading))
+    else:
+        if cfg.listener is not None:
+            judged = listen(judged, cfg)
+        judged = judged.withColumn(HELD, F.lit(False))
+    judged = judged.localCheckpoint(eager=True)
+    consumed = F.col("matched") & F.col(ERROR).isNull()
+    if with_copies:
+        # Two copies of one message consumed in one run (its original and a redelivered copy, or two copies sent
+        # back by two attempts of a window, or dead-lettered twice): the first by window, main topic before a copy's
+        # topic, offset, lands.
+        fresh = consumed & ~F.col(DUPLICATE)
+        first = Window.partitionBy(ORIGIN_ID, fresh).orderBy(
+            "window_start", is_copy(F.col("topic")), "topic", "broker_name", "queue_id", "queue_offset"
+        )
+        rank = F.when(fresh, F.row_number().over(first))
+        # Only a redelivered copy can be a duplicate: two main-topic messages are two offsets, landed both.
+        later_copy = is_copy(F.col("topic")) & F.coalesce(rank > 1, F.lit(False))
+        judged = judged.withColumn(DUPLICATE, F.col(DUPLICATE) | later_copy)
+    outcome = (
+        F.when(~F.col("matched"), F.lit(FILTERED))
+        .when(F.col(HELD), F.lit(accounting.HELD))  # the outcome; HELD alone is the judged column
+        .when(F.col(ERROR).isNull() & F.col(DUPLICATE), F.lit(DUPLICATES))
+        .when(F.col(ERROR).isNull(), F.lit(ROWS))
+        .when(F.lit(not clustering), F.lit(FAILED))
+        .when(F.lit(cfg.consume_orderly), F.lit(DEAD_LETTERED))
+        .when(F.col("reconsume_times") >= max_times, F.lit(DEAD_LETTERED))
+        .otherwise(F.lit(SENT_BACK))
+    )
+    judged = judged.withColumn(OUTCOME, outcome)
+    tally = Tally()
+    for row in (
+        judged.groupBy(F.unix_millis("window_start").alias("w"), "topic", "broker_name", "queue_id", OUTCOME)
+        .agg(F.count(F.lit(1)).alias("n"), F.sum(F.length("body")).alias("landed_bytes"))
+        .collect()
+    ):
+        queue = MessageQueue(row["topic"], row["broker_name"], row["queue_id"])
+        tally.add(row["w"], row[OUTCOME], row["n"], queue)
+        if row[OUTCOME] == ROWS:
+            tally.landed_bytes[row["w"]] += row["landed_bytes"] or 0
+
+    entry = with_suspensions(entry, judged, reading, cfg.suspend_current_queue_time_millis, log)
+    stopped = F.col(OUTCOME).isin(SENT_BACK, DEAD_LETTERED, FAILED) | (F.col(HELD) & F.col(ERROR).isNotNull())
+    failed_rows = judged.where(stopped).withColumn(
+        OUTCOME, F.when(F.col(HELD), F.lit(SUSPENDED)).otherwise(F.col(OUTCOME))
+    )
+    # Only a message that can fail is ever a failure (dead letters are not: nor do they read send-back columns).
+    failures = (
+        ()
+        if not cfg.can_fail
+        else tuple(
+            FailedMessage(
+                MessageQueue(r["topic"], r["broker_name"], r["queue_id"]),
+                r["queue_offset"],
+                r["offset_msg_id"],
+                r["msg_id"],
+                r["origin_topic"],
+                r["reconsume_times"],
+                r[OUTCOME],
+                r[ERROR],
+            )
+            for r in failed_rows.select(
+                "topic",
+                "broker_name",
+                "queue_id",
+                "queue_offset",
+                "offset_msg_id",
+                "msg_id",
+                "origin_topic",
+                "reconsume_times",
+                OUTCOME,
+                ERROR,
+            )
+            .orderBy("topic", "broker_name", "queue_id", "queue_offset")
+            .collect()
+        )
+    )
+    if failures_path is not None and (failures or is_delta_table(spark, failures_path)):
+        kept = failed_rows.select(*[c for c in failed_rows.columns if c not in (DUPLICATE, HELD, "matched")])
+        kept = (
+            kept.withColumnRenamed(ERROR, "error")
+            .withColumnRenamed(OUTCOME, "outcome")
+            .withColumn("run_id", F.lit(entry.run_id))
+        )
+        write_slice(kept, failures_path, entry, log, with_ledger=False)
+        log(f"{len(failures)} failure(s) of this run are in {failures_path}")
+    # The failures table keeps every column read (what a person needs to see why); the table, the columns landed.
+    landed = judged.where(F.col(OUTCOME) == ROWS).drop(*HELPERS, OUTCOME, *not_landed)
+    write_slice(landed, table_path, entry, log, properties=cfg.table_properties, layout=layout_of(cfg))
+    sent_back = failed_rows.where(F.col(OUTCOME).isin(SENT_BACK, DEAD_LETTERED))
+
+    def contents(broker_name: str) -> dict[tuple[MessageQueue, int], FailedContent]:
+        columns = ["topic", "queue_id", "queue_offset", "body", "tags", "keys", ORIGIN_ID]
+        with_properties = "properties" in failed_rows.columns
+        rows = (
+            sent_back.where(F.col("broker_name") == broker_name)
+            .select(*columns, *(["properties"] if with_properties else []))
+            .collect()
+        )
+        return {
+            (MessageQueue(r["topic"], broker_name, r["queue_id"]), r["queue_offset"]): FailedContent(
+                bytes(r["body"]),
+                r["tags"],
+                r["keys"],
+                r[ORIGIN_ID],
+                dict(r["properties"]) if with_properties and r["properties"] is not None else None,
+            )
+            for r in rows
+        }
+
+    return tally, tuple(f for f in failures if f.outcome != SUSPENDED), entry, contents if clustering else None
+
+
+def _evolved_schema(df: DataFrame, cfg: IngestionConfig, fields, log: Log) -> StructType:
+    """The JSON schema of an evolving table for this run (``delta.evolution``): its body columns, the
+    configured fields, and the fields the bodies of ``df`` add."""
+    found = evolve(
+        df.where(F.col("body").isNotNull()).select(F.col("body").cast("string").alias("body")),
+        configured_schema(cfg.body.schema_),
+        fields,
+        reserved=(DAY_COLUMN, HOUR_COLUMN),
+    )
+    if found.added:
+        log(
+            f"schema evolution: new column(s) {', '.join(found.added)} from the bodies of this run, added by the "
+            "commit that lands its windows"
+        )
+    if found.left_out:
+        log(f"schema evolution: field(s) {', '.join(found.left_out)} not made columns; they stay in body")
+    return found.schema
+
+
+def with_suspensions(
+    entry: LedgerEntry, judged: DataFrame, reading: set[MessageQueue], suspend_ms: int, log: Log
+) -> LedgerEntry:
+    """The entry to commit: the suspensions this landing found on the queues it read (the first held message of
+    each, with its failed attempts counted on from the previous suspension at the same offset), and those of the
+    queues it did not read (still waiting), unchanged."""
+    import time
+
+    first_held = (
+        judged.where(F.col(HELD) & F.col(ERROR).isNotNull())
+        .groupBy("topic", "broker_name", "queue_id")
+        .agg(
+            F.min_by(
+                F.struct("queue_offset", "msg_id", ERROR, F.unix_millis("window_start").alias("w")), "queue_offset"
+            ).alias("first")
+        )
+        .collect()
+    )
+    if not first_held and not entry.suspended:
+        return entry
+    windows = {w.start_ms: w for w in entry.windows}
+    now_ms = int(time.time() * 1000)
+    suspended = {mq: s for mq, s in entry.suspended.items() if mq not in reading}
+    for row in first_held:
+        mq, first = MessageQueue(row["topic"], row["broker_name"], row["queue_id"]), row["first"]
+        before = entry.suspended.get(mq)
+        attempts = (before.attempts if before is not None and before.offset == first["queue_offset"] else 0) + 1
+        w = windows[first["w"]]
+        suspended[mq] = Suspension(
+            first["queue_offset"],
+            attempts,
+            now_ms + suspend_ms,
+            w.partition_key,
+            w.start_ms,
+            w.end_ms,
+            first["msg_id"],
+            first[ERROR],
+        )
+        log(
+            f"orderly: {mq.key} suspended at offset {first['queue_offset']} (attempt {attempts}: {first[ERROR]}); "
+            f"its later messages wait, the next run after {suspend_ms} ms tries it again"
+        )
+    return replace(entry, suspended=suspended)
+
+
+def _rows_in_slice(
+    spark: SparkSession, table_path: str, windows: tuple[WindowEntry, ...]
+) -> dict[tuple[int, MessageQueue], int]:
+    """(window start ms, queue) -> rows now in the table, read back from Delta."""
+    predicate = slice_predicate(windows)
+    if predicate == "false" or not is_delta_table(spark, table_path):
+        return {}
+    counted = (
+        spark.read.format("delta")
+        .load(table_path)
+        .where(predicate)
+        .groupBy((F.unix_millis("window_start")).alias("w"), "topic", "broker_name", "queue_id")
+        .count()
+        .collect()
+    )
+    return {
+        (row["w"], MessageQueue(row["topic"], row["broker_name"], row["queue_id"])): row["count"] for row in counted
+    }
