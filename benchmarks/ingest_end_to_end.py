@@ -21,15 +21,15 @@ import time
 from pathlib import Path
 
 from benchmarks.common import PeakRss, bench_cluster, cluster_pids, mib, produce_bulk
-from rocketlake.engine.config import parse_config
-from rocketlake.engine.ledger import LedgerEntry
 from rocketlake.engine.broker_access import GroupBroker
+from rocketlake.engine.config import parse_config
 from rocketlake.engine.ingest import plan_windows
-from rocketlake.spark.materialize import land_entry
+from rocketlake.engine.ledger import LedgerEntry
 from rocketlake.engine.windows import StoreTimeWindow
-from tests.java_oracles import consume
 from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.spark.materialize import land_entry
 from rocketlake.spark.session import spark_session
+from tests.java_oracles import consume
 
 
 def land(

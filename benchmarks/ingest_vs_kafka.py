@@ -49,9 +49,9 @@ from benchmarks.kafka_peer import (
     spark_kafka_read_noop,
     spark_kafka_to_delta,
 )
-from rocketlake.spark.source import register
 from rocketlake.engine.windows import StoreTimeWindow
 from rocketlake.spark.session import spark_session
+from rocketlake.spark.source import register
 
 PARTITIONS = 16  # 8 queues on each RocketMQ broker; 16 Kafka partitions
 #: Transfer caps of a pull (MessageStoreConfig) raised to Kafka's default fetch size per partition (1 MiB).

@@ -21,9 +21,9 @@ from pathlib import Path
 from benchmarks.common import bench_cluster, produce_bulk
 from benchmarks.ingest_vs_kafka import RAISED_TRANSFER_CAPS
 from rocketlake.engine.options import parse_options
-from rocketlake.spark.source import Chunk, RocketMQReader
 from rocketlake.rocketmq.client import RocketMQClient
 from rocketlake.rocketmq.message_queue import OffsetRange
+from rocketlake.spark.source import Chunk, RocketMQReader
 
 TOPIC = "bench_pull_cost"
 

@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 
 from benchmarks.common import bench_cluster, produce_bulk
-from tests.java_oracles import consume
 from rocketlake.rocketmq.client import RocketMQClient
 from rocketlake.rocketmq.message_queue import MessageQueue, OffsetRange
 from rocketlake.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT, read_ranges
+from tests.java_oracles import consume
 
 GROUP = "rocketlake_bench"
 

@@ -46,8 +46,8 @@ from pathlib import Path
 import yaml
 
 from rocketlake.dagster.launch import RECOMMENDED_INSTANCE
-from tests.java_oracles import start_retry_consumer
 from rocketlake.local.process import stat_fields
+from tests.java_oracles import start_retry_consumer
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

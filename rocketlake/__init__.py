@@ -66,11 +66,13 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see
+    from rocketlake.component import RocketlakeComponent
     from rocketlake.dagster.definitions import build_definitions, default_resources, rocketlake_assets
     from rocketlake.dagster.ingestion import IngestionStep
+    from rocketlake.dagster.rocketmq_resource import RocketMQResource
     from rocketlake.dagster.run_guard import rocketlake_executor
+    from rocketlake.dagster.spark_resource import SparkResource
     from rocketlake.dagster.translator import RocketlakeAssetData, RocketlakeTranslator
-    from rocketlake.component import RocketlakeComponent
     from rocketlake.engine.config import RocketLakeConfig, load_config
     from rocketlake.engine.listener import (
         ConsumeConcurrentlyContext,
@@ -80,5 +82,3 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
         vectorized,
     )
     from rocketlake.spark.source import register
-    from rocketlake.dagster.rocketmq_resource import RocketMQResource
-    from rocketlake.dagster.spark_resource import SparkResource

@@ -15,11 +15,14 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from rocketlake.member import deployment_reads
-from rocketlake.engine.config import ConfigError
+from rocketlake.cli.send import DEFAULT_BODY
 from rocketlake.delta.storage import StorageKeysMissing
+from rocketlake.engine.config import ConfigError
+from rocketlake.engine.identity import client_id
 from rocketlake.jars import JarResolutionFailed, ToolMissing
 from rocketlake.local.process import LocalClusterError
+from rocketlake.local.spec import BrokerSpec, ClusterSpec, default_state_dir
+from rocketlake.member import deployment_reads
 from rocketlake.rocketmq.errors import (
     BrokerError,
     ClosedBeforeAnswer,
@@ -27,9 +30,6 @@ from rocketlake.rocketmq.errors import (
     ConnectionTurnedAway,
     RocketMQError,
 )
-from rocketlake.local.spec import BrokerSpec, ClusterSpec, default_state_dir
-from rocketlake.engine.identity import client_id
-from rocketlake.cli.send import DEFAULT_BODY
 
 
 def _cluster_spec(args: argparse.Namespace) -> ClusterSpec:
@@ -330,8 +330,8 @@ def _backfill(args: argparse.Namespace) -> int:
     from dagster import DagsterInstance
 
     from rocketlake.dagster.ingestion import consumer_group_pool
-    from rocketlake.dagster.pool_limit import PoolNotLimited, check_pool_limited
     from rocketlake.dagster.launch import dagster_home, run_windows
+    from rocketlake.dagster.pool_limit import PoolNotLimited, check_pool_limited
 
     dagster_home()
     with DagsterInstance.get() as instance:  # the instance the run will use: refused before a run is even created
@@ -401,15 +401,13 @@ def _offsets(args: argparse.Namespace) -> int:
         raise _Refused("--to-time and --dry-run go with `offsets reset`")
     import time
 
-    from rocketlake.engine.broker_access import MemberBroker
-    from rocketlake.engine.progress import group_progress, render
-
-    from rocketlake.engine.assignment import membership, owners
-    from rocketlake.engine.completeness import landed_queues
     from rocketlake.delta.ledger_log import recent_entries
-    from rocketlake.engine.config import MessageModel
     from rocketlake.delta.storage import delta_rs_options
-    from rocketlake.engine.progress import last_landed
+    from rocketlake.engine.assignment import membership, owners
+    from rocketlake.engine.broker_access import MemberBroker
+    from rocketlake.engine.completeness import landed_queues
+    from rocketlake.engine.config import MessageModel
+    from rocketlake.engine.progress import group_progress, last_landed, render
 
     config, ingestion = _ingestion(args)
     cluster = config.clusters[ingestion.cluster]
@@ -566,8 +564,8 @@ def _metrics_endpoint(args: argparse.Namespace, config, ingestion, log):
 def _send(args: argparse.Namespace) -> int:
     from datetime import datetime, timezone
 
-    from rocketlake.rocketmq.client import RocketMQClient
     from rocketlake.cli.send import ensure_topic, minute_key, numbered_messages
+    from rocketlake.rocketmq.client import RocketMQClient
 
     if args.count < 1:
         raise _Refused(f"--count {args.count}: give at least 1 message")
@@ -588,8 +586,8 @@ def _send(args: argparse.Namespace) -> int:
 
 
 def _spark_server(args: argparse.Namespace) -> int:
-    from rocketlake.engine.config import config_path, load_config
     from rocketlake.delta.storage import bucket_of, on_s3
+    from rocketlake.engine.config import config_path, load_config
     from rocketlake.spark.session import connect_server_command
 
     config = load_config(args.config)

@@ -26,10 +26,10 @@ from dagster import (
 
 from rocketlake.dagster.cluster_tick import Members, read_each, tick_summary, tick_timeout_ms
 from rocketlake.dagster.ingestion import rocketmq_resource_key
+from rocketlake.dagster.translator import IngestionAssets, cluster_sensor_name
 from rocketlake.engine.backlog import Backlog, backlog_of
 from rocketlake.engine.config import DLQ_GROUP_TOPIC_PREFIX, IngestionConfig
 from rocketlake.rocketmq.message import retry_topic
-from rocketlake.dagster.translator import IngestionAssets, cluster_sensor_name
 
 RETRY_WAITING = "rocketlake/retry_waiting"
 RETRY_OLDEST_AGE = "rocketlake/retry_oldest_age_seconds"

@@ -31,7 +31,6 @@ from dagster import AssetCheckSeverity, MetadataValue, RunRequest, RunsFilter
 
 from rocketlake.dagster.dagster_private import cron_string_iterator
 from rocketlake.dagster.ingestion import CATCH_UP_TAG, QUEUES_TAG
-from rocketlake.dagster.run_guard import ON_ITS_WAY
 from rocketlake.dagster.partitions import (
     RANGE_END,
     RANGE_START,
@@ -42,6 +41,7 @@ from rocketlake.dagster.partitions import (
     window_key,
     window_start,
 )
+from rocketlake.dagster.run_guard import ON_ITS_WAY
 from rocketlake.engine.config import IngestionConfig
 from rocketlake.engine.progress import QueueProgress, Unanswered
 from rocketlake.engine.windows import iso

@@ -13,12 +13,12 @@ from rocketlake.dagster.lag import build_lag_checks, build_lag_sensor
 from rocketlake.dagster.orderly_resume import build_resume_sensor
 from rocketlake.dagster.partitions import check_crons
 from rocketlake.dagster.rebalance import build_rebalance_sensor
+from rocketlake.dagster.rocketmq_resource import RocketMQResource
 from rocketlake.dagster.schedules import build_window_schedule
 from rocketlake.dagster.sensors import dead_runs_sensor
+from rocketlake.dagster.spark_resource import SparkResource
 from rocketlake.dagster.translator import RocketlakeTranslator, translate
 from rocketlake.engine.config import MessageModel, RocketLakeConfig
-from rocketlake.dagster.rocketmq_resource import RocketMQResource
-from rocketlake.dagster.spark_resource import SparkResource
 
 
 def rocketlake_assets(

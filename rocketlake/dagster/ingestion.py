@@ -21,10 +21,10 @@ from dagster import (
     AssetKey,
     AssetObservation,
     AssetRecordsFilter,
-    AssetSpec,
     AssetsDefinition,
-    Backoff,
+    AssetSpec,
     BackfillPolicy,
+    Backoff,
     BetaWarning,
     Failure,
     Jitter,
@@ -34,6 +34,7 @@ from dagster import (
     asset,
 )
 
+from rocketlake.dagster.instance_records import materialization_records
 from rocketlake.dagster.metadata import (
     accounting_table,
     column_schema,
@@ -41,21 +42,19 @@ from rocketlake.dagster.metadata import (
     table_identity,
     windows_metadata,
 )
-from rocketlake.dagster.instance_records import materialization_records
-from rocketlake.dagster.pool_limit import PoolNotLimited, check_pool_limited
-from rocketlake.dagster.run_guard import record_process
-from rocketlake.delta.storage import ServerWithoutLake, apply_lake, delta_rs_options
-from rocketlake.dagster.translator import IngestionAssets
 from rocketlake.dagster.partitions import window_partitions, windows_between
+from rocketlake.dagster.pool_limit import PoolNotLimited, check_pool_limited
+from rocketlake.dagster.rocketmq_resource import MissingCredentials
+from rocketlake.dagster.run_guard import record_process
+from rocketlake.dagster.spark_resource import SparkResource
+from rocketlake.dagster.translator import IngestionAssets
+from rocketlake.delta.storage import ServerWithoutLake, apply_lake, delta_rs_options
 from rocketlake.engine import ingest
 from rocketlake.engine.broker_access import LiveGroup, group_broker
-from rocketlake.spark.body import BodySchemaError
 from rocketlake.engine.config import IngestionConfig, LakeConfig, dead_letter_config
 from rocketlake.engine.failures import failures_table
-from rocketlake.spark.deadline import RunDeadlinePassed
 from rocketlake.engine.ledger import NewerLedger
 from rocketlake.engine.listener import ListenerError, ListenerHung
-from rocketlake.spark.materialize import SparkLake
 from rocketlake.engine.offset_store import OffsetStoreCorrupt
 from rocketlake.engine.orderly import LockLost, OutOfOrder, QueuesLocked
 from rocketlake.engine.run import BrokersSilent, Committed, Landed, LandingRequest, Unbalanced, check_closed
@@ -71,10 +70,11 @@ from rocketlake.rocketmq.errors import (
     TopicNotExist,
     is_refusal,
 )
-from rocketlake.rocketmq.retry import is_retriable
-from rocketlake.dagster.rocketmq_resource import MissingCredentials
 from rocketlake.rocketmq.message_queue import MessageQueue
-from rocketlake.dagster.spark_resource import SparkResource
+from rocketlake.rocketmq.retry import is_retriable
+from rocketlake.spark.body import BodySchemaError
+from rocketlake.spark.deadline import RunDeadlinePassed
+from rocketlake.spark.materialize import SparkLake
 
 # A single-run backfill is the point of this asset (one Spark job per range of windows); Dagster
 # marks the parameter beta, which is worth knowing once, not on every load of the code location.

@@ -67,13 +67,13 @@ from rocketlake.dagster.partitions import (
     window_start,
     windows_from,
 )
+from rocketlake.dagster.translator import IngestionAssets, cluster_sensor_name
 from rocketlake.engine.assignment import member_share
-from rocketlake.engine.broker_clock import BrokerClock, read_clocks
 from rocketlake.engine.broker_access import LiveGroup, group_broker
+from rocketlake.engine.broker_clock import BrokerClock, read_clocks
 from rocketlake.engine.config import IngestionConfig, dead_letter_config
 from rocketlake.engine.freshness import GROWTH_TICKS, Freshness, freshness, lag_keeps_growing
 from rocketlake.engine.progress import QueueProgress, Unanswered, group_progress
-from rocketlake.dagster.translator import IngestionAssets, cluster_sensor_name
 
 LAG_MESSAGES = "rocketlake/lag_messages"
 LAG_SECONDS = "rocketlake/lag_seconds"

@@ -13,10 +13,10 @@ from pathlib import Path
 from dagster import MetadataValue, TableColumn, TableColumnConstraints, TableRecord, TableSchema
 
 from rocketlake.engine.config import IngestionConfig, MessageModel
+from rocketlake.engine.identity import client_id, offset_store_path
 from rocketlake.engine.ingest import LandedSlice, WindowAccounting
 from rocketlake.engine.ledger import WindowEntry
 from rocketlake.rocketmq.message_queue import MessageQueue
-from rocketlake.engine.identity import client_id, offset_store_path
 
 ROWS = "rocketlake/rows"
 BODY_BYTES = "rocketlake/body_bytes"

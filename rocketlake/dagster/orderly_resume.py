@@ -24,9 +24,9 @@ from dagster import (
 
 from rocketlake.dagster.ingestion import RESUME_TAG
 from rocketlake.dagster.metadata import SUSPENDED, suspended_from
+from rocketlake.dagster.translator import IngestionAssets
 from rocketlake.engine.config import IngestionConfig
 from rocketlake.engine.windows import iso
-from rocketlake.dagster.translator import IngestionAssets
 
 CHECK_EVERY_S = 10
 

@@ -7,12 +7,11 @@ user typing ``--partition 2026-11-01-10:00`` gets what Dagster's docs show.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from itertools import islice
 from zoneinfo import ZoneInfo
-
-from collections.abc import Sequence
 
 from dagster import (
     AssetKey,
@@ -27,7 +26,6 @@ from rocketlake.dagster.dagster_private import cron_string_iterator, dst_safe_st
 from rocketlake.dagster.instance_records import materialization_records
 from rocketlake.engine.config import CRON_PROBLEM, ConfigError, RocketLakeConfig, WindowConfig
 from rocketlake.engine.windows import StoreTimeWindow
-
 
 # Dagster's own key formats (dagster's daily and hourly partitions use these).
 DATE_FORMAT = "%Y-%m-%d"

@@ -36,13 +36,13 @@ from rocketlake.dagster.cluster_tick import Members, read_each, tick_summary, ti
 from rocketlake.dagster.ingestion import QUEUES_TAG, rocketmq_resource_key
 from rocketlake.dagster.metadata import ASSIGNMENT, MEMBER
 from rocketlake.dagster.partitions import last_closed_windows, materialized_among, next_boundary, window_partitions
+from rocketlake.dagster.translator import IngestionAssets, cluster_sensor_name
+from rocketlake.delta.ledger_log import recent_entries
+from rocketlake.delta.storage import delta_rs_options
 from rocketlake.engine.assignment import member_share
 from rocketlake.engine.broker_access import LiveGroup, group_broker
 from rocketlake.engine.completeness import landed_queues, missing_slices
-from rocketlake.delta.ledger_log import recent_entries
 from rocketlake.engine.config import IngestionConfig, LakeConfig
-from rocketlake.delta.storage import delta_rs_options
-from rocketlake.dagster.translator import IngestionAssets, cluster_sensor_name
 from rocketlake.engine.identity import client_id
 
 #: How many of the most recent closed windows are checked for slices nobody landed.

@@ -35,10 +35,9 @@ from dagster import (
     schedule,
 )
 
-from rocketlake.dagster.ingestion import CLOSES_AT_TAG, LEAD_SECONDS
 from rocketlake.dagster.catch_up import CAUGHT_UP_CHECK
+from rocketlake.dagster.ingestion import CLOSES_AT_TAG, LEAD_SECONDS
 from rocketlake.dagster.lag import LAG_CHECKS
-from rocketlake.dagster.run_guard import ON_ITS_WAY, rocketlake_executor
 from rocketlake.dagster.partitions import (
     RANGE_END,
     RANGE_START,
@@ -49,8 +48,9 @@ from rocketlake.dagster.partitions import (
     window_end,
     window_partitions,
 )
-from rocketlake.engine.config import IngestionConfig
+from rocketlake.dagster.run_guard import ON_ITS_WAY, rocketlake_executor
 from rocketlake.dagster.translator import IngestionAssets
+from rocketlake.engine.config import IngestionConfig
 
 CATCH_UP = 3
 #: Runs of the job on their way (queued, starting, running) past which a tick asks for nothing: one landing and

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import random
 import time
-
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone

@@ -31,11 +31,11 @@ from rocketlake.dagster.definitions import build_definitions
 from rocketlake.dagster.metadata import column_schema, table_identity
 from rocketlake.dagster.partitions import window_partitions
 from rocketlake.dagster.run_guard import rocketlake_executor
+from rocketlake.delta.storage import apply_lake
 from rocketlake.demo.customers import build_customers
 from rocketlake.demo.follow import follow, follow_changes, follow_together
-from rocketlake.spark.body import top_level_names
 from rocketlake.engine.config import load_config
-from rocketlake.delta.storage import apply_lake
+from rocketlake.spark.body import top_level_names
 
 BY_REGION_SCHEMA = TableSchema(
     columns=[

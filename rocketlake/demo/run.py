@@ -152,9 +152,9 @@ def write_demo_config(source: Path, start: datetime, lake: dict | None = None) -
 
 
 def _report(config, cluster: LocalCluster, ingestion) -> None:
+    from rocketlake.dagster.spark_resource import SparkResource
     from rocketlake.delta.delta_rs import read_columns
     from rocketlake.delta.storage import apply_lake, delta_rs_options
-    from rocketlake.dagster.spark_resource import SparkResource
 
     lake = config.lake
 

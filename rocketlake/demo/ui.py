@@ -15,8 +15,8 @@ import sys
 import threading
 from pathlib import Path
 
-from rocketlake.demo.run import DEMO_CONFIG, DEMO_MODULE, sample_orders
 from rocketlake.dagster.launch import dagster_home
+from rocketlake.demo.run import DEMO_CONFIG, DEMO_MODULE, sample_orders
 from rocketlake.engine.config import CONFIG_ENV, load_config
 from rocketlake.local.peers import produce
 from rocketlake.local.process import descendants, end_processes

@@ -42,8 +42,9 @@ from rocketlake.engine.ledger import (
 )
 from rocketlake.engine.offsets import OffsetMove, initial_position, moves_from_ledger
 from rocketlake.engine.orderly import OutOfOrder, out_of_order
-from rocketlake.engine.tails import LedgerAheadOfBroker, MasterChanged  # noqa: F401 - prepare raises them
-from rocketlake.engine.tails import (
+from rocketlake.engine.tails import (  # noqa: F401 - prepare raises them
+    LedgerAheadOfBroker,
+    MasterChanged,
     ReplacedTail,
     SlaveBehind,
     ahead_of_broker,

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 from datetime import datetime, timezone
+from typing import Protocol
 
 from rocketlake.engine.config import ConsumeFromWhere, IngestionConfig
 from rocketlake.engine.ledger import LedgerEntry, landed_spans, origin_of

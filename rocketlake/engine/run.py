@@ -38,11 +38,11 @@ from typing import Protocol
 from rocketlake.engine import ingest
 from rocketlake.engine.assignment import Assignment, member_share
 from rocketlake.engine.config import IngestionConfig
+from rocketlake.engine.identity import client_id
 from rocketlake.engine.ingest import Broker, Lake, LandedSlice, RecordedRuns, WindowsBetween
 from rocketlake.engine.offsets import OffsetMove
 from rocketlake.engine.windows import StoreTimeWindow, WindowNotClosed
 from rocketlake.rocketmq.message_queue import MessageQueue
-from rocketlake.engine.identity import client_id
 
 
 class RunLog(Protocol):

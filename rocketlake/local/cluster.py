@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rocketlake import jars
 from rocketlake.local import peers
+from rocketlake.local.mqadmin import MQAdmin
 from rocketlake.local.process import (
     BROKER_HEAP,
     NAMESRV_HEAP,
@@ -27,7 +28,6 @@ from rocketlake.local.process import (
     port_in_use,
     stop_all,
 )
-from rocketlake.local.mqadmin import MQAdmin
 from rocketlake.local.spec import BrokerSpec, ClusterSpec, controller_marker
 
 START_TIMEOUT_S = 120.0

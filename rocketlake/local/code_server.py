@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+
 from rocketlake.local.process import (
     ManagedProcess,
     session_members,

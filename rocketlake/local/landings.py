@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocketlake.engine.failures import failures_table
 from rocketlake.delta.ledger_log import source_of
+from rocketlake.engine.failures import failures_table
 
 
 def _addresses(namesrv: str) -> set[str]:

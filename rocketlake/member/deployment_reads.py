@@ -7,15 +7,15 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 
-from rocketlake.member.status import ConsumeStatus
 from rocketlake.engine.config import IngestionConfig, RocketLakeConfig
+from rocketlake.member.status import ConsumeStatus
 
 
 def landed_ends(config: RocketLakeConfig, ingestion: IngestionConfig) -> dict:
     """What the ingestion's table says was landed, per queue (read with delta-rs; nothing without a table)."""
     from rocketlake.delta.ledger_log import recent_entries
-    from rocketlake.engine.progress import landed_ends as ends_of
     from rocketlake.delta.storage import delta_rs_options
+    from rocketlake.engine.progress import landed_ends as ends_of
 
     entries = recent_entries(config.lake.table_path(ingestion.table), storage_options=delta_rs_options(config.lake))
     return ends_of(entries, ingestion.consumer_group)

@@ -16,11 +16,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 
-from rocketlake.member import requests as member_requests
-from rocketlake.member import status as member_status
 from rocketlake.engine import identity
 from rocketlake.engine.config import IngestionConfig, MessageModel
 from rocketlake.engine.topics import subscribed_topics
+from rocketlake.member import requests as member_requests
+from rocketlake.member import status as member_status
 from rocketlake.rocketmq.client import RocketMQClient
 from rocketlake.rocketmq.client_requests import decode_reset_offset_body
 from rocketlake.rocketmq.codes import CURRENT_VERSION, RequestCode, ResponseCode

@@ -92,7 +92,7 @@ def listener_message(cfg: IngestionConfig, body: bytes, broker_name: str) -> dic
     """The one message of a CONSUME_MESSAGE_DIRECTLY body as the ingestion's listener gets it in a run: the
     columns the run reads (the same decoder), the original topic for a redelivered copy (resetRetryAndNamespace),
     and the body's fields. JSON fields are given as JSON values: a run's Spark types are applied when it lands."""
-    from rocketlake.engine.columns import arrow_schema, read_metadata, landed_metadata
+    from rocketlake.engine.columns import arrow_schema, landed_metadata, read_metadata
     from rocketlake.spark.source import batch_of
 
     [message] = decode_messages(body)[:1]
@@ -110,8 +110,8 @@ def listener_message(cfg: IngestionConfig, body: bytes, broker_name: str) -> dic
 
 
 def _json_fields(cfg: IngestionConfig, body: bytes) -> dict:
-    from rocketlake.spark.body import top_level_names
     from rocketlake.engine.columns import OWN_COLUMNS
+    from rocketlake.spark.body import top_level_names
 
     try:
         parsed = json.loads(body)

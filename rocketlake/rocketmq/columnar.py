@@ -32,6 +32,7 @@ from .filter import Subscription
 from .message import (
     BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
+    DLQ_GROUP_TOPIC_PREFIX,
     INNER_BATCH_FLAG,
     MESSAGE_MAGIC_CODE_V1,
     NAME_VALUE_SEPARATOR,
@@ -41,9 +42,8 @@ from .message import (
     PROPERTY_SEPARATOR,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-    STOREHOSTADDRESS_V6_FLAG,
-    DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
+    STOREHOSTADDRESS_V6_FLAG,
     Message,
     _format_host,
     decode_messages,

@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 
 from .codes import RequestCode, ResponseCode
 from .connection import DEFAULT_TIMEOUT, RPCHook, get_connection, split_address
-from .tls import TlsSettings
 from .errors import InvalidArgument, ProtocolError, RocketMQError, describe_request, error_for_response
 from .frame import RemotingCommand
+from .tls import TlsSettings
 
 __all__ = [
     "BrokerData",

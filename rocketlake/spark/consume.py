@@ -19,10 +19,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructType
 
-from rocketlake.spark.body import BodySchemaError, configured_schema, decode_body
-from rocketlake.engine.config import BodyConfig, IngestionConfig
 from rocketlake.delta.evolution import ddl, quoted, type_ddl
+from rocketlake.engine.config import BodyConfig, IngestionConfig
 from rocketlake.rocketmq.message import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from rocketlake.spark.body import BodySchemaError, configured_schema, decode_body
 
 ERROR = "_rl_error"
 DUPLICATE = "_rl_duplicate"

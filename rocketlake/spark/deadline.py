@@ -22,7 +22,6 @@ from pyspark.sql import SparkSession
 
 from rocketlake.delta.writer import _on_connect
 
-
 #: what becomes of a landing stopped at the deadline
 LANDING = "Nothing it had not committed is kept and no offset moved past it; its windows land again in the next run."
 

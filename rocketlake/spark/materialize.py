@@ -17,11 +17,40 @@ from dataclasses import replace
 from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
+
+from rocketlake.delta.evolution import evolve
+from rocketlake.delta.ledger_log import read_ledger, table_version
+from rocketlake.delta.storage import LOG_STORE_S3A, several_writers_refusal
+from rocketlake.delta.writer import (
+    DAY_COLUMN,
+    HOUR_COLUMN,
+    Layout,
+    closed_days,
+    commit_ledger,
+    compact_days,
+    is_delta_table,
+    slice_predicate,
+    table_fields,
+    vacuum,
+    write_slice,
+)
 from rocketlake.engine import accounting
 from rocketlake.engine.accounting import DUPLICATES, FILTERED, ROWS, Tally, account
-from rocketlake.spark.body import configured_schema
 from rocketlake.engine.columns import landed_metadata, read_metadata
 from rocketlake.engine.config import IngestionConfig, MessageModel
+from rocketlake.engine.failures import (
+    DEAD_LETTERED,
+    FAILED,
+    SENT_BACK,
+    FailedContent,
+    FailedMessage,
+)
+from rocketlake.engine.ingest import LandingReport, Log, WindowAccounting
+from rocketlake.engine.ledger import LedgerEntry, Suspension, WindowEntry
+from rocketlake.engine.listener import error_in_worker
+from rocketlake.engine.options import encode_plan
+from rocketlake.rocketmq.message_queue import MessageQueue
+from rocketlake.spark.body import configured_schema
 from rocketlake.spark.consume import (
     DUPLICATE,
     ERROR,
@@ -37,35 +66,7 @@ from rocketlake.spark.consume import (
     with_last_error,
 )
 from rocketlake.spark.deadline import SparkDeadline
-from rocketlake.delta.writer import (
-    DAY_COLUMN,
-    HOUR_COLUMN,
-    Layout,
-    closed_days,
-    commit_ledger,
-    compact_days,
-    is_delta_table,
-    slice_predicate,
-    table_fields,
-    vacuum,
-    write_slice,
-)
-from rocketlake.delta.evolution import evolve
-from rocketlake.engine.failures import (
-    DEAD_LETTERED,
-    FAILED,
-    SENT_BACK,
-    FailedContent,
-    FailedMessage,
-)
-from rocketlake.engine.ingest import LandingReport, Log, WindowAccounting
-from rocketlake.engine.ledger import LedgerEntry, Suspension, WindowEntry
-from rocketlake.delta.ledger_log import read_ledger, table_version
-from rocketlake.engine.listener import error_in_worker
-from rocketlake.engine.options import encode_plan
 from rocketlake.spark.source import register
-from rocketlake.delta.storage import LOG_STORE_S3A, several_writers_refusal
-from rocketlake.rocketmq.message_queue import MessageQueue
 
 MIB = 1024 * 1024
 OUTCOME = "_rl_outcome"

@@ -22,8 +22,8 @@ from urllib.parse import urlsplit
 import pyspark
 from pyspark.sql import SparkSession
 
-from rocketlake.delta import storage
 from rocketlake import jars
+from rocketlake.delta import storage
 
 if TYPE_CHECKING:
     from rocketlake.engine.config import LakeConfig

@@ -490,8 +490,8 @@ class Soak:
 
     def stored_messages(self) -> list[dict]:
         """What the brokers hold on the topic, read by the Java consumer from each queue's first offset to its end."""
-        from tests.java_oracles import consume
         from rocketlake.rocketmq.client import RocketMQClient
+        from tests.java_oracles import consume
 
         with RocketMQClient(self.cluster.spec.namesrv_address) as client:
             ranges = {

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 from deltalake import DeltaTable
+
 from rocketlake.engine.ledger import LedgerEntry
 from rocketlake.local.code_server import LocalCodeServer
 from rocketlake.local.process import session_members
-
 from tests.conftest import free_ports
 from tests.dagster_instance import recommended_home
 from tests.integration.ingestion_support import definitions, materialize_command, write_config

@@ -8,13 +8,13 @@ import time
 
 from deltalake import DeltaTable
 
+from rocketlake.dagster.rocketmq_resource import RocketMQResource
 from rocketlake.engine.broker_access import group_broker
-from rocketlake.spark.materialize import SparkLake
 from rocketlake.engine.run import Alone, Committed, Landed, LandingRequest, run
 from rocketlake.engine.windows import StoreTimeWindow
 from rocketlake.rocketmq.client import RocketMQClient
 from rocketlake.rocketmq.message_queue import MessageQueue
-from rocketlake.dagster.rocketmq_resource import RocketMQResource
+from rocketlake.spark.materialize import SparkLake
 from tests.integration.ingestion_support import order, wait_until
 from tests.unit.support import Lines, Recorded
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from rocketlake.dagster.definitions import build_definitions
 from rocketlake.engine.config import load_config
 from rocketlake.local import peers

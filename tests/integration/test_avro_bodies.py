@@ -13,8 +13,8 @@ import pyspark
 import pytest
 from deltalake import DeltaTable
 
-from tests.integration.ingestion_support import unique
 from tests.integration.engine_support import Engine, send_window
+from tests.integration.ingestion_support import unique
 from tests.unit.support import ingestion_config
 
 pytestmark = pytest.mark.engine

@@ -7,6 +7,7 @@ The schedule tag is set the way Dagster's daemon sets it on the runs a schedule 
 from __future__ import annotations
 
 from collections import Counter
+
 import pytest
 from deltalake import DeltaTable
 

@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 import pytest
 from pyspark.sql import functions as F
 
-from rocketlake.engine.config import BodyConfig
 from rocketlake.engine.columns import METADATA_COLUMNS, schema_ddl
+from rocketlake.engine.config import BodyConfig
 from rocketlake.spark.consume import DUPLICATE, ERROR, decode_checked, listen, mark_known, with_last_error
 from tests.unit.support import ingestion_config
 

@@ -22,12 +22,12 @@ from dagster import AssetKey, DagsterInstance, build_sensor_context
 from deltalake import DeltaTable
 
 from rocketlake.dagster.metadata import ASSIGNMENT
+from rocketlake.dagster.rocketmq_resource import RocketMQResource
 from rocketlake.engine.assignment import assign
 from rocketlake.engine.config import load_config
 from rocketlake.local.peers import produce
 from rocketlake.rocketmq.client import RocketMQClient
 from rocketlake.rocketmq.message_queue import MessageQueue
-from rocketlake.dagster.rocketmq_resource import RocketMQResource
 from tests.integration.deployment_support import Deployment, ledger
 from tests.integration.ingestion_support import (
     java_dump,
@@ -36,9 +36,9 @@ from tests.integration.ingestion_support import (
     room_in_this_minute,
     run_partitions,
     unique,
+    until,
     wait_for_next_minute,
 )
-from tests.integration.ingestion_support import until
 from tests.java_oracles import start_push_member
 
 pytestmark = pytest.mark.stack

@@ -22,8 +22,8 @@ from deltalake import DeltaTable
 from rocketlake.dagster.metadata import ASSIGNMENT
 from rocketlake.local.peers import produce
 from rocketlake.rocketmq.client import RocketMQClient
-from tests.integration.ingestion_support import minute_key, order, room_in_this_minute, unique, until, wait_until
 from tests.integration.deployment_support import Deployment, ledger, start_daemon, stop_daemon
+from tests.integration.ingestion_support import minute_key, order, room_in_this_minute, unique, until, wait_until
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]

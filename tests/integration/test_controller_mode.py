@@ -34,8 +34,8 @@ from rocketlake.local.peers import produce
 from rocketlake.local.spec import SLAVE_PORT_OFFSET, BrokerSpec
 from rocketlake.rocketmq.client import RocketMQClient
 from tests.conftest import _running_cluster, free_ports
+from tests.integration.engine_support import Engine, assert_landed_once_at_the_ends, now_ms
 from tests.integration.ingestion_support import order, unique, until, wait_until
-from tests.integration.engine_support import assert_landed_once_at_the_ends, Engine, now_ms
 from tests.unit.support import ingestion_config
 
 pytestmark = pytest.mark.engine

@@ -30,10 +30,10 @@ from dagster._core.storage.dagster_run import DagsterRunStatus
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 from pyarrow import fs
-from rocketlake.dagster.run_guard import recorded_process
-from rocketlake.engine.config import LakeConfig
-from rocketlake.delta.storage import delta_rs_options
 
+from rocketlake.dagster.run_guard import recorded_process
+from rocketlake.delta.storage import delta_rs_options
+from rocketlake.engine.config import LakeConfig
 from tests.dagster_instance import recommended_home
 from tests.integration.ingestion_support import materialize_command, unique, write_config
 
@@ -458,7 +458,6 @@ def test_runs_killed_during_or_after_send_back_land_every_message_once(
     send-back follows the landing, whose Spark work is done), and the listener, in the server's Python workers,
     finds its flag by the messages' topic."""
     from rocketlake.rocketmq.client import RocketMQClient
-
     from tests.integration.ingestion_support import minute_key, wait_until
 
     ingestion = Ingestion(

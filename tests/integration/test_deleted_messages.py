@@ -28,6 +28,7 @@ from rocketlake.local import peers
 from rocketlake.local.cluster import LocalCluster
 from rocketlake.rocketmq.client import RocketMQClient
 from rocketlake.rocketmq.message_queue import MessageQueue
+from tests import java_oracles
 from tests.conftest import KEEP_FILES_HOURS, hand_over
 from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import (
@@ -41,7 +42,6 @@ from tests.integration.ingestion_support import (
     wait_until,
     write_config,
 )
-from tests import java_oracles
 
 pytestmark = pytest.mark.dagster
 

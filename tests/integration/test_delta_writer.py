@@ -7,8 +7,8 @@ import json
 import pytest
 from deltalake import DeltaTable
 
-from rocketlake.delta.writer import Layout, write_slice
 from rocketlake.delta.ledger_log import read_ledger
+from rocketlake.delta.writer import Layout, write_slice
 from rocketlake.engine.ledger import LedgerEntry, WindowEntry
 from rocketlake.rocketmq.message_queue import MessageQueue, OffsetRange
 

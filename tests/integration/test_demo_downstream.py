@@ -14,11 +14,11 @@ from decimal import Decimal
 import pytest
 from dagster import materialize
 
-from rocketlake.demo.customers import build_customers, position
+from rocketlake.dagster.spark_resource import SparkResource
 from rocketlake.delta.writer import commit_ledger, compact_days, last_commit_version, write_slice
+from rocketlake.demo.customers import build_customers, position
 from rocketlake.engine.ledger import LedgerEntry, WindowEntry
 from rocketlake.rocketmq.message_queue import MessageQueue, OffsetRange
-from rocketlake.dagster.spark_resource import SparkResource
 
 DAY = 20_000 * 86_400_000
 MIN = 60_000

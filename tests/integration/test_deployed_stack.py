@@ -30,14 +30,14 @@ import pytest
 from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 from deltalake import DeltaTable
 
-from rocketlake.dagster.run_guard import recorded_process
 from rocketlake.dagster.run_guard import ON_ITS_WAY as PENDING
+from rocketlake.dagster.run_guard import recorded_process
 from rocketlake.local.peers import produce
 from rocketlake.local.postgres import LocalPostgres
 from rocketlake.rocketmq.client import RocketMQClient
 from tests.conftest import free_ports
-from tests.integration.ingestion_support import minute_key, order, unique, until, wait_until, write_config
 from tests.integration.deployment_support import start_daemon, stop_daemon
+from tests.integration.ingestion_support import minute_key, order, unique, until, wait_until, write_config
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]

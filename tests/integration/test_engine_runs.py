@@ -17,16 +17,16 @@ from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
 import rocketlake.spark.materialize as materialize
+from rocketlake.delta.ledger_log import read_ledger
 from rocketlake.engine import ingest
 from rocketlake.engine.config import dead_letter_config
-from rocketlake.delta.ledger_log import read_ledger
+from rocketlake.engine.identity import client_id
 from rocketlake.engine.ledger import BALANCED, UNBALANCED
-from rocketlake.spark.materialize import SparkLake
 from rocketlake.engine.run import Unbalanced
 from rocketlake.engine.windows import StoreTimeWindow
 from rocketlake.rocketmq.client import RocketMQClient
 from rocketlake.rocketmq.message_queue import MessageQueue
-from rocketlake.engine.identity import client_id
+from rocketlake.spark.materialize import SparkLake
 from tests.integration.engine_support import Engine, now_ms, send_in_two_windows, stored
 from tests.integration.ingestion_support import order, unique, wait_until
 from tests.unit.support import Recorded, ingestion_config

@@ -24,16 +24,16 @@ import rocketlake.spark.materialize as materialize
 from rocketlake.engine.ingest import SlaveBehind
 from rocketlake.engine.run import BrokersSilent
 from rocketlake.engine.windows import StoreTimeWindow
+from rocketlake.jars import ROCKETMQ_VERSION
 from rocketlake.local.cluster import LocalCluster
 from rocketlake.local.peers import produce
 from rocketlake.local.spec import SLAVE_PORT_OFFSET, BrokerSpec
 from rocketlake.rocketmq.broker import BrokerClient
-from rocketlake.rocketmq.errors import RocketMQError, TopicNotExist
 from rocketlake.rocketmq.client import BrokerNotFound, RocketMQClient
-from rocketlake.jars import ROCKETMQ_VERSION
+from rocketlake.rocketmq.errors import RocketMQError, TopicNotExist
 from tests.conftest import _running_cluster, free_ports
+from tests.integration.engine_support import Engine, assert_landed_once_at_the_ends, now_ms
 from tests.integration.ingestion_support import order, unique, until, wait_until
-from tests.integration.engine_support import assert_landed_once_at_the_ends, Engine, now_ms
 from tests.unit.support import ingestion_config
 
 pytestmark = pytest.mark.engine

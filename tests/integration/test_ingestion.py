@@ -17,11 +17,11 @@ import pytest
 import yaml
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
 from deltalake import DeltaTable
+
+import rocketlake
 from rocketlake.dagster.metadata import ROWS
 from rocketlake.local.process import ManagedProcess, accepts_connections, stop_all, wait_for
 from rocketlake.rocketmq.client import RocketMQClient
-
-import rocketlake
 from tests.conftest import free_ports
 from tests.dagster_instance import pooled_instance, recommended_home
 from tests.integration.ingestion_support import (

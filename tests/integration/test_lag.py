@@ -33,9 +33,9 @@ from rocketlake.dagster.lag import (
     queue_figure,
     table_freshness,
 )
+from rocketlake.dagster.rocketmq_resource import RocketMQResource
 from rocketlake.engine.config import load_config
 from rocketlake.rocketmq.message_queue import MessageQueue
-from rocketlake.dagster.rocketmq_resource import RocketMQResource
 from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import (
     definitions,

@@ -22,13 +22,13 @@ from dagster import (
     DagsterInstance,
     build_sensor_context,
 )
+
 from rocketlake.dagster.catch_up import CAUGHT_UP_CHECK
 from rocketlake.dagster.lag import CLOCK_CHECK
+from rocketlake.dagster.rocketmq_resource import RocketMQResource
 from rocketlake.rocketmq.client import RocketMQClient
 from rocketlake.rocketmq.message_queue import MessageQueue
 from rocketlake.rocketmq.send import OutgoingMessage
-from rocketlake.dagster.rocketmq_resource import RocketMQResource
-
 from tests.integration.ingestion_support import definitions, unique, write_config
 
 pytestmark = pytest.mark.broker

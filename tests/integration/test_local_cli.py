@@ -11,17 +11,17 @@ import time
 from pathlib import Path
 
 import pytest
-from rocketlake.engine.config import TlsConfig
-from rocketlake.rocketmq.client import RocketMQClient
-from rocketlake.rocketmq.errors import ConnectionFailed
-from rocketlake.rocketmq.retry import NO_RETRY
 import yaml
 from pyarrow import fs
 
+from rocketlake.engine.config import TlsConfig
 from rocketlake.local.cluster import LocalCluster
-from rocketlake.local.s3 import LocalS3
 from rocketlake.local.process import LocalClusterError, ManagedProcess, port_in_use, start_time
+from rocketlake.local.s3 import LocalS3
 from rocketlake.local.spec import ClusterSpec
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.rocketmq.errors import ConnectionFailed
+from rocketlake.rocketmq.retry import NO_RETRY
 from tests.conftest import free_ports, make_spec
 from tests.unit.support import land_table
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rocketlake.rocketmq.client import RocketMQClient
 from rocketlake.engine.identity import client_id
+from rocketlake.rocketmq.client import RocketMQClient
 from tests.integration.ingestion_support import sections, unique, until, write_config
 
 pytestmark = pytest.mark.stack

@@ -24,6 +24,7 @@ from deltalake import DeltaTable
 from rocketlake.local.peers import produce
 from rocketlake.rocketmq.client import RocketMQClient
 from tests.dagster_instance import pooled_instance
+from tests.integration.engine_support import now_ms
 from tests.integration.ingestion_support import (
     definitions,
     minute_key,
@@ -33,7 +34,6 @@ from tests.integration.ingestion_support import (
     wait_for_next_minute,
     write_config,
 )
-from tests.integration.engine_support import now_ms
 
 pytestmark = pytest.mark.dagster
 

@@ -16,6 +16,7 @@ from rocketlake.dagster.metadata import HELD, SUSPENDED, suspended_from
 from rocketlake.rocketmq.client import RocketMQClient
 from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import (
+    dead_letters,
     definitions,
     in_shared_minutes,
     order,
@@ -23,7 +24,6 @@ from tests.integration.ingestion_support import (
     unique,
     write_config,
 )
-from tests.integration.ingestion_support import dead_letters
 from tests.unit.listeners import calls_file
 
 pytestmark = pytest.mark.dagster

@@ -17,22 +17,22 @@ from deltalake import DeltaTable
 
 from rocketlake.dagster.backlog import DLQ_OLDEST_AGE, DLQ_WAITING, RETRY_WAITING
 from rocketlake.dagster.metadata import DEAD_LETTERED as DEAD_LETTERED_KEY
+from rocketlake.dagster.rocketmq_resource import RocketMQResource
 from rocketlake.local import peers
 from rocketlake.rocketmq.client import RocketMQClient
-from rocketlake.dagster.rocketmq_resource import RocketMQResource
+from tests import java_oracles
 from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import (
+    dead_letters,
     definitions,
     minute_key,
-    run_partitions,
     room_in_this_minute,
+    run_partitions,
     unique,
     wait_until,
     write_config,
 )
 from tests.unit.listeners import FAIL_UNTIL
-from tests.integration.ingestion_support import dead_letters
-from tests import java_oracles
 
 pytestmark = pytest.mark.dagster
 MAX_RECONSUME = 2

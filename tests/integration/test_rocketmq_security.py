@@ -35,9 +35,9 @@ import subprocess
 import sys
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -45,9 +45,9 @@ import yaml
 from dagster import AssetKey, DagsterInstance
 
 from rocketlake.jars import ROCKETMQ_4_VERSION, ROCKETMQ_VERSION
-from rocketlake.local.cluster import LocalCluster
 from rocketlake.local import peers
 from rocketlake.local.certificates import issue, local_certificates, new_authority
+from rocketlake.local.cluster import LocalCluster
 from rocketlake.local.spec import AclSpec, TlsSpec
 from rocketlake.rocketmq.acl import Credentials
 from rocketlake.rocketmq.client import RocketMQClient
@@ -61,11 +61,11 @@ from rocketlake.rocketmq.errors import (
     TopicNotExist,
 )
 from rocketlake.rocketmq.frame import RemotingCommand
-from rocketlake.rocketmq.retry import NO_RETRY
-from rocketlake.rocketmq.tls import TlsSettings
 from rocketlake.rocketmq.message_queue import MessageQueue
 from rocketlake.rocketmq.pull import PullStatus
+from rocketlake.rocketmq.retry import NO_RETRY
 from rocketlake.rocketmq.send import OutgoingMessage
+from rocketlake.rocketmq.tls import TlsSettings
 from tests.conftest import SHORT_DELAY_LEVELS, SparkConnect, connect_server, make_spec
 from tests.dagster_instance import recommended_home
 
@@ -383,8 +383,8 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
     from deltalake import DeltaTable
     from pyarrow import fs
 
-    from rocketlake.engine.config import LakeConfig
     from rocketlake.delta.storage import delta_rs_options
+    from rocketlake.engine.config import LakeConfig
     from tests.integration.ingestion_support import order, room_in_this_minute, unique, wait_until, write_config
 
     spec = acl_cluster.cluster.spec
@@ -504,9 +504,9 @@ def test_a_dagster_run_lands_commits_and_dead_letters_through_tls_and_acl_and_no
     # The sensors a daemon would tick (lag, retry backlog), through TLS and signed: their observations are read too.
     from dagster import build_sensor_context
 
-    from rocketlake.engine.config import load_config
     from rocketlake.dagster.definitions import build_definitions
     from rocketlake.dagster.rocketmq_resource import RocketMQResource
+    from rocketlake.engine.config import load_config
 
     for key, value in ACL_ENV.items():
         monkeypatch.setenv(key, value)

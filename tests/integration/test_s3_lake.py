@@ -24,17 +24,17 @@ import yaml
 from deltalake import DeltaTable
 from pyarrow import fs
 
+from rocketlake.dagster.rocketmq_resource import RocketMQResource
+from rocketlake.delta.ledger_log import read_ledger
+from rocketlake.delta.storage import apply_lake, delta_rs_options
 from rocketlake.engine.broker_access import group_broker
 from rocketlake.engine.config import LakeConfig, dead_letter_config, parse_config
 from rocketlake.engine.failures import DEAD_LETTERED, failures_table
 from rocketlake.engine.ledger import BALANCED
-from rocketlake.delta.ledger_log import read_ledger
-from rocketlake.spark.materialize import SparkLake
 from rocketlake.engine.run import Alone, Committed, Landed, LandingRequest, run
-from rocketlake.delta.storage import apply_lake, delta_rs_options
 from rocketlake.engine.windows import StoreTimeWindow
 from rocketlake.rocketmq.client import RocketMQClient
-from rocketlake.dagster.rocketmq_resource import RocketMQResource
+from rocketlake.spark.materialize import SparkLake
 from tests.dagster_instance import recommended_home
 from tests.integration.connect_process import connect_process, session
 from tests.integration.ingestion_support import order, unique, wait_until, write_config

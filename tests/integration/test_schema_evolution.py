@@ -17,8 +17,8 @@ from deltalake import DeltaTable
 from rocketlake.engine.windows import StoreTimeWindow
 from rocketlake.rocketmq.client import RocketMQClient
 from rocketlake.rocketmq.errors import TopicNotExist
-from tests.integration.ingestion_support import unique, wait_until
 from tests.integration.engine_support import Engine, now_ms, send_window
+from tests.integration.ingestion_support import unique, wait_until
 from tests.unit.support import ingestion_config
 
 pytestmark = pytest.mark.engine

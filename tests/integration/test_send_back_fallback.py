@@ -17,8 +17,8 @@ from rocketlake.rocketmq.errors import TopicNotExist
 from rocketlake.rocketmq.message import retry_topic
 from rocketlake.rocketmq.message_queue import MessageQueue
 from rocketlake.rocketmq.send import OutgoingMessage
-from tests.integration.ingestion_support import unique, wait_until
 from tests.integration.engine_support import Engine, now_ms, stored
+from tests.integration.ingestion_support import unique, wait_until
 from tests.unit.support import Lines, ingestion_config
 
 pytestmark = pytest.mark.engine

@@ -10,8 +10,8 @@ import pytest
 from deltalake import DeltaTable
 
 from rocketlake.engine.windows import StoreTimeWindow
-from tests.integration.ingestion_support import order, unique, wait_until
 from tests.integration.engine_support import Engine, now_ms, send_in_two_windows
+from tests.integration.ingestion_support import order, unique, wait_until
 from tests.unit.support import ingestion_config
 
 pytestmark = pytest.mark.engine

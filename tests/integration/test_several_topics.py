@@ -14,11 +14,11 @@ import uuid
 
 import pytest
 from deltalake import DeltaTable
+
 from rocketlake.delta.ledger_log import read_ledger
 from rocketlake.engine.topics import subscribed_topics
 from rocketlake.engine.windows import StoreTimeWindow
 from rocketlake.rocketmq.client import RocketMQClient
-
 from tests.integration.engine_support import Engine, now_ms
 from tests.integration.ingestion_support import unique, wait_until
 from tests.unit.support import ingestion_config

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from rocketlake import register
 from rocketlake.engine.columns import CORE_COLUMNS
 from rocketlake.engine.options import SourceOptionError, parse_options
-from rocketlake import register
 
 pytestmark = pytest.mark.engine
 

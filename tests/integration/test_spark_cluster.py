@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 import yaml
 from deltalake import DeltaTable
+
 from rocketlake.local.process import port_in_use
 from rocketlake.local.spark_cluster import LocalSparkCluster, SparkClusterSpec
-
 from tests.conftest import free_ports
 from tests.dagster_instance import recommended_home
 from tests.integration.ingestion_support import (

@@ -26,10 +26,10 @@ import pytest
 from dagster import build_sensor_context
 from deltalake import DeltaTable
 
+from rocketlake.dagster.rocketmq_resource import RocketMQResource
 from rocketlake.local.peers import produce
 from rocketlake.rocketmq.client import RocketMQClient
 from rocketlake.rocketmq.message_queue import MessageQueue
-from rocketlake.dagster.rocketmq_resource import RocketMQResource
 from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import (
     definitions,

@@ -22,10 +22,9 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
-
 from collections import Counter
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 import yaml
@@ -39,8 +38,8 @@ from rocketlake.local.peers import produce
 from rocketlake.local.process import session_members
 from tests.conftest import free_ports
 from tests.dagster_instance import recommended_home
-from tests.integration.ingestion_support import until, unique, wait_until
-from tests.integration.deployment_support import end_group, Deployment, start_daemon, stop_daemon
+from tests.integration.deployment_support import Deployment, end_group, start_daemon, stop_daemon
+from tests.integration.ingestion_support import unique, until, wait_until
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]

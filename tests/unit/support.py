@@ -8,7 +8,6 @@ from pathlib import Path
 
 from rocketlake.engine.config import IngestionConfig, parse_config
 
-
 #: The smallest valid rocketlake.yaml: one ingestion ``orders`` (``with_ingestion`` changes its keys).
 MINIMAL = {
     "clusters": {"local": {"namesrv": "127.0.0.1:9876"}},

@@ -8,7 +8,6 @@ import random
 import pytest
 
 from rocketlake.engine.columns import METADATA_COLUMNS, arrow_schema
-from rocketlake.spark.source import _BatchBuilder
 from rocketlake.rocketmq.columnar import RawRecords, record_batch, scan_records
 from rocketlake.rocketmq.errors import ProtocolError
 from rocketlake.rocketmq.filter import Subscription
@@ -18,6 +17,7 @@ from rocketlake.rocketmq.message import (
     Message,
     decode_messages,
 )
+from rocketlake.spark.source import _BatchBuilder
 from tests.unit.record_encoder import encode_message_record
 
 # Names that end like another ("XTAGS"), values that hold a piece's text ("TAGS\x01TagA"): a lookup must find a name
@@ -270,8 +270,8 @@ def test_views_cut_any_string_of_a_buffer_including_short_ones_and_ones_at_its_e
 
 
 def test_a_record_that_does_not_decode_names_the_broker_that_served_it():
-    from rocketlake.spark.source import _TaskBatches
     from rocketlake.rocketmq.errors import ProtocolError
+    from rocketlake.spark.source import _TaskBatches
 
     record = bytearray(
         encode_message_record(

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from rocketlake.dagster.partitions import last_closed_windows, window_partitions
-from rocketlake.dagster.partitions import next_boundary
+from rocketlake.dagster.partitions import last_closed_windows, next_boundary, window_partitions
 from rocketlake.engine.completeness import landed_queues, missing_slices
 from rocketlake.engine.config import WindowConfig
 from rocketlake.engine.ledger import LedgerEntry, WindowEntry

@@ -381,9 +381,8 @@ def test_listener_keys_accepted_with_a_listener():
 
 
 def test_a_default_instance_name_becomes_the_deployments_own_in_clustering(monkeypatch, tmp_path):
-    from tests.unit.support import ingestion_config
-
     from rocketlake.engine.identity import deployment_instance_name
+    from tests.unit.support import ingestion_config
 
     cfg = ingestion_config(client_ip="10.0.0.1")
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "d1"))

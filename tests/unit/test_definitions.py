@@ -6,8 +6,8 @@ from pathlib import Path
 
 from dagster import AssetKey
 
-from rocketlake.definitions import defs
 from rocketlake.dagster.spark_resource import SparkResource
+from rocketlake.definitions import defs
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,12 +4,12 @@ import pytest
 
 from rocketlake.dagster.ingestion import explain
 from rocketlake.rocketmq.errors import (
+    _ACL_HINT,  # the hint the client gives a refused signature (errors.is_refusal)
     NoPermission,
     ProtocolError,
     RangeUnreadable,
     RequestTimeout,
     SystemBusy,
-    _ACL_HINT,  # the hint the client gives a refused signature (errors.is_refusal)
 )
 from rocketlake.rocketmq.retry import is_retriable
 from tests.unit.support import ingestion_config

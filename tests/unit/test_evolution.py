@@ -16,9 +16,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from rocketlake.delta.evolution import body_fields, ddl, merge
 from rocketlake.engine.columns import CORE_COLUMNS
 from rocketlake.engine.config import BodyConfig
-from rocketlake.delta.evolution import body_fields, ddl, merge
 
 pytestmark = pytest.mark.unit
 

@@ -15,7 +15,7 @@ from rocketlake.engine.failures import (
     commit_log_offset_of,
     retry_message,
 )
-from rocketlake.engine.ingest import LandingReport, LandedSlice, WindowAccounting
+from rocketlake.engine.ingest import LandedSlice, LandingReport, WindowAccounting
 from rocketlake.engine.ledger import LedgerEntry
 from rocketlake.rocketmq.message import create_offset_msg_id
 from rocketlake.rocketmq.message_queue import MessageQueue

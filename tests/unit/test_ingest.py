@@ -15,6 +15,7 @@ import pytest
 
 from rocketlake.engine import ingest
 from rocketlake.engine.failures import SENT_BACK, FailedMessage
+from rocketlake.engine.identity import client_id
 from rocketlake.engine.ledger import (
     BALANCED,
     BOUNDS_KEPT,
@@ -27,7 +28,6 @@ from rocketlake.engine.ledger import (
 from rocketlake.engine.run import Alone, Committed, LandingRequest, Unbalanced, run
 from rocketlake.engine.windows import MessagesDeleted
 from rocketlake.rocketmq.message_queue import MessageQueue, OffsetRange
-from rocketlake.engine.identity import client_id
 from tests.unit.paper import MIN, A, B, LakeOnPaper, QueuesOnPaper, RacedLake, config, minutes, one_run, window
 from tests.unit.support import Lines, Recorded
 

@@ -9,8 +9,8 @@ import pytest
 
 from rocketlake.engine.ledger import LedgerEntry, NewerLedger, WindowEntry, at_stake, history_of
 from rocketlake.engine.options import SourceOptionError, decode_plan, encode_plan, parse_options
-from rocketlake.spark.source import Chunk, RocketMQReader
 from rocketlake.rocketmq.message_queue import MessageQueue, OffsetRange
+from rocketlake.spark.source import Chunk, RocketMQReader
 
 A = MessageQueue("orders", "broker/a", 3)  # a '/' in a broker name must survive the queue's key
 B = MessageQueue("%RETRY%g", "broker-b", 0)

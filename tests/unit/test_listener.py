@@ -10,16 +10,16 @@ import pytest
 
 import rocketlake.engine.listener as listener_module
 from rocketlake.engine.listener import (
-    ConsumeOrderlyStatus,
-    consume_in_order,
     CallPool,
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
+    ConsumeOrderlyStatus,
     ListenerError,
     ListenerHung,
+    consume_in_order,
     consume_rows,
-    hung_calls,
     error_in_worker,
+    hung_calls,
     judge_batch,
     judge_frame,
     load_listener,

@@ -306,8 +306,8 @@ def test_the_s3_demo_keeps_its_runs_on_the_spark_connect_server_started_with_its
 def test_a_running_local_server_without_the_lakes_bucket_is_refused_before_a_run_would_fail(tmp_path):
     """`local up` (and the demo) find the recorded server running: started without this lake's bucket settings (the
     last demo's, on the local lake), its runs would fail; `up` says so instead of reusing it."""
-    from rocketlake.engine.config import LakeConfig
     from rocketlake.delta.storage import server_settings
+    from rocketlake.engine.config import LakeConfig
     from rocketlake.local.process import LocalClusterError
     from rocketlake.local.spark_server import LocalSparkServer
 

@@ -11,6 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from rocketlake.engine.progress import QueueProgress
 from rocketlake.member.metrics import (
     BrokerReading,
     FinishedRun,
@@ -19,7 +20,6 @@ from rocketlake.member.metrics import (
     landing_of,
     serve,
 )
-from rocketlake.engine.progress import QueueProgress
 from rocketlake.rocketmq.message_queue import MessageQueue
 
 pytestmark = pytest.mark.unit
@@ -176,8 +176,8 @@ def test_a_landing_is_read_from_the_metadata_rocketlake_records():
 
 
 def test_no_secret_reaches_a_label_or_the_text(tmp_path, monkeypatch):
-    from rocketlake.member.metrics import member_collector
     from rocketlake.engine.config import parse_config
+    from rocketlake.member.metrics import member_collector
 
     monkeypatch.setenv("MQ_AK", "AK-very-secret")
     monkeypatch.setenv("MQ_SK", "SK-very-secret")

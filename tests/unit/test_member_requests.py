@@ -13,8 +13,8 @@ from rocketlake.rocketmq.errors import ProtocolError
 from rocketlake.rocketmq.frame import RemotingCommand
 from rocketlake.rocketmq.message import Message
 from rocketlake.rocketmq.message_queue import MessageQueue
-from tests.unit.support import ingestion_config
 from tests.unit.record_encoder import encode_message_record
+from tests.unit.support import ingestion_config
 
 pytestmark = pytest.mark.unit
 

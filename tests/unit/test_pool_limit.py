@@ -197,8 +197,8 @@ def test_the_instances_rocketlake_writes_limit_every_pool_to_1(tmp_path, monkeyp
     import yaml
     from dagster import DagsterInstance
 
-    from rocketlake.dagster.pool_limit import check_pool_limited, pool_limit
     from rocketlake.dagster.launch import dagster_home
+    from rocketlake.dagster.pool_limit import check_pool_limited, pool_limit
     from rocketlake.local.dagster_stack import production_instance
 
     monkeypatch.chdir(tmp_path)

@@ -73,9 +73,9 @@ def test_credentials_need_both_keys(access_key: str, secret_key: str) -> None:
 
 
 def test_the_resource_hands_spark_the_variables_names_never_the_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rocketlake.dagster.rocketmq_resource import MissingCredentials, RocketMQResource
     from rocketlake.engine.broker_access import _credentials
     from rocketlake.engine.options import SourceOptionError, parse_options
-    from rocketlake.dagster.rocketmq_resource import MissingCredentials, RocketMQResource
 
     resource = RocketMQResource(
         namesrv="127.0.0.1:9876", access_key_env="RL_TEST_AK", secret_key_env="RL_TEST_SK", cluster="prod"

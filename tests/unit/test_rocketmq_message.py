@@ -18,10 +18,10 @@ import zstandard
 from rocketlake.rocketmq.compression import CompressionType, compress
 from rocketlake.rocketmq.errors import InvalidArgument, ProtocolError
 from rocketlake.rocketmq.message import (
+    SYSTEM_PROPERTY_KEYS,
     BatchEntry,
     Message,
     MessageDecodeError,
-    SYSTEM_PROPERTY_KEYS,
     body_crc,
     create_offset_msg_id,
     decode_batch,

@@ -1,13 +1,12 @@
 """Dead runs' pool slots are reclaimed, live ones are left alone: on a real (temporary) Dagster instance."""
 
+import dataclasses
 import socket
 import subprocess
 
 import pytest
 from dagster import DagsterRunStatus, instance_for_test
 from dagster._core.test_utils import create_run_for_test
-
-import dataclasses
 
 from rocketlake.dagster.run_guard import (
     PROCESS_TAG,

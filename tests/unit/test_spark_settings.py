@@ -67,9 +67,9 @@ def test_the_spark_connect_server_of_an_s3_lake_gets_its_bucket_settings_and_key
     from the variables the configuration names: nothing in its command line (which ``ps`` shows) holds them."""
     from pathlib import Path
 
-    from rocketlake.engine.config import LakeConfig
-    from rocketlake.delta.storage import StorageKeysMissing, server_settings
     from rocketlake import jars
+    from rocketlake.delta.storage import StorageKeysMissing, server_settings
+    from rocketlake.engine.config import LakeConfig
     from rocketlake.spark.session import connect_server_command
 
     secret = "s3cr3t-of-the-lake"

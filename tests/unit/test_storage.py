@@ -4,7 +4,6 @@ missing keys in one sentence that names the variable and never shows a key."""
 import pytest
 from pydantic import ValidationError
 
-from rocketlake.engine.config import LakeConfig
 from rocketlake.delta.storage import (
     DYNAMODB_LOG_STORE,
     ENVIRONMENT_CREDENTIALS_PROVIDER,
@@ -16,6 +15,7 @@ from rocketlake.delta.storage import (
     server_settings,
     several_writers_refusal,
 )
+from rocketlake.engine.config import LakeConfig
 
 SECRET = "s3cr3t-value-never-shown"
 S3 = {

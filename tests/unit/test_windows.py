@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketlake.rocketmq.message_queue import OffsetRange
 from rocketlake.engine.windows import (
     StoreTimeWindow,
     WindowNotClosed,
     first_offset_at_or_after,
     window_ranges,
 )
+from rocketlake.rocketmq.message_queue import OffsetRange
 
 
 @dataclass
