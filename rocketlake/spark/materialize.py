@@ -11,7 +11,8 @@ Nothing here touches the consumer group's offsets (see ``engine.ingest``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 
 from pyspark.sql import DataFrame, Observation, SparkSession, Window
@@ -69,6 +70,16 @@ from rocketlake.spark.deadline import SparkDeadline
 from rocketlake.spark.source import register
 
 MIB = 1024 * 1024
+#: Below this many planned offsets a landing's Spark jobs run interpreted. Spark compiles a class for each expression
+#: and stage, and a window's classes are new in every run (they inline its timestamps as literals): for a window of a
+#: few messages the compiling is most of the run's CPU on the server, for a backlog it is paid back many times.
+INTERPRETED_BELOW = 50_000
+#: Spark's defaults, and what runs its expressions interpreted: a value the session already has otherwise (the
+#: user's ``spark.conf``) is left as it is.
+CODEGEN = {
+    "spark.sql.codegen.wholeStage": ("true", "false"),
+    "spark.sql.codegen.factoryMode": ("FALLBACK", "NO_CODEGEN"),
+}
 OUTCOME = "_rl_outcome"
 #: what becomes of compaction or VACUUM stopped at the deadline: the landing and its offsets are done by then
 MAINTENANCE = "The windows and their offsets were committed before; the table keeps its files as they were."
@@ -201,6 +212,22 @@ def read_plan(
     )
 
 
+@contextmanager
+def interpreted_when_small(spark: SparkSession, offsets: int) -> Iterator[bool]:
+    """Spark's code generation off for the session while ``offsets`` is below ``INTERPRETED_BELOW``, then back."""
+    changed = []
+    if offsets < INTERPRETED_BELOW:
+        for key, (default, interpreted) in CODEGEN.items():
+            if spark.conf.get(key) == default:
+                spark.conf.set(key, interpreted)
+                changed.append(key)
+    try:
+        yield bool(changed)
+    finally:
+        for key in changed:
+            spark.conf.unset(key)
+
+
 def land_entry(
     spark: SparkSession,
     source_options: dict[str, str],
@@ -215,39 +242,40 @@ def land_entry(
     storage_options: dict[str, str] | None = None,
 ) -> LandingReport:
     planned = entry.windows
-    tasks = sum(-(-r.size // cfg.max_messages_per_task) for w in planned for r in w.ranges)
-    log(
-        f"Spark job: {tasks} tasks (at most {cfg.max_messages_per_task} offsets each) read the ranges and replace "
-        f"{len(planned)} window(s) x {queue_count} queue(s) of {table_path} in one Delta commit"
-    )
-    fields = table_fields(spark, table_path)
-    landed = landed_metadata(cfg, [f.name for f in fields])
-    read = read_metadata(cfg, landed)
-    df = read_plan(spark, source_options, cfg, planned, queue_count, read)
-    if last_errors_from is not None:
-        df = with_last_error(df, last_errors_from)
-    # Dead letters never fail, but one message can reach %DLQ%<group> twice (a re-run after its send-back, a step
-    # retry): the judged landing finds the later copy by the stored original, as it finds redelivered ones.
-    if cfg.can_fail or cfg.dead_letters_of is not None:
-        tally, failed, entry, contents = _land_judged(
-            spark,
-            df,
-            cfg,
-            table_path,
-            entry,
-            log,
-            failures_path,
-            not_landed=tuple(c for c in read if c not in landed),
-            fields=fields,
-            again=again,
+    with interpreted_when_small(spark, sum(r.size for w in planned for r in w.ranges)):
+        tasks = sum(-(-r.size // cfg.max_messages_per_task) for w in planned for r in w.ranges)
+        log(
+            f"Spark job: {tasks} tasks (at most {cfg.max_messages_per_task} offsets each) read the ranges and replace "
+            f"{len(planned)} window(s) x {queue_count} queue(s) of {table_path} in one Delta commit"
         )
-    else:
-        tally, failed, contents = _land_all(df, table_path, entry, log, cfg), (), None
-    version = table_version(table_path, storage_options)  # delta-rs, as the ledger is read (``storage_options``)
-    log(f"Delta commit version {version} of {table_path} holds the slice and its ledger")
+        fields = table_fields(spark, table_path)
+        landed = landed_metadata(cfg, [f.name for f in fields])
+        read = read_metadata(cfg, landed)
+        df = read_plan(spark, source_options, cfg, planned, queue_count, read)
+        if last_errors_from is not None:
+            df = with_last_error(df, last_errors_from)
+        # Dead letters never fail, but one message can reach %DLQ%<group> twice (a re-run after its send-back, a step
+        # retry): the judged landing finds the later copy by the stored original, as it finds redelivered ones.
+        if cfg.can_fail or cfg.dead_letters_of is not None:
+            tally, failed, entry, contents = _land_judged(
+                spark,
+                df,
+                cfg,
+                table_path,
+                entry,
+                log,
+                failures_path,
+                not_landed=tuple(c for c in read if c not in landed),
+                fields=fields,
+                again=again,
+            )
+        else:
+            tally, failed, contents = _land_all(df, table_path, entry, log, cfg), (), None
+        version = table_version(table_path, storage_options)  # delta-rs, as the ledger is read (``storage_options``)
+        log(f"Delta commit version {version} of {table_path} holds the slice and its ledger")
 
-    accounting = account(planned, _rows_in_slice(spark, table_path, planned), tally)
-    return LandingReport(accounting, version, failed, entry, contents)
+        accounting = account(planned, _rows_in_slice(spark, table_path, planned), tally)
+        return LandingReport(accounting, version, failed, entry, contents)
 
 
 def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log, cfg: IngestionConfig) -> Tally:
