@@ -6,6 +6,8 @@
 * ``<!-- python-api-reference -->``: every name ``import rocketlake`` offers (``rocketlake.PUBLIC``), with its
   signature and docstring.
 * ``<!-- cli-reference -->``: every ``rocketlake`` command with its options, from the CLI's own parser.
+* ``<!-- table-features -->``: the Delta table features, each a cell of ``tests/integration/test_table_features.py``
+  (its ``FEATURES``) or a property the configuration refuses (``REFUSED_TABLE_PROPERTIES``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pydantic import BaseModel
 MARKER = "<!-- configuration-reference -->"
 API_MARKER = "<!-- python-api-reference -->"
 CLI_MARKER = "<!-- cli-reference -->"
+FEATURES_MARKER = "<!-- table-features -->"
 
 
 def _type(annotation) -> str:
@@ -145,8 +148,33 @@ def render_cli() -> str:
     return "\n".join(out)
 
 
+def render_features() -> str:
+    import sys
+    from pathlib import Path
+
+    from rocketlake.engine.config import REFUSED_TABLE_PROPERTIES
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: its tests are the matrix's source
+    from tests.integration.test_table_features import FEATURES
+
+    out = ["| feature | turned on by | in the table's protocol as | every path |", "|---|---|---|---|"]
+    for name, feature in FEATURES.items():
+        how = [f"`{key}: {value}`" for key, value in feature.properties.items()]
+        how += [f"`layout: {feature.layout}`"] if feature.layout else []
+        how += [f"then `{feature.between_runs.format(table='<table>')}`"] if feature.between_runs else []
+        out.append(f"| {name} | {'<br>'.join(how)} | `{feature.protocol_name}` | works |")
+    for key, why in REFUSED_TABLE_PROPERTIES.items():
+        out.append(f"| {why.split(' is not')[0]} | `{key}` | | refused at load: {why} |")
+    return "\n".join(out)
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
-    for marker, render_page in ((MARKER, render), (API_MARKER, render_api), (CLI_MARKER, render_cli)):
+    for marker, render_page in (
+        (MARKER, render),
+        (API_MARKER, render_api),
+        (CLI_MARKER, render_cli),
+        (FEATURES_MARKER, render_features),
+    ):
         if marker in markdown:
             markdown = markdown.replace(marker, render_page())
     return markdown

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, SparkSession
@@ -162,6 +163,7 @@ class _Detail:
     partition_by: list[str]
     cluster_by: list[str]
     properties: dict[str, str]
+    types: dict[str, str] = field(default_factory=dict)  # top-level column -> its type, as DESCRIBE TABLE says it
 
 
 #: The property ``SHOW TBLPROPERTIES`` gives a liquid-clustered table's columns in (JSON, each a field path).
@@ -175,7 +177,7 @@ def _detail(spark: SparkSession, path: str) -> _Detail:
     a call against 0.07, measured on a table of a few commits)."""
     properties = table_properties(spark, path, with_clustering=True)
     clustering = json.loads(properties.pop(CLUSTERING_PROPERTY, "[]"))
-    partitions, in_section = [], False
+    partitions, types, in_section = [], {}, False
     for row in spark.sql(f"DESCRIBE TABLE {_sql_path(path)}").collect():
         name = (row["col_name"] or "").strip()
         if name == "# Partition Information":
@@ -184,7 +186,48 @@ def _detail(spark: SparkSession, path: str) -> _Detail:
             break
         elif in_section and name != "# col_name":
             partitions.append(name)
-    return _Detail(partitions, [".".join(parts) for parts in clustering], properties)
+        elif not in_section and name and not name.startswith("#"):
+            types[name] = row["data_type"]
+    return _Detail(partitions, [".".join(parts) for parts in clustering], properties, types)
+
+
+#: The integer types, narrowest first.
+INTEGERS = ("tinyint", "smallint", "int", "bigint")
+_DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
+
+
+def widens(narrow: str, wide: str) -> bool:
+    """Whether a value of type ``narrow`` fits a column of type ``wide`` without loss, as Delta's type widening
+    changes a column (a wider integer, float to double, integers to double or to a decimal with room for them, a
+    decimal to one as precise with as many integer digits, date to timestamp_ntz): the Spark type names."""
+    if narrow == wide:
+        return False
+    if narrow in INTEGERS and wide in INTEGERS:
+        return INTEGERS.index(narrow) < INTEGERS.index(wide)
+    if wide == "double":
+        return narrow in ("float", *INTEGERS[:3])
+    decimal_to = _DECIMAL.fullmatch(wide)
+    if decimal_to:
+        precision, scale = int(decimal_to[1]), int(decimal_to[2])
+        decimal_from = _DECIMAL.fullmatch(narrow)
+        if decimal_from:
+            return scale >= int(decimal_from[2]) and precision - scale >= int(decimal_from[1]) - int(decimal_from[2])
+        digits = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 20}.get(narrow)
+        return digits is not None and precision - scale >= digits
+    return narrow == "date" and wide == "timestamp_ntz"
+
+
+def to_widened_columns(df: DataFrame, types: Mapping[str, str]) -> DataFrame:
+    """``df`` with each column the table has widened (a user's ``ALTER COLUMN ... TYPE``, Delta's type widening) cast
+    to the table's type: the column's type binds, and a value of the narrower type always fits it."""
+    from pyspark.sql import functions as F
+
+    casts = {
+        f.name: F.col(f.name).cast(types[f.name])
+        for f in df.schema.fields
+        if f.name in types and widens(f.dataType.simpleString(), types[f.name])
+    }
+    return df.withColumns(casts) if casts else df
 
 
 #: The UTC hour (0-23) of ``window_start``, from epoch milliseconds as the day is (``layout``'s ``window_hour``).
@@ -416,6 +459,7 @@ def _write_slice(
     detail = _detail(spark, path)
     _check_layout(path, detail, layout)
     set_table_properties(spark, path, properties, detail.properties)
+    df = to_widened_columns(df, detail.types)
     predicate = slice_predicate(ledger.windows)
     # The table's own layout decides the derived columns a slice needs: a layout since removed from the
     # configuration (the default asks nothing) must not drop a column the table is partitioned or clustered by.

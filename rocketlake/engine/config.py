@@ -518,6 +518,14 @@ def _ranges_in_schema(schema: dict) -> None:
 
 #: Table properties Spark sets itself and refuses in ``SET TBLPROPERTIES`` (``TableCatalog.RESERVED_PROPERTIES``).
 SPARK_RESERVED_PROPERTIES = frozenset({"comment", "external", "is_managed_location", "location", "owner", "provider"})
+#: Delta table properties that turn on a feature rocketlake's Spark cannot write: why, and what to do.
+REFUSED_TABLE_PROPERTIES = {
+    "delta.universalformat.enabledformats": (
+        "Iceberg compatibility (UniForm) is not supported yet: Delta writes its Iceberg metadata with the "
+        "delta-iceberg module, which rocketlake's Spark does not carry; remove the property (the table stays "
+        "readable by Delta readers)"
+    ),
+}
 
 
 class IngestionConfig(_Strict):
@@ -726,6 +734,8 @@ class IngestionConfig(_Strict):
                     f"table property name {key!r} is not allowed: letters, digits, '_', '.' and '-' "
                     "(e.g. delta.enableChangeDataFeed)"
                 )
+            if key.lower() in REFUSED_TABLE_PROPERTIES:
+                raise ValueError(f"table property {key}: {REFUSED_TABLE_PROPERTIES[key.lower()]}")
             if key.lower() in SPARK_RESERVED_PROPERTIES:
                 raise ValueError(
                     f"table property {key} is reserved by Spark, which sets it itself and refuses it "
