@@ -7,6 +7,7 @@ first and a page at a time, only as far as a reader needs: with one writer, the 
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 from rocketlake.engine.ledger import LedgerEntry, history_of, with_verdicts
@@ -17,14 +18,29 @@ FIRST_HISTORY_PAGE = 20
 RECENT_COMMITS = 200
 
 
+def _log_only(path: str, storage_options: dict[str, str] | None):
+    """The table at ``path`` opened for its log: without reading its file list (``without_files``) where the installed
+    delta-rs honours it (1.1); later releases ignore the flag, document it so, and warn at each call."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(path), storage_options=storage_options, **_log_only_options())
+
+
+@cache
+def _log_only_options() -> dict[str, bool]:
+    from deltalake import DeltaTable
+
+    ignored = "without_files: Deprecated and ignored" in (DeltaTable.__init__.__doc__ or "")
+    return {} if ignored else {"without_files": True}
+
+
 def _history(path: str, limit: int, storage_options: dict[str, str] | None = None) -> list[dict] | None:
     """The ``limit`` newest commits (None when there is no table yet); ``storage_options`` reach an S3 lake
     (``delta.storage.delta_rs_options``)."""
-    from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        return DeltaTable(str(path), storage_options=storage_options).history(limit)
+        return _log_only(path, storage_options).history(limit)
     except TableNotFoundError:
         return None
 
@@ -32,11 +48,10 @@ def _history(path: str, limit: int, storage_options: dict[str, str] | None = Non
 def table_version(path: str, storage_options: dict[str, str] | None = None) -> int | None:
     """The table's newest commit version, None when there is no table yet. Read with delta-rs, without the table's
     files: Spark's DESCRIBE HISTORY costs the server a job (0.2-0.3 CPU-s), several times a landing."""
-    from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        return DeltaTable(str(path), storage_options=storage_options, without_files=True).version()
+        return _log_only(path, storage_options).version()
     except TableNotFoundError:
         return None
 

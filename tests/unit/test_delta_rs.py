@@ -58,3 +58,20 @@ def test_a_table_delta_rs_reads_is_read_by_it_and_deletion_vectors_are_refused_a
         DeltaTable(path).to_pyarrow_table()
     with pytest.raises(SparkAsked):
         read_columns(path, ["queue_id"], None, spark_asked)
+
+
+def test_the_ledgers_reads_open_the_log_without_a_warning_on_this_delta_rs(tmp_path):
+    """deltalake 1.1 reads a table's log without its file list when asked (``without_files``); later releases ignore
+    the flag and warn at each call, which every landing, sensor tick and CLI read would repeat."""
+    import warnings
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from rocketlake.delta.ledger_log import read_ledger, table_version
+
+    write_deltalake(str(tmp_path), pa.table({"a": [1]}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert table_version(str(tmp_path)) == 0
+        assert read_ledger(str(tmp_path)) == []
