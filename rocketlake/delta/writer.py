@@ -352,6 +352,7 @@ NO_STATS_COLUMNS = frozenset(
     {
         "body",
         "body_text",
+        "body_variant",  # Delta keeps no statistics of a VARIANT column
         "properties",
         "keys",
         "born_host",

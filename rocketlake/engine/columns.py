@@ -52,11 +52,17 @@ SEND_BACK_COLUMNS = ("offset_msg_id", "reconsume_times")
 
 # Present only when asked for, by other options.
 TEXT_COLUMN = ("body_text", pa.string(), "STRING")  # bodyFormat=text
+VARIANT_COLUMN = "body_variant"  # body.format variant: the JSON body as one VARIANT column, added by Spark
 MATCHED_COLUMN = ("matched", pa.bool_(), "BOOLEAN")  # includeFiltered=true: every offset, with the tag verdict
 WINDOW_COLUMN = ("window_start", _TS, "TIMESTAMP")  # plan option: the window each chunk belongs to
 
 #: Every column name rocketlake itself may put in a table (a JSON body's fields must not take one).
-OWN_COLUMNS = frozenset(name for name, *_ in _CATALOGUE) | {TEXT_COLUMN[0], MATCHED_COLUMN[0], WINDOW_COLUMN[0]}
+OWN_COLUMNS = frozenset(name for name, *_ in _CATALOGUE) | {
+    TEXT_COLUMN[0],
+    VARIANT_COLUMN,
+    MATCHED_COLUMN[0],
+    WINDOW_COLUMN[0],
+}
 
 
 class UnknownColumn(ValueError):

@@ -304,7 +304,14 @@ class WindowConfig(_Strict):
 
 
 class BodyConfig(_Strict):
-    format: Literal["raw", "text", "json", "avro"] = "raw"
+    format: Literal["raw", "text", "json", "variant", "avro"] = Field(
+        default="raw",
+        description="`raw`: the body's bytes only. `text`: also `body_text`, the body as UTF-8. `json`: `schema`'s "
+        "fields as columns (and more with `evolve`). `variant`: the JSON body as one VARIANT column, "
+        "`body_variant` (Spark's `parse_json`), whatever its fields: schemaless JSON lands without inference, "
+        "and is read with `variant_get(body_variant, '$.field', 'type')` or `body_variant:field`. `avro`: "
+        "`schema_file`'s fields as columns. A body that does not decode is a failed message.",
+    )
     schema_: str | None = Field(
         default=None, alias="schema", description="Spark DDL of the JSON body, e.g. 'a STRING'."
     )
@@ -340,6 +347,11 @@ class BodyConfig(_Strict):
 
     @model_validator(mode="after")
     def _avro_needs_a_record_schema(self) -> "BodyConfig":
+        if self.format == "variant" and (self.schema_ is not None or self.evolve != "none"):
+            raise ValueError(
+                "format variant lands the whole JSON body as one VARIANT column (body_variant): remove schema and "
+                "evolve, or use format json for columns of their own"
+            )
         if self.format != "avro":
             for key in ("schema_file", "encoding"):
                 if key in self.model_fields_set:
@@ -867,6 +879,12 @@ class IngestionConfig(_Strict):
         for key in ("consume_thread_min", "consume_thread_max", "consume_timeout", "consume_message_batch_max_size"):
             if key in self.model_fields_set and self.listener is None:
                 raise ValueError(f"{key} applies only to a listener (set listener: package.module:function); remove it")
+        if self.listener is not None and self.body.format == "variant":
+            raise ValueError(
+                f"a listener ({self.listener}) with body.format variant is not supported yet: listeners get a "
+                "message's columns in Python, where Spark does not hand VARIANT values over; use format json with "
+                "a schema, or no listener"
+            )
         vectorised = self.listener_is_vectorized  # loads the listener: one that cannot be imported fails here
         if vectorised and self.consume_orderly:
             raise ValueError(

@@ -101,6 +101,11 @@ def listener_message(cfg: IngestionConfig, body: bytes, broker_name: str) -> dic
     row["topic"] = row.pop("origin_topic")
     if cfg.body.format == "json":
         row.update(_json_fields(cfg, message.body))
+    elif cfg.body.format == "variant":  # as the run's parse_json: any JSON value lands, anything else fails
+        try:
+            json.loads(message.body)
+        except (UnicodeDecodeError, ValueError) as e:
+            raise _Undecodable(f"body is not JSON: {e}") from None
     elif cfg.body.format == "text":
         try:
             message.body.decode("utf-8")

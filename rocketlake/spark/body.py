@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from rocketlake.engine.avro import HEADER_BYTES, SINGLE_OBJECT_MARKER, fingerprint, required_fields
-from rocketlake.engine.columns import OWN_COLUMNS
+from rocketlake.engine.columns import OWN_COLUMNS, VARIANT_COLUMN
 
 
 class BodySchemaError(ValueError):
@@ -25,8 +25,10 @@ def decode_body(df: DataFrame, body_format: str, schema_ddl: str | None = None) 
     text = F.col("body").cast("string")
     if body_format == "text":
         return df if "body_text" in df.columns else df.withColumn("body_text", text)
+    if body_format == "variant":
+        return df.withColumn(VARIANT_COLUMN, F.try_parse_json(text))  # null for a body that is not JSON
     if body_format != "json":
-        raise BodySchemaError(f"body.format {body_format!r} is not one of raw, text, json")
+        raise BodySchemaError(f"body.format {body_format!r} is not one of raw, text, json, variant")
     schema = configured_schema(schema_ddl)
     parsed = df.withColumn("_body_json", F.from_json(text, schema))
     return parsed.select(*df.columns, *[F.col("_body_json").getField(f.name).alias(f.name) for f in schema.fields])

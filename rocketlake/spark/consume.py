@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructType
 
 from rocketlake.delta.evolution import ddl, quoted, type_ddl
+from rocketlake.engine.columns import VARIANT_COLUMN
 from rocketlake.engine.config import BodyConfig, IngestionConfig
 from rocketlake.rocketmq.message import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rocketlake.spark.body import BodySchemaError, configured_schema, decode_body
@@ -69,6 +70,15 @@ def decode_checked(df: DataFrame, body: BodyConfig, schema: StructType | None = 
         from rocketlake.spark.body import decode_avro
 
         return decode_avro(df, body, ERROR)
+    if body.format == "variant":
+        decoded = decode_body(df, "variant")
+        not_json = F.concat(F.lit("body is not JSON: "), F.substring(F.col("body").cast("string"), 1, 200))
+        error = (
+            F.when(~F.col("matched"), F.lit(None))
+            .when(~utf8, bad_utf8)
+            .when(F.col("body").isNull() | F.col(VARIANT_COLUMN).isNull(), not_json)
+        )
+        return decoded.withColumn(ERROR, error.cast("string"))
     if schema is None:
         schema = configured_schema(body.schema_)
         against = f"body.schema ({body.schema_})"

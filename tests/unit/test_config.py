@@ -574,3 +574,18 @@ def test_a_pattern_matches_whole_names_and_never_retry_dead_letter_or_system_top
         "topics matching /orders_.*/",
         None,
     )
+
+
+def test_variant_bodies_take_no_schema_and_no_listener_yet():
+    from tests.unit.support import ingestion_config
+
+    assert ingestion_config(body={"format": "variant"}).can_fail  # a body that is not JSON fails
+    with pytest.raises(ConfigError, match="format variant lands the whole JSON body as one VARIANT column"):
+        ingestion_config(body={"format": "variant", "schema": "a INT"})
+    with pytest.raises(ConfigError, match="with body.format variant is not supported yet"):
+        ingestion_config(body={"format": "variant"}, listener="tests.unit.listeners:fail_poison")
+
+
+def test_uniform_is_refused_naming_the_property_and_what_to_do():
+    with pytest.raises(ConfigError, match=r"delta.universalFormat.enabledFormats: Iceberg compatibility \(UniForm\)"):
+        parse_config(with_ingestion(table_properties={"delta.universalFormat.enabledFormats": "iceberg"}))

@@ -136,6 +136,9 @@ def test_a_body_that_does_not_decode_is_answered_later_and_an_exception_as_throw
     assert bad.consume_result is CMResult.CR_LATER and bad.remark.startswith("body is not JSON")
     assert consume_directly(cfg, record(b"[1]"), "broker-a").remark == "body is JSON but not an object (a list)"
     assert consume_directly(cfg, record(b'{"amount": 1}'), "broker-a").consume_result is CMResult.CR_SUCCESS
+    variant = ingestion_config(body={"format": "variant"})  # any JSON value, as parse_json takes it
+    assert consume_directly(variant, record(b"[1]"), "broker-a").consume_result is CMResult.CR_SUCCESS
+    assert consume_directly(variant, record(b"{not json"), "broker-a").remark.startswith("body is not JSON")
 
     def explode(messages, context):
         raise RuntimeError("downstream is down")
