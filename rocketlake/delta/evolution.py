@@ -12,7 +12,8 @@ Only ``infer_fields`` touches Spark; the merge is pure and takes Spark's type ob
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
@@ -32,6 +33,8 @@ class Evolution:
     schema: StructType
     added: list[str] = field(default_factory=list)  # dotted paths of new columns, with their types
     left_out: list[str] = field(default_factory=list)  # dotted paths kept in ``body`` only, with why
+    #: top-level columns whose bodies' type is a widening of theirs (``widens``): the wider type the bodies gave
+    wider: dict[str, DataType] = field(default_factory=dict)
 
 
 def body_fields(table_fields: Iterable[StructField], reserved: Iterable[str] = ()) -> list[StructField]:
@@ -155,7 +158,46 @@ def evolve(
     does not have yet, then what the bodies add."""
     reserved = tuple(reserved)
     base = merge(StructType(body_fields(table_fields, reserved)), configured, reserved=reserved).schema
-    return merge(base, infer_fields(bodies), reserved=reserved)
+    inferred = infer_fields(bodies)
+    found = merge(base, inferred, reserved=reserved)
+    has = {f.name: f.dataType.simpleString() for f in base.fields}
+    found.wider = {
+        f.name: f.dataType for f in inferred.fields if f.name in has and widens(has[f.name], f.dataType.simpleString())
+    }
+    return found
+
+
+def widened(schema: StructType, columns: Mapping[str, DataType]) -> StructType:
+    """``schema`` with the top-level ``columns`` of another type (the bodies' wider one)."""
+    return StructType(
+        [StructField(f.name, columns.get(f.name, f.dataType), f.nullable, f.metadata) for f in schema.fields]
+    )
+
+
+#: The integer types, narrowest first.
+INTEGERS = ("tinyint", "smallint", "int", "bigint")
+_DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
+
+
+def widens(narrow: str, wide: str) -> bool:
+    """Whether a value of type ``narrow`` fits a column of type ``wide`` without loss, as Delta's type widening
+    changes a column (a wider integer, float to double, integers to double or to a decimal with room for them, a
+    decimal to one as precise with as many integer digits, date to timestamp_ntz): the Spark type names."""
+    if narrow == wide:
+        return False
+    if narrow in INTEGERS and wide in INTEGERS:
+        return INTEGERS.index(narrow) < INTEGERS.index(wide)
+    if wide == "double":
+        return narrow in ("float", *INTEGERS[:3])
+    decimal_to = _DECIMAL.fullmatch(wide)
+    if decimal_to:
+        precision, scale = int(decimal_to[1]), int(decimal_to[2])
+        decimal_from = _DECIMAL.fullmatch(narrow)
+        if decimal_from:
+            return scale >= int(decimal_from[2]) and precision - scale >= int(decimal_from[1]) - int(decimal_from[2])
+        digits = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 20}.get(narrow)
+        return digits is not None and precision - scale >= digits
+    return narrow == "date" and wide == "timestamp_ntz"
 
 
 def quoted(name: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, SparkSession
 
+from rocketlake.delta.evolution import widens
 from rocketlake.engine.ledger import LedgerEntry, WindowEntry
 from rocketlake.rocketmq.message_queue import MessageQueue
 
@@ -189,32 +189,6 @@ def _detail(spark: SparkSession, path: str) -> _Detail:
         elif not in_section and name and not name.startswith("#"):
             types[name] = row["data_type"]
     return _Detail(partitions, [".".join(parts) for parts in clustering], properties, types)
-
-
-#: The integer types, narrowest first.
-INTEGERS = ("tinyint", "smallint", "int", "bigint")
-_DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
-
-
-def widens(narrow: str, wide: str) -> bool:
-    """Whether a value of type ``narrow`` fits a column of type ``wide`` without loss, as Delta's type widening
-    changes a column (a wider integer, float to double, integers to double or to a decimal with room for them, a
-    decimal to one as precise with as many integer digits, date to timestamp_ntz): the Spark type names."""
-    if narrow == wide:
-        return False
-    if narrow in INTEGERS and wide in INTEGERS:
-        return INTEGERS.index(narrow) < INTEGERS.index(wide)
-    if wide == "double":
-        return narrow in ("float", *INTEGERS[:3])
-    decimal_to = _DECIMAL.fullmatch(wide)
-    if decimal_to:
-        precision, scale = int(decimal_to[1]), int(decimal_to[2])
-        decimal_from = _DECIMAL.fullmatch(narrow)
-        if decimal_from:
-            return scale >= int(decimal_from[2]) and precision - scale >= int(decimal_from[1]) - int(decimal_from[2])
-        digits = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 20}.get(narrow)
-        return digits is not None and precision - scale >= digits
-    return narrow == "date" and wide == "timestamp_ntz"
 
 
 def to_widened_columns(df: DataFrame, types: Mapping[str, str]) -> DataFrame:

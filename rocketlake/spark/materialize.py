@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from rocketlake.delta.evolution import evolve
+from rocketlake.delta.evolution import evolve, type_ddl, widened
 from rocketlake.delta.ledger_log import read_ledger, table_version
 from rocketlake.delta.storage import LOG_STORE_S3A, several_writers_refusal
 from rocketlake.delta.writer import (
@@ -32,6 +32,7 @@ from rocketlake.delta.writer import (
     is_delta_table,
     slice_predicate,
     table_fields,
+    table_properties,
     vacuum,
     write_slice,
 )
@@ -350,7 +351,7 @@ def _land_judged(
     if cfg.body.evolve != "none":
         # Read once: the schema's inference and the landing must see the very same messages.
         df = df.localCheckpoint(eager=True)
-        schema = _evolved_schema(df, cfg, fields, log)
+        schema = _evolved_schema(df, cfg, fields, log, table_path)
     judged = decode_checked(df, cfg.body, schema)
     earliest = min((w.start_ms for w in entry.windows), default=0)
     judged = mark_known(
@@ -472,15 +473,12 @@ def _land_judged(
     return tally, tuple(f for f in failures if f.outcome != SUSPENDED), entry, contents if clustering else None
 
 
-def _evolved_schema(df: DataFrame, cfg: IngestionConfig, fields, log: Log) -> StructType:
+def _evolved_schema(df: DataFrame, cfg: IngestionConfig, fields, log: Log, table_path: str) -> StructType:
     """The JSON schema of an evolving table for this run (``delta.evolution``): its body columns, the
-    configured fields, and the fields the bodies of ``df`` add."""
-    found = evolve(
-        df.where(F.col("body").isNotNull()).select(F.col("body").cast("string").alias("body")),
-        configured_schema(cfg.body.schema_),
-        fields,
-        reserved=(DAY_COLUMN, HOUR_COLUMN),
-    )
+    configured fields, and the fields the bodies of ``df`` add; a column widened where the table allows it
+    (``delta.enableTypeWidening``) and a body holds a value its type cannot (``_misfits``)."""
+    bodies = df.where(F.col("body").isNotNull()).select(F.col("body").cast("string").alias("body"))
+    found = evolve(bodies, configured_schema(cfg.body.schema_), fields, reserved=(DAY_COLUMN, HOUR_COLUMN))
     if found.added:
         log(
             f"schema evolution: new column(s) {', '.join(found.added)} from the bodies of this run, added by the "
@@ -488,7 +486,36 @@ def _evolved_schema(df: DataFrame, cfg: IngestionConfig, fields, log: Log) -> St
         )
     if found.left_out:
         log(f"schema evolution: field(s) {', '.join(found.left_out)} not made columns; they stay in body")
-    return found.schema
+    have = {f.name: f.dataType for f in fields}  # the table's columns: a configured field not yet one binds
+    candidates = {name: (have[name], wide) for name, wide in found.wider.items() if name in have}
+    if not candidates or not _type_widening_on(df.sparkSession, table_path, cfg):
+        return found.schema
+    widen = {name: candidates[name][1] for name, count in _misfits(bodies, candidates).items() if count}
+    if widen:
+        log(
+            "schema evolution: column(s) "
+            + ", ".join(f"{n} {type_ddl(have[n])} -> {type_ddl(t)}" for n, t in widen.items())
+            + " widened by this run's commit (Delta's type widening): its bodies hold values the old type cannot"
+        )
+    return widened(found.schema, widen)
+
+
+def _type_widening_on(spark: SparkSession, table_path: str, cfg: IngestionConfig) -> bool:
+    """Whether the table may widen a column: ``delta.enableTypeWidening``, in the configuration's ``table_properties``
+    (set before the slice's commit) or on the table already."""
+    key = "delta.enableTypeWidening"
+    return (cfg.table_properties.get(key) or table_properties(spark, table_path).get(key, "false")).lower() == "true"
+
+
+def _misfits(bodies: DataFrame, columns: dict[str, tuple]) -> dict[str, int]:
+    """For each top-level column (name -> (its type, the bodies' wider type)): the bodies whose value of it the
+    column's type cannot hold but the wider type can (``try_cast`` of the JSON value's text). One pass."""
+    counts = []
+    for name, (narrow, wide) in columns.items():
+        value = F.get_json_object("body", "$['" + name + "']")
+        misfit = value.isNotNull() & value.try_cast(narrow).isNull() & value.try_cast(wide).isNotNull()
+        counts.append(F.count_if(misfit).alias(name))
+    return bodies.agg(*counts).first().asDict()
 
 
 def with_suspensions(

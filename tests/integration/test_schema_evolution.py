@@ -92,3 +92,41 @@ def test_a_json_table_gains_the_fields_bodies_add_and_a_conflicting_value_is_a_f
         ]
     assert [json.loads(m.body) for m in dead] == [conflicting]
     assert DeltaTable(path).to_pyarrow_table().num_rows == 9
+
+
+@pytest.mark.parametrize("widening", [True, False], ids=["table allows type widening", "table does not"])
+def test_a_value_wider_than_its_column_widens_it_where_the_table_allows_else_fails(
+    widening, local_cluster, create_topic, java_producer, spark, tmp_path
+):
+    """Issue 48: ``amount INT``, then a body whose amount an INT cannot hold (3,000,000,000). With
+    ``delta.enableTypeWidening`` the run's commit widens the column to BIGINT and the message lands; without it the
+    column's type binds and the message is a failed one, as before. A value that fits keeps the column as it is."""
+    topic, group = create_topic(queues=1, brokers=("broker-a",)), unique("g_widen")
+    cfg = ingestion_config(
+        topic=topic,
+        consumer_group=group,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+        body={"format": "json", "schema": "order_id STRING, amount INT", "evolve": "add_columns"},
+        table_properties={"delta.enableTypeWidening": "true"} if widening else {},
+    )
+    path = str(tmp_path / "orders")
+    engine = Engine(local_cluster, spark, path, cfg)
+
+    def amount_type() -> str:
+        return dict((f.name, f.dataType.simpleString()) for f in spark.read.format("delta").load(path).schema)["amount"]
+
+    first = engine.run("r1", [("w1", send_window(java_producer, topic, [{"order_id": "o-1", "amount": 7}]))])
+    assert [a.rows for a in first.slice.accounting] == [1] and amount_type() == "int"  # JSON's BIGINT did not widen
+    wide = [{"order_id": "o-2", "amount": 3_000_000_000}, {"order_id": "o-3", "amount": 8}]
+    second = engine.run("r2", [("w2", send_window(java_producer, topic, wide))])
+    [accounting] = second.slice.accounting
+    amounts = {r.order_id: r.amount for r in spark.read.format("delta").load(path).collect()}
+    if widening:
+        assert (accounting.rows, accounting.sent_back) == (2, 0)
+        assert amount_type() == "bigint"
+        assert amounts == {"o-1": 7, "o-2": 3_000_000_000, "o-3": 8}
+    else:
+        assert (accounting.rows, accounting.sent_back) == (1, 1)
+        assert amount_type() == "int"
+        assert amounts == {"o-1": 7, "o-3": 8}

@@ -1,9 +1,9 @@
-"""Which column types a landed value fits without loss when a table's column was widened (``delta.writer.widens``),
+"""Which column types a landed value fits without loss when a table's column was widened (``delta.evolution.widens``),
 as Delta's type widening allows them."""
 
 import pytest
 
-from rocketlake.delta.writer import widens
+from rocketlake.delta.evolution import widens
 
 
 @pytest.mark.parametrize(
