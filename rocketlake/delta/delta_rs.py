@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-#: What the installed delta-rs reads, from its own declaration (deltalake 1.1 reads no VARIANT column, 1.6 does).
+#: What the installed delta-rs reads, from its own declaration.
 from deltalake.table import MAX_SUPPORTED_READER_VERSION, SUPPORTED_READER_FEATURES
 
 
@@ -57,7 +57,7 @@ def read_columns(path: str, columns: Sequence[str], storage_options: dict[str, s
 
     try:
         table = DeltaTable(path, storage_options=storage_options)
-    except DeltaError as exc:  # an older delta-rs (1.1) does not even open a table with reader features it lacks
+    except DeltaError as exc:  # a table with a reader feature delta-rs does not know at all is not even opened
         if "reader features" not in str(exc):
             raise
         refusal = f"delta-rs does not open the table: {exc}"

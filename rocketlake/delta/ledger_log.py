@@ -7,7 +7,6 @@ first and a page at a time, only as far as a reader needs: with one writer, the 
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
 
 from rocketlake.engine.ledger import LedgerEntry, history_of, with_verdicts
@@ -19,19 +18,11 @@ RECENT_COMMITS = 200
 
 
 def _log_only(path: str, storage_options: dict[str, str] | None):
-    """The table at ``path`` opened for its log: without reading its file list (``without_files``) where the installed
-    delta-rs honours it (1.1); later releases ignore the flag, document it so, and warn at each call."""
+    """The table at ``path``, opened to read its log. (delta-rs 1.6 and later load the file list whatever they are
+    asked, and warn at each call that ``without_files`` is ignored: it is not asked.)"""
     from deltalake import DeltaTable
 
-    return DeltaTable(str(path), storage_options=storage_options, **_log_only_options())
-
-
-@cache
-def _log_only_options() -> dict[str, bool]:
-    from deltalake import DeltaTable
-
-    ignored = "without_files: Deprecated and ignored" in (DeltaTable.__init__.__doc__ or "")
-    return {} if ignored else {"without_files": True}
+    return DeltaTable(str(path), storage_options=storage_options)
 
 
 def _history(path: str, limit: int, storage_options: dict[str, str] | None = None) -> list[dict] | None:

@@ -61,8 +61,8 @@ def test_a_table_delta_rs_reads_is_read_by_it_and_deletion_vectors_are_refused_a
 
 
 def test_the_ledgers_reads_open_the_log_without_a_warning_on_this_delta_rs(tmp_path):
-    """deltalake 1.1 reads a table's log without its file list when asked (``without_files``); later releases ignore
-    the flag and warn at each call, which every landing, sensor tick and CLI read would repeat."""
+    """delta-rs 1.6 ignores ``without_files`` and warns at each call that does ask for it, which every landing, sensor
+    tick and CLI read would repeat."""
     import warnings
 
     import pyarrow as pa
