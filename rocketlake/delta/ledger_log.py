@@ -37,8 +37,8 @@ def _history(path: str, limit: int, storage_options: dict[str, str] | None = Non
 
 
 def table_version(path: str, storage_options: dict[str, str] | None = None) -> int | None:
-    """The table's newest commit version, None when there is no table yet. Read with delta-rs, without the table's
-    files: Spark's DESCRIBE HISTORY costs the server a job (0.2-0.3 CPU-s), several times a landing."""
+    """The table's newest commit version, None when there is no table yet. Read with delta-rs from the log, not with
+    Spark's DESCRIBE HISTORY, which costs the server a Spark job, several times a landing."""
     from deltalake.exceptions import TableNotFoundError
 
     try:

@@ -107,8 +107,8 @@ def is_delta_table(spark: SparkSession, path: str) -> bool:
         client_log.setLevel(logging.CRITICAL)
         try:
             # The schema only: resolving it reads the log's newest metadata. DESCRIBE DETAIL also counts the
-            # table's files and bytes, which after each new commit is a Spark job over the whole state (0.7 CPU-s
-            # of the server's a call, several calls a landing, measured on a table of a few commits).
+            # table's files and bytes, which after each new commit is a Spark job over the whole state, several
+            # times a landing.
             spark.read.format("delta").load(path).schema
             return True
         except AnalysisException as e:
@@ -173,8 +173,8 @@ CLUSTERING_PROPERTY = "clusteringColumns"
 def _detail(spark: SparkSession, path: str) -> _Detail:
     """What a write needs to know of the existing table, from its metadata only: ``SHOW TBLPROPERTIES`` (the
     properties, and the clustering columns) and ``DESCRIBE TABLE`` (the partition columns). DESCRIBE DETAIL says
-    the same but also counts the table's files, a Spark job over its whole state after each new commit (0.85 CPU-s
-    a call against 0.07, measured on a table of a few commits)."""
+    the same but also counts the table's files, a Spark job over its whole state after each new commit, ten times the
+    cost of these two (``benchmarks/README.md``)."""
     properties = table_properties(spark, path, with_clustering=True)
     clustering = json.loads(properties.pop(CLUSTERING_PROPERTY, "[]"))
     partitions, types, in_section = [], {}, False
@@ -304,9 +304,9 @@ def optimize_write_for(ledger: LedgerEntry) -> bool:
 
 #: Columns where nearly every row holds a value not seen before: bodies, ids, keys, property values. Parquet's
 #: dictionary encoding probes a hash map with every such value until the dictionary outgrows its page and the
-#: column falls back to plain encoding anyway; written plain from the start, a million 1 KiB messages cost Spark
-#: about 3 CPU seconds less and the files 2-3 % more (``benchmarks/README.md``). Topic, tags, hosts and property
-#: names keep their dictionaries: there they pay.
+#: column falls back to plain encoding anyway; written plain from the start they cost Spark less CPU for files a
+#: little larger (the figures: ``benchmarks/README.md``). Topic, tags, hosts and property names keep their
+#: dictionaries: there they pay.
 PLAIN_COLUMNS = (
     "body",
     "body_text",
@@ -320,7 +320,7 @@ PLAIN_COLUMNS = (
 
 #: Columns Delta keeps no min/max statistics for in tables rocketlake creates. Delta's default takes the first 32
 #: columns, so every row written fed bodies, property maps, hosts and keys into per-file min/max aggregates that
-#: no query prunes files with (about 2 CPU seconds per million 1 KiB messages). Statistics stay on the columns
+#: no query prunes files with (the cost: ``benchmarks/README.md``). Statistics stay on the columns
 #: messages are looked up by (topic, queue, offsets, ids, tags, times, window) and on a decoded body's fields.
 NO_STATS_COLUMNS = frozenset(
     {

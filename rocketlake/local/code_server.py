@@ -2,8 +2,8 @@
 
 Why not ``dagster-daemon run -m rocketlake.definitions``: a daemon given a module starts a code server of its own
 and, every 60 s (``RELOAD_WORKSPACE_INTERVAL`` in ``dagster/_daemon/controller.py``), drops it and starts another
-(``clear_all_grpc_endpoints`` before ``refresh_workspace``): under the chaos soak a new code server every 63-66 s,
-each importing Dagster, PySpark and the definitions again, about 3.5 CPU-s a minute on a 2-core machine; and
+(``clear_all_grpc_endpoints`` before ``refresh_workspace``): a new code server every minute, each importing
+Dagster, PySpark and the definitions again (the cost: ``benchmarks/README.md``); and
 ``dagster-webserver -m`` starts one more. Dagster's production shape is a code server of its own (``dagster
 code-server start``) that both load through a workspace file's ``grpc_server`` entry: the definitions are imported
 once, the daemon's minute refresh only asks the server for its snapshot, and the runs it launches start from it.

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "DEFAULT_PULLS_IN_FLIGHT", "QueueCursor", "read_ranges"]
 
 #: Pulls kept outstanding per queue: enough to hide a round trip behind decoding on loopback
-#: and on a LAN (measured in benchmarks/pull_throughput.py), small next to pullThresholdForQueue.
+#: and on a LAN (benchmarks/pull_throughput.py), small next to pullThresholdForQueue.
 DEFAULT_PULLS_IN_FLIGHT = 4
 #: Pulls outstanding over all queues at once; with hundreds of queues each gets fewer.
 DEFAULT_MAX_IN_FLIGHT = 64
