@@ -58,7 +58,7 @@ def read_columns(path: str, columns: Sequence[str], storage_options: dict[str, s
     try:
         table = DeltaTable(path, storage_options=storage_options)
     except DeltaError as exc:  # a table with a reader feature delta-rs does not know at all is not even opened
-        if "reader features" not in str(exc):
+        if "Unsupported" not in str(exc):  # "Kernel error: Unsupported: Feature 'x' is not supported"
             raise
         refusal = f"delta-rs does not open the table: {exc}"
     else:

@@ -41,20 +41,20 @@ def test_a_table_delta_rs_reads_is_read_by_it_and_deletion_vectors_are_refused_a
     """The read turns to Spark for the table delta-rs refuses (the read through Spark itself is the engine tier's:
     it needs a real session)."""
     path = str(tmp_path / "t")
-    # Without statistics: pyarrow 19 (the lowest allowed) cannot read the level histograms of deltalake 1.1's pages.
+    # Without statistics: pyarrow 19 (the lowest allowed) cannot read the level histograms of deltalake's pages.
     no_statistics = WriterProperties(default_column_properties=ColumnProperties(statistics_enabled="NONE"))
     write_deltalake(path, pa.table({"queue_id": [0, 1], "body": ["a", "b"]}), writer_properties=no_statistics)
     read, reader = read_columns(path, ["queue_id"], None, no_spark)
     assert reader == "delta-rs" and read.column("queue_id").to_pylist() == [0, 1]
 
-    # Version 1 turns deletion vectors on, as Delta's writers record it (deltalake 1.1 cannot commit it itself).
+    # Version 1 turns deletion vectors on, as Delta's writers record it.
     protocol = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"]}
     protocol["writerFeatures"] = ["deletionVectors"]
     commit = {"commitInfo": {"timestamp": 1, "operation": "SET TBLPROPERTIES"}}
     (tmp_path / "t" / "_delta_log" / "00000000000000000001.json").write_text(
         json.dumps(commit) + "\n" + json.dumps({"protocol": protocol}) + "\n"
     )
-    with pytest.raises(Exception, match="(?i)deletion ?vectors"):  # delta-rs refuses it (1.1 at opening)
+    with pytest.raises(Exception, match="(?i)deletion ?vectors"):  # delta-rs refuses to read its data
         DeltaTable(path).to_pyarrow_table()
     with pytest.raises(SparkAsked):
         read_columns(path, ["queue_id"], None, spark_asked)
@@ -75,3 +75,18 @@ def test_the_ledgers_reads_open_the_log_without_a_warning_on_this_delta_rs(tmp_p
         warnings.simplefilter("error")
         assert table_version(str(tmp_path)) == 0
         assert read_ledger(str(tmp_path)) == []
+
+
+def test_a_table_with_a_reader_feature_delta_rs_does_not_know_is_read_with_spark(tmp_path):
+    """delta-rs does not even open a table whose protocol names a reader feature it does not know (a newer Delta's):
+    the read turns to Spark, saying why, instead of failing."""
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"queue_id": [0, 1]}))
+    protocol = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["someFutureFeature"]}
+    protocol["writerFeatures"] = ["someFutureFeature"]
+    commit = {"commitInfo": {"timestamp": 1, "operation": "SET TBLPROPERTIES"}}
+    (tmp_path / "t" / "_delta_log" / "00000000000000000001.json").write_text(
+        json.dumps(commit) + "\n" + json.dumps({"protocol": protocol}) + "\n"
+    )
+    with pytest.raises(SparkAsked):
+        read_columns(path, ["queue_id"], None, spark_asked)
