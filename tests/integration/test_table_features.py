@@ -3,7 +3,7 @@ Delta: each feature on through ``table_properties`` at the table's creation, or 
 user's ``ALTER TABLE`` or ``DELETE`` would), then a window landed again, the next window landed, the accounting, the
 ledger as runs and sensors read it, compaction, VACUUM, and the reads of the demo and the change-feed follower.
 
-Each cell of ``FEATURES`` works, or is refused before anything is written in one sentence naming the feature.
+Each cell of ``FEATURES`` works; Iceberg compatibility (UniForm) is refused at load (``tests/unit/test_config.py``).
 ``docs/reference/table-features.md`` is generated from this module's ``FEATURES`` and checked against it
 (``tests/unit/test_docs.py``).
 """
@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 import pytest
 from deltalake import DeltaTable
 
-from rocketlake.dagster.rebalance import recent_entries
 from rocketlake.delta.delta_rs import Protocol, read_columns, read_refusal
-from rocketlake.delta.ledger_log import read_ledger
+from rocketlake.delta.ledger_log import read_ledger, recent_entries
 from tests.integration.engine_support import Engine, now_ms, send_in_two_windows
 from tests.integration.ingestion_support import unique
 from tests.unit.support import ingestion_config
@@ -122,18 +121,3 @@ def test_a_table_with_the_feature_goes_through_every_path(
         changes = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 0).load(path)
         inserted = changes.where("_change_type = 'insert'").select("keys").distinct().count()
         assert inserted == 2 * PER_WINDOW
-
-
-def test_uniform_is_refused_at_load():
-    """Iceberg compatibility (UniForm) needs Delta's Iceberg module (delta-iceberg) on the session, which rocketlake's
-    Spark does not carry: refused by name when the configuration loads, before any run."""
-    with pytest.raises(
-        ValueError, match=r"Iceberg compatibility \(UniForm\) is not supported yet: .* remove the property"
-    ):
-        ingestion_config(
-            table_properties={
-                "delta.enableIcebergCompatV2": "true",
-                "delta.universalFormat.enabledFormats": "iceberg",
-                "delta.columnMapping.mode": "name",
-            },
-        )
