@@ -100,7 +100,7 @@ def _local_connect_server(args: argparse.Namespace):
     if not source.is_file():
         return None  # no configuration here (a cluster for another project): nothing asks for a server
     config = load_config(source)
-    return server_for(config.spark, state_dir, config.lake)
+    return server_for(config.spark, state_dir, config.lake, metastore=bool(config.catalog_tables))
 
 
 def _postgres(args: argparse.Namespace):

@@ -67,7 +67,7 @@ from rocketlake.dagster.partitions import (
     window_start,
     windows_from,
 )
-from rocketlake.dagster.translator import IngestionAssets, cluster_sensor_name
+from rocketlake.dagster.translator import IngestionAssets, cluster_sensor_name, table_asset_key
 from rocketlake.engine.assignment import member_share
 from rocketlake.engine.broker_access import LiveGroup, group_broker
 from rocketlake.engine.broker_clock import BrokerClock, read_clocks
@@ -157,7 +157,7 @@ def observed_lag_totals(instance, asset_key: AssetKey, count: int) -> list[int]:
 def table_freshness(cfg: IngestionConfig, instance, now: datetime, asset_key: AssetKey | None = None) -> Freshness:
     partitions = window_partitions(cfg.window)
     due = last_closed_windows(partitions, now, cfg.window.grace_seconds + cfg.window.freshness_slack_seconds, 1)
-    asset_key = asset_key or AssetKey(cfg.table)
+    asset_key = asset_key or table_asset_key(cfg.table)
     # On time: the due window or a later one is landed, which a query of those few windows says. Only a table
     # behind reads every landed window, to name the newest.
     landed = materialized_among(instance, asset_key, windows_from(partitions, due[-1], now)) if due else set()

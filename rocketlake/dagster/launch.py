@@ -41,8 +41,10 @@ def run_windows(table: str, keys: list[str], module: str = "rocketlake.definitio
     from rocketlake.dagster.dagster_private import ReconstructableRepository
 
     dagster_home()
+    from rocketlake.dagster.translator import table_job_name
+
     job = ReconstructableRepository.for_module(module, "defs", os.getcwd()).get_reconstructable_job(
-        job_name or f"{table}_job"
+        job_name or table_job_name(table)
     )
     with DagsterInstance.get() as instance:
         return execute_job(

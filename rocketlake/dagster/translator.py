@@ -50,6 +50,16 @@ def pattern_asset_key(cluster: str, pattern: str) -> AssetKey:
     return AssetKey([TOPIC_KEY_PREFIX, _name_part(cluster), "pattern_" + _name_part(pattern)])
 
 
+def table_asset_key(table: str) -> AssetKey:
+    """A table's default key: ``orders``, or ``sales/orders`` for the catalog table ``sales.orders``."""
+    return AssetKey(table.split("."))
+
+
+def table_job_name(table: str) -> str:
+    """The job the default translator names after ``table``: ``orders_job``, ``sales__orders_job``."""
+    return f"{table_asset_key(table).to_python_identifier()}_job"
+
+
 @dataclass(frozen=True)
 class RocketlakeAssetData:
     """What a translator knows about one asset: its role, the ingestion it belongs to (for a topic read by
@@ -111,7 +121,7 @@ class RocketlakeTranslator:
                 f"landed in Delta at `{data.table_path}`, one partition per window `{cfg.window.cron}`."
             )
         return AssetSpec(
-            key=AssetKey(data.table),
+            key=table_asset_key(data.table),
             kinds={"rocketmq", "spark", "delta"},
             group_name=DEFAULT_GROUP,
             description=description,

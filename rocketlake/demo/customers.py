@@ -123,6 +123,7 @@ def follow(spark, source: str, target: str, log=print) -> Followed:
 def build_customers(ingestion, lake):
     """The asset: orders and amount per customer, followed through the landed table's change feed."""
     from rocketlake.dagster.metadata import column_schema, table_identity
+    from rocketlake.dagster.translator import table_asset_key
     from rocketlake.delta.storage import apply_lake
 
     source_path = lake.table_path(ingestion.table)
@@ -130,8 +131,8 @@ def build_customers(ingestion, lake):
     path = lake.table_path(name)
 
     @asset(
-        key=name,
-        deps=[ingestion.table],
+        key=table_asset_key(name),
+        deps=[table_asset_key(ingestion.table)],
         required_resource_keys={"spark"},
         kinds={"spark", "delta"},
         group_name="rocketlake",

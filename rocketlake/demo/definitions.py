@@ -31,6 +31,7 @@ from rocketlake.dagster.definitions import build_definitions
 from rocketlake.dagster.metadata import column_schema, table_identity
 from rocketlake.dagster.partitions import window_partitions
 from rocketlake.dagster.run_guard import rocketlake_executor
+from rocketlake.dagster.translator import table_asset_key
 from rocketlake.delta.storage import apply_lake
 from rocketlake.demo.customers import build_customers
 from rocketlake.demo.follow import follow, follow_changes, follow_together
@@ -55,8 +56,8 @@ def build_by_region(ingestion, lake):
     path = lake.table_path(name)
 
     @asset(
-        key=name,
-        deps=[ingestion.table],
+        key=table_asset_key(name),
+        deps=[table_asset_key(ingestion.table)],
         partitions_def=window_partitions(ingestion.window),
         backfill_policy=BackfillPolicy.single_run(),
         required_resource_keys={"spark"},
@@ -143,13 +144,13 @@ def _names(schema_ddl: str | None) -> set[str]:
 _config = load_config()
 _assets = demo_assets(_config)
 # The UI of the demo (`make ui`) lands each new window as it closes: its schedules run from the start.
-_jobs = [define_asset_job(f"{a.key.to_user_string()}_job", selection=[a.key]) for a in _assets]
+_jobs = [define_asset_job(f"{a.key.to_python_identifier()}_job", selection=[a.key]) for a in _assets]
 
 # Downstream assets follow the table in batches, one run at a time, and again after a window is landed again
 # (rocketlake.demo.follow): not one run per window per asset. Their own jobs (`<asset>_job`) are what `rocketlake
 # demo` runs; the sensors run both followers of a table in one job.
 _followers = change_followers(_config)
-_follower_jobs = [define_asset_job(f"{a.key.to_user_string()}_job", selection=[a.key]) for a in _followers]
+_follower_jobs = [define_asset_job(f"{a.key.to_python_identifier()}_job", selection=[a.key]) for a in _followers]
 
 
 def _upstream(a) -> AssetKey:
@@ -166,7 +167,7 @@ def follower_sensors(windowed: list, changes: list, own_jobs: dict) -> tuple[lis
         if other is None:
             sensors.append(follow(own_jobs[a.key], _upstream(a), a.key, a.partitions_def))
         else:
-            job = define_asset_job(f"{_upstream(a).to_user_string()}_followers_job", selection=[a.key, other.key])
+            job = define_asset_job(f"{_upstream(a).to_python_identifier()}_followers_job", selection=[a.key, other.key])
             sensors.append(follow_together(job, _upstream(a), a.key, a.partitions_def, other.key))
             jobs.append(job)
     sensors += [follow_changes(own_jobs[a.key], _upstream(a), a.key) for a in by_table.values()]

@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from rocketlake.dagster.launch import dagster_home, run_windows
+from rocketlake.dagster.translator import table_job_name
 from rocketlake.local.cluster import LocalCluster
 from rocketlake.local.peers import produce
 from rocketlake.local.spark_server import server_for
@@ -78,7 +79,7 @@ def run_demo(spec: ClusterSpec, topic: str, messages: int, windows: int = 3, s3_
         print("    and the local S3 server, the lake's bucket ...", flush=True)
         s3.up(progress=lambda line: print(line, flush=True))
         os.environ.update(s3.credentials_env())  # the variables the demo's lake.s3 names, for its runs and server
-    connect = server_for(config.spark, spec.state_dir, config.lake)
+    connect = server_for(config.spark, spec.state_dir, config.lake, metastore=bool(config.catalog_tables))
     if connect is not None:
         if connect.lake_refusal() is not None:  # the last demo's, on the local lake: this one's lake is on S3
             print("    restarting the Spark Connect server with the S3 lake's settings ...", flush=True)
@@ -115,10 +116,15 @@ def run_demo(spec: ClusterSpec, topic: str, messages: int, windows: int = 3, s3_
     result = run_windows(ingestion.table, sorted(set(keys)), module=DEMO_MODULE)
     if result.success:
         result = run_windows(
-            ingestion.table, sorted(set(keys)), module=DEMO_MODULE, job_name=f"{ingestion.table}_by_region_job"
+            ingestion.table,
+            sorted(set(keys)),
+            module=DEMO_MODULE,
+            job_name=table_job_name(f"{ingestion.table}_by_region"),
         )
     if result.success:  # unpartitioned: it reads what changed in the table since its last run
-        result = run_windows(ingestion.table, [], module=DEMO_MODULE, job_name=f"{ingestion.table}_customers_job")
+        result = run_windows(
+            ingestion.table, [], module=DEMO_MODULE, job_name=table_job_name(f"{ingestion.table}_customers")
+        )
     if not result.success:
         print("the Dagster run failed; see the events above")
         return 1

@@ -38,6 +38,10 @@ DEFAULT_CONFIG = "rocketlake.yaml"
 MetadataColumn = Literal[METADATA_COLUMNS]  # type: ignore[valid-type]
 
 
+#: ``name``, or ``database.name`` for a table of Spark's catalog (each part an identifier Dagster and Spark accept)
+TABLE_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?"
+
+
 class ConfigError(ValueError):
     """The configuration file is wrong; ``problems`` lists one readable line per mistake."""
 
@@ -190,7 +194,8 @@ class S3Config(_Strict):
 class LakeConfig(_Strict):
     root: str = Field(
         default=DEFAULT_LAKE_ROOT,
-        description="Tables live at <root>/<table>: a local path, or s3a://bucket/prefix for S3 (with lake.s3).",
+        description="Tables live at <root>/<table> (<root>/<database>/<name> for a catalog table database.name): "
+        "a local path, or s3a://bucket/prefix for S3 (with lake.s3).",
     )
     s3: S3Config | None = Field(
         default=None, description="The S3 endpoint, region, path style and keys' variables of an s3a:// root."
@@ -223,9 +228,11 @@ class LakeConfig(_Strict):
         return self
 
     def table_path(self, table: str) -> str:
+        """Where ``table`` lives: ``<root>/<table>``, and ``<root>/<database>/<name>`` for a catalog table."""
+        folder = table.replace(".", "/")
         if "://" in self.root or self.root.startswith("/"):
-            return f"{self.root.rstrip('/')}/{table}"
-        return str((Path.cwd() / self.root / table).absolute())
+            return f"{self.root.rstrip('/')}/{folder}"
+        return str((Path.cwd() / self.root / folder).absolute())
 
 
 class SparkConfig(_Strict):
@@ -569,7 +576,10 @@ class IngestionConfig(_Strict):
     consume_timestamp: str | None = Field(
         default=None, description="yyyyMMddHHmmss in the window's time zone; default: 30 minutes before first run."
     )
-    table: str
+    table: str = Field(
+        description="The Delta table: a name (the table at <lake.root>/<name>), or database.name, a table of Spark's "
+        "catalog, created there on first landing at <lake.root>/<database>/<name>. Also the asset key."
+    )
     window: WindowConfig
     body: BodyConfig = BodyConfig()
     metadata_columns: list[MetadataColumn] = Field(
@@ -777,9 +787,12 @@ class IngestionConfig(_Strict):
     @field_validator("table")
     @classmethod
     def _table(cls, value: str) -> str:
-        # The table name is also the Dagster asset key: keep it to what both accept.
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
-            raise ValueError("must match [A-Za-z_][A-Za-z0-9_]* (it is the Dagster asset key and the table folder)")
+        # The table name is also the Dagster asset key and the table's folder: keep it to what all of them accept.
+        if not re.fullmatch(TABLE_NAME, value):
+            raise ValueError(
+                "must be name or database.name, each matching [A-Za-z_][A-Za-z0-9_]* (it is the Dagster asset "
+                "key, the table's folder and, with a database, its name in Spark's catalog)"
+            )
         return value
 
     @field_validator("allocate_message_queue_list")
@@ -942,6 +955,16 @@ class IngestionConfig(_Strict):
         return self._dead_letters_cfg or self
 
     @property
+    def catalog_table(self) -> str | None:
+        """``database.name`` when ``table`` names a table of Spark's catalog, else None (a table by path alone)."""
+        return self.table if "." in self.table else None
+
+    @property
+    def table_key_path(self) -> tuple[str, ...]:
+        """The table's Dagster asset key path: ``("orders",)``, or ``("sales", "orders")`` for ``sales.orders``."""
+        return tuple(self.table.split("."))
+
+    @property
     def topic_names(self) -> tuple[str, ...]:
         """The topics named in the configuration (``topic`` or ``topics``); none for a pattern."""
         return (self.topic,) if self.topic is not None else tuple(self.topics)
@@ -1058,9 +1081,23 @@ class RocketLakeConfig(_Strict):
                     f"{tables[ing.table]!r}; each ingestion needs its own table"
                 )
             tables[ing.table] = name
+        for name, ing in self.ingestions.items():
+            database, _, table = ing.table.partition(".")
+            for clash, why in ((database, "folder"), (ing.table.replace(".", "__"), "job and sensor names")):
+                if table and clash in tables:
+                    problems.append(
+                        f"ingestions.{name}.table: {ing.table!r} and the table {clash!r} of ingestion "
+                        f"{tables[clash]!r} would share their {why}; rename one of them"
+                    )
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    @property
+    def catalog_tables(self) -> list[str]:
+        """The tables named in Spark's catalog (``database.name``), their dead letters' among them."""
+        named = [ing.catalog_table for ing in self.ingestions.values() if ing.catalog_table]
+        return [t for n in named for t in (n, f"{n}_dlq")]
 
 
 def config_path(path: str | os.PathLike | None = None) -> Path:

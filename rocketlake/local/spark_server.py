@@ -42,6 +42,8 @@ START_TIMEOUT_S = 180.0
 ROLE = "spark-connect"
 #: where, under a local state directory (the cluster's), the server keeps its pid file and log
 STATE_SUBDIR = "spark-connect"
+#: where, under the server's state directory, its metastore keeps the catalog (``metastore=True``)
+METASTORE_SUBDIR = "metastore"
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,9 @@ class LocalSparkServer:
     #: Added to the server's environment, which its Python workers inherit: e.g. a PYTHONPATH where listeners live.
     env: Mapping[str, str] = field(default_factory=dict)
     lake: LakeConfig | None = None
+    #: Keep a metastore (Hive's, on Derby, under ``state_dir``) for tables named in the catalog (``database.name``):
+    #: their names outlive the server. Off, the server's catalog lives in memory.
+    metastore: bool = False
 
     @property
     def url(self) -> str:
@@ -110,7 +115,7 @@ class LocalSparkServer:
                     f"(sc://{LOOPBACK}:<port>)"
                 )
             base = {**(os.environ if environ is None else environ), **self.env}
-            cmd, env = connect_server_command(self.url, self.master, dict(self.conf), lake=self.lake, environ=base)
+            cmd, env = connect_server_command(self.url, self.master, self.settings(), lake=self.lake, environ=base)
             self.process.start(cmd, {**env, **self.env})
             self.lake_file.write_text(json.dumps(server_settings(self.lake) if self.lake is not None else {}))
         wait_for(
@@ -124,6 +129,13 @@ class LocalSparkServer:
             f"  Spark Connect server on {self.url} (master {self.master}, Delta{s3}) ({time.monotonic() - began:.0f}s)"
         )
 
+    def settings(self) -> dict[str, str]:
+        """The server's ``conf``, with the metastore's settings when it keeps one."""
+        conf = dict(self.conf)
+        if self.metastore:
+            conf.update(metastore_settings(self.state_dir / METASTORE_SUBDIR, conf))
+        return conf
+
     def status(self) -> str:
         pid = self.process.pid()
         return f"spark-connect: {'running' if pid else 'down'} (pid {pid or '-'}) on {self.url}"
@@ -132,14 +144,32 @@ class LocalSparkServer:
         return stop_all([self.process])
 
 
-def server_for(spark, state_dir: Path, lake: LakeConfig | None = None) -> LocalSparkServer | None:
+def metastore_settings(folder: Path, conf: Mapping[str, str]) -> dict[str, str]:
+    """Spark's settings for a Hive metastore on embedded Derby in ``folder`` (the database, Derby's log, and the
+    warehouse of managed tables: none is left in the working directory); the JVM options of ``conf`` are kept."""
+    derby_home = f"-Dderby.system.home={folder}"
+    options = conf.get("spark.driver.extraJavaOptions", "")
+    return {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.warehouse.dir": str(folder / "warehouse"),
+        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={folder / 'metastore_db'};create=true",
+        "spark.driver.extraJavaOptions": f"{options} {derby_home}".strip(),
+    }
+
+
+def server_for(
+    spark, state_dir: Path, lake: LakeConfig | None = None, metastore: bool = False
+) -> LocalSparkServer | None:
     """The local server a configuration's ``spark`` block (``SparkConfig``) asks for: its ``remote`` on this machine,
     on its master and settings, with its ``lake``'s (an S3 bucket's settings and keys), kept under ``state_dir``;
     None when its runs start Spark of their own or open their sessions on a server elsewhere (a server elsewhere is
-    its operator's to run: ``rocketlake spark-server``)."""
+    its operator's to run: ``rocketlake spark-server``). ``metastore``: the server keeps a metastore (the
+    configuration names catalog tables)."""
     if spark.remote is None:
         return None
     host, port = connect_endpoint(spark.remote)
     if host not in (LOOPBACK, "localhost"):
         return None
-    return LocalSparkServer(state_dir / STATE_SUBDIR, port=port, master=spark.master, conf=dict(spark.conf), lake=lake)
+    return LocalSparkServer(
+        state_dir / STATE_SUBDIR, port=port, master=spark.master, conf=dict(spark.conf), lake=lake, metastore=metastore
+    )

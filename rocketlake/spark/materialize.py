@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from rocketlake.delta import catalog
 from rocketlake.delta.evolution import evolve, type_ddl, widened
 from rocketlake.delta.ledger_log import read_ledger, table_version
 from rocketlake.delta.storage import LOG_STORE_S3A, several_writers_refusal
@@ -46,6 +47,7 @@ from rocketlake.engine.failures import (
     SENT_BACK,
     FailedContent,
     FailedMessage,
+    failures_table,
 )
 from rocketlake.engine.ingest import LandingReport, Log, WindowAccounting
 from rocketlake.engine.ledger import LedgerEntry, Suspension, WindowEntry
@@ -129,8 +131,9 @@ class SparkLake:
             )
             return LandingReport(tuple(WindowAccounting(w.partition_key, 0, 0, 0, 0) for w in entry.windows), None)
         with self.deadline.watch("landing its windows"):
+            named = self._catalog_names()
             try:
-                return land_entry(
+                report = land_entry(
                     self.spark,
                     self.source_options,
                     self.cfg,
@@ -148,6 +151,21 @@ class SparkLake:
                 if said is None:
                     raise
                 raise said from None
+            for name, path in named:
+                if is_delta_table(self.spark, path):
+                    catalog.register(self.spark, name, path)
+            return report
+
+    def _catalog_names(self) -> list[tuple[str, str]]:
+        """For a catalog table: the (name, path) of this landing's tables the catalog does not name yet, refusing
+        (``CatalogConflict``) before anything is written when it names one of them elsewhere."""
+        name = self.cfg.catalog_table
+        if name is None:
+            return []
+        tables = [(name, self.table_path)]
+        if self.failures_path is not None:
+            tables.append((failures_table(name), self.failures_path))
+        return [(n, p) for n, p in tables if not catalog.check_catalog(self.spark, n, p)]
 
     def record_verdict(self, verdict: LedgerEntry) -> None:
         # Not under the deadline: by now the landing and its send-back are done, and refusing this one small commit

@@ -12,6 +12,7 @@ from rocketlake.engine.config import (
     NOT_SUPPORTED_YET,
     ConfigError,
     ConsumeFromWhere,
+    LakeConfig,
     MessageModel,
     load_config,
     parse_config,
@@ -104,7 +105,9 @@ def test_cross_references_and_thread_bounds():
     [
         ({"topic": "bad topic!"}, "ingestions.orders.topic"),
         ({"consumer_group": "x" * 300}, "ingestions.orders.consumer_group"),
-        ({"table": "orders-raw"}, "[A-Za-z_][A-Za-z0-9_]*"),
+        ({"table": "orders-raw"}, "name or database.name, each matching [A-Za-z_][A-Za-z0-9_]*"),
+        ({"table": "a.b.c"}, "ingestions.orders.table"),
+        ({"table": "sales."}, "ingestions.orders.table"),
         ({"window": {"start": "2026-11-01", "cron": "every hour"}}, "not a valid cron"),
         ({"window": {"start": "2026-11-01", "timezone": "Mars/Olympus"}}, "IANA time zone"),
         ({"body": {"format": "json"}}, "format json needs a schema"),
@@ -589,3 +592,25 @@ def test_variant_bodies_take_no_schema_and_no_listener_yet():
 def test_uniform_is_refused_naming_the_property_and_what_to_do():
     with pytest.raises(ConfigError, match=r"delta.universalFormat.enabledFormats: Iceberg compatibility \(UniForm\)"):
         parse_config(with_ingestion(table_properties={"delta.universalFormat.enabledFormats": "iceberg"}))
+
+
+def test_a_catalog_table_is_named_database_dot_name_and_lives_under_its_database():
+    config = parse_config(with_ingestion(table="sales.orders"))
+    ing = config.ingestions["orders"]
+    assert (ing.catalog_table, ing.table_key_path) == ("sales.orders", ("sales", "orders"))
+    assert config.lake.table_path(ing.table).endswith("/sales/orders")
+    assert LakeConfig(root="s3a://bucket/lake").table_path("sales.orders") == "s3a://bucket/lake/sales/orders"
+    plain = parse_config(with_ingestion(table="orders")).ingestions["orders"]
+    assert (plain.catalog_table, plain.table_key_path) == (None, ("orders",))
+
+
+@pytest.mark.parametrize(("other", "shared"), [("sales", "folder"), ("sales__orders", "job and sensor names")])
+def test_a_catalog_table_may_not_share_a_folder_or_names_with_a_table_by_path(other, shared):
+    raw = with_ingestion(table="sales.orders")
+    raw["ingestions"]["other"] = {**raw["ingestions"]["orders"], "table": other, "consumer_group": "g2"}
+    assert any(
+        f"ingestions.orders.table: 'sales.orders' and the table {other!r} of ingestion 'other' would share their "
+        f"{shared}" in line
+        for line in problems(raw)
+    ), problems(raw)
+    assert parse_config(with_ingestion(table="sales.orders")).catalog_tables == ["sales.orders", "sales.orders_dlq"]

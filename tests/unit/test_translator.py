@@ -270,3 +270,28 @@ def test_the_component_refuses_at_load_what_rocketlake_yaml_refuses(tmp_path, mo
         load_project(tmp_path, monkeypatch, DEFS_YAML.replace(*change))
     text = str(failure.value) + str(failure.value.__cause__)
     assert says in text and "defs.yaml is not valid" in text, text
+
+
+def test_a_catalog_table_is_keyed_by_its_database_and_name_and_lives_in_a_folder_of_its_database():
+    config = parse_config(
+        {
+            **CONFIG,
+            "lake": {"root": "/lake"},
+            "ingestions": {
+                "orders": {**CONFIG["ingestions"]["orders"], "table": "sales.orders"},
+                "orders_audit": {**CONFIG["ingestions"]["orders_audit"], "table": "audit.orders"},
+            },
+        }
+    )
+    defs = build_definitions(config)
+    graph = graph_of(defs)
+    table, dlq, audit = AssetKey(["sales", "orders"]), AssetKey(["sales", "orders_dlq"]), AssetKey(["audit", "orders"])
+    assert {k for k in graph.get_all_asset_keys() if k.path[0] != "rocketmq"} == {table, dlq, audit}
+    assert graph.get(dlq).parent_keys == {table}
+    assert graph.get(table).metadata["rocketlake/table_path"].path == "/lake/sales/orders"
+    assert graph.get(dlq).metadata["rocketlake/table_path"].path == "/lake/sales/orders_dlq"
+    job = defs.resolve_job_def("sales__orders_job")
+    assert set(job.asset_layer.selected_asset_keys) == {table, dlq}
+    assert defs.resolve_schedule_def("audit__orders_windows").job_name == "audit__orders_job"
+    assert {(c.asset_key, c.name) for c in graph.asset_check_keys} >= {(table, "fresh"), (dlq, "no_dead_letters")}
+    assert "sales__orders_orderly_resume" in {s.name for s in defs.sensors}
