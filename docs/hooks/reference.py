@@ -164,7 +164,10 @@ def render_features() -> str:
         how += [f"then `{feature.between_runs.format(table='<table>')}`"] if feature.between_runs else []
         out.append(f"| {name} | {'<br>'.join(how)} | `{feature.protocol_name}` | works |")
     for key, why in REFUSED_TABLE_PROPERTIES.items():
-        out.append(f"| {why.split(' is not')[0]} | `{key}` | | refused at load: {why} |")
+        out.append(
+            f"| {why.split(' is not')[0]} | `{key}` | | refused at load: {why}; a table that already has it on is "
+            "refused before the run writes |"
+        )
     return "\n".join(out)
 
 

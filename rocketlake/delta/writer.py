@@ -433,6 +433,7 @@ def _write_slice(
             return
     detail = _detail(spark, path)
     _check_layout(path, detail, layout)
+    _check_features(path, detail.properties)
     set_table_properties(spark, path, properties, detail.properties)
     df = to_widened_columns(df, detail.types)
     predicate = slice_predicate(ledger.windows)
@@ -473,6 +474,28 @@ def _create_clustered(
         f"CREATE TABLE IF NOT EXISTS {_sql_path(path)} ({columns}) USING delta "
         f"CLUSTER BY ({', '.join(map(quoted, cluster_by))}) TBLPROPERTIES ({options})"
     )
+
+
+#: Table properties of features this writer cannot keep up: Delta would commit to the table all the same.
+UNIFORM = "delta.universalFormat.enabledFormats"
+
+
+class UnsupportedTableFeature(ValueError):
+    """The existing table has a feature on that a landing would silently break."""
+
+
+def _check_features(path: str, properties: Mapping[str, str]) -> None:
+    """Refuse, before the slice's commit, a table with Iceberg compatibility (UniForm) on: Delta without the
+    delta-iceberg module commits to it without writing the Iceberg metadata, so Iceberg readers would stop seeing
+    what lands (tests/integration/test_table_features.py)."""
+    formats = properties.get(UNIFORM)
+    if formats:
+        raise UnsupportedTableFeature(
+            f"the table {path} has Iceberg compatibility (UniForm) on ({UNIFORM} = {formats}), which is not "
+            "supported yet: Delta writes its Iceberg metadata with the delta-iceberg module, which rocketlake's "
+            "Spark does not carry, so Iceberg readers would not see what lands; turn it off (ALTER TABLE ... UNSET "
+            f"TBLPROPERTIES ('{UNIFORM}')) or land into another table"
+        )
 
 
 def _check_layout(path: str, detail: _Detail, layout: Layout) -> None:

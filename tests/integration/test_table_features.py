@@ -10,7 +10,9 @@ Each cell of ``FEATURES`` works; Iceberg compatibility (UniForm) is refused at l
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
@@ -121,3 +123,51 @@ def test_a_table_with_the_feature_goes_through_every_path(
         changes = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 0).load(path)
         inserted = changes.where("_change_type = 'insert'").select("keys").distinct().count()
         assert inserted == 2 * PER_WINDOW
+
+
+def turn_uniform_on(path: str) -> None:
+    """Turn Iceberg compatibility (UniForm) on in the table's log, as a writer that carries delta-iceberg does (the
+    Spark here does not, so the commit is written as that writer writes it): protocol and properties."""
+    log = Path(path) / "_delta_log"
+    versions = sorted(log.glob("*.json"))
+    actions = [json.loads(line) for v in versions for line in v.read_text().splitlines()]
+    protocol = [a["protocol"] for a in actions if "protocol" in a][-1]
+    metadata = [a["metaData"] for a in actions if "metaData" in a][-1]
+    protocol["writerFeatures"] = sorted({*protocol.get("writerFeatures", []), "icebergCompatV2"})
+    metadata["configuration"] |= {
+        "delta.enableIcebergCompatV2": "true",
+        "delta.universalFormat.enabledFormats": "iceberg",
+    }
+    commit = [{"commitInfo": {"timestamp": now_ms(), "operation": "SET TBLPROPERTIES"}}, {"protocol": protocol}]
+    (log / f"{len(versions):020d}.json").write_text("\n".join(json.dumps(a) for a in [*commit, {"metaData": metadata}]))
+
+
+def test_a_table_that_already_has_uniform_on_is_refused_before_anything_is_written(
+    local_cluster, create_topic, java_producer, spark, tmp_path
+):
+    """Delta without delta-iceberg commits to such a table and leaves its Iceberg metadata behind: Iceberg readers
+    would go on reading the table as it was. rocketlake refuses it, naming the property, and writes nothing."""
+    topic, group = create_topic(queues=2), unique("g_uniform")
+    cfg = ingestion_config(
+        topic=topic,
+        consumer_group=group,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+        table_properties={"delta.columnMapping.mode": "name"},  # UniForm needs it
+    )
+    path = str(tmp_path / "orders")
+    engine = Engine(local_cluster, spark, path, cfg)
+    (w1, w2) = send_in_two_windows(java_producer, topic, PER_WINDOW)
+    engine.run("r1", [w1])
+    turn_uniform_on(path)
+    version, offsets = DeltaTable(path).version(), engine.offsets(topic)
+
+    with pytest.raises(ValueError) as refused:
+        engine.run("r2", [w2])
+    assert str(refused.value) == (
+        f"the table {path} has Iceberg compatibility (UniForm) on (delta.universalFormat.enabledFormats = iceberg), "
+        "which is not supported yet: Delta writes its Iceberg metadata with the delta-iceberg module, which "
+        "rocketlake's Spark does not carry, so Iceberg readers would not see what lands; turn it off (ALTER TABLE "
+        "... UNSET TBLPROPERTIES ('delta.universalFormat.enabledFormats')) or land into another table"
+    )
+    assert DeltaTable(path).version() == version and engine.offsets(topic) == offsets
