@@ -1,0 +1,72 @@
+"""A RocketMQ cluster: its name servers, ACL keys' variables and TLS."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator, model_validator
+
+from rocketlake.engine.config.common import _Strict, _template
+
+# One definition of each, the wire's: a config value is the name the Java client and the broker use.
+from rocketlake.rocketmq.tls import TlsSettings
+
+
+class TlsConfig(_Strict):
+    """TLS to every name server and broker of the cluster (the Java client's ``useTLS``), for servers started with
+    ``tls.server.mode`` ``enforcing`` (or ``permissive``). The files are PEM and must be readable where the code
+    location, the runs and the Spark tasks run."""
+
+    ca_file: str | None = Field(
+        default=None,
+        description="CA certificate(s) the servers' certificates chain to "
+        "(their tls.server.certPath); default: the system's trust store.",
+    )
+    cert_file: str | None = Field(
+        default=None,
+        description="Client certificate, for servers that require one (tls.server.need.client.auth=require).",
+    )
+    key_file: str | None = Field(default=None, description="The client certificate's private key (PEM, unencrypted).")
+    verify_hostname: bool = Field(
+        default=True,
+        description="Check that the server's certificate names the address connected to; false only for test clusters.",
+    )
+
+    @model_validator(mode="after")
+    def _files(self) -> "TlsConfig":
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file go together (a client certificate needs its key)")
+        for key in ("ca_file", "cert_file", "key_file"):
+            value = getattr(self, key)
+            if value is not None and not _template(value) and not Path(value).is_file():
+                raise ValueError(f"{key}: {value!r} is not a readable file")
+        return self
+
+    def settings(self) -> TlsSettings:
+        return TlsSettings(self.ca_file, self.cert_file, self.key_file, self.verify_hostname)
+
+
+class ClusterConfig(_Strict):
+    namesrv: str = Field(description="Name server address(es), ';'-separated, host:port each.")
+    access_key_env: str | None = Field(default=None, description="Environment variable holding the ACL AccessKey.")
+    secret_key_env: str | None = Field(default=None, description="Environment variable holding the ACL SecretKey.")
+    tls: TlsConfig | None = Field(default=None, description="TLS to the name servers and brokers; absent: in clear.")
+
+    @field_validator("namesrv")
+    @classmethod
+    def _addresses(cls, value: str) -> str:
+        if _template(value):
+            return value
+        for addr in filter(None, (a.strip() for a in value.split(";"))):
+            host, sep, port = addr.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{addr!r} is not host:port")
+        if not value.strip(" ;"):
+            raise ValueError("needs at least one host:port")
+        return value
+
+    @model_validator(mode="after")
+    def _both_keys(self) -> "ClusterConfig":
+        if (self.access_key_env is None) != (self.secret_key_env is None):
+            raise ValueError("access_key_env and secret_key_env go together (ACL needs both)")
+        return self
