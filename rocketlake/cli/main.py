@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+from rocketlake.cli import local as local_command
+from rocketlake.cli.options import Refused, cluster_options, cluster_spec, config_option
 from rocketlake.cli.send import DEFAULT_BODY
 from rocketlake.delta.storage import StorageKeysMissing
 from rocketlake.engine.config import ConfigError
 from rocketlake.engine.identity import client_id
 from rocketlake.jars import JarResolutionFailed, ToolMissing
 from rocketlake.local.process import LocalClusterError
-from rocketlake.local.spec import BrokerSpec, ClusterSpec, default_state_dir
 from rocketlake.member import deployment_reads
 from rocketlake.rocketmq.errors import (
     BrokerError,
@@ -32,275 +32,22 @@ from rocketlake.rocketmq.errors import (
 )
 
 
-def _cluster_spec(args: argparse.Namespace) -> ClusterSpec:
-    from dataclasses import replace
-
-    from rocketlake.local.peers import tls_marker
-    from rocketlake.local.process import ManagedProcess
-    from rocketlake.local.spec import TlsSpec, controller_marker
-
-    ports = [int(p) for p in args.broker_ports.split(",")]
-    names = [f"broker-{chr(ord('a') + i)}" for i in range(len(ports))]
-    state_dir = Path(args.state_dir).absolute()
-    running = ManagedProcess("namesrv", state_dir).pid() is not None
-    # TLS when asked (`local up --tls`), and for every command while a cluster started that way runs.
-    running_tls = tls_marker(state_dir).exists() and running
-    spec = ClusterSpec(
-        state_dir=state_dir,
-        store_root=Path(args.store_dir).absolute() if args.store_dir else None,
-        namesrv_port=args.namesrv_port,
-        brokers=tuple(BrokerSpec(n, p) for n, p in zip(names, ports)),
-        tls=TlsSpec() if getattr(args, "tls", False) or running_tls else None,
-    )
-    # Slaves when asked (`local up --slaves`, or `--controller`, which needs replicas), and for every command while
-    # a cluster started that way runs; controller mode likewise.
-    controller = getattr(args, "controller", False) or (controller_marker(state_dir).exists() and running)
-    running_slaves = ManagedProcess(BrokerSpec(names[0], 0, 1).key, state_dir).pid() is not None
-    if controller or getattr(args, "slaves", False) or running_slaves:
-        spec = spec.with_slaves()
-    return replace(spec, controller=True) if controller else spec
-
-
-def _spark_cluster(args: argparse.Namespace):
-    """The standalone Spark cluster `--spark` names: the one `up` recorded in the state directory, if any."""
-    from rocketlake.local.spark_cluster import LocalSparkCluster, SparkClusterSpec
-
-    state_dir = Path(args.state_dir).absolute() / "spark"
-    saved = SparkClusterSpec.saved(state_dir)
-    if saved is not None and args.action != "up":
-        return LocalSparkCluster(saved)
-    ui = args.spark_ui_port
-    return LocalSparkCluster(
-        SparkClusterSpec(
-            state_dir,
-            master_port=args.spark_port,
-            master_ui_port=ui,
-            worker_ui_ports=tuple(ui + 1 + i for i in range(args.spark_workers)),
-        )
-    )
-
-
-def _local_config(args: argparse.Namespace, default: str) -> Path:
-    """The rocketlake.yaml a `local` command reads: --config, else $ROCKETLAKE_CONFIG, else ``default``."""
-    return Path(args.config or os.environ.get("ROCKETLAKE_CONFIG") or default)
-
-
-def _local_connect_server(args: argparse.Namespace):
-    """The Spark Connect server of the configuration's ``spark.remote`` when it is on this machine (the local
-    runtime's runs open their sessions there), on its master and settings; on ``down`` and ``status``, the one ``up``
-    recorded in the state directory, whatever the configuration says now. None when there is nothing to start."""
-    from rocketlake.engine.config import load_config
-    from rocketlake.local.spark_server import STATE_SUBDIR, LocalSparkServer, server_for
-
-    state_dir = Path(args.state_dir).absolute()
-    if args.action != "up":
-        recorded = LocalSparkServer(state_dir / STATE_SUBDIR)
-        return recorded if recorded.process.pid() is not None or args.action == "down" else None
-    source = _local_config(args, "deploy/rocketlake.yaml" if args.stack else "rocketlake.yaml")
-    if not source.is_file():
-        return None  # no configuration here (a cluster for another project): nothing asks for a server
-    config = load_config(source)
-    return server_for(config.spark, state_dir, config.lake, metastore=bool(config.catalog_tables))
-
-
-def _postgres(args: argparse.Namespace):
-    from rocketlake.local.postgres import LocalPostgres
-
-    return LocalPostgres(Path(args.state_dir).absolute() / "postgres", port=args.postgres_port)
-
-
-def _s3(args: argparse.Namespace):
-    from rocketlake.local.s3 import LocalS3
-
-    return LocalS3(Path(args.state_dir).absolute() / "s3", port=args.s3_port)
-
-
-def _dagster(args: argparse.Namespace, postgres):
-    from rocketlake.local.dagster_stack import LocalDagster
-
-    config = _local_config(args, "deploy/rocketlake.yaml")
-    return LocalDagster(
-        Path(args.state_dir).absolute() / "dagster",
-        config,
-        postgres,
-        webserver_port=args.dagster_port,
-        code_server_port=args.code_server_port,
-    )
-
-
-def _create_topics(cluster, config_path: Path) -> None:
-    """Topics of the configuration's ingestions on this local cluster, created when missing (4 queues a broker)."""
-    from rocketlake.engine.config import load_config
-    from rocketlake.rocketmq.client import RocketMQClient
-    from rocketlake.rocketmq.errors import TopicNotExist
-
-    config = load_config(config_path)
-    client = RocketMQClient(cluster.spec.namesrv_address, tls=cluster.spec.tls_settings())
-    try:
-        for ingestion in config.ingestions.values():
-            if config.clusters[ingestion.cluster].namesrv != cluster.spec.namesrv_address:
-                continue
-            for topic in ingestion.topic_names:  # a pattern's topics are the user's to create
-                try:
-                    client.queues(topic)
-                except TopicNotExist:
-                    cluster.create_topic(topic, 4)
-                    print(f"  created topic {topic} (4 queues on each broker)", flush=True)
-    finally:
-        client.close()
-
-
-def _wipe_local_landings(namesrv: str) -> list[str]:
-    """Delete what the project landed, in its default places (relative to the working directory, as the
-    configuration resolves them), from the cluster at ``namesrv`` whose store ``--wipe`` deletes: those tables'
-    ledgers would refuse the new, empty store (``LedgerAheadOfBroker``), so the next ``make demo`` could not land.
-    Tables landed from another cluster stay; the local Dagster instance goes only with the last table of the lake.
-    A lake the configuration puts anywhere else is never touched."""
-    import shutil
-
-    from rocketlake.dagster.launch import LOCAL_DAGSTER_HOME
-    from rocketlake.engine.config import DEFAULT_LAKE_ROOT
-    from rocketlake.local.landings import landed_from
-
-    lake = Path(DEFAULT_LAKE_ROOT)
-    wiped = []
-    for table in landed_from(lake, namesrv):
-        shutil.rmtree(table)
-        wiped.append(str(table))
-    if wiped and not any(lake.iterdir()):
-        lake.rmdir()
-        if LOCAL_DAGSTER_HOME.is_dir():
-            shutil.rmtree(LOCAL_DAGSTER_HOME)
-            wiped.append(str(LOCAL_DAGSTER_HOME))
-    return wiped
-
-
-def _local(args: argparse.Namespace) -> int:
-    from rocketlake.local.cluster import LocalCluster
-
-    cluster = LocalCluster(_cluster_spec(args))
-    spark = _spark_cluster(args) if args.spark or args.stack else None
-    connect = _local_connect_server(args) if args.action != "env" else None
-    postgres = _postgres(args) if args.postgres or args.stack else None
-    s3 = _s3(args) if args.s3 or args.action == "down" else None  # down stops it whenever it runs
-    dagster = _dagster(args, postgres) if args.stack else None
-    if args.action == "up":
-        print(f"starting the local RocketMQ cluster (state in {cluster.spec.state_dir}) ...", flush=True)
-        status = cluster.up(progress=lambda line: print(line, flush=True))
-        print(status.render(cluster.spec.cluster_name))
-        if cluster.spec.tls is not None:
-            import yaml
-
-            tls = cluster.spec.tls_settings()
-            block = {"namesrv": cluster.spec.namesrv_address, "tls": {"ca_file": tls.ca_file}}
-            print(
-                f"TLS enforced (CA in {cluster.spec.tls_dir}); use it with "
-                f"{yaml.safe_dump({'clusters': {'local': block}}, default_flow_style=True).strip()} in rocketlake.yaml"
-            )
-        if spark is not None:
-            print(f"starting a Spark standalone master and {spark.spec.workers} workers ...", flush=True)
-            print(spark.up(progress=lambda line: print(line, flush=True)).render())
-            print(f'use it with spark: {{master: "{spark.spec.master_url}"}} in rocketlake.yaml')
-        if connect is not None:  # after the standalone cluster: its master may be the server's
-            print("starting the Spark Connect server the runs open their sessions on (spark.remote) ...", flush=True)
-            # An S3 lake's keys, from the variables its configuration names: the local S3 server's, when it is
-            # started here, as `local env --s3` gives them to a shell.
-            environ = {**os.environ, **s3.credentials_env()} if s3 is not None else None
-            connect.up(progress=lambda line: print(line, flush=True), environ=environ)
-        if postgres is not None:
-            print("starting PostgreSQL for Dagster's storage ...", flush=True)
-            postgres.up(progress=lambda line: print(line, flush=True))
-            print(postgres.status())
-            print(
-                f"deploy/dagster.yaml reads {', '.join(sorted(postgres.dagster_env()))}; "
-                f"`rocketlake local env --postgres` prints them for a shell"
-            )
-        if s3 is not None:
-            print("starting the S3-compatible object store for the lake ...", flush=True)
-            s3.up(progress=lambda line: print(line, flush=True))
-            print(s3.status())
-            import yaml
-
-            print(
-                f"use it with {yaml.safe_dump({'lake': s3.lake_settings()}, default_flow_style=True).strip()} "
-                "in rocketlake.yaml; `rocketlake local env --s3` prints the keys' variables for a shell"
-            )
-        if dagster is not None:
-            _create_topics(cluster, dagster.config)
-            print(f"starting dagster-daemon and dagster-webserver on {dagster.config} ...", flush=True)
-            dagster.up(progress=lambda line: print(line, flush=True))
-            print(dagster.status())
-    elif args.action == "env":
-        # For `eval "$(rocketlake local env --postgres --s3)"`: the secrets go to the shell, not to a log.
-        if postgres is None and s3 is None:
-            raise _Refused(
-                "local env prints the DAGSTER_PG_* variables (--postgres) or the local S3 server's keys "
-                "(--s3): add one of them"
-            )
-        variables = {
-            **(postgres.dagster_env() if postgres is not None else {}),
-            **(s3.credentials_env() if s3 is not None else {}),
-        }
-        for key, value in sorted(variables.items()):
-            print(f"export {key}={shlex.quote(value)}")
-    elif args.action == "down":
-        stopped = (
-            (dagster.down() if dagster is not None else [])
-            + (postgres.down(wipe=args.wipe) if postgres is not None else [])
-            + (s3.down(wipe=args.wipe) if s3 is not None else [])
-            + (connect.down() if connect is not None else [])
-            + (spark.down() if spark is not None else [])
-            + cluster.down(wipe=args.wipe)
-        )
-        print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
-        if args.wipe:
-            wiped = _wipe_local_landings(cluster.spec.namesrv_address)
-            if wiped:
-                print("deleted what was landed from the wiped store: " + ", ".join(wiped))
-    else:
-        status = cluster.status()
-        print(status.render(cluster.spec.cluster_name))
-        ready = status.ready
-        if spark is not None:
-            spark_status = spark.status()
-            print(spark_status.render())
-            ready = ready and spark_status.ready
-        if connect is not None:
-            print(connect.status())
-            ready = ready and connect.process.pid() is not None
-        if postgres is not None:
-            print(postgres.status())
-            ready = ready and postgres.process.pid() is not None
-        if s3 is not None:
-            print(s3.status())
-            ready = ready and s3.process.pid() is not None
-        if dagster is not None:
-            print(dagster.status())
-            ready = ready and dagster.daemon.pid() is not None and dagster.webserver.pid() is not None
-        return 0 if ready else 3
-    return 0
-
-
 def _ui(args: argparse.Namespace) -> int:
     from rocketlake.demo.ui import run_ui
 
-    return run_ui(_cluster_spec(args), port=args.port, topic=args.topic, per_minute=args.per_minute)
+    return run_ui(cluster_spec(args), port=args.port, topic=args.topic, per_minute=args.per_minute)
 
 
 def _demo(args: argparse.Namespace) -> int:
     from rocketlake.demo.run import run_demo
 
     return run_demo(
-        _cluster_spec(args),
+        cluster_spec(args),
         topic=args.topic,
         messages=args.messages,
         windows=args.windows,
         s3_port=args.s3_port if args.s3 else None,
     )
-
-
-class _Refused(Exception):
-    """A request refused before anything was started; the message is the one line to print."""
 
 
 def _ingestion(args: argparse.Namespace):
@@ -311,7 +58,7 @@ def _ingestion(args: argparse.Namespace):
     config = load_config(args.config)
     check_crons(config, str(config_path(args.config)))
     if args.ingestion not in config.ingestions:
-        raise _Refused(
+        raise Refused(
             f"no ingestion {args.ingestion!r} in the configuration; there are: " + ", ".join(sorted(config.ingestions))
         )
     return config, config.ingestions[args.ingestion]
@@ -326,7 +73,7 @@ def _backfill(args: argparse.Namespace) -> int:
     try:
         keys = launchable_windows(ingestion.window, args.start, args.end, datetime.now(timezone.utc))
     except WindowKeyError as e:
-        raise _Refused(f"ingestion {args.ingestion}: {e}") from None
+        raise Refused(f"ingestion {args.ingestion}: {e}") from None
     from dagster import DagsterInstance
 
     from rocketlake.dagster.ingestion import consumer_group_pool
@@ -338,7 +85,7 @@ def _backfill(args: argparse.Namespace) -> int:
         try:
             check_pool_limited(instance, consumer_group_pool(ingestion.consumer_group), ingestion.consumer_group)
         except PoolNotLimited as e:
-            raise _Refused(f"ingestion {args.ingestion}: {e}") from None
+            raise Refused(f"ingestion {args.ingestion}: {e}") from None
     print(
         f"landing {len(keys)} window(s) of {args.ingestion} ({keys[0]} .. {keys[-1]}) into {ingestion.table} "
         "in one Dagster run ...",
@@ -363,7 +110,7 @@ def _client(config, ingestion):
     try:
         return resource.open_client(ingestion.mq_client_api_timeout)
     except MissingCredentials as e:
-        raise _Refused(str(e)) from None
+        raise Refused(str(e)) from None
 
 
 @contextmanager
@@ -380,16 +127,16 @@ def _group_of(config, ingestion):
     except BrokerError as e:
         if e.hint is None:
             raise
-        raise _Refused(f"cluster {ingestion.cluster!r} ({namesrv}) refused the request: {e}") from None
+        raise Refused(f"cluster {ingestion.cluster!r} ({namesrv}) refused the request: {e}") from None
     except (ConnectionFailed, RequestTimeout) as e:
         if isinstance(e, (ConnectionTurnedAway, ClosedBeforeAnswer)):  # TLS failed, or the server wants TLS
-            raise _Refused(f"cluster {ingestion.cluster!r} ({namesrv}) turned the connection away: {e}") from None
-        raise _Refused(
+            raise Refused(f"cluster {ingestion.cluster!r} ({namesrv}) turned the connection away: {e}") from None
+        raise Refused(
             f"cannot reach RocketMQ ({e}): check that the name server {namesrv} of cluster "
             f"{ingestion.cluster!r} and its brokers are up (`rocketlake local status` for the local one)"
         ) from None
     except TopicNotExist as e:
-        raise _Refused(f"{ingestion.topic_label} on cluster {ingestion.cluster!r} ({namesrv}): {e}") from None
+        raise Refused(f"{ingestion.topic_label} on cluster {ingestion.cluster!r} ({namesrv}): {e}") from None
     finally:
         client.close()
 
@@ -398,7 +145,7 @@ def _offsets(args: argparse.Namespace) -> int:
     if args.action == "reset":
         return _offsets_reset(args)
     if args.to_time or args.dry_run:
-        raise _Refused("--to-time and --dry-run go with `offsets reset`")
+        raise Refused("--to-time and --dry-run go with `offsets reset`")
     import time
 
     from rocketlake.delta.ledger_log import recent_entries
@@ -442,7 +189,7 @@ def _reset_time_ms(value: str, timezone_name: str) -> int:
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
-        raise _Refused(
+        raise Refused(
             f"--to-time {value!r} is neither epoch milliseconds nor an ISO-8601 time (e.g. 2026-11-01T10:17:30+01:00)"
         ) from None
     return int((parsed if parsed.tzinfo else parsed.replace(tzinfo=ZoneInfo(timezone_name))).timestamp() * 1000)
@@ -452,7 +199,7 @@ def _offsets_reset(args: argparse.Namespace) -> int:
     from rocketlake.engine.offsets import plan_reset_to_time
 
     if not args.to_time:
-        raise _Refused("offsets reset needs --to-time TIME")
+        raise Refused("offsets reset needs --to-time TIME")
     config, ingestion = _ingestion(args)
     to_ms = _reset_time_ms(args.to_time, ingestion.window.timezone)
     with _group_of(config, ingestion) as group:
@@ -468,7 +215,7 @@ def _offsets_reset(args: argparse.Namespace) -> int:
         for move in plan.backward:
             print(f"  {move.queue.key}: {move.before} -> {move.after} REFUSED (backward)")
         if plan.backward:
-            raise _Refused(
+            raise Refused(
                 f"{len(plan.backward)} queue(s) would move backward; offsets only move forward (the ledger "
                 f"would move them forward again); to land earlier windows again, use `rocketlake backfill "
                 f"{args.ingestion} FROM TO`. Nothing was changed"
@@ -477,7 +224,7 @@ def _offsets_reset(args: argparse.Namespace) -> int:
             return 0
         in_flight = deployment_reads.runs_in_flight(ingestion.consumer_group)
         if in_flight:
-            raise _Refused(
+            raise Refused(
                 f"run(s) {', '.join(sorted(in_flight))} of group {ingestion.consumer_group} are in flight "
                 "(they hold or wait for its pool slot); reset once they end. Nothing was changed"
             )
@@ -507,7 +254,7 @@ def _member(args: argparse.Namespace) -> int:
     except Exception as e:  # e.g. DAGSTER_HOME names no folder yet: the member still beats; what needs it says why
         _print_line(f"the Dagster instance is not usable yet ({type(e).__name__}: {e}); resets and rates need it")
     if not 0 <= args.metrics_port <= 65535:
-        raise _Refused(f"--metrics-port {args.metrics_port}: a port is 1 to 65535 (0: no metrics endpoint)")
+        raise Refused(f"--metrics-port {args.metrics_port}: a port is 1 to 65535 (0: no metrics endpoint)")
     client = _client(config, ingestion)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -525,7 +272,7 @@ def _member(args: argparse.Namespace) -> int:
             rates=lambda: deployment_reads.recent_rates(config, args.ingestion),
         ).run(stop)
     except RocketMQError as e:  # only a refusal (TLS, ACL) ends a member: Member.run beats again after the others
-        raise _Refused(
+        raise Refused(
             f"cluster {ingestion.cluster!r} ({config.clusters[ingestion.cluster].namesrv}) turned the member away: {e}"
         ) from None
     finally:
@@ -555,7 +302,7 @@ def _metrics_endpoint(args: argparse.Namespace, config, ingestion, log):
     except OSError as e:
         collector.close()
         metrics_client.close()
-        raise _Refused(f"cannot serve the metrics on {args.metrics_address}:{args.metrics_port}: {e}") from None
+        raise Refused(f"cannot serve the metrics on {args.metrics_address}:{args.metrics_port}: {e}") from None
     host, port = endpoint.address
     log(f"metrics of {args.ingestion} in Prometheus' text format at http://{host}:{port}/metrics")
     return endpoint
@@ -568,9 +315,9 @@ def _send(args: argparse.Namespace) -> int:
     from rocketlake.rocketmq.client import RocketMQClient
 
     if args.count < 1:
-        raise _Refused(f"--count {args.count}: give at least 1 message")
+        raise Refused(f"--count {args.count}: give at least 1 message")
     if args.create is not None and args.create < 1:
-        raise _Refused(f"--create {args.create}: give at least 1 queue on each broker")
+        raise Refused(f"--create {args.create}: give at least 1 queue on each broker")
     with RocketMQClient(args.namesrv) as client:
         if args.create is not None and ensure_topic(client, args.topic, args.create):
             print(f"created topic {args.topic}: {args.create} queue(s) on each broker")
@@ -592,7 +339,7 @@ def _spark_server(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     if config.spark.remote is None:
-        raise _Refused(
+        raise Refused(
             f"{config_path(args.config)}: spark.remote is not set; set it to the URL the server is to "
             "listen on (e.g. sc://127.0.0.1:15002), and the runs will open their sessions there"
         )
@@ -642,122 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def cluster_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--state-dir",
-            default=str(default_state_dir()),
-            help="pids, configs and logs of the local cluster (default: $ROCKETLAKE_LOCAL_DIR or .rocketlake/local)",
-        )
-        p.add_argument("--store-dir", default=None, help="broker store root (default: on /dev/shm when available)")
-        p.add_argument("--namesrv-port", type=int, default=9876, help="name server port on 127.0.0.1 (default: 9876)")
-        p.add_argument(
-            "--broker-ports",
-            default="10911,10921",
-            help="comma-separated listen ports, one broker each, named broker-a, broker-b, ... "
-            "(each also uses port-2 and port+1; default: 10911,10921)",
-        )
-
-    def config_option(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--config", default=None, help="rocketlake.yaml to use (default: $ROCKETLAKE_CONFIG or ./rocketlake.yaml)"
-        )
-
-    local = sub.add_parser(
-        "local",
-        help="a real RocketMQ name server and two brokers on 127.0.0.1",
-        description="A real RocketMQ 5.3.3 name server and two brokers from Maven Central, as `java -cp` processes "
-        "on 127.0.0.1 with small heaps, recorded and stopped by pid.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="actions:\n"
-        "  up      resolve the jars (cached), start the cluster, return once the name server lists every broker;\n"
-        "          harmless when it is already up\n"
-        "  down    stop exactly the processes `up` started (checked by pid and start time)\n"
-        "  status  print what the name server reports; exit 0 when ready, 3 when not\n"
-        "  env     with --postgres: print `export DAGSTER_PG_...=...` lines for deploy/dagster.yaml",
-    )
-    local.add_argument("action", choices=["up", "down", "status", "env"], help="up, down, status or env (see below)")
-    local.add_argument(
-        "--wipe",
-        action="store_true",
-        help="with down: also delete the broker store, and the tables and Dagster runs landed from it "
-        "in the project's default places (.rocketlake/lake, .rocketlake/dagster)",
-    )
-    local.add_argument(
-        "--spark",
-        action="store_true",
-        help="also a Spark standalone master and workers from the installed pyspark (state in <state-dir>/spark)",
-    )
-    local.add_argument("--spark-port", type=int, default=7077, help="with --spark: the master's port (default: 7077)")
-    local.add_argument(
-        "--spark-ui-port",
-        type=int,
-        default=8080,
-        help="with --spark: the master's web UI port; workers take the next ones (default: 8080)",
-    )
-    local.add_argument("--spark-workers", type=int, default=2, help="with --spark: how many workers (default: 2)")
-    local.add_argument(
-        "--postgres",
-        action="store_true",
-        help="also a PostgreSQL server for Dagster's storage (Debian's postgresql; data in "
-        "<state-dir>/postgres, or /var/tmp/rocketlake-postgres when run as root)",
-    )
-    local.add_argument(
-        "--postgres-port", type=int, default=5432, help="with --postgres: its port on 127.0.0.1 (default: 5432)"
-    )
-    local.add_argument(
-        "--slaves",
-        action="store_true",
-        help="each broker a master with a slave (classic replication: brokerId 1, brokerRole SLAVE, "
-        "listening 5 ports above its master); runs pull from a slave while its master is down",
-    )
-    local.add_argument(
-        "--controller",
-        action="store_true",
-        help="5.x controller mode (automatic master/slave switch): a controller in the name server, "
-        "2 above its port, and each broker two replicas (as --slaves) whose master it elects, and "
-        "replaces when it dies",
-    )
-    local.add_argument(
-        "--tls",
-        action="store_true",
-        help="the name server and brokers take TLS only (tls.server.mode=enforcing), with certificates "
-        "of a CA of their own kept in <state-dir>/tls",
-    )
-    local.add_argument(
-        "--s3",
-        action="store_true",
-        help="also an S3-compatible object store for the lake (versitygw, built once from its Go "
-        "module), with a bucket 'lake'; state in <state-dir>/s3",
-    )
-    local.add_argument("--s3-port", type=int, default=7070, help="with --s3: its port on 127.0.0.1 (default: 7070)")
-    local.add_argument(
-        "--stack",
-        action="store_true",
-        help="the whole stack as production runs it: brokers, --spark, --postgres, and dagster-daemon "
-        "plus dagster-webserver on deploy/dagster.yaml with every schedule on",
-    )
-    local.add_argument(
-        "--dagster-port",
-        type=int,
-        default=3000,
-        help="with --stack: dagster-webserver's port on 127.0.0.1 (default: 3000)",
-    )
-    local.add_argument(
-        "--code-server-port",
-        type=int,
-        default=4266,
-        help="with --stack: the port on 127.0.0.1 of the Dagster code server the daemon and the "
-        "webserver load the code location from (default: 4266)",
-    )
-    local.add_argument(
-        "--config",
-        default=None,
-        help="the rocketlake.yaml whose spark.remote, when on this machine, `up` starts a Spark Connect "
-        "server for (default: $ROCKETLAKE_CONFIG or ./rocketlake.yaml); with --stack, also the one "
-        "Dagster loads (default: $ROCKETLAKE_CONFIG or deploy/rocketlake.yaml)",
-    )
-    cluster_options(local)
-    local.set_defaults(func=_local)
+    local_command.add_parser(sub)
 
     demo = sub.add_parser(
         "demo",
@@ -925,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (LocalClusterError, ToolMissing, JarResolutionFailed, ConfigError, StorageKeysMissing, _Refused) as e:
+    except (LocalClusterError, ToolMissing, JarResolutionFailed, ConfigError, StorageKeysMissing, Refused) as e:
         print(f"rocketlake: error: {e}", file=sys.stderr)
         return 2
     except RocketMQError as e:  # a cluster that refuses us (TLS, ACL), is not there, or answers an error: one sentence

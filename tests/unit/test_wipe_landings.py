@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocketlake.cli.main import _wipe_local_landings
+from rocketlake.cli.local import _wipe_local_landings
 from tests.unit.support import land_table
 
 OURS, DEMO = "127.0.0.1:19876", "127.0.0.1:9876"
