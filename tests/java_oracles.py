@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rocketlake import jars
 from rocketlake.local import peers
-from rocketlake.local.peers import java_command, run
+from rocketlake.local.peers import java_command, run_peer
 
 SOURCES = Path(__file__).resolve().parent / "java_peers"
 peers.add_sources(SOURCES)
@@ -45,7 +45,7 @@ def consume(
         "--mode",
         "bench" if bench else "dump",
     ] + (["--subscription", subscription] if subscription else [])
-    return run("ConsumerPeer", state_dir, args, version=version, timeout=timeout)
+    return run_peer("ConsumerPeer", state_dir, args, version=version, timeout=timeout)
 
 
 def allocate(
@@ -53,7 +53,7 @@ def allocate(
 ) -> list[dict]:
     """Ask the Java ``AllocateMessageQueue*`` strategies, one run for every case (see AllocatePeer.java)."""
     stdin = "".join(json.dumps(c) + "\n" for c in cases)
-    return run("AllocatePeer", state_dir, [], stdin, version=version, timeout=timeout)
+    return run_peer("AllocatePeer", state_dir, [], stdin, version=version, timeout=timeout)
 
 
 def start_push_member(

@@ -363,7 +363,7 @@ def close_servers(state_dir: Path | None = None) -> None:
 atexit.register(close_servers)
 
 
-def run(
+def run_peer(
     program: str,
     state_dir: Path,
     args: list[str],
@@ -390,11 +390,11 @@ def produce(
 ) -> list[SentMessage]:
     """Send with the Java producer of ``version``; ``messages`` are the JSON lines of its stdin mode."""
     stdin = "".join(json.dumps(m) + "\n" for m in messages or [])
-    lines = run("ProducerPeer", state_dir, ["--namesrv", namesrv, *args], stdin, version=version, timeout=timeout)
+    lines = run_peer("ProducerPeer", state_dir, ["--namesrv", namesrv, *args], stdin, version=version, timeout=timeout)
     return [SentMessage.from_dict(d) for d in lines]
 
 
 def admin(namesrv: str, state_dir: Path, commands: list[dict], *, version: str = jars.ROCKETMQ_VERSION) -> list[dict]:
     """Ask the Java admin API (DefaultMQAdminExt); one answer {"ok", "value" | "error"} per command."""
     stdin = "".join(json.dumps(c) + "\n" for c in commands)
-    return run("AdminPeer", state_dir, ["--namesrv", namesrv], stdin, version=version)
+    return run_peer("AdminPeer", state_dir, ["--namesrv", namesrv], stdin, version=version)

@@ -67,7 +67,7 @@ def test_calls_share_one_server_and_failures_leave_it_serving(java_peers, new_to
     with pytest.raises(LocalClusterError, match=r"mqadmin topicStatus -t \S+ --no-such-option failed \(exit 1\)"):
         java_peers.mqadmin().run("topicStatus", "-t", topic, "--no-such-option")
     with pytest.raises(LocalClusterError, match="unknown main"):
-        peers.run("NoSuchPeer", java_peers.state_dir, [], version=java_peers.version)
+        peers.run_peer("NoSuchPeer", java_peers.state_dir, [], version=java_peers.version)
 
     # Threads share the server one request at a time.
     with ThreadPoolExecutor(4) as pool:
