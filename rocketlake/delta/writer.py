@@ -345,17 +345,42 @@ def plain_encoding_settings() -> dict[str, str]:
     return {f"parquet.enable.dictionary#{column}": "false" for column in PLAIN_COLUMNS}
 
 
-def stats_columns(columns: Iterable[str], layout: Layout = Layout()) -> str:
-    """``delta.dataSkippingStatsColumns`` for a new table of ``columns``: all but ``NO_STATS_COLUMNS``, the
-    ``_rl_*`` bookkeeping columns and the partition columns (Delta refuses statistics on those); clustering
-    columns always (Delta requires statistics on them)."""
+#: The types Delta keeps min/max statistics of (Delta's ``SkippingEligibleDataType``); a STRUCT is eligible when
+#: every field of it is. Any other column named in ``delta.dataSkippingStatsColumns`` makes Delta refuse the table.
+STATS_TYPES = ("byte", "short", "integer", "long", "float", "double", "decimal", "date", "timestamp", "string")
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _stats_paths(path: str, data_type) -> list[str]:
+    """The column at ``path`` if Delta keeps statistics of its type, else its fields' that it does (a STRUCT of some
+    eligible fields), else none (a BOOLEAN, BINARY, ARRAY or MAP)."""
+    from pyspark.sql.types import StructType
+
+    if isinstance(data_type, StructType):
+        children = [f"{path}.{_quoted(f.name)}" for f in data_type.fields]
+        inner = [_stats_paths(child, f.dataType) for child, f in zip(children, data_type.fields)]
+        whole = all(paths == [child] for paths, child in zip(inner, children))
+        return [path] if whole and inner else [p for paths in inner for p in paths]
+    name = data_type.typeName()
+    return [path] if name in STATS_TYPES or name.startswith("timestamp") else []
+
+
+def stats_columns(fields: Iterable, layout: Layout = Layout()) -> str:
+    """``delta.dataSkippingStatsColumns`` for a new table of ``fields`` (Spark's): all but ``NO_STATS_COLUMNS``, the
+    ``_rl_*`` bookkeeping columns, the partition columns (Delta refuses statistics on those) and the columns of
+    types Delta keeps no statistics of (refused too: a STRUCT is named by its eligible fields); clustering columns
+    always (Delta requires statistics on them)."""
     keep, partitions = set(layout.cluster_by), {DAY_COLUMN, *layout.partition_by}
-    kept = [
-        c
-        for c in columns
-        if c in keep or (c not in NO_STATS_COLUMNS and not c.startswith("_rl_") and c not in partitions)
-    ]
-    return ",".join("`" + c.replace("`", "``") + "`" for c in kept)
+    kept = []
+    for f in fields:
+        if f.name in keep:
+            kept.append(_quoted(f.name))
+        elif f.name not in NO_STATS_COLUMNS and not f.name.startswith("_rl_") and f.name not in partitions:
+            kept += _stats_paths(_quoted(f.name), f.dataType)
+    return ",".join(kept)
 
 
 def _write_slice(
@@ -419,7 +444,7 @@ def _write_slice(
                 f"layout {', '.join(missing)} is not a column of the rows landed "
                 f"({', '.join(laid.columns)}); name a column rocketlake lands or a body field"
             )
-        stats = stats_columns(laid.columns, layout)
+        stats = stats_columns(laid.schema.fields, layout)
         if layout.cluster_by:
             _create_clustered(spark, path, laid, layout.cluster_by, stats, properties)
         else:

@@ -211,37 +211,82 @@ def test_slice_predicate_compares_the_queue_columns_themselves():
     assert slice_predicate([WindowEntry("w", 0, 60_000, (OffsetRange(a0, 3, 3),))]) == "false"
 
 
+def fields(**types):
+    """Spark fields of these names and types (no Spark session: pyspark parses DDL in the JVM)."""
+    from pyspark.sql.types import StructField
+
+    return [StructField(name, kind) for name, kind in types.items()]
+
+
 def test_new_tables_keep_statistics_on_lookup_columns_and_a_decoded_bodys_fields_only():
+    from pyspark.sql.types import BinaryType, DateType, IntegerType, LongType, MapType, StringType, TimestampType
+
     from rocketlake.delta.writer import stats_columns
 
-    columns = [
-        "topic",
-        "broker_name",
-        "queue_id",
-        "queue_offset",
-        "msg_id",
-        "offset_msg_id",
-        "tags",
-        "keys",
-        "properties",
-        "born_timestamp",
-        "store_timestamp",
-        "born_host",
-        "store_host",
-        "reconsume_times",
-        "body",
-        "window_start",
-        "origin_topic",
-        "origin_msg_id",
-        "origin_offset_msg_id",
-        "order_id",
-        "_rl_error",
-        "window_date",
-    ]
+    text, ts = StringType(), TimestampType()
+    columns = fields(
+        topic=text,
+        broker_name=text,
+        queue_id=IntegerType(),
+        queue_offset=LongType(),
+        msg_id=text,
+        offset_msg_id=text,
+        tags=text,
+        keys=text,
+        properties=MapType(text, text),
+        born_timestamp=ts,
+        store_timestamp=ts,
+        born_host=text,
+        store_host=text,
+        reconsume_times=IntegerType(),
+        body=BinaryType(),
+        window_start=ts,
+        origin_topic=text,
+        origin_msg_id=text,
+        origin_offset_msg_id=text,
+        order_id=text,
+        _rl_error=text,
+        window_date=DateType(),
+    )
     assert stats_columns(columns) == (
         "`topic`,`broker_name`,`queue_id`,`queue_offset`,`msg_id`,`offset_msg_id`,`tags`,"
         "`born_timestamp`,`store_timestamp`,`window_start`,`order_id`"
     )
+
+
+def test_statistics_are_kept_only_on_types_delta_keeps_them_of():
+    """Delta refuses a table whose ``delta.dataSkippingStatsColumns`` names a BOOLEAN, BINARY, ARRAY or MAP column,
+    or a STRUCT holding one (``DELTA_COLUMN_DATA_SKIPPING_NOT_SUPPORTED_TYPE``): a body's fields of those types."""
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        BooleanType,
+        DateType,
+        DecimalType,
+        IntegerType,
+        MapType,
+        StringType,
+        StructType,
+        TimestampNTZType,
+    )
+
+    from rocketlake.delta.writer import stats_columns
+
+    text = StringType()
+    columns = fields(
+        order_id=text,
+        gift=BooleanType(),
+        note=BinaryType(),
+        labels=ArrayType(text),
+        counts=MapType(text, IntegerType()),
+        ship=StructType(fields(city=text, zip=IntegerType())),
+        mixed=StructType(fields(city=text, flag=BooleanType(), at=StructType(fields(x=IntegerType())))),
+        flags=StructType(fields(a=BooleanType())),
+        amount=DecimalType(10, 2),
+        day=DateType(),
+        seen=TimestampNTZType(),
+    )
+    assert stats_columns(columns) == "`order_id`,`ship`,`mixed`.`city`,`mixed`.`at`,`amount`,`day`,`seen`"
 
 
 def test_the_whole_log_read_shows_each_landing_once_with_its_verdict():
