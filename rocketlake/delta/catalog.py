@@ -74,10 +74,16 @@ def check_catalog(spark: SparkSession, name: str, path: str) -> bool:
     return entry is not None
 
 
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def register(spark: SparkSession, name: str, path: str) -> None:
-    """Name the Delta table at ``path`` as ``name`` in the session's catalog (its database created if need be):
-    an external table, whose schema and properties Delta reads from the table's log."""
+    """Name the Delta table at ``path`` as ``name`` in the session's catalog: an external table, whose schema and
+    properties Delta reads from the table's log. A database the catalog lacks is created at the folder that holds
+    the table (``<lake.root>/<database>``), not in the session's warehouse, which is the working directory's
+    ``spark-warehouse`` unless configured."""
     database, _ = name.split(".")
-    location = "'" + path.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {_identifier(name)} USING DELTA LOCATION {location}")
+    folder = path.rstrip("/").rsplit("/", 1)[0]
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}` LOCATION {_sql_string(folder)}")
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {_identifier(name)} USING DELTA LOCATION {_sql_string(path)}")

@@ -61,6 +61,7 @@ def test_a_catalog_table_is_created_at_its_path_named_in_the_catalog_and_kept_as
     (described,) = [r for r in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect() if r[0] == "Location"]
     assert described[1].removeprefix("file:").rstrip("/") == path
     assert spark.table(name).count() == PER_WINDOW
+    assert not (ROOT / "spark-warehouse" / f"{database}.db").exists()  # its database is in the lake
 
     engine.run("r2", [w1], backfill=True)  # landed again: replaces its slice, the name still serves it
     engine.run("r3", [w2])
