@@ -55,6 +55,9 @@ TEXT_COLUMN = ("body_text", pa.string(), "STRING")  # bodyFormat=text
 VARIANT_COLUMN = "body_variant"  # body.format variant: the JSON body as one VARIANT column, added by Spark
 MATCHED_COLUMN = ("matched", pa.bool_(), "BOOLEAN")  # includeFiltered=true: every offset, with the tag verdict
 WINDOW_COLUMN = ("window_start", _TS, "TIMESTAMP")  # plan option: the window each chunk belongs to
+#: bodyFormat=protobuf: the decoded body (a STRUCT of the message's fields) and why a body did not decode
+PROTOBUF_COLUMN = "body_protobuf"
+PROTOBUF_ERROR_COLUMN = "body_protobuf_error"
 
 #: Every column name rocketlake itself may put in a table (a JSON body's fields must not take one).
 OWN_COLUMNS = frozenset(name for name, *_ in _CATALOGUE) | {
@@ -62,6 +65,8 @@ OWN_COLUMNS = frozenset(name for name, *_ in _CATALOGUE) | {
     VARIANT_COLUMN,
     MATCHED_COLUMN[0],
     WINDOW_COLUMN[0],
+    PROTOBUF_COLUMN,
+    PROTOBUF_ERROR_COLUMN,
 }
 
 

@@ -26,6 +26,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -76,6 +77,9 @@ class SourceOptions:
     timeout_ms: int = 3000
     consumer_group: str = "rocketlake_reader"
     body_format: str = "raw"
+    #: bodyFormat=protobuf: the descriptor set's bytes (read on the driver) and the message's full name
+    protobuf_descriptor: bytes | None = field(default=None, repr=False)
+    protobuf_message: str | None = None
     include_filtered: bool = False
     metadata_columns: tuple[str, ...] = ()
     access_key: str | None = field(default=None, repr=False)
@@ -124,11 +128,12 @@ def parse_options(raw: Any) -> SourceOptions:
         if not options.get(required):
             raise SourceOptionError(f"option {required} is required for format rocketmq")
     body_format = options.get("bodyformat", "raw")
-    if body_format not in ("raw", "text"):
+    if body_format not in ("raw", "text", "protobuf"):
         raise SourceOptionError(
-            f"option bodyFormat={body_format!r} is not allowed; allowed: raw, text "
-            "(for JSON bodies use pipelines.body.decode_body on the result)"
+            f"option bodyFormat={body_format!r} is not allowed; allowed: raw, text, protobuf "
+            "(for JSON bodies use rocketlake.spark.body.decode_body on the result)"
         )
+    descriptor, message = _protobuf(options, body_format)
     starting = _bound(options, "startingOffsets", "earliest")
     ending = _bound(options, "endingOffsets", "latest")
     if starting == "latest":
@@ -162,6 +167,8 @@ def parse_options(raw: Any) -> SourceOptions:
         timeout_ms=_int(options, "timeoutMs", 3000, 1, 3_600_000),
         consumer_group=options.get("consumergroup", "rocketlake_reader"),
         body_format=body_format,
+        protobuf_descriptor=descriptor,
+        protobuf_message=message,
         include_filtered=options.get("includefiltered", "false").lower() == "true",
         metadata_columns=_metadata(options),
         access_key=options.get("accesskey"),
@@ -171,6 +178,37 @@ def parse_options(raw: Any) -> SourceOptions:
         tls=_tls(options),
         plan=plan,
     )
+
+
+def _protobuf(options: dict[str, str], body_format: str) -> tuple[bytes | None, str | None]:
+    """bodyFormat=protobuf's message: ``protobufMessageName`` in the descriptor set, given as a file
+    (``protobufDescriptorFile``, read here, on the driver) or as its bytes in base64 (``protobufDescriptorSet``: what
+    rocketlake's runs pass, so a Spark Connect server elsewhere needs no file of the project's)."""
+    keys = ("protobufdescriptorfile", "protobufdescriptorset", "protobufmessagename")
+    if body_format != "protobuf":
+        extra = [k for k in keys if k in options]
+        if extra:
+            raise SourceOptionError(f"options {', '.join(extra)} need bodyFormat=protobuf")
+        return None, None
+    from rocketlake.engine.protobuf import ProtobufSchemaError, load_descriptor_set, message_descriptor, struct_of
+
+    message = options.get("protobufmessagename")
+    if not message:
+        raise SourceOptionError("option protobufMessageName is required with bodyFormat=protobuf (package.Message)")
+    if "protobufdescriptorset" not in options and "protobufdescriptorfile" not in options:
+        raise SourceOptionError(
+            "bodyFormat=protobuf needs protobufDescriptorFile (protoc --include_imports --descriptor_set_out) "
+            "or protobufDescriptorSet (its bytes in base64)"
+        )
+    try:
+        if "protobufdescriptorset" in options:
+            descriptor = base64.b64decode(options["protobufdescriptorset"], validate=True)
+        else:
+            descriptor = load_descriptor_set(options["protobufdescriptorfile"])
+        struct_of(message_descriptor(descriptor, message))
+    except (ProtobufSchemaError, ValueError) as exc:
+        raise SourceOptionError(f"bodyFormat=protobuf: {exc}") from None
+    return descriptor, message
 
 
 def _metadata(options: dict[str, str]) -> tuple[str, ...]:

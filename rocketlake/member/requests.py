@@ -111,6 +111,15 @@ def listener_message(cfg: IngestionConfig, body: bytes, broker_name: str) -> dic
             message.body.decode("utf-8")
         except UnicodeDecodeError:
             raise _Undecodable("body is not valid UTF-8") from None
+    elif cfg.body.format == "protobuf":  # the reader's decoder: the same columns and the same failures
+        from rocketlake.engine.protobuf import BodyDecoder
+
+        decoded, (error,) = BodyDecoder(cfg.body.protobuf_descriptor_set(), cfg.body.message_name).decode(
+            [message.body]
+        )
+        if error is not None:
+            raise _Undecodable(error)
+        row.update(decoded.to_pylist()[0])
     return row
 
 

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructType
 
 from rocketlake.delta.evolution import ddl, quoted, type_ddl
-from rocketlake.engine.columns import VARIANT_COLUMN
+from rocketlake.engine.columns import PROTOBUF_COLUMN, PROTOBUF_ERROR_COLUMN, VARIANT_COLUMN
 from rocketlake.engine.config import BodyConfig, IngestionConfig
 from rocketlake.rocketmq.message import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rocketlake.spark.body import BodySchemaError, configured_schema, decode_body
@@ -70,6 +70,15 @@ def decode_checked(df: DataFrame, body: BodyConfig, schema: StructType | None = 
         from rocketlake.spark.body import decode_avro
 
         return decode_avro(df, body, ERROR)
+    if body.format == "protobuf":  # decoded by the reader (``source.with_decoded_bodies``): its fields, its errors
+        fields = df.schema[PROTOBUF_COLUMN].dataType.fields
+        error = F.when(F.col("matched"), F.col(PROTOBUF_ERROR_COLUMN))
+        kept = [c for c in df.columns if c not in (PROTOBUF_COLUMN, PROTOBUF_ERROR_COLUMN)]
+        return df.select(
+            *kept,
+            *[F.col(PROTOBUF_COLUMN).getField(f.name).alias(f.name) for f in fields],
+            error.cast("string").alias(ERROR),
+        )
     if body.format == "variant":
         decoded = decode_body(df, "variant")
         not_json = F.concat(F.lit("body is not JSON: "), F.substring(F.col("body").cast("string"), 1, 200))

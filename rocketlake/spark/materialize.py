@@ -11,6 +11,7 @@ Nothing here touches the consumer group's offsets (see ``engine.ingest``).
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -227,8 +228,21 @@ def read_plan(
         .option("maxMessagesPerPartition", cfg.max_messages_per_task)
         .option("consumerGroup", cfg.consumer_group)
         .option("metadataColumns", ",".join(metadata))
+        .options(**body_options(cfg))
         .load()
     )
+
+
+def body_options(cfg: IngestionConfig) -> dict[str, str]:
+    """The reader's options for bodies it decodes itself: Protobuf's message, its descriptor set as bytes (a Spark
+    Connect server elsewhere has no file of the project's)."""
+    if cfg.body.format != "protobuf":
+        return {}
+    return {
+        "bodyFormat": "protobuf",
+        "protobufDescriptorSet": base64.b64encode(cfg.body.protobuf_descriptor_set()).decode("ascii"),
+        "protobufMessageName": cfg.body.message_name,
+    }
 
 
 @contextmanager

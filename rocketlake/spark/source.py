@@ -22,12 +22,13 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from rocketlake.engine.columns import arrow_schema, schema_ddl
+from rocketlake.engine.columns import PROTOBUF_COLUMN, PROTOBUF_ERROR_COLUMN, arrow_schema, schema_ddl
 from rocketlake.engine.options import SourceOptions, parse_options
 from rocketlake.engine.planning import split_ranges
 from rocketlake.rocketmq.codes import RequestCode
@@ -48,6 +49,9 @@ from rocketlake.rocketmq.message import (
 )
 from rocketlake.rocketmq.message_queue import OffsetRange
 
+if TYPE_CHECKING:
+    from rocketlake.engine.protobuf import BodyDecoder
+
 
 @dataclass(frozen=True)
 class Chunk(InputPartition):
@@ -66,7 +70,12 @@ class RocketMQDataSource(DataSource):
         return "rocketmq"
 
     def schema(self) -> str:
-        return schema_ddl(**_schema_args(parse_options(self.options)))
+        opts = parse_options(self.options)
+        ddl = schema_ddl(**_schema_args(opts))
+        decoder = protobuf_decoder(opts)
+        if decoder is not None:
+            ddl += f", {PROTOBUF_COLUMN} {decoder.column.ddl}, {PROTOBUF_ERROR_COLUMN} STRING"
+        return ddl
 
     def reader(self, schema: StructType) -> "RocketMQReader":
         return RocketMQReader(parse_options(self.options))
@@ -79,6 +88,35 @@ def _schema_args(opts: SourceOptions) -> dict:
         "matched": opts.include_filtered,
         "window": opts.plan is not None,
     }
+
+
+_decoders: dict[tuple[bytes, str], "BodyDecoder"] = {}
+
+
+def protobuf_decoder(opts: SourceOptions) -> BodyDecoder | None:
+    """The decoder of bodyFormat=protobuf, one per message type in a process (its pool and classes are built once)."""
+    if opts.body_format != "protobuf":
+        return None
+    from rocketlake.engine.protobuf import BodyDecoder  # the protobuf runtime, for Protobuf bodies only
+
+    key = (opts.protobuf_descriptor, opts.protobuf_message)
+    decoder = _decoders.get(key)
+    if decoder is None:
+        decoder = _decoders[key] = BodyDecoder(*key)
+    return decoder
+
+
+def with_decoded_bodies(batch: pa.RecordBatch, decoder: BodyDecoder) -> pa.RecordBatch:
+    """``batch`` with the decoded bodies and their errors as two more columns; a filtered message's body (a
+    ``matched`` column saying false) is not decoded."""
+    bodies = batch.column("body").to_pylist()
+    if "matched" in batch.schema.names:
+        bodies = [b if m else None for b, m in zip(bodies, batch.column("matched").to_pylist())]
+    decoded, errors = decoder.decode(bodies)
+    return pa.RecordBatch.from_arrays(
+        [*batch.columns, decoded, pa.array(errors, pa.string())],
+        names=[*batch.schema.names, PROTOBUF_COLUMN, PROTOBUF_ERROR_COLUMN],
+    )
 
 
 def register(spark) -> None:
@@ -118,6 +156,7 @@ class RocketMQReader(DataSourceReader):
             range_subscription(opts, partition.offsets),
             opts.include_filtered,
         )
+        decoder = protobuf_decoder(opts)
         for chunk in pull_chunks(opts, partition.offsets):
             batches.add(chunk)
             # What a task holds at once stays within the push consumer's per-queue cache limits (give or take
@@ -126,8 +165,13 @@ class RocketMQReader(DataSourceReader):
                 batches.rows >= opts.pull_threshold_for_queue
                 or batches.bytes >= opts.pull_threshold_size_for_queue_bytes
             ):
-                yield from batches.flush()
-        yield from batches.flush()
+                yield from _decoded(batches.flush(), decoder)
+        yield from _decoded(batches.flush(), decoder)
+
+
+def _decoded(batches: Iterator[pa.RecordBatch], decoder: BodyDecoder | None) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        yield batch if decoder is None else with_decoded_bodies(batch, decoder)
 
 
 _frozen = False

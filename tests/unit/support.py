@@ -89,3 +89,20 @@ def land_table(path: Path, namesrv: str | None) -> None:
     write_deltalake(
         str(path), pa.table({"msg_id": ["m1"]}), commit_properties=CommitProperties(custom_metadata=metadata)
     )
+
+
+#: The tests' .proto files (and Avro schemas): what users compile with protoc.
+SCHEMAS = Path(__file__).resolve().parents[1] / "integration" / "schemas"
+
+
+def descriptor_set(proto: str, out_dir: Path) -> Path:
+    """``protoc --include_imports --descriptor_set_out`` of ``SCHEMAS/proto`` (grpcio-tools' protoc, with the
+    well-known types it ships), written in ``out_dir``: the file a user hands ``body.descriptor_file``."""
+    import grpc_tools
+    from grpc_tools import protoc
+
+    out = out_dir / f"{Path(proto).stem}.desc"
+    well_known = Path(grpc_tools.__file__).parent / "_proto"
+    args = ["protoc", f"-I{SCHEMAS}", f"-I{well_known}", "--include_imports", f"--descriptor_set_out={out}", proto]
+    assert protoc.main(args) == 0, f"protoc failed on {proto}"
+    return out

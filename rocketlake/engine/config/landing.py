@@ -57,13 +57,15 @@ class WindowConfig(_Strict):
 
 
 class BodyConfig(_Strict):
-    format: Literal["raw", "text", "json", "variant", "avro"] = Field(
+    format: Literal["raw", "text", "json", "variant", "avro", "protobuf"] = Field(
         default="raw",
         description="`raw`: the body's bytes only. `text`: also `body_text`, the body as UTF-8. `json`: `schema`'s "
         "fields as columns (and more with `evolve`). `variant`: the JSON body as one VARIANT column, "
         "`body_variant` (Spark's `parse_json`), whatever its fields: schemaless JSON lands without inference, "
         "and is read with `variant_get(body_variant, '$.field', 'type')` or `body_variant:field`. `avro`: "
-        "`schema_file`'s fields as columns. A body that does not decode is a failed message.",
+        "`schema_file`'s fields as columns. `protobuf`: the fields of `message_name` in `descriptor_file` as "
+        "columns, with the types Spark's `from_protobuf` gives them, decoded in the reader. A body that does not "
+        "decode is a failed message.",
     )
     schema_: str | None = Field(
         default=None, alias="schema", description="Spark DDL of the JSON body, e.g. 'a STRING'."
@@ -92,7 +94,22 @@ class BodyConfig(_Strict):
         "encoding), whose fingerprint must be schema_file's.",
     )
 
+    descriptor_file: str | None = Field(
+        default=None,
+        description="format protobuf: a descriptor set file (`protoc --include_imports --descriptor_set_out=FILE`), "
+        "relative to the project directory, as `from_protobuf` takes it.",
+    )
+    message_name: str | None = Field(
+        default=None,
+        description="format protobuf: the full name of the bodies' message type in descriptor_file "
+        "(`package.Message`). Its fields become columns.",
+    )
+
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    def protobuf_descriptor_set(self) -> bytes:
+        """The bytes of ``descriptor_file`` (format protobuf)."""
+        return Path(self.descriptor_file).read_bytes()
 
     def avro_schema(self) -> str:
         """The text of ``schema_file`` (format avro), as ``from_avro`` takes it."""
@@ -139,6 +156,44 @@ class BodyConfig(_Strict):
         if clashes:
             raise ValueError(
                 f"schema_file {self.schema_file!r}: fields {clashes} clash with rocketlake's own columns; rename them"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _protobuf_needs_a_message(self) -> "BodyConfig":
+        if self.format != "protobuf":
+            for key in ("descriptor_file", "message_name"):
+                if key in self.model_fields_set:
+                    raise ValueError(f"{key} applies to format protobuf only (format is {self.format!r}); remove it")
+            return self
+        if self.schema_ is not None or self.evolve != "none":
+            raise ValueError(
+                "format protobuf takes its columns from message_name in descriptor_file: remove schema and evolve "
+                "(a newer descriptor's fields become columns as they arrive)"
+            )
+        if not self.descriptor_file or not self.message_name:
+            raise ValueError(
+                "format protobuf needs descriptor_file (protoc --include_imports --descriptor_set_out=FILE) and "
+                "message_name (package.Message)"
+            )
+        from rocketlake.engine.columns import OWN_COLUMNS
+        from rocketlake.engine.protobuf import (
+            ProtobufSchemaError,
+            kept_fields,
+            load_descriptor_set,
+            message_descriptor,
+            struct_of,
+        )
+
+        try:
+            message = message_descriptor(load_descriptor_set(self.descriptor_file), self.message_name)
+            struct_of(message)
+        except ProtobufSchemaError as e:
+            raise ValueError(f"descriptor_file {self.descriptor_file!r}: {e}") from None
+        clashes = sorted({f.name for f, _ in kept_fields(message)} & OWN_COLUMNS)
+        if clashes:
+            raise ValueError(
+                f"message {self.message_name}: fields {clashes} clash with rocketlake's own columns; rename them"
             )
         return self
 

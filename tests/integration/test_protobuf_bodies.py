@@ -1,0 +1,150 @@
+"""Protobuf bodies (``body.format: protobuf``) made by the Java protobuf runtime (``ProtobufBodies.java``, on
+``com.google.protobuf:protobuf-java`` from Maven), sent by the official Java producer, decoded in the reader's Python
+workers and landed by real Spark in Delta with spark-protobuf's columns; a body that is not a message of the type is
+a failed message; a newer descriptor's fields become columns as they arrive."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from rocketlake import jars
+from tests.integration.engine_support import Engine, send_window
+from tests.integration.ingestion_support import unique
+from tests.unit.support import descriptor_set, ingestion_config
+
+pytestmark = pytest.mark.engine
+HERE = Path(__file__).parent
+PROTOBUF_JAVA = jars.JarSet(
+    "protobuf-java-util-4.36.2", (jars.Artifact("com.google.protobuf", "protobuf-java-util", "4.36.2"),)
+)
+
+
+@pytest.fixture(scope="session")
+def protobuf_bodies(tmp_path_factory):
+    """``protobuf_bodies(descriptor_set, message_name, messages)``: the bodies the Java runtime encodes from messages
+    in Protobuf's JSON mapping (``ProtobufBodies.java``, compiled once against protobuf-java and its JSON util)."""
+    classes = tmp_path_factory.mktemp("protobuf_bodies")
+    classpath = ":".join(str(p) for p in jars.resolve(PROTOBUF_JAVA))
+    subprocess.run(
+        ["javac", "-nowarn", "-cp", classpath, "-d", str(classes), str(HERE / "java" / "ProtobufBodies.java")],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+    def encode(descriptors: Path, message_name: str, messages: list[dict]) -> list[bytes]:
+        done = subprocess.run(
+            ["java", "-cp", f"{classes}:{classpath}", "ProtobufBodies", str(descriptors), message_name],
+            input="\n".join(map(json.dumps, messages)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        return [base64.b64decode(line) for line in done.stdout.split()]
+
+    return encode
+
+
+def order(i: int) -> dict:
+    """An order in Protobuf's JSON mapping; an odd one pays by card and has a rating of 0, an even one neither."""
+    message = {
+        "orderId": f"o-{i}",
+        "quantity": i,  # 0 for o-0: a proto3 default, not on the wire
+        "points": 4294967295,
+        "amount": i + 0.25,
+        "status": "PAID" if i % 2 else "NEW",
+        "ship": {"city": f"c{i}"},
+        "labels": ["a", f"l{i}"],
+        "lines": [{"sku": f"s{i}", "quantity": 2, "price": 1.5}],
+        "counts": {"k": i},
+        "placedAt": "2026-11-29T10:00:00.000005Z",
+        "took": "90s",
+        "discount": 0,
+    }
+    if i % 2:
+        message |= {"card": "visa", "rating": 0}
+    return message
+
+
+def test_protobuf_messages_land_as_from_protobufs_columns_and_other_bodies_are_failed_messages(
+    local_cluster, create_topic, java_producer, spark, tmp_path, protobuf_bodies
+):
+    topic, group = create_topic(queues=2), unique("g_protobuf")
+    descriptors = descriptor_set("order.proto", tmp_path)
+    cfg = ingestion_config(
+        topic=topic,
+        consumer_group=group,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+        body={"format": "protobuf", "descriptor_file": str(descriptors), "message_name": "shop.v1.Order"},
+    )
+    good = protobuf_bodies(descriptors, "shop.v1.Order", [order(i) for i in range(4)])
+    bad = [b"\x0a\xff\xff\xff", b"\xff"]  # a string longer than the body; a field number 0's tag
+    window = send_window(java_producer, topic, [], raw=good + bad)
+    engine = Engine(local_cluster, spark, tmp_path / "orders", cfg)
+    engine.lake.failures_path = str(tmp_path / "failures")
+    (accounting,) = engine.run("r1", [("w1", window)]).slice.accounting
+    assert (accounting.planned, accounting.rows, accounting.sent_back) == (6, 4, 2)
+
+    failed = DeltaTable(engine.lake.failures_path).to_pyarrow_table(columns=["body", "error"]).to_pylist()
+    assert sorted(f["body"] for f in failed) == sorted(bad)
+    assert all(f["error"].startswith("body is not a shop.v1.Order message (Protobuf binary)") for f in failed), failed
+
+    table = spark.read.format("delta").load(engine.lake.table_path)
+    assert {f.name: f.dataType.simpleString() for f in table.schema.fields if f.name in ("ship", "lines", "took")} == {
+        "ship": "struct<city:string,zip:int>",
+        "lines": "array<struct<sku:string,quantity:int,price:double>>",
+        "took": "bigint",
+    }
+    rows = {r["order_id"]: r for r in DeltaTable(engine.lake.table_path).to_pyarrow_table().to_pylist()}
+    assert sorted(rows) == ["o-0", "o-1", "o-2", "o-3"]
+    one = {k: rows["o-1"][k] for k in order(1) if k.islower()} | {
+        k: rows["o-1"][k] for k in ("points", "placed_at", "card", "rating", "cash_cents", "total_cents", "counts")
+    }
+    assert one == {
+        "quantity": 1,
+        "points": -1,  # uint32 4294967295: the bits, as Java's int
+        "amount": 1.25,
+        "status": "PAID",
+        "ship": {"city": "c1", "zip": None},
+        "labels": ["a", "l1"],
+        "lines": [{"sku": "s1", "quantity": 2, "price": 1.5}],
+        "counts": [("k", 1)],
+        "placed_at": datetime(2026, 11, 29, 10, 0, 0, 5, tzinfo=timezone.utc),
+        "took": 90_000_000,
+        "discount": {"value": None},  # a wrapper holding 0: the message is there, its value is the default
+        "card": "visa",
+        "rating": 0,  # `optional`: present at 0
+        "cash_cents": None,  # the oneof's other member
+        "total_cents": None,  # never set
+    }
+    zero = rows["o-0"]
+    assert (zero["quantity"], zero["status"], zero["card"], zero["rating"], zero["counts"]) == (
+        None,  # a proto3 scalar at 0 is not on the wire: null, as from_protobuf reads it
+        "NEW",
+        None,
+        None,
+        [("k", 0)],  # a map's value at 0 stays
+    )
+
+    # A producer on a newer descriptor (order_v2.proto: Order.channel, Address.country), and the ingestion on it:
+    # its fields become columns in the window they arrive in; earlier rows hold null there.
+    newer = descriptor_set("order_v2.proto", tmp_path)
+    cfg = cfg.model_copy(update={"body": cfg.body.model_copy(update={"descriptor_file": str(newer)})})
+    later = protobuf_bodies(newer, "shop.v1.Order", [order(4) | {"channel": "web", "ship": {"country": "FR"}}])
+    window = send_window(java_producer, topic, [], raw=later)
+    engine = Engine(local_cluster, spark, tmp_path / "orders", cfg)
+    engine.lake.failures_path = str(tmp_path / "failures")
+    (accounting,) = engine.run("r2", [("w2", window)]).slice.accounting
+    assert (accounting.planned, accounting.rows) == (1, 1)
+    rows = {r["order_id"]: r for r in DeltaTable(engine.lake.table_path).to_pyarrow_table().to_pylist()}
+    assert (rows["o-4"]["channel"], rows["o-4"]["ship"]) == ("web", {"city": None, "zip": None, "country": "FR"})
+    assert (rows["o-1"]["channel"], rows["o-1"]["ship"]) == (None, {"city": "c1", "zip": None, "country": None})
