@@ -227,14 +227,36 @@ def _message_names(file: descriptor_pb2.FileDescriptorProto) -> list[str]:
 class BodyDecoder:
     """Bodies of one message type decoded into one Arrow STRUCT column, and why each that does not decode failed."""
 
-    def __init__(self, descriptor_set: bytes, message_name: str):
+    def __init__(self, descriptor_set: bytes, message_name: str, columnar: bool = True):
+        from rocketlake.engine.protobuf_arrow import ptars_handler
+
         self.descriptor = message_descriptor(descriptor_set, message_name)
         self.column = struct_of(self.descriptor)
         self._class = message_factory.GetMessageClass(self.descriptor)
         self._convert = _message_converter(self.descriptor)
+        self._columnar = ptars_handler(self.descriptor) if columnar else None
 
     def decode(self, bodies: list[bytes | None]) -> tuple[pa.StructArray, list[str | None]]:
-        """(the decoded STRUCT, one per body, null where it failed or was None; the error, None where it decoded)."""
+        """(the decoded STRUCT, one per body, null where it failed or was None; the error, None where it decoded).
+
+        The whole batch at once through ptars (``protobuf_arrow``) when every body parses; body by body otherwise,
+        which names the bodies that fail."""
+        if self._columnar is not None and bodies:
+            from rocketlake.engine.protobuf_arrow import conform
+
+            try:
+                batch = self._columnar.list_to_record_batch([b or b"" for b in bodies])
+            except ValueError:  # a body that does not parse: the reference decoder says which, and why
+                pass
+            else:
+                decoded = conform(batch, self.descriptor, self.column.arrow)
+                if any(b is None for b in bodies):
+                    decoded = _masked(decoded, [b is None for b in bodies])
+                return decoded, [None] * len(bodies)
+        return self.decode_each(bodies)
+
+    def decode_each(self, bodies: list[bytes | None]) -> tuple[pa.StructArray, list[str | None]]:
+        """``decode``, body by body: the reference (``engine.protobuf``'s rules, one message at a time)."""
         parse = self._class.FromString
         convert = self._convert
         rows: list[dict | None] = []
@@ -251,6 +273,12 @@ class BodyDecoder:
                 rows.append(None)
                 errors.append(f"body is not a {self.descriptor.full_name} message (Protobuf binary): {e}")
         return pa.array(rows, type=self.column.arrow), errors
+
+
+def _masked(array: pa.StructArray, nulls: list[bool]) -> pa.StructArray:
+    children = [array.field(i) for i in range(array.type.num_fields)]
+    names = [array.type.field(i).name for i in range(array.type.num_fields)]
+    return pa.StructArray.from_arrays(children, names=names, mask=pa.array(nulls))
 
 
 def _message_converter(message: Descriptor):
