@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 import time
+from pathlib import Path
 
 from deltalake import DeltaTable
 
@@ -104,3 +106,28 @@ def assert_landed_once_at_the_ends(engine, cluster, client: RocketMQClient, topi
     assert {
         (p.broker_name, p.queue_id): p.consumer_offset for p in cluster.mqadmin().consumer_progress(group, topic)
     } == ends
+
+
+def java_body_encoder(classes: Path, program: str, classpath: str):
+    """``encode(args, records)``: the bodies a Java program of ``tests/integration/java`` (compiled here, once, into
+    ``classes`` against ``classpath``) encodes, one JSON record a line in, one body in base64 a line out."""
+    source = Path(__file__).parent / "java" / f"{program}.java"
+    subprocess.run(
+        ["javac", "-nowarn", "-cp", classpath, "-d", str(classes), str(source)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+    def encode(args: list[str], records: list[dict]) -> list[bytes]:
+        done = subprocess.run(
+            ["java", "-cp", f"{classes}:{classpath}", program, *args],
+            input="\n".join(map(json.dumps, records)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        return [base64.b64decode(line) for line in done.stdout.split()]
+
+    return encode

@@ -4,16 +4,13 @@ by real Spark (spark-avro's ``from_avro``) in Delta; bodies that are not records
 
 from __future__ import annotations
 
-import base64
-import json
-import subprocess
 from pathlib import Path
 
 import pyspark
 import pytest
 from deltalake import DeltaTable
 
-from tests.integration.engine_support import Engine, send_window
+from tests.integration.engine_support import Engine, java_body_encoder, send_window
 from tests.integration.ingestion_support import unique
 from tests.unit.support import ingestion_config
 
@@ -27,27 +24,9 @@ OTHER_SCHEMA = '{"type": "record", "name": "Other", "fields": [{"name": "order_i
 def avro_bodies(tmp_path_factory):
     """``avro_bodies(schema_path, encoding, records)``: the bodies Avro's Java classes encode (``AvroBodies.java``,
     compiled once against the Avro jars Spark ships)."""
-    classes = tmp_path_factory.mktemp("avro_bodies")
     classpath = str(Path(pyspark.__file__).parent / "jars" / "*")
-    subprocess.run(
-        ["javac", "-nowarn", "-cp", classpath, "-d", str(classes), str(HERE / "java" / "AvroBodies.java")],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-
-    def encode(schema: Path, encoding: str, records: list[dict]) -> list[bytes]:
-        done = subprocess.run(
-            ["java", "-cp", f"{classes}:{classpath}", "AvroBodies", str(schema), encoding],
-            input="\n".join(map(json.dumps, records)),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        return [base64.b64decode(line) for line in done.stdout.split()]
-
-    return encode
+    encode = java_body_encoder(tmp_path_factory.mktemp("avro_bodies"), "AvroBodies", classpath)
+    return lambda schema, encoding, records: encode([str(schema), encoding], records)
 
 
 def order(i: int, region: str | None) -> dict:
