@@ -136,15 +136,19 @@ class ListenerHung(RuntimeError):
     """A Python worker already carries as many abandoned, still-running listener calls as it may."""
 
 
-def error_in_worker(error: BaseException) -> ListenerHung | ListenerError | None:
-    """The ``ListenerHung`` or ``ListenerError`` a Spark task raised in its Python worker, out of the error Spark
-    reports for the job (a listener the driver imports but a Spark Connect server's workers cannot, for one)."""
+def error_in_worker(error: BaseException) -> Exception | None:
+    """The ``ListenerHung`` or ``ListenerError`` a Spark task raised in its Python worker, or the schema registry's
+    ``RegistryUnreachable``, out of the error Spark reports for the job (a listener the driver imports but a Spark
+    Connect server's workers cannot, for one): its sentence, without Spark's stack."""
     import re
 
-    found = re.search(r"(ListenerHung|ListenerError): ([^\n]+)", str(error))
+    from rocketlake.engine.registry import RegistryUnreachable
+
+    kinds = {"ListenerHung": ListenerHung, "ListenerError": ListenerError, "RegistryUnreachable": RegistryUnreachable}
+    found = re.search(rf"({'|'.join(kinds)}): ([^\n]+)", str(error))
     if found is None:
         return None
-    return (ListenerHung if found.group(1) == "ListenerHung" else ListenerError)(found.group(2))
+    return kinds[found.group(1)](found.group(2))
 
 
 #: this process's listener calls given up at their limit whose threads still run (across pools, tasks and runs)

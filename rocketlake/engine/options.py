@@ -80,6 +80,9 @@ class SourceOptions:
     #: bodyFormat=protobuf: the descriptor set's bytes (read on the driver) and the message's full name
     protobuf_descriptor: bytes | None = field(default=None, repr=False)
     protobuf_message: str | None = None
+    #: framing=confluent: the registry (``schemaRegistryUrl``) or directory (``schemaDirectory``) of the frames' ids
+    schema_registry_url: str | None = None
+    schema_directory: str | None = None
     include_filtered: bool = False
     metadata_columns: tuple[str, ...] = ()
     access_key: str | None = field(default=None, repr=False)
@@ -134,6 +137,7 @@ def parse_options(raw: Any) -> SourceOptions:
             "(for JSON bodies use rocketlake.spark.body.decode_body on the result)"
         )
     descriptor, message = _protobuf(options, body_format)
+    registry_url, directory = _framing(options, body_format)
     starting = _bound(options, "startingOffsets", "earliest")
     ending = _bound(options, "endingOffsets", "latest")
     if starting == "latest":
@@ -169,6 +173,8 @@ def parse_options(raw: Any) -> SourceOptions:
         body_format=body_format,
         protobuf_descriptor=descriptor,
         protobuf_message=message,
+        schema_registry_url=registry_url,
+        schema_directory=directory,
         include_filtered=options.get("includefiltered", "false").lower() == "true",
         metadata_columns=_metadata(options),
         access_key=options.get("accesskey"),
@@ -209,6 +215,24 @@ def _protobuf(options: dict[str, str], body_format: str) -> tuple[bytes | None, 
     except (ProtobufSchemaError, ValueError) as exc:
         raise SourceOptionError(f"bodyFormat=protobuf: {exc}") from None
     return descriptor, message
+
+
+def _framing(options: dict[str, str], body_format: str) -> tuple[str | None, str | None]:
+    """``framing=confluent`` (Confluent's wire format, ``engine.registry``): the registry's URL or the directory
+    of schemas keyed by id, exactly one of them; with bodyFormat=protobuf only, for now."""
+    framing = options.get("framing", "none")
+    url, directory = options.get("schemaregistryurl"), options.get("schemadirectory")
+    if framing not in ("none", "confluent"):
+        raise SourceOptionError(f"option framing={framing!r} is not allowed; allowed: none, confluent")
+    if framing == "none":
+        if url or directory:
+            raise SourceOptionError("options schemaRegistryUrl and schemaDirectory need framing=confluent")
+        return None, None
+    if body_format != "protobuf":
+        raise SourceOptionError(f"option framing=confluent with bodyFormat={body_format} is not supported yet")
+    if bool(url) == bool(directory):
+        raise SourceOptionError("option framing=confluent needs one of schemaRegistryUrl or schemaDirectory")
+    return url, directory
 
 
 def _metadata(options: dict[str, str]) -> tuple[str, ...]:

@@ -25,11 +25,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError
+
+if TYPE_CHECKING:
+    from rocketlake.engine.registry import SchemaLookup
 
 _TS = pa.timestamp("us", tz="UTC")
 _FD = FieldDescriptor
@@ -227,7 +231,9 @@ def _message_names(file: descriptor_pb2.FileDescriptorProto) -> list[str]:
 class BodyDecoder:
     """Bodies of one message type decoded into one Arrow STRUCT column, and why each that does not decode failed."""
 
-    def __init__(self, descriptor_set: bytes, message_name: str, columnar: bool = True):
+    def __init__(
+        self, descriptor_set: bytes, message_name: str, columnar: bool = True, registry: SchemaLookup | None = None
+    ):
         from rocketlake.engine.protobuf_arrow import ptars_handler
 
         self.descriptor = message_descriptor(descriptor_set, message_name)
@@ -235,12 +241,55 @@ class BodyDecoder:
         self._class = message_factory.GetMessageClass(self.descriptor)
         self._convert = _message_converter(self.descriptor)
         self._columnar = ptars_handler(self.descriptor) if columnar else None
+        self.registry = registry  # bodies framed by a schema registry (Confluent's wire format), or None
+        self._path = message_path(self.descriptor)
 
     def decode(self, bodies: list[bytes | None]) -> tuple[pa.StructArray, list[str | None]]:
         """(the decoded STRUCT, one per body, null where it failed or was None; the error, None where it decoded).
 
         The whole batch at once through ptars (``protobuf_arrow``) when every body parses; body by body otherwise,
-        which names the bodies that fail."""
+        which names the bodies that fail. Framed bodies lose their frame first; one whose frame is wrong fails."""
+        if self.registry is None:
+            return self._decode_payloads(bodies)
+        payloads, framing_errors = self._unframed(bodies)
+        decoded, errors = self._decode_payloads(payloads)
+        if not any(framing_errors):
+            return decoded, errors
+        return decoded, [f or e for f, e in zip(framing_errors, errors)]
+
+    def _unframed(self, bodies: list[bytes | None]) -> tuple[list[bytes | None], list[str | None]]:
+        from rocketlake.engine.registry import FrameError, read_frame
+
+        payloads: list[bytes | None] = []
+        errors: list[str | None] = []
+        for body in bodies:
+            if body is None:
+                payloads.append(None)
+                errors.append(None)
+                continue
+            try:
+                frame = read_frame(body, protobuf=True)
+            except FrameError as e:
+                payloads.append(None)
+                errors.append(str(e))
+                continue
+            if not self.registry.known(frame.schema_id):
+                payloads.append(None)
+                errors.append(
+                    f"body is framed with schema id {frame.schema_id}, which the schema registry does not hold"
+                )
+            elif frame.message_indexes != self._path:
+                payloads.append(None)
+                errors.append(
+                    f"body is framed as message {list(frame.message_indexes)} of schema {frame.schema_id}, not "
+                    f"{self.descriptor.full_name} ({list(self._path)} in {self.descriptor.file.name})"
+                )
+            else:
+                payloads.append(body[frame.payload_at :])
+                errors.append(None)
+        return payloads, errors
+
+    def _decode_payloads(self, bodies: list[bytes | None]) -> tuple[pa.StructArray, list[str | None]]:
         if self._columnar is not None and bodies:
             from rocketlake.engine.protobuf_arrow import conform
 
@@ -273,6 +322,19 @@ class BodyDecoder:
                 rows.append(None)
                 errors.append(f"body is not a {self.descriptor.full_name} message (Protobuf binary): {e}")
         return pa.array(rows, type=self.column.arrow), errors
+
+
+def message_path(message: Descriptor) -> tuple[int, ...]:
+    """Where ``message`` is in its file: the index of its top-level message, then of each nested one (Confluent's
+    message-index list)."""
+    file = descriptor_pb2.FileDescriptorProto.FromString(message.file.serialized_pb)
+    names = message.full_name.removeprefix(f"{file.package}." if file.package else "").split(".")
+    path, messages = [], file.message_type
+    for name in names:
+        index = next(i for i, m in enumerate(messages) if m.name == name)
+        path.append(index)
+        messages = messages[index].nested_type
+    return tuple(path)
 
 
 def _masked(array: pa.StructArray, nulls: list[bool]) -> pa.StructArray:

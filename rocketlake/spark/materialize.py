@@ -242,6 +242,7 @@ def body_options(cfg: IngestionConfig) -> dict[str, str]:
         "bodyFormat": "protobuf",
         "protobufDescriptorSet": base64.b64encode(cfg.body.protobuf_descriptor_set()).decode("ascii"),
         "protobufMessageName": cfg.body.message_name,
+        **cfg.body.registry_options(),
     }
 
 

@@ -90,7 +90,7 @@ def _schema_args(opts: SourceOptions) -> dict:
     }
 
 
-_decoders: dict[tuple[bytes, str], "BodyDecoder"] = {}
+_decoders: dict[tuple, "BodyDecoder"] = {}
 
 
 def protobuf_decoder(opts: SourceOptions) -> BodyDecoder | None:
@@ -98,11 +98,14 @@ def protobuf_decoder(opts: SourceOptions) -> BodyDecoder | None:
     if opts.body_format != "protobuf":
         return None
     from rocketlake.engine.protobuf import BodyDecoder  # the protobuf runtime, for Protobuf bodies only
+    from rocketlake.engine.registry import SchemaLookup
 
-    key = (opts.protobuf_descriptor, opts.protobuf_message)
+    key = (opts.protobuf_descriptor, opts.protobuf_message, opts.schema_registry_url, opts.schema_directory)
     decoder = _decoders.get(key)
     if decoder is None:
-        decoder = _decoders[key] = BodyDecoder(*key)
+        framed = opts.schema_registry_url is not None or opts.schema_directory is not None
+        registry = SchemaLookup(opts.schema_registry_url, opts.schema_directory) if framed else None
+        decoder = _decoders[key] = BodyDecoder(opts.protobuf_descriptor, opts.protobuf_message, registry=registry)
     return decoder
 
 

@@ -5,9 +5,7 @@ a failed message; a newer descriptor's fields become columns as they arrive."""
 
 from __future__ import annotations
 
-import base64
-import json
-import subprocess
+import socket
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -15,12 +13,12 @@ import pytest
 from deltalake import DeltaTable
 
 from rocketlake import jars
-from tests.integration.engine_support import Engine, send_window
+from rocketlake.engine.registry import RegistryUnreachable
+from tests.integration.engine_support import Engine, java_body_encoder, send_window
 from tests.integration.ingestion_support import unique
-from tests.unit.support import descriptor_set, ingestion_config
+from tests.unit.support import SCHEMAS, descriptor_set, ingestion_config
 
 pytestmark = pytest.mark.engine
-HERE = Path(__file__).parent
 PROTOBUF_JAVA = jars.JarSet(
     "protobuf-java-util-4.36.2", (jars.Artifact("com.google.protobuf", "protobuf-java-util", "4.36.2"),)
 )
@@ -28,29 +26,16 @@ PROTOBUF_JAVA = jars.JarSet(
 
 @pytest.fixture(scope="session")
 def protobuf_bodies(tmp_path_factory):
-    """``protobuf_bodies(descriptor_set, message_name, messages)``: the bodies the Java runtime encodes from messages
+    """``protobuf_bodies(descriptor_set, message_name, messages, frame=None)``: the bodies the Java runtime encodes from messages
     in Protobuf's JSON mapping (``ProtobufBodies.java``, compiled once against protobuf-java and its JSON util)."""
-    classes = tmp_path_factory.mktemp("protobuf_bodies")
     classpath = ":".join(str(p) for p in jars.resolve(PROTOBUF_JAVA))
-    subprocess.run(
-        ["javac", "-nowarn", "-cp", classpath, "-d", str(classes), str(HERE / "java" / "ProtobufBodies.java")],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    encode = java_body_encoder(tmp_path_factory.mktemp("protobuf_bodies"), "ProtobufBodies", classpath)
 
-    def encode(descriptors: Path, message_name: str, messages: list[dict]) -> list[bytes]:
-        done = subprocess.run(
-            ["java", "-cp", f"{classes}:{classpath}", "ProtobufBodies", str(descriptors), message_name],
-            input="\n".join(map(json.dumps, messages)),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        return [base64.b64decode(line) for line in done.stdout.split()]
+    def bodies(descriptors: Path, message_name: str, messages: list[dict], frame: tuple[int, str] | None = None):
+        """``frame``: (schema id, message indexes "2" or "1.0"): framed as Confluent's serializer frames them."""
+        return encode([str(descriptors), message_name, *map(str, frame or ())], messages)
 
-    return encode
+    return bodies
 
 
 def order(i: int) -> dict:
@@ -148,3 +133,55 @@ def test_protobuf_messages_land_as_from_protobufs_columns_and_other_bodies_are_f
     rows = {r["order_id"]: r for r in DeltaTable(engine.lake.table_path).to_pyarrow_table().to_pylist()}
     assert (rows["o-4"]["channel"], rows["o-4"]["ship"]) == ("web", {"city": None, "zip": None, "country": "FR"})
     assert (rows["o-1"]["channel"], rows["o-1"]["ship"]) == (None, {"city": "c1", "zip": None, "country": None})
+
+
+def test_bodies_framed_for_a_schema_registry_land_once_their_frame_is_checked(
+    local_cluster, create_topic, java_producer, spark, tmp_path, protobuf_bodies
+):
+    """Confluent's wire format, written by the Java side as Confluent's Protobuf serializer frames a body; the ids
+    checked against a directory of schemas keyed by id (the offline path). Then the same ingestion against a
+    registry that cannot be reached: the window fails in one sentence, nothing lands, no offset moves."""
+    topic, group = create_topic(queues=2), unique("g_framed")
+    descriptors = descriptor_set("order.proto", tmp_path)
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "7.proto").write_text((SCHEMAS / "order.proto").read_text())  # as the registry holds it
+    body = {"format": "protobuf", "descriptor_file": str(descriptors), "message_name": "shop.v1.Order"}
+    cfg = ingestion_config(
+        topic=topic,
+        consumer_group=group,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+        body={**body, "framing": "confluent", "schemas_dir": str(schemas)},
+    )
+    framed = protobuf_bodies(descriptors, "shop.v1.Order", [order(i) for i in range(3)], frame=(7, "2"))
+    unknown_id = protobuf_bodies(descriptors, "shop.v1.Order", [order(3)], frame=(9, "2"))
+    other_message = protobuf_bodies(descriptors, "shop.v1.Order", [order(4)], frame=(7, "0"))
+    unframed = protobuf_bodies(descriptors, "shop.v1.Order", [order(5)])
+    window = send_window(java_producer, topic, [], raw=framed + unknown_id + other_message + unframed)
+    engine = Engine(local_cluster, spark, tmp_path / "orders", cfg)
+    engine.lake.failures_path = str(tmp_path / "failures")
+    (accounting,) = engine.run("r1", [("w1", window)]).slice.accounting
+    assert (accounting.planned, accounting.rows, accounting.sent_back) == (6, 3, 3)
+    rows = DeltaTable(engine.lake.table_path).to_pyarrow_table(columns=["order_id", "amount"]).to_pylist()
+    assert sorted((r["order_id"], r["amount"]) for r in rows) == [("o-0", 0.25), ("o-1", 1.25), ("o-2", 2.25)]
+    errors = sorted(r["error"] for r in DeltaTable(engine.lake.failures_path).to_pyarrow_table().to_pylist())
+    assert errors == [
+        "body is framed as message [0] of schema 7, not shop.v1.Order ([2] in order.proto)",
+        "body is framed with schema id 9, which the schema registry does not hold",
+        "body is not in Confluent's wire format (it starts with 0x0a, not the magic byte 0x00)",
+    ]
+
+    # A registry nobody answers for: the run fails naming it, the table and the group's offsets stay as they were.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    down = cfg.model_copy(
+        update={"body": cfg.body.model_copy(update={"schemas_dir": None, "registry_url": f"http://127.0.0.1:{port}"})}
+    )
+    window = send_window(java_producer, topic, [], raw=framed[:1])
+    engine = Engine(local_cluster, spark, tmp_path / "orders", down)
+    version, offsets = DeltaTable(engine.lake.table_path).version(), engine.offsets(topic)
+    with pytest.raises(RegistryUnreachable, match=f"the schema registry at http://127.0.0.1:{port} cannot be reached"):
+        engine.run("r2", [("w2", window)])
+    assert DeltaTable(engine.lake.table_path).version() == version and engine.offsets(topic) == offsets

@@ -105,7 +105,33 @@ class BodyConfig(_Strict):
         "(`package.Message`). Its fields become columns.",
     )
 
+    framing: Literal["none", "confluent"] = Field(
+        default="none",
+        description="`confluent`: each body is framed in Confluent's wire format (a magic byte 0, the schema's id "
+        "in 4 bytes, for Protobuf the message-index list), as the Confluent serializers write it; the frame is "
+        "checked against `registry_url` or `schemas_dir` and removed before decoding. A body without a frame, with "
+        "an id the registry does not hold, or framed as another message, is a failed message; a registry that "
+        "cannot be reached fails the window. With format protobuf (other formats: not supported yet).",
+    )
+    registry_url: str | None = Field(
+        default=None,
+        description="framing confluent: the schema registry (Confluent's REST API: `GET /schemas/ids/{id}`), e.g. "
+        "http://127.0.0.1:8081 or Apicurio's http://host:8080/apis/ccompat/v7. Each id is looked up once a process.",
+    )
+    schemas_dir: str | None = Field(
+        default=None,
+        description="framing confluent, offline: instead of registry_url, a directory with one file a schema, named "
+        "by its id (`42.proto`, `42.avsc`, ...), relative to the project directory.",
+    )
+
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    def registry_options(self) -> dict[str, str]:
+        """The source's options of ``framing`` (none: no option)."""
+        if self.framing == "none":
+            return {}
+        where = {"schemaRegistryUrl": self.registry_url} if self.registry_url else {"schemaDirectory": self.schemas_dir}
+        return {"framing": self.framing, **where}
 
     def protobuf_descriptor_set(self) -> bytes:
         """The bytes of ``descriptor_file`` (format protobuf)."""
@@ -157,6 +183,26 @@ class BodyConfig(_Strict):
             raise ValueError(
                 f"schema_file {self.schema_file!r}: fields {clashes} clash with rocketlake's own columns; rename them"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _framing_needs_a_registry(self) -> "BodyConfig":
+        if self.framing == "none":
+            for key in ("registry_url", "schemas_dir"):
+                if key in self.model_fields_set:
+                    raise ValueError(f"{key} applies to framing confluent only; remove it, or set framing: confluent")
+            return self
+        if self.format != "protobuf":
+            raise ValueError(
+                f"framing confluent with format {self.format} is not supported yet (only format protobuf is); land "
+                "such bodies with format raw"
+            )
+        if (self.registry_url is None) == (self.schemas_dir is None):
+            raise ValueError("framing confluent needs one of registry_url (a schema registry) or schemas_dir (offline)")
+        if self.registry_url is not None and not re.fullmatch(r"https?://[^/\s]+(/\S*)?", self.registry_url):
+            raise ValueError(f"registry_url {self.registry_url!r} is not an http:// or https:// URL")
+        if self.schemas_dir is not None and not Path(self.schemas_dir).is_dir():
+            raise ValueError(f"schemas_dir {self.schemas_dir!r} is not a directory")
         return self
 
     @model_validator(mode="after")

@@ -17,6 +17,9 @@ import com.google.protobuf.util.JsonFormat;
  * Protobuf bodies made by the Java protobuf runtime, for tests: args[0] is a descriptor set (protoc
  * --include_imports --descriptor_set_out), args[1] a message's full name; each stdin line is a message in
  * Protobuf's JSON mapping, and each stdout line the base64 of its binary encoding (DynamicMessage.toByteArray).
+ * With args[2] (a schema id) and args[3] (message indexes, dot-separated: "2", "1.0"), each body is framed in
+ * Confluent's wire format as its Protobuf serializer frames it: 0x00, the id (4 bytes, big-endian), the index
+ * list (a count then each index, zigzag varints; the list [0] as a lone 0), then the message.
  */
 public class ProtobufBodies {
     public static void main(String[] args) throws Exception {
@@ -47,8 +50,36 @@ public class ProtobufBodies {
             if (line.isBlank()) continue;
             DynamicMessage.Builder builder = DynamicMessage.newBuilder(descriptor);
             parser.merge(line, builder);
-            System.out.println(Base64.getEncoder().encodeToString(builder.build().toByteArray()));
+            byte[] body = builder.build().toByteArray();
+            if (args.length > 3) {
+                body = framed(Integer.parseInt(args[2]), args[3], body);
+            }
+            System.out.println(Base64.getEncoder().encodeToString(body));
         }
+    }
+
+    private static byte[] framed(int schemaId, String indexes, byte[] message) {
+        java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+        out.write(0);
+        out.writeBytes(java.nio.ByteBuffer.allocate(4).putInt(schemaId).array());
+        String[] path = indexes.split("\\.");
+        if (path.length == 1 && path[0].equals("0")) {
+            out.write(0);
+        } else {
+            zigzag(out, path.length);
+            for (String index : path) zigzag(out, Integer.parseInt(index));
+        }
+        out.writeBytes(message);
+        return out.toByteArray();
+    }
+
+    private static void zigzag(java.io.ByteArrayOutputStream out, int value) {
+        int v = (value << 1) ^ (value >> 31);
+        while ((v & ~0x7F) != 0) {
+            out.write((v & 0x7F) | 0x80);
+            v >>>= 7;
+        }
+        out.write(v);
     }
 
     private static FileDescriptor build(
