@@ -58,6 +58,10 @@ WINDOW_COLUMN = ("window_start", _TS, "TIMESTAMP")  # plan option: the window ea
 #: bodyFormat=protobuf: the decoded body (a STRUCT of the message's fields) and why a body did not decode
 PROTOBUF_COLUMN = "body_protobuf"
 PROTOBUF_ERROR_COLUMN = "body_protobuf_error"
+#: framing=confluent (bodies in Confluent's wire format, but Protobuf's): the payload after the frame, and why a
+#: body has none (no frame, an unknown schema id, another schema)
+PAYLOAD_COLUMN = "body_payload"
+FRAME_ERROR_COLUMN = "body_frame_error"
 
 #: Every column name rocketlake itself may put in a table (a JSON body's fields must not take one).
 OWN_COLUMNS = frozenset(name for name, *_ in _CATALOGUE) | {
@@ -67,6 +71,8 @@ OWN_COLUMNS = frozenset(name for name, *_ in _CATALOGUE) | {
     WINDOW_COLUMN[0],
     PROTOBUF_COLUMN,
     PROTOBUF_ERROR_COLUMN,
+    PAYLOAD_COLUMN,
+    FRAME_ERROR_COLUMN,
 }
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,6 +84,9 @@ class SourceOptions:
     #: framing=confluent: the registry (``schemaRegistryUrl``) or directory (``schemaDirectory``) of the frames' ids
     schema_registry_url: str | None = None
     schema_directory: str | None = None
+    #: framing=confluent with another bodyFormat than protobuf: what the payload is, ``json`` or ``avro:<the
+    #: configured schema's fingerprint, hex>`` (an id's schema must be that one)
+    framed_schema: str | None = None
     include_filtered: bool = False
     metadata_columns: tuple[str, ...] = ()
     access_key: str | None = field(default=None, repr=False)
@@ -137,7 +141,7 @@ def parse_options(raw: Any) -> SourceOptions:
             "(for JSON bodies use rocketlake.spark.body.decode_body on the result)"
         )
     descriptor, message = _protobuf(options, body_format)
-    registry_url, directory = _framing(options, body_format)
+    registry_url, directory, framed_schema = _framing(options, body_format)
     starting = _bound(options, "startingOffsets", "earliest")
     ending = _bound(options, "endingOffsets", "latest")
     if starting == "latest":
@@ -175,6 +179,7 @@ def parse_options(raw: Any) -> SourceOptions:
         protobuf_message=message,
         schema_registry_url=registry_url,
         schema_directory=directory,
+        framed_schema=framed_schema,
         include_filtered=options.get("includefiltered", "false").lower() == "true",
         metadata_columns=_metadata(options),
         access_key=options.get("accesskey"),
@@ -217,22 +222,35 @@ def _protobuf(options: dict[str, str], body_format: str) -> tuple[bytes | None, 
     return descriptor, message
 
 
-def _framing(options: dict[str, str], body_format: str) -> tuple[str | None, str | None]:
+def _framing(options: dict[str, str], body_format: str) -> tuple[str | None, str | None, str | None]:
     """``framing=confluent`` (Confluent's wire format, ``engine.registry``): the registry's URL or the directory
-    of schemas keyed by id, exactly one of them; with bodyFormat=protobuf only, for now."""
+    of schemas keyed by id, exactly one of them, and (but for bodyFormat=protobuf, which decodes the payload
+    itself) ``framedSchema``: ``json``, or ``avro:<fingerprint>`` (CRC-64-AVRO of the schema every id must name)."""
     framing = options.get("framing", "none")
     url, directory = options.get("schemaregistryurl"), options.get("schemadirectory")
+    framed_schema = options.get("framedschema")
     if framing not in ("none", "confluent"):
         raise SourceOptionError(f"option framing={framing!r} is not allowed; allowed: none, confluent")
     if framing == "none":
-        if url or directory:
-            raise SourceOptionError("options schemaRegistryUrl and schemaDirectory need framing=confluent")
-        return None, None
-    if body_format != "protobuf":
-        raise SourceOptionError(f"option framing=confluent with bodyFormat={body_format} is not supported yet")
+        if url or directory or framed_schema:
+            raise SourceOptionError(
+                "options schemaRegistryUrl, schemaDirectory and framedSchema need framing=confluent"
+            )
+        return None, None, None
     if bool(url) == bool(directory):
         raise SourceOptionError("option framing=confluent needs one of schemaRegistryUrl or schemaDirectory")
-    return url, directory
+    if body_format == "protobuf":
+        if framed_schema:
+            raise SourceOptionError("option framedSchema is for bodyFormat=raw; protobuf bodies name their message")
+        return url, directory, None
+    if body_format != "raw":
+        raise SourceOptionError(f"option framing=confluent with bodyFormat={body_format} is not supported yet")
+    if framed_schema != "json" and not re.fullmatch(r"avro:[0-9a-f]{16}", framed_schema or ""):
+        raise SourceOptionError(
+            f"option framedSchema={framed_schema!r} is not allowed with framing=confluent; allowed: json, "
+            "avro:<the schema's CRC-64-AVRO fingerprint, 16 hex digits>"
+        )
+    return url, directory, framed_schema
 
 
 def _metadata(options: dict[str, str]) -> tuple[str, ...]:

@@ -101,37 +101,73 @@ def frame(schema_id: int, payload: bytes, message_indexes: tuple[int, ...] | Non
 
 @dataclass
 class SchemaLookup:
-    """Which schema ids exist, asked of a registry (``url``: Confluent's REST API) or a directory (``directory``:
-    one file a schema, named ``<id>.<anything>``), each id once."""
+    """The schemas the frames' ids name, asked of a registry (``url``: Confluent's REST API) or a directory
+    (``directory``: one file a schema, named ``<id>.<anything>``), each id once a process."""
 
     url: str | None = None
     directory: str | None = None
-    _known: dict[int, bool] = field(default_factory=dict, repr=False)
+    _schemas: dict[int, str | None] = field(default_factory=dict, repr=False)
 
     def known(self, schema_id: int) -> bool:
-        found = self._known.get(schema_id)
-        if found is None:
-            found = self._known[schema_id] = self._look_up(schema_id)
-        return found
+        return self.schema(schema_id) is not None
 
-    def _look_up(self, schema_id: int) -> bool:
+    def schema(self, schema_id: int) -> str | None:
+        """The text of the schema ``schema_id`` names, or None when the registry holds no such id."""
+        if schema_id not in self._schemas:
+            self._schemas[schema_id] = self._look_up(schema_id)
+        return self._schemas[schema_id]
+
+    def _look_up(self, schema_id: int) -> str | None:
         if self.directory is not None:
-            return any(Path(self.directory).glob(f"{schema_id}.*"))
+            found = sorted(Path(self.directory).glob(f"{schema_id}.*"))
+            return found[0].read_text() if found else None
         address = f"{self.url.rstrip('/')}/schemas/ids/{schema_id}"
         try:
             with urllib.request.urlopen(address, timeout=TIMEOUT_S) as answer:
-                json.load(answer)  # the schema: its id is known
-                return True
+                return json.load(answer)["schema"]
         except urllib.error.HTTPError as e:
             if e.code == 404:
-                return False
+                return None
             raise RegistryUnreachable(
                 f"the schema registry at {self.url} answered HTTP {e.code} for schema id {schema_id}: nothing of "
                 "this window is landed until it answers"
             ) from None
-        except (urllib.error.URLError, OSError, ValueError) as e:
+        except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError) as e:
             reason = getattr(e, "reason", e)
             raise RegistryUnreachable(
                 f"the schema registry at {self.url} cannot be reached ({reason}) to look up schema id {schema_id}: "
                 "nothing of this window is landed until it answers"
             ) from None
+
+
+def unframed(
+    bodies: list[bytes | None], lookup: SchemaLookup, check=None
+) -> tuple[list[bytes | None], list[str | None]]:
+    """Each body's payload, or None with why not: no frame, an id the registry does not hold, or what ``check``
+    (``check(schema_id, schema_text) -> reason or None``) says of the id's schema. Not Protobuf (no index list)."""
+    payloads: list[bytes | None] = []
+    errors: list[str | None] = []
+    verdicts: dict[int, str | None] = {}
+    for body in bodies:
+        if body is None:
+            payloads.append(None)
+            errors.append(None)
+            continue
+        try:
+            frame = read_frame(body, protobuf=False)
+        except FrameError as e:
+            payloads.append(None)
+            errors.append(str(e))
+            continue
+        if frame.schema_id not in verdicts:
+            text = lookup.schema(frame.schema_id)
+            if text is None:
+                verdicts[frame.schema_id] = (
+                    f"body is framed with schema id {frame.schema_id}, which the schema registry does not hold"
+                )
+            else:
+                verdicts[frame.schema_id] = check(frame.schema_id, text) if check else None
+        why = verdicts[frame.schema_id]
+        payloads.append(None if why else body[frame.payload_at :])
+        errors.append(why)
+    return payloads, errors

@@ -96,11 +96,12 @@ def listener_message(cfg: IngestionConfig, body: bytes, broker_name: str) -> dic
     from rocketlake.spark.source import batch_of
 
     [message] = decode_messages(body)[:1]
+    payload = _payload(cfg, message.body)
     schema = arrow_schema(read_metadata(cfg, landed_metadata(cfg)) + ("origin_topic",), text=cfg.body.format == "text")
     row = batch_of([message], schema, broker_name).to_pylist()[0]
     row["topic"] = row.pop("origin_topic")
     if cfg.body.format == "json":
-        row.update(_json_fields(cfg, message.body))
+        row.update(_json_fields(cfg, payload))
     elif cfg.body.format == "variant":  # as the run's parse_json: any JSON value lands, anything else fails
         try:
             json.loads(message.body)
@@ -114,13 +115,33 @@ def listener_message(cfg: IngestionConfig, body: bytes, broker_name: str) -> dic
     elif cfg.body.format == "protobuf":  # the reader's decoder: the same columns and the same failures
         from rocketlake.engine.protobuf import BodyDecoder
 
-        decoded, (error,) = BodyDecoder(cfg.body.protobuf_descriptor_set(), cfg.body.message_name).decode(
-            [message.body]
-        )
+        decoder = BodyDecoder(cfg.body.protobuf_descriptor_set(), cfg.body.message_name, registry=_registry(cfg))
+        decoded, (error,) = decoder.decode([message.body])
         if error is not None:
             raise _Undecodable(error)
         row.update(decoded.to_pylist()[0])
     return row
+
+
+def _registry(cfg: IngestionConfig):
+    from rocketlake.engine.registry import SchemaLookup
+
+    if cfg.body.framing == "none":
+        return None
+    return SchemaLookup(cfg.body.registry_url, cfg.body.schemas_dir)
+
+
+def _payload(cfg: IngestionConfig, body: bytes) -> bytes:
+    """The body without a registry's frame (framing confluent, but Protobuf's, which its decoder reads), as a run
+    checks it: a body that has none is undecodable, with the reason a run gives."""
+    if cfg.body.framing == "none" or cfg.body.format == "protobuf":
+        return body
+    from rocketlake.engine.registry import unframed
+
+    (payload,), (error,) = unframed([body], _registry(cfg))
+    if error is not None:
+        raise _Undecodable(error)
+    return payload
 
 
 def _json_fields(cfg: IngestionConfig, body: bytes) -> dict:

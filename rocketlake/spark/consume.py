@@ -20,7 +20,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructType
 
 from rocketlake.delta.evolution import ddl, quoted, type_ddl
-from rocketlake.engine.columns import PROTOBUF_COLUMN, PROTOBUF_ERROR_COLUMN, VARIANT_COLUMN
+from rocketlake.engine.columns import (
+    FRAME_ERROR_COLUMN,
+    PAYLOAD_COLUMN,
+    PROTOBUF_COLUMN,
+    PROTOBUF_ERROR_COLUMN,
+    VARIANT_COLUMN,
+)
 from rocketlake.engine.config import BodyConfig, IngestionConfig
 from rocketlake.rocketmq.message import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rocketlake.spark.body import BodySchemaError, configured_schema, decode_body
@@ -54,11 +60,29 @@ def is_copy(topic: Column) -> Column:
     return topic.startswith(retry) | topic.startswith(dlq)
 
 
+def _unframed_then_decoded(df: DataFrame, body: BodyConfig, schema: StructType | None) -> DataFrame:
+    """Bodies in a registry's frames (the reader gave each its payload, or why it has none): the payload decoded as
+    ``body.format`` says, the body kept as it came (a failed message is sent back as it was)."""
+    framed = "_rl_framed_body"
+    swapped = df.withColumnRenamed("body", framed).withColumnRenamed(PAYLOAD_COLUMN, "body")
+    decoded = decode_checked(swapped, body.model_copy(update={"framing": "none"}), schema)
+    fields = [c for c in decoded.columns if c not in swapped.columns and c != ERROR]
+    error = F.when(F.col("matched"), F.coalesce(F.col(FRAME_ERROR_COLUMN), F.col(ERROR)))
+    kept = [
+        F.col(framed).alias("body") if c == "body" else F.col(c)
+        for c in df.columns
+        if c not in (PAYLOAD_COLUMN, FRAME_ERROR_COLUMN)
+    ]
+    return decoded.select(*kept, *fields, error.cast("string").alias(ERROR))
+
+
 def decode_checked(df: DataFrame, body: BodyConfig, schema: StructType | None = None) -> DataFrame:
     """``decode_body`` plus ``_rl_error`` for a matched message whose body does not decode under ``body.format``.
 
     ``schema``: the JSON schema to parse with, when it is not ``body.schema`` alone (an evolving table's columns,
     ``delta.evolution``)."""
+    if body.framing != "none" and body.format != "protobuf":
+        return _unframed_then_decoded(df, body, schema)
     if body.format == "raw":
         return df.withColumn(ERROR, F.lit(None).cast("string"))
     utf8 = F.is_valid_utf8(F.col("body").cast("string"))

@@ -234,10 +234,15 @@ def read_plan(
 
 
 def body_options(cfg: IngestionConfig) -> dict[str, str]:
-    """The reader's options for bodies it decodes itself: Protobuf's message, its descriptor set as bytes (a Spark
-    Connect server elsewhere has no file of the project's)."""
+    """The reader's options for what it does to bodies: decode Protobuf (its message, its descriptor set as bytes: a
+    Spark Connect server elsewhere has no file of the project's), check and remove a registry's frames."""
     if cfg.body.format != "protobuf":
-        return {}
+        if cfg.body.framing == "none":
+            return {}
+        from rocketlake.engine.avro import fingerprint
+
+        what = "json" if cfg.body.format == "json" else f"avro:{fingerprint(cfg.body.avro_schema()).hex()}"
+        return {**cfg.body.registry_options(), "framedSchema": what}
     return {
         "bodyFormat": "protobuf",
         "protobufDescriptorSet": base64.b64encode(cfg.body.protobuf_descriptor_set()).decode("ascii"),

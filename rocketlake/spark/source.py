@@ -28,7 +28,14 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from rocketlake.engine.columns import PROTOBUF_COLUMN, PROTOBUF_ERROR_COLUMN, arrow_schema, schema_ddl
+from rocketlake.engine.columns import (
+    FRAME_ERROR_COLUMN,
+    PAYLOAD_COLUMN,
+    PROTOBUF_COLUMN,
+    PROTOBUF_ERROR_COLUMN,
+    arrow_schema,
+    schema_ddl,
+)
 from rocketlake.engine.options import SourceOptions, parse_options
 from rocketlake.engine.planning import split_ranges
 from rocketlake.rocketmq.codes import RequestCode
@@ -75,6 +82,8 @@ class RocketMQDataSource(DataSource):
         decoder = protobuf_decoder(opts)
         if decoder is not None:
             ddl += f", {PROTOBUF_COLUMN} {decoder.column.ddl}, {PROTOBUF_ERROR_COLUMN} STRING"
+        if opts.framed_schema is not None:
+            ddl += f", {PAYLOAD_COLUMN} BINARY, {FRAME_ERROR_COLUMN} STRING"
         return ddl
 
     def reader(self, schema: StructType) -> "RocketMQReader":
@@ -107,6 +116,59 @@ def protobuf_decoder(opts: SourceOptions) -> BodyDecoder | None:
         registry = SchemaLookup(opts.schema_registry_url, opts.schema_directory) if framed else None
         decoder = _decoders[key] = BodyDecoder(opts.protobuf_descriptor, opts.protobuf_message, registry=registry)
     return decoder
+
+
+class Unframer:
+    """framing=confluent for bodies Spark decodes (JSON, Avro): each body's payload after its frame, or why it has
+    none; an Avro body's schema id must name the configured schema (its fingerprint), a JSON body's any schema."""
+
+    def __init__(self, opts: SourceOptions):
+        from rocketlake.engine.registry import SchemaLookup
+
+        self.lookup = SchemaLookup(opts.schema_registry_url, opts.schema_directory)
+        kind, _, fingerprint = opts.framed_schema.partition(":")
+        self.check = _avro_check(fingerprint) if kind == "avro" else None
+
+    def columns(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        from rocketlake.engine.registry import unframed
+
+        bodies = batch.column("body").to_pylist()
+        if "matched" in batch.schema.names:
+            bodies = [b if m else None for b, m in zip(bodies, batch.column("matched").to_pylist())]
+        payloads, errors = unframed(bodies, self.lookup, self.check)
+        return pa.RecordBatch.from_arrays(
+            [*batch.columns, pa.array(payloads, pa.binary()), pa.array(errors, pa.string())],
+            names=[*batch.schema.names, PAYLOAD_COLUMN, FRAME_ERROR_COLUMN],
+        )
+
+
+def _avro_check(fingerprint: str):
+    """Whether an id's schema is the configured Avro schema: its Parsing Canonical Form has the same fingerprint."""
+    from rocketlake.engine.avro import fingerprint as fingerprint_of
+
+    def check(schema_id: int, text: str) -> str | None:
+        try:
+            same = fingerprint_of(text).hex() == fingerprint
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return f"body is framed with schema id {schema_id}, whose schema is not Avro"
+        if same:
+            return None
+        return f"body is framed with schema id {schema_id}, whose Avro schema is not schema_file's"
+
+    return check
+
+
+_unframers: dict[tuple, Unframer] = {}
+
+
+def unframer(opts: SourceOptions) -> Unframer | None:
+    """The unframer of framing=confluent for bodies Spark decodes, one per registry and schema in a process."""
+    if opts.framed_schema is None:
+        return None
+    key = (opts.schema_registry_url, opts.schema_directory, opts.framed_schema)
+    if key not in _unframers:
+        _unframers[key] = Unframer(opts)
+    return _unframers[key]
 
 
 def with_decoded_bodies(batch: pa.RecordBatch, decoder: BodyDecoder) -> pa.RecordBatch:
@@ -159,7 +221,7 @@ class RocketMQReader(DataSourceReader):
             range_subscription(opts, partition.offsets),
             opts.include_filtered,
         )
-        decoder = protobuf_decoder(opts)
+        decoder, frames = protobuf_decoder(opts), unframer(opts)
         for chunk in pull_chunks(opts, partition.offsets):
             batches.add(chunk)
             # What a task holds at once stays within the push consumer's per-queue cache limits (give or take
@@ -168,13 +230,17 @@ class RocketMQReader(DataSourceReader):
                 batches.rows >= opts.pull_threshold_for_queue
                 or batches.bytes >= opts.pull_threshold_size_for_queue_bytes
             ):
-                yield from _decoded(batches.flush(), decoder)
-        yield from _decoded(batches.flush(), decoder)
+                yield from _decoded(batches.flush(), decoder, frames)
+        yield from _decoded(batches.flush(), decoder, frames)
 
 
-def _decoded(batches: Iterator[pa.RecordBatch], decoder: BodyDecoder | None) -> Iterator[pa.RecordBatch]:
+def _decoded(
+    batches: Iterator[pa.RecordBatch], decoder: BodyDecoder | None, frames: Unframer | None
+) -> Iterator[pa.RecordBatch]:
     for batch in batches:
-        yield batch if decoder is None else with_decoded_bodies(batch, decoder)
+        if decoder is not None:
+            batch = with_decoded_bodies(batch, decoder)
+        yield batch if frames is None else frames.columns(batch)
 
 
 _frozen = False

@@ -10,13 +10,16 @@ import os
 import threading
 import time
 from datetime import datetime, timedelta
+from pathlib import Path
 
+import pyspark
 import pytest
 
 from rocketlake.local.cluster import LocalCluster
 from rocketlake.local.peers import produce
 from rocketlake.rocketmq.client import RocketMQClient
 from tests.conftest import running_test
+from tests.integration.engine_support import java_body_encoder
 from tests.integration.ingestion_support import (
     SHARED_MINUTES,
     Produced,
@@ -156,3 +159,12 @@ def shared_minutes(local_cluster) -> dict[str, SentInMinutes]:
 def produced(local_cluster, shared_minutes) -> Produced:
     """30 + 45 messages in two consecutive one-minute windows (of different sizes), on 2 queues of each broker."""
     return shared_minutes[ORDERS].produced(local_cluster, "orders")
+
+
+@pytest.fixture(scope="session")
+def avro_bodies(tmp_path_factory):
+    """``avro_bodies(schema_path, encoding, records)``: the bodies Avro's Java classes encode (``AvroBodies.java``,
+    compiled once against the Avro jars Spark ships)."""
+    classpath = str(Path(pyspark.__file__).parent / "jars" / "*")
+    encode = java_body_encoder(tmp_path_factory.mktemp("avro_bodies"), "AvroBodies", classpath)
+    return lambda schema, encoding, records: encode([str(schema), encoding], records)

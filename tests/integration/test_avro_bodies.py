@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyspark
 import pytest
 from deltalake import DeltaTable
 
-from tests.integration.engine_support import Engine, java_body_encoder, send_window
+from tests.integration.engine_support import Engine, send_window
 from tests.integration.ingestion_support import unique
 from tests.unit.support import ingestion_config
 
@@ -18,15 +17,6 @@ pytestmark = pytest.mark.engine
 HERE = Path(__file__).parent
 ORDER_SCHEMA = HERE / "schemas" / "order.avsc"
 OTHER_SCHEMA = '{"type": "record", "name": "Other", "fields": [{"name": "order_id", "type": "string"}]}'
-
-
-@pytest.fixture(scope="session")
-def avro_bodies(tmp_path_factory):
-    """``avro_bodies(schema_path, encoding, records)``: the bodies Avro's Java classes encode (``AvroBodies.java``,
-    compiled once against the Avro jars Spark ships)."""
-    classpath = str(Path(pyspark.__file__).parent / "jars" / "*")
-    encode = java_body_encoder(tmp_path_factory.mktemp("avro_bodies"), "AvroBodies", classpath)
-    return lambda schema, encoding, records: encode([str(schema), encoding], records)
 
 
 def order(i: int, region: str | None) -> dict:

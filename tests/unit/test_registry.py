@@ -110,7 +110,21 @@ def test_the_configuration_takes_framing_with_one_place_for_the_schemas(tmp_path
         with pytest.raises(ConfigError) as refused:
             parse_config(with_ingestion(body={**body, **more}))
         assert says in str(refused.value)
-    with pytest.raises(ConfigError, match="framing confluent with format json is not supported yet"):
-        parse_config(with_ingestion(body={"format": "json", "schema": "a STRING", "framing": "confluent"}))
+    with pytest.raises(ConfigError, match="framing confluent with format text is not supported yet"):
+        parse_config(with_ingestion(body={"format": "text", "framing": "confluent", "schemas_dir": str(tmp_path)}))
     with pytest.raises(ConfigError, match="registry_url applies to framing confluent only"):
         parse_config(with_ingestion(body={"format": "raw", "registry_url": "http://127.0.0.1:8081"}))
+
+
+def test_the_source_takes_framing_for_bodies_spark_decodes():
+    from rocketlake.engine.options import SourceOptionError, parse_options
+
+    base = {"namesrv": "127.0.0.1:9876", "topic": "t", "framing": "confluent", "schemaDirectory": "/tmp"}
+    assert parse_options({**base, "framedSchema": "json"}).framed_schema == "json"
+    assert parse_options({**base, "framedSchema": "avro:0011223344556677"}).framed_schema == "avro:0011223344556677"
+    with pytest.raises(SourceOptionError, match="option framedSchema='avro' is not allowed"):
+        parse_options({**base, "framedSchema": "avro"})
+    with pytest.raises(SourceOptionError, match="needs one of schemaRegistryUrl or schemaDirectory"):
+        parse_options({**base, "schemaRegistryUrl": "http://127.0.0.1:1", "framedSchema": "json"})
+    with pytest.raises(SourceOptionError, match="need framing=confluent"):
+        parse_options({"namesrv": "127.0.0.1:9876", "topic": "t", "framedSchema": "json"})

@@ -111,7 +111,7 @@ class BodyConfig(_Strict):
         "in 4 bytes, for Protobuf the message-index list), as the Confluent serializers write it; the frame is "
         "checked against `registry_url` or `schemas_dir` and removed before decoding. A body without a frame, with "
         "an id the registry does not hold, or framed as another message, is a failed message; a registry that "
-        "cannot be reached fails the window. With format protobuf (other formats: not supported yet).",
+        "cannot be reached fails the window. With format protobuf, avro (each id's schema must be schema_file) or json.",
     )
     registry_url: str | None = Field(
         default=None,
@@ -192,10 +192,14 @@ class BodyConfig(_Strict):
                 if key in self.model_fields_set:
                     raise ValueError(f"{key} applies to framing confluent only; remove it, or set framing: confluent")
             return self
-        if self.format != "protobuf":
+        if self.format not in ("protobuf", "avro", "json"):
             raise ValueError(
-                f"framing confluent with format {self.format} is not supported yet (only format protobuf is); land "
-                "such bodies with format raw"
+                f"framing confluent with format {self.format} is not supported yet (formats protobuf, avro and json "
+                "are); land such bodies with format raw"
+            )
+        if self.evolve != "none":
+            raise ValueError(
+                "framing confluent with evolve is not supported yet: the columns come from schema; remove evolve"
             )
         if (self.registry_url is None) == (self.schemas_dir is None):
             raise ValueError("framing confluent needs one of registry_url (a schema registry) or schemas_dir (offline)")
