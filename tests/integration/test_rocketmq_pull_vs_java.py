@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from rocketlake.local.process import LocalClusterError
 from rocketlake.rocketmq.message_queue import MessageQueue
 from tests.conftest import pull_range
 
@@ -242,3 +243,28 @@ def test_a_sample_equals_mqadmin_query_msg_by_offset(java_sent, rocketmq_client,
             assert Path(shown["Message Body Path"]).read_bytes() == message.body
         else:
             assert shown["Message Body"] == message.body.decode()
+
+
+@pytest.mark.parametrize(("kind", "type_bits"), [("LZ4", 0x100), ("ZSTD", 0x200), ("ZLIB", 0x300)])
+def test_bodies_the_5x_producer_compresses_with_its_own_setting_decode_as_sent(
+    kind, type_bits, new_topic, java_peers, rocketmq_client
+):
+    """``DefaultMQProducer.setCompressType``: the 5.x Java producer compresses with LZ4, ZSTD or zlib and says which
+    in the message's sysFlag; the Java consumer and we inflate each to the body sent."""
+    topic = new_topic(queues=1)
+    rng = random.Random(kind)
+    bodies = [("compress me with " + kind + " ") * 200, base64.b64encode(rng.randbytes(3000)).decode()]
+    messages = [{"topic": topic, "body": body, "broker": "broker-a", "queue_id": 0} for body in bodies]
+    args = ["--compress-over", "1024", "--compress-type", kind]
+    if java_peers.is_4x:  # the 4.x client compresses with zlib only: it has no such setting
+        with pytest.raises(LocalClusterError, match="CompressionType"):
+            java_peers.produce(messages, args=args)
+        return
+    sent = java_peers.produce(messages, args=args)
+    assert [s.status for s in sent] == ["SEND_OK", "SEND_OK"]
+    pulled = [m for m, _ in pull_range(rocketmq_client, MessageQueue(topic, "broker-a", 0), 0, 2)]
+    assert [m.body for m in pulled] == [b.encode() for b in bodies]
+    assert all(m.sys_flag & COMPRESSION_TYPE_BITS == type_bits for m in pulled), [hex(m.sys_flag) for m in pulled]
+    assert pulled[0].store_size < len(pulled[0].body)  # stored compressed
+    dump = java_peers.consume(topic, {("broker-a", 0): (0, 2)})
+    assert [base64.b64decode(d["bodyBase64"]) for d in dump] == [b.encode() for b in bodies]
