@@ -12,8 +12,12 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.LocalTransactionState;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 
 /**
@@ -29,6 +33,9 @@ import org.apache.rocketmq.common.message.MessageQueue;
  *       [--rate R] (at most R messages a second, paced from the start: a steady producer).</li>
  * </ul>
  * Either way, --compress-over B compresses bodies of B bytes or more, with --compress-type ZLIB, LZ4 or ZSTD (5.x).
+ * With --transactional true [--commit-delay-ms D] it is a TransactionMQProducer: a stdin message with "transaction"
+ * ("commit", "rollback" or "unknown") is sent in a transaction whose local outcome comes D ms later; a message
+ * with "delay_level" is delivered by the broker's schedule.
  * Output per message: {"index","topic","msgId","offsetMsgId","brokerName","queueId","queueOffset","status"}.
  */
 public final class ProducerPeer {
@@ -55,8 +62,16 @@ public final class ProducerPeer {
     static int run(String[] args) throws Exception {
         Map<String, String> opts = parseArgs(args);
         String namesrv = require(opts, "namesrv");
-        DefaultMQProducer producer = new DefaultMQProducer(opts.getOrDefault("group", "rocketlake_peer_producer"),
-            PeerAcl.hook());
+        String group = opts.getOrDefault("group", "rocketlake_peer_producer");
+        DefaultMQProducer producer;
+        if (opts.containsKey("transactional")) {
+            TransactionMQProducer transactional = new TransactionMQProducer(group, PeerAcl.hook());
+            transactional.setTransactionListener(
+                new Outcomes(Long.parseLong(opts.getOrDefault("commit-delay-ms", "0"))));
+            producer = transactional;
+        } else {
+            producer = new DefaultMQProducer(group, PeerAcl.hook());
+        }
         producer.setNamesrvAddr(namesrv);
         producer.setInstanceName("peer-" + ProcessHandle.current().pid() + "-" + RUNS.incrementAndGet());
         producer.setSendMsgTimeout(Integer.parseInt(opts.getOrDefault("send-timeout-ms", "10000")));
@@ -162,6 +177,12 @@ public final class ProducerPeer {
             List<String> keys = spec.getJSONArray("keys").toJavaList(String.class);
             m.setKeys(keys);
         }
+        if (spec.containsKey("delay_level")) {
+            m.setDelayTimeLevel(spec.getIntValue("delay_level"));  // delivered later, by the broker's schedule
+        }
+        if (spec.containsKey("transaction")) {
+            m.putUserProperty("peer_transaction", spec.getString("transaction"));
+        }
         JSONObject props = spec.getJSONObject("properties");
         if (props != null) {
             for (String k : props.keySet()) {
@@ -171,10 +192,48 @@ public final class ProducerPeer {
         return m;
     }
 
+    /**
+     * A transaction's local outcome, as each message asks for it ("transaction": "commit", "rollback" or "unknown"),
+     * given after {@code commitDelayMs}: the broker then writes a committed message to its topic, with that
+     * moment's store time. A broker asking back about an unknown one is told to roll it back.
+     */
+    private static final class Outcomes implements TransactionListener {
+        private final long commitDelayMs;
+
+        Outcomes(long commitDelayMs) {
+            this.commitDelayMs = commitDelayMs;
+        }
+
+        @Override
+        public LocalTransactionState executeLocalTransaction(Message msg, Object outcome) {
+            try {
+                Thread.sleep(commitDelayMs);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            switch (String.valueOf(outcome)) {
+                case "commit": return LocalTransactionState.COMMIT_MESSAGE;
+                case "rollback": return LocalTransactionState.ROLLBACK_MESSAGE;
+                default: return LocalTransactionState.UNKNOW;
+            }
+        }
+
+        @Override
+        public LocalTransactionState checkLocalTransaction(MessageExt msg) {
+            return LocalTransactionState.ROLLBACK_MESSAGE;
+        }
+    }
+
     private static int send(DefaultMQProducer producer, List<Message> messages, MessageQueue target, boolean asBatch,
                             int index) throws Exception {
         if (!asBatch) {
             for (Message m : messages) {
+                String outcome = m.getUserProperty("peer_transaction");
+                if (outcome != null) {
+                    SendResult r = ((TransactionMQProducer) producer).sendMessageInTransaction(m, outcome);
+                    print(index++, m.getTopic(), r.getMsgId(), r.getOffsetMsgId(), r, 0);
+                    continue;
+                }
                 SendResult r = target == null ? producer.send(m) : producer.send(m, target);
                 print(index++, m.getTopic(), r.getMsgId(), r.getOffsetMsgId(), r, 0);
             }

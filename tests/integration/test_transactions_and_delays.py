@@ -1,0 +1,72 @@
+"""Transactional and delayed messages, sent by the official Java ``TransactionMQProducer``, landed by store time: a
+committed message lands in the window of its commit (the broker writes it to the topic then), a rolled-back or
+unknown one never lands, a delayed one lands in the window of its delivery; ``born_timestamp`` (opt-in) shows each
+difference."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from deltalake import DeltaTable
+
+from rocketlake.engine.windows import StoreTimeWindow
+from tests.conftest import pull_range
+from tests.integration.engine_support import Engine, now_ms
+from tests.integration.ingestion_support import unique, wait_until
+from tests.unit.support import ingestion_config
+
+pytestmark = pytest.mark.engine
+COMMIT_DELAY_MS = 1500  # the local transaction's outcome comes this long after its half message
+
+
+def test_only_committed_and_delivered_messages_land_in_the_windows_of_their_commit_and_delivery(
+    local_cluster, create_topic, java_producer, spark, tmp_path
+):
+    topic, group = create_topic(queues=1), unique("g_transactions")
+    started = now_ms()
+    sent = java_producer(
+        [
+            {"topic": topic, "keys": ["committed"], "body": "1", "transaction": "commit"},
+            {"topic": topic, "keys": ["rolled-back"], "body": "2", "transaction": "rollback"},
+            {"topic": topic, "keys": ["unknown"], "body": "3", "transaction": "unknown"},
+            {"topic": topic, "keys": ["delayed"], "body": "4", "delay_level": 1},  # 1 s, the first level
+        ],
+        args=["--transactional", "true", "--commit-delay-ms", str(COMMIT_DELAY_MS)],
+    )
+    assert [s.status for s in sent] == ["SEND_OK"] * 4
+    engine = Engine(
+        local_cluster,
+        spark,
+        tmp_path / "orders",
+        ingestion_config(
+            topic=topic,
+            consumer_group=group,
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+            window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+            metadata_columns=["born_timestamp"],
+        ),
+    )
+    queues = engine.client.queues(topic)
+    deadline = time.monotonic() + 20
+    while sum(engine.client.get_max_offset(q) for q in queues) < 2:  # the commit and the delivery, stored
+        assert time.monotonic() < deadline, "the committed and the delayed message did not reach the topic"
+        time.sleep(0.1)  # polling the broker, bounded by the deadline above
+    pulled = [m for q in queues for m, _ in pull_range(engine.client, q, 0, engine.client.get_max_offset(q))]
+    committed = next(m for m in pulled if m.keys == ("committed",))
+    # Between the half message (born) and its commit (stored): a window boundary the commit falls after.
+    boundary = committed.born_timestamp + COMMIT_DELAY_MS // 2
+    end = now_ms() + 1
+    wait_until(end / 1000)
+    windows = [("before", StoreTimeWindow(started, boundary)), ("after", StoreTimeWindow(boundary, end))]
+    accounting = engine.run("r1", windows).slice.accounting
+    assert [(a.partition_key, a.planned, a.rows) for a in accounting] == [("before", 0, 0), ("after", 2, 2)]
+
+    rows = {r["keys"]: r for r in DeltaTable(engine.lake.table_path).to_pyarrow_table().to_pylist()}
+    assert sorted(rows) == ["committed", "delayed"]  # never the rolled-back or unknown one
+    for key, at_least_ms in (("committed", COMMIT_DELAY_MS), ("delayed", 1000)):
+        row = rows[key]
+        born, store = (int(row[c].timestamp() * 1000) for c in ("born_timestamp", "store_timestamp"))
+        assert store - born >= at_least_ms - 50, (key, born, store)  # landed by its commit's or delivery's time
+        assert int(row["window_start"].timestamp() * 1000) == boundary
+    assert engine.offsets(topic) == {(q.broker_name, q.queue_id): engine.client.get_max_offset(q) for q in queues}
