@@ -192,7 +192,7 @@ def translate(config: RocketLakeConfig, translator: RocketlakeTranslator | None 
             )
 
         specs = []
-        for topic in ing.topic_names or (ing.topic_pattern,):
+        for topic in [ing.plain(t) for t in ing.topic_names] or [ing.topic_pattern]:  # as users name them
             spec = topics.get((ing.cluster, topic))
             if spec is None:
                 spec = topics[(ing.cluster, topic)] = _checked(

@@ -29,7 +29,13 @@ def subscribed_topics(cfg: IngestionConfig, client) -> list[str]:
     or dead-letter topic, nor one of RocketMQ's own); TopicNotExist when a pattern matches none."""
     if cfg.topic_pattern is None:
         return list(cfg.topic_names)
-    found = matching_topics(cfg.topic_pattern, client.topics())
+    names = client.topics()
+    if cfg.namespace is not None:  # the pattern matches the namespace's topics, by their names without it
+        prefix = f"{cfg.namespace}%"
+        inside = [n[len(prefix) :] for n in names if n.startswith(prefix)]
+        found = [prefix + n for n in matching_topics(cfg.topic_pattern, inside)]
+    else:
+        found = matching_topics(cfg.topic_pattern, names)
     if not found:
         raise TopicNotExist(f"no topic on cluster {cfg.cluster!r} matches topic_pattern {cfg.topic_pattern!r}")
     return found

@@ -617,3 +617,25 @@ def test_a_catalog_table_may_not_share_a_folder_or_names_with_a_table_by_path(ot
         for line in problems(raw)
     ), problems(raw)
     assert parse_config(with_ingestion(table="sales.orders")).catalog_tables == ["sales.orders", "sales.orders_dlq"]
+
+
+def test_a_clusters_namespace_wraps_its_ingestions_topics_and_group_but_not_their_names_in_dagster():
+    from dagster import AssetKey
+
+    from rocketlake.dagster.definitions import build_definitions
+    from rocketlake.engine.config import dead_letter_config
+
+    raw = with_ingestion(topic="orders", consumer_group="g1")
+    raw["clusters"]["local"]["namespace"] = "shop"
+    config = parse_config(raw)
+    ing = config.ingestions["orders"]
+    assert (ing.topic, ing.consumer_group, ing.namespace, ing.table) == ("shop%orders", "shop%g1", "shop", "orders_raw")
+    assert (ing.plain(ing.topic), ing.plain("other")) == ("orders", "other")
+    assert dead_letter_config(ing).topic == "%DLQ%shop%g1"  # as the broker names the group's dead-letter queue
+    graph = build_definitions(config).resolve_asset_graph()
+    assert graph.get(AssetKey("orders_raw")).parent_keys == {AssetKey(["rocketmq", "local", "orders"])}
+    raw["clusters"]["local"]["namespace"] = "a%b"
+    assert any("namespace: 'a%b' must be 1 to 64 letters" in line for line in problems(raw)), problems(raw)
+    raw["clusters"]["local"]["namespace"] = "n" * 60
+    raw["ingestions"]["orders"]["topic"] = "t" * 100
+    assert any("with the cluster's namespace" in line for line in problems(raw)), problems(raw)

@@ -29,6 +29,7 @@ from rocketlake.engine.config.ingestion import (
     IngestionConfig,
     RunRetryConfig,
     dead_letter_config,
+    in_namespace,
 )
 from rocketlake.engine.config.lake import (
     DEFAULT_LAKE_ROOT,
@@ -87,6 +88,7 @@ __all__ = [
     "WindowConfig",
     "config_path",
     "dead_letter_config",
+    "in_namespace",
     "load_config",
     "parse_config",
 ]

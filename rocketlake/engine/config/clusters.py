@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pydantic import Field, field_validator, model_validator
@@ -51,6 +52,19 @@ class ClusterConfig(_Strict):
     access_key_env: str | None = Field(default=None, description="Environment variable holding the ACL AccessKey.")
     secret_key_env: str | None = Field(default=None, description="Environment variable holding the ACL SecretKey.")
     tls: TlsConfig | None = Field(default=None, description="TLS to the name servers and brokers; absent: in clear.")
+    namespace: str | None = Field(
+        default=None,
+        description="The cluster's namespace, as RocketMQ's clients set it (ClientConfig.setNamespace): every "
+        "ingestion's topics and group are the namespace's (`ns%orders`, `ns%group`, so `%RETRY%ns%group` and "
+        "`%DLQ%ns%group`); tables, asset keys and patterns use the names without it.",
+    )
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", value):
+            raise ValueError("must be 1 to 64 letters, digits, '_' or '-' (it is wrapped into topic and group names)")
+        return value
 
     @field_validator("namesrv")
     @classmethod

@@ -99,6 +99,7 @@ class IngestionConfig(_Strict):
 
     _dead_letters_of: str | None = PrivateAttr(default=None)
     _dead_letters_cfg: "IngestionConfig | None" = PrivateAttr(default=None)  # whose members heartbeat for it
+    _namespace: str | None = PrivateAttr(default=None)  # its cluster's (``in_namespace``)
 
     cluster: str
     topic: str | None = Field(default=None, description="The topic landed (or topics, or topic_pattern).")
@@ -500,6 +501,16 @@ class IngestionConfig(_Strict):
         return self._dead_letters_cfg or self
 
     @property
+    def namespace(self) -> str | None:
+        """Its cluster's namespace: its topics and group are wrapped in it (``in_namespace``)."""
+        return self._namespace
+
+    def plain(self, name: str) -> str:
+        """A topic or group as users name it: without the cluster's namespace (``ns%orders`` -> ``orders``)."""
+        prefix = f"{self._namespace}%" if self._namespace else None
+        return name[len(prefix) :] if prefix and name.startswith(prefix) else name
+
+    @property
     def catalog_table(self) -> str | None:
         """``database.name`` when ``table`` names a table of Spark's catalog, else None (a table by path alone)."""
         return self.table if "." in self.table else None
@@ -578,6 +589,27 @@ class IngestionConfig(_Strict):
         if self.pull_threshold_size_for_topic != -1 and queue_count:
             size_mib = min(size_mib, max(1, self.pull_threshold_size_for_topic // queue_count))
         return messages, size_mib * 1024 * 1024
+
+
+def in_namespace(cfg: IngestionConfig, namespace: str) -> IngestionConfig:
+    """``cfg`` with its topics and group wrapped in ``namespace`` (RocketMQ's ``NamespaceUtil.wrapNamespace``, the
+    first form: ``ns%name``), as the brokers know them; ValueError when a wrapped name breaks RocketMQ's rules."""
+
+    def wrapped(name: str) -> str:
+        return name if name.startswith(f"{namespace}%") else f"{namespace}%{name}"
+
+    topic = wrapped(cfg.topic) if cfg.topic is not None else None
+    topics = [wrapped(t) for t in cfg.topics]
+    group = wrapped(cfg.consumer_group)
+    try:
+        for name in (t for t in [topic, *topics] if t is not None):
+            check_topic(name)
+        check_consumer_group(group)
+    except InvalidName as e:
+        raise ValueError(f"with the cluster's namespace {namespace!r}: {e}") from None
+    namespaced = cfg.model_copy(update={"topic": topic, "topics": topics, "consumer_group": group})
+    namespaced._namespace = namespace
+    return namespaced
 
 
 def dead_letter_config(cfg: IngestionConfig) -> IngestionConfig:

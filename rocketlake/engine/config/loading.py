@@ -11,7 +11,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from rocketlake.engine.config.clusters import ClusterConfig
 from rocketlake.engine.config.common import CONFIG_ENV, DEFAULT_CONFIG, ConfigError, _Strict
-from rocketlake.engine.config.ingestion import IngestionConfig
+from rocketlake.engine.config.ingestion import IngestionConfig, in_namespace
 from rocketlake.engine.config.lake import LakeConfig, SparkConfig
 
 # One definition of each, the wire's: a config value is the name the Java client and the broker use.
@@ -48,6 +48,13 @@ class RocketLakeConfig(_Strict):
                         f"ingestions.{name}.table: {ing.table!r} and the table {clash!r} of ingestion "
                         f"{tables[clash]!r} would share their {why}; rename one of them"
                     )
+        for name, ing in list(self.ingestions.items()):
+            cluster = self.clusters.get(ing.cluster)
+            if cluster is not None and cluster.namespace is not None and ing.namespace is None:
+                try:
+                    self.ingestions[name] = in_namespace(ing, cluster.namespace)
+                except ValueError as e:
+                    problems.append(f"ingestions.{name}: {e}")
         if problems:
             raise ValueError("; ".join(problems))
         return self

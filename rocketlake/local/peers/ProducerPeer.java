@@ -35,7 +35,7 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * Either way, --compress-over B compresses bodies of B bytes or more, with --compress-type ZLIB, LZ4 or ZSTD (5.x).
  * With --transactional true [--commit-delay-ms D] it is a TransactionMQProducer: a stdin message with "transaction"
  * ("commit", "rollback" or "unknown") is sent in a transaction whose local outcome comes D ms later; a message
- * with "delay_level" is delivered by the broker's schedule.
+ * with "delay_level" is delivered by the broker's schedule. --namespace N sends in RocketMQ's namespace N.
  * Output per message: {"index","topic","msgId","offsetMsgId","brokerName","queueId","queueOffset","status"}.
  */
 public final class ProducerPeer {
@@ -73,6 +73,9 @@ public final class ProducerPeer {
             producer = new DefaultMQProducer(group, PeerAcl.hook());
         }
         producer.setNamesrvAddr(namesrv);
+        if (opts.containsKey("namespace")) {
+            producer.setNamespace(opts.get("namespace"));  // the client wraps topics: ns%topic
+        }
         producer.setInstanceName("peer-" + ProcessHandle.current().pid() + "-" + RUNS.incrementAndGet());
         producer.setSendMsgTimeout(Integer.parseInt(opts.getOrDefault("send-timeout-ms", "10000")));
         producer.setRetryTimesWhenSendFailed(2);
