@@ -89,6 +89,10 @@ def _credentials(opts: SourceOptions):
     return None
 
 
+class StaticTopicRefused(ValueError):
+    """A static topic (5.x logical queues): refused before anything is read."""
+
+
 class BrokerStoreTimes:
     """``StoreTimeReader`` over a live cluster: what ``b(q, t)`` needs, one round trip per read."""
 
@@ -142,6 +146,14 @@ class GroupBroker(BrokerStoreTimes):
             except TopicNotExist:
                 if not self.topic_may_be_absent:
                     raise
+                continue
+            static = self.client.route(topic).static_brokers
+            if static:
+                raise StaticTopicRefused(
+                    f"topic {topic} is a static topic (logical queues mapped onto queues of {', '.join(static)}), "
+                    "which rocketlake does not land by offset windows yet: its offsets are logical, and a queue's "
+                    "mapping can move; land a topic of physical queues"
+                )
         if self.with_retry_topic:
             try:
                 queues += self.client.queues(retry_topic(self.consumer_group))

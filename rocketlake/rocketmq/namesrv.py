@@ -93,6 +93,9 @@ class TopicRoute:
     broker_datas: tuple[BrokerData, ...]
     order_topic_conf: str | None = None
     filter_server_table: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: A static topic's brokers (5.x ``topicQueueMappingByBroker``): its queues are logical, mapped onto physical
+    #: queues of several brokers; empty for a topic of physical queues.
+    static_brokers: tuple[str, ...] = ()
 
     def broker(self, broker_name: str) -> BrokerData | None:
         """The BrokerData of ``broker_name``, or None if the route does not list it."""
@@ -239,6 +242,7 @@ def parse_topic_route(topic: str, body: bytes) -> TopicRoute:
         broker_datas=broker_datas,
         order_topic_conf=r.text("orderTopicConf", required=False),
         filter_server_table=filters,
+        static_brokers=tuple(sorted(r.mapping("topicQueueMappingByBroker"))),
     )
 
 
