@@ -324,6 +324,14 @@ class RocketMQClient:
                 )
         return client
 
+    def topic_attributes(self, topic: str) -> dict[str, str]:
+        """The topic's attributes (5.x), as its brokers hold them (the first broker of its route that has any)."""
+        for name in self.broker_names(topic):
+            found = self._run(name, lambda b: b.topic_attributes(topic), topic=topic)
+            if found:
+                return found
+        return {}
+
     def broker_names(self, topic: str | None = None) -> list[str]:
         """Brokers serving ``topic`` (from its route), or every broker of the cluster info."""
         if topic is not None:
