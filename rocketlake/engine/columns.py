@@ -35,6 +35,7 @@ _CATALOGUE: tuple[tuple[str, pa.DataType, str, bool], ...] = (
     ("origin_topic", pa.string(), "STRING", False),
     ("origin_msg_id", pa.string(), "STRING", False),
     ("origin_offset_msg_id", pa.string(), "STRING", False),
+    ("message_group", pa.string(), "STRING", False),
 )
 
 CORE_COLUMNS: tuple[str, ...] = tuple(name for name, _, _, always in _CATALOGUE if always)
@@ -43,6 +44,7 @@ CORE_COLUMNS: tuple[str, ...] = tuple(name for name, _, _, always in _CATALOGUE 
 #: ``ORIGIN_MESSAGE_ID``, else the offset id). ``origin_offset_msg_id``: the offset id of the one stored message a
 #: row is or came from (its own on a main-topic message; ``ORIGIN_MESSAGE_ID`` on a copy, which the broker sets on
 #: send-back): two messages a producer's retry stored with one msgId have one ``origin_msg_id`` and two of these.
+#: ``message_group``: a 5.x FIFO message's group (``__SHARDINGKEY``), null for other messages.
 METADATA_COLUMNS: tuple[str, ...] = tuple(name for name, _, _, always in _CATALOGUE if not always)
 #: What dedup of redelivered copies and the dead-letter tables need: landed wherever copies can land. A copy is
 #: matched to its original by ``origin_offset_msg_id``, the stored message it came from.

@@ -40,6 +40,7 @@ from .message import (
     PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_RETRY_TOPIC,
     PROPERTY_SEPARATOR,
+    PROPERTY_SHARDING_KEY,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -445,6 +446,7 @@ _COLUMN = {
     "origin_topic": _origin_topics,
     "origin_msg_id": _origin_msg_ids,
     "origin_offset_msg_id": _origin_offset_msg_ids,
+    "message_group": lambda rows: rows.props.lookup(PROPERTY_SHARDING_KEY),
 }
 
 

@@ -51,6 +51,7 @@ from rocketlake.rocketmq.filter import Subscription
 from rocketlake.rocketmq.message import (
     PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_RETRY_TOPIC,
+    PROPERTY_SHARDING_KEY,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     Message,
 )
@@ -378,6 +379,7 @@ class _BatchBuilder:
                 m.topic, m.properties.get(PROPERTY_ORIGIN_MESSAGE_ID), m.offset_msg_id
             ),
             "body_text": lambda m, _: m.body.decode("utf-8", errors="replace"),
+            "message_group": lambda m, _: m.properties.get(PROPERTY_SHARDING_KEY),
             "matched": lambda m, matched: matched,
             "window_start": lambda m, _: self.window_us,
         }

@@ -17,6 +17,7 @@ import org.apache.rocketmq.client.producer.TransactionListener;
 import org.apache.rocketmq.client.producer.TransactionMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageAccessor;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 
@@ -179,6 +180,9 @@ public final class ProducerPeer {
         if (spec.containsKey("keys")) {
             List<String> keys = spec.getJSONArray("keys").toJavaList(String.class);
             m.setKeys(keys);
+        }
+        if (spec.containsKey("message_group")) {  // a 5.x FIFO message's group, as the proxy stores it
+            MessageAccessor.putProperty(m, "__SHARDINGKEY", spec.getString("message_group"));
         }
         if (spec.containsKey("delay_level")) {
             m.setDelayTimeLevel(spec.getIntValue("delay_level"));  // delivered later, by the broker's schedule
