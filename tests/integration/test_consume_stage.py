@@ -49,6 +49,7 @@ def message(
         origin_topic,
         msg_id or f"U{offset}",
         origin_stored,
+        properties.get("__SHARDINGKEY"),  # message_group
         matched,
         T0,
     )
