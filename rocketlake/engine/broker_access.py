@@ -90,7 +90,7 @@ def _credentials(opts: SourceOptions):
 
 
 class StaticTopicRefused(ValueError):
-    """A topic offset windows cannot land exactly (a 5.x static or compaction topic): refused before reading."""
+    """A static topic (5.x logical queues): refused before anything is read."""
 
 
 class BrokerStoreTimes:
@@ -147,12 +147,6 @@ class GroupBroker(BrokerStoreTimes):
                 if not self.topic_may_be_absent:
                     raise
                 continue
-            if self.client.topic_attributes(topic).get("cleanup.policy", "").upper() == "COMPACTION":
-                raise StaticTopicRefused(
-                    f"topic {topic} is a compaction topic (cleanup.policy=COMPACTION): the broker drops older "
-                    "messages of a key, leaving gaps in its offsets that offset windows would count as lost; "
-                    "rocketlake does not land such a topic yet; land a topic with cleanup.policy DELETE"
-                )
             static = self.client.route(topic).static_brokers
             if static:
                 raise StaticTopicRefused(

@@ -636,28 +636,6 @@ class BrokerClient:
             config = SubscriptionGroupConfig(config)
         self._call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, config.encode(), timeout=timeout)
 
-    def topic_attributes(self, topic: str, *, timeout: float | None = None) -> dict[str, str]:
-        """GET_TOPIC_CONFIG: the topic's attributes on this broker (5.x: ``cleanup.policy``, ``message.type``, ...);
-        empty where the broker has none to say (4.x does not know the request; an ACL may not let a consumer ask)."""
-        r = self._call(
-            RequestCode.GET_TOPIC_CONFIG,
-            {"topic": topic, "lo": False, "bname": self.broker_name},
-            timeout=timeout,
-            ok_codes=(ResponseCode.SUCCESS, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, ResponseCode.NO_PERMISSION),
-        )
-        if r.code != ResponseCode.SUCCESS or not r.body:
-            return {}
-        try:
-            config = json.loads(r.body)
-            attributes = (config.get("topicConfig") or config).get("attributes") or {}
-        except (ValueError, AttributeError):
-            raise ProtocolError(
-                f"{self.address} answered GET_TOPIC_CONFIG for {topic} with a body that is not a topic's config",
-                address=self.address,
-                request_code=RequestCode.GET_TOPIC_CONFIG,
-            ) from None
-        return {str(k): str(v) for k, v in attributes.items()}
-
     def get_broker_runtime_info(self, *, timeout: float | None = None) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO: the broker's figures, as ``mqadmin brokerStatus`` prints them (name -> value)."""
         r = self._call(RequestCode.GET_BROKER_RUNTIME_INFO, None, timeout=timeout)

@@ -50,8 +50,6 @@ _T = TypeVar("_T")
 DEFAULT_BACKOFF = ExponentialBackoff(retries=2, initial=0.1, multiplier=2.0, max_delay=1.0)
 #: ``ClientConfig#pollNameServerInterval``
 DEFAULT_ROUTE_TTL = 30.0
-#: How long a topic's attributes (``topic_attributes``) are kept: they change when an operator changes the topic.
-ATTRIBUTES_TTL_S = 300.0
 _PERM_READ, _PERM_WRITE = 4, 2
 
 
@@ -106,7 +104,6 @@ class RocketMQClient:
         self.namesrv_address = namesrv if isinstance(namesrv, str) else ";".join(namesrv)
         self._lock = threading.Lock()
         self._routes: dict[str, tuple[TopicRoute, float]] = {}
-        self._attributes: dict[str, tuple[dict[str, str], float]] = {}  # topic -> (attributes, when asked)
         self._cluster: ClusterInfo | None = None
         self._brokers: dict[str, BrokerClient] = {}  # by address
         # The broker id each queue's last pull answer suggested (PullAPIWrapper.pullFromWhichNodeTable).
@@ -326,24 +323,6 @@ class RocketMQClient:
                     connections=self._connections,
                 )
         return client
-
-    def topic_attributes(self, topic: str) -> dict[str, str]:
-        """The topic's attributes (5.x; none on 4.x), as the first broker of its route that answers holds them: every
-        broker of a topic holds the same. Kept ``ATTRIBUTES_TTL_S`` (they seldom change); a broker that does not
-        answer is skipped, and with none answering nothing is known (an empty answer, not kept)."""
-        now = time.monotonic()
-        kept = self._attributes.get(topic)
-        if kept is not None and now - kept[1] < ATTRIBUTES_TTL_S:
-            return kept[0]
-        for name in self.broker_names(topic):
-            try:
-                found = self.broker(name).topic_attributes(topic)
-            except RocketMQError as e:  # a broker down or paused: another of the topic's may say
-                log.info("topic attributes of %s: broker %s did not say (%s)", topic, name, e)
-                continue
-            self._attributes[topic] = (found, now)
-            return found
-        return {}
 
     def broker_names(self, topic: str | None = None) -> list[str]:
         """Brokers serving ``topic`` (from its route), or every broker of the cluster info."""

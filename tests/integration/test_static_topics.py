@@ -1,6 +1,5 @@
-"""Topics offset windows cannot land exactly, refused by name before a run reads anything: 5.x static topics
-(logical queues mapped onto physical queues of several brokers, ``mqadmin updateStaticTopic``) and compaction topics
-(``cleanup.policy=COMPACTION``, whose offsets have gaps where the broker dropped older messages of a key)."""
+"""5.x static topics (logical queues mapped onto physical queues of several brokers, ``mqadmin updateStaticTopic``):
+their offsets are logical, so a run refuses one by name before it reads anything."""
 
 from __future__ import annotations
 
@@ -29,23 +28,5 @@ def test_a_static_topic_is_refused_by_name_before_anything_is_read(local_cluster
     engine = Engine(local_cluster, spark, tmp_path / "orders", cfg)
     assert engine.client.route(topic).static_brokers  # the name server's route maps its logical queues
     with pytest.raises(StaticTopicRefused, match=f"topic {topic} is a static topic"):
-        engine.run("r1", [("w1", StoreTimeWindow(now_ms() - 60_000, now_ms() - 1))])
-    assert not (tmp_path / "orders").exists()
-
-
-def test_a_compaction_topic_is_refused_by_name_before_anything_is_read(local_cluster, spark, tmp_path):
-    topic = f"compacted_{uuid.uuid4().hex[:8]}"
-    local_cluster.mqadmin().run(
-        "updateTopic", "-t", topic, "-c", local_cluster.spec.cluster_name, "-a", "+cleanup.policy=COMPACTION"
-    )
-    cfg = ingestion_config(
-        topic=topic,
-        consumer_group=unique("g_compacted"),
-        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-        window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
-    )
-    engine = Engine(local_cluster, spark, tmp_path / "orders", cfg)
-    assert engine.client.topic_attributes(topic).get("cleanup.policy") == "COMPACTION"
-    with pytest.raises(StaticTopicRefused, match=f"topic {topic} is a compaction topic"):
         engine.run("r1", [("w1", StoreTimeWindow(now_ms() - 60_000, now_ms() - 1))])
     assert not (tmp_path / "orders").exists()
