@@ -7,6 +7,7 @@ backfill, UI or ``dagster asset materialize``), with no daemon involved.
 """
 
 # No "from __future__ import annotations" here: Dagster inspects the context annotation at runtime.
+import re
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -101,8 +102,14 @@ def rocketmq_resource_key(cluster: str) -> str:
     return f"rocketmq_{cluster}"
 
 
+def _pool_part(group: str) -> str:
+    # Dagster names allow [A-Za-z0-9_]; a group may also hold '-', '%' (a namespace's ``ns%group``) or '|'. Two
+    # groups told apart only by those share a pool: they then run one at a time, which is always safe.
+    return re.sub(r"[^A-Za-z0-9_]", "_", group)
+
+
 def consumer_group_pool(group: str) -> str:
-    return f"rocketmq_group_{group}"
+    return f"rocketmq_group_{_pool_part(group)}"
 
 
 def dead_letter_pool(group: str) -> str:
@@ -113,7 +120,7 @@ def dead_letter_pool(group: str) -> str:
     Spark application, and on a cluster another run's table step could hold the slot while waiting for that
     application's executors: a deadlock (seen on a two-core standalone cluster). The two steps share no queue,
     no table and no offset, so each kind keeps its own one-at-a-time order instead."""
-    return f"rocketmq_group_{group}_dlq"
+    return f"rocketmq_group_{_pool_part(group)}_dlq"
 
 
 @dataclass(frozen=True)
