@@ -258,36 +258,17 @@ class BodyDecoder:
         return decoded, [f or e for f, e in zip(framing_errors, errors)]
 
     def _unframed(self, bodies: list[bytes | None]) -> tuple[list[bytes | None], list[str | None]]:
-        from rocketlake.engine.registry import FrameError, read_frame
+        from rocketlake.engine.registry import unframed
 
-        payloads: list[bytes | None] = []
-        errors: list[str | None] = []
-        for body in bodies:
-            if body is None:
-                payloads.append(None)
-                errors.append(None)
-                continue
-            try:
-                frame = read_frame(body, protobuf=True)
-            except FrameError as e:
-                payloads.append(None)
-                errors.append(str(e))
-                continue
-            if not self.registry.known(frame.schema_id):
-                payloads.append(None)
-                errors.append(
-                    f"body is framed with schema id {frame.schema_id}, which the schema registry does not hold"
-                )
-            elif frame.message_indexes != self._path:
-                payloads.append(None)
-                errors.append(
-                    f"body is framed as message {list(frame.message_indexes)} of schema {frame.schema_id}, not "
-                    f"{self.descriptor.full_name} ({list(self._path)} in {self.descriptor.file.name})"
-                )
-            else:
-                payloads.append(body[frame.payload_at :])
-                errors.append(None)
-        return payloads, errors
+        def same_message(frame, _schema: str) -> str | None:
+            if frame.message_indexes == self._path:
+                return None
+            return (
+                f"body is framed as message {list(frame.message_indexes)} of schema {frame.schema_id}, not "
+                f"{self.descriptor.full_name} ({list(self._path)} in {self.descriptor.file.name})"
+            )
+
+        return unframed(bodies, self.registry, same_message, protobuf=True)
 
     def _decode_payloads(self, bodies: list[bytes | None]) -> tuple[pa.StructArray, list[str | None]]:
         if self._columnar is not None and bodies:

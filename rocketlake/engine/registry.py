@@ -141,33 +141,35 @@ class SchemaLookup:
 
 
 def unframed(
-    bodies: list[bytes | None], lookup: SchemaLookup, check=None
+    bodies: list[bytes | None], lookup: SchemaLookup, check=None, *, protobuf: bool = False
 ) -> tuple[list[bytes | None], list[str | None]]:
     """Each body's payload, or None with why not: no frame, an id the registry does not hold, or what ``check``
-    (``check(schema_id, schema_text) -> reason or None``) says of the id's schema. Not Protobuf (no index list)."""
+    (``check(frame, schema_text) -> reason or None``) says of the frame and its id's schema, asked once per id and
+    message-index list. ``protobuf``: frames carry Protobuf's message-index list."""
     payloads: list[bytes | None] = []
     errors: list[str | None] = []
-    verdicts: dict[int, str | None] = {}
+    verdicts: dict[tuple[int, tuple[int, ...]], str | None] = {}
     for body in bodies:
         if body is None:
             payloads.append(None)
             errors.append(None)
             continue
         try:
-            frame = read_frame(body, protobuf=False)
+            frame = read_frame(body, protobuf=protobuf)
         except FrameError as e:
             payloads.append(None)
             errors.append(str(e))
             continue
-        if frame.schema_id not in verdicts:
+        key = (frame.schema_id, frame.message_indexes)
+        if key not in verdicts:
             text = lookup.schema(frame.schema_id)
             if text is None:
-                verdicts[frame.schema_id] = (
+                verdicts[key] = (
                     f"body is framed with schema id {frame.schema_id}, which the schema registry does not hold"
                 )
             else:
-                verdicts[frame.schema_id] = check(frame.schema_id, text) if check else None
-        why = verdicts[frame.schema_id]
+                verdicts[key] = check(frame, text) if check else None
+        why = verdicts[key]
         payloads.append(None if why else body[frame.payload_at :])
         errors.append(why)
     return payloads, errors

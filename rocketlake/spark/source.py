@@ -147,7 +147,8 @@ def _avro_check(fingerprint: str):
     """Whether an id's schema is the configured Avro schema: its Parsing Canonical Form has the same fingerprint."""
     from rocketlake.engine.avro import fingerprint as fingerprint_of
 
-    def check(schema_id: int, text: str) -> str | None:
+    def check(frame, text: str) -> str | None:
+        schema_id = frame.schema_id
         try:
             same = fingerprint_of(text).hex() == fingerprint
         except (ValueError, KeyError, TypeError, AttributeError):
