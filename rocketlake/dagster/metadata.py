@@ -31,6 +31,8 @@ SUSPENDED = "rocketlake/suspended_queues"
 ACCOUNTED = "rocketlake/offsets_accounted"
 RANGES = "rocketlake/ranges"
 DELTA_VERSION = "rocketlake/delta_version"
+#: False when the landing changed no row of the table (``LandingReport.rows_changed``): followers skip it.
+ROWS_CHANGED = "rocketlake/rows_changed"
 LEDGER_RUN = "rocketlake/ledger_run_id"
 ASSIGNMENT = "rocketlake/assignment"
 MEMBER = "rocketlake/member"
@@ -102,6 +104,7 @@ def window_metadata(
         metadata[ASSIGNMENT] = assignment
     if m.delta_version is not None:
         metadata[DELTA_VERSION] = MetadataValue.int(m.delta_version)
+    metadata[ROWS_CHANGED] = MetadataValue.bool(m.rows_changed)
     return metadata
 
 

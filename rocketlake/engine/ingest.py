@@ -72,6 +72,9 @@ class Broker(StoreTimeReader, Protocol):
 
     def subscribed_queues(self) -> list[MessageQueue]: ...
 
+    def pop_refusal(self) -> str | None:
+        """Why 5.x POP consumers sharing the group keep it from being landed by offset windows; None when none do."""
+
     def committed_offset(self, queue: MessageQueue) -> int | None:
         """The group's committed offset, None if it has none for this queue."""
 
@@ -134,6 +137,9 @@ class LandingReport:
     contents: Callable[[str], dict[tuple[MessageQueue, int], FailedContent]] | None = field(
         default=None, compare=False, repr=False
     )
+    #: False when the landing changed no row of the table (a quiet window's ledger commit alone, no queue to read):
+    #: what follows the table's rows has nothing new to follow.
+    rows_changed: bool = True
 
 
 class Lake(Protocol):
@@ -184,6 +190,10 @@ class LandedSlice:
     @property
     def delta_version(self) -> int | None:
         return self.report.delta_version
+
+    @property
+    def rows_changed(self) -> bool:
+        return self.report.rows_changed
 
     @property
     def balanced(self) -> bool:

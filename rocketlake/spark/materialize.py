@@ -22,6 +22,7 @@ from pyspark.sql.types import StructType
 
 from rocketlake.delta import catalog
 from rocketlake.delta.evolution import evolve, type_ddl, widened
+from rocketlake.delta.file_stats import may_hold_windows
 from rocketlake.delta.ledger_log import read_ledger, table_version
 from rocketlake.delta.storage import LOG_STORE_S3A, several_writers_refusal
 from rocketlake.delta.writer import (
@@ -130,7 +131,9 @@ class SparkLake:
                 f"no queue of {self.cfg.topic_label} to read in these windows (none exists yet, or every one waits): "
                 "nothing to land"
             )
-            return LandingReport(tuple(WindowAccounting(w.partition_key, 0, 0, 0, 0) for w in entry.windows), None)
+            return LandingReport(
+                tuple(WindowAccounting(w.partition_key, 0, 0, 0, 0) for w in entry.windows), None, rows_changed=False
+            )
         with self.deadline.watch("landing its windows"):
             named = self._catalog_names()
             try:
@@ -281,6 +284,17 @@ def land_entry(
     storage_options: dict[str, str] | None = None,
 ) -> LandingReport:
     planned = entry.windows
+    if quiet_landing(cfg, table_path, entry, storage_options):
+        # No offset to read and no row of these windows anywhere in the table: the slice is empty before and after,
+        # so the ledger entry is the whole landing. A Spark read, a slice write and its read-back would cost the
+        # server a few CPU-seconds a window to change nothing (benchmarks/README.md, the fixed cost of a window).
+        commit_ledger(spark, table_path, entry)
+        version = table_version(table_path, storage_options)
+        log(
+            f"no offset to read in {len(planned)} window(s): Delta commit version {version} of {table_path} holds "
+            "the ledger entry alone"
+        )
+        return LandingReport(account(planned, {}, Tally()), version, (), entry, None, rows_changed=False)
     with interpreted_when_small(spark, sum(r.size for w in planned for r in w.ranges)):
         tasks = sum(-(-r.size // cfg.max_messages_per_task) for w in planned for r in w.ranges)
         log(
@@ -315,6 +329,21 @@ def land_entry(
 
         accounting = account(planned, _rows_in_slice(spark, table_path, planned), tally)
         return LandingReport(accounting, version, failed, entry, contents)
+
+
+def quiet_landing(
+    cfg: IngestionConfig,
+    table_path: str,
+    entry: LedgerEntry,
+    storage_options: dict[str, str] | None = None,
+) -> bool:
+    """Whether ``entry`` lands as its ledger commit alone: every range empty, no orderly suspension it could change,
+    and a table whose files' statistics say none holds a row of its windows (``delta.file_stats``)."""
+    if any(r.size for w in entry.windows for r in w.ranges) or (cfg.consume_orderly and entry.suspended):
+        return False
+    if table_version(table_path, storage_options) is None:
+        return False  # the first landing creates the table, with the schema its rows would have
+    return not may_hold_windows(table_path, (w.start_ms for w in entry.windows), storage_options)
 
 
 def _land_all(df: DataFrame, table_path: str, entry: LedgerEntry, log: Log, cfg: IngestionConfig) -> Tally:

@@ -16,7 +16,9 @@ from dagster import (
 )
 from dagster._core.test_utils import create_run_for_test
 
+from rocketlake.dagster.metadata import ROWS_CHANGED
 from rocketlake.demo.follow import (
+    QUIET_BATCH,
     RANGE_END,
     RANGE_START,
     contiguous_ranges,
@@ -141,3 +143,66 @@ def test_both_followers_of_a_table_share_one_run_per_batch():
         request = tick()
         assert request.asset_selection is None
         assert (request.tags[RANGE_START], request.tags[RANGE_END]) == ("2026-11-01-00:03", "2026-11-01-00:03")
+
+
+def _landed_quiet(instance: DagsterInstance, key: AssetKey, *partitions: str) -> None:
+    """Landings that changed no row (a quiet window's ledger commit alone), as the table's metadata says."""
+    for partition in partitions:
+        instance.report_runless_asset_event(
+            AssetMaterialization(asset_key=key, partition=partition, metadata={ROWS_CHANGED: False})
+        )
+
+
+def _minutes(first: int, last: int) -> list[str]:
+    return [f"2026-11-01-{m // 60:02d}:{m % 60:02d}" for m in range(first, last + 1)]
+
+
+def test_windows_landed_quiet_ask_for_no_run_until_rows_change_or_an_hour_of_them_waits():
+    @asset(key=BY_REGION, deps=[TABLE], partitions_def=MINUTES)
+    def by_region():
+        return None
+
+    job = define_asset_job("orders_raw_by_region_job", selection=[BY_REGION])
+    follows = follow(job, TABLE, BY_REGION, MINUTES)
+    with instance_for_test() as instance:
+
+        def tick():
+            return follows(build_sensor_context(instance=instance))
+
+        _landed_quiet(instance, TABLE, *_minutes(1, 3))
+        assert "up to date" in tick().skip_message  # nothing to follow: no row changed
+        _landed(instance, TABLE, *_minutes(4, 4))  # rows: one run reaches back over the quiet windows before it
+        request = tick()
+        assert (request.tags[RANGE_START], request.tags[RANGE_END]) == ("2026-11-01-00:01", "2026-11-01-00:04")
+        _landed(instance, BY_REGION, *_minutes(1, 4))
+
+        _landed(instance, TABLE, *_minutes(2, 2))  # landed again with rows (a repair): followed again
+        assert (tick().tags[RANGE_START], tick().tags[RANGE_END]) == ("2026-11-01-00:02", "2026-11-01-00:02")
+        _landed(instance, BY_REGION, *_minutes(2, 2))
+
+        _landed_quiet(instance, TABLE, *_minutes(10, 10 + QUIET_BATCH - 2))
+        assert "up to date" in tick().skip_message
+        _landed_quiet(instance, TABLE, *_minutes(10 + QUIET_BATCH - 1, 10 + QUIET_BATCH - 1))
+        request = tick()  # an hour of quiet windows waits: one run takes them, and they are stale no more
+        assert (request.tags[RANGE_START], request.tags[RANGE_END]) == tuple(_minutes(10, 10 + QUIET_BATCH - 1)[::59])
+
+
+def test_the_change_feed_follower_skips_landings_that_changed_no_row():
+    @asset(key=CUSTOMERS, deps=[TABLE])
+    def customers():
+        return None
+
+    job = define_asset_job("orders_customers_job", selection=[CUSTOMERS])
+    follows = follow_changes(job, TABLE, CUSTOMERS)
+    with instance_for_test() as instance:
+
+        def tick():
+            return follows(build_sensor_context(instance=instance))
+
+        _landed(instance, TABLE, *_minutes(1, 1))
+        assert isinstance(tick(), RunRequest)
+        instance.report_runless_asset_event(AssetMaterialization(asset_key=CUSTOMERS))
+        _landed_quiet(instance, TABLE, *_minutes(2, 3))
+        assert "followed every landing" in tick().skip_message
+        _landed(instance, TABLE, *_minutes(4, 4))
+        assert isinstance(tick(), RunRequest)
