@@ -36,7 +36,7 @@ from rocketlake.engine.columns import (
     arrow_schema,
     schema_ddl,
 )
-from rocketlake.engine.options import SourceOptions, parse_options
+from rocketlake.engine.options import SourceOptionError, SourceOptions, parse_options
 from rocketlake.engine.planning import split_ranges
 from rocketlake.rocketmq.codes import RequestCode
 from rocketlake.rocketmq.columnar import (
@@ -89,6 +89,19 @@ class RocketMQDataSource(DataSource):
 
     def reader(self, schema: StructType) -> "RocketMQReader":
         return RocketMQReader(parse_options(self.options))
+
+    def streamReader(self, schema: StructType):
+        """``readStream``: Spark 4.2 or later (``spark.stream``); refused on an older Spark in one sentence."""
+        import pyspark
+
+        from rocketlake.engine.stream_options import parse_stream_options, spark_refusal
+
+        refusal = spark_refusal(pyspark.__version__)
+        if refusal is not None:
+            raise SourceOptionError(refusal)
+        from rocketlake.spark.stream import RocketMQStreamReader
+
+        return RocketMQStreamReader(parse_stream_options(self.options))
 
 
 def _schema_args(opts: SourceOptions) -> dict:

@@ -1,0 +1,140 @@
+"""Options of ``spark.readStream.format("rocketmq")``, beside the batch reader's (``engine.options``).
+
+| option | meaning |
+|---|---|
+| topic / topics / topicPattern | one topic, several (comma-separated), or a regular expression matched against the name server's topics at every batch (new topics join, from their earliest offset); exactly one of the three |
+| startingOffsets | ``earliest`` (default), ``latest``, ``group`` (the consumer group's committed offsets; earliest where it has none), or JSON ``{"topic": {"broker-a": {"0": 12}}}`` |
+| startingTimestamp | epoch ms: each queue starts at its first message stored at or after it (instead of startingOffsets) |
+| maxOffsetsPerTrigger | most offsets a micro-batch reads, spread over the queues by their backlog (default: all available) |
+| consumerGroup | the group named in pulls; when given, the group's offsets are committed to the brokers after each batch is committed to the sink (``commit``), so ``mqadmin consumerProgress`` shows the stream's progress |
+
+Every other option is the batch reader's (name server, subscription, pulls, TLS, ACL, body, metadata columns);
+``endingOffsets``/``endingTimestamp`` are a batch read's and refused here. Offsets, as Spark checkpoints them, are
+JSON keyed by topic, broker name and queue id, like Spark's Kafka source's keyed by topic and partition.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from rocketlake.engine.options import SourceOptionError, SourceOptions, parse_options
+
+#: A stream's position: topic -> broker name -> queue id (as a string, JSON's keys) -> the next offset to read.
+StreamOffset = dict[str, dict[str, dict[str, int]]]
+STARTING = ("earliest", "latest", "group")
+#: What Spark must be for ``readStream``: admission control and ``Trigger.AvailableNow`` for Python sources.
+NEEDED_SPARK = (4, 2)
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    source: SourceOptions  # the batch reader's options, with ``topic`` the first topic named
+    topics: tuple[str, ...] = ()
+    topic_pattern: str | None = None
+    starting: str | StreamOffset = "earliest"
+    starting_timestamp: int | None = None
+    max_offsets_per_trigger: int | None = None
+    commit_group: str | None = field(default=None)  # the group the brokers are told the stream's progress of
+
+
+def parse_stream_options(raw: Any) -> StreamOptions:
+    options = {str(k).lower(): str(v) for k, v in dict(raw).items()}
+    for batch_only in ("endingoffsets", "endingtimestamp", "plan"):
+        if batch_only in options:
+            name = {"endingoffsets": "endingOffsets", "endingtimestamp": "endingTimestamp"}.get(batch_only, batch_only)
+            raise SourceOptionError(
+                f"option {name} is a batch read's: a stream reads on as the topic grows "
+                "(use Trigger.AvailableNow to stop at the offsets available when the query starts)"
+            )
+    named = [k for k in ("topic", "topics", "topicpattern") if options.get(k)]
+    if len(named) != 1:
+        raise SourceOptionError(
+            "readStream.format('rocketmq') needs exactly one of the options topic, topics, topicPattern "
+            f"(given: {', '.join(named) or 'none'})"
+        )
+    topics: tuple[str, ...] = ()
+    pattern = None
+    if named[0] == "topicpattern":
+        pattern = options["topicpattern"]
+        try:
+            import re
+
+            re.compile(pattern)
+        except re.error as e:
+            raise SourceOptionError(f"option topicPattern={pattern!r} is not a regular expression: {e}") from None
+    else:
+        topics = tuple(t.strip() for t in options[named[0]].split(",") if t.strip())
+        if not topics:
+            raise SourceOptionError(f"option {named[0]}={options[named[0]]!r} names no topic")
+    starting = _starting(options.pop("startingoffsets", "earliest"))
+    if "startingtimestamp" in options and "startingoffsets" in {str(k).lower() for k in dict(raw)}:
+        raise SourceOptionError("options startingOffsets and startingTimestamp are exclusive: give one")
+    max_offsets = None
+    if "maxoffsetspertrigger" in options:
+        max_offsets = _positive(options, "maxOffsetsPerTrigger")
+    if "maxbytespertrigger" in options:
+        raise SourceOptionError(
+            "option maxBytesPerTrigger is not supported yet: a broker's queue says how many offsets it holds, not "
+            "their bytes; limit a batch with maxOffsetsPerTrigger"
+        )
+    batch = {k: v for k, v in options.items() if k not in ("topics", "topicpattern", "maxoffsetspertrigger")}
+    batch["topic"] = topics[0] if topics else "%pattern%"  # the batch reader's one topic; each chunk names its own
+    source = parse_options(batch)
+    return StreamOptions(
+        source=source,
+        topics=topics,
+        topic_pattern=pattern,
+        starting=starting,
+        starting_timestamp=source.starting_timestamp,
+        max_offsets_per_trigger=max_offsets,
+        commit_group=options.get("consumergroup"),
+    )
+
+
+def _starting(raw: str) -> str | StreamOffset:
+    if raw in STARTING:
+        return raw
+    try:
+        parsed = json.loads(raw)
+        return {
+            str(topic): {str(b): {str(int(q)): int(o) for q, o in qs.items()} for b, qs in brokers.items()}
+            for topic, brokers in parsed.items()
+        }
+    except (ValueError, AttributeError, TypeError):
+        raise SourceOptionError(
+            f"option startingOffsets={raw!r} is not valid for a stream: use earliest, latest, group, or JSON keyed "
+            'by topic, broker name then queue id, e.g. {"orders": {"broker-a": {"0": 12}}}'
+        ) from None
+
+
+def _positive(options: dict[str, str], key: str) -> int:
+    raw = options[key.lower()]
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SourceOptionError(f"option {key}={raw!r} is not an integer; allowed: [1, {2**63 - 1}]") from None
+    if value < 1:
+        raise SourceOptionError(f"option {key}={value} is out of range [1, {2**63 - 1}]")
+    return value
+
+
+def spark_refusal(version: str) -> str | None:
+    """Why this Spark cannot run the stream (None when it can): Python sources get admission control and
+    ``Trigger.AvailableNow`` in 4.2."""
+    try:
+        major, minor = (int(p) for p in version.split(".")[:2])
+    except ValueError:
+        return None
+    if (major, minor) >= NEEDED_SPARK:
+        return None
+    return (
+        f"readStream.format('rocketmq') needs Spark 4.2 or later (this is Spark {version}): before 4.2 a Python "
+        "source has no read limit and no Trigger.AvailableNow, so a backlog would be one batch; use the batch "
+        "reader, spark.read.format('rocketmq'), or rocketlake's windows"
+    )
+
+
+def with_topic(opts: SourceOptions, topic: str) -> SourceOptions:
+    return replace(opts, topic=topic)

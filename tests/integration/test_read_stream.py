@@ -1,0 +1,156 @@
+"""``spark.readStream.format("rocketmq")`` on real brokers, Spark 4.2 and Delta's streaming sink: admission control,
+``Trigger.AvailableNow``, restarts from the checkpoint, the group's offsets one batch behind the sink, and the
+same rows as the batch windows."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from rocketlake.engine.broker_access import group_broker
+from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.spark.source import register
+from tests.integration.engine_support import Engine, now_ms
+from tests.integration.ingestion_support import order, unique, wait_until
+from tests.unit.support import ingestion_config
+
+pytestmark = pytest.mark.engine
+
+COLUMNS = ["topic", "broker_name", "queue_id", "queue_offset", "msg_id", "keys", "tags", "body", "store_timestamp"]
+
+
+def stream_until_done(spark, namesrv: str, topic: str, group: str, table: str, checkpoint: str, most: int):
+    """One ``Trigger.AvailableNow`` query to the end; its progress reports, one per micro-batch with rows."""
+    register(spark)
+    query = (
+        spark.readStream.format("rocketmq")
+        .option("namesrv", namesrv)
+        .option("topic", topic)
+        .option("consumerGroup", group)
+        .option("maxOffsetsPerTrigger", most)
+        .load()
+        .writeStream.format("delta")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start(table)
+    )
+    assert query.awaitTermination(180), "the AvailableNow query did not stop at the offsets it captured"
+    assert query.exception() is None
+    return [p for p in query.recentProgress if p["numInputRows"] > 0]
+
+
+def ends(progress) -> dict[tuple[str, int], int]:
+    """A progress report's end offsets, per (broker, queue)."""
+    (offsets,) = json.loads(progress["sources"][0]["endOffset"]).values()
+    return {(broker, int(q)): o for broker, queues in offsets.items() for q, o in queues.items()}
+
+
+def test_a_stream_lands_every_message_once_in_capped_batches_and_commits_the_group_a_batch_behind(
+    local_cluster, create_topic, java_producer, spark, tmp_path
+):
+    namesrv = local_cluster.spec.namesrv_address
+    topic, group = create_topic(queues=4), unique("g_stream")
+    start = now_ms()
+    java_producer([order(i, topic) for i in range(200)])
+    table, checkpoint = str(tmp_path / "stream"), str(tmp_path / "checkpoint")
+
+    batches = stream_until_done(spark, namesrv, topic, group, table, checkpoint, most=60)
+    assert [p["numInputRows"] for p in batches] == [60, 60, 60, 20]  # the cap, then the rest, then it stops
+    rows = DeltaTable(table).to_pyarrow_table(columns=["keys", "broker_name", "queue_id", "queue_offset"])
+    assert sorted(rows.column("keys").to_pylist()) == sorted(f"o-{i}" for i in range(200))
+
+    # Spark commits a batch to the source when it plans the next one: the brokers' view lags one batch.
+    progress = {
+        (p.broker_name, p.queue_id): p.consumer_offset for p in local_cluster.mqadmin().consumer_progress(group)
+    }
+    assert progress == ends(batches[-2]) != ends(batches[-1])
+
+    # Restarted from its checkpoint: only what came since, each once; the group catches up to the batch before.
+    java_producer([order(i, topic) for i in range(200, 250)])
+    more = stream_until_done(spark, namesrv, topic, group, table, checkpoint, most=60)
+    assert [p["numInputRows"] for p in more] == [50]
+    keys = DeltaTable(table).to_pyarrow_table(columns=["keys"]).column("keys").to_pylist()
+    assert sorted(keys) == sorted(f"o-{i}" for i in range(250))
+    client = RocketMQClient(namesrv)
+    assert sum(client.query_consumer_offset(group, mq) for mq in client.queues(topic)) == 200
+
+    # The same rows as rocketlake's windows land: one window over everything sent, below Dagster.
+    end = now_ms() + 1
+    wait_until(end / 1000)
+    cfg = ingestion_config(
+        topic=topic,
+        consumer_group=unique("g_windows"),
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+    )
+    from rocketlake.engine.windows import StoreTimeWindow
+
+    engine = Engine(local_cluster, spark, tmp_path / "windows", cfg)
+    assert group_broker(engine.client, cfg) is not None
+    engine.run("w", [("w", StoreTimeWindow(start, end))])
+    streamed = DeltaTable(table).to_pyarrow_table(columns=COLUMNS).sort_by([("queue_offset", "ascending")])
+    windowed = DeltaTable(engine.lake.table_path).to_pyarrow_table(columns=COLUMNS)
+    order_by = [(c, "ascending") for c in ("broker_name", "queue_id", "queue_offset")]
+    assert streamed.sort_by(order_by).to_pylist() == windowed.sort_by(order_by).to_pylist()
+
+
+def test_a_driver_killed_at_random_instants_goes_on_from_its_checkpoint_and_lands_every_message_once(
+    local_cluster, create_topic, java_producer, tmp_path
+):
+    """Each round kills the driver (its Python process and its JVM) as a batch is planned but not written, or written
+    to Delta but not yet marked committed in the checkpoint; the next driver goes on from the checkpoint."""
+    namesrv = local_cluster.spec.namesrv_address
+    topic, group = create_topic(queues=4), unique("g_stream_kill")
+    java_producer([order(i, topic) for i in range(300)])
+    table, checkpoint = tmp_path / "stream", tmp_path / "checkpoint"
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    root = Path(__file__).resolve().parents[2]
+
+    def driver() -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.integration.stream_driver", namesrv, topic, group, str(table)]
+            + [str(checkpoint), "25"],
+            cwd=root,
+            start_new_session=True,  # its JVM in its process group: killed with it
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def committed_batches() -> int:
+        return len([p for p in (checkpoint / "commits").glob("[0-9]*")]) if (checkpoint / "commits").exists() else 0
+
+    kills = []
+    for _ in range(3):
+        batch = committed_batches() + rng.randint(0, 2)
+        instant = rng.choice(["planned", "written"])
+        marker = (
+            checkpoint / "offsets" / str(batch) if instant == "planned" else table / "_delta_log" / f"{batch:020d}.json"
+        )
+        process = driver()
+        deadline = time.monotonic() + 180
+        while not marker.exists():
+            assert process.poll() is None, (
+                f"seed {seed}: the driver ended before batch {batch}: {process.stderr.read()[-2000:]}"
+            )
+            assert time.monotonic() < deadline, f"seed {seed}: batch {batch} was not {instant} within 180 s"
+            time.sleep(0.01)  # polling the checkpoint and the table for the instant to kill at
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+        kills.append((instant, batch))
+
+    process = driver()
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0 and "done" in out, f"seed {seed}, kills {kills}: {err[-2000:]}"
+    keys = DeltaTable(str(table)).to_pyarrow_table(columns=["keys"]).column("keys").to_pylist()
+    assert sorted(keys) == sorted(f"o-{i}" for i in range(300)), f"seed {seed}, kills {kills}"

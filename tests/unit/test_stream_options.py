@@ -1,0 +1,77 @@
+"""readStream's options, positions and rate limit (``engine.stream_options``, ``spark.stream``): pure logic."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocketlake.engine.options import SourceOptionError
+from rocketlake.engine.stream_options import parse_stream_options, spark_refusal
+from rocketlake.rocketmq.message_queue import MessageQueue
+from rocketlake.spark.stream import capped, offset_of, positions_of
+
+pytestmark = pytest.mark.unit
+
+BASE = {"namesrv": "127.0.0.1:9876"}
+
+
+def test_one_of_topic_topics_and_pattern_is_required():
+    assert parse_stream_options({**BASE, "topic": "orders"}).topics == ("orders",)
+    assert parse_stream_options({**BASE, "topics": "a, b"}).topics == ("a", "b")
+    assert parse_stream_options({**BASE, "topicPattern": "orders_.*"}).topic_pattern == "orders_.*"
+    with pytest.raises(SourceOptionError, match="exactly one of the options topic, topics, topicPattern"):
+        parse_stream_options({**BASE, "topic": "a", "topics": "b"})
+    with pytest.raises(SourceOptionError, match="given: none"):
+        parse_stream_options(BASE)
+    with pytest.raises(SourceOptionError, match=r"topicPattern='\(' is not a regular expression"):
+        parse_stream_options({**BASE, "topicPattern": "("})
+
+
+def test_starting_positions_and_limits():
+    opts = parse_stream_options({**BASE, "topic": "o", "startingOffsets": "latest", "maxOffsetsPerTrigger": "500"})
+    assert (opts.starting, opts.max_offsets_per_trigger, opts.commit_group) == ("latest", 500, None)
+    assert parse_stream_options({**BASE, "topic": "o", "startingOffsets": "group"}).starting == "group"
+    given = parse_stream_options({**BASE, "topic": "o", "startingOffsets": '{"o": {"broker-a": {"0": 12}}}'})
+    assert given.starting == {"o": {"broker-a": {"0": 12}}}
+    assert parse_stream_options({**BASE, "topic": "o", "startingTimestamp": "1700000000000"}).starting_timestamp
+    assert parse_stream_options({**BASE, "topic": "o", "consumerGroup": "g1"}).commit_group == "g1"
+    with pytest.raises(SourceOptionError, match="maxOffsetsPerTrigger=0 is out of range"):
+        parse_stream_options({**BASE, "topic": "o", "maxOffsetsPerTrigger": "0"})
+    with pytest.raises(SourceOptionError, match="startingOffsets='soon' is not valid for a stream"):
+        parse_stream_options({**BASE, "topic": "o", "startingOffsets": "soon"})
+    with pytest.raises(SourceOptionError, match="endingOffsets is a batch read's"):
+        parse_stream_options({**BASE, "topic": "o", "endingOffsets": "latest"})
+    with pytest.raises(SourceOptionError, match="maxBytesPerTrigger is not supported yet"):
+        parse_stream_options({**BASE, "topic": "o", "maxBytesPerTrigger": "1000"})
+    with pytest.raises(SourceOptionError, match="exclusive"):
+        parse_stream_options({**BASE, "topic": "o", "startingOffsets": "earliest", "startingTimestamp": "1"})
+
+
+def test_spark_before_4_2_is_refused_by_name():
+    assert "needs Spark 4.2 or later (this is Spark 4.1.1)" in spark_refusal("4.1.1")
+    assert "4.0.1" in spark_refusal("4.0.1")
+    assert spark_refusal("4.2.0") is None and spark_refusal("5.0.0.dev0") is None
+
+
+A0, A1, B0 = MessageQueue("o", "broker-a", 0), MessageQueue("o", "broker-a", 1), MessageQueue("o", "broker-b", 0)
+
+
+def test_positions_round_trip_as_sorted_json():
+    positions = {B0: 3, A1: 7, A0: 5}
+    offset = offset_of(positions)
+    assert offset == {"o": {"broker-a": {"0": 5, "1": 7}, "broker-b": {"0": 3}}}
+    assert list(offset["o"]) == ["broker-a", "broker-b"]  # the same position is the same text
+    assert positions_of(offset) == positions
+
+
+def test_a_cap_is_spread_over_the_queues_by_backlog_and_never_exceeded():
+    start = {A0: 0, A1: 100, B0: 10}
+    available = {A0: 300, A1: 200, B0: 10}  # backlogs 300, 100, 0
+    end = capped(start, available, 100)
+    assert end == {A0: 75, A1: 125, B0: 10}
+    assert capped(start, available, 10_000) == available
+    one = capped(start, available, 1)
+    assert sum(one[q] - start[q] for q in start) == 1 and one[A0] == 1  # progress, to the largest backlog
+    for most in range(1, 400, 7):
+        end = capped(start, available, most)
+        assert sum(end[q] - start[q] for q in start) == min(most, 400)
+        assert all(start[q] <= end[q] <= available[q] for q in start)
