@@ -161,6 +161,29 @@ class GroupBroker(BrokerStoreTimes):
                 pass  # created by the broker on the first send-back; nothing to read until then
         return sorted(queues)
 
+    def pop_refusal(self) -> str | None:
+        """Why the group cannot be landed by offset windows, or None: 5.x POP consumers share it (a group in POP
+        mode, or POP or gRPC consumers online in it), taking messages one by one and acknowledging each."""
+        group = self.consumer_group
+        for topic in self.topics():
+            try:
+                pop = "POP" in self.client.message_request_modes(group, topic)
+                consume_type = None if pop else self.client.consume_type(group, topic)
+            except TopicNotExist:
+                continue
+            if pop or consume_type == "CONSUME_POP":
+                why = (
+                    "is in POP mode on it (mqadmin setConsumeMode, or the broker's defaultMessageRequestMode)"
+                    if pop
+                    else "has POP consumers online (5.x gRPC or POP clients)"
+                )
+                return (
+                    f"consumer group {group} {why} for topic {topic}: POP consumers take and acknowledge messages one "
+                    "by one, so the group's offsets do not say what was consumed and offset windows cannot land it "
+                    "exactly; nothing was read. Give the ingestion a consumer group of its own"
+                )
+        return None
+
     def committed_offset(self, queue: MessageQueue) -> int | None:
         return self.client.query_consumer_offset(self.consumer_group, queue)
 

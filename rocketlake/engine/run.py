@@ -114,6 +114,10 @@ class BrokersSilent(ConnectionError):
     """No broker of the member's queues answers: a transient state, retried as a connection failure is."""
 
 
+class GroupSharedWithPop(RuntimeError):
+    """5.x POP consumers share the consumer group: refused before anything is read (``Broker.pop_refusal``)."""
+
+
 class Unbalanced(RuntimeError):
     """The landing's rows do not add up to its ranges: nothing was recorded, no offset moved."""
 
@@ -143,6 +147,9 @@ def run(
     log: RunLog,
 ) -> Iterator[Landed | Committed]:
     check_closed(request, cfg)
+    shared = broker.pop_refusal()
+    if shared is not None:
+        raise GroupSharedWithPop(shared)  # before anything is read
 
     share = member_share(cfg, broker.subscribed_queues(), group.members(), request.only_queues)
     log.info(share.describe())

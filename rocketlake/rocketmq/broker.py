@@ -30,6 +30,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypedDict, Unpack
 
+from . import fastjson
 from .admin import (
     ConsumeStats,
     SubscriptionGroupConfig,
@@ -443,6 +444,60 @@ class BrokerClient:
                 request_code=RequestCode.GET_CONSUMER_LIST_BY_GROUP,
             ) from None
         return sorted(str(i) for i in ids)
+
+    def consume_type(self, group: str, *, timeout: float | None = None) -> str | None:
+        """GET_CONSUMER_CONNECTION_LIST: how the group's live consumers consume (``CONSUME_ACTIVELY``,
+        ``CONSUME_PASSIVELY``, 5.x's ``CONSUME_POP``), as their heartbeats say; None when none is online."""
+        r = self._call(
+            RequestCode.GET_CONSUMER_CONNECTION_LIST,
+            {"consumerGroup": group},
+            timeout=timeout,
+            ok_codes=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE),
+        )
+        if r.code == ResponseCode.CONSUMER_NOT_ONLINE:
+            return None
+        try:
+            found = fastjson.loads(r.body or b"{}").get("consumeType")
+        except (ProtocolError, AttributeError) as exc:
+            raise ProtocolError(
+                f"{self.address} answered GET_CONSUMER_CONNECTION_LIST with a bad body: {exc}",
+                address=self.address,
+                request_code=RequestCode.GET_CONSUMER_CONNECTION_LIST,
+            ) from None
+        return None if found is None else str(found)
+
+    def message_request_modes(self, topic: str, group: str, *, timeout: float | None = None) -> set[str]:
+        """QUERY_ASSIGNMENT (5.x), asked as a BROADCASTING client so that the broker balances nothing and names every
+        queue: the group's message request modes on ``topic`` (``PULL``, or ``POP`` when set by ``mqadmin
+        setConsumeMode`` or the broker's default); empty when the broker assigns nothing (a topic it does not know)
+        or does not know the request (4.x)."""
+        body = json.dumps(
+            {
+                "topic": topic,
+                "consumerGroup": group,
+                "clientId": "rocketlake-mode-probe",
+                "strategyName": "AVG",
+                "messageModel": "BROADCASTING",
+            }
+        ).encode()
+        r = self._call(
+            RequestCode.QUERY_ASSIGNMENT,
+            None,
+            body,
+            timeout=timeout,
+            ok_codes=(ResponseCode.SUCCESS, ResponseCode.REQUEST_CODE_NOT_SUPPORTED),
+        )
+        if r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            return set()  # a 4.x broker: no POP there
+        try:
+            assignments = fastjson.loads(r.body or b"{}").get("messageQueueAssignments") or []
+            return {str(a.get("mode")) for a in assignments if a.get("mode") is not None}
+        except (ProtocolError, AttributeError) as exc:
+            raise ProtocolError(
+                f"{self.address} answered QUERY_ASSIGNMENT with a bad body: {exc}",
+                address=self.address,
+                request_code=RequestCode.QUERY_ASSIGNMENT,
+            ) from None
 
     def heart_beat(
         self,

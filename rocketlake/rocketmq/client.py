@@ -427,6 +427,18 @@ class RocketMQClient:
 
     # ------------------------------------------------------------------ membership
 
+    def message_request_modes(self, group: str, topic: str) -> set[str]:
+        """:meth:`BrokerClient.message_request_modes`, asked of each broker serving ``topic``."""
+        modes: set[str] = set()
+        for name in self.broker_names(topic):
+            modes |= self._run(name, lambda b: b.message_request_modes(topic, group), topic=topic)
+        return modes
+
+    def consume_type(self, group: str, topic: str) -> str | None:
+        """:meth:`BrokerClient.consume_type`, asked of a broker serving ``topic`` (every broker of a consumer's
+        topics has its heartbeat)."""
+        return self._run(self.broker_names(topic)[0], lambda b: b.consume_type(group), topic=topic)
+
     def get_consumer_list_by_group(self, group: str, topic: str) -> list[str]:
         """Live members of ``group``, asked of a broker serving ``topic`` (the next one on failure)."""
         last: RocketMQError | None = None

@@ -87,6 +87,7 @@ class RequestCode(IntEnum):
     LOCK_BATCH_MQ = 41
     UNLOCK_BATCH_MQ = 42
     GET_ROUTEINFO_BY_TOPIC = 105
+    QUERY_ASSIGNMENT = 400  # 5.x: the queues a client is assigned, and the group's message request mode (PULL/POP)
     GET_BROKER_CLUSTER_INFO = 106
     UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
     GET_TOPIC_STATS_INFO = 202

@@ -54,6 +54,11 @@ class QueuesOnPaper:
 
     silent: dict = field(default_factory=dict)  # broker name -> why it does not answer
 
+    pop_shared: str | None = None  # why POP consumers share the group, when they do
+
+    def pop_refusal(self):
+        return self.pop_shared
+
     def silent_brokers(self, queues):
         return {name: why for name, why in self.silent.items() if any(q.broker_name == name for q in queues)}
 
