@@ -70,3 +70,82 @@ def test_only_committed_and_delivered_messages_land_in_the_windows_of_their_comm
         assert store - born >= at_least_ms - 50, (key, born, store)  # landed by its commit's or delivery's time
         assert int(row["window_start"].timestamp() * 1000) == boundary
     assert engine.offsets(topic) == {(q.broker_name, q.queue_id): engine.client.get_max_offset(q) for q in queues}
+
+
+#: Timer messages need the broker's timer wheel, which the shared test brokers keep off (its services wake hundreds
+#: of times a second): brokers of their own for this module's timer test, started on first use.
+TIMER_WHEEL = (("timerWheelEnable", "true"), ("timerPrecisionMs", "100"))
+TIMER_DELAY_MS = 3000
+
+
+@pytest.fixture(scope="module")
+def timer_cluster(tmp_path_factory):
+    from tests.conftest import ROCKETMQ_VERSION, _running_cluster
+
+    yield from _running_cluster(tmp_path_factory, ROCKETMQ_VERSION, extra_broker_properties=TIMER_WHEEL)
+
+
+def test_a_timer_message_lands_in_the_window_of_its_delivery_and_its_timer_topic_never_matches(
+    timer_cluster, spark, tmp_path
+):
+    from tests.conftest import produce
+
+    topic, group = f"timers_{unique('t')}", unique("g_timers")
+    timer_cluster.create_topic(topic, 1, ("broker-a",))
+    started = now_ms()
+    deliver_at = started + TIMER_DELAY_MS
+
+    def send(messages):
+        return produce(
+            timer_cluster.spec.namesrv_address,
+            timer_cluster.spec.state_dir,
+            messages,
+            version=timer_cluster.spec.version,
+        )
+
+    sent = send(
+        [
+            {"topic": topic, "keys": ["now"], "body": "1"},
+            {"topic": topic, "keys": ["timer"], "body": "2", "deliver_time_ms": deliver_at},
+        ]
+    )
+    assert [s.status for s in sent] == ["SEND_OK"] * 2
+    engine = Engine(
+        timer_cluster,
+        spark,
+        tmp_path / "orders",
+        ingestion_config(
+            topic=topic,
+            consumer_group=group,
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+            window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+            metadata_columns=["born_timestamp"],
+        ),
+    )
+    (queue,) = engine.client.queues(topic)
+    deadline = time.monotonic() + 30
+    while engine.client.get_max_offset(queue) < 2:  # the timer message, delivered into the topic
+        assert time.monotonic() < deadline, "the timer message was not delivered within 30 s"
+        time.sleep(0.1)  # polling the broker, bounded by the deadline above
+    boundary = deliver_at - TIMER_DELAY_MS // 2  # after the send, before the delivery
+    end = now_ms() + 1
+    wait_until(end / 1000)
+    windows = [("sent", StoreTimeWindow(started, boundary)), ("delivered", StoreTimeWindow(boundary, end))]
+    accounting = engine.run("r1", windows).slice.accounting
+    assert [(a.partition_key, a.rows) for a in accounting] == [("sent", 1), ("delivered", 1)]
+    rows = {r["keys"]: r for r in DeltaTable(engine.lake.table_path).to_pyarrow_table().to_pylist()}
+    timer = rows["timer"]
+    born, store = (int(timer[c].timestamp() * 1000) for c in ("born_timestamp", "store_timestamp"))
+    assert store >= deliver_at - 100 and born < boundary  # born before the boundary, landed by its delivery
+
+    # The broker keeps timer messages in its own topic until they are due: never one a pattern lands.
+    from rocketlake.engine.topics import matching_topics
+
+    listed = engine.client.topics()
+    assert "rmq_sys_wheel_timer" in listed
+    matched = matching_topics(".*", listed)
+    assert topic in matched
+    assert not {"rmq_sys_wheel_timer", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC"} & set(
+        matched
+    )
+    assert not [t for t in matched if t.startswith(("rmq_sys_", "RMQ_SYS_", "%"))]

@@ -36,7 +36,7 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * Either way, --compress-over B compresses bodies of B bytes or more, with --compress-type ZLIB, LZ4 or ZSTD (5.x).
  * With --transactional true [--commit-delay-ms D] it is a TransactionMQProducer: a stdin message with "transaction"
  * ("commit", "rollback" or "unknown") is sent in a transaction whose local outcome comes D ms later; a message
- * with "delay_level" is delivered by the broker's schedule. --namespace N sends in RocketMQ's namespace N.
+ * with "delay_level" is delivered by the broker's schedule, one with "deliver_time_ms" by its timer wheel (5.x). --namespace N sends in RocketMQ's namespace N.
  * Output per message: {"index","topic","msgId","offsetMsgId","brokerName","queueId","queueOffset","status"}.
  */
 public final class ProducerPeer {
@@ -186,6 +186,10 @@ public final class ProducerPeer {
         }
         if (spec.containsKey("delay_level")) {
             m.setDelayTimeLevel(spec.getIntValue("delay_level"));  // delivered later, by the broker's schedule
+        }
+        if (spec.containsKey("deliver_time_ms")) {  // a 5.x timer message: stored in the topic at that instant
+            // Message#setDeliverTimeMs's property, put by name: the 4.9 client this peer also compiles against has none.
+            MessageAccessor.putProperty(m, "TIMER_DELIVER_MS", String.valueOf(spec.getLongValue("deliver_time_ms")));
         }
         if (spec.containsKey("transaction")) {
             m.putUserProperty("peer_transaction", spec.getString("transaction"));
