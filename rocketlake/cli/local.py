@@ -54,6 +54,12 @@ def _local_connect_server(args: argparse.Namespace):
     return server_for(config.spark, state_dir, config.lake, metastore=bool(config.catalog_tables))
 
 
+def _proxy(cluster, args: argparse.Namespace):
+    from rocketlake.local.proxy import LocalProxy
+
+    return None if cluster.spec.is_4x else LocalProxy(cluster, remoting_port=args.proxy_port)
+
+
 def _postgres(args: argparse.Namespace):
     from rocketlake.local.postgres import LocalPostgres
 
@@ -135,6 +141,7 @@ def _local(args: argparse.Namespace) -> int:
     postgres = _postgres(args) if args.postgres or args.stack else None
     s3 = _s3(args) if args.s3 or args.action == "down" else None  # down stops it whenever it runs
     dagster = _dagster(args, postgres) if args.stack else None
+    proxy = _proxy(cluster, args) if args.proxy or args.action in ("down", "status") else None
     if args.action == "up":
         print(f"starting the local RocketMQ cluster (state in {cluster.spec.state_dir}) ...", flush=True)
         status = cluster.up(progress=lambda line: print(line, flush=True))
@@ -148,6 +155,11 @@ def _local(args: argparse.Namespace) -> int:
                 f"TLS enforced (CA in {cluster.spec.tls_dir}); use it with "
                 f"{yaml.safe_dump({'clusters': {'local': block}}, default_flow_style=True).strip()} in rocketlake.yaml"
             )
+        if proxy is not None:
+            print("starting RocketMQ's proxy (cluster mode) ...", flush=True)
+            address = proxy.up()
+            print(f"  proxy answers at {address} (remoting; gRPC on port {proxy.remoting_port + 1})")
+            print(f'use it with clusters: {{local: {{namesrv: "{address}"}}}} in rocketlake.yaml')
         if spark is not None:
             print(f"starting a Spark standalone master and {spark.spec.workers} workers ...", flush=True)
             print(spark.up(progress=lambda line: print(line, flush=True)).render())
@@ -201,6 +213,7 @@ def _local(args: argparse.Namespace) -> int:
             + (s3.down(wipe=args.wipe) if s3 is not None else [])
             + (connect.down() if connect is not None else [])
             + (spark.down() if spark is not None else [])
+            + (proxy.down() if proxy is not None else [])
             + cluster.down(wipe=args.wipe)
         )
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
@@ -216,6 +229,11 @@ def _local(args: argparse.Namespace) -> int:
             spark_status = spark.status()
             print(spark_status.render())
             ready = ready and spark_status.ready
+        if proxy is not None and (args.proxy or proxy.process.pid() is not None):
+            print(
+                f"proxy {proxy.address}: {'up' if proxy.process.pid() else 'down'} (pid {proxy.process.pid() or '-'})"
+            )
+            ready = ready and proxy.process.pid() is not None
         if connect is not None:
             print(connect.status())
             ready = ready and connect.process.pid() is not None
@@ -294,6 +312,18 @@ def add_parser(sub) -> None:
         action="store_true",
         help="the name server and brokers take TLS only (tls.server.mode=enforcing), with certificates "
         "of a CA of their own kept in <state-dir>/tls",
+    )
+    local.add_argument(
+        "--proxy",
+        action="store_true",
+        help="also RocketMQ 5's proxy in cluster mode, its remoting endpoint on --proxy-port: name it as a "
+        "cluster's namesrv to go through it, as deployments that expose only a proxy do",
+    )
+    local.add_argument(
+        "--proxy-port",
+        type=int,
+        default=18080,
+        help="with --proxy: its remoting port; gRPC on the next (default: 18080)",
     )
     local.add_argument(
         "--s3",

@@ -1,0 +1,90 @@
+"""Through RocketMQ 5's proxy (cluster mode), as deployments that expose only a proxy are used: an ingestion whose
+cluster names the proxy's remoting endpoint lands a window exactly, commits its offsets and sends a failed message
+back, and the brokers behind the proxy (asked directly, and by mqadmin) agree."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from deltalake import DeltaTable
+
+from rocketlake.engine.config import parse_config
+from rocketlake.engine.windows import StoreTimeWindow
+from rocketlake.local.proxy import LocalProxy
+from rocketlake.rocketmq.client import RocketMQClient
+from tests.conftest import free_ports
+from tests.integration.engine_support import Engine, now_ms, stored
+from tests.integration.ingestion_support import unique, wait_until
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture(scope="module")
+def proxy(local_cluster):
+    """The proxy of the session's cluster, for this module."""
+    started = LocalProxy(local_cluster, remoting_port=free_ports(1, block=2)[0])
+    started.up()
+    yield started
+    started.down()
+
+
+def test_an_ingestion_through_the_proxy_lands_commits_and_sends_back_as_directly(
+    local_cluster, proxy, create_topic, java_producer, spark, tmp_path
+):
+    topic, group = create_topic(queues=2), unique("g_proxy")
+    config = parse_config(
+        {
+            "clusters": {"behind_proxy": {"namesrv": proxy.address}},
+            "ingestions": {
+                "orders": {
+                    "cluster": "behind_proxy",
+                    "topic": topic,
+                    "consumer_group": group,
+                    "table": "orders",
+                    "consume_from_where": "CONSUME_FROM_FIRST_OFFSET",
+                    "subscription": "TagA",
+                    "window": {"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+                    "body": {"format": "json", "schema": "order_id STRING, amount DOUBLE"},
+                }
+            },
+        }
+    )
+    cfg = config.ingestions["orders"]
+    started = now_ms()
+    sent = java_producer(
+        [
+            {"topic": topic, "tags": "TagA", "keys": [f"o-{i}"], "body": f'{{"order_id": "o-{i}", "amount": {i}}}'}
+            for i in range(6)
+        ]
+        + [{"topic": topic, "tags": "TagB", "keys": ["filtered"], "body": "{}"}]
+        + [{"topic": topic, "tags": "TagA", "keys": ["bad"], "body": "not json"}]
+    )
+    assert [s.status for s in sent] == ["SEND_OK"] * 8
+    direct = RocketMQClient(local_cluster.spec.namesrv_address)
+    for q in direct.queues(topic):
+        stored(direct, q, sum(1 for s in sent if (s.broker_name, s.queue_id) == (q.broker_name, q.queue_id)))
+    end = now_ms() + 1
+    wait_until(end / 1000)
+
+    through = SimpleNamespace(spec=SimpleNamespace(namesrv_address=proxy.address))
+    engine = Engine(through, spark, tmp_path / "orders", cfg)
+    route = engine.client.route(topic)
+    assert {a for b in route.broker_datas for a in b.broker_addrs.values()} == {proxy.address}  # routes name it
+    (accounting,) = engine.run("r1", [("w1", StoreTimeWindow(started, end))]).slice.accounting
+    assert (accounting.rows, accounting.filtered, accounting.sent_back) == (6, 1, 1)
+    rows = DeltaTable(engine.lake.table_path).to_pyarrow_table(columns=["order_id"]).column("order_id").to_pylist()
+    assert sorted(rows) == [f"o-{i}" for i in range(6)]
+
+    # The brokers behind the proxy hold the group's offsets at the queues' ends, as they and mqadmin say.
+    ends = {(q.broker_name, q.queue_id): direct.get_max_offset(q) for q in direct.queues(topic)}
+    assert {(q.broker_name, q.queue_id): direct.query_consumer_offset(group, q) for q in direct.queues(topic)} == ends
+    # mqadmin asks the brokers of the group's retry topic: through the proxy, heartbeats stay in the proxy, so the
+    # brokers create that topic only where a send-back went.
+    progress = {
+        (p.broker_name, p.queue_id): p.consumer_offset for p in local_cluster.mqadmin().consumer_progress(group, topic)
+    }
+    assert progress and progress == {q: ends[q] for q in progress}
+    # The failed message went back through the proxy to the group's retry topic on the brokers.
+    assert direct.queues(f"%RETRY%{group}")
+    direct.close()
