@@ -60,6 +60,7 @@ from rocketlake.engine.offset_store import OffsetStoreCorrupt
 from rocketlake.engine.orderly import LockLost, OutOfOrder, QueuesLocked
 from rocketlake.engine.run import BrokersSilent, Committed, Landed, LandingRequest, Unbalanced, check_closed
 from rocketlake.engine.run import run as engine_run
+from rocketlake.engine.traces import trace_landing
 from rocketlake.engine.windows import MessagesDeleted, StoreTimeWindow, WindowNotClosed, to_ms
 from rocketlake.rocketmq.errors import (
     BrokerError,
@@ -372,18 +373,42 @@ def run_step(
     engine = engine_run(
         group_broker(client, cfg), lake, recorded, LiveGroup(rocketmq.client(timeout), cfg), cfg, request, context.log
     )
+    landed = None
     try:
         for event in engine:
             if isinstance(event, Landed):
+                landed = event
                 yield from landed_events(context, cfg, table_path, event, dead_letters)
             elif isinstance(event, Committed):
                 context.log_event(
                     AssetObservation(asset_key=context.asset_key, metadata=progress_metadata(cfg, event.positions))
                 )
+                if rocketmq.trace and landed is not None:
+                    traces_of(context, client, rocketmq, lake, cfg, landed, now_ms)
     except WindowNotClosed as e:
         raise Failure(description=str(e), allow_retries=False) from None
     except Unbalanced as e:
         raise Failure(description=str(e)) from None
+
+
+def traces_of(context, client, rocketmq, lake: SparkLake, cfg: IngestionConfig, landed: Landed, started_ms: int):
+    """Consume traces of what ``landed`` committed (``engine.traces``), after its offsets: a trace that cannot be
+    sent is a warning, never a failed run (the window and its offsets are committed by then)."""
+    entry = landed.slice.ledger
+    try:
+        traced, sent = trace_landing(
+            client,
+            lake,
+            entry,
+            cfg.consumer_group,
+            rocketmq.trace_topic,
+            rocketmq.trace_max_per_window,
+            started_ms,
+        )
+    except RocketMQError as e:
+        context.log.warning(f"consume traces of run {entry.run_id} not sent to {rocketmq.trace_topic}: {e}")
+        return
+    context.log.info(f"consume traces of {traced} message(s) sent to {rocketmq.trace_topic} in {sent} message(s)")
 
 
 def landed_events(

@@ -63,6 +63,9 @@ class RocketMQResource(ConfigurableResource):
         description="Timeout of every broker and name server call, unless "
         "an ingestion sets its own mqClientApiTimeout.",
     )
+    trace: bool = Field(default=False, description="Consume traces of what each window lands (see ClusterConfig).")
+    trace_topic: str = Field(default="RMQ_SYS_TRACE_TOPIC", description="The trace topic.")
+    trace_max_per_window: int = Field(default=10_000, ge=1, description="Most messages a window traces.")
     _clients: dict[int, RocketMQClient] = PrivateAttr(default_factory=dict)
 
     @classmethod
@@ -80,6 +83,12 @@ class RocketMQResource(ConfigurableResource):
                 "tls_cert_file": cluster.tls.cert_file,
                 "tls_key_file": cluster.tls.key_file,
                 "tls_verify_hostname": cluster.tls.verify_hostname,
+            }
+        if cluster.trace:
+            settings |= {
+                "trace": True,
+                "trace_topic": cluster.trace_topic,
+                "trace_max_per_window": cluster.trace_max_per_window,
             }
         return cls(namesrv=cluster.namesrv, cluster=name, **settings)
 

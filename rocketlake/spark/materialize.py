@@ -55,6 +55,7 @@ from rocketlake.engine.ingest import LandingReport, Log, WindowAccounting
 from rocketlake.engine.ledger import LedgerEntry, Suspension, WindowEntry
 from rocketlake.engine.listener import error_in_worker
 from rocketlake.engine.options import encode_plan
+from rocketlake.engine.traces import Consumed
 from rocketlake.rocketmq.message_queue import MessageQueue
 from rocketlake.spark.body import configured_schema
 from rocketlake.spark.consume import (
@@ -170,6 +171,21 @@ class SparkLake:
         if self.failures_path is not None:
             tables.append((failures_table(name), self.failures_path))
         return [(n, p) for n, p in tables if not catalog.check_catalog(self.spark, n, p)]
+
+    def landed_messages(self, entry: LedgerEntry, most: int) -> list[Consumed]:
+        """Up to ``most`` of the messages ``entry`` landed (their ids, keys and reconsume counts), evenly spread over
+        the offsets when it landed more: what consume traces name (``engine.traces``)."""
+        planned = sum(r.size for w in entry.windows for r in w.ranges)
+        predicate = slice_predicate(entry.windows)
+        if not planned or predicate == "false" or self.table_version() is None:
+            return []
+        every = -(-planned // most)  # every n-th offset: a spread the files' statistics cannot skip, but cheap
+        df = self.spark.read.format("delta").load(self.table_path).where(predicate)
+        if every > 1:
+            df = df.where(F.col("queue_offset") % every == 0)
+        counts = "reconsume_times" in df.columns
+        picked = df.select("msg_id", "keys", *(["reconsume_times"] if counts else [])).limit(most).collect()
+        return [Consumed(r["msg_id"], r["keys"] or "", (r["reconsume_times"] or 0) if counts else 0) for r in picked]
 
     def record_verdict(self, verdict: LedgerEntry) -> None:
         # Not under the deadline: by now the landing and its send-back are done, and refusing this one small commit

@@ -73,34 +73,35 @@ def test_only_committed_and_delivered_messages_land_in_the_windows_of_their_comm
 
 
 #: Timer messages need the broker's timer wheel, which the shared test brokers keep off (its services wake hundreds
-#: of times a second): brokers of their own for this module's timer test, started on first use.
-TIMER_WHEEL = (("timerWheelEnable", "true"), ("timerPrecisionMs", "100"))
+#: of times a second), and consume traces the brokers' trace topic (traceTopicEnable): brokers of their own for this
+#: module's timer and trace tests, started on first use.
+TIMER_WHEEL_AND_TRACES = (("timerWheelEnable", "true"), ("timerPrecisionMs", "100"), ("traceTopicEnable", "true"))
 TIMER_DELAY_MS = 3000
 
 
 @pytest.fixture(scope="module")
-def timer_cluster(tmp_path_factory):
+def five_x_cluster(tmp_path_factory):
     from tests.conftest import ROCKETMQ_VERSION, _running_cluster
 
-    yield from _running_cluster(tmp_path_factory, ROCKETMQ_VERSION, extra_broker_properties=TIMER_WHEEL)
+    yield from _running_cluster(tmp_path_factory, ROCKETMQ_VERSION, extra_broker_properties=TIMER_WHEEL_AND_TRACES)
 
 
 def test_a_timer_message_lands_in_the_window_of_its_delivery_and_its_timer_topic_never_matches(
-    timer_cluster, spark, tmp_path
+    five_x_cluster, spark, tmp_path
 ):
     from tests.conftest import produce
 
     topic, group = f"timers_{unique('t')}", unique("g_timers")
-    timer_cluster.create_topic(topic, 1, ("broker-a",))
+    five_x_cluster.create_topic(topic, 1, ("broker-a",))
     started = now_ms()
     deliver_at = started + TIMER_DELAY_MS
 
     def send(messages):
         return produce(
-            timer_cluster.spec.namesrv_address,
-            timer_cluster.spec.state_dir,
+            five_x_cluster.spec.namesrv_address,
+            five_x_cluster.spec.state_dir,
             messages,
-            version=timer_cluster.spec.version,
+            version=five_x_cluster.spec.version,
         )
 
     sent = send(
@@ -111,7 +112,7 @@ def test_a_timer_message_lands_in_the_window_of_its_delivery_and_its_timer_topic
     )
     assert [s.status for s in sent] == ["SEND_OK"] * 2
     engine = Engine(
-        timer_cluster,
+        five_x_cluster,
         spark,
         tmp_path / "orders",
         ingestion_config(
@@ -149,3 +150,53 @@ def test_a_timer_message_lands_in_the_window_of_its_delivery_and_its_timer_topic
         matched
     )
     assert not [t for t in matched if t.startswith(("rmq_sys_", "RMQ_SYS_", "%"))]
+
+
+def test_consume_traces_of_a_landing_are_what_mqadmin_query_msg_trace_by_id_reads(five_x_cluster, spark, tmp_path):
+    """The traces the asset sends after a window's offsets are committed (``engine.traces.trace_landing``, as
+    ``dagster.ingestion`` calls it), read back by RocketMQ's own tool: the group consumed the message."""
+    from rocketlake.engine.traces import trace_landing
+    from tests.conftest import produce
+
+    topic, group = f"traced_{unique('t')}", unique("g_traced")
+    five_x_cluster.create_topic(topic, 1, None)
+    started = now_ms()
+    sent = produce(
+        five_x_cluster.spec.namesrv_address,
+        five_x_cluster.spec.state_dir,
+        [{"topic": topic, "keys": [f"o-{i}"], "body": str(i)} for i in range(5)],
+        version=five_x_cluster.spec.version,
+    )
+    end = now_ms() + 1
+    wait_until(end / 1000)
+    engine = Engine(
+        five_x_cluster,
+        spark,
+        tmp_path / "orders",
+        ingestion_config(
+            topic=topic,
+            consumer_group=group,
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+            window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+        ),
+    )
+    landed = engine.run("r1", [("w1", StoreTimeWindow(started, end))])
+    assert [a.rows for a in landed.slice.accounting] == [5]
+    traced, messages = trace_landing(
+        engine.client, engine.lake, landed.slice.ledger, group, "RMQ_SYS_TRACE_TOPIC", 3, started
+    )
+    assert (traced, messages) == (3, 1)  # at most 3, spread over the offsets; one batched trace message
+
+    from rocketlake.local.process import LocalClusterError
+
+    traced_ids, untraced = set(), set()
+    for s in sent:
+        try:
+            shown = five_x_cluster.mqadmin().run("queryMsgTraceById", "-i", s.msg_id)
+        except LocalClusterError as e:  # mqadmin fails when the trace topic holds no trace of the message
+            assert "no message" in str(e)
+            untraced.add(s.msg_id)
+            continue
+        assert group in shown, shown  # the group consumed it, as the Java consumer's traces say
+        traced_ids.add(s.msg_id)
+    assert len(traced_ids) == 3 and len(untraced) == 2

@@ -59,6 +59,22 @@ class ClusterConfig(_Strict):
         "`%DLQ%ns%group`); tables, asset keys and patterns use the names without it.",
     )
 
+    trace: bool = Field(
+        default=False,
+        description="Consume traces in the trace topic for the messages each window lands, as the Java client's "
+        "enableMsgTrace writes them: `mqadmin queryMsgTraceById` and the dashboard show the group as a consumer.",
+    )
+    trace_topic: str = Field(
+        default="RMQ_SYS_TRACE_TOPIC",
+        description="The trace topic (the brokers' own with traceTopicEnable=true, or one the cluster's tracing uses).",
+    )
+    trace_max_per_window: int = Field(
+        default=10_000,
+        ge=1,
+        description="Most messages a window traces, evenly spread over its offsets when it lands more (a trace costs "
+        "about 200 bytes sent per traced message).",
+    )
+
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, value: str | None) -> str | None:
