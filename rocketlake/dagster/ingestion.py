@@ -76,7 +76,7 @@ from rocketlake.rocketmq.message_queue import MessageQueue
 from rocketlake.rocketmq.retry import is_retriable
 from rocketlake.spark.body import BodySchemaError
 from rocketlake.spark.deadline import RunDeadlinePassed
-from rocketlake.spark.materialize import SparkLake
+from rocketlake.spark.materialize import LazySession, SparkLake
 
 # A single-run backfill is the point of this asset (one Spark job per range of windows); Dagster
 # marks the parameter beta, which is worth knowing once, not on every load of the code location.
@@ -354,14 +354,19 @@ def run_step(
         raise Failure(description=str(e), allow_retries=False) from None
     timeout = cfg.mq_client_api_timeout
     client = rocketmq.client(timeout)  # the ACL keys' variables are read here: unset, the run stops before Spark
-    spark = spark_resource.session()
-    if storage is not None:
-        try:  # S3A's settings and keys in the session's Hadoop configuration, not Spark's; on Connect, the server's
-            apply_lake(spark, storage)
-        except ServerWithoutLake as e:
-            raise Failure(description=str(e), allow_retries=False) from None
+
+    def open_session():
+        """The run's Spark session, opened when the run first needs one (a quiet window's run never does)."""
+        spark = spark_resource.session()
+        if storage is not None:
+            try:  # S3A's settings and keys in the session's Hadoop configuration, not Spark's; on Connect, the server's
+                apply_lake(spark, storage)
+            except ServerWithoutLake as e:
+                raise Failure(description=str(e), allow_retries=False) from None
+        return spark
+
     lake = SparkLake(
-        spark,
+        LazySession(open_session),
         rocketmq.source_options(timeout),
         cfg,
         table_path,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
@@ -36,11 +36,15 @@ class RunDeadlinePassed(TimeoutError):
 class SparkDeadline:
     """The deadline of one run's Spark work, counted from when this object is made (the run's step starts)."""
 
-    def __init__(self, spark: SparkSession, timeout_s: float):
-        self.spark = spark
+    def __init__(self, spark: SparkSession | Callable[[], SparkSession], timeout_s: float):
+        self._spark = spark  # or how to get it: a run opens its session only when it first needs one
         self.timeout_s = timeout_s
         self.at = time.monotonic() + timeout_s
         self.tag = f"rocketlake-run-{uuid.uuid4().hex[:12]}"
+
+    @property
+    def spark(self) -> SparkSession:
+        return self._spark() if callable(self._spark) and not hasattr(self._spark, "conf") else self._spark
 
     @contextmanager
     def watch(self, what: str, after: str = LANDING) -> Iterator[None]:

@@ -23,8 +23,9 @@ from pyspark.sql.types import StructType
 from rocketlake.delta import catalog
 from rocketlake.delta.evolution import evolve, type_ddl, widened
 from rocketlake.delta.file_stats import may_hold_windows
+from rocketlake.delta.ledger_commit import commit_ledger_alone
 from rocketlake.delta.ledger_log import read_ledger, table_version
-from rocketlake.delta.storage import LOG_STORE_S3A, several_writers_refusal
+from rocketlake.delta.storage import LOG_STORE_S3A, on_s3, several_writers_refusal
 from rocketlake.delta.writer import (
     DAY_COLUMN,
     HOUR_COLUMN,
@@ -92,12 +93,20 @@ MAINTENANCE = "The windows and their offsets were committed before; the table ke
 SUSPENDED = "suspended"  # failures table: the message an orderly queue is suspended at
 
 
+class LazySession:
+    """A Spark session opened on first use (``SparkLake``): a quiet window's run commits its ledger entries with
+    delta-rs and reads the table's columns from its log, and never needs one."""
+
+    def __init__(self, open_session: Callable[[], SparkSession]):
+        self.open_session = open_session
+
+
 class SparkLake:
     """The table at ``table_path``, read and written with Spark and Delta."""
 
     def __init__(
         self,
-        spark: SparkSession,
+        spark: SparkSession | LazySession,
         source_options: dict[str, str],
         cfg: IngestionConfig,
         table_path: str,
@@ -106,19 +115,27 @@ class SparkLake:
         last_errors_from: str | None = None,
         storage_options: dict[str, str] | None = None,
     ):
-        self.spark = spark
+        self._spark = spark
         self.storage_options = storage_options  # delta-rs's, for the ledger (``delta.storage``)
         self.source_options = source_options
         self.cfg = cfg
         self.table_path = table_path
         self.failures_path = failures_path  # where failed messages are kept (``engine.failures``)
         self.last_errors_from = last_errors_from  # dead letters: the failures table their last errors are in
-        self.deadline = SparkDeadline(spark, cfg.run_timeout_seconds)  # counted from here: the run's step starts
+        self.deadline = SparkDeadline(lambda: self.spark, cfg.run_timeout_seconds)  # counted from the step's start
+
+    @property
+    def spark(self) -> SparkSession:
+        if isinstance(self._spark, LazySession):
+            self._spark = self._spark.open_session()
+        return self._spark
 
     def table_version(self) -> int | None:
         return table_version(self.table_path, self.storage_options)
 
     def writers_refusal(self, members: tuple[str, ...]) -> str | None:
+        if len(members) < 2 or not on_s3(self.table_path):
+            return None  # one writer, or a file system whose log store is safe with several: no session needed
         return several_writers_refusal(self.table_path, members, self.spark.conf.get(LOG_STORE_S3A, None))
 
     def ledger(self, group: str) -> list[LedgerEntry]:
@@ -135,6 +152,19 @@ class SparkLake:
             return LandingReport(
                 tuple(WindowAccounting(w.partition_key, 0, 0, 0, 0) for w in entry.windows), None, rows_changed=False
             )
+        if self.cfg.catalog_table is None and quiet_landing(self.cfg, self.table_path, entry, self.storage_options):
+            # No offset to read and no row of these windows anywhere in the table: the slice is empty before and
+            # after, so the ledger entry is the whole landing. A Spark read, a slice write and its read-back would
+            # cost the server a few CPU-seconds a window to change nothing (benchmarks/README.md, the fixed cost of
+            # a window); committed with delta-rs, the run opens no Spark session at all.
+            if not commit_ledger_alone(self.table_path, entry, self.storage_options):
+                commit_ledger(self.spark, self.table_path, entry)
+            version = self.table_version()
+            log(
+                f"no offset to read in {len(entry.windows)} window(s): Delta commit version {version} of "
+                f"{self.table_path} holds the ledger entry alone"
+            )
+            return LandingReport(account(entry.windows, {}, Tally()), version, (), entry, None, rows_changed=False)
         with self.deadline.watch("landing its windows"):
             named = self._catalog_names()
             try:
@@ -191,13 +221,27 @@ class SparkLake:
         # Not under the deadline: by now the landing and its send-back are done, and refusing this one small commit
         # would only make the next run land the window and send its failures back again. A commit that hangs is
         # ended by Dagster's run monitoring (dagster/max_runtime).
-        commit_ledger(self.spark, self.table_path, verdict)
+        if not commit_ledger_alone(self.table_path, verdict, self.storage_options):
+            commit_ledger(self.spark, self.table_path, verdict)
 
     def columns(self) -> list[tuple[str, str, bool]]:
-        return [(f.name, f.dataType.simpleString(), f.nullable) for f in table_fields(self.spark, self.table_path)]
+        """The table's columns as Spark types them, read from its log's schema (Spark's own JSON form) by delta-rs."""
+        import json
+
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+        from pyspark.sql.types import StructType
+
+        try:
+            logged = DeltaTable(self.table_path, storage_options=self.storage_options).schema().to_json()
+        except TableNotFoundError:
+            return []  # none landed yet (a dead-letter queue not created yet)
+        return [(f.name, f.dataType.simpleString(), f.nullable) for f in StructType.fromJson(json.loads(logged)).fields]
 
     def compact(self, entry: LedgerEntry, closed_before_ms: int) -> list[tuple[str, int, int]]:
         """OPTIMIZE the days of ``entry``'s windows that are over: ``(day, files removed, files added)``."""
+        if not closed_days((w.start_ms for w in entry.windows), closed_before_ms):
+            return []  # no day over: nothing to ask Spark
         if not is_delta_table(self.spark, self.table_path):
             return []
         with self.deadline.watch("compacting", MAINTENANCE):
@@ -300,17 +344,6 @@ def land_entry(
     storage_options: dict[str, str] | None = None,
 ) -> LandingReport:
     planned = entry.windows
-    if quiet_landing(cfg, table_path, entry, storage_options):
-        # No offset to read and no row of these windows anywhere in the table: the slice is empty before and after,
-        # so the ledger entry is the whole landing. A Spark read, a slice write and its read-back would cost the
-        # server a few CPU-seconds a window to change nothing (benchmarks/README.md, the fixed cost of a window).
-        commit_ledger(spark, table_path, entry)
-        version = table_version(table_path, storage_options)
-        log(
-            f"no offset to read in {len(planned)} window(s): Delta commit version {version} of {table_path} holds "
-            "the ledger entry alone"
-        )
-        return LandingReport(account(planned, {}, Tally()), version, (), entry, None, rows_changed=False)
     with interpreted_when_small(spark, sum(r.size for w in planned for r in w.ranges)):
         tasks = sum(-(-r.size // cfg.max_messages_per_task) for w in planned for r in w.ranges)
         log(

@@ -3,6 +3,7 @@ write or a read-back (``materialize.quiet_landing``); a window the table holds r
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -11,7 +12,7 @@ from deltalake import DeltaTable
 import rocketlake.spark.materialize as materialize
 from rocketlake.delta.ledger_log import read_ledger
 from rocketlake.engine.windows import StoreTimeWindow
-from rocketlake.spark.materialize import quiet_landing
+from rocketlake.spark.materialize import LazySession, quiet_landing
 from tests.integration.engine_support import Engine, now_ms, send_window
 from tests.integration.ingestion_support import unique, wait_until
 from tests.unit.support import ingestion_config
@@ -45,12 +46,20 @@ def test_a_quiet_window_is_a_ledger_commit_alone_and_a_window_with_rows_is_never
         raise AssertionError("a quiet window read its empty ranges with Spark")
 
     monkeypatch.setattr(materialize, "read_plan", no_read)
+    opened = []
+    engine.lake._spark = LazySession(lambda: opened.append("session") or spark)  # as a run hands its session over
     second = engine.run("r2", [("w2", quiet)])
     assert [w.rows for w in second.slice.accounting] == [0]
+    assert opened == []  # the quiet window's run opened no Spark session: its ledger commits are delta-rs's
     table = DeltaTable(engine.lake.table_path)
     assert set(table.file_uris()) == files and table.to_pyarrow_table().num_rows == 5
-    landing = next(c for c in table.history() if c["version"] == version + 1)
-    assert landing["operationParameters"]["mode"] == "Append"  # no replaceWhere: nothing was replaced
+    for v in (version + 1, version + 2):  # the landing's entry, then its verdict: commitInfo alone, no file action
+        commit = [json.loads(line) for line in (tmp_path / "orders" / "_delta_log" / f"{v:020d}.json").open()]
+        assert [list(action) for action in commit] == [["commitInfo"]], commit
+        assert commit[0]["commitInfo"]["operationParameters"]["mode"] == "Append"
+    # Spark reads the table and its history after them as before.
+    assert spark.read.format("delta").load(engine.lake.table_path).count() == 5
+    assert spark.sql(f"DESCRIBE HISTORY delta.`{engine.lake.table_path}`").count() == version + 3
     entries = read_ledger(engine.lake.table_path, group)
     newest = entries[-1]
     assert [w.partition_key for w in newest.windows] == ["w2"] and newest.version == version + 1
