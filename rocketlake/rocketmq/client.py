@@ -29,7 +29,7 @@ from .acl import AclClientRPCHook, Credentials
 from .admin import ConsumeStats, SubscriptionGroupConfig
 from .broker import BoundaryType, BrokerClient, PullOptions
 from .connection import DEFAULT_TIMEOUT, get_connection
-from .errors import BrokerError, InvalidArgument, RocketMQError, TopicNotExist
+from .errors import BrokerError, ConnectionFailed, InvalidArgument, RequestTimeout, RocketMQError, TopicNotExist
 from .heartbeat import ConsumerData
 from .message import Message
 from .message_queue import MessageQueue
@@ -428,16 +428,24 @@ class RocketMQClient:
     # ------------------------------------------------------------------ membership
 
     def message_request_modes(self, group: str, topic: str) -> set[str]:
-        """:meth:`BrokerClient.message_request_modes`, asked of each broker serving ``topic``."""
-        modes: set[str] = set()
-        for name in self.broker_names(topic):
-            modes |= self._run(name, lambda b: b.message_request_modes(topic, group), topic=topic)
-        return modes
+        """:meth:`BrokerClient.message_request_modes`, asked of the first broker serving ``topic`` that answers
+        (``mqadmin setConsumeMode -c`` sets every broker of the cluster); empty when none answers."""
+        return self._first_answer(topic, lambda b: b.message_request_modes(topic, group), set())
 
     def consume_type(self, group: str, topic: str) -> str | None:
-        """:meth:`BrokerClient.consume_type`, asked of a broker serving ``topic`` (every broker of a consumer's
-        topics has its heartbeat)."""
-        return self._run(self.broker_names(topic)[0], lambda b: b.consume_type(group), topic=topic)
+        """:meth:`BrokerClient.consume_type`, asked of the first broker serving ``topic`` that answers (every broker
+        of a consumer's topics has its heartbeat); None when none answers."""
+        return self._first_answer(topic, lambda b: b.consume_type(group), None)
+
+    def _first_answer(self, topic: str, call, default):
+        """``call`` on the brokers of ``topic`` in turn until one answers: one that is down or paused is another
+        matter (the run leaves its queues out), not a reason to fail here."""
+        for name in self.broker_names(topic):
+            try:
+                return call(self.broker(name))  # once each, no retry: the next broker is the retry
+            except (ConnectionFailed, RequestTimeout):
+                continue
+        return default
 
     def get_consumer_list_by_group(self, group: str, topic: str) -> list[str]:
         """Live members of ``group``, asked of a broker serving ``topic`` (the next one on failure)."""
