@@ -37,6 +37,7 @@ import argparse
 import statistics
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from benchmarks.common import CpuSeconds, PeakRss, bench_cluster, cluster_pids, mib, produce_bulk
@@ -105,97 +106,89 @@ def main() -> None:
     n, size = args.messages, args.body_size
     mb = n * size / 1024 / 1024
 
-    with tempfile.TemporaryDirectory(prefix="rocketlake-vs-kafka-", dir="/dev/shm") as tmp:
-        tmp_path = Path(tmp)
-        with (
-            bench_cluster(tmp_path / "rocketmq", broker_properties=RAISED_TRANSFER_CAPS) as cluster,
-            LocalKafka(tmp_path / "kafka") as kafka,
-        ):
-            parts = {"rocketmq": cluster_pids(cluster), "kafka": kafka.pids()}
-            brokers = parts["rocketmq"] | parts["kafka"]
-            spark = spark_session("local[2]", {"spark.driver.memory": "2g", "spark.jars": ",".join(spark_kafka_jars())})
-            register(spark)
-            kafka.create_topic("bench", PARTITIONS)
-            kafka_seconds = produce_with_spark(spark, kafka.bootstrap, "bench", n, size, PARTITIONS)
-            assert sum(kafka.end_offsets("bench").values()) == n
-            print(f"kafka: produced {n:,} x {size} B into {PARTITIONS} partitions in {kafka_seconds:.0f}s", flush=True)
-            window = fill_rocketmq(cluster, "bench", n, size)
-            names = property_names(cluster.spec.namesrv_address)
-            kafka.create_topic("bench_headers", PARTITIONS)
-            kafka_seconds = produce_with_spark(spark, kafka.bootstrap, "bench_headers", n, size, PARTITIONS, names)
-            assert sum(kafka.end_offsets("bench_headers").values()) == n
+    with both_brokers("rocketlake-vs-kafka-") as (tmp_path, cluster, kafka, spark, parts):
+        brokers = parts["rocketmq"] | parts["kafka"]
+        kafka.create_topic("bench", PARTITIONS)
+        kafka_seconds = produce_with_spark(spark, kafka.bootstrap, "bench", n, size, PARTITIONS)
+        assert sum(kafka.end_offsets("bench").values()) == n
+        print(f"kafka: produced {n:,} x {size} B into {PARTITIONS} partitions in {kafka_seconds:.0f}s", flush=True)
+        window = fill_rocketmq(cluster, "bench", n, size)
+        names = property_names(cluster.spec.namesrv_address)
+        kafka.create_topic("bench_headers", PARTITIONS)
+        kafka_seconds = produce_with_spark(spark, kafka.bootstrap, "bench_headers", n, size, PARTITIONS, names)
+        assert sum(kafka.end_offsets("bench_headers").values()) == n
+        print(
+            f"kafka: produced {n:,} records with the headers {names} (the properties of the RocketMQ "
+            f"messages) in {kafka_seconds:.0f}s",
+            flush=True,
+        )
+        # Warm the JVM's Parquet and Delta paths once, untimed, for both systems alike.
+        ceiling_frame(spark, 100_000, size).write.format("delta").save(str(tmp_path / "warm"))
+
+        figures: dict[str, list[tuple[float, int, dict]]] = {}
+
+        def record(label: str, rows: int, seconds: float, peak: int, cpu: dict) -> None:
+            assert rows == n, f"{label}: {rows:,} rows, expected {n:,}"
+            figures.setdefault(label, []).append((seconds, peak, cpu))
             print(
-                f"kafka: produced {n:,} records with the headers {names} (the properties of the RocketMQ "
-                f"messages) in {kafka_seconds:.0f}s",
+                f"  {label:<40} {n / seconds:>9,.0f} msg/s {mb / seconds:>7.1f} MB/s  peak RSS {mib(peak):>10}"
+                f"  ({seconds:.1f}s; CPU s: {cpu_text(cpu)})",
                 flush=True,
             )
-            # Warm the JVM's Parquet and Delta paths once, untimed, for both systems alike.
-            ceiling_frame(spark, 100_000, size).write.format("delta").save(str(tmp_path / "warm"))
 
-            figures: dict[str, list[tuple[float, int, dict]]] = {}
+        def rocketlake(r: int, batch: int, metadata: tuple[str, ...] = ()):
+            return land(
+                cluster,
+                spark,
+                "bench",
+                tmp_path / "lake",
+                window,
+                f"round{r}_{batch}{'_'.join(metadata)}",
+                batch,
+                metadata,
+            )[0]
 
-            def record(label: str, rows: int, seconds: float, peak: int, cpu: dict) -> None:
-                assert rows == n, f"{label}: {rows:,} rows, expected {n:,}"
-                figures.setdefault(label, []).append((seconds, peak, cpu))
-                print(
-                    f"  {label:<40} {n / seconds:>9,.0f} msg/s {mb / seconds:>7.1f} MB/s  peak RSS {mib(peak):>10}"
-                    f"  ({seconds:.1f}s; CPU s: {cpu_text(cpu)})",
-                    flush=True,
-                )
+        for r in range(args.rounds):
+            print(f"round {r + 1}:", flush=True)
+            for batch in (32, 1024):
+                rows, seconds, peak, cpu = timed(lambda: rocketlake(r, batch), brokers, parts)
+                record(f"rocketlake -> delta (pulls of {batch})", rows, seconds, peak, cpu)
+            rows, seconds, peak, cpu = timed(
+                lambda: spark_kafka_to_delta(spark, kafka.bootstrap, "bench", str(tmp_path / f"kafka{r}")),
+                brokers,
+                parts,
+            )
+            record("spark kafka source -> delta", rows, seconds, peak, cpu)
+            rows, seconds, peak, cpu = timed(lambda: rocketlake(r, 1024, ("properties",)), brokers, parts)
+            record(WITH_PROPERTIES, rows, seconds, peak, cpu)
+            rows, seconds, peak, cpu = timed(
+                lambda: spark_kafka_to_delta(
+                    spark, kafka.bootstrap, "bench_headers", str(tmp_path / f"kafka_headers{r}"), headers=True
+                ),
+                brokers,
+                parts,
+            )
+            record(WITH_HEADERS, rows, seconds, peak, cpu)
 
-            def rocketlake(r: int, batch: int, metadata: tuple[str, ...] = ()):
-                return land(
-                    cluster,
-                    spark,
-                    "bench",
-                    tmp_path / "lake",
-                    window,
-                    f"round{r}_{batch}{'_'.join(metadata)}",
-                    batch,
-                    metadata,
-                )[0]
-
-            for r in range(args.rounds):
-                print(f"round {r + 1}:", flush=True)
-                for batch in (32, 1024):
-                    rows, seconds, peak, cpu = timed(lambda: rocketlake(r, batch), brokers, parts)
-                    record(f"rocketlake -> delta (pulls of {batch})", rows, seconds, peak, cpu)
-                rows, seconds, peak, cpu = timed(
-                    lambda: spark_kafka_to_delta(spark, kafka.bootstrap, "bench", str(tmp_path / f"kafka{r}")),
-                    brokers,
-                    parts,
-                )
-                record("spark kafka source -> delta", rows, seconds, peak, cpu)
-                rows, seconds, peak, cpu = timed(lambda: rocketlake(r, 1024, ("properties",)), brokers, parts)
-                record(WITH_PROPERTIES, rows, seconds, peak, cpu)
-                rows, seconds, peak, cpu = timed(
-                    lambda: spark_kafka_to_delta(
-                        spark, kafka.bootstrap, "bench_headers", str(tmp_path / f"kafka_headers{r}"), headers=True
-                    ),
-                    brokers,
-                    parts,
-                )
-                record(WITH_HEADERS, rows, seconds, peak, cpu)
-
-            print("where the time goes:", flush=True)
-            for r in range(args.rounds):
-                for batch in (32, 1024):
-                    _, seconds, peak, cpu = timed(
-                        lambda: rocketmq_noop(spark, cluster.spec.namesrv_address, f"noop{r}_{batch}", batch),
-                        brokers,
-                        parts,
-                    )
-                    record(f"rocketlake source -> noop (pulls of {batch})", n, seconds, peak, cpu)
+        print("where the time goes:", flush=True)
+        for r in range(args.rounds):
+            for batch in (32, 1024):
                 _, seconds, peak, cpu = timed(
-                    lambda: spark_kafka_read_noop(spark, kafka.bootstrap, "bench"), brokers, parts
-                )
-                record("spark kafka source -> noop", n, seconds, peak, cpu)
-                _, seconds, peak, cpu = timed(
-                    lambda: ceiling_frame(spark, n, size).write.format("delta").save(str(tmp_path / f"ceiling{r}")),
+                    lambda: rocketmq_noop(spark, cluster.spec.namesrv_address, f"noop{r}_{batch}", batch),
                     brokers,
                     parts,
                 )
-                record("generated in the JVM -> delta", n, seconds, peak, cpu)
+                record(f"rocketlake source -> noop (pulls of {batch})", n, seconds, peak, cpu)
+            _, seconds, peak, cpu = timed(
+                lambda: spark_kafka_read_noop(spark, kafka.bootstrap, "bench"), brokers, parts
+            )
+            record("spark kafka source -> noop", n, seconds, peak, cpu)
+            _, seconds, peak, cpu = timed(
+                lambda: ceiling_frame(spark, n, size).write.format("delta").save(str(tmp_path / f"ceiling{r}")),
+                brokers,
+                parts,
+            )
+            record("generated in the JVM -> delta", n, seconds, peak, cpu)
 
     warm = {label: warm_rounds(runs) for label, runs in figures.items()}
     print(
@@ -217,6 +210,22 @@ def main() -> None:
             f"(JVM + Python workers) {spark_cpu[ours]:.1f} s against {spark_cpu[theirs]:.1f} s, "
             f"{spark_cpu[ours] / spark_cpu[theirs]:.2f}x"
         )
+
+
+@contextmanager
+def both_brokers(prefix: str):
+    """A RocketMQ cluster with the pull caps raised, a Kafka broker and one Spark session on ``local[2]`` with
+    Delta and Spark's Kafka jars, in a temporary folder on /dev/shm: (folder, cluster, kafka, spark, pids by part)."""
+    with tempfile.TemporaryDirectory(prefix=prefix, dir="/dev/shm") as tmp:
+        tmp_path = Path(tmp)
+        with (
+            bench_cluster(tmp_path / "rocketmq", broker_properties=RAISED_TRANSFER_CAPS) as cluster,
+            LocalKafka(tmp_path / "kafka") as kafka,
+        ):
+            parts = {"rocketmq": cluster_pids(cluster), "kafka": kafka.pids()}
+            spark = spark_session("local[2]", {"spark.driver.memory": "2g", "spark.jars": ",".join(spark_kafka_jars())})
+            register(spark)
+            yield tmp_path, cluster, kafka, spark, parts
 
 
 def warm_rounds(runs: list) -> list:

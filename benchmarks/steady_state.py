@@ -170,6 +170,13 @@ def latencies(instance, since: float, until: float) -> dict[str, list[float]]:
             AssetRecordsFilter(asset_key=AssetKey(f"{TABLE}_customers")), limit=10_000
         ).records
     )
+    # Windows landed without a row changing (quiet windows: a ledger commit alone) give the followers nothing to do:
+    # they are not followed (rocketlake.demo.follow), so they are no follower's latency.
+    quiet = {
+        r.partition_key
+        for r in instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey(TABLE)), limit=10_000).records
+        if not getattr(r.asset_materialization.metadata.get("rocketlake/rows_changed"), "value", True)
+    }
     out: dict[str, list[float]] = defaultdict(list)
     for key, (landed, run_id) in sorted(table.items()):
         close = window_close(key)
@@ -184,6 +191,8 @@ def latencies(instance, since: float, until: float) -> dict[str, list[float]]:
             None,
         )
         out[TABLE].append((committed or float("inf")) - close)
+        if key in quiet:
+            continue
         out[f"{TABLE}_by_region"].append(by_region.get(key, (float("inf"),))[0] - close)
         out[f"{TABLE}_customers"].append(next((t for t in customers if t >= landed), float("inf")) - close)
     return out
