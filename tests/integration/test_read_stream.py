@@ -13,10 +13,12 @@ import sys
 import time
 from pathlib import Path
 
+import pyspark
 import pytest
 from deltalake import DeltaTable
 
 from rocketlake.engine.broker_access import group_broker
+from rocketlake.engine.stream_options import spark_refusal
 from rocketlake.rocketmq.client import RocketMQClient
 from rocketlake.spark.source import register
 from tests.integration.engine_support import Engine, now_ms
@@ -24,6 +26,11 @@ from tests.integration.ingestion_support import order, unique, wait_until
 from tests.unit.support import ingestion_config
 
 pytestmark = pytest.mark.engine
+
+#: Python sources stream with read limits and Trigger.AvailableNow from Spark 4.2 on; the lowest supported pyspark
+#: (``make test-lowest``) is older, and there the source refuses to stream (the last test).
+STREAMS = spark_refusal(pyspark.__version__) is None
+needs_streams = pytest.mark.skipif(not STREAMS, reason=f"readStream needs Spark 4.2; this is {pyspark.__version__}")
 
 COLUMNS = ["topic", "broker_name", "queue_id", "queue_offset", "msg_id", "keys", "tags", "body", "store_timestamp"]
 
@@ -54,6 +61,7 @@ def ends(progress) -> dict[tuple[str, int], int]:
     return {(broker, int(q)): o for broker, queues in offsets.items() for q, o in queues.items()}
 
 
+@needs_streams
 def test_a_stream_lands_every_message_once_in_capped_batches_and_commits_the_group_a_batch_behind(
     local_cluster, create_topic, java_producer, spark, tmp_path
 ):
@@ -103,6 +111,7 @@ def test_a_stream_lands_every_message_once_in_capped_batches_and_commits_the_gro
     assert streamed.sort_by(order_by).to_pylist() == windowed.sort_by(order_by).to_pylist()
 
 
+@needs_streams
 def test_a_driver_killed_at_random_instants_goes_on_from_its_checkpoint_and_lands_every_message_once(
     local_cluster, create_topic, java_producer, tmp_path
 ):
@@ -154,3 +163,17 @@ def test_a_driver_killed_at_random_instants_goes_on_from_its_checkpoint_and_land
     assert process.returncode == 0 and "done" in out, f"seed {seed}, kills {kills}: {err[-2000:]}"
     keys = DeltaTable(str(table)).to_pyarrow_table(columns=["keys"]).column("keys").to_pylist()
     assert sorted(keys) == sorted(f"o-{i}" for i in range(300)), f"seed {seed}, kills {kills}"
+
+
+@pytest.mark.skipif(STREAMS, reason="this Spark streams: the refusal is for Spark 4.0 and 4.1")
+def test_an_older_spark_is_refused_in_one_sentence_naming_the_version_needed(local_cluster, create_topic, spark):
+    register(spark)
+    stream = (
+        spark.readStream.format("rocketmq")
+        .option("namesrv", local_cluster.spec.namesrv_address)
+        .option("topic", create_topic(queues=1))
+        .load()
+        .writeStream.format("noop")
+    )
+    with pytest.raises(Exception, match=r"needs Spark 4\.2 or later \(this is Spark 4\.[01]"):
+        stream.start().awaitTermination(60)
