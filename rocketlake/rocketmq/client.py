@@ -443,7 +443,7 @@ class RocketMQClient:
         for name in self.broker_names(topic):
             try:
                 return call(self.broker(name))  # once each, no retry: the next broker is the retry
-            except (ConnectionFailed, RequestTimeout):
+            except (ConnectionFailed, RequestTimeout, BrokerNotFound):  # down, paused, or its master gone
                 continue
         return default
 
