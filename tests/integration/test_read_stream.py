@@ -177,3 +177,47 @@ def test_an_older_spark_is_refused_in_one_sentence_naming_the_version_needed(loc
     )
     with pytest.raises(Exception, match=r"needs Spark 4\.2 or later \(this is Spark 4\.[01]"):
         stream.start().awaitTermination(60)
+
+
+@needs_streams
+def test_foreach_batch_with_deltas_idempotent_writes_lands_a_replayed_batch_once(
+    local_cluster, create_topic, java_producer, spark, tmp_path
+):
+    """The docs' ``foreachBatch`` example: each batch appended with ``txnAppId`` and ``txnVersion`` (the batch id), so
+    a batch Spark runs again after a crash (its commit missing from the checkpoint) is not written twice."""
+    topic = create_topic(queues=2)
+    java_producer([order(i, topic) for i in range(40)])
+    table, checkpoint = str(tmp_path / "orders"), tmp_path / "checkpoint"
+
+    def append_once(batch, batch_id: int) -> None:
+        (
+            batch.write.format("delta")
+            .option("txnAppId", "orders-stream")  # one id per query, kept across its restarts
+            .option("txnVersion", batch_id)
+            .mode("append")
+            .save(table)
+        )
+
+    def run() -> None:
+        register(spark)
+        query = (
+            spark.readStream.format("rocketmq")
+            .option("namesrv", local_cluster.spec.namesrv_address)
+            .option("topic", topic)
+            .option("maxOffsetsPerTrigger", 15)
+            .load()
+            .writeStream.foreachBatch(append_once)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(180) and query.exception() is None
+
+    run()
+    last = max(int(p.name) for p in (checkpoint / "commits").glob("[0-9]*"))
+    # As if the driver died after the batch's write, before its commit mark (the mark and its checksum file).
+    (checkpoint / "commits" / str(last)).unlink()
+    (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    run()  # Spark runs the last batch again; Delta skips it
+    keys = DeltaTable(table).to_pyarrow_table(columns=["keys"]).column("keys").to_pylist()
+    assert sorted(keys) == sorted(f"o-{i}" for i in range(40))
