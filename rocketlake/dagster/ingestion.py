@@ -51,14 +51,22 @@ from rocketlake.dagster.spark_resource import SparkResource
 from rocketlake.dagster.translator import IngestionAssets
 from rocketlake.delta.storage import ServerWithoutLake, apply_lake, delta_rs_options
 from rocketlake.engine import ingest
-from rocketlake.engine.broker_access import LiveGroup, group_broker
+from rocketlake.engine.broker_access import LiveGroup, StaticTopicRefused, group_broker
 from rocketlake.engine.config import IngestionConfig, LakeConfig, dead_letter_config
 from rocketlake.engine.failures import failures_table
 from rocketlake.engine.ledger import NewerLedger
 from rocketlake.engine.listener import ListenerError, ListenerHung
 from rocketlake.engine.offset_store import OffsetStoreCorrupt
 from rocketlake.engine.orderly import LockLost, OutOfOrder, QueuesLocked
-from rocketlake.engine.run import BrokersSilent, Committed, Landed, LandingRequest, Unbalanced, check_closed
+from rocketlake.engine.run import (
+    BrokersSilent,
+    Committed,
+    GroupSharedWithPop,
+    Landed,
+    LandingRequest,
+    Unbalanced,
+    check_closed,
+)
 from rocketlake.engine.run import run as engine_run
 from rocketlake.engine.traces import trace_landing
 from rocketlake.engine.windows import MessagesDeleted, StoreTimeWindow, WindowNotClosed, to_ms
@@ -267,6 +275,8 @@ TRANSIENT = (
     ingest.MasterChanged,
 )
 PERMANENT = (
+    GroupSharedWithPop,
+    StaticTopicRefused,
     PoolNotLimited,
     TopicNotExist,
     MessagesDeleted,

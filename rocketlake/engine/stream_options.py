@@ -16,7 +16,8 @@ JSON keyed by topic, broker name and queue id, like Spark's Kafka source's keyed
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+import re
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rocketlake.engine.options import SourceOptionError, SourceOptions, parse_options
@@ -36,7 +37,7 @@ class StreamOptions:
     starting: str | StreamOffset = "earliest"
     starting_timestamp: int | None = None
     max_offsets_per_trigger: int | None = None
-    commit_group: str | None = field(default=None)  # the group the brokers are told the stream's progress of
+    commit_group: str | None = None  # the group the brokers are told the stream's progress of
 
 
 def parse_stream_options(raw: Any) -> StreamOptions:
@@ -59,8 +60,6 @@ def parse_stream_options(raw: Any) -> StreamOptions:
     if named[0] == "topicpattern":
         pattern = options["topicpattern"]
         try:
-            import re
-
             re.compile(pattern)
         except re.error as e:
             raise SourceOptionError(f"option topicPattern={pattern!r} is not a regular expression: {e}") from None
@@ -68,9 +67,9 @@ def parse_stream_options(raw: Any) -> StreamOptions:
         topics = tuple(t.strip() for t in options[named[0]].split(",") if t.strip())
         if not topics:
             raise SourceOptionError(f"option {named[0]}={options[named[0]]!r} names no topic")
-    starting = _starting(options.pop("startingoffsets", "earliest"))
-    if "startingtimestamp" in options and "startingoffsets" in {str(k).lower() for k in dict(raw)}:
+    if "startingtimestamp" in options and "startingoffsets" in options:
         raise SourceOptionError("options startingOffsets and startingTimestamp are exclusive: give one")
+    starting = _starting(options.pop("startingoffsets", "earliest"))
     max_offsets = None
     if "maxoffsetspertrigger" in options:
         max_offsets = _positive(options, "maxOffsetsPerTrigger")

@@ -4,8 +4,8 @@ With a cluster's ``trace: true``, each landing sends to the trace topic (``RMQ_S
 names another) a ``SubBefore`` and a ``SubAfter`` context per traced message, batched as the Java client's
 ``AsyncTraceDispatcher`` batches them: contexts joined into messages of at most 128,000 bytes, each message keyed by
 the message ids and keys it traces, so ``mqadmin queryMsgTraceById`` and the dashboard find rocketlake's group as a
-consumer of a message. A window of more than ``trace_max_per_window`` messages traces that many, evenly spread over
-its offsets: a trace costs a message of about 200 bytes per traced message, a few percent of a 1 KiB landing at most.
+consumer of a message. A window of more than ``trace_max_per_window`` messages traces about that many, every n-th
+offset of each queue (``SparkLake.landed_messages``): a trace costs a message of about 200 bytes per traced message, a few percent of a 1 KiB landing at most.
 """
 
 from __future__ import annotations
@@ -89,14 +89,6 @@ def trace_messages(
         keys.extend(k for k in c.keys.split(" ") if k)
     if body:
         yield TraceMessage("".join(body), tuple(dict.fromkeys(keys)))
-
-
-def spread(items: Sequence, most: int) -> list:
-    """At most ``most`` of ``items``, evenly spread over them (all of them when there are no more)."""
-    if len(items) <= most:
-        return list(items)
-    step = len(items) / most
-    return [items[int(i * step)] for i in range(most)]
 
 
 def send_traces(client, topic: str, group: str, consumed: Sequence[Consumed], timestamp_ms: int, cost_ms: int) -> int:

@@ -201,6 +201,14 @@ class BrokerClient:
             raise self._error(code, response, hint)
         return response
 
+    def _bad_body(self, request_code: RequestCode, exc: Exception) -> ProtocolError:
+        """The answer's body to ``request_code`` could not be read: the broker, the request and why."""
+        return ProtocolError(
+            f"{self.address} answered {request_code.name} with a bad body: {exc}",
+            address=self.address,
+            request_code=request_code,
+        )
+
     def _error(self, request_code: int, response: RemotingCommand, hint: str | None = None) -> BrokerError:
         if hint is None and response.code == ResponseCode.TOPIC_NOT_EXIST:
             hint = f"the topic does not exist on broker {self.label}; create it first (mqadmin updateTopic)"
@@ -438,11 +446,7 @@ class BrokerClient:
         try:
             ids = json.loads(r.body or b"{}").get("consumerIdList") or []
         except (ValueError, AttributeError) as exc:
-            raise ProtocolError(
-                f"{self.address} answered GET_CONSUMER_LIST_BY_GROUP with a bad body: {exc}",
-                address=self.address,
-                request_code=RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-            ) from None
+            raise self._bad_body(RequestCode.GET_CONSUMER_LIST_BY_GROUP, exc) from None
         return sorted(str(i) for i in ids)
 
     def consume_type(self, group: str, *, timeout: float | None = None) -> str | None:
@@ -459,11 +463,7 @@ class BrokerClient:
         try:
             found = fastjson.loads(r.body or b"{}").get("consumeType")
         except (ProtocolError, AttributeError) as exc:
-            raise ProtocolError(
-                f"{self.address} answered GET_CONSUMER_CONNECTION_LIST with a bad body: {exc}",
-                address=self.address,
-                request_code=RequestCode.GET_CONSUMER_CONNECTION_LIST,
-            ) from None
+            raise self._bad_body(RequestCode.GET_CONSUMER_CONNECTION_LIST, exc) from None
         return None if found is None else str(found)
 
     def message_request_modes(self, topic: str, group: str, *, timeout: float | None = None) -> set[str]:
@@ -493,11 +493,7 @@ class BrokerClient:
             assignments = fastjson.loads(r.body or b"{}").get("messageQueueAssignments") or []
             return {str(a.get("mode")) for a in assignments if a.get("mode") is not None}
         except (ProtocolError, AttributeError) as exc:
-            raise ProtocolError(
-                f"{self.address} answered QUERY_ASSIGNMENT with a bad body: {exc}",
-                address=self.address,
-                request_code=RequestCode.QUERY_ASSIGNMENT,
-            ) from None
+            raise self._bad_body(RequestCode.QUERY_ASSIGNMENT, exc) from None
 
     def heart_beat(
         self,
@@ -573,11 +569,7 @@ class BrokerClient:
         try:
             return parse_lock_response(r.body)
         except ProtocolError as exc:
-            raise ProtocolError(
-                f"{self.address} answered LOCK_BATCH_MQ with a bad body: {exc}",
-                address=self.address,
-                request_code=RequestCode.LOCK_BATCH_MQ,
-            ) from exc
+            raise self._bad_body(RequestCode.LOCK_BATCH_MQ, exc) from exc
 
     def unlock_batch_mq(
         self,
@@ -697,11 +689,7 @@ class BrokerClient:
         try:
             return parse_kv_table(r.body)
         except ProtocolError as exc:
-            raise ProtocolError(
-                f"{self.address} answered GET_BROKER_RUNTIME_INFO with a bad body: {exc}",
-                address=self.address,
-                request_code=RequestCode.GET_BROKER_RUNTIME_INFO,
-            ) from exc
+            raise self._bad_body(RequestCode.GET_BROKER_RUNTIME_INFO, exc) from exc
 
     def get_consume_stats(self, group: str, topic: str | None = None, *, timeout: float | None = None) -> ConsumeStats:
         """GET_CONSUME_STATS: the group's offsets on this broker's queues (of ``topic``, or of every
@@ -710,11 +698,7 @@ class BrokerClient:
         try:
             return parse_consume_stats(r.body)
         except ProtocolError as exc:
-            raise ProtocolError(
-                f"{self.address} answered GET_CONSUME_STATS with a bad body: {exc}",
-                address=self.address,
-                request_code=RequestCode.GET_CONSUME_STATS,
-            ) from exc
+            raise self._bad_body(RequestCode.GET_CONSUME_STATS, exc) from exc
 
 
 def _rebuild(

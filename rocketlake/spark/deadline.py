@@ -36,15 +36,15 @@ class RunDeadlinePassed(TimeoutError):
 class SparkDeadline:
     """The deadline of one run's Spark work, counted from when this object is made (the run's step starts)."""
 
-    def __init__(self, spark: SparkSession | Callable[[], SparkSession], timeout_s: float):
-        self._spark = spark  # or how to get it: a run opens its session only when it first needs one
+    def __init__(self, session: Callable[[], SparkSession], timeout_s: float):
+        self.session = session  # how to get the run's session: a run opens it only when it first needs it
         self.timeout_s = timeout_s
         self.at = time.monotonic() + timeout_s
         self.tag = f"rocketlake-run-{uuid.uuid4().hex[:12]}"
 
     @property
     def spark(self) -> SparkSession:
-        return self._spark() if callable(self._spark) and not hasattr(self._spark, "conf") else self._spark
+        return self.session()
 
     @contextmanager
     def watch(self, what: str, after: str = LANDING) -> Iterator[None]:

@@ -76,6 +76,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self.target: dict[MessageQueue, int] | None = None  # Trigger.AvailableNow: where the query stops
         self.announced = False  # whether the brokers know the group (``_announce``)
+        self.available: dict[MessageQueue, int] | None = None  # the max offsets ``latestOffset`` read last
 
     # ------------------------------------------------------------------ the planner's side
 
@@ -129,7 +130,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit) -> dict:
         begun = positions_of(start)
-        available = self._max_offsets()
+        available = self.available = self._max_offsets()
         client = self._client()
         for mq in available:
             if mq not in begun:  # a queue found since: from its earliest offset
@@ -144,7 +145,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offset_of(available)
 
     def reportLatestOffset(self) -> dict | None:
-        return offset_of(self._max_offsets())
+        """What the queues held at the last ``latestOffset`` (Spark asks right after it): no second round of
+        requests to every queue for a progress report."""
+        return None if self.available is None else offset_of(self.available)
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         begun, ends = positions_of(start), positions_of(end)

@@ -10,10 +10,11 @@ from rocketlake.spark.session import spark_session
 from rocketlake.spark.source import register
 
 
-def main(namesrv: str, topic: str, group: str, table: str, checkpoint: str, most: str) -> None:
-    spark = spark_session("local[2]", app_name="rocketlake-stream-driver")
+def available_now_query(spark, namesrv: str, topic: str, group: str, table: str, checkpoint: str, most):
+    """The ``rocketmq`` stream of ``topic`` into Delta at ``table``, ``Trigger.AvailableNow``, at most ``most`` offsets
+    a micro-batch, started."""
     register(spark)
-    query = (
+    return (
         spark.readStream.format("rocketmq")
         .option("namesrv", namesrv)
         .option("topic", topic)
@@ -25,6 +26,11 @@ def main(namesrv: str, topic: str, group: str, table: str, checkpoint: str, most
         .trigger(availableNow=True)
         .start(table)
     )
+
+
+def main(namesrv: str, topic: str, group: str, table: str, checkpoint: str, most: str) -> None:
+    spark = spark_session("local[2]", app_name="rocketlake-stream-driver")
+    query = available_now_query(spark, namesrv, topic, group, table, checkpoint, most)
     query.awaitTermination()
     if query.exception() is not None:
         raise SystemExit(f"the query failed: {query.exception()}")

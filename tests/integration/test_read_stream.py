@@ -23,6 +23,7 @@ from rocketlake.rocketmq.client import RocketMQClient
 from rocketlake.spark.source import register
 from tests.integration.engine_support import Engine, now_ms
 from tests.integration.ingestion_support import order, unique, wait_until
+from tests.integration.stream_driver import available_now_query
 from tests.unit.support import ingestion_config
 
 pytestmark = pytest.mark.engine
@@ -37,19 +38,7 @@ COLUMNS = ["topic", "broker_name", "queue_id", "queue_offset", "msg_id", "keys",
 
 def stream_until_done(spark, namesrv: str, topic: str, group: str, table: str, checkpoint: str, most: int):
     """One ``Trigger.AvailableNow`` query to the end; its progress reports, one per micro-batch with rows."""
-    register(spark)
-    query = (
-        spark.readStream.format("rocketmq")
-        .option("namesrv", namesrv)
-        .option("topic", topic)
-        .option("consumerGroup", group)
-        .option("maxOffsetsPerTrigger", most)
-        .load()
-        .writeStream.format("delta")
-        .option("checkpointLocation", checkpoint)
-        .trigger(availableNow=True)
-        .start(table)
-    )
+    query = available_now_query(spark, namesrv, topic, group, table, checkpoint, most)
     assert query.awaitTermination(180), "the AvailableNow query did not stop at the offsets it captured"
     assert query.exception() is None
     return [p for p in query.recentProgress if p["numInputRows"] > 0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocketlake.engine.traces import CONTENT, FIELD, MAX_TRACE_MESSAGE, Consumed, encode, spread, trace_messages
+from rocketlake.engine.traces import CONTENT, FIELD, MAX_TRACE_MESSAGE, Consumed, encode, trace_messages
 
 pytestmark = pytest.mark.unit
 
@@ -27,9 +27,3 @@ def test_contexts_are_batched_into_messages_keyed_by_what_they_trace():
     keys = [k for m in messages for k in m.keys]
     assert keys.count("ID000007") == 1 and "key-7" in keys and len(keys) == 4000
     assert list(trace_messages("g1", [], 1, 1)) == []
-
-
-def test_a_window_of_many_messages_traces_a_spread_of_them():
-    assert spread(list(range(10)), 20) == list(range(10))
-    picked = spread(list(range(1000)), 10)
-    assert picked == [0, 100, 200, 300, 400, 500, 600, 700, 800, 900]
