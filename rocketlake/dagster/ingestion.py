@@ -51,7 +51,7 @@ from rocketlake.dagster.spark_resource import SparkResource
 from rocketlake.dagster.translator import IngestionAssets
 from rocketlake.delta.storage import ServerWithoutLake, apply_lake, delta_rs_options
 from rocketlake.engine import ingest
-from rocketlake.engine.broker_access import LiveGroup, StaticTopicRefused, group_broker
+from rocketlake.engine.broker_access import LiveGroup, TopicRefused, group_broker
 from rocketlake.engine.config import IngestionConfig, LakeConfig, dead_letter_config
 from rocketlake.engine.failures import failures_table
 from rocketlake.engine.ledger import NewerLedger
@@ -276,7 +276,7 @@ TRANSIENT = (
 )
 PERMANENT = (
     GroupSharedWithPop,
-    StaticTopicRefused,
+    TopicRefused,
     PoolNotLimited,
     TopicNotExist,
     MessagesDeleted,

@@ -89,8 +89,30 @@ def _credentials(opts: SourceOptions):
     return None
 
 
-class StaticTopicRefused(ValueError):
-    """A static topic (5.x logical queues): refused before anything is read."""
+class TopicRefused(ValueError):
+    """A topic whose offsets offset windows cannot make exact: refused by name before anything is read."""
+
+
+class StaticTopicRefused(TopicRefused):
+    """A static topic (5.x logical queues)."""
+
+
+class CompactionTopicRefused(TopicRefused):
+    """A compaction topic (5.x ``cleanup.policy=COMPACTION``)."""
+
+
+def compaction_refusal(topic: str, attributes: dict[str, str]) -> str | None:
+    """Why ``topic`` cannot be landed, from its attributes, or None. A compaction topic keeps only each key's last
+    message: the broker serves the compacted store in place of the log, so offsets between two kept messages read
+    as nothing, a window's count and its offsets stop agreeing, and a range landed twice can differ."""
+    if attributes.get("cleanup.policy", "").upper() != "COMPACTION":
+        return None
+    return (
+        f"topic {topic} is a compaction topic (cleanup.policy=COMPACTION): the broker keeps only the last message of "
+        "each key, so its offsets have gaps that offset windows cannot account for and rocketlake does not land it; "
+        "nothing was read. Land a topic with cleanup.policy=DELETE (the default), or read the compacted topic's "
+        "latest values with a consumer of its own"
+    )
 
 
 class BrokerStoreTimes:
@@ -136,6 +158,7 @@ class GroupBroker(BrokerStoreTimes):
         self.topics = (lambda: [topic]) if isinstance(topic, str) else topic
         self.with_retry_topic = with_retry_topic
         self.topic_may_be_absent = topic_may_be_absent  # %DLQ%<group>: created by the broker's first dead letter
+        self._accepted: set[str] = set()  # topics whose attributes were read: a cleanup policy never changes
 
     def subscribed_queues(self) -> list[MessageQueue]:
         """Readable queues of the topics, plus the group's retry topic (CLUSTERING) once it exists."""
@@ -154,6 +177,11 @@ class GroupBroker(BrokerStoreTimes):
                     "which rocketlake does not land by offset windows yet: its offsets are logical, and a queue's "
                     "mapping can move; land a topic of physical queues"
                 )
+            if topic not in self._accepted:
+                refusal = compaction_refusal(topic, self.client.topic_attributes(topic))
+                if refusal:
+                    raise CompactionTopicRefused(refusal)
+                self._accepted.add(topic)
         if self.with_retry_topic:
             try:
                 queues += self.client.queues(retry_topic(self.consumer_group))

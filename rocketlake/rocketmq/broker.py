@@ -341,6 +341,24 @@ class BrokerClient:
         r = self._call(RequestCode.GET_MAX_OFFSET, fields, timeout=timeout)
         return self._long(RequestCode.GET_MAX_OFFSET, r, "offset")
 
+    def stored_sizes(
+        self, topic: str, queue_id: int, index: int, count: int, *, timeout: float | None = None
+    ) -> list[int]:
+        """QUERY_CONSUME_QUEUE (what ``mqadmin queryCq`` asks): the sizes in the commit log of the messages at
+        offsets ``index`` .. ``index + count - 1``, as the queue's entries record them (fewer at the queue's end,
+        none before its first offset). A 5.x proxy does not forward it."""
+        fields = {"topic": topic, "queueId": queue_id, "index": index, "count": count}
+        ok = (ResponseCode.SUCCESS, ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
+        r = self._call(RequestCode.QUERY_CONSUME_QUEUE, fields, timeout=timeout, ok_codes=ok)
+        if r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            hint = "it does not serve the queues' entries (a 5.x proxy does not forward them): ask the brokers"
+            raise self._error(RequestCode.QUERY_CONSUME_QUEUE, r, hint)
+        try:
+            entries = fastjson.loads(r.body or b"{}").get("queueData") or []
+            return [int(e["physicSize"]) for e in entries]
+        except (ProtocolError, AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise self._bad_body(RequestCode.QUERY_CONSUME_QUEUE, exc) from None
+
     def get_earliest_msg_store_time(self, topic: str, queue_id: int, *, timeout: float | None = None) -> int | None:
         """GET_EARLIEST_MSG_STORETIME: store time (ms) of the first stored message; None if there is none
         (the broker answers -1)."""
@@ -465,6 +483,30 @@ class BrokerClient:
         except (ProtocolError, AttributeError) as exc:
             raise self._bad_body(RequestCode.GET_CONSUMER_CONNECTION_LIST, exc) from None
         return None if found is None else str(found)
+
+    def topic_attributes(self, topic: str, *, timeout: float | None = None) -> dict[str, str]:
+        """GET_TOPIC_CONFIG (5.x): the topic's attributes on this broker (``cleanup.policy``, ``queue.type``,
+        ``message.type``), as ``mqadmin updateTopic -a`` set them; empty when the broker does not know the topic or
+        the request (4.x brokers, and a 5.x proxy, which does not forward it), or an ACL denies it (5.x ACL 2.0
+        asks for the GET action, which a consumer's user may not have)."""
+        r = self._call(
+            RequestCode.GET_TOPIC_CONFIG,
+            {"topic": topic, "lo": "false"},
+            timeout=timeout,
+            ok_codes=(
+                ResponseCode.SUCCESS,
+                ResponseCode.TOPIC_NOT_EXIST,
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                ResponseCode.NO_PERMISSION,
+            ),
+        )
+        if r.code != ResponseCode.SUCCESS:
+            return {}
+        try:
+            found = fastjson.loads(r.body or b"{}").get("attributes") or {}
+            return {str(k).lstrip("+"): str(v) for k, v in found.items()}
+        except (ProtocolError, AttributeError) as exc:
+            raise self._bad_body(RequestCode.GET_TOPIC_CONFIG, exc) from None
 
     def message_request_modes(self, topic: str, group: str, *, timeout: float | None = None) -> set[str]:
         """QUERY_ASSIGNMENT (5.x), asked as a BROADCASTING client so that the broker balances nothing and names every

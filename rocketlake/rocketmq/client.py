@@ -395,6 +395,10 @@ class RocketMQClient:
     def get_max_offset(self, mq: MessageQueue) -> int:
         return self._run(mq.broker_name, lambda b: b.get_max_offset(mq.topic, mq.queue_id), topic=mq.topic)
 
+    def stored_sizes(self, mq: MessageQueue, index: int, count: int) -> list[int]:
+        """:meth:`BrokerClient.stored_sizes` of ``mq``, asked of its master."""
+        return self._run(mq.broker_name, lambda b: b.stored_sizes(mq.topic, mq.queue_id, index, count), topic=mq.topic)
+
     def get_earliest_msg_store_time(self, mq: MessageQueue) -> int | None:
         return self._run(mq.broker_name, lambda b: b.get_earliest_msg_store_time(mq.topic, mq.queue_id), topic=mq.topic)
 
@@ -436,6 +440,11 @@ class RocketMQClient:
         """:meth:`BrokerClient.consume_type`, asked of the first broker serving ``topic`` that answers (every broker
         of a consumer's topics has its heartbeat); None when none answers."""
         return self._first_answer(topic, lambda b: b.consume_type(group), None)
+
+    def topic_attributes(self, topic: str) -> dict[str, str]:
+        """:meth:`BrokerClient.topic_attributes`, asked of the first broker serving ``topic`` that answers (``mqadmin
+        updateTopic -c`` sets every broker of the cluster alike); empty when none answers."""
+        return self._first_answer(topic, lambda b: b.topic_attributes(topic), {})
 
     def _first_answer(self, topic: str, call, default):
         """``call`` on the brokers of ``topic`` in turn until one answers: one that is down or paused is another

@@ -103,6 +103,7 @@ class RequestCode(IntEnum):
     CONSUME_MESSAGE_DIRECTLY = 309  # broker -> client
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
+    QUERY_CONSUME_QUEUE = 321
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326  # broker -> client
     GET_TOPIC_CONFIG = 351
     LITE_PULL_MESSAGE = 361  # 5.x only; use PULL_MESSAGE for portability
