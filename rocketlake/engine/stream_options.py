@@ -37,6 +37,7 @@ class StreamOptions:
     starting: str | StreamOffset = "earliest"
     starting_timestamp: int | None = None
     max_offsets_per_trigger: int | None = None
+    max_bytes_per_trigger: int | None = None
     commit_group: str | None = None  # the group the brokers are told the stream's progress of
 
 
@@ -73,12 +74,11 @@ def parse_stream_options(raw: Any) -> StreamOptions:
     max_offsets = None
     if "maxoffsetspertrigger" in options:
         max_offsets = _positive(options, "maxOffsetsPerTrigger")
+    max_bytes = None
     if "maxbytespertrigger" in options:
-        raise SourceOptionError(
-            "option maxBytesPerTrigger is not supported yet: a broker's queue says how many offsets it holds, not "
-            "their bytes; limit a batch with maxOffsetsPerTrigger"
-        )
-    batch = {k: v for k, v in options.items() if k not in ("topics", "topicpattern", "maxoffsetspertrigger")}
+        max_bytes = _bytes(options["maxbytespertrigger"])
+    own = ("topics", "topicpattern", "maxoffsetspertrigger", "maxbytespertrigger")
+    batch = {k: v for k, v in options.items() if k not in own}
     batch["topic"] = topics[0] if topics else "%pattern%"  # the batch reader's one topic; each chunk names its own
     source = parse_options(batch)
     return StreamOptions(
@@ -88,6 +88,7 @@ def parse_stream_options(raw: Any) -> StreamOptions:
         starting=starting,
         starting_timestamp=source.starting_timestamp,
         max_offsets_per_trigger=max_offsets,
+        max_bytes_per_trigger=max_bytes,
         commit_group=options.get("consumergroup"),
     )
 
@@ -117,6 +118,24 @@ def _positive(options: dict[str, str], key: str) -> int:
     if value < 1:
         raise SourceOptionError(f"option {key}={value} is out of range [1, {2**63 - 1}]")
     return value
+
+
+#: Spark's byte-string units (``JavaUtils.byteStringAsBytes``: k, m, g, t, with or without b, powers of 1024).
+BYTE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30}
+BYTE_UNITS |= {"t": 1 << 40, "tb": 1 << 40}
+
+
+def _bytes(raw: str) -> int:
+    """``maxBytesPerTrigger``: a positive number of bytes, bare or with a unit as Spark writes sizes (``512k``, ``64m``,
+    ``1g``)."""
+    found = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", raw)
+    unit = found.group(2).lower() if found else None
+    if not found or unit not in BYTE_UNITS or int(found.group(1)) < 1:
+        raise SourceOptionError(
+            f"option maxBytesPerTrigger={raw!r} is not a size: a positive whole number of bytes, or with a unit "
+            "k, m, g or t (powers of 1024), e.g. 64m"
+        )
+    return int(found.group(1)) * BYTE_UNITS[unit]
 
 
 def spark_refusal(version: str) -> str | None:

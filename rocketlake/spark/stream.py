@@ -6,6 +6,8 @@ queue's ``[start, end)`` exactly as a batch read does (``RocketMQReader.read``),
 reader's rows. Like Spark's Kafka source:
 
 * ``maxOffsetsPerTrigger`` caps a micro-batch, spread over the queues in proportion to their backlog;
+  ``maxBytesPerTrigger`` (as Delta's source has it) caps the bytes the batch's messages take in the brokers' store,
+  read from the queues' entries (``QUERY_CONSUME_QUEUE``, what ``mqadmin queryCq`` shows);
 * ``Trigger.AvailableNow`` reads up to the max offsets the queues had when the query started, in batches of that
   cap, then stops;
 * new queues (a topic that grew, a topic a ``topicPattern`` matches later) are read from their earliest offset.
@@ -18,7 +20,7 @@ consumerProgress`` then shows the stream's progress, one batch behind the sink.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -30,9 +32,14 @@ from rocketlake.rocketmq.message_queue import MessageQueue, OffsetRange
 from rocketlake.spark.source import Chunk, RocketMQReader
 
 try:  # Spark 4.2's read limits; an older Spark never gets here (``RocketMQDataSource.streamReader`` refuses it)
-    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadMaxBytes,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
 except ImportError:  # pragma: no cover - Spark 4.0/4.1
-    ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
+    ReadAllAvailable = ReadMaxBytes = ReadMaxRows = None  # type: ignore[assignment,misc]
     SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
 
 
@@ -69,6 +76,54 @@ def capped(start: dict[MessageQueue, int], available: dict[MessageQueue, int], m
             share[mq] += 1
             left -= 1
     return {mq: start.get(mq, available[mq]) + share[mq] for mq in available}
+
+
+#: Queue entries asked of a broker at a time when measuring a batch in bytes (about 70 bytes of JSON each).
+SIZES_PER_REQUEST = 2048
+
+
+def bytes_capped(
+    start: dict[MessageQueue, int],
+    available: dict[MessageQueue, int],
+    most: int,
+    sizes: Callable[[MessageQueue, int, int], list[int]],
+) -> dict[MessageQueue, int]:
+    """``available`` cut so that the messages past ``start`` take at most ``most`` bytes in all, as the brokers store
+    them (``sizes(mq, index, count)``: the stored sizes of a queue's messages from offset ``index``). Each queue's
+    budget is in proportion to its backlog, and what one leaves unused goes to the largest backlogs left. At least one
+    message when any waits: a message larger than the limit is a batch of its own, as Delta's source admits a file
+    larger than its ``maxBytesPerTrigger``."""
+    waiting = {mq: hi - start.get(mq, hi) for mq, hi in available.items() if hi > start.get(mq, hi)}
+    total = sum(waiting.values())
+    taken = dict.fromkeys(waiting, 0)
+    measured: dict[MessageQueue, list[int]] = {mq: [] for mq in waiting}
+
+    def take(mq: MessageQueue, budget: int) -> int:
+        """Admit ``mq``'s next messages while they fit in ``budget``; the bytes they take."""
+        used, known = 0, measured[mq]
+        while taken[mq] < waiting[mq]:
+            if taken[mq] == len(known):
+                more = sizes(mq, start[mq] + len(known), min(waiting[mq] - len(known), SIZES_PER_REQUEST))
+                if not more:  # no entry there (deleted meanwhile): nothing to measure, nothing admitted by size
+                    break
+                known.extend(more)
+            if used + known[taken[mq]] > budget:
+                break
+            used += known[taken[mq]]
+            taken[mq] += 1
+        return used
+
+    spare = 0
+    for mq in sorted(waiting):
+        budget = most * waiting[mq] // total
+        spare += budget - take(mq, budget)
+    for mq in sorted(waiting, key=lambda q: (-(waiting[q] - taken[q]), q)):
+        if spare <= 0:
+            break
+        spare -= take(mq, spare)
+    if waiting and not any(taken.values()):
+        taken[max(sorted(waiting), key=lambda q: waiting[q])] = 1
+    return {mq: start.get(mq, hi) + taken.get(mq, 0) for mq, hi in available.items()}
 
 
 class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -125,8 +180,15 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target = self._max_offsets()
 
     def getDefaultReadLimit(self):
-        most = self.options.max_offsets_per_trigger
-        return ReadAllAvailable() if most is None else ReadMaxRows(most)
+        """The options' limit, for Spark to pass back to ``latestOffset`` (``ReadAllAvailable`` for ``Trigger.Once``).
+        Spark's Python sources take one built-in limit: with both options, the rows; ``latestOffset`` applies
+        the bytes too."""
+        opts = self.options
+        if opts.max_offsets_per_trigger is not None:
+            return ReadMaxRows(opts.max_offsets_per_trigger)
+        if opts.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(opts.max_bytes_per_trigger)
+        return ReadAllAvailable()
 
     def latestOffset(self, start: dict, limit) -> dict:
         begun = positions_of(start)
@@ -140,8 +202,14 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         available = {mq: max(hi, begun[mq]) for mq, hi in available.items()}
         for mq, at in begun.items():
             available.setdefault(mq, at)  # a queue no longer listed keeps its position
-        if isinstance(limit, ReadMaxRows):
-            available = capped(begun, available, limit.max_rows)
+        if isinstance(limit, ReadAllAvailable):
+            return offset_of(available)
+        rows = limit.max_rows if isinstance(limit, ReadMaxRows) else self.options.max_offsets_per_trigger
+        if rows is not None:
+            available = capped(begun, available, rows)
+        most_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else self.options.max_bytes_per_trigger
+        if most_bytes is not None:
+            available = bytes_capped(begun, available, most_bytes, client.stored_sizes)
         return offset_of(available)
 
     def reportLatestOffset(self) -> dict | None:

@@ -10,16 +10,17 @@ from rocketlake.spark.session import spark_session
 from rocketlake.spark.source import register
 
 
-def available_now_query(spark, namesrv: str, topic: str, group: str, table: str, checkpoint: str, most):
+def available_now_query(spark, namesrv: str, topic: str, group: str, table: str, checkpoint: str, most, **limits):
     """The ``rocketmq`` stream of ``topic`` into Delta at ``table``, ``Trigger.AvailableNow``, at most ``most`` offsets
-    a micro-batch, started."""
+    a micro-batch (None: no such cap) and the read ``limits`` given (``maxBytesPerTrigger="8k"``), started."""
     register(spark)
+    limits = {**limits, **({"maxOffsetsPerTrigger": most} if most is not None else {})}
     return (
         spark.readStream.format("rocketmq")
         .option("namesrv", namesrv)
         .option("topic", topic)
         .option("consumerGroup", group)
-        .option("maxOffsetsPerTrigger", most)
+        .options(**{k: str(v) for k, v in limits.items()})
         .load()
         .writeStream.format("delta")
         .option("checkpointLocation", checkpoint)

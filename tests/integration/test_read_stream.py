@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -36,9 +37,9 @@ needs_streams = pytest.mark.skipif(not STREAMS, reason=f"readStream needs Spark 
 COLUMNS = ["topic", "broker_name", "queue_id", "queue_offset", "msg_id", "keys", "tags", "body", "store_timestamp"]
 
 
-def stream_until_done(spark, namesrv: str, topic: str, group: str, table: str, checkpoint: str, most: int):
+def stream_until_done(spark, namesrv: str, topic: str, group: str, table: str, checkpoint: str, most, **limits):
     """One ``Trigger.AvailableNow`` query to the end; its progress reports, one per micro-batch with rows."""
-    query = available_now_query(spark, namesrv, topic, group, table, checkpoint, most)
+    query = available_now_query(spark, namesrv, topic, group, table, checkpoint, most, **limits)
     assert query.awaitTermination(180), "the AvailableNow query did not stop at the offsets it captured"
     assert query.exception() is None
     return [p for p in query.recentProgress if p["numInputRows"] > 0]
@@ -98,6 +99,39 @@ def test_a_stream_lands_every_message_once_in_capped_batches_and_commits_the_gro
     windowed = DeltaTable(engine.lake.table_path).to_pyarrow_table(columns=COLUMNS)
     order_by = [(c, "ascending") for c in ("broker_name", "queue_id", "queue_offset")]
     assert streamed.sort_by(order_by).to_pylist() == windowed.sort_by(order_by).to_pylist()
+
+
+def stored_sizes(mqadmin, topic: str, count: int) -> list[int]:
+    """The stored size of each message of ``topic``'s queue 0, as ``mqadmin queryCq`` prints them (``physicSize``)."""
+    out = mqadmin.run("queryCq", "-t", topic, "-q", "0", "-i", "0", "-c", str(count))
+    return [int(size) for size in re.findall(r"physicSize=(\d+)", out)]
+
+
+@needs_streams
+def test_a_byte_limit_makes_batches_of_whole_messages_within_it_as_mqadmin_measures_them(
+    local_cluster, create_topic, java_producer, spark, tmp_path
+):
+    topic, group = create_topic(queues=1, brokers=("broker-a",)), unique("g_bytes")
+    lengths = random.Random(7).choices(range(100, 3000), k=40)
+    java_producer([{"topic": topic, "keys": [f"m-{i}"], "body": "x" * n} for i, n in enumerate(lengths)])
+    sizes = stored_sizes(local_cluster.mqadmin(), topic, len(lengths))
+    assert len(sizes) == len(lengths) and all(size > n for size, n in zip(sizes, lengths, strict=True))
+
+    limit = 8 * 1024
+    expected, batch, used = [], 0, 0  # whole messages, in order, while they fit
+    for size in sizes:
+        if batch and used + size > limit:
+            expected, batch, used = [*expected, batch], 0, 0
+        batch, used = batch + 1, used + size
+    expected.append(batch)
+
+    table, checkpoint = str(tmp_path / "stream"), str(tmp_path / "checkpoint")
+    batches = stream_until_done(
+        spark, local_cluster.spec.namesrv_address, topic, group, table, checkpoint, None, maxBytesPerTrigger="8k"
+    )
+    assert [p["numInputRows"] for p in batches] == expected
+    keys = DeltaTable(table).to_pyarrow_table(columns=["keys"]).column("keys").to_pylist()
+    assert sorted(keys) == sorted(f"m-{i}" for i in range(len(lengths)))
 
 
 @needs_streams

@@ -7,7 +7,7 @@ import pytest
 from rocketlake.engine.options import SourceOptionError
 from rocketlake.engine.stream_options import parse_stream_options, spark_refusal
 from rocketlake.rocketmq.message_queue import MessageQueue
-from rocketlake.spark.stream import capped, offset_of, positions_of
+from rocketlake.spark.stream import bytes_capped, capped, offset_of, positions_of
 
 pytestmark = pytest.mark.unit
 
@@ -40,8 +40,12 @@ def test_starting_positions_and_limits():
         parse_stream_options({**BASE, "topic": "o", "startingOffsets": "soon"})
     with pytest.raises(SourceOptionError, match="endingOffsets is a batch read's"):
         parse_stream_options({**BASE, "topic": "o", "endingOffsets": "latest"})
-    with pytest.raises(SourceOptionError, match="maxBytesPerTrigger is not supported yet"):
-        parse_stream_options({**BASE, "topic": "o", "maxBytesPerTrigger": "1000"})
+    assert parse_stream_options({**BASE, "topic": "o", "maxBytesPerTrigger": "1000"}).max_bytes_per_trigger == 1000
+    assert parse_stream_options({**BASE, "topic": "o", "maxBytesPerTrigger": "64m"}).max_bytes_per_trigger == 64 << 20
+    assert parse_stream_options({**BASE, "topic": "o", "maxBytesPerTrigger": "2KB"}).max_bytes_per_trigger == 2048
+    for bad in ("0", "-5", "1.5g", "ten", "5x"):
+        with pytest.raises(SourceOptionError, match=f"maxBytesPerTrigger='{bad}' is not a size"):
+            parse_stream_options({**BASE, "topic": "o", "maxBytesPerTrigger": bad})
     with pytest.raises(SourceOptionError, match="exclusive"):
         parse_stream_options({**BASE, "topic": "o", "startingOffsets": "earliest", "startingTimestamp": "1"})
 
@@ -75,3 +79,37 @@ def test_a_cap_is_spread_over_the_queues_by_backlog_and_never_exceeded():
         end = capped(start, available, most)
         assert sum(end[q] - start[q] for q in start) == min(most, 400)
         assert all(start[q] <= end[q] <= available[q] for q in start)
+
+
+def stored(table: dict[MessageQueue, list[int]]):
+    """``sizes(mq, index, count)`` over plain lists (a queue's stored sizes from offset 0), counting the asks."""
+    asked = []
+
+    def sizes(mq: MessageQueue, index: int, count: int) -> list[int]:
+        asked.append((mq, index, count))
+        return table[mq][index : index + count]
+
+    return sizes, asked
+
+
+def test_a_byte_limit_admits_whole_messages_up_to_the_limit_in_queue_order():
+    sizes, asked = stored({A0: [100, 300, 200, 50, 400]})
+    assert bytes_capped({A0: 1}, {A0: 5}, 600, sizes) == {A0: 4}  # 300 + 200 + 50 = 550; the next 400 would pass
+    assert asked == [(A0, 1, 4)]  # the backlog's sizes at once, from the start
+    assert bytes_capped({A0: 0}, {A0: 5}, 10_000, sizes) == {A0: 5}
+    assert bytes_capped({A0: 4}, {A0: 5}, 100, sizes) == {A0: 5}  # larger than the limit: a batch of its own
+    assert bytes_capped({A0: 5}, {A0: 5}, 100, sizes) == {A0: 5}  # nothing waits: nothing admitted
+
+
+def test_a_byte_limit_is_shared_by_backlog_and_what_one_queue_leaves_goes_to_the_others():
+    sizes, _ = stored({A0: [10] * 100, A1: [500, 500], B0: [10] * 10})
+    end = bytes_capped({A0: 0, A1: 0, B0: 0}, {A0: 100, A1: 2, B0: 10}, 1000, sizes)
+    # Budgets by backlog (112 offsets): A0 892, A1 17 (its 500-byte message does not fit), B0 89. A1's and B0's
+    # leftovers (17 + 9) go to the largest backlog left, A0 (now 11 messages behind): 2 more of its 10-byte messages.
+    assert end == {A0: 91, A1: 0, B0: 8}  # 990 bytes
+
+
+def test_a_byte_limit_never_asks_the_broker_past_what_waits():
+    sizes, asked = stored({A0: [1] * 5000})
+    assert bytes_capped({A0: 0}, {A0: 5000}, 10_000, sizes) == {A0: 5000}
+    assert [count for _, _, count in asked] == [2048, 2048, 904]
