@@ -338,3 +338,13 @@ def test_a_run_past_its_deadline_stops_its_spark_work_and_leaves_table_and_offse
     assert not (tmp_path / "orders" / "_delta_log").exists(), "no Delta commit was made"
     # The new group's starting point (CONSUME_FROM_FIRST_OFFSET) is all it holds: no offset moved over a message.
     assert engine.offsets(topic) == {("broker-a", 0): 0}, "no offset moved"
+
+    # Spark ends a cancelled job at once and its tasks as they notice. Until they have, a task of the next test could
+    # take a Python worker that a killed task's monitor thread is about to destroy (on Spark 4.0.1, the next job's
+    # CancelledKeyException: twice in CI's lowest tier, in the file run next). The session is shared with the files
+    # this test worker runs after this one: leave it with no task running.
+    executors = spark.sparkContext._jsc.sc().statusTracker()
+    stopped_by = time.monotonic() + 60
+    while any(e.numRunningTasks() for e in executors.getExecutorInfos()):
+        assert time.monotonic() < stopped_by, "the run's interrupted tasks did not end within a minute"
+        time.sleep(0.2)
