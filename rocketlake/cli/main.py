@@ -53,9 +53,10 @@ def _demo(args: argparse.Namespace) -> int:
 def _ingestion(args: argparse.Namespace):
     """(the whole configuration, the ingestion ``args.ingestion`` names in it)."""
     from rocketlake.dagster.partitions import check_crons
+    from rocketlake.dagster.topic_tables import with_topic_tables
     from rocketlake.engine.config import config_path, load_config
 
-    config = load_config(args.config)
+    config, _ = with_topic_tables(load_config(args.config))  # a table per topic: an ingestion each, by its table
     check_crons(config, str(config_path(args.config)))
     if args.ingestion not in config.ingestions:
         raise Refused(

@@ -50,6 +50,10 @@ from dagster._grpc.types import ExecuteRunArgs
 # - what makes a class configurable from ``dagster.yaml`` (``run_launcher: {module, class, config}``).
 from dagster._serdes import ConfigurableClass, ConfigurableClassData
 
+# - how a code location's initial load keeps what it read outside (a table per topic's topics) for the runs' processes
+#   to rebuild the same definitions: public as ``dagster.DefinitionsLoadContext`` from 1.13 on, not in 1.12.
+from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext, DefinitionsLoadType
+
 __all__ = [
     "CheckRunHealthResult",
     "ConfigurableClass",
@@ -67,4 +71,6 @@ __all__ = [
     "_core_in_process_executor_creation",
     "EngineEventData",
     "ReconstructableRepository",
+    "DefinitionsLoadContext",
+    "DefinitionsLoadType",
 ]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from dagster import AssetsDefinition, Definitions
+from dagster import AssetsDefinition, Definitions, PreviewWarning
 
 from rocketlake.dagster.backlog import build_backlog_sensor
 from rocketlake.dagster.ingestion import Body, build_dead_letter_asset, build_ingestion_asset, rocketmq_resource_key
@@ -17,6 +19,7 @@ from rocketlake.dagster.rocketmq_resource import RocketMQResource
 from rocketlake.dagster.schedules import build_window_schedule
 from rocketlake.dagster.sensors import dead_runs_sensor
 from rocketlake.dagster.spark_resource import SparkResource
+from rocketlake.dagster.topic_tables import METADATA_KEY, build_new_topics_sensor, with_topic_tables
 from rocketlake.dagster.translator import RocketlakeTranslator, translate
 from rocketlake.engine.config import MessageModel, RocketLakeConfig
 
@@ -65,6 +68,8 @@ def build_definitions(
     ``default_resources`` builds from the configuration. No executor: the user's project keeps its own for its own
     jobs; rocketlake's jobs carry theirs (``dagster.run_guard``). The schedules start stopped unless
     ``schedules_running`` (the demo's UI runs them)."""
+    unexpanded = config.ingestions
+    config, per_topic = with_topic_tables(config)  # one ingestion per topic of those that ask for a table each
     check_crons(config)
     own = {a.key: a for a in assets}
     built = default_resources(config)
@@ -94,7 +99,7 @@ def build_definitions(
             f"{sorted(k.to_user_string() for k in tables)}); make them with rocketlake_assets and the "
             "same translator"
         )
-    return Definitions(
+    defs = Definitions(
         assets=[
             *topics.values(),  # the topics, upstream of their tables
             *(
@@ -117,6 +122,14 @@ def build_definitions(
             *(build_backlog_sensor(cluster, members) for cluster, members in clustering.items() if members),
             # Orderly queues suspended at a message resume once their pause is over, not at the next window.
             *(build_resume_sensor(ing, made) for _, ing, made in ingestions if ing.consume_orderly and ing.can_fail),
+            *(build_new_topics_sensor(config, name, unexpanded[name], topics) for name, topics in per_topic.items()),
         ],
         resources=resources,
     )
+    if not per_topic:
+        return defs
+    # The runs' processes rebuild the tables these definitions were made with (dagster.topic_tables), as Dagster's
+    # own state-backed integrations keep theirs; Dagster calls the method a preview, which a user need not be told.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PreviewWarning)
+        return defs.with_reconstruction_metadata({METADATA_KEY: json.dumps(per_topic)})

@@ -19,6 +19,8 @@ MetadataColumn = Literal[METADATA_COLUMNS]  # type: ignore[valid-type]
 
 #: ``name``, or ``database.name`` for a table of Spark's catalog (each part an identifier Dagster and Spark accept)
 TABLE_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?"
+#: In ``table`` and ``consumer_group``: a table (and group) per topic, named from each topic (``engine.topic_tables``).
+TOPIC_FIELD = "{topic}"
 
 
 class ConfigError(ValueError):

@@ -10,7 +10,15 @@ from zoneinfo import ZoneInfo
 
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from rocketlake.engine.config.common import TABLE_NAME, AllocateStrategy, MetadataColumn, _range, _Strict, _template
+from rocketlake.engine.config.common import (
+    TABLE_NAME,
+    TOPIC_FIELD,
+    AllocateStrategy,
+    MetadataColumn,
+    _range,
+    _Strict,
+    _template,
+)
 from rocketlake.engine.config.landing import BodyConfig, LayoutConfig, WindowConfig
 from rocketlake.rocketmq.errors import InvalidName
 
@@ -124,7 +132,9 @@ class IngestionConfig(_Strict):
     )
     table: str = Field(
         description="The Delta table: a name (the table at <lake.root>/<name>), or database.name, a table of Spark's "
-        "catalog, created there on first landing at <lake.root>/<database>/<name>. Also the asset key."
+        "catalog, created there on first landing at <lake.root>/<database>/<name>. Also the asset key. With "
+        "{topic} in it (and in consumer_group), each topic of topic_pattern or topics lands in a table of its own, "
+        "{topic} being the topic with every character but letters, digits and _ made _."
     )
     window: WindowConfig
     body: BodyConfig = BodyConfig()
@@ -255,7 +265,7 @@ class IngestionConfig(_Strict):
         if _template(value):
             return value
         try:
-            check_consumer_group(value)
+            check_consumer_group(value.replace(TOPIC_FIELD, "t", 1))
         except InvalidName as e:
             raise ValueError(str(e)) from None
         return value
@@ -275,6 +285,14 @@ class IngestionConfig(_Strict):
                 re.compile(self.topic_pattern)
             except re.error as e:
                 raise ValueError(f"topic_pattern {self.topic_pattern!r} is not a regular expression: {e}") from None
+        if TOPIC_FIELD in self.table or TOPIC_FIELD in self.consumer_group:
+            if self.topic is not None or TOPIC_FIELD not in self.table or TOPIC_FIELD not in self.consumer_group:
+                raise ValueError(
+                    f"table {self.table!r} and consumer_group {self.consumer_group!r}: a table per topic names "
+                    "{topic} in both (each table commits its own offsets and has its own retry and dead-letter "
+                    "topics, so its own group, e.g. table: raw_{topic}, consumer_group: lake_{topic}) and lands "
+                    "topic_pattern's or topics' topics"
+                )
         if self.topic is None and any(len(item.split("/")) != 3 for item in self.allocate_message_queue_list or []):
             raise ValueError(
                 "allocate_message_queue_list: with topics or topic_pattern, name each queue as "
@@ -334,7 +352,8 @@ class IngestionConfig(_Strict):
     @classmethod
     def _table(cls, value: str) -> str:
         # The table name is also the Dagster asset key and the table's folder: keep it to what all of them accept.
-        if not re.fullmatch(TABLE_NAME, value):
+        # ``{topic}`` makes it a table per topic (``engine.topic_tables``), named from each topic's letters.
+        if not re.fullmatch(TABLE_NAME, value.replace(TOPIC_FIELD, "t", 1)):
             raise ValueError(
                 "must be name or database.name, each matching [A-Za-z_][A-Za-z0-9_]* (it is the Dagster asset "
                 "key, the table's folder and, with a database, its name in Spark's catalog)"
@@ -604,7 +623,7 @@ def in_namespace(cfg: IngestionConfig, namespace: str) -> IngestionConfig:
     try:
         for name in (t for t in [topic, *topics] if t is not None):
             check_topic(name)
-        check_consumer_group(group)
+        check_consumer_group(group.replace(TOPIC_FIELD, "t", 1))
     except InvalidName as e:
         raise ValueError(f"with the cluster's namespace {namespace!r}: {e}") from None
     namespaced = cfg.model_copy(update={"topic": topic, "topics": topics, "consumer_group": group})

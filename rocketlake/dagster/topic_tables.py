@@ -1,0 +1,91 @@
+"""Tables per topic in Dagster: which topics the definitions have tables for, fixed when the code location loads.
+
+The name server is asked when a code location initializes (its code server, ``dagster dev``, a CLI command), and
+the answer is kept in the definitions' reconstruction metadata, Dagster's way for definitions made from outside
+state (``StateBackedDefinitionsLoader``): a run's process rebuilds the very assets its run was launched for
+without asking again. A name server that cannot be reached at load gives no table yet, and a warning.
+
+A topic created later has no asset until the definitions load again: ``<ingestion>_new_topics``, a sensor per
+such ingestion, names it at its next tick (a skip reason in the UI) so that a person or a deployment reloads the
+code location (the UI's Reload, or a restart of the code server).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from dagster import DefaultSensorStatus, SensorDefinition, SensorEvaluationContext, SkipReason, sensor
+
+from rocketlake.dagster.dagster_private import DefinitionsLoadContext, DefinitionsLoadType
+from rocketlake.dagster.rocketmq_resource import RocketMQResource
+from rocketlake.engine.config import IngestionConfig, RocketLakeConfig
+from rocketlake.engine.topic_tables import expand, per_topic, topics_now
+from rocketlake.rocketmq.errors import RocketMQError
+
+log = logging.getLogger(__name__)
+
+#: The reconstruction metadata's key: ``{ingestion: [topic, ...]}`` as the load found them.
+METADATA_KEY = "rocketlake/topic_tables"
+
+
+def recorded_topics() -> dict[str, list[str]] | None:
+    """The topics the code location's initial load found, when these definitions are being rebuilt from it (a
+    run's process); None at an initial load."""
+    if not DefinitionsLoadContext.is_set():
+        return None
+    context = DefinitionsLoadContext.get()
+    if context.load_type != DefinitionsLoadType.RECONSTRUCTION or METADATA_KEY not in context.reconstruction_metadata:
+        return None
+    return json.loads(context.reconstruction_metadata[METADATA_KEY])
+
+
+def topics_of(config: RocketLakeConfig, name: str, cfg: IngestionConfig) -> list[str]:
+    """The topics of a table-per-topic ingestion now, from its cluster's name server; none (with a warning) when it
+    cannot be reached."""
+    resource = RocketMQResource.of_cluster(cfg.cluster, config.clusters[cfg.cluster])
+    try:
+        with resource.open_client() as client:
+            return topics_now(cfg, client)
+    except RocketMQError as e:
+        log.warning("ingestion %s: no table per topic yet, the topics could not be listed: %s", name, e)
+        return []
+
+
+def with_topic_tables(config: RocketLakeConfig) -> tuple[RocketLakeConfig, dict[str, list[str]]]:
+    """``config`` with a table per topic for each ingestion that asks for them (``engine.topic_tables``), and the
+    topics they were made for (empty when none asks)."""
+    names = {name: cfg for name, cfg in config.ingestions.items() if per_topic(cfg)}
+    if not names:
+        return config, {}
+    found = recorded_topics()
+    if found is None:
+        found = {name: topics_of(config, name, cfg) for name, cfg in names.items()}
+        DefinitionsLoadContext.get().add_to_pending_reconstruction_metadata(METADATA_KEY, json.dumps(found))
+    return expand(config, found), found
+
+
+def build_new_topics_sensor(
+    config: RocketLakeConfig, name: str, cfg: IngestionConfig, tabled: list[str]
+) -> SensorDefinition:
+    """``<name>_new_topics``: at each tick, the topics of ``name`` that have no table in these definitions."""
+
+    @sensor(
+        name=f"{name}_new_topics",
+        minimum_interval_seconds=60,
+        default_status=DefaultSensorStatus.RUNNING,
+        description=f"Names the topics of ingestion {name} ({cfg.topic_label}) created since the definitions "
+        "loaded: each gets its table when the code location loads again (the UI's Reload).",
+    )
+    def new_topics(context: SensorEvaluationContext):
+        resource = RocketMQResource.of_cluster(cfg.cluster, config.clusters[cfg.cluster])
+        with resource.open_client() as client:
+            new = sorted(set(topics_now(cfg, client)) - set(tabled))
+        if new:
+            return SkipReason(
+                f"topics {', '.join(new)} match ingestion {name} and have no table yet: reload the code location "
+                "(the UI's Reload, or restart its code server) to create their tables"
+            )
+        return SkipReason(f"every topic of ingestion {name} has its table ({len(tabled)})")
+
+    return new_topics
