@@ -54,6 +54,10 @@ from dagster._serdes import ConfigurableClass, ConfigurableClassData
 #   to rebuild the same definitions: public as ``dagster.DefinitionsLoadContext`` from 1.13 on, not in 1.12.
 from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext, DefinitionsLoadType
 
+# - asking a code server to load its definitions again (what the UI's Reload asks): the gRPC client the webserver
+#   and the daemon use; no public API reloads a code location.
+from dagster._grpc.client import DagsterGrpcClient
+
 __all__ = [
     "CheckRunHealthResult",
     "ConfigurableClass",
@@ -73,4 +77,5 @@ __all__ = [
     "ReconstructableRepository",
     "DefinitionsLoadContext",
     "DefinitionsLoadType",
+    "DagsterGrpcClient",
 ]

@@ -6,27 +6,51 @@ state (``StateBackedDefinitionsLoader``): a run's process rebuilds the very asse
 without asking again. A name server that cannot be reached at load gives no table yet, and a warning.
 
 A topic created later has no asset until the definitions load again: ``<ingestion>_new_topics``, a sensor per
-such ingestion, names it at its next tick (a skip reason in the UI) so that a person or a deployment reloads the
-code location (the UI's Reload, or a restart of the code server).
+such ingestion, finds it at its next tick. Under rocketlake's own code server (``local.code_server``, which names
+itself in ``ROCKETLAKE_CODE_SERVER``) the sensor asks that server to load the definitions again, as the UI's Reload
+does, and the new table's asset, job and schedule appear; elsewhere its skip reason names the topics for a person
+or a deployment to reload the code location.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import threading
 
 from dagster import DefaultSensorStatus, SensorDefinition, SensorEvaluationContext, SkipReason, sensor
 
-from rocketlake.dagster.dagster_private import DefinitionsLoadContext, DefinitionsLoadType
+from rocketlake.dagster.dagster_private import DagsterGrpcClient, DefinitionsLoadContext, DefinitionsLoadType
 from rocketlake.dagster.rocketmq_resource import RocketMQResource
 from rocketlake.engine.config import IngestionConfig, RocketLakeConfig
 from rocketlake.engine.topic_tables import expand, per_topic, topics_now
+from rocketlake.local.code_server import CODE_SERVER_ENV
 from rocketlake.rocketmq.errors import RocketMQError
 
 log = logging.getLogger(__name__)
 
 #: The reconstruction metadata's key: ``{ingestion: [topic, ...]}`` as the load found them.
 METADATA_KEY = "rocketlake/topic_tables"
+#: How long a reload may take: the new process imports Dagster, PySpark and the definitions, asking the name server.
+RELOAD_TIMEOUT_S = 300
+
+
+def reload_code_location(address: str) -> threading.Thread:
+    """Ask the code server at ``address`` to load the definitions again, from a thread of its own: the server
+    answers once a new process has loaded them and the old one is told to stop, and the sensor asking runs in that
+    old process, which must be free to answer the tick first."""
+    host, _, port = address.rpartition(":")
+
+    def reload() -> None:
+        try:
+            DagsterGrpcClient(port=int(port), host=host).reload_code(timeout=RELOAD_TIMEOUT_S)
+        except Exception as e:  # the next tick asks again
+            log.warning("the code server at %s did not reload: %s", address, e)
+
+    thread = threading.Thread(target=reload, name="rocketlake-reload-code-location", daemon=True)
+    thread.start()
+    return thread
 
 
 def recorded_topics() -> dict[str, list[str]] | None:
@@ -81,6 +105,13 @@ def build_new_topics_sensor(
         resource = RocketMQResource.of_cluster(cfg.cluster, config.clusters[cfg.cluster])
         with resource.open_client() as client:
             new = sorted(set(topics_now(cfg, client)) - set(tabled))
+        server = os.environ.get(CODE_SERVER_ENV)
+        if new and server:
+            reload_code_location(server)
+            return SkipReason(
+                f"topics {', '.join(new)} match ingestion {name} and have no table yet: the code server at {server} "
+                "is loading the definitions again to create their tables"
+            )
         if new:
             return SkipReason(
                 f"topics {', '.join(new)} match ingestion {name} and have no table yet: reload the code location "

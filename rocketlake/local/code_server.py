@@ -34,6 +34,9 @@ from rocketlake.local.process import (
 
 LOOPBACK = "127.0.0.1"
 MODULE = "rocketlake.definitions"
+#: ``host:port`` of this server, in its environment: its sensors may ask it to load the definitions again (a table per
+#: topic's new topic, ``dagster.topic_tables``).
+CODE_SERVER_ENV = "ROCKETLAKE_CODE_SERVER"
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class LocalCodeServer:
             )
         )
         if self.process.pid() is None:
+            env = {**env, CODE_SERVER_ENV: f"{LOOPBACK}:{self.port}"}
             self.process.start(
                 [
                     self._bin("dagster"),

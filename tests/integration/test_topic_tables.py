@@ -16,6 +16,7 @@ from deltalake import DeltaTable
 
 from rocketlake.dagster.topic_tables import METADATA_KEY
 from tests.dagster_instance import pooled_instance
+from tests.integration.deployment_support import ROOT
 from tests.integration.ingestion_support import (
     definitions,
     minute_key,
@@ -85,3 +86,54 @@ def test_each_topic_of_a_pattern_lands_in_a_table_and_group_of_its_own(tmp_path,
     jobs = {job.name for job in rebuilt.resolve_all_job_defs()}
     assert f"raw_{prefix}_eu_job" in jobs and f"raw_{prefix}_ap_job" not in jobs
     assert f"raw_{prefix}_ap_job" in {job.name for job in definitions(config).resolve_all_job_defs()}
+
+
+@pytest.mark.stack
+def test_under_rocketlakes_code_server_a_new_topic_gets_its_table_at_the_sensors_tick(tmp_path, local_cluster):
+    """``rocketlake local up --stack``'s code server: the sensor's tick, asked of the server as the daemon asks it,
+    has the server load the definitions again, and the new topic's job is there."""
+    from dagster._core.test_utils import instance_for_test
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import WorkspaceFileTarget
+
+    from rocketlake.local.code_server import MODULE, LocalCodeServer
+    from tests.conftest import free_ports
+    from tests.integration.deployment_support import Deployment
+    from tests.integration.ingestion_support import until
+
+    prefix = f"tps{uuid.uuid4().hex[:6]}"
+    local_cluster.create_topic(f"{prefix}-eu", 1)
+    spec = {"topic_pattern": f"{prefix}-.*", "table": "raw_{topic}", "consumer_group": unique("g") + "_{topic}"}
+    deployment = Deployment(tmp_path, local_cluster, "tables", {"raw": spec})
+    server = LocalCodeServer(tmp_path / "code-server", free_ports(1)[0])
+    server.start(deployment.env, cwd=ROOT)
+    try:
+        with instance_for_test() as instance:
+
+            def served():
+                """The code location as the server serves it now (a daemon's workspace, made anew)."""
+                return WorkspaceProcessContext(instance, WorkspaceFileTarget([str(server.workspace)]))
+
+            def jobs() -> set[str]:
+                with served() as workspace:
+                    repos = workspace.create_request_context().get_code_location(MODULE).get_repositories()
+                    return {job.name for repo in repos.values() for job in repo.get_all_jobs()}
+
+            assert f"raw_{prefix}_eu_job" in jobs()
+            local_cluster.create_topic(f"{prefix}-us", 1)
+            with served() as workspace:  # the sensor's tick, as the daemon asks it of the server
+                location = workspace.create_request_context().get_code_location(MODULE)
+                (repo,) = location.get_repositories().values()
+                tick = location.get_sensor_execution_data(
+                    instance, repo.handle, "raw_new_topics", None, None, None, None, None
+                )
+            assert f"topics {prefix}-us match ingestion raw" in tick.skip_message
+            assert "is loading the definitions again" in tick.skip_message
+            until(
+                lambda: f"raw_{prefix}_us_job" in jobs(),
+                180,
+                "the new topic's job in the reloaded definitions",
+                interval=2,
+            )
+    finally:
+        server.stop()
