@@ -6,7 +6,6 @@ definitions load again, and then has its table."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 
 import pytest
@@ -19,22 +18,30 @@ from tests.dagster_instance import pooled_instance
 from tests.integration.deployment_support import ROOT
 from tests.integration.ingestion_support import (
     definitions,
-    minute_key,
-    room_in_this_minute,
+    in_shared_minutes,
     run_partitions,
     unique,
-    wait_until,
     write_config,
 )
 
 pytestmark = pytest.mark.dagster
 
 
-def test_each_topic_of_a_pattern_lands_in_a_table_and_group_of_its_own(tmp_path, local_cluster, java_producer):
-    prefix = f"tpt{uuid.uuid4().hex[:6]}"
-    eu, us = f"{prefix}-eu", f"{prefix}-us"
-    for topic in (eu, us):
-        local_cluster.create_topic(topic, 2)
+#: Two topics a pattern matches (each worker's cluster has its own), with messages in the suite's first shared minute.
+TWO_TOPICS = in_shared_minutes(
+    "topic_tables",
+    {"tpt_eu": (2, None), "tpt_us": (2, None)},
+    lambda t: (
+        [{"topic": t["tpt_eu"], "keys": [f"eu-{i}"], "body": f"eu-{i}"} for i in range(3)]
+        + [{"topic": t["tpt_us"], "keys": [f"us-{i}"], "body": f"us-{i}"} for i in range(2)]
+    ),
+)
+
+
+def test_each_topic_of_a_pattern_lands_in_a_table_and_group_of_its_own(tmp_path, local_cluster, shared_minutes):
+    sent = shared_minutes[TWO_TOPICS]
+    eu, us = sent.topics["tpt_eu"], sent.topics["tpt_us"]
+    (key,) = sent.windows
     group = unique("g_tpt")
     config = write_config(
         tmp_path / "rocketlake.yaml",
@@ -42,50 +49,43 @@ def test_each_topic_of_a_pattern_lands_in_a_table_and_group_of_its_own(tmp_path,
         tmp_path / "lake",
         {
             "raw": {
-                "topic_pattern": f"{prefix}-.*",
+                "topic_pattern": "tpt_(eu|us)_[0-9a-f]{8}",
                 "table": "raw_{topic}",
                 "consumer_group": group + "_{topic}",
                 "body": {"format": "raw"},
             }
         },
     )
-    room_in_this_minute()
-    java_producer(
-        [{"topic": eu, "keys": [f"eu-{i}"], "body": f"eu-{i}"} for i in range(3)]
-        + [{"topic": us, "keys": [f"us-{i}"], "body": f"us-{i}"} for i in range(2)]
-    )
-    key = minute_key(int(time.time() * 1000))
     defs = definitions(config)
-    tables = {f"raw_{prefix}_eu": (eu, 3), f"raw_{prefix}_us": (us, 2)}
+    tables = {f"raw_{eu}": (eu, 3), f"raw_{us}": (us, 2)}
     assert {k for k in map(AssetKey.to_user_string, defs.resolve_all_asset_keys()) if k.startswith("raw_")} == {
         *tables,
         *(f"{t}_dlq" for t in tables),
     }
     assert json.loads(defs.metadata[METADATA_KEY].value) == {"raw": [eu, us]}  # for the runs' processes
 
-    wait_until(time.time() // 60 * 60 + 60 + 3)  # the minute closed, its grace passed
     with pooled_instance() as instance:
         for table in tables:
             assert run_partitions(defs, table, instance, key).success
-    for table, (topic, sent) in tables.items():
+    for table, (topic, count) in tables.items():
         rows = DeltaTable(str(tmp_path / "lake" / table)).to_pyarrow_table(columns=["topic", "keys"]).to_pylist()
-        assert sorted(r["keys"] for r in rows) == sorted(f"{topic[-2:]}-{i}" for i in range(sent)), table
+        assert sorted(r["keys"] for r in rows) == sorted(f"{topic[4:6]}-{i}" for i in range(count)), table
         assert {r["topic"] for r in rows} == {topic}
         progress = local_cluster.mqadmin().consumer_progress(f"{group}_{topic}", topic)
         assert progress and all(p.consumer_offset == p.broker_offset for p in progress), (table, progress)
 
     # A topic created since: the sensor names it; a run's process still rebuilds the two tables it was launched
     # with; a new load of the definitions (the UI's Reload) gives it its table.
-    ap = f"{prefix}-ap"
-    local_cluster.create_topic(ap, 1)
+    later = unique("tpt_us")  # matches the pattern too
+    local_cluster.create_topic(later, 1)
     with pooled_instance() as instance:
         said = defs.resolve_sensor_def("raw_new_topics")(build_sensor_context(instance=instance))
-    assert isinstance(said, SkipReason) and f"topics {ap} match ingestion raw" in said.skip_message
+    assert isinstance(said, SkipReason) and f"topics {later} match ingestion raw" in said.skip_message
     with scoped_reconstruction_metadata({METADATA_KEY: defs.metadata[METADATA_KEY].value}):
         rebuilt = definitions(config)
     jobs = {job.name for job in rebuilt.resolve_all_job_defs()}
-    assert f"raw_{prefix}_eu_job" in jobs and f"raw_{prefix}_ap_job" not in jobs
-    assert f"raw_{prefix}_ap_job" in {job.name for job in definitions(config).resolve_all_job_defs()}
+    assert f"raw_{eu}_job" in jobs and f"raw_{later}_job" not in jobs
+    assert f"raw_{later}_job" in {job.name for job in definitions(config).resolve_all_job_defs()}
 
 
 @pytest.mark.stack
