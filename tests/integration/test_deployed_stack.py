@@ -65,8 +65,13 @@ class Stack:
         self.home = tmp_path / "dagster_home"
         self.home.mkdir()
         (self.home / "dagster.yaml").write_text((ROOT / "deploy" / "dagster.yaml").read_text())
+        # The repository on the path of every process: the configuration's listener is the tests' (tests.unit).
         self.env = dict(
-            os.environ, ROCKETLAKE_CONFIG=str(self.config), DAGSTER_HOME=str(self.home), **postgres.dagster_env()
+            os.environ,
+            ROCKETLAKE_CONFIG=str(self.config),
+            DAGSTER_HOME=str(self.home),
+            PYTHONPATH=str(ROOT),
+            **postgres.dagster_env(),
         )
         self.daemon: subprocess.Popen | None = None
 
@@ -121,6 +126,9 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(
             "consumer_group": group,
             "table": table,
             "window": {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": 0, "start": start.isoformat()},
+            # A batch holding a message tagged 'slow' takes 10 s: window 2's scheduled run is still working when the
+            # backfill (a CLI process that takes seconds to start) is launched beside it.
+            "listener": "tests.unit.listeners:pause_on_slow",
         },
         spark_connect.settings(),
     )  # the daemon's runs open their sessions on the long-lived Spark server
@@ -142,11 +150,13 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(
                 f"the daemon's schedule to land window {w1}",
             )
 
-            # 2. Window 2's scheduled run, and a backfill of window 1 started the moment the schedule launched it.
+            # 2. Window 2's scheduled run (10 s at least), and a backfill of window 1 started the moment the schedule
+            # launched it.
             w2_end = next_window_end()
             w2 = minute_key(int((w2_end - WINDOW_S) * 1000))
             wait_until(w2_end - WINDOW_S + 5)
-            sent += produce(namesrv, state, [order(i, topic) for i in range(100, 120)])
+            slow = [order(i, topic, tags="slow" if i == 100 else "TagA") for i in range(100, 120)]
+            sent += produce(namesrv, state, slow)
 
             def scheduled_run(key: str):
                 return next((r for r in instance.get_runs(RunsFilter(tags={"dagster/partition": key}))), None)
@@ -187,7 +197,7 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(
                 assert len(steps) == 2 and steps[0][1] <= steps[1][0], steps
 
             # 3. Window 3's scheduled run is killed (SIGKILL) while it works; the retry lands the window.
-            w3_end = next_window_end()
+            w3_end = next_window_end(margin_s=15)  # 20 orders are sent in a second or two; no minute lost waiting
             w3 = minute_key(int((w3_end - WINDOW_S) * 1000))
             wait_until(w3_end - WINDOW_S + 5)
             sent += produce(namesrv, state, [order(i, topic) for i in range(200, 220)])

@@ -68,6 +68,15 @@ def sleep_on_slow(messages, context):
     return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
 
+def pause_on_slow(messages, context):
+    """Takes 10 s over a batch holding a message tagged 'slow' (a run that is still working a while), succeeds."""
+    import time
+
+    if any(m["tags"] == "slow" for m in messages):
+        time.sleep(10)
+    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+
 #: orderly: tag -> suspend while the message's failed attempts (reconsume_times) are below this
 ORDERLY_FAIL_UNTIL = {"hold": 1, "poison": 99}
 
