@@ -6,8 +6,8 @@ into Delta's streaming sink, on the same records (issue 51).
 The records, brokers and Spark session are ``ingest_vs_kafka``'s: ``--messages`` x 1 KiB into 16 queues of two
 RocketMQ brokers (their pull caps raised to Kafka's fetch size) and 16 partitions of a KRaft broker. Each round runs,
 interleaved, a new query of each source over the whole topic, at most ``--per-trigger`` offsets a micro-batch
-(``maxOffsetsPerTrigger`` for both), with a fresh checkpoint and table: rocketlake with pulls of 1024, Kafka with its
-defaults. Columns: each source's own (rocketlake's queue identity, offset, message id, tags, keys, store time and
+(``maxOffsetsPerTrigger`` for both), with a fresh checkpoint and table: rocketlake with pulls of 1024 and with pulls of
+32 (a stock broker's cap), Kafka with its defaults. Columns: each source's own (rocketlake's queue identity, offset, message id, tags, keys, store time and
 body; Kafka's key, value, topic, partition, offset, timestamp and timestamp type). CPU seconds are counted per part
 (brokers, Spark's JVM, Python workers); the summary is the median of the rounds after the first.
 """
@@ -32,6 +32,8 @@ from benchmarks.ingest_vs_kafka import (
 from benchmarks.kafka_peer import produce_with_spark
 
 OURS, THEIRS = "rocketlake readStream -> delta", "spark kafka readStream -> delta"
+#: The same stream with pulls of 32: what a stock broker answers (``maxTransferCountOnMessageInMemory``).
+STOCK = "rocketlake readStream, pulls of 32"
 
 
 def run_query(reader, table: Path, checkpoint: Path) -> int:
@@ -65,15 +67,18 @@ def main() -> None:
         produce_with_spark(spark, kafka.bootstrap, "bench", n, size, PARTITIONS)
         fill_rocketmq(cluster, "bench", n, size)
 
-        def ours(r: int) -> int:
+        def ours(r: int, pulls: int = 1024) -> int:
             reader = (
                 spark.readStream.format("rocketmq")
                 .option("namesrv", cluster.spec.namesrv_address)
                 .option("topic", "bench")
-                .option("pullBatchSize", 1024)
+                .option("pullBatchSize", pulls)
                 .option("maxOffsetsPerTrigger", most)
             )
-            return run_query(reader, tmp_path / f"ours{r}", tmp_path / f"ours{r}_checkpoint")
+            return run_query(reader, tmp_path / f"ours{pulls}_{r}", tmp_path / f"ours{pulls}_{r}_checkpoint")
+
+        def stock(r: int) -> int:
+            return ours(r, pulls=32)
 
         def theirs(r: int) -> int:
             reader = (
@@ -88,7 +93,7 @@ def main() -> None:
         figures: dict[str, list] = {}
         for r in range(args.rounds):
             print(f"round {r + 1}:", flush=True)
-            for label, fn in ((OURS, ours), (THEIRS, theirs)):
+            for label, fn in ((OURS, ours), (STOCK, stock), (THEIRS, theirs)):
                 rows, seconds, peak, cpu = timed(lambda fn=fn: fn(r), brokers, parts)
                 assert rows == n, f"{label}: {rows:,} rows, expected {n:,}"
                 figures.setdefault(label, []).append((seconds, peak, cpu))
@@ -109,11 +114,13 @@ def main() -> None:
             f"  {label:<34} {n / medians[label]:>9,.0f} msg/s {mb / medians[label]:>7.1f} MB/s  peak RSS "
             f"{mib(max(p for _, p, _ in runs)):>10}  CPU s: {cpu_text(median_round(warm[label])[2])}"
         )
-    ours_cpu, theirs_cpu = (spark_side(median_round(warm[label])[2]) for label in (OURS, THEIRS))
-    print(
-        f"  {OURS} / {THEIRS}: {medians[THEIRS] / medians[OURS]:.2f}x end to end; Spark-side CPU (JVM + Python "
-        f"workers) {ours_cpu:.1f} s against {theirs_cpu:.1f} s, {ours_cpu / theirs_cpu:.2f}x"
-    )
+    theirs_cpu = spark_side(median_round(warm[THEIRS])[2])
+    for label in (OURS, STOCK):
+        ours_cpu = spark_side(median_round(warm[label])[2])
+        print(
+            f"  {label} / {THEIRS}: {medians[THEIRS] / medians[label]:.2f}x end to end; Spark-side CPU (JVM + Python "
+            f"workers) {ours_cpu:.1f} s against {theirs_cpu:.1f} s, {ours_cpu / theirs_cpu:.2f}x"
+        )
 
 
 if __name__ == "__main__":
