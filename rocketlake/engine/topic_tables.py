@@ -16,9 +16,10 @@ import re
 from collections.abc import Mapping, Sequence
 
 from rocketlake.engine.config import IngestionConfig, RocketLakeConfig
-from rocketlake.engine.config.common import TOPIC_FIELD
+from rocketlake.engine.config.common import TABLE_NAME, TOPIC_FIELD
 from rocketlake.engine.topics import subscribed_topics
-from rocketlake.rocketmq.errors import TopicNotExist
+from rocketlake.rocketmq.errors import InvalidName, TopicNotExist
+from rocketlake.rocketmq.validators import check_consumer_group
 
 
 def per_topic(cfg: IngestionConfig) -> bool:
@@ -69,7 +70,19 @@ def expand(config: RocketLakeConfig, topics: Mapping[str, Sequence[str]]) -> Roc
 
 
 def one_topic(cfg: IngestionConfig, topic: str, table: str) -> IngestionConfig:
-    """``cfg``, a table per topic, as the ingestion of ``topic`` (a user's name) into ``table``."""
+    """``cfg``, a table per topic, as the ingestion of ``topic`` (a user's name) into ``table``; ValueError when the
+    names the rule makes from the topic are not valid (a table must start with a letter or ``_``; a group has
+    RocketMQ's length and characters)."""
+    group = cfg.consumer_group.replace(TOPIC_FIELD, topic)
+    if not re.fullmatch(TABLE_NAME, table):
+        raise ValueError(
+            f"topic {topic!r} makes table {table!r}, which is not a name or database.name of [A-Za-z_][A-Za-z0-9_]*: "
+            f"put a prefix before {{topic}} in table {cfg.table!r}"
+        )
+    try:
+        check_consumer_group(group)
+    except InvalidName as e:
+        raise ValueError(f"topic {topic!r} makes consumer group {group!r}: {e}") from None
     wrapped = f"{cfg.namespace}%{topic}" if cfg.namespace else topic
     queues = [q.split("/", 1)[1] for q in cfg.allocate_message_queue_list or [] if q.split("/", 1)[0] == topic]
     return cfg.model_copy(
@@ -78,7 +91,7 @@ def one_topic(cfg: IngestionConfig, topic: str, table: str) -> IngestionConfig:
             "topics": [],
             "topic_pattern": None,
             "table": table,
-            "consumer_group": cfg.consumer_group.replace(TOPIC_FIELD, topic),
+            "consumer_group": group,
             "allocate_message_queue_list": queues if cfg.allocate_message_queue_list is not None else None,
         }
     )

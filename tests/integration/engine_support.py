@@ -18,7 +18,22 @@ from rocketlake.rocketmq.client import RocketMQClient
 from rocketlake.rocketmq.message_queue import MessageQueue
 from rocketlake.spark.materialize import SparkLake
 from tests.integration.ingestion_support import order, wait_until
-from tests.unit.support import Lines, Recorded
+from tests.unit.support import Lines, Recorded, ingestion_config
+
+#: Windows of any store time, closed at their end: the engine tests hand the engine windows of their own.
+ANY_WINDOW = {"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0}
+
+
+def from_first(topic: str, group: str, **ingestion):
+    """The ingestion of ``topic`` by a new ``group`` from the queues' first offsets, windows as the test gives them,
+    with ``ingestion``'s keys on top."""
+    return ingestion_config(
+        topic=topic,
+        consumer_group=group,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        window=ANY_WINDOW,
+        **ingestion,
+    )
 
 
 def now_ms() -> int:

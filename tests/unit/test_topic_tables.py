@@ -61,6 +61,13 @@ def test_two_topics_making_one_table_are_refused_naming_both():
         expand(config(table="pay{topic}"), {"orders": ["ments"]})
 
 
+def test_a_topic_that_makes_an_invalid_table_or_group_is_refused_naming_it():
+    with pytest.raises(ValueError, match=r"topic '1st' makes table '1st', .* put a prefix before \{topic\}"):
+        expand(config(table="{topic}"), {"orders": ["1st"]})
+    with pytest.raises(ValueError, match="topic '.*' makes consumer group 'lake_x+'"):
+        expand(config(), {"orders": ["x" * 260]})
+
+
 @pytest.mark.parametrize(
     ("changes", "why"),
     [
