@@ -314,6 +314,12 @@ def add_parser(sub) -> None:
         "of a CA of their own kept in <state-dir>/tls",
     )
     local.add_argument(
+        "--ipv6",
+        action="store_true",
+        help="the name server and brokers listen on IPv6's loopback (::1) instead of 127.0.0.1; clients name the "
+        "name server [::1]:<port>",
+    )
+    local.add_argument(
         "--proxy",
         action="store_true",
         help="also RocketMQ 5's proxy in cluster mode, its remoting endpoint on --proxy-port: name it as a "

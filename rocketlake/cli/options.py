@@ -40,9 +40,9 @@ def cluster_spec(args: argparse.Namespace) -> ClusterSpec:
     """The local cluster the options name: TLS, slaves or controller mode as asked, or as the running one was started."""
     from dataclasses import replace
 
-    from rocketlake.local.peers import tls_marker
+    from rocketlake.local.peers import ipv6_marker, tls_marker
     from rocketlake.local.process import ManagedProcess
-    from rocketlake.local.spec import TlsSpec, controller_marker
+    from rocketlake.local.spec import LOOPBACK, LOOPBACK_V6, TlsSpec, controller_marker
 
     ports = [int(p) for p in args.broker_ports.split(",")]
     names = [f"broker-{chr(ord('a') + i)}" for i in range(len(ports))]
@@ -50,12 +50,14 @@ def cluster_spec(args: argparse.Namespace) -> ClusterSpec:
     running = ManagedProcess("namesrv", state_dir).pid() is not None
     # TLS when asked (`local up --tls`), and for every command while a cluster started that way runs.
     running_tls = tls_marker(state_dir).exists() and running
+    ipv6 = getattr(args, "ipv6", False) or (ipv6_marker(state_dir).exists() and running)  # likewise
     spec = ClusterSpec(
         state_dir=state_dir,
         store_root=Path(args.store_dir).absolute() if args.store_dir else None,
         namesrv_port=args.namesrv_port,
         brokers=tuple(BrokerSpec(n, p) for n, p in zip(names, ports)),
         tls=TlsSpec() if getattr(args, "tls", False) or running_tls else None,
+        host=LOOPBACK_V6 if ipv6 else LOOPBACK,
     )
     # Slaves when asked (`local up --slaves`, or `--controller`, which needs replicas), and for every command while
     # a cluster started that way runs; controller mode likewise.

@@ -148,7 +148,7 @@ class LocalCluster:
                 self.java_env(),
             )
         self._wait(
-            lambda: accepts_connections(self.spec.namesrv_port),
+            lambda: accepts_connections(self.spec.namesrv_port, self.spec.host),
             deadline,
             self.namesrv,
             f"the name server to listen on {self.spec.namesrv_address}",
@@ -211,7 +211,7 @@ class LocalCluster:
         )
 
     def _flags(self, logback: str) -> list[str]:
-        flags = jvm_base_flags(self.spec.state_dir, self.spec.home, logback)
+        flags = jvm_base_flags(self.spec.state_dir, self.spec.home, logback, ipv4_only=":" not in self.spec.host)
         if self.spec.tls is not None:
             flags = [f for f in flags if not f.startswith("-Dtls.server.mode=")]
             flags += self.spec.tls.server_flags(self.spec.tls_dir)
@@ -231,6 +231,11 @@ class LocalCluster:
             marker.write_text("enforcing\n")  # the Java peers of this state directory speak TLS
         else:
             marker.unlink(missing_ok=True)
+        ipv6 = peers.ipv6_marker(self.spec.state_dir)
+        if ":" in self.spec.host:
+            ipv6.write_text(f"{self.spec.host}\n")  # the Java peers of this state directory use both stacks
+        else:
+            ipv6.unlink(missing_ok=True)
         for relative, text in self.spec.home_files().items():
             (self.spec.home / relative).parent.mkdir(parents=True, exist_ok=True)
             (self.spec.home / relative).write_text(text)
@@ -252,11 +257,11 @@ class LocalCluster:
             )
 
     def _check_ports(self, role: str, ports: tuple[int, ...]) -> None:
-        taken = [p for p in ports if port_in_use(p)]
+        taken = [p for p in ports if port_in_use(p, self.spec.host)]
         if taken:
             raise LocalClusterError(
-                f"cannot start the {role}: port {', '.join(map(str, taken))} on 127.0.0.1 is already in use by another "
-                "process. Stop it, or choose other ports (rocketlake local up --namesrv-port/--broker-port)."
+                f"cannot start the {role}: port {', '.join(map(str, taken))} on {self.spec.host} is already in use by "
+                "another process. Stop it, or choose other ports (rocketlake local up --namesrv-port/--broker-port)."
             )
 
     def _wait(self, ready, deadline: float, proc: ManagedProcess, what: str) -> None:
@@ -304,7 +309,7 @@ class LocalCluster:
 
     # -- status / down -------------------------------------------------------------------------
     def status(self) -> ClusterStatus:
-        reachable = accepts_connections(self.spec.namesrv_port)
+        reachable = accepts_connections(self.spec.namesrv_port, self.spec.host)
         if self.spec.controller:  # ids come from the controller: each replica is found by its address
             ids = {
                 address: broker_id

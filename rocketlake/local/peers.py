@@ -113,6 +113,13 @@ def build(program: str = SERVER_MAIN, version: str = jars.ROCKETMQ_VERSION) -> s
     return f"{out}:{lib_cp}"
 
 
+def ipv6_marker(state_dir: Path) -> Path:
+    """Present while the cluster of ``state_dir`` listens on ::1 (``LocalCluster.up`` keeps it): its peers' JVM
+    must not be IPv4 only. Elsewhere they stay so, as the servers do: a JVM with both stacks takes an IPv6
+    address for the messages' unique keys (MessageClientIDSetter) on a machine without a non-loopback IPv4."""
+    return state_dir / "ipv6"
+
+
 def tls_marker(state_dir: Path) -> Path:
     """Present while the cluster of ``state_dir`` enforces TLS (``LocalCluster.up`` keeps it): its peers speak TLS."""
     return state_dir / "tls" / "enforced"
@@ -166,7 +173,9 @@ def server_command(state_dir: Path, version: str, token: str) -> list[str]:
     return [
         java,
         *TOOL_HEAP,
-        *jvm_base_flags(state_dir, state_dir / "home", "rmq.tools.logback.xml"),
+        *jvm_base_flags(
+            state_dir, state_dir / "home", "rmq.tools.logback.xml", ipv4_only=not ipv6_marker(state_dir).exists()
+        ),
         f"-Drocketmq.client.logRoot={logs}",
         "-Drocketmq.client.logUseSlf4j=false",
         "-Dfile.encoding=UTF-8",

@@ -42,18 +42,20 @@ JDK17_FLAGS = [
 ]
 
 
-def jvm_base_flags(user_home: Path, rocketmq_home: Path, logback: str) -> list[str]:
+def jvm_base_flags(user_home: Path, rocketmq_home: Path, logback: str, *, ipv4_only: bool = True) -> list[str]:
     """Flags every RocketMQ JVM of ours gets.
 
     ``user.home`` isolates logs, the default store and the name server's kv file under our state
     directory; the logback resource must be named, or a shared classpath picks another role's.
+    ``ipv4_only=False`` for a JVM that listens on or connects to IPv6's loopback: preferIPv4Stack makes
+    the JVM's sockets IPv4 only (binding ::1 fails with UnsupportedAddressTypeException).
     """
     return [
         f"-Duser.home={user_home}",
         f"-Drocketmq.home.dir={rocketmq_home}",
         f"-Drmq.logback.configurationFile={logback}",
         "-Dtls.server.mode=disabled",
-        "-Djava.net.preferIPv4Stack=true",
+        *(["-Djava.net.preferIPv4Stack=true"] if ipv4_only else []),
         *JDK17_FLAGS,
     ]
 
@@ -274,7 +276,7 @@ def _reap(pid: int) -> None:
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))

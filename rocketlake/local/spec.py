@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from rocketlake.rocketmq.tls import TlsSettings
 
 LOOPBACK = "127.0.0.1"
+#: IPv6's loopback: a cluster on it (``ClusterSpec(host=LOOPBACK_V6)``) is what a dual-stack or IPv6-only deployment
+#: looks like to a client: v6 addresses in the route and the messages' v6 born and store hosts.
+LOOPBACK_V6 = "::1"
 #: Where a slave listens, above its master's port (the master uses port-2, port and port+1).
 SLAVE_PORT_OFFSET = 5
 
@@ -31,10 +34,14 @@ class BrokerSpec:
     port: int
     #: 0: the master of ``name``; 1 and up: a slave of it (classic master/slave replication, ``brokerRole=SLAVE``).
     broker_id: int = 0
+    #: The address it listens on and registers; its cluster's (:attr:`ClusterSpec.host`).
+    host: str = LOOPBACK
 
     @property
     def address(self) -> str:
-        return f"{LOOPBACK}:{self.port}"
+        # As the broker registers itself (brokerIP1 + ":" + port): an IPv6 address unbracketed, as Java's clients
+        # split it (at the last colon).
+        return f"{self.host}:{self.port}"
 
     @property
     def is_master(self) -> bool:
@@ -153,8 +160,14 @@ class ClusterSpec:
     #: and replaces when it dies. Their ``broker_id`` then names a process, not a role: the controller assigns the
     #: ids the name server routes (0 for the master of the moment).
     controller: bool = False
+    #: The loopback address every server of the cluster listens on: 127.0.0.1, or ::1 (:data:`LOOPBACK_V6`).
+    host: str = LOOPBACK
 
     def __post_init__(self) -> None:
+        if self.host not in (LOOPBACK, LOOPBACK_V6):
+            raise ValueError(f"a local cluster listens on {LOOPBACK} or {LOOPBACK_V6}, not {self.host!r}")
+        # The brokers listen where their cluster does (frozen: set once, here).
+        object.__setattr__(self, "brokers", tuple(replace(b, host=self.host) for b in self.brokers))
         if self.controller and self.is_4x:
             raise ValueError(
                 f"controller mode is RocketMQ 5's (the brokers' enableControllerMode); {self.version} has none"
@@ -166,7 +179,12 @@ class ClusterSpec:
 
     @property
     def namesrv_address(self) -> str:
-        return f"{LOOPBACK}:{self.namesrv_port}"
+        return f"{self.bracketed_host}:{self.namesrv_port}"
+
+    @property
+    def bracketed_host(self) -> str:
+        """The host as a client names it beside a port: ``[::1]`` for IPv6 (RFC 3986), as Java and rocketlake parse."""
+        return f"[{self.host}]" if ":" in self.host else self.host
 
     @property
     def controller_port(self) -> int:
@@ -175,7 +193,7 @@ class ClusterSpec:
 
     @property
     def controller_address(self) -> str:
-        return f"{LOOPBACK}:{self.controller_port}"
+        return f"{self.bracketed_host}:{self.controller_port}"
 
     @property
     def home(self) -> Path:
@@ -215,8 +233,6 @@ class ClusterSpec:
 
     def with_slaves(self, offset: int = SLAVE_PORT_OFFSET) -> ClusterSpec:
         """Each master with a slave of its own (``broker_id`` 1) ``offset`` ports above it."""
-        from dataclasses import replace
-
         slaves = tuple(BrokerSpec(b.name, b.port + offset, 1) for b in self.masters)
         return replace(self, brokers=(*self.masters, *slaves))
 
@@ -229,7 +245,7 @@ class ClusterSpec:
             self._for_version(
                 {
                     "listenPort": self.namesrv_port,
-                    "bindAddress": LOOPBACK,
+                    "bindAddress": self.host,
                     "kvConfigPath": self.state_dir / "namesrv" / "kvConfig.json",
                     **(self._controller_properties() if self.controller else {}),
                 }
@@ -319,9 +335,9 @@ class ClusterSpec:
                     "flushDiskType": "ASYNC_FLUSH",
                     "namesrvAddr": self.namesrv_address,
                     # Without these the broker advertises its first non-loopback address.
-                    "brokerIP1": LOOPBACK,
-                    "brokerIP2": LOOPBACK,
-                    "bindAddress": LOOPBACK,
+                    "brokerIP1": self.host,
+                    "brokerIP2": self.host,
+                    "bindAddress": self.host,
                     "listenPort": broker.port,
                     "haListenPort": broker.port + 1,
                     "storePathRootDir": store,

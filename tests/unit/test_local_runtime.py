@@ -14,7 +14,7 @@ import yaml
 
 from rocketlake.jars import delta_jar_set, rocketmq_jar_set
 from rocketlake.local.mqadmin import parse_consumer_progress, parse_sync_state_set, parse_topic_status
-from rocketlake.local.process import ManagedProcess, start_time
+from rocketlake.local.process import ManagedProcess, jvm_base_flags, start_time
 from rocketlake.local.spec import AclSpec, BrokerSpec, ClusterSpec
 
 
@@ -37,6 +37,23 @@ def test_broker_config_stays_on_loopback_and_small():
     assert props["storePathRootDir"] == "/dev/shm/x/broker-b"
     assert props["cleanFileForciblyEnable"] == "false"
     assert int(props["mappedFileSizeCommitLog"]) < 2**30
+
+
+def test_a_cluster_on_ipv6_loopback_listens_registers_and_is_named_there():
+    spec = replace(
+        ClusterSpec(state_dir=Path("/s"), namesrv_port=1234, brokers=(BrokerSpec("broker-a", 2000),)), host="::1"
+    )
+    assert spec.namesrv_address == "[::1]:1234"  # as a client names it beside a port
+    assert spec.brokers[0].address == "::1:2000"  # as the broker registers itself: brokerIP1 + ":" + port
+    assert spec.with_slaves().brokers[1].address == "::1:2005"
+    props = parse_properties(spec.broker_properties(spec.broker("broker-a")))
+    assert props["brokerIP1"] == props["brokerIP2"] == props["bindAddress"] == "::1"
+    assert props["namesrvAddr"] == "[::1]:1234"
+    assert parse_properties(spec.namesrv_properties())["bindAddress"] == "::1"
+    assert "-Djava.net.preferIPv4Stack=true" in jvm_base_flags(Path("/s"), Path("/h"), "x.xml")
+    assert "-Djava.net.preferIPv4Stack=true" not in jvm_base_flags(Path("/s"), Path("/h"), "x.xml", ipv4_only=False)
+    with pytest.raises(ValueError, match="127.0.0.1 or ::1, not '10.0.0.1'"):
+        ClusterSpec(state_dir=Path("/s"), host="10.0.0.1")
 
 
 def test_rendered_properties_have_no_trailing_spaces():
