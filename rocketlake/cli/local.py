@@ -72,6 +72,12 @@ def _s3(args: argparse.Namespace):
     return LocalS3(Path(args.state_dir).absolute() / "s3", port=args.s3_port)
 
 
+def _registry(args: argparse.Namespace):
+    from rocketlake.local.schema_registry import LocalSchemaRegistry
+
+    return LocalSchemaRegistry(Path(args.state_dir).absolute() / "registry", port=args.registry_port)
+
+
 def _dagster(args: argparse.Namespace, postgres):
     from rocketlake.local.dagster_stack import LocalDagster
 
@@ -140,6 +146,7 @@ def _local(args: argparse.Namespace) -> int:
     connect = _local_connect_server(args) if args.action != "env" else None
     postgres = _postgres(args) if args.postgres or args.stack else None
     s3 = _s3(args) if args.s3 or args.action == "down" else None  # down stops it whenever it runs
+    registry = _registry(args) if args.registry or args.action in ("down", "status") else None  # likewise
     dagster = _dagster(args, postgres) if args.stack else None
     proxy = _proxy(cluster, args) if args.proxy or args.action in ("down", "status") else None
     if args.action == "up":
@@ -188,6 +195,10 @@ def _local(args: argparse.Namespace) -> int:
                 f"use it with {yaml.safe_dump({'lake': s3.lake_settings()}, default_flow_style=True).strip()} "
                 "in rocketlake.yaml; `rocketlake local env --s3` prints the keys' variables for a shell"
             )
+        if registry is not None:
+            print("starting the schema registry (Confluent's REST API) ...", flush=True)
+            registry.up(progress=lambda line: print(line, flush=True))
+            print(f'use it with body: {{framing: confluent, registry_url: "{registry.url}"}} in rocketlake.yaml')
         if dagster is not None:
             _create_topics(cluster, dagster.config)
             print(f"starting dagster-daemon and dagster-webserver on {dagster.config} ...", flush=True)
@@ -211,6 +222,7 @@ def _local(args: argparse.Namespace) -> int:
             (dagster.down() if dagster is not None else [])
             + (postgres.down(wipe=args.wipe) if postgres is not None else [])
             + (s3.down(wipe=args.wipe) if s3 is not None else [])
+            + (registry.down() if registry is not None else [])
             + (connect.down() if connect is not None else [])
             + (spark.down() if spark is not None else [])
             + (proxy.down() if proxy is not None else [])
@@ -243,6 +255,9 @@ def _local(args: argparse.Namespace) -> int:
         if s3 is not None:
             print(s3.status())
             ready = ready and s3.process.pid() is not None
+        if registry is not None and (args.registry or registry.process.pid() is not None):
+            print(registry.status())
+            ready = ready and registry.process.pid() is not None
         if dagster is not None:
             print(dagster.status())
             ready = ready and dagster.daemon.pid() is not None and dagster.webserver.pid() is not None
@@ -336,6 +351,15 @@ def add_parser(sub) -> None:
         action="store_true",
         help="also an S3-compatible object store for the lake (versitygw, built once from its Go "
         "module), with a bucket 'lake'; state in <state-dir>/s3",
+    )
+    local.add_argument(
+        "--registry",
+        action="store_true",
+        help="also a schema registry with Confluent's REST API (Apicurio Registry, built once with Maven), for "
+        "bodies framed by a registry (body.framing: confluent); schemas kept in memory until down",
+    )
+    local.add_argument(
+        "--registry-port", type=int, default=8081, help="with --registry: its port on 127.0.0.1 (default: 8081)"
     )
     local.add_argument("--s3-port", type=int, default=7070, help="with --s3: its port on 127.0.0.1 (default: 7070)")
     local.add_argument(

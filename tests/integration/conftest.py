@@ -15,6 +15,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from rocketlake import jars
 from rocketlake.local.cluster import LocalCluster
 from rocketlake.local.peers import produce
 from rocketlake.rocketmq.client import RocketMQClient
@@ -29,6 +30,10 @@ from tests.integration.ingestion_support import (
     order,
     unique,
     wait_for_next_minute,
+)
+
+PROTOBUF_JAVA = jars.JarSet(
+    "protobuf-java-util-4.36.2", (jars.Artifact("com.google.protobuf", "protobuf-java-util", "4.36.2"),)
 )
 
 #: 30 + 45 orders in two consecutive minutes (windows of different sizes), on 2 queues of each broker: the data of
@@ -159,6 +164,20 @@ def shared_minutes(local_cluster) -> dict[str, SentInMinutes]:
 def produced(local_cluster, shared_minutes) -> Produced:
     """30 + 45 messages in two consecutive one-minute windows (of different sizes), on 2 queues of each broker."""
     return shared_minutes[ORDERS].produced(local_cluster, "orders")
+
+
+@pytest.fixture(scope="session")
+def protobuf_bodies(tmp_path_factory):
+    """``protobuf_bodies(descriptor_set, message_name, messages, frame=None)``: the bodies the Java runtime encodes from messages
+    in Protobuf's JSON mapping (``ProtobufBodies.java``, compiled once against protobuf-java and its JSON util)."""
+    classpath = ":".join(str(p) for p in jars.resolve(PROTOBUF_JAVA))
+    encode = java_body_encoder(tmp_path_factory.mktemp("protobuf_bodies"), "ProtobufBodies", classpath)
+
+    def bodies(descriptors: Path, message_name: str, messages: list[dict], frame: tuple[int, str] | None = None):
+        """``frame``: (schema id, message indexes "2" or "1.0"): framed as Confluent's serializer frames them."""
+        return encode([str(descriptors), message_name, *map(str, frame or ())], messages)
+
+    return bodies
 
 
 @pytest.fixture(scope="session")

@@ -7,35 +7,16 @@ from __future__ import annotations
 
 import socket
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 
-from rocketlake import jars
 from rocketlake.engine.registry import RegistryUnreachable
-from tests.integration.engine_support import Engine, java_body_encoder, send_window
+from tests.integration.engine_support import Engine, send_window
 from tests.integration.ingestion_support import unique
 from tests.unit.support import SCHEMAS, descriptor_set, ingestion_config
 
 pytestmark = pytest.mark.engine
-PROTOBUF_JAVA = jars.JarSet(
-    "protobuf-java-util-4.36.2", (jars.Artifact("com.google.protobuf", "protobuf-java-util", "4.36.2"),)
-)
-
-
-@pytest.fixture(scope="session")
-def protobuf_bodies(tmp_path_factory):
-    """``protobuf_bodies(descriptor_set, message_name, messages, frame=None)``: the bodies the Java runtime encodes from messages
-    in Protobuf's JSON mapping (``ProtobufBodies.java``, compiled once against protobuf-java and its JSON util)."""
-    classpath = ":".join(str(p) for p in jars.resolve(PROTOBUF_JAVA))
-    encode = java_body_encoder(tmp_path_factory.mktemp("protobuf_bodies"), "ProtobufBodies", classpath)
-
-    def bodies(descriptors: Path, message_name: str, messages: list[dict], frame: tuple[int, str] | None = None):
-        """``frame``: (schema id, message indexes "2" or "1.0"): framed as Confluent's serializer frames them."""
-        return encode([str(descriptors), message_name, *map(str, frame or ())], messages)
-
-    return bodies
 
 
 def order(i: int) -> dict:
