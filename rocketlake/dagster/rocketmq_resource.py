@@ -63,6 +63,9 @@ class RocketMQResource(ConfigurableResource):
         description="Timeout of every broker and name server call, unless "
         "an ingestion sets its own mqClientApiTimeout.",
     )
+    namespace_v2: str | None = Field(
+        default=None, description="RocketMQ's second namespace form: in every request's fields (see ClusterConfig)."
+    )
     trace: bool = Field(default=False, description="Consume traces of what each window lands (see ClusterConfig).")
     trace_topic: str = Field(default="RMQ_SYS_TRACE_TOPIC", description="The trace topic.")
     trace_max_per_window: int = Field(default=10_000, ge=1, description="Most messages a window traces.")
@@ -90,6 +93,8 @@ class RocketMQResource(ConfigurableResource):
                 "trace_topic": cluster.trace_topic,
                 "trace_max_per_window": cluster.trace_max_per_window,
             }
+        if cluster.namespace_v2:
+            settings["namespace_v2"] = cluster.namespace_v2
         return cls(namesrv=cluster.namesrv, cluster=name, **settings)
 
     def credentials(self) -> Credentials | None:
@@ -115,7 +120,11 @@ class RocketMQResource(ConfigurableResource):
         timeout_ms = timeout_ms or self.timeout_ms
         if timeout_ms not in self._clients:
             self._clients[timeout_ms] = RocketMQClient(
-                self.namesrv, credentials=self.credentials(), timeout=timeout_ms / 1000, tls=self.tls_settings()
+                self.namesrv,
+                credentials=self.credentials(),
+                timeout=timeout_ms / 1000,
+                tls=self.tls_settings(),
+                namespace_v2=self.namespace_v2,
             )
         return self._clients[timeout_ms]
 
@@ -127,6 +136,7 @@ class RocketMQResource(ConfigurableResource):
             credentials=self.credentials(),
             timeout=(timeout_ms or self.timeout_ms) / 1000,
             tls=self.tls_settings(),
+            namespace_v2=self.namespace_v2,
         )
 
     def source_options(self, timeout_ms: int | None = None) -> dict[str, str]:
@@ -142,4 +152,6 @@ class RocketMQResource(ConfigurableResource):
         tls = self.tls_settings()
         if tls is not None:
             options |= tls.options()
+        if self.namespace_v2:
+            options["namespaceV2"] = self.namespace_v2
         return options

@@ -60,11 +60,15 @@ def make_client(opts: SourceOptions) -> RocketMQClient:
     workers across tasks, and a fresh client per task would refetch routes and reopen connections.
     """
     credentials = _credentials(opts)
-    key = (os.getpid(), opts.namesrv, credentials, opts.timeout_ms, opts.tls)
+    key = (os.getpid(), opts.namesrv, credentials, opts.timeout_ms, opts.tls, opts.namespace_v2)
     client = _clients.get(key)
     if client is None:
         client = _clients[key] = RocketMQClient(
-            opts.namesrv, credentials=credentials, timeout=opts.timeout_ms / 1000, tls=opts.tls
+            opts.namesrv,
+            credentials=credentials,
+            timeout=opts.timeout_ms / 1000,
+            tls=opts.tls,
+            namespace_v2=opts.namespace_v2,
         )
     return client
 

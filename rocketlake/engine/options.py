@@ -21,6 +21,7 @@
 | tls | true: TLS to the name servers and brokers (default false) |
 | tlsCaFile / tlsCertFile / tlsKeyFile | PEM files (paths readable where the tasks run): the CA to trust (default: the system's), the client certificate and its key for servers that require one |
 | tlsVerifyHostname | false turns the check of the server certificate's name off (test clusters only; default true) |
+| namespaceV2 | RocketMQ's second namespace form: sent in every request's fields (``ns``, ``nsd``), names left as given |
 | plan | internal: an explicit JSON list of chunks, used by rocketlake's pipeline |
 """
 
@@ -94,6 +95,7 @@ class SourceOptions:
     access_key_env: str | None = None  # ... or the environment variables holding them, read in each worker
     secret_key_env: str | None = None
     tls: TlsSettings | None = None
+    namespace_v2: str | None = None
     plan: list[PlannedRange] | None = field(default=None, repr=False)
 
     @property
@@ -187,6 +189,7 @@ def parse_options(raw: Any) -> SourceOptions:
         access_key_env=options.get("accesskeyenv"),
         secret_key_env=options.get("secretkeyenv"),
         tls=_tls(options),
+        namespace_v2=options.get("namespacev2") or None,
         plan=plan,
     )
 

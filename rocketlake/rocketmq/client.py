@@ -33,6 +33,7 @@ from .errors import BrokerError, ConnectionFailed, InvalidArgument, RequestTimeo
 from .heartbeat import ConsumerData
 from .message import Message
 from .message_queue import MessageQueue
+from .namespace_hook import request_hook
 from .namesrv import MASTER_ID, ClusterInfo, NameServerClient, TopicRoute
 from .pools import PrivateConnections
 from .pull import PullResult, ask_again
@@ -67,7 +68,8 @@ def _broker_said_not_taken(exc: BaseException) -> bool:
 class RocketMQClient:
     """A client of the RocketMQ cluster behind ``namesrv`` (``"host:port[;host:port]"``).
 
-    ``credentials`` sign every request (ACL 1.0). ``timeout`` bounds each request (seconds);
+    ``credentials`` sign every request (ACL 1.0); ``namespace_v2`` goes in every request's fields (RocketMQ's
+    second namespace form, :mod:`.namespace_hook`). ``timeout`` bounds each request (seconds);
     ``backoff`` paces retries of retriable failures (:data:`~.retry.NO_RETRY` to disable).
     ``private_connections=True`` gives this client its own connection to each broker instead of the
     process-wide pool: needed for a distinct group member, since brokers key members by connection
@@ -87,6 +89,7 @@ class RocketMQClient:
         private_connections: bool = False,
         sleep: Callable[[float], None] = time.sleep,
         tls: TlsSettings | None = None,
+        namespace_v2: str | None = None,
     ) -> None:
         if timeout <= 0:
             raise InvalidArgument(f"timeout must be > 0 seconds, got {timeout}")
@@ -97,7 +100,8 @@ class RocketMQClient:
         self.route_ttl = route_ttl
         self.producer_group = producer_group
         self._sleep = sleep
-        self._rpc_hook = AclClientRPCHook(credentials) if credentials is not None else None
+        self.namespace_v2 = namespace_v2
+        self._rpc_hook = request_hook(namespace_v2, AclClientRPCHook(credentials) if credentials is not None else None)
         self.tls = tls
         self.namesrv = NameServerClient(namesrv, timeout=timeout, rpc_hook=self._rpc_hook, tls=tls)
         #: the name server address(es) as one string, ``host:port[;host:port]``: which cluster this is
@@ -132,6 +136,7 @@ class RocketMQClient:
                 self.producer_group,
                 self.private_connections,
                 self.tls,
+                self.namespace_v2,
             ),
         )
 
@@ -679,6 +684,7 @@ def _rebuild(
     producer_group: str,
     private_connections: bool,
     tls: TlsSettings | None = None,
+    namespace_v2: str | None = None,
 ) -> RocketMQClient:
     return RocketMQClient(
         namesrv,
@@ -689,4 +695,5 @@ def _rebuild(
         producer_group=producer_group,
         private_connections=private_connections,
         tls=tls,
+        namespace_v2=namespace_v2,
     )

@@ -56,9 +56,10 @@ def send_in_two_windows(java_producer, topic: str, per_window: int) -> list[tupl
 class Engine:
     """One ingestion's runs as the asset makes them, on the session's cluster, Spark and a Delta table."""
 
-    def __init__(self, cluster, spark, path, cfg, **lake_options):
-        resource = RocketMQResource(namesrv=cluster.spec.namesrv_address)
-        self.client = RocketMQClient(cluster.spec.namesrv_address)
+    def __init__(self, cluster, spark, path, cfg, *, resource: RocketMQResource | None = None, **lake_options):
+        """``resource``: the cluster's settings (default: its name server alone)."""
+        resource = resource or RocketMQResource(namesrv=cluster.spec.namesrv_address)
+        self.client = RocketMQClient(cluster.spec.namesrv_address, namespace_v2=resource.namespace_v2)
         self.broker = group_broker(self.client, cfg)
         self.lake = SparkLake(spark, resource.source_options(), cfg, str(path), **lake_options)
         self.cfg = cfg

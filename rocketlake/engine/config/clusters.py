@@ -58,6 +58,12 @@ class ClusterConfig(_Strict):
         "ingestion's topics and group are the namespace's (`ns%orders`, `ns%group`, so `%RETRY%ns%group` and "
         "`%DLQ%ns%group`); tables, asset keys and patterns use the names without it.",
     )
+    namespace_v2: str | None = Field(
+        default=None,
+        description="RocketMQ's second namespace form, as the 5.x Java client's setNamespaceV2 sends it: the "
+        "namespace in every request's fields (`ns`, with `nsd=true`), topic and group names left as written, for "
+        "servers that scope resources by it (hosted proxies; the open-source broker and proxy ignore the fields).",
+    )
 
     trace: bool = Field(
         default=False,
@@ -75,11 +81,11 @@ class ClusterConfig(_Strict):
         "about 200 bytes sent per traced message).",
     )
 
-    @field_validator("namespace")
+    @field_validator("namespace", "namespace_v2")
     @classmethod
     def _namespace(cls, value: str | None) -> str | None:
         if value is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", value):
-            raise ValueError("must be 1 to 64 letters, digits, '_' or '-' (it is wrapped into topic and group names)")
+            raise ValueError("must be 1 to 64 letters, digits, '_' or '-' (what RocketMQ's namespaces allow)")
         return value
 
     @field_validator("namesrv")

@@ -36,7 +36,8 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * Either way, --compress-over B compresses bodies of B bytes or more, with --compress-type ZLIB, LZ4 or ZSTD (5.x).
  * With --transactional true [--commit-delay-ms D] it is a TransactionMQProducer: a stdin message with "transaction"
  * ("commit", "rollback" or "unknown") is sent in a transaction whose local outcome comes D ms later; a message
- * with "delay_level" is delivered by the broker's schedule, one with "deliver_time_ms" by its timer wheel (5.x). --namespace N sends in RocketMQ's namespace N.
+ * with "delay_level" is delivered by the broker's schedule, one with "deliver_time_ms" by its timer wheel (5.x). --namespace N sends in RocketMQ's namespace N;
+ * --namespace-v2 N in its second form (5.x: N in every request's fields).
  * Output per message: {"index","topic","msgId","offsetMsgId","brokerName","queueId","queueOffset","status"}.
  */
 public final class ProducerPeer {
@@ -76,6 +77,11 @@ public final class ProducerPeer {
         producer.setNamesrvAddr(namesrv);
         if (opts.containsKey("namespace")) {
             producer.setNamespace(opts.get("namespace"));  // the client wraps topics: ns%topic
+        }
+        if (opts.containsKey("namespace-v2")) {
+            // 5.x only (the 4.9 client has no such setter, and this file is compiled against both): the namespace
+            // in every request's fields, names unwrapped.
+            producer.getClass().getMethod("setNamespaceV2", String.class).invoke(producer, opts.get("namespace-v2"));
         }
         producer.setInstanceName("peer-" + ProcessHandle.current().pid() + "-" + RUNS.incrementAndGet());
         producer.setSendMsgTimeout(Integer.parseInt(opts.getOrDefault("send-timeout-ms", "10000")));
