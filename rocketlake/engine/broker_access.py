@@ -195,7 +195,9 @@ class GroupBroker(BrokerStoreTimes):
 
     def pop_refusal(self) -> str | None:
         """Why the group cannot be landed by offset windows, or None: 5.x POP consumers share it (a group in POP
-        mode, or POP or gRPC consumers online in it), taking messages one by one and acknowledging each."""
+        mode, or remoting POP consumers online in it), taking messages one by one and acknowledging each. 5.x gRPC
+        consumers pop too but cannot be seen from here: a cluster-mode proxy keeps their heartbeats to itself (a
+        gRPC SimpleConsumer through the local proxy left the brokers' consumer list empty)."""
         group = self.consumer_group
         for topic in self.topics():
             try:
@@ -207,7 +209,7 @@ class GroupBroker(BrokerStoreTimes):
                 why = (
                     "is in POP mode on it (mqadmin setConsumeMode, or the broker's defaultMessageRequestMode)"
                     if pop
-                    else "has POP consumers online (5.x gRPC or POP clients)"
+                    else "has POP consumers online (remoting clients in POP mode)"
                 )
                 return (
                     f"consumer group {group} {why} for topic {topic}: POP consumers take and acknowledge messages one "
