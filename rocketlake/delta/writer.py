@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pyspark.sql import DataFrame, SparkSession
 
 from rocketlake.delta.evolution import widens
+from rocketlake.delta.local_commits import one_writer
 from rocketlake.engine.ledger import LedgerEntry, WindowEntry
 from rocketlake.rocketmq.message_queue import MessageQueue
 
@@ -257,7 +258,8 @@ def write_slice(
     conflicts = _conflicts()
     for attempt in range(1, CONFLICT_ATTEMPTS + 1):
         try:
-            _write_slice(df, path, ledger, with_ledger, properties or {}, layout)
+            with one_writer(path):
+                _write_slice(df, path, ledger, with_ledger, properties or {}, layout)
             return attempt
         except conflicts as e:
             if attempt == CONFLICT_ATTEMPTS:
@@ -281,7 +283,8 @@ def commit_ledger(spark: SparkSession, path: str, ledger: LedgerEntry) -> None:
     empty = spark.read.format("delta").load(path).limit(0)
     for attempt in range(1, CONFLICT_ATTEMPTS + 1):
         try:
-            empty.write.format("delta").mode("append").option("userMetadata", ledger.to_json()).save(path)
+            with one_writer(path):
+                empty.write.format("delta").mode("append").option("userMetadata", ledger.to_json()).save(path)
             return
         except _conflicts():
             if attempt == CONFLICT_ATTEMPTS:
@@ -561,7 +564,8 @@ def compact_days(
         return []
     detail = _detail(spark, path)
     if detail.cluster_by:
-        metrics = spark.sql(f"OPTIMIZE {_sql_path(path)}").collect()[0]["metrics"]
+        with one_writer(path):
+            metrics = spark.sql(f"OPTIMIZE {_sql_path(path)}").collect()[0]["metrics"]
         return [("clustered", int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"]))]
     if DAY_COLUMN not in detail.partition_by:
         return []
@@ -569,13 +573,14 @@ def compact_days(
     done = []
     for day in days:
         where = f"{DAY_COLUMN} = DATE'{day}'"
-        if _on_connect(spark):
-            zorder = f" ZORDER BY ({', '.join(zorder_by)})" if zorder_by else ""
-            compaction = spark.sql(f"OPTIMIZE {_sql_path(path)} WHERE {where}{zorder}")
-        else:
-            optimize = DeltaTable.forPath(spark, path).optimize().where(where)
-            compaction = optimize.executeZOrderBy(*zorder_by) if zorder_by else optimize.executeCompaction()
-        metrics = compaction.collect()[0]["metrics"]
+        with one_writer(path):
+            if _on_connect(spark):
+                zorder = f" ZORDER BY ({', '.join(zorder_by)})" if zorder_by else ""
+                compaction = spark.sql(f"OPTIMIZE {_sql_path(path)} WHERE {where}{zorder}")
+            else:
+                optimize = DeltaTable.forPath(spark, path).optimize().where(where)
+                compaction = optimize.executeZOrderBy(*zorder_by) if zorder_by else optimize.executeCompaction()
+            metrics = compaction.collect()[0]["metrics"]
         done.append((day, int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"])))
     return done
 
