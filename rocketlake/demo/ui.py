@@ -18,7 +18,7 @@ from pathlib import Path
 from rocketlake.dagster.launch import dagster_home
 from rocketlake.demo.run import DEMO_CONFIG, DEMO_MODULE, sample_orders
 from rocketlake.engine.config import CONFIG_ENV, load_config
-from rocketlake.local.peers import produce
+from rocketlake.local.peers import close_servers, produce
 from rocketlake.local.process import descendants, end_processes
 from rocketlake.local.spark_server import server_for
 from rocketlake.local.spec import ClusterSpec
@@ -84,6 +84,11 @@ def run_ui(spec: ClusterSpec, port: int, topic: str, per_minute: int) -> int:
         # that nothing outlives the command. The snapshot is taken first: dg dev's exit hands its children to init.
         # Only those in this session: a Spark Connect server started above lives in a session of its own, and
         # outlives `make ui` as it outlives the demo (`rocketlake local down` stops it).
+        # The trickle first: between two sends it would start a Java producer again (its peer server died of the
+        # Ctrl-C too), after the snapshot below, and the exit would wait for it.
+        if trickle:
+            trickle.stop()
+        close_servers(timeout=1.0)
         started = descendants(os.getpid(), session=os.getsid(0))
         stop_within(dev, STOP_WITHIN_S)
         end_processes(started, grace=END_GRACE_S)
@@ -93,8 +98,8 @@ def run_ui(spec: ClusterSpec, port: int, topic: str, per_minute: int) -> int:
             trickle.stop()
 
 
-STOP_WITHIN_S = 5.0  # what dg dev gets to stop its children on Ctrl-C; then they are ended (10 s in all)
-END_GRACE_S = 2.0  # between SIGTERM and SIGKILL for what dg dev left running
+STOP_WITHIN_S = 4.0  # what dg dev gets to stop its children on Ctrl-C; then they are ended (at most 7 s in all)
+END_GRACE_S = 1.0  # between SIGTERM and SIGKILL for what dg dev left running
 
 
 def stop_within(process: subprocess.Popen, seconds: float) -> None:

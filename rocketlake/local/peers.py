@@ -360,13 +360,14 @@ def server(state_dir: Path, version: str = jars.ROCKETMQ_VERSION) -> PeerServer:
         return found
 
 
-def close_servers(state_dir: Path | None = None) -> None:
-    """End the servers of ``state_dir`` (every version), or all of them; LocalCluster.down and exit call it."""
+def close_servers(state_dir: Path | None = None, timeout: float = 10.0) -> None:
+    """End the servers of ``state_dir`` (every version), or all of them, each given ``timeout`` seconds to exit;
+    LocalCluster.down and exit call it."""
     wanted = None if state_dir is None else Path(state_dir).resolve()
     with _servers_lock:
         chosen = [s for (_, d), s in _servers.items() if wanted is None or d == wanted]
     for s in chosen:
-        s.close()
+        s.close(timeout)
 
 
 atexit.register(close_servers)
