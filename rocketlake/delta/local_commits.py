@@ -31,8 +31,6 @@ def local_path(path: str) -> Path | None:
     parsed = urlparse(path)
     if parsed.scheme in ("", "file"):
         return Path(parsed.path if parsed.scheme else path).absolute()
-    if len(parsed.scheme) == 1:  # a Windows drive letter, not a scheme
-        return Path(path).absolute()
     return None
 
 

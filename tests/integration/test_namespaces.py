@@ -21,14 +21,12 @@ pytestmark = pytest.mark.engine
 NAMESPACE = "shop"
 
 
-def test_an_ingestion_in_a_namespace_lands_and_commits_under_the_namespaced_names(
-    local_cluster, create_topic, java_producer, spark, tmp_path
-):
-    wrapped = create_topic(queues=2, prefix=f"{NAMESPACE}%t")  # what a namespaced client's topic is on the broker
-    topic, group = wrapped.removeprefix(f"{NAMESPACE}%"), unique("g_ns")
-    config = parse_config(
+def namespaced(cluster, topic: str, group: str, **namespace):
+    """The configuration of ingestion ``orders`` of ``topic`` by ``group`` on ``cluster`` in ``namespace``'s form
+    (``namespace=`` or ``namespace_v2=``), from the queues' first offsets, JSON orders."""
+    return parse_config(
         {
-            "clusters": {"local": {"namesrv": local_cluster.spec.namesrv_address, "namespace": NAMESPACE}},
+            "clusters": {"local": {"namesrv": cluster.spec.namesrv_address, **namespace}},
             "ingestions": {
                 "orders": {
                     "cluster": "local",
@@ -42,6 +40,14 @@ def test_an_ingestion_in_a_namespace_lands_and_commits_under_the_namespaced_name
             },
         }
     )
+
+
+def test_an_ingestion_in_a_namespace_lands_and_commits_under_the_namespaced_names(
+    local_cluster, create_topic, java_producer, spark, tmp_path
+):
+    wrapped = create_topic(queues=2, prefix=f"{NAMESPACE}%t")  # what a namespaced client's topic is on the broker
+    topic, group = wrapped.removeprefix(f"{NAMESPACE}%"), unique("g_ns")
+    config = namespaced(local_cluster, topic, group, namespace=NAMESPACE)
     cfg = config.ingestions["orders"]
     assert (cfg.topic, cfg.consumer_group) == (wrapped, f"{NAMESPACE}%{group}")
     started = now_ms()
@@ -79,22 +85,7 @@ def test_an_ingestion_in_a_v2_namespace_sends_it_with_every_request_and_meets_th
     local_cluster, create_topic, java_producer, spark, tmp_path, monkeypatch
 ):
     topic, group = create_topic(queues=2), unique("g_ns2")
-    config = parse_config(
-        {
-            "clusters": {"local": {"namesrv": local_cluster.spec.namesrv_address, "namespace_v2": NAMESPACE}},
-            "ingestions": {
-                "orders": {
-                    "cluster": "local",
-                    "topic": topic,
-                    "consumer_group": group,
-                    "table": "orders",
-                    "consume_from_where": "CONSUME_FROM_FIRST_OFFSET",
-                    "window": {"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
-                    "body": {"format": "json", "schema": "order_id STRING, amount DOUBLE"},
-                }
-            },
-        }
-    )
+    config = namespaced(local_cluster, topic, group, namespace_v2=NAMESPACE)
     cfg = config.ingestions["orders"]
     assert (cfg.topic, cfg.consumer_group) == (topic, group)  # names as written
     started = now_ms()
