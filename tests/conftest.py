@@ -44,6 +44,20 @@ TIER = pytest.StashKey[str]()
 _tier_seconds: dict[str, float] = {tier: 0.0 for tier in TIERS}
 _tier_outcomes: dict[str, dict[str, int]] = {tier: {} for tier in TIERS}
 _session_started: list[float] = []
+_cpu_at_start: list[tuple[float, float]] = []
+
+
+def machine_cpu_seconds() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat (all cores): whether a run was bound
+    by the CPU or by waiting (for a minute to close, a broker, a run) is their ratio over the run."""
+    import os
+
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(fields[:8]) - idle) / tick, sum(fields[:8]) / tick
+
+
 _summary_lines: list[str] = []
 _slow_fixtures: list[tuple[float, str]] = []  # (seconds, "fixture (scope) for test"): where setup time goes
 #: a fixture's setup at least this long is listed in the summary
@@ -63,6 +77,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     from tests import memory_guard
 
     _session_started.append(time.time())
+    _cpu_at_start.append(machine_cpu_seconds())
     capture = session.config.pluginmanager.getplugin("capturemanager")
     saved = getattr(getattr(getattr(capture, "_global_capturing", None), "err", None), "targetfd_save", None)
     memory_guard.start(saved)  # in the controller and in every pytest-xdist worker
@@ -251,6 +266,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         f"{'tests':<8} {session_s / 60:6.1f} min (wall time"
         + (f"; the tiers add up their tests' times, in {workers} workers at once)" if workers else ")")
     )
+    busy, total = (now - then for now, then in zip(machine_cpu_seconds(), _cpu_at_start[0]))
+    write(f"{'cpu':<8} {busy / 60:6.1f} core-min busy of {total / 60:.1f} ({busy / total:.0%}; the whole machine)")
     for line in _summary_lines:
         write(line)
     if _slow_fixtures:
