@@ -195,11 +195,12 @@ class GroupBroker(BrokerStoreTimes):
 
     def pop_refusal(self) -> str | None:
         """Why the group cannot be landed by offset windows, or None: 5.x POP consumers share it (a group in POP
-        mode, or remoting POP consumers online in it), taking messages one by one and acknowledging each. 5.x gRPC
-        consumers pop too but cannot be seen from here: a cluster-mode proxy keeps their heartbeats to itself (a
-        gRPC SimpleConsumer through the local proxy left the brokers' consumer list empty)."""
+        mode, remoting POP consumers online in it, or POP traces of the group in the brokers' revive logs), taking
+        messages one by one and acknowledging each. 5.x gRPC consumers are found by the last alone: a cluster-mode
+        proxy keeps their heartbeats to itself, but the brokers log their receives (``rocketmq.pop_log``)."""
         group = self.consumer_group
-        for topic in self.topics():
+        topics = self.topics()
+        for topic in topics:
             try:
                 pop = "POP" in self.client.message_request_modes(group, topic)
                 consume_type = None if pop else self.client.consume_type(group, topic)
@@ -215,6 +216,16 @@ class GroupBroker(BrokerStoreTimes):
                     f"consumer group {group} {why} for topic {topic}: POP consumers take and acknowledge messages one "
                     "by one, so the group's offsets do not say what was consumed and offset windows cannot land it "
                     "exactly; nothing was read. Give the ingestion a consumer group of its own"
+                )
+        traced = self.client.pop_traces(group, topics)
+        for topic in topics:
+            if topic in traced:
+                return (
+                    f"consumer group {group} has popped messages of topic {topic} (POP checkpoints or acks of the "
+                    "group in the brokers' revive log: 5.x gRPC consumers, or other POP consumers): POP consumers take "
+                    "and acknowledge messages one by one, so the group's offsets do not say what was consumed and "
+                    "offset windows cannot land it exactly; nothing was read. Give the ingestion a consumer group of "
+                    "its own"
                 )
         return None
 

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, TypeVar, Unpack
 
+from . import pop_log
 from .acl import AclClientRPCHook, Credentials
 from .admin import ConsumeStats, SubscriptionGroupConfig
 from .broker import BoundaryType, BrokerClient, PullOptions
@@ -445,6 +446,50 @@ class RocketMQClient:
         """:meth:`BrokerClient.consume_type`, asked of the first broker serving ``topic`` that answers (every broker
         of a consumer's topics has its heartbeat); None when none answers."""
         return self._first_answer(topic, lambda b: b.consume_type(group), None)
+
+    def pop_traces(self, group: str, topics: Iterable[str]) -> set[str]:
+        """The topics ``group`` popped or acknowledged by POP, as the newest entries of the revive logs and timer
+        topics of the brokers serving ``topics`` say (:mod:`.pop_log`): gRPC consumers, whose heartbeats stay in a
+        proxy, leave this trace. One try of each broker, one pull a queue; a broker that is down, a 4.x broker (no
+        revive log) or one that refuses the read adds nothing."""
+        brokers: set[str] = set()
+        logs = {pop_log.TIMER_TOPIC}
+        for topic in topics:
+            try:
+                route = self.route(topic)
+            except TopicNotExist:
+                continue
+            serving = {q.broker_name for q in route.queue_datas}
+            brokers |= serving
+            logs |= {
+                pop_log.revive_topic(b.cluster) for b in route.broker_datas if b.broker_name in serving and b.cluster
+            }
+        found: set[str] = set()
+        for log in sorted(logs) if brokers else ():
+            try:
+                queues = [q for q in self.queues(log) if q.broker_name in brokers]
+            except RocketMQError:  # no such topic (4.x, the timer wheel off, no POP yet), or the name server refused
+                continue
+            for mq in queues:
+                found |= pop_log.popped_topics(self._newest(mq, pop_log.NEWEST_ENTRIES, group), group)
+        return found
+
+    def _newest(self, mq: MessageQueue, count: int, group: str) -> list[Message]:
+        """The newest ``count`` messages of ``mq`` at most, asked of its master once (pulled as ``group``); none
+        when it is down, paused or refuses the read (an ACL)."""
+        try:
+            broker = self.broker(mq.broker_name)
+            end = broker.get_max_offset(mq.topic, mq.queue_id)
+            if end <= 0:
+                return []
+            start = max(0, end - count)
+            result = broker.pull(mq.topic, mq.queue_id, start, count, consumer_group=group)
+            if not result.messages and start < result.next_begin_offset < end:  # the oldest of them were deleted
+                start = result.next_begin_offset
+                result = broker.pull(mq.topic, mq.queue_id, start, end - start, consumer_group=group)
+        except RocketMQError:
+            return []
+        return list(result.messages)
 
     def topic_attributes(self, topic: str) -> dict[str, str]:
         """:meth:`BrokerClient.topic_attributes`, asked of the first broker serving ``topic`` that answers (``mqadmin

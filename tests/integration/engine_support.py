@@ -124,9 +124,11 @@ def assert_landed_once_at_the_ends(engine, cluster, client: RocketMQClient, topi
     } == ends
 
 
-def java_body_encoder(classes: Path, program: str, classpath: str):
-    """``encode(args, records)``: the bodies a Java program of ``tests/integration/java`` (compiled here, once, into
-    ``classes`` against ``classpath``) encodes, one JSON record a line in, one body in base64 a line out."""
+def java_program(classes: Path, program: str, classpath: str | list[Path]):
+    """``run(args, stdin="")``: what a Java program of ``tests/integration/java`` (compiled here, once, into
+    ``classes`` against ``classpath``) prints on stdout; it must exit 0."""
+    if not isinstance(classpath, str):
+        classpath = ":".join(map(str, classpath))
     source = Path(__file__).parent / "java" / f"{program}.java"
     subprocess.run(
         ["javac", "-nowarn", "-cp", classpath, "-d", str(classes), str(source)],
@@ -135,15 +137,26 @@ def java_body_encoder(classes: Path, program: str, classpath: str):
         timeout=120,
     )
 
-    def encode(args: list[str], records: list[dict]) -> list[bytes]:
+    def run(args: list[str], stdin: str = "") -> str:
         done = subprocess.run(
             ["java", "-cp", f"{classes}:{classpath}", program, *args],
-            input="\n".join(map(json.dumps, records)),
+            input=stdin,
             capture_output=True,
             text=True,
             timeout=120,
         )
         assert done.returncode == 0, done.stderr[-2000:]
-        return [base64.b64decode(line) for line in done.stdout.split()]
+        return done.stdout
+
+    return run
+
+
+def java_body_encoder(classes: Path, program: str, classpath: str):
+    """``encode(args, records)``: the bodies a Java program of ``tests/integration/java`` encodes, one JSON record
+    a line in, one body in base64 a line out."""
+    run = java_program(classes, program, classpath)
+
+    def encode(args: list[str], records: list[dict]) -> list[bytes]:
+        return [base64.b64decode(line) for line in run(args, "\n".join(map(json.dumps, records))).split()]
 
     return encode

@@ -1,7 +1,8 @@
 """Transactional and delayed messages, sent by the official Java ``TransactionMQProducer``, landed by store time: a
 committed message lands in the window of its commit (the broker writes it to the topic then), a rolled-back or
 unknown one never lands, a delayed one lands in the window of its delivery; ``born_timestamp`` (opt-in) shows each
-difference."""
+difference. The brokers with a timer wheel that the timer tests start also serve POP, which needs it: a group a 5.x
+gRPC consumer shares is refused."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 import pytest
 from deltalake import DeltaTable
 
+from rocketlake import jars
 from rocketlake.engine.windows import StoreTimeWindow
 from tests.conftest import pull_range
 from tests.integration.engine_support import Engine, now_ms
@@ -72,9 +74,9 @@ def test_only_committed_and_delivered_messages_land_in_the_windows_of_their_comm
     assert engine.offsets(topic) == {(q.broker_name, q.queue_id): engine.client.get_max_offset(q) for q in queues}
 
 
-#: Timer messages need the broker's timer wheel, which the shared test brokers keep off (its services wake hundreds
-#: of times a second), and consume traces the brokers' trace topic (traceTopicEnable): brokers of their own for this
-#: module's timer and trace tests, started on first use.
+#: Timer messages and POP need the broker's timer wheel, which the shared test brokers keep off (its services wake
+#: hundreds of times a second), and consume traces the brokers' trace topic (traceTopicEnable): brokers of their own
+#: for this module's timer, trace and POP tests, started on first use.
 TIMER_WHEEL_AND_TRACES = (("timerWheelEnable", "true"), ("timerPrecisionMs", "100"), ("traceTopicEnable", "true"))
 TIMER_DELAY_MS = 3000
 
@@ -200,3 +202,58 @@ def test_consume_traces_of_a_landing_are_what_mqadmin_query_msg_trace_by_id_read
         assert group in shown, shown  # the group consumed it, as the Java consumer's traces say
         traced_ids.add(s.msg_id)
     assert len(traced_ids) == 3 and len(untraced) == 2
+
+
+#: The 5.x gRPC client, one shaded jar (its gRPC and Protobuf inside), for the consumer beside an ingestion's group.
+GRPC_CLIENT_JAVA = jars.JarSet(
+    "rocketmq-client-java-5.0.8", (jars.Artifact("org.apache.rocketmq", "rocketmq-client-java", "5.0.8"),)
+)
+
+
+def test_a_group_a_grpc_consumer_popped_through_the_proxy_is_refused_by_name(five_x_cluster, spark, tmp_path):
+    """A 5.x gRPC SimpleConsumer receives through the proxy (POP at the broker, which needs the timer wheel of this
+    module's brokers) and acknowledges in the ingestion's group. Its heartbeats stay in the proxy, so the brokers'
+    consumer list is empty; the brokers' revive log names the group, and the run is refused by name before it reads.
+    A group that never popped the topic is not."""
+    from rocketlake.engine.run import GroupSharedWithPop
+    from rocketlake.local.proxy import LocalProxy
+    from rocketlake.rocketmq.client import RocketMQClient
+    from tests.conftest import free_ports, produce
+    from tests.integration.engine_support import java_program
+
+    topic, group, other = f"popped_{unique('t')}", unique("g_grpc"), unique("g_pulled")
+    five_x_cluster.create_topic(topic, 2, ("broker-a",))
+    sent = produce(
+        five_x_cluster.spec.namesrv_address,
+        five_x_cluster.spec.state_dir,
+        [{"topic": topic, "keys": [f"o-{i}"], "body": str(i)} for i in range(4)],
+        version=five_x_cluster.spec.version,
+    )
+    proxy = LocalProxy(five_x_cluster, remoting_port=free_ports(1, block=2)[0])
+    proxy.up()
+    try:
+        consume = java_program(tmp_path / "classes", "GrpcSimpleConsumer", jars.resolve(GRPC_CLIENT_JAVA))
+        acknowledged = consume([f"127.0.0.1:{proxy.remoting_port + 1}", topic, group, "2"]).split()
+        assert len(acknowledged) >= 2 and set(acknowledged) <= {s.msg_id for s in sent}
+        with RocketMQClient(proxy.address) as through_proxy:  # an ingestion whose cluster names the proxy sees it too
+            assert through_proxy.pop_traces(group, [topic]) == {topic}
+    finally:
+        proxy.down()
+
+    def engine(consumer_group: str) -> Engine:
+        cfg = ingestion_config(
+            topic=topic,
+            consumer_group=consumer_group,
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+            window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+        )
+        return Engine(five_x_cluster, spark, tmp_path / consumer_group, cfg)
+
+    refused = engine(group)
+    assert refused.client.consume_type(group, topic) is None  # no heartbeat of the gRPC consumer on the brokers
+    assert refused.client.pop_traces(group, [topic]) == {topic}
+    assert refused.client.pop_traces(other, [topic]) == set()
+    window = [("w1", StoreTimeWindow(now_ms() - 60_000, now_ms() - 1))]
+    with pytest.raises(GroupSharedWithPop, match=f"consumer group {group} has popped messages of topic {topic}"):
+        refused.run("r1", window)
+    assert not (tmp_path / group).exists()
