@@ -71,13 +71,22 @@ def summary_line(request: pytest.FixtureRequest) -> Callable[[str], None]:
     return lambda text: request.node.user_properties.append(("summary", text))
 
 
+#: The quick compiler alone for the name servers, brokers and proxies the suite starts (``JAVA_OPT_EXT``, which the
+#: local runtime appends as RocketMQ's start scripts do): their tests send tens to thousands of messages, never
+#: enough for the optimising compiler to pay back its CPU; a cluster's start and first messages cost a third less. (With
+#: the quick compiler alone the JVM's code cache would shrink to 48 MB: tests/spark_jvm.py.)
+ROCKETMQ_TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=128m"
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
+    import os
     import time
 
     from tests import memory_guard
 
     _session_started.append(time.time())
     _cpu_at_start.append(machine_cpu_seconds())
+    os.environ.setdefault("JAVA_OPT_EXT", ROCKETMQ_TEST_JVM_OPTS)  # every RocketMQ JVM the tests start, in any process
     capture = session.config.pluginmanager.getplugin("capturemanager")
     saved = getattr(getattr(getattr(capture, "_global_capturing", None), "err", None), "targetfd_save", None)
     memory_guard.start(saved)  # in the controller and in every pytest-xdist worker
@@ -137,6 +146,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.user_properties.append(("tier", marked[0]))  # for the summary, in whichever process reports it
         if marked[0] != "unit":
             item.add_marker(pytest.mark.integration)  # the umbrella of every tier that starts something real
+    _group_files(config, items)
     order = list(TIERS)
     if _distributed(config):
         # pytest-xdist hands out whole files in this order: the longest first (after the pure-logic tier), so that
@@ -168,6 +178,68 @@ LONGEST = (
     "test_rocketmq_security.py",
     "test_ui.py",
 )
+
+
+#: Session clusters that only some files use: the disruptable one (brokers killed, restarted, files deleted) and the
+#: 4.9 line's. An idle broker costs 2.5 CPU-s a minute (its store's and request services' polling threads), so each
+#: such cluster in each worker took a sixth of a core for the rest of the session. Under `make test`
+#: (pytest-xdist's loadgroup) the files that use them are one unit, run by one worker one after the other, which stops
+#: the two clusters once the last of them is done (``pytest_runtest_teardown``); every other file is a unit of its
+#: own, as loadfile made it.
+SHARED_CLUSTER_GROUP = "shared-clusters"
+#: fixtures through which a test reaches those clusters (a file using one joins the group)
+SHARED_CLUSTER_FIXTURES = frozenset(
+    {"disruptable_cluster", "disruptable", "disruptable_4x", "local_cluster_4x", "rocketmq_cluster"}
+)
+#: the session fixtures of those clusters, as started in this process (stopped early by the group's last test)
+_shared_clusters: dict[str, LocalCluster] = {}
+_stopped_early: dict[str, LocalCluster] = {}
+GROUP = pytest.StashKey[str]()
+
+
+def _group_files(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test gets an ``xdist_group``: its file's path, or SHARED_CLUSTER_GROUP for every test of a file one of
+    whose tests uses a SHARED_CLUSTER_FIXTURES fixture (``request.getfixturevalue`` included, by name)."""
+    shared: set[Path] = set()
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & SHARED_CLUSTER_FIXTURES or (
+            "cluster" in names and item.path.name == "test_rocketmq_broker_restart.py"  # "disruptable[_4x]" by name
+        ):
+            shared.add(item.path)
+    for item in items:
+        group = SHARED_CLUSTER_GROUP if item.path in shared else str(item.path.relative_to(config.rootpath))
+        item.stash[GROUP] = group
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _stops_shared_clusters_early(config: pytest.Config) -> bool:
+    """Only where the group's tests run together in one process: loadgroup's workers."""
+    return hasattr(config, "workerinput") and bool(getattr(config.option, "loadgroup", False))  # set by xdist
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After the shared-cluster group's last test in this worker (the next is another unit's, or none), its clusters
+    stop: not wiped (the session's end does that), so a test that still asked for one would start it again."""
+    if not _stops_shared_clusters_early(item.config) or item.stash.get(GROUP, None) != SHARED_CLUSTER_GROUP:
+        return
+    if nextitem is not None and nextitem.stash.get(GROUP, None) == SHARED_CLUSTER_GROUP:
+        return
+    for name, cluster in list(_shared_clusters.items()):
+        cluster.down()
+        _stopped_early[name] = _shared_clusters.pop(name)
+    if _stopped_early:
+        item.user_properties.append(("summary", f"stopped after {item.nodeid}: {', '.join(sorted(_stopped_early))}"))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A shared cluster stopped early is started again for a test of the group (none is expected: the group's tests
+    run together), so that a scheduling change costs time, not a failure."""
+    if _stopped_early and item.stash.get(GROUP, None) == SHARED_CLUSTER_GROUP:
+        for name, cluster in list(_stopped_early.items()):
+            hand_over(cluster)
+            _shared_clusters[name] = _stopped_early.pop(name)
 
 
 def _longest_first(item: pytest.Item) -> int:
@@ -349,8 +421,19 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
 
 @pytest.fixture(scope="session")
 def local_cluster_4x(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """The same on the 4.9 line, which many users still run."""
-    yield from _running_cluster(tmp_path_factory, ROCKETMQ_4_VERSION)
+    """The same on the 4.9 line, which many users still run (stopped early under loadgroup: SHARED_CLUSTER_GROUP)."""
+    yield from _shared_cluster("local_cluster_4x", _running_cluster(tmp_path_factory, ROCKETMQ_4_VERSION))
+
+
+def _shared_cluster(name: str, running: Iterator[LocalCluster]) -> Iterator[LocalCluster]:
+    """``running`` (a ``_running_cluster``), recorded as a SHARED_CLUSTER_GROUP cluster while it runs."""
+    for cluster in running:
+        _shared_clusters[name] = cluster
+        try:
+            yield cluster
+        finally:
+            _shared_clusters.pop(name, None)
+            _stopped_early.pop(name, None)
 
 
 _topic_counter = itertools.count()
@@ -671,8 +754,12 @@ def hand_over(cluster: LocalCluster, timeout: float = HAND_OVER_TIMEOUT_S) -> Lo
 def disruptable_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """A 5.x name server and brokers broker-a, broker-b (DISRUPTABLE_PROPERTIES) that tests may stop, kill, expand
     topics on and delete commit-log files of: started on first use, stopped and wiped at the end of the session.
-    Use it through ``disruptable`` (or ``hand_over`` before and after, from a wider fixture)."""
-    yield from _running_cluster(tmp_path_factory, ROCKETMQ_VERSION, extra_broker_properties=DISRUPTABLE_PROPERTIES)
+    Use it through ``disruptable`` (or ``hand_over`` before and after, from a wider fixture). Stopped early under
+    loadgroup (SHARED_CLUSTER_GROUP)."""
+    yield from _shared_cluster(
+        "disruptable_cluster",
+        _running_cluster(tmp_path_factory, ROCKETMQ_VERSION, extra_broker_properties=DISRUPTABLE_PROPERTIES),
+    )
 
 
 @pytest.fixture

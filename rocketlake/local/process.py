@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import signal
 import socket
 import subprocess
@@ -49,6 +50,7 @@ def jvm_base_flags(user_home: Path, rocketmq_home: Path, logback: str, *, ipv4_o
     directory; the logback resource must be named, or a shared classpath picks another role's.
     ``ipv4_only=False`` for a JVM that listens on or connects to IPv6's loopback: preferIPv4Stack makes
     the JVM's sockets IPv4 only (binding ::1 fails with UnsupportedAddressTypeException).
+    ``JAVA_OPT_EXT`` in the environment comes last, as RocketMQ's own start scripts append it.
     """
     return [
         f"-Duser.home={user_home}",
@@ -57,6 +59,7 @@ def jvm_base_flags(user_home: Path, rocketmq_home: Path, logback: str, *, ipv4_o
         "-Dtls.server.mode=disabled",
         *(["-Djava.net.preferIPv4Stack=true"] if ipv4_only else []),
         *JDK17_FLAGS,
+        *shlex.split(os.environ.get("JAVA_OPT_EXT", "")),
     ]
 
 

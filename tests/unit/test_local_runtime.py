@@ -56,6 +56,13 @@ def test_a_cluster_on_ipv6_loopback_listens_registers_and_is_named_there():
         ClusterSpec(state_dir=Path("/s"), host="10.0.0.1")
 
 
+def test_java_opt_ext_comes_last_in_every_rocketmq_jvms_options(monkeypatch):
+    monkeypatch.setenv("JAVA_OPT_EXT", "-XX:TieredStopAtLevel=1 -Dx='a b'")
+    assert jvm_base_flags(Path("/s"), Path("/h"), "x.xml")[-2:] == ["-XX:TieredStopAtLevel=1", "-Dx=a b"]
+    monkeypatch.delenv("JAVA_OPT_EXT")
+    assert not [f for f in jvm_base_flags(Path("/s"), Path("/h"), "x.xml") if "TieredStopAtLevel" in f]
+
+
 def test_rendered_properties_have_no_trailing_spaces():
     # The broker silently ignores a value like "10911 ": that would move ports without a word.
     spec = ClusterSpec(state_dir=Path("/s"))
