@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,6 +149,19 @@ def cache_dir() -> Path:
     return Path(configured).expanduser() if configured else Path.home() / ".cache" / "rocketlake"
 
 
+def built_once(home: Path, done: Path, build: Callable[[], None]) -> None:
+    """Run ``build`` (which makes ``done``) unless ``done`` exists: once per machine, into the cache folder ``home``.
+    Tests, the CLI and Spark may ask at once: one process builds under a lock in ``home``, the others wait for it and
+    find ``done``. ``build`` makes ``done`` last, whole or not at all, so a failed or killed build is made again."""
+    if done.exists():
+        return
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            build()
+
+
 def require_tool(name: str, purpose: str) -> str:
     path = shutil.which(name)
     if path is None:
@@ -163,14 +177,8 @@ def resolve(jar_set: JarSet) -> list[Path]:
     home = cache_dir() / "jars" / jar_set.name
     lib = home / "lib"
     marker = home / ".complete"
-    if marker.exists():
-        return _listed_jars(lib, marker)
-    home.mkdir(parents=True, exist_ok=True)
-    # Tests, the CLI and Spark may resolve the same set at once: one resolves, the others wait.
-    with open(home / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.exists():
-            return _listed_jars(lib, marker)
+
+    def download() -> None:
         mvn = require_tool("mvn", f"download {jar_set.name} from Maven Central")
         (home / "pom.xml").write_text(jar_set.pom())
         if lib.exists():
@@ -210,7 +218,9 @@ def resolve(jar_set: JarSet) -> list[Path]:
             file=sys.stderr,
             flush=True,
         )
-        return [lib / j for j in jars]
+
+    built_once(home, marker, download)
+    return _listed_jars(lib, marker)
 
 
 def _listed_jars(lib: Path, marker: Path) -> list[Path]:

@@ -10,7 +10,6 @@ rocketlake's cache (``~/.cache/rocketlake/go/<version>``) and kept for the next 
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import platform
@@ -23,7 +22,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from rocketlake.jars import cache_dir
+from rocketlake.jars import built_once, cache_dir
 from rocketlake.local.process import LocalClusterError
 
 #: The oldest Go that builds the S3 server (its go.mod: ``go 1.25.0``).
@@ -122,13 +121,8 @@ def go_command(progress: Callable[[str], None] | None = None) -> str:
         )
     home = cache_dir() / "go" / f"{PINNED}.{name}"
     go = home / "bin" / "go"
-    if go.exists():
-        return str(go)
-    home.parent.mkdir(parents=True, exist_ok=True)
-    with open(home.parent / ".lock", "w") as lock:  # one download at a time on this machine (parallel test workers)
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if go.exists():
-            return str(go)
+
+    def take() -> None:
         url = f"{proxy_url(os.environ.get('GOPROXY'))}/golang.org/toolchain/@v/v0.0.1-{PINNED}.{name}.zip"
         (progress or (lambda line: None))(f"  taking Go {PINNED} from the Go module proxy (once): {url}")
         with tempfile.TemporaryDirectory(dir=home.parent) as tmp:
@@ -143,4 +137,6 @@ def go_command(progress: Callable[[str], None] | None = None) -> str:
                     "serves golang.org/toolchain"
                 ) from e
             unpack(archive, expected, home)
+
+    built_once(home.parent, go, take)  # the lock beside the toolchain's folder, which unpack makes whole
     return str(go)

@@ -15,7 +15,6 @@ variables a configuration names (``lake.s3.access_key_env``, ``lake.s3.secret_ke
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
@@ -24,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocketlake.jars import cache_dir
+from rocketlake.jars import built_once, cache_dir
 from rocketlake.local.go_toolchain import go_command
 from rocketlake.local.process import (
     LocalClusterError,
@@ -57,11 +56,8 @@ def server_binary(progress: Callable[[str], None] | None = None) -> Path:
     if binary.exists():
         return binary
     go = go_command(progress)  # the machine's Go, or a pinned one from the Go module proxy
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / ".lock", "w") as lock:  # one build at a time on this machine (parallel test workers)
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if binary.exists():
-            return binary
+
+    def build() -> None:
         (progress or (lambda line: None))(f"  building versitygw {VERSITYGW_VERSION} from its Go module (once)")
         partial = home / "partial"
         shutil.rmtree(partial, ignore_errors=True)
@@ -80,6 +76,8 @@ def server_binary(progress: Callable[[str], None] | None = None) -> Path:
             )
         (partial / "versitygw").replace(binary)  # whole or not at all
         shutil.rmtree(partial, ignore_errors=True)
+
+    built_once(home, binary, build)
     return binary
 
 

@@ -14,7 +14,6 @@ serializers take a registry's base URL).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -26,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocketlake.jars import cache_dir, require_tool
+from rocketlake.jars import built_once, cache_dir, require_tool
 from rocketlake.local.process import LocalClusterError, ManagedProcess, port_in_use, stop_all, wait_for
 
 LOOPBACK = "127.0.0.1"
@@ -45,13 +44,8 @@ def registry_runner(progress: Callable[[str], None] | None = None) -> Path:
     home = cache_dir() / "registry" / f"apicurio-{APICURIO_VERSION}"
     runner = home / "target" / RUNNER
     marker = home / ".complete"
-    if marker.exists():
-        return runner
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / ".lock", "w") as lock:  # one build at a time on this machine (parallel test workers)
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.exists():
-            return runner
+
+    def build() -> None:
         mvn = require_tool("mvn", "build the local schema registry")
         (progress or (lambda line: None))(
             f"  building Apicurio Registry {APICURIO_VERSION} with Maven (once per machine, about a minute)"
@@ -73,6 +67,8 @@ def registry_runner(progress: Callable[[str], None] | None = None) -> Path:
                 f"reachable? Last lines of Maven's output:\n{tail}"
             )
         marker.write_text(f"{APICURIO_VERSION}\n")
+
+    built_once(home, marker, build)
     return runner
 
 
