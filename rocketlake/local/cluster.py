@@ -21,6 +21,7 @@ from rocketlake.local.mqadmin import MQAdmin
 from rocketlake.local.process import (
     BROKER_HEAP,
     NAMESRV_HEAP,
+    ROCKETMQ_TIMER_SLACK_NS,
     LocalClusterError,
     ManagedProcess,
     accepts_connections,
@@ -146,6 +147,7 @@ class LocalCluster:
                     str(conf),
                 ],
                 self.java_env(),
+                timer_slack_ns=ROCKETMQ_TIMER_SLACK_NS,
             )
         self._wait(
             lambda: accepts_connections(self.spec.namesrv_port, self.spec.host),
@@ -173,6 +175,7 @@ class LocalCluster:
                     str(conf),
                 ],
                 {**self.java_env(), **self.broker_env.get(broker.key, {})},
+                timer_slack_ns=ROCKETMQ_TIMER_SLACK_NS,
             )
         for broker in self.spec.brokers:
             self._wait(
@@ -346,19 +349,25 @@ class LocalCluster:
         return MQAdmin(self.spec.namesrv_address, self.spec.state_dir, self.spec.version)
 
     def create_topic(
-        self, topic: str, queues: int, brokers: tuple[str, ...] | None = None, timeout: float = 60.0
+        self,
+        topic: str,
+        queues: int,
+        brokers: tuple[str, ...] | None = None,
+        timeout: float = 60.0,
+        attributes: dict[str, str] | None = None,
     ) -> None:
-        """Create ``topic`` with ``queues`` read/write queues on each chosen broker (default: all),
-        and return once the name server routes it that way, so the next call can use it."""
+        """Create ``topic`` with ``queues`` read/write queues on each chosen broker (default: all), and ``attributes``
+        (5.x: ``{"message.type": "FIFO"}``), and return once the name server routes it that way, so the next call can
+        use it."""
         chosen = [self.spec.broker(name) for name in (brokers or [b.name for b in self.spec.masters])]
         admin = self.mqadmin()
         for broker in chosen:
-            admin.update_topic(topic, broker.address, queues)
+            admin.update_topic(topic, broker.address, queues, attributes)
         # And on their slaves, which would otherwise copy the topic from their master within a minute: until then a
         # slave answers pulls of it TOPIC_NOT_EXIST.
         for broker in self.spec.brokers:
             if not broker.is_master and broker.name in {b.name for b in chosen}:
-                admin.update_topic(topic, broker.address, queues)
+                admin.update_topic(topic, broker.address, queues, attributes)
         wanted = {b.name: queues for b in chosen}
         deadline = time.monotonic() + timeout
         while {k: v for k, v in self._routed_queue_counts(topic).items() if k in wanted} != wanted:

@@ -13,7 +13,14 @@ import time
 
 from rocketlake import jars
 from rocketlake.local.cluster import LocalCluster
-from rocketlake.local.process import LocalClusterError, ManagedProcess, accepts_connections, jvm_base_flags, stop_all
+from rocketlake.local.process import (
+    ROCKETMQ_TIMER_SLACK_NS,
+    LocalClusterError,
+    ManagedProcess,
+    accepts_connections,
+    jvm_base_flags,
+    stop_all,
+)
 from rocketlake.local.spec import LOOPBACK
 
 PROXY_HEAP = ["-Xms128m", "-Xmx384m", "-XX:MaxDirectMemorySize=128m", "-XX:+UseSerialGC"]
@@ -79,6 +86,7 @@ class LocalProxy:
                     "cluster",
                 ],
                 env,
+                timer_slack_ns=ROCKETMQ_TIMER_SLACK_NS,
             )
         deadline = time.monotonic() + timeout
         while not self._answers():

@@ -14,7 +14,7 @@ import yaml
 
 from rocketlake.jars import delta_jar_set, rocketmq_jar_set
 from rocketlake.local.mqadmin import parse_consumer_progress, parse_sync_state_set, parse_topic_status
-from rocketlake.local.process import ManagedProcess, jvm_base_flags, start_time
+from rocketlake.local.process import ROCKETMQ_TIMER_SLACK_NS, ManagedProcess, jvm_base_flags, start_time
 from rocketlake.local.spec import AclSpec, BrokerSpec, ClusterSpec
 
 
@@ -61,6 +61,18 @@ def test_java_opt_ext_comes_last_in_every_rocketmq_jvms_options(monkeypatch):
     assert jvm_base_flags(Path("/s"), Path("/h"), "x.xml")[-2:] == ["-XX:TieredStopAtLevel=1", "-Dx=a b"]
     monkeypatch.delenv("JAVA_OPT_EXT")
     assert not [f for f in jvm_base_flags(Path("/s"), Path("/h"), "x.xml") if "TieredStopAtLevel" in f]
+
+
+def test_a_process_started_with_timer_slack_has_it_and_the_starter_keeps_its_own(tmp_path):
+    own = Path("/proc/self/timerslack_ns")  # the main thread's, which runs the test
+    before = own.read_text()
+    proc = ManagedProcess("sleeper", tmp_path)
+    pid = proc.start(["sleep", "30"], {}, timer_slack_ns=ROCKETMQ_TIMER_SLACK_NS)
+    try:
+        assert Path(f"/proc/{pid}/timerslack_ns").read_text().strip() == str(ROCKETMQ_TIMER_SLACK_NS)
+        assert own.read_text() == before
+    finally:
+        proc.stop(timeout=5)
 
 
 def test_rendered_properties_have_no_trailing_spaces():
