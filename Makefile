@@ -39,7 +39,7 @@ test: setup
 	  echo "the broker-clock test starts a broker on a shifted clock: apt-get install libfaketime" >&2; exit 1; }
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # The lowest versions of every range in pyproject.toml (uv's lowest-direct resolution) in an environment of their own,
 # through the unit and engine tiers and the Dagster CLI's run of a window. Not part of `make test`; CI runs it after.

@@ -146,7 +146,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.user_properties.append(("tier", marked[0]))  # for the summary, in whichever process reports it
         if marked[0] != "unit":
             item.add_marker(pytest.mark.integration)  # the umbrella of every tier that starts something real
-    _group_files(config, items)
+    _check_shared_cluster_files(items)
     order = list(TIERS)
     if _distributed(config):
         # pytest-xdist hands out whole files in this order: the longest first (after the pure-logic tier), so that
@@ -182,49 +182,94 @@ LONGEST = (
 
 #: Session clusters that only some files use: the disruptable one (brokers killed, restarted, files deleted) and the
 #: 4.9 line's. An idle broker costs 2.5 CPU-s a minute (its store's and request services' polling threads), so each
-#: such cluster in each worker took a sixth of a core for the rest of the session. Under `make test`
-#: (pytest-xdist's loadgroup) the files that use them are one unit, run by one worker one after the other, which stops
-#: the two clusters once the last of them is done (``pytest_runtest_teardown``); every other file is a unit of its
-#: own, as loadfile made it.
+#: such cluster in each worker took a sixth of a core for the rest of the session. Under `make test` (pytest-xdist's
+#: loadfile, with the scheduler below) the files that use them are one unit, run by one worker one after the other,
+#: which stops the two clusters once the last of them is done (``pytest_runtest_teardown``); every other file is a
+#: unit of its own, as loadfile makes it. (xdist's own loadgroup cannot do it: it marks a group in the test ids,
+#: which pytest 9 no longer lets a plugin change.)
 SHARED_CLUSTER_GROUP = "shared-clusters"
-#: fixtures through which a test reaches those clusters (a file using one joins the group)
+#: fixtures through which a test reaches those clusters
 SHARED_CLUSTER_FIXTURES = frozenset(
     {"disruptable_cluster", "disruptable", "disruptable_4x", "local_cluster_4x", "rocketmq_cluster"}
+)
+#: the files that use them (the scheduler sees test ids only, so they are named here; collection checks the list)
+SHARED_CLUSTER_FILES = frozenset(
+    {
+        "test_short_soak.py",
+        "test_topic_changes.py",
+        "test_deleted_messages.py",
+        "test_engine_runs.py",
+        "test_lag_broker_down.py",
+        "test_send_back_fallback.py",
+        "test_broker_clock.py",
+        "test_member.py",
+        "test_on_4x.py",
+        "test_rocketmq_broker_restart.py",  # asks for "disruptable" or "disruptable_4x" by name
+        "test_java_peer_server.py",
+        "test_rocketmq_membership.py",
+        "test_rocketmq_offsets.py",
+        "test_rocketmq_pull_outcomes.py",
+        "test_rocketmq_pull_vs_java.py",
+        "test_rocketmq_range_reader.py",
+        "test_rocketmq_search_offset.py",
+        "test_rocketmq_send.py",
+    }
 )
 #: the session fixtures of those clusters, as started in this process (stopped early by the group's last test)
 _shared_clusters: dict[str, LocalCluster] = {}
 _stopped_early: dict[str, LocalCluster] = {}
-GROUP = pytest.StashKey[str]()
 
 
-def _group_files(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test gets an ``xdist_group``: its file's path, or SHARED_CLUSTER_GROUP for every test of a file one of
-    whose tests uses a SHARED_CLUSTER_FIXTURES fixture (``request.getfixturevalue`` included, by name)."""
-    shared: set[Path] = set()
-    for item in items:
-        names = set(getattr(item, "fixturenames", ()))
-        if names & SHARED_CLUSTER_FIXTURES or (
-            "cluster" in names and item.path.name == "test_rocketmq_broker_restart.py"  # "disruptable[_4x]" by name
-        ):
-            shared.add(item.path)
-    for item in items:
-        group = SHARED_CLUSTER_GROUP if item.path in shared else str(item.path.relative_to(config.rootpath))
-        item.stash[GROUP] = group
-        item.add_marker(pytest.mark.xdist_group(group))
+def in_shared_cluster_group(item: pytest.Item) -> bool:
+    return item.path.name in SHARED_CLUSTER_FILES
+
+
+def _check_shared_cluster_files(items: list[pytest.Item]) -> None:
+    unlisted = sorted(
+        {
+            item.path.name
+            for item in items
+            if set(getattr(item, "fixturenames", ())) & SHARED_CLUSTER_FIXTURES and not in_shared_cluster_group(item)
+        }
+    )
+    if unlisted:
+        raise pytest.UsageError(
+            f"{', '.join(unlisted)} use(s) a shared session cluster ({', '.join(sorted(SHARED_CLUSTER_FIXTURES))}): "
+            "add it to SHARED_CLUSTER_FILES in tests/conftest.py, so that one worker runs every such file"
+        )
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """loadfile, with the SHARED_CLUSTER_FILES as one unit (handed out where the first of them comes)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedClusterScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return SHARED_CLUSTER_GROUP if Path(path).name in SHARED_CLUSTER_FILES else path
+
+    return SharedClusterScheduling(config, log)
+
+
+def pytest_configure_node(node) -> None:
+    """Tells each worker that the shared-cluster files come to it as one unit (see SHARED_CLUSTER_GROUP)."""
+    node.workerinput["shared_cluster_group"] = node.config.getvalue("dist") == "loadfile"
 
 
 def _stops_shared_clusters_early(config: pytest.Config) -> bool:
-    """Only where the group's tests run together in one process: loadgroup's workers."""
-    return hasattr(config, "workerinput") and bool(getattr(config.option, "loadgroup", False))  # set by xdist
+    """Only where the group's tests run together in one process: a worker of the scheduler above."""
+    return bool(getattr(config, "workerinput", {}).get("shared_cluster_group"))
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     """After the shared-cluster group's last test in this worker (the next is another unit's, or none), its clusters
     stop: not wiped (the session's end does that), so a test that still asked for one would start it again."""
-    if not _stops_shared_clusters_early(item.config) or item.stash.get(GROUP, None) != SHARED_CLUSTER_GROUP:
+    if not _stops_shared_clusters_early(item.config) or not in_shared_cluster_group(item):
         return
-    if nextitem is not None and nextitem.stash.get(GROUP, None) == SHARED_CLUSTER_GROUP:
+    if nextitem is not None and in_shared_cluster_group(nextitem):
         return
     for name, cluster in list(_shared_clusters.items()):
         cluster.down()
@@ -236,7 +281,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A shared cluster stopped early is started again for a test of the group (none is expected: the group's tests
     run together), so that a scheduling change costs time, not a failure."""
-    if _stopped_early and item.stash.get(GROUP, None) == SHARED_CLUSTER_GROUP:
+    if _stopped_early and in_shared_cluster_group(item):
         for name, cluster in list(_stopped_early.items()):
             hand_over(cluster)
             _shared_clusters[name] = _stopped_early.pop(name)
@@ -421,7 +466,7 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
 
 @pytest.fixture(scope="session")
 def local_cluster_4x(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """The same on the 4.9 line, which many users still run (stopped early under loadgroup: SHARED_CLUSTER_GROUP)."""
+    """The same on the 4.9 line, which many users still run (stopped early under `make test`: SHARED_CLUSTER_GROUP)."""
     yield from _shared_cluster("local_cluster_4x", _running_cluster(tmp_path_factory, ROCKETMQ_4_VERSION))
 
 
@@ -755,7 +800,7 @@ def disruptable_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lo
     """A 5.x name server and brokers broker-a, broker-b (DISRUPTABLE_PROPERTIES) that tests may stop, kill, expand
     topics on and delete commit-log files of: started on first use, stopped and wiped at the end of the session.
     Use it through ``disruptable`` (or ``hand_over`` before and after, from a wider fixture). Stopped early under
-    loadgroup (SHARED_CLUSTER_GROUP)."""
+    `make test` (SHARED_CLUSTER_GROUP)."""
     yield from _shared_cluster(
         "disruptable_cluster",
         _running_cluster(tmp_path_factory, ROCKETMQ_VERSION, extra_broker_properties=DISRUPTABLE_PROPERTIES),
