@@ -74,8 +74,23 @@ class MQAdmin:
             raise LocalClusterError(f"mqadmin {' '.join(args)} failed (exit {code}):\n{(out + err).strip()[-3000:]}")
         return out
 
-    def update_topic(self, topic: str, broker_address: str, queues: int) -> None:
-        self.run("updateTopic", "-b", broker_address, "-t", topic, "-r", str(queues), "-w", str(queues))
+    def update_topic(
+        self, topic: str, broker_address: str, queues: int, attributes: dict[str, str] | None = None
+    ) -> None:
+        """``attributes``: 5.x topic attributes (``message.type``, ``cleanup.policy``), added with ``-a +k=v``."""
+        added = ",".join(f"+{k}={v}" for k, v in (attributes or {}).items())
+        self.run(
+            "updateTopic",
+            "-b",
+            broker_address,
+            "-t",
+            topic,
+            "-r",
+            str(queues),
+            "-w",
+            str(queues),
+            *(["-a", added] if added else []),
+        )
 
     def topic_status(self, topic: str) -> list[QueueStatus]:
         return parse_topic_status(self.run("topicStatus", "-t", topic))

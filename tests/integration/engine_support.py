@@ -10,6 +10,7 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
+from rocketlake import jars
 from rocketlake.dagster.rocketmq_resource import RocketMQResource
 from rocketlake.engine.broker_access import group_broker
 from rocketlake.engine.run import Alone, Committed, Landed, LandingRequest, run
@@ -122,6 +123,13 @@ def assert_landed_once_at_the_ends(engine, cluster, client: RocketMQClient, topi
     assert {
         (p.broker_name, p.queue_id): p.consumer_offset for p in cluster.mqadmin().consumer_progress(group, topic)
     } == ends
+
+
+#: The 5.x gRPC client (rocketmq-client-java), one shaded jar with its gRPC and Protobuf inside: the Java programs that
+#: act as 5.x applications (``GrpcSimpleConsumer``, ``GrpcFifoProducer``) run on it.
+GRPC_CLIENT_JAVA = jars.JarSet(
+    "rocketmq-client-java-5.0.8", (jars.Artifact("org.apache.rocketmq", "rocketmq-client-java", "5.0.8"),)
+)
 
 
 def java_program(classes: Path, program: str, classpath: str | list[Path]):

@@ -1,6 +1,7 @@
 """Through RocketMQ 5's proxy (cluster mode), as deployments that expose only a proxy are used: an ingestion whose
 cluster names the proxy's remoting endpoint lands a window exactly, commits its offsets and sends a failed message
-back, and the brokers behind the proxy (asked directly, and by mqadmin) agree."""
+back, and the brokers behind the proxy (asked directly, and by mqadmin) agree. And what 5.x gRPC producers send
+through it: FIFO message groups."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from types import SimpleNamespace
 import pytest
 from deltalake import DeltaTable
 
+from rocketlake import jars
 from rocketlake.engine.config import parse_config
 from rocketlake.engine.windows import StoreTimeWindow
 from rocketlake.local.proxy import LocalProxy
 from rocketlake.rocketmq.client import RocketMQClient
 from tests.conftest import free_ports
-from tests.integration.engine_support import Engine, now_ms, stored
+from tests.integration.engine_support import GRPC_CLIENT_JAVA, Engine, java_program, now_ms, stored
 from tests.integration.ingestion_support import unique, wait_until
 
 pytestmark = pytest.mark.engine
@@ -87,4 +89,54 @@ def test_an_ingestion_through_the_proxy_lands_commits_and_sends_back_as_directly
     assert progress and progress == {q: ends[q] for q in progress}
     # The failed message went back through the proxy to the group's retry topic on the brokers.
     assert direct.queues(f"%RETRY%{group}")
+    direct.close()
+
+
+FIFO_GROUPS = ("cart-1", "cart-2", "cart-3", "cart-4")
+
+
+def test_a_5x_fifo_producers_message_groups_land_in_their_column_and_send_order(local_cluster, proxy, spark, tmp_path):
+    """A 5.x gRPC producer sends FIFO messages (``setMessageGroup``) through the proxy to a FIFO topic; an orderly
+    ingestion lands each message's group in the opt-in ``message_group`` column, each group's messages on one queue
+    in the order they were sent."""
+    topic = f"fifo_{unique('t')}"
+    local_cluster.create_topic(topic, 2, attributes={"message.type": "FIFO"})  # the proxy checks a FIFO send's topic
+    sent = [(f"{group}-{i}", group, str(i)) for i in range(5) for group in FIFO_GROUPS]
+    started = now_ms()
+    produce = java_program(tmp_path / "classes", "GrpcFifoProducer", jars.resolve(GRPC_CLIENT_JAVA))
+    ids = produce([f"127.0.0.1:{proxy.remoting_port + 1}", topic], "".join("\t".join(m) + "\n" for m in sent)).split()
+    assert len(ids) == len(sent)
+    direct = RocketMQClient(local_cluster.spec.namesrv_address)
+    stored_count = {q: direct.get_max_offset(q) for q in direct.queues(topic)}
+    assert sum(stored_count.values()) == len(sent)
+    end = now_ms() + 1
+    wait_until(end / 1000)
+
+    cfg = parse_config(
+        {
+            "clusters": {"local": {"namesrv": local_cluster.spec.namesrv_address}},
+            "ingestions": {
+                "carts": {
+                    "cluster": "local",
+                    "topic": topic,
+                    "consumer_group": unique("g_fifo"),
+                    "table": "carts",
+                    "consume_from_where": "CONSUME_FROM_FIRST_OFFSET",
+                    "consume_orderly": True,
+                    "window": {"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
+                    "metadata_columns": ["message_group"],
+                }
+            },
+        }
+    ).ingestions["carts"]
+    engine = Engine(local_cluster, spark, tmp_path / "carts", cfg)
+    (accounting,) = engine.run("r1", [("w1", StoreTimeWindow(started, end))]).slice.accounting
+    assert accounting.rows == len(sent)
+    rows = DeltaTable(engine.lake.table_path).to_pyarrow_table().to_pylist()
+    assert sorted(r["msg_id"] for r in rows) == sorted(ids)
+    assert {r["keys"]: r["message_group"] for r in rows} == {key: group for key, group, _ in sent}
+    for group in FIFO_GROUPS:
+        landed = sorted((r["queue_offset"], r["keys"]) for r in rows if r["message_group"] == group)
+        assert [k for _, k in landed] == [f"{group}-{i}" for i in range(5)]  # the order it was sent in
+        assert len({(r["broker_name"], r["queue_id"]) for r in rows if r["message_group"] == group}) == 1
     direct.close()

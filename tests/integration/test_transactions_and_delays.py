@@ -204,12 +204,6 @@ def test_consume_traces_of_a_landing_are_what_mqadmin_query_msg_trace_by_id_read
     assert len(traced_ids) == 3 and len(untraced) == 2
 
 
-#: The 5.x gRPC client, one shaded jar (its gRPC and Protobuf inside), for the consumer beside an ingestion's group.
-GRPC_CLIENT_JAVA = jars.JarSet(
-    "rocketmq-client-java-5.0.8", (jars.Artifact("org.apache.rocketmq", "rocketmq-client-java", "5.0.8"),)
-)
-
-
 def test_a_group_a_grpc_consumer_popped_through_the_proxy_is_refused_by_name(five_x_cluster, spark, tmp_path):
     """A 5.x gRPC SimpleConsumer receives through the proxy (POP at the broker, which needs the timer wheel of this
     module's brokers) and acknowledges in the ingestion's group. Its heartbeats stay in the proxy, so the brokers'
@@ -219,7 +213,7 @@ def test_a_group_a_grpc_consumer_popped_through_the_proxy_is_refused_by_name(fiv
     from rocketlake.local.proxy import LocalProxy
     from rocketlake.rocketmq.client import RocketMQClient
     from tests.conftest import free_ports, produce
-    from tests.integration.engine_support import java_program
+    from tests.integration.engine_support import GRPC_CLIENT_JAVA, java_program
 
     topic, group, other = f"popped_{unique('t')}", unique("g_grpc"), unique("g_pulled")
     five_x_cluster.create_topic(topic, 2, ("broker-a",))
