@@ -160,7 +160,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 #: The files that take longest (minutes, measured by `make test`'s durations), handed out first. pytest-xdist's
 #: loadfile keeps this order only with `--no-loadscope-reorder` (otherwise it sorts files by test count), which
-#: `make test` passes. The chaos soak's real minutes pass first, beside the longest file. The five after it need
+#: `make test` passes. The shared-cluster files (SHARED_CLUSTER_FILES) go as one unit where the first of them comes:
+#: the chaos soak's real minutes pass first, beside the longest file. The five after it need
 #: the session's cluster but not the shared minutes, which it starts sending: by the time a worker reaches a file
 #: that lands them (test_crash_recovery, test_ingestion) they are closed. A worker is handed a file as soon as two
 #: of its tests are left, so one worker can take two or three one-test files in a row: with fewer of them ahead,
@@ -192,27 +193,28 @@ SHARED_CLUSTER_GROUP = "shared-clusters"
 SHARED_CLUSTER_FIXTURES = frozenset(
     {"disruptable_cluster", "disruptable", "disruptable_4x", "local_cluster_4x", "rocketmq_cluster"}
 )
-#: the files that use them (the scheduler sees test ids only, so they are named here; collection checks the list)
+#: the files that use them, relative to the repository as test ids are (the scheduler sees test ids only, so they are
+#: named here; collection checks the list)
 SHARED_CLUSTER_FILES = frozenset(
     {
-        "test_short_soak.py",
-        "test_topic_changes.py",
-        "test_deleted_messages.py",
-        "test_engine_runs.py",
-        "test_lag_broker_down.py",
-        "test_send_back_fallback.py",
-        "test_broker_clock.py",
-        "test_member.py",
-        "test_on_4x.py",
-        "test_rocketmq_broker_restart.py",  # asks for "disruptable" or "disruptable_4x" by name
-        "test_java_peer_server.py",
-        "test_rocketmq_membership.py",
-        "test_rocketmq_offsets.py",
-        "test_rocketmq_pull_outcomes.py",
-        "test_rocketmq_pull_vs_java.py",
-        "test_rocketmq_range_reader.py",
-        "test_rocketmq_search_offset.py",
-        "test_rocketmq_send.py",
+        "tests/chaos/test_short_soak.py",
+        "tests/integration/test_topic_changes.py",
+        "tests/integration/test_deleted_messages.py",
+        "tests/integration/test_engine_runs.py",
+        "tests/integration/test_lag_broker_down.py",
+        "tests/integration/test_send_back_fallback.py",
+        "tests/integration/test_broker_clock.py",
+        "tests/integration/test_member.py",
+        "tests/integration/test_on_4x.py",
+        "tests/integration/test_rocketmq_broker_restart.py",  # asks for "disruptable" or "disruptable_4x" by name
+        "tests/integration/test_java_peer_server.py",
+        "tests/integration/test_rocketmq_membership.py",
+        "tests/integration/test_rocketmq_offsets.py",
+        "tests/integration/test_rocketmq_pull_outcomes.py",
+        "tests/integration/test_rocketmq_pull_vs_java.py",
+        "tests/integration/test_rocketmq_range_reader.py",
+        "tests/integration/test_rocketmq_search_offset.py",
+        "tests/integration/test_rocketmq_send.py",
     }
 )
 #: the session fixtures of those clusters, as started in this process (stopped early by the group's last test)
@@ -221,13 +223,13 @@ _stopped_early: dict[str, LocalCluster] = {}
 
 
 def in_shared_cluster_group(item: pytest.Item) -> bool:
-    return item.path.name in SHARED_CLUSTER_FILES
+    return item.nodeid.split("::", 1)[0] in SHARED_CLUSTER_FILES
 
 
 def _check_shared_cluster_files(items: list[pytest.Item]) -> None:
     unlisted = sorted(
         {
-            item.path.name
+            item.nodeid.split("::", 1)[0]
             for item in items
             if set(getattr(item, "fixturenames", ())) & SHARED_CLUSTER_FIXTURES and not in_shared_cluster_group(item)
         }
@@ -239,6 +241,7 @@ def _check_shared_cluster_files(items: list[pytest.Item]) -> None:
         )
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hooks: unknown without it (-p no:xdist)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """loadfile, with the SHARED_CLUSTER_FILES as one unit (handed out where the first of them comes)."""
     if config.getvalue("dist") != "loadfile":
@@ -248,11 +251,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     class SharedClusterScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return SHARED_CLUSTER_GROUP if Path(path).name in SHARED_CLUSTER_FILES else path
+            return SHARED_CLUSTER_GROUP if path in SHARED_CLUSTER_FILES else path
 
     return SharedClusterScheduling(config, log)
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:
     """Tells each worker that the shared-cluster files come to it as one unit (see SHARED_CLUSTER_GROUP)."""
     node.workerinput["shared_cluster_group"] = node.config.getvalue("dist") == "loadfile"

@@ -212,20 +212,13 @@ class GroupBroker(BrokerStoreTimes):
                     if pop
                     else "has POP consumers online (remoting clients in POP mode)"
                 )
-                return (
-                    f"consumer group {group} {why} for topic {topic}: POP consumers take and acknowledge messages one "
-                    "by one, so the group's offsets do not say what was consumed and offset windows cannot land it "
-                    "exactly; nothing was read. Give the ingestion a consumer group of its own"
-                )
+                return _shared_with_pop(f"consumer group {group} {why} for topic {topic}")
         traced = self.client.pop_traces(group, topics)
         for topic in topics:
             if topic in traced:
-                return (
+                return _shared_with_pop(
                     f"consumer group {group} has popped messages of topic {topic} (POP checkpoints or acks of the "
-                    "group in the brokers' revive log: 5.x gRPC consumers, or other POP consumers): POP consumers take "
-                    "and acknowledge messages one by one, so the group's offsets do not say what was consumed and "
-                    "offset windows cannot land it exactly; nothing was read. Give the ingestion a consumer group of "
-                    "its own"
+                    "group in the brokers' revive log or timer topic: 5.x gRPC consumers, or other POP consumers)"
                 )
         return None
 
@@ -376,6 +369,14 @@ def range_subscription(opts: SourceOptions, offsets: OffsetRange) -> Subscriptio
     the main topic's expression (as the push consumer does)."""
     topic = offsets.queue.topic
     return Subscription.parse(topic, "*" if is_retry_topic(topic) else opts.subscription)
+
+
+def _shared_with_pop(what: str) -> str:
+    return (
+        f"{what}: POP consumers take and acknowledge messages one by one, so the group's offsets do not say what was "
+        "consumed and offset windows cannot land it exactly; nothing was read. Give the ingestion a consumer group of "
+        "its own"
+    )
 
 
 def pull_chunks(opts: SourceOptions, offsets: OffsetRange) -> Iterator[list[Message] | RawRecords]:

@@ -70,7 +70,7 @@ def jvm_base_flags(user_home: Path, rocketmq_home: Path, logback: str, *, ipv4_o
 #: The timer slack of the RocketMQ JVMs the local runtime starts. Their store and request services poll on short
 #: timers whether or not there is work (the store's ReputMessageService looks at the commit log every millisecond,
 #: the POP buffer every 5 ms, the fast-failure check every 10 ms): two idle 5.3 brokers took 5.5 CPU-s a minute. With
-#: 10 ms of slack the kernel may wake such a timer up to 10 ms late and wakes several at once: 3.7 CPU-s a minute. A
+#: 10 ms of slack the kernel may wake such a timer up to 10 ms late and wakes several at once: 3.4 CPU-s a minute. A
 #: message is visible to pulls up to 10 ms later than it would be; its store time, which windows go by, is the
 #: commit log's, taken when it is written, so no window changes.
 ROCKETMQ_TIMER_SLACK_NS = 10_000_000

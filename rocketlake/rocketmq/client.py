@@ -111,6 +111,7 @@ class RocketMQClient:
         self._routes: dict[str, tuple[TopicRoute, float]] = {}
         self._cluster: ClusterInfo | None = None
         self._brokers: dict[str, BrokerClient] = {}  # by address
+        self._unreadable_pop_logs: set[str] = set()  # revive logs and timer topics a refusal was logged for
         # The broker id each queue's last pull answer suggested (PullAPIWrapper.pullFromWhichNodeTable).
         self._pull_from: dict[MessageQueue, int] = {}
         self._round_robin = itertools.count()
@@ -475,21 +476,33 @@ class RocketMQClient:
         return found
 
     def _newest(self, mq: MessageQueue, count: int, group: str) -> list[Message]:
-        """The newest ``count`` messages of ``mq`` at most, asked of its master once (pulled as ``group``); none
-        when it is down, paused or refuses the read (an ACL)."""
+        """The newest ``count`` messages of ``mq`` at most, asked of its master once each (pulled as ``group``, on
+        until the end: a broker answers at most 32 messages and 256 KiB a pull, 8 and 64 KiB from disk); none when it
+        is down or paused, and none, with a warning, when it refuses the read (an ACL without read on system topics)."""
+        messages: list[Message] = []
         try:
             broker = self.broker(mq.broker_name)
             end = broker.get_max_offset(mq.topic, mq.queue_id)
-            if end <= 0:
-                return []
-            start = max(0, end - count)
-            result = broker.pull(mq.topic, mq.queue_id, start, count, consumer_group=group)
-            if not result.messages and start < result.next_begin_offset < end:  # the oldest of them were deleted
-                start = result.next_begin_offset
-                result = broker.pull(mq.topic, mq.queue_id, start, end - start, consumer_group=group)
-        except RocketMQError:
-            return []
-        return list(result.messages)
+            offset = max(0, end - count)
+            for _ in range(count):  # each pull answers at least one message or moves on; bounded all the same
+                if offset >= end:
+                    break
+                result = broker.pull(mq.topic, mq.queue_id, offset, end - offset, consumer_group=group)
+                if result.messages:
+                    messages += result.messages
+                    offset = result.messages[-1].queue_offset + 1
+                elif offset < result.next_begin_offset <= end:  # the oldest of them were deleted
+                    offset = result.next_begin_offset
+                else:
+                    break
+        except (ConnectionFailed, RequestTimeout, BrokerNotFound):
+            return messages
+        except RocketMQError as e:
+            if mq.topic not in self._unreadable_pop_logs:
+                self._unreadable_pop_logs.add(mq.topic)
+                log.warning("POP traces in %s cannot be read, so POP consumers there go unseen: %s", mq.topic, e)
+            return messages
+        return messages
 
     def topic_attributes(self, topic: str) -> dict[str, str]:
         """:meth:`BrokerClient.topic_attributes`, asked of the first broker serving ``topic`` that answers (``mqadmin

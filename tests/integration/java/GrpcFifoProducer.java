@@ -17,7 +17,17 @@ import org.apache.rocketmq.client.apis.producer.SendReceipt;
  * {@code key<TAB>message group<TAB>body}; prints the message id the proxy answered for each, one a line, in order.
  */
 public class GrpcFifoProducer {
-    public static void main(String[] args) throws Exception {
+    public static void main(String[] args) {
+        try {
+            run(args);
+        } catch (Throwable e) { // the client's gRPC threads are not daemons: without an exit the JVM would stay
+            e.printStackTrace();
+            System.exit(1);
+        }
+        System.exit(0);
+    }
+
+    private static void run(String[] args) throws Exception {
         String endpoint = args[0], topic = args[1];
         ClientServiceProvider provider = ClientServiceProvider.loadService();
         ClientConfiguration configuration = ClientConfiguration.newBuilder()
@@ -46,6 +56,5 @@ public class GrpcFifoProducer {
                 System.out.println(receipt.getMessageId());
             }
         }
-        System.exit(0); // the client's gRPC threads are not daemons
     }
 }

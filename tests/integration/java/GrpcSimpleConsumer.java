@@ -17,7 +17,17 @@ import org.apache.rocketmq.client.apis.message.MessageView;
  * Prints each message id it acknowledged, one a line.
  */
 public class GrpcSimpleConsumer {
-    public static void main(String[] args) throws Exception {
+    public static void main(String[] args) {
+        try {
+            run(args);
+        } catch (Throwable e) { // the client's gRPC threads are not daemons: without an exit the JVM would stay
+            e.printStackTrace();
+            System.exit(1);
+        }
+        System.exit(0);
+    }
+
+    private static void run(String[] args) throws Exception {
         String endpoint = args[0], topic = args[1], group = args[2];
         int count = Integer.parseInt(args[3]);
         ClientServiceProvider provider = ClientServiceProvider.loadService();
@@ -47,6 +57,5 @@ public class GrpcSimpleConsumer {
             System.err.println("received " + acknowledged + " of " + count + " messages within 60 s");
             System.exit(2);
         }
-        System.exit(0); // the client's gRPC threads are not daemons
     }
 }
