@@ -217,9 +217,8 @@ SHARED_CLUSTER_FILES = frozenset(
         "tests/integration/test_rocketmq_send.py",
     }
 )
-#: the session fixtures of those clusters, as started in this process (stopped early by the group's last test)
+#: the session fixtures of those clusters running in this process (stopped early by the group's last test)
 _shared_clusters: dict[str, LocalCluster] = {}
-_stopped_early: dict[str, LocalCluster] = {}
 
 
 def in_shared_cluster_group(item: pytest.Item) -> bool:
@@ -270,25 +269,18 @@ def _stops_shared_clusters_early(config: pytest.Config) -> bool:
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     """After the shared-cluster group's last test in this worker (the next is another unit's, or none), its clusters
-    stop: not wiped (the session's end does that), so a test that still asked for one would start it again."""
+    stop, not wiped (the session's end does that). No test of the group comes after it in this worker: the scheduler
+    hands the group out whole, and collection checks that every file using those clusters is in it."""
     if not _stops_shared_clusters_early(item.config) or not in_shared_cluster_group(item):
         return
     if nextitem is not None and in_shared_cluster_group(nextitem):
         return
-    for name, cluster in list(_shared_clusters.items()):
+    stopped = sorted(_shared_clusters)
+    for cluster in _shared_clusters.values():
         cluster.down()
-        _stopped_early[name] = _shared_clusters.pop(name)
-    if _stopped_early:
-        item.user_properties.append(("summary", f"stopped after {item.nodeid}: {', '.join(sorted(_stopped_early))}"))
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A shared cluster stopped early is started again for a test of the group (none is expected: the group's tests
-    run together), so that a scheduling change costs time, not a failure."""
-    if _stopped_early and in_shared_cluster_group(item):
-        for name, cluster in list(_stopped_early.items()):
-            hand_over(cluster)
-            _shared_clusters[name] = _stopped_early.pop(name)
+    _shared_clusters.clear()
+    if stopped:
+        item.user_properties.append(("summary", f"stopped after {item.nodeid}: {', '.join(stopped)}"))
 
 
 def _longest_first(item: pytest.Item) -> int:
@@ -482,7 +474,6 @@ def _shared_cluster(name: str, running: Iterator[LocalCluster]) -> Iterator[Loca
             yield cluster
         finally:
             _shared_clusters.pop(name, None)
-            _stopped_early.pop(name, None)
 
 
 _topic_counter = itertools.count()

@@ -451,8 +451,8 @@ class RocketMQClient:
     def pop_traces(self, group: str, topics: Iterable[str]) -> set[str]:
         """The topics ``group`` popped or acknowledged by POP, as the newest entries of the revive logs and timer
         topics of the brokers serving ``topics`` say (:mod:`.pop_log`): gRPC consumers, whose heartbeats stay in a
-        proxy, leave this trace. One try of each broker, one pull a queue; a broker that is down, a 4.x broker (no
-        revive log) or one that refuses the read adds nothing."""
+        proxy, leave this trace. One try of each broker, no retry; a broker that is down, a 4.x broker (no revive log)
+        or one that refuses the read adds nothing."""
         brokers: set[str] = set()
         logs = {pop_log.TIMER_TOPIC}
         for topic in topics:

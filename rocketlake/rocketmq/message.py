@@ -137,6 +137,8 @@ PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: Final = "UNIQ_KEY"
 PROPERTY_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
 #: ``MessageConst.PROPERTY_SHARDING_KEY``: a 5.x FIFO message's group (the proxy turns ``messageGroup`` into it)
 PROPERTY_SHARDING_KEY: Final = "__SHARDINGKEY"
+#: ``MessageConst.PROPERTY_REAL_TOPIC``: the topic a message waiting in a system topic (delay, timer) goes to
+PROPERTY_REAL_TOPIC: Final = "REAL_TOPIC"
 #: ``MessageConst.KEY_SEPARATOR``
 KEY_SEPARATOR: Final = " "
 

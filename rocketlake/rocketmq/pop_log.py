@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from .message import Message
+from .message import PROPERTY_REAL_TOPIC, Message
 
 #: ``PopAckConstants.REVIVE_TOPIC``
 REVIVE_TOPIC_PREFIX = "rmq_sys_REVIVE_LOG_"
@@ -57,4 +57,4 @@ def popped_topics(entries: Iterable[Message], group: str) -> set[str]:
 
 
 def _due_in_revive_log(entry: Message) -> bool:
-    return entry.properties.get("REAL_TOPIC", "").startswith(REVIVE_TOPIC_PREFIX)
+    return entry.properties.get(PROPERTY_REAL_TOPIC, "").startswith(REVIVE_TOPIC_PREFIX)

@@ -125,18 +125,21 @@ def assert_landed_once_at_the_ends(engine, cluster, client: RocketMQClient, topi
     } == ends
 
 
-#: The 5.x gRPC client (rocketmq-client-java), one shaded jar with its gRPC and Protobuf inside: the Java programs that
-#: act as 5.x applications (``GrpcSimpleConsumer``, ``GrpcFifoProducer``) run on it.
+#: The 5.x gRPC client (rocketmq-client-java), one shaded jar with its gRPC and Protobuf inside.
 GRPC_CLIENT_JAVA = jars.JarSet(
     "rocketmq-client-java-5.0.8", (jars.Artifact("org.apache.rocketmq", "rocketmq-client-java", "5.0.8"),)
 )
 
 
-def java_program(classes: Path, program: str, classpath: str | list[Path]):
+def grpc_client(classes: Path):
+    """``run([command, endpoint, ...], stdin="")``: ``GrpcClient.java``, a 5.x application on the gRPC client
+    (``consume`` as a SimpleConsumer, ``produce-fifo`` as a FIFO producer), compiled into ``classes``."""
+    return java_program(classes, "GrpcClient", ":".join(map(str, jars.resolve(GRPC_CLIENT_JAVA))))
+
+
+def java_program(classes: Path, program: str, classpath: str):
     """``run(args, stdin="")``: what a Java program of ``tests/integration/java`` (compiled here, once, into
     ``classes`` against ``classpath``) prints on stdout; it must exit 0."""
-    if not isinstance(classpath, str):
-        classpath = ":".join(map(str, classpath))
     source = Path(__file__).parent / "java" / f"{program}.java"
     subprocess.run(
         ["javac", "-nowarn", "-cp", classpath, "-d", str(classes), str(source)],

@@ -11,13 +11,12 @@ from types import SimpleNamespace
 import pytest
 from deltalake import DeltaTable
 
-from rocketlake import jars
 from rocketlake.engine.config import parse_config
 from rocketlake.engine.windows import StoreTimeWindow
 from rocketlake.local.proxy import LocalProxy
 from rocketlake.rocketmq.client import RocketMQClient
 from tests.conftest import free_ports
-from tests.integration.engine_support import GRPC_CLIENT_JAVA, Engine, java_program, now_ms, stored
+from tests.integration.engine_support import Engine, from_first, grpc_client, now_ms, stored
 from tests.integration.ingestion_support import unique, wait_until
 
 pytestmark = pytest.mark.engine
@@ -104,8 +103,9 @@ def test_a_5x_fifo_producers_message_groups_land_in_their_column_and_send_order(
     local_cluster.create_topic(topic, 2, attributes={"message.type": "FIFO"})  # the proxy checks a FIFO send's topic
     sent = [(f"{group}-{i}", group, str(i)) for i in range(5) for group in FIFO_GROUPS]
     started = now_ms()
-    produce = java_program(tmp_path / "classes", "GrpcFifoProducer", jars.resolve(GRPC_CLIENT_JAVA))
-    ids = produce([f"127.0.0.1:{proxy.remoting_port + 1}", topic], "".join("\t".join(m) + "\n" for m in sent)).split()
+    produce = grpc_client(tmp_path / "classes")
+    endpoint = f"127.0.0.1:{proxy.remoting_port + 1}"
+    ids = produce(["produce-fifo", endpoint, topic], "".join("\t".join(m) + "\n" for m in sent)).split()
     assert len(ids) == len(sent)
     with RocketMQClient(local_cluster.spec.namesrv_address) as direct:
         ends = {q: direct.get_max_offset(q) for q in direct.queues(topic)}
@@ -117,23 +117,7 @@ def test_a_5x_fifo_producers_message_groups_land_in_their_column_and_send_order(
     end = now_ms() + 1
     wait_until(end / 1000)
 
-    cfg = parse_config(
-        {
-            "clusters": {"local": {"namesrv": local_cluster.spec.namesrv_address}},
-            "ingestions": {
-                "carts": {
-                    "cluster": "local",
-                    "topic": topic,
-                    "consumer_group": unique("g_fifo"),
-                    "table": "carts",
-                    "consume_from_where": "CONSUME_FROM_FIRST_OFFSET",
-                    "consume_orderly": True,
-                    "window": {"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
-                    "metadata_columns": ["message_group"],
-                }
-            },
-        }
-    ).ingestions["carts"]
+    cfg = from_first(topic, unique("g_fifo"), consume_orderly=True, metadata_columns=["message_group"])
     engine = Engine(local_cluster, spark, tmp_path / "carts", cfg)
     (accounting,) = engine.run("r1", [("w1", StoreTimeWindow(started, end))]).slice.accounting
     assert accounting.rows == len(sent)

@@ -11,7 +11,6 @@ import time
 import pytest
 from deltalake import DeltaTable
 
-from rocketlake import jars
 from rocketlake.engine.windows import StoreTimeWindow
 from tests.conftest import pull_range
 from tests.integration.engine_support import Engine, now_ms
@@ -213,7 +212,7 @@ def test_a_group_a_grpc_consumer_popped_through_the_proxy_is_refused_by_name(fiv
     from rocketlake.local.proxy import LocalProxy
     from rocketlake.rocketmq.client import RocketMQClient
     from tests.conftest import free_ports, produce
-    from tests.integration.engine_support import GRPC_CLIENT_JAVA, java_program
+    from tests.integration.engine_support import from_first, grpc_client
 
     topic, group, other = f"popped_{unique('t')}", unique("g_grpc"), unique("g_pulled")
     five_x_cluster.create_topic(topic, 2, ("broker-a",))
@@ -226,24 +225,15 @@ def test_a_group_a_grpc_consumer_popped_through_the_proxy_is_refused_by_name(fiv
     proxy = LocalProxy(five_x_cluster, remoting_port=free_ports(1, block=2)[0])
     try:
         proxy.up()
-        consume = java_program(tmp_path / "classes", "GrpcSimpleConsumer", jars.resolve(GRPC_CLIENT_JAVA))
-        acknowledged = consume([f"127.0.0.1:{proxy.remoting_port + 1}", topic, group, "2"]).split()
+        endpoint = f"127.0.0.1:{proxy.remoting_port + 1}"
+        acknowledged = grpc_client(tmp_path / "classes")(["consume", endpoint, topic, group, "2"]).split()
         assert len(acknowledged) >= 2 and set(acknowledged) <= {s.msg_id for s in sent}
         with RocketMQClient(proxy.address) as through_proxy:  # an ingestion whose cluster names the proxy sees it too
             assert through_proxy.pop_traces(group, [topic]) == {topic}
     finally:
         proxy.down()
 
-    def engine(consumer_group: str) -> Engine:
-        cfg = ingestion_config(
-            topic=topic,
-            consumer_group=consumer_group,
-            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-            window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
-        )
-        return Engine(five_x_cluster, spark, tmp_path / consumer_group, cfg)
-
-    refused = engine(group)
+    refused = Engine(five_x_cluster, spark, tmp_path / group, from_first(topic, group))
     # Read seconds after the receive, within its 30 s of invisible time: the traces still wait in the timer topic
     # (the revive log's own entries are the unit tests' and were seen in a run that waited).
     assert refused.client.pop_traces(group, [topic]) == {topic}
