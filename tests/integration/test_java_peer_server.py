@@ -84,6 +84,22 @@ def test_calls_share_one_server_and_failures_leave_it_serving(java_peers, new_to
     assert (server.pid, server.starts) == (pid, starts)
 
 
+def test_produce_returns_once_consumers_can_pull_what_it_sent(java_peers, new_topic, rocketmq_client):
+    """A broker answers a send once the message is in its commit log; a consumer sees it when the broker's dispatch
+    (ReputMessageService) has put it in the consume queue, a little later. ``produce`` returns after that, so a caller
+    that reads a queue's max offset right after it counts every message it sent."""
+    from rocketlake.rocketmq.message_queue import MessageQueue
+
+    topic = new_topic(queues=1, brokers=("broker-a",))
+    behind = []
+    for i in range(30):
+        (sent,) = java_peers.produce([{"topic": topic, "body": f"m{i}"}])
+        visible = rocketmq_client.get_max_offset(MessageQueue(topic, sent.broker_name, sent.queue_id))
+        if visible <= sent.queue_offset:
+            behind.append((i, sent.queue_offset, visible))
+    assert not behind, f"(call, offset sent, max offset right after) for the calls that returned too early: {behind}"
+
+
 def test_a_killed_or_timed_out_server_is_replaced_on_the_next_call(local_cluster, create_topic):
     spec = local_cluster.spec
     namesrv, state_dir, version = spec.namesrv_address, spec.state_dir, spec.version

@@ -6,6 +6,7 @@ import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.Base64;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -94,12 +95,14 @@ public final class ProducerPeer {
         }
         producer.start();
         int exit = 0;
+        Map<MessageQueue, Long> sent = new HashMap<>();
         try {
             if (opts.containsKey("count")) {
-                sendGenerated(producer, opts);
+                sendGenerated(producer, opts, sent);
             } else {
-                sendFromStdin(producer);
+                sendFromStdin(producer, sent);
             }
+            awaitDispatch(producer, sent);
         } catch (Exception e) {
             System.err.println("ProducerPeer failed: " + e);
             e.printStackTrace(System.err);
@@ -111,7 +114,7 @@ public final class ProducerPeer {
         return exit;
     }
 
-    private static void sendFromStdin(DefaultMQProducer producer) throws Exception {
+    private static void sendFromStdin(DefaultMQProducer producer, Map<MessageQueue, Long> sent) throws Exception {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         int index = 0;
         String line;
@@ -136,12 +139,13 @@ public final class ProducerPeer {
             // "repeat": n sends of the same Message, as a producer's retry after a lost answer does: its UNIQ_KEY,
             // set by the first send, is kept, and the broker stores it n times (n offsets, one msgId).
             for (int n = spec.getIntValue("repeat") > 1 ? spec.getIntValue("repeat") : 1; n > 0; n--) {
-                index = send(producer, messages, target, spec.containsKey("batch"), index);
+                index = send(producer, messages, target, spec.containsKey("batch"), index, sent);
             }
         }
     }
 
-    private static void sendGenerated(DefaultMQProducer producer, Map<String, String> opts) throws Exception {
+    private static void sendGenerated(DefaultMQProducer producer, Map<String, String> opts,
+                                      Map<MessageQueue, Long> sent) throws Exception {
         String topic = require(opts, "topic");
         int count = Integer.parseInt(opts.get("count"));
         int bodySize = Integer.parseInt(opts.getOrDefault("body-size", "100"));
@@ -168,7 +172,7 @@ public final class ProducerPeer {
                 Message m = new Message(topic, tags, "key-" + (index + i), body);
                 messages.add(m);
             }
-            index = send(producer, messages, null, batch > 1, index);
+            index = send(producer, messages, null, batch > 1, index, sent);
         }
     }
 
@@ -242,21 +246,25 @@ public final class ProducerPeer {
     }
 
     private static int send(DefaultMQProducer producer, List<Message> messages, MessageQueue target, boolean asBatch,
-                            int index) throws Exception {
+                            int index, Map<MessageQueue, Long> sent) throws Exception {
         if (!asBatch) {
             for (Message m : messages) {
                 String outcome = m.getUserProperty("peer_transaction");
                 if (outcome != null) {
                     SendResult r = ((TransactionMQProducer) producer).sendMessageInTransaction(m, outcome);
                     print(index++, m.getTopic(), r.getMsgId(), r.getOffsetMsgId(), r, 0);
-                    continue;
+                    continue;  // its queue offset is the half topic's: the committed message comes later
                 }
                 SendResult r = target == null ? producer.send(m) : producer.send(m, target);
                 print(index++, m.getTopic(), r.getMsgId(), r.getOffsetMsgId(), r, 0);
+                if (deliveredNow(m)) {
+                    sent.merge(r.getMessageQueue(), r.getQueueOffset() + 1, Math::max);
+                }
             }
             return index;
         }
         SendResult r = target == null ? producer.send(messages) : producer.send(messages, target);
+        sent.merge(r.getMessageQueue(), r.getQueueOffset() + messages.size(), Math::max);
         // A batch answers with comma-joined ids and the offset of its first message.
         String[] msgIds = r.getMsgId().split(",");
         String[] offsetIds = r.getOffsetMsgId() == null ? new String[0] : r.getOffsetMsgId().split(",");
@@ -264,6 +272,32 @@ public final class ProducerPeer {
             print(index++, messages.get(i).getTopic(), msgIds[i], i < offsetIds.length ? offsetIds[i] : null, r, i);
         }
         return index;
+    }
+
+    /** Stored in its topic's queue as sent: not delayed (schedule or timer wheel), whose offset is another topic's. */
+    private static boolean deliveredNow(Message m) {
+        return m.getDelayTimeLevel() <= 0 && m.getProperty("TIMER_DELIVER_MS") == null
+            && m.getProperty("TIMER_DELAY_SEC") == null && m.getProperty("TIMER_DELAY_MS") == null;
+    }
+
+    /**
+     * Returns once every queue written to holds the messages sent to it, as a consumer sees them. A broker answers a
+     * send when the message is in its commit log; its dispatch (ReputMessageService) puts it in the consume queue a
+     * little later, so a caller that read a queue's max offset right after the send could miss its last messages.
+     * Bounded: after 10 s it returns anyway (the caller's own checks then say what is missing); a broker that cannot
+     * answer GET_MAX_OFFSET here (a proxy, an ACL) is not waited for.
+     */
+    private static void awaitDispatch(DefaultMQProducer producer, Map<MessageQueue, Long> sent) throws Exception {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        for (Map.Entry<MessageQueue, Long> e : sent.entrySet()) {
+            try {
+                while (producer.maxOffset(e.getKey()) < e.getValue() && System.nanoTime() < deadline) {
+                    Thread.sleep(2);  // the dispatch runs every millisecond
+                }
+            } catch (Exception refused) {
+                // not answerable here: nothing to wait on
+            }
+        }
     }
 
     private static void print(int index, String topic, String msgId, String offsetMsgId, SendResult r, int inBatch) {
