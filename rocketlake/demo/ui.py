@@ -19,7 +19,7 @@ from rocketlake.dagster.launch import dagster_home
 from rocketlake.demo.run import DEMO_CONFIG, DEMO_MODULE, sample_orders
 from rocketlake.engine.config import CONFIG_ENV, load_config
 from rocketlake.local.peers import close_servers, produce
-from rocketlake.local.process import descendants, end_processes
+from rocketlake.local.process import command_line, descendants, end_processes, group_members
 from rocketlake.local.spark_server import server_for
 from rocketlake.local.spec import ClusterSpec
 
@@ -91,11 +91,24 @@ def run_ui(spec: ClusterSpec, port: int, topic: str, per_minute: int) -> int:
         close_servers(timeout=1.0)
         started = descendants(os.getpid(), session=os.getsid(0))
         stop_within(dev, STOP_WITHIN_S)
-        end_processes(started, grace=END_GRACE_S)
+        end_processes({**started, **warm_runs_left()}, grace=END_GRACE_S)
         return 0
     finally:
         if trickle:
             trickle.stop()
+
+
+def warm_runs_left() -> dict[int, str]:
+    """The runs of the warm launcher (rocketlake.dagster.warm_runs) still in this process group, and what they
+    started (their compute logs' ``tail``): forked twice, they are nobody's descendants, so the snapshot above misses
+    them. Most stop on the Ctrl-C themselves; CI found one still running 10 s after it, with the two ``tail`` processes
+    of its compute logs (started, like the run, about when the Ctrl-C came: a ``tail`` that got it would have gone)."""
+    left: dict[int, str] = {}
+    for pid, started in group_members(os.getpgid(0)).items():
+        if pid != os.getpid() and "rocketlake.dagster.warm_runs" in command_line(pid):
+            left[pid] = started
+            left.update(descendants(pid))
+    return left
 
 
 STOP_WITHIN_S = 4.0  # what dg dev gets to stop its children on Ctrl-C; then they are ended (at most 7 s in all)

@@ -146,6 +146,24 @@ def session_members(sid: int) -> list[int]:
     ]
 
 
+def group_members(pgid: int) -> dict[int, str]:
+    """The live processes of process group ``pgid`` (field 5 of /proc/<pid>/stat) and their start times."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := stat_fields(int(entry.name))) is not None:
+            if int(fields[2]) == pgid and _alive(int(entry.name), fields):
+                found[int(entry.name)] = fields[19]
+    return found
+
+
+def command_line(pid: int) -> str:
+    """``pid``'s command line, its arguments joined by spaces ("" if it is gone or not ours to read)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
 def descendants(pid: int, session: int | None = None) -> dict[int, str]:
     """The live descendants of ``pid`` (children, their children, ...) and their start times, those of ``session``
     only when given: a snapshot that outlives a parent's exit, when its children are handed to init."""

@@ -167,6 +167,16 @@ def run_partitions(defs, table: str, instance, first: str, last: str | None = No
     )
 
 
+def failures(result) -> list[str]:
+    """What made an in-process run fail (each failure event and its error), for an assertion's message."""
+    out = []
+    for event in result.all_events:
+        if event.is_failure:
+            error = getattr(event.event_specific_data, "error", None)
+            out.append(f"{event.message}: {error.to_string()}" if error is not None else event.message)
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # Shared cron minutes. A Dagster window is a cron minute, so a scenario that needs messages in windows of its own
 # waits for real minutes. Instead, every scenario that only needs its messages in one or two closed minutes says

@@ -33,6 +33,7 @@ from tests.conftest import KEEP_FILES_HOURS, hand_over
 from tests.dagster_instance import pooled_instance
 from tests.integration.ingestion_support import (
     definitions,
+    failures,
     minute_key,
     order,
     room_in_this_minute,
@@ -126,7 +127,8 @@ def wait_for(what: str, condition, deadline: float, state) -> None:
 
 
 @pytest.fixture(scope="module")
-def scenario(short_retention_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory):
+def scenario(short_retention_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory, spark):
+    # ``spark``: the worker's session (every jar its tests need), started before this module's runs open theirs.
     cluster = short_retention_cluster
     topic, group, table = unique("deleted"), unique("g"), unique("t")
     cluster.create_topic(topic, 2)
@@ -168,7 +170,8 @@ def scenario(short_retention_cluster: LocalCluster, tmp_path_factory: pytest.Tem
 
     with pooled_instance() as instance:
         # Window 1 closed already: land it while window 2 is still open, so the group commits behind window 2.
-        assert run_partitions(defs["fail"], table, instance, w1).success
+        landed = run_partitions(defs["fail"], table, instance, w1)
+        assert landed.success, failures(landed)
         path = str(lake / table)
         s = Scenario(cluster, topic, group, table, path, instance, defs, w1, w2, dump, {}, max_offset, {}, {})
         s.end_w1 = s.progress()

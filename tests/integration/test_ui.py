@@ -35,7 +35,7 @@ from deltalake import DeltaTable
 from rocketlake.dagster.lag import LAG_MESSAGES
 from rocketlake.demo.run import sample_orders
 from rocketlake.local.peers import produce
-from rocketlake.local.process import session_members
+from rocketlake.local.process import command_line, session_members
 from tests.conftest import free_ports
 from tests.dagster_instance import recommended_home
 from tests.integration.deployment_support import Deployment, end_group, start_daemon, stop_daemon
@@ -67,13 +67,6 @@ def start(cmd: list[str], env: dict, log: Path) -> subprocess.Popen:
 def stop(process: subprocess.Popen | None) -> None:
     if process is not None and process.poll() is None:
         end_group(process, timeout=30)
-
-
-def command_line(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 @pytest.fixture

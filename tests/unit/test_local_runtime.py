@@ -371,6 +371,44 @@ def test_a_running_local_server_without_the_lakes_bucket_is_refused_before_a_run
     assert LocalSparkServer(tmp_path, port=1).lake_refusal() is None  # a local lake needs no bucket
 
 
+def test_warm_runs_left_in_the_group_are_found_with_what_they_started():
+    """After Ctrl-C, `rocketlake ui` also ends the warm launcher's runs still in its process group: forked twice, a
+    run is nobody's descendant (here: a process whose parent exited at once, named as a forked run is named), and
+    the ``tail`` it started goes with it. Others in the group are left alone."""
+    from rocketlake.demo.ui import warm_runs_left
+    from rocketlake.local.process import command_line, descendants, end_processes, start_time
+
+    run = (
+        "import os, subprocess, time; subprocess.Popen(['sleep', '60']); print(os.getpid(), flush=True); time.sleep(60)"
+    )
+    middle = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {run!r}, '-m', "
+            "'rocketlake.dagster.warm_runs', 'dagster'], stdout=sys.stdout)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    other = subprocess.Popen(["sleep", "60"])
+    ours: dict[int, str] = {}
+    try:
+        run_pid = int(middle.stdout.readline())
+        middle.wait()  # the middle process is gone: the run is an orphan, in this test's process group
+        assert run_pid not in descendants(os.getpid()) and "rocketlake.dagster.warm_runs" in command_line(run_pid)
+        (tail,) = descendants(run_pid)
+        found = warm_runs_left()  # (another worker's runs may be in the group too: only this test's are judged)
+        ours = {pid: started for pid, started in found.items() if pid in (run_pid, tail)}
+        assert set(ours) == {run_pid, tail} and other.pid not in found, found
+        end_processes(ours, grace=1.0)
+        assert all(start_time(pid) != started for pid, started in ours.items())
+        assert start_time(other.pid) is not None
+    finally:
+        other.kill()
+        end_processes(ours, grace=0)
+
+
 def test_descendants_are_found_before_their_parent_exits_and_ended_after_it():
     """What `rocketlake ui` does on Ctrl-C: the process tree is taken first, so a grandchild handed to init when its
     parent exits is still ended; one that ignores SIGTERM is killed after the grace."""
