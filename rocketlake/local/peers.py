@@ -398,7 +398,9 @@ def produce(
     version: str = jars.ROCKETMQ_VERSION,
     timeout: float = 300.0,
 ) -> list[SentMessage]:
-    """Send with the Java producer of ``version``; ``messages`` are the JSON lines of its stdin mode."""
+    """Send with the Java producer of ``version``; ``messages`` are the JSON lines of its stdin mode. It returns
+    once a consumer can pull what it sent (the producer waits, 10 s at most, for the brokers' dispatch), delayed
+    and transactional messages excepted: they reach their topic later."""
     stdin = "".join(json.dumps(m) + "\n" for m in messages or [])
     lines = run_peer("ProducerPeer", state_dir, ["--namesrv", namesrv, *args], stdin, version=version, timeout=timeout)
     return [SentMessage.from_dict(d) for d in lines]
