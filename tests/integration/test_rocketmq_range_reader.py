@@ -94,18 +94,21 @@ def test_a_connection_cut_with_pulls_in_flight_loses_and_repeats_nothing(
         by_queue[MessageQueue(topic, s.broker_name, s.queue_id)].append(s)
     wait_for_max_offsets(rocketmq_client, {mq: len(items) for mq, items in by_queue.items()})
 
-    # Cut the broker connection right after the 6th pull is written: the broker cannot have answered
-    # it yet, so at least that pull fails in flight and must be repeated.
+    # Cut the broker connection right after the 6th pull is written, holding the channel's read lead from before
+    # the write to the cut: the broker may answer at once, but nobody reads the answer, so at least that pull fails
+    # in flight and must be repeated. (Without the lead, the idle reader thread once took every answer first: CI.)
     real_send, real_pull = PullStream.send, rocketmq_client.pull
     sends, repeats, cut = [0], [], []
 
     def send_then_cut(self, *args, **kwargs):
-        pending = real_send(self, *args, **kwargs)
         sends[0] += 1
-        if sends[0] == 6:
-            channel = get_connection(self._broker.address)._channel
+        if sends[0] != 6:
+            return real_send(self, *args, **kwargs)
+        channel = get_connection(self._broker.address)._channel
+        with channel._lead:
+            pending = real_send(self, *args, **kwargs)
             channel.fail("cut by the test")
-            cut.append(channel)
+        cut.append(channel)
         return pending
 
     def counted_pull(mq, offset, *args, **kwargs):
