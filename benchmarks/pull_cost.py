@@ -8,14 +8,22 @@ this process, on two brokers of our own whose transfer caps are raised (1024 mes
 same records in 32 times fewer answers. The rounds alternate; each figure is the median of its rounds.
 ``(cpu32 - cpu1024) / (pulls32 - pulls1024)`` is a pull's cost beyond its records: the request, its send, the
 answer's header, the bookkeeping. Run it on two commits to compare them.
+
+``--by-part`` then reads once more with pulls of each size, its steps timed in the CPU time of the thread that runs
+them (``time.thread_time``: the connection's idle reader thread is not counted in the caller's steps): the socket
+send, a read of the socket (poll, recv, frames), the answer's parsing (with the scan of its records), and the
+records into Arrow (``record_batch``). The wrappers cost about a microsecond a call, so the timed round is slower.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from benchmarks.common import bench_cluster, produce_bulk
@@ -38,10 +46,48 @@ def read_all(namesrv: str, ranges: list[OffsetRange], batch: int) -> tuple[int, 
     return rows, time.process_time() - began
 
 
+@contextmanager
+def timed_parts() -> Iterator[tuple[collections.Counter, collections.Counter]]:
+    """(CPU seconds, calls) per step of the reader's path while in the block: see the module's text."""
+    from rocketlake.rocketmq import broker, connection, pull
+    from rocketlake.spark import source
+
+    spent: collections.Counter = collections.Counter()
+    calls: collections.Counter = collections.Counter()
+    steps = [
+        (connection._Channel, "send", "socket send"),
+        (connection._Channel, "_read", "socket read (poll, recv, frames)"),
+        (broker, "parse_pull_response", "answer parsed (with the scan)"),
+        (pull, "scan_records", "records scanned"),
+        (source, "record_batch", "records into Arrow"),
+    ]
+    originals = [(owner, name, getattr(owner, name)) for owner, name, _ in steps]
+
+    def timed(function, label):
+        def call(*args, **kwargs):
+            began = time.thread_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[label] += time.thread_time() - began
+                calls[label] += 1
+
+        return call
+
+    for (owner, name, label), (_, _, function) in zip(steps, originals):
+        setattr(owner, name, timed(function, label))
+    try:
+        yield spent, calls
+    finally:
+        for owner, name, function in originals:
+            setattr(owner, name, function)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--by-part", action="store_true", help="then one timed read per pull size, step by step")
     args = parser.parse_args()
     with (
         tempfile.TemporaryDirectory(prefix="rocketlake-bench-") as tmp,
@@ -68,6 +114,16 @@ def main() -> None:
                 f"(rounds: {', '.join(f'{s:.2f}' for s in cpu[batch])} s)"
             )
         print(f"a pull beyond its records: {beyond * 1e6:.0f} us")
+        if args.by_part:
+            for batch in cpu:
+                with timed_parts() as (spent, calls):
+                    rows, seconds = read_all(namesrv, ranges, batch)
+                print(f"pulls of {batch:>4}, timed by step: CPU {seconds / rows * 1e6:.2f} us a message in all")
+                for label, part in spent.most_common():
+                    print(
+                        f"  {label:<34} {part / rows * 1e6:5.2f} us a message, {calls[label]:>6,} calls, "
+                        f"{part / calls[label] * 1e6:7.1f} us a call"
+                    )
 
 
 if __name__ == "__main__":
