@@ -284,6 +284,9 @@ def _views(
     validity = None
     if valid is not None and not valid.all():
         validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    longest = int(lengths.max())
+    if longest <= _GATHERED_UP_TO:
+        return _gathered(kind, buffer, starts, lengths, longest, validity)
     width = np.arange(12)
     inline = lengths <= 12
     if len(buffer) < 12:
@@ -300,6 +303,33 @@ def _views(
     views[~inline, 3] = starts[~inline]
     array = pa.Array.from_buffers(pa.binary_view(), n, [validity, pa.py_buffer(views), pa.py_buffer(buffer)])
     return array.cast(kind)
+
+
+#: Strings up to this long are gathered into Arrow's plain layout at once (:func:`_gathered`); longer ones (bodies)
+#: go through views, whose cast copies each string once, whatever its length.
+_GATHERED_UP_TO = 64
+
+
+def _gathered(
+    kind: pa.DataType, buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray, longest: int, validity
+) -> pa.Array:
+    """:func:`_views` for short strings (``longest`` bytes at most): each row's ``longest`` bytes in one gather, the
+    bytes past its length masked out, and what is left, row after row, is the data of Arrow's plain layout. The
+    views' cast cost more than the copy itself for strings this short (message ids, keys, tags, properties)."""
+    n = len(starts)
+    if len(buffer) < longest:
+        buffer = np.concatenate([buffer, np.zeros(longest, np.uint8)])
+    last = len(buffer) - longest  # the last place ``longest`` bytes can be read from
+    rows = _windows(buffer, longest)[np.minimum(starts, last)] if longest else np.zeros((n, 0), np.uint8)
+    for row in np.flatnonzero(starts > last):  # strings within ``longest`` bytes of the end: rare
+        rows[row, : lengths[row]] = buffer[starts[row] : starts[row] + lengths[row]]
+    data = rows[np.arange(longest) < lengths[:, None]]  # row-major: the kept bytes of each row, back to back
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    array = pa.Array.from_buffers(kind, n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
+    if pa.types.is_string(kind):
+        array.validate(full=True)  # UTF-8, as the views' cast to string checks it (``pa.ArrowInvalid``)
+    return array
 
 
 def record_batch(
@@ -499,17 +529,30 @@ class _Properties:
         self.ones = np.flatnonzero(self.text == 1)  # where names end (and \\x01 inside values)
         self.twos = np.flatnonzero(self.text == 2)  # where pieces end
         self.piece_ends = np.append(self.twos, len(self.text))
+        self._text_bytes: bytes | None = None
+
+    def text_bytes(self) -> bytes:
+        """The text as bytes, to find a name in it at C speed (made once, on the first lookup)."""
+        if self._text_bytes is None:
+            self._text_bytes = self.text.tobytes()
+        return self._text_bytes
 
     def lookup(self, name: str) -> pa.Array:
         """Each row's value of ``name``, null where it has none: its last piece naming it with a value, as the
         map keeps."""
-        key = np.frombuffer(name.encode(), np.uint8)
+        encoded = name.encode()
+        if encoded + b"\x01" not in self.text_bytes():  # no row has it (TAGS, KEYS or a group often): all null
+            return pa.nulls(self.rows, pa.string())
+        key = np.frombuffer(encoded, np.uint8)
         text, bounds, width = self.text, self.bounds, len(key)
         ends = self.ones[self.ones >= width]  # the \\x01 after the name
         if width:  # the name's bytes just before it: its last byte first (most \\x01 end another name), then the rest
             ends = ends[text[ends - 1] == key[-1]]
             if width > 1 and len(ends):
-                ends = ends[(text[(ends - width)[:, None] + np.arange(width - 1)] == key[:-1]).all(axis=1)]
+                # Each candidate's ``width`` bytes as one fixed-width string, compared at once. (A fixed-width string
+                # drops trailing NUL bytes when compared; the last byte, just checked, is the name's and not NUL.)
+                names = np.ndarray((len(text) - width + 1,), f"S{width}", text, 0, (1,))
+                ends = ends[names[ends - width] == encoded]
         begins = ends - width
         row = np.searchsorted(bounds, begins, side="right") - 1
         row_end = bounds[row + 1]
