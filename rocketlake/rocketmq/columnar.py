@@ -529,20 +529,11 @@ class _Properties:
         self.ones = np.flatnonzero(self.text == 1)  # where names end (and \\x01 inside values)
         self.twos = np.flatnonzero(self.text == 2)  # where pieces end
         self.piece_ends = np.append(self.twos, len(self.text))
-        self._text_bytes: bytes | None = None
-
-    def text_bytes(self) -> bytes:
-        """The text as bytes, to find a name in it at C speed (made once, on the first lookup)."""
-        if self._text_bytes is None:
-            self._text_bytes = self.text.tobytes()
-        return self._text_bytes
 
     def lookup(self, name: str) -> pa.Array:
         """Each row's value of ``name``, null where it has none: its last piece naming it with a value, as the
         map keeps."""
         encoded = name.encode()
-        if encoded + b"\x01" not in self.text_bytes():  # no row has it (TAGS, KEYS or a group often): all null
-            return pa.nulls(self.rows, pa.string())
         key = np.frombuffer(encoded, np.uint8)
         text, bounds, width = self.text, self.bounds, len(key)
         ends = self.ones[self.ones >= width]  # the \\x01 after the name
@@ -553,6 +544,8 @@ class _Properties:
                 # drops trailing NUL bytes when compared; the last byte, just checked, is the name's and not NUL.)
                 names = np.ndarray((len(text) - width + 1,), f"S{width}", text, 0, (1,))
                 ends = ends[names[ends - width] == encoded]
+        if not len(ends):  # no row has it (TAGS, KEYS or a message group often): all null at once
+            return pa.nulls(self.rows, pa.string())
         begins = ends - width
         row = np.searchsorted(bounds, begins, side="right") - 1
         row_end = bounds[row + 1]
