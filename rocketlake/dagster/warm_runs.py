@@ -52,7 +52,10 @@ from rocketlake.dagster.dagster_private import (
     WorkerStatus,
 )
 
-__all__ = ["PRELOADED", "PROCESS_TAG", "WarmRunLauncher"]
+__all__ = ["FORK_SERVER_MODULE", "PRELOADED", "PROCESS_TAG", "WarmRunLauncher"]
+
+#: The fork server's module (``python -m``): every run forked from it keeps this in its command line.
+FORK_SERVER_MODULE = "rocketlake.dagster.warm_runs"
 
 #: What the fork server imports once, before its first fork: what every run of rocketlake's assets imports.
 PRELOADED = (
@@ -106,7 +109,7 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
         server = self._server
         if server is None or server.poll() is not None:
             server = self._server = subprocess.Popen(
-                [sys.executable, "-m", "rocketlake.dagster.warm_runs", *self._preload, *self._instance_modules()],
+                [sys.executable, "-m", FORK_SERVER_MODULE, *self._preload, *self._instance_modules()],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
             )

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 from rocketlake.dagster.launch import dagster_home
+from rocketlake.dagster.warm_runs import FORK_SERVER_MODULE
 from rocketlake.demo.run import DEMO_CONFIG, DEMO_MODULE, sample_orders
 from rocketlake.engine.config import CONFIG_ENV, load_config
 from rocketlake.local.peers import close_servers, produce
@@ -105,7 +106,7 @@ def warm_runs_left() -> dict[int, str]:
     of its compute logs (started, like the run, about when the Ctrl-C came: a ``tail`` that got it would have gone)."""
     left: dict[int, str] = {}
     for pid, started in group_members(os.getpgid(0)).items():
-        if pid != os.getpid() and "rocketlake.dagster.warm_runs" in command_line(pid):
+        if pid != os.getpid() and FORK_SERVER_MODULE in command_line(pid):
             left[pid] = started
             left.update(descendants(pid))
     return left

@@ -136,22 +136,20 @@ def _alive(pid: int, fields: list[str]) -> bool:
 def session_members(sid: int) -> list[int]:
     """The pids of the live processes in session ``sid`` (field 6 of /proc/<pid>/stat): a daemon's children that
     put themselves in process groups of their own are still in its session."""
-    return [
-        int(entry.name)
-        for entry in Path("/proc").iterdir()
-        if entry.name.isdigit()
-        and (fields := stat_fields(int(entry.name))) is not None
-        and int(fields[3]) == sid
-        and _alive(int(entry.name), fields)
-    ]
+    return list(_live_where(3, sid))
 
 
 def group_members(pgid: int) -> dict[int, str]:
     """The live processes of process group ``pgid`` (field 5 of /proc/<pid>/stat) and their start times."""
+    return _live_where(2, pgid)
+
+
+def _live_where(field: int, value: int) -> dict[int, str]:
+    """pid -> start time of the live processes whose ``stat_fields`` ``field`` is ``value``."""
     found = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and (fields := stat_fields(int(entry.name))) is not None:
-            if int(fields[2]) == pgid and _alive(int(entry.name), fields):
+            if int(fields[field]) == value and _alive(int(entry.name), fields):
                 found[int(entry.name)] = fields[19]
     return found
 
