@@ -7,7 +7,7 @@ at each run and each member's heartbeat, so a topic created later joins at the n
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
 from rocketlake.rocketmq.errors import TopicNotExist
@@ -17,11 +17,30 @@ if TYPE_CHECKING:
     from rocketlake.engine.config import IngestionConfig
 
 
-def matching_topics(pattern: str, names: Iterable[str]) -> list[str]:
+#: Topics RocketMQ names ``RMQ_SYS_...`` are its own (transactions, traces, offsets), beyond ``TopicValidator``'s set.
+_SYSTEM_PREFIX = "RMQ_SYS_"
+#: ``MixAll.REPLY_TOPIC_POSTFIX``: each broker makes ``<cluster>_REPLY_TOPIC`` for request-reply messages.
+_REPLY_SUFFIX = "_REPLY_TOPIC"
+
+
+def matching_topics(pattern: str, names: Iterable[str], own: Collection[str] = ()) -> list[str]:
     """The topics of ``names`` that ``pattern`` matches whole, sorted; never a retry or dead-letter topic (``%...``)
-    nor one of RocketMQ's own (``TopicValidator``'s system topics)."""
+    nor one of RocketMQ's own (``TopicValidator``'s system topics, ``RMQ_SYS_...``, and ``own``: the cluster's, see
+    :func:`cluster_topics`)."""
     compiled = re.compile(pattern)
-    return sorted(t for t in names if compiled.fullmatch(t) and not t.startswith("%") and not is_system_topic(t))
+    return sorted(
+        t
+        for t in names
+        if compiled.fullmatch(t) and not t.startswith(("%", _SYSTEM_PREFIX)) and not is_system_topic(t) and t not in own
+    )
+
+
+def cluster_topics(client) -> set[str]:
+    """The topics brokers make for their cluster's own use and register with the name server (``TopicConfigManager``):
+    one named after each cluster and each broker (``clusterTopicEnable``, ``brokerTopicEnable``: what the name server
+    lists as system topics), and each cluster's reply topic. Asked afresh: a broker that joins brings its own."""
+    info = client.cluster_info(refresh=True)
+    return {*info.cluster_addr_table, *info.broker_addr_table} | {c + _REPLY_SUFFIX for c in info.cluster_addr_table}
 
 
 def subscribed_topics(cfg: IngestionConfig, client) -> list[str]:
@@ -35,7 +54,7 @@ def subscribed_topics(cfg: IngestionConfig, client) -> list[str]:
         inside = [n[len(prefix) :] for n in names if n.startswith(prefix)]
         found = [prefix + n for n in matching_topics(cfg.topic_pattern, inside)]
     else:
-        found = matching_topics(cfg.topic_pattern, names)
+        found = matching_topics(cfg.topic_pattern, names, cluster_topics(client))
     if not found:
         raise TopicNotExist(f"no topic on cluster {cfg.cluster!r} matches topic_pattern {cfg.topic_pattern!r}")
     return found

@@ -141,10 +141,12 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return make_client(self.options.source)
 
     def _queues(self) -> list[MessageQueue]:
-        from rocketlake.engine.topics import matching_topics
+        from rocketlake.engine.topics import cluster_topics, matching_topics
 
         client = self._client()
-        topics = self.options.topics or tuple(matching_topics(self.options.topic_pattern, client.topics()))
+        topics = self.options.topics or tuple(
+            matching_topics(self.options.topic_pattern, client.topics(), cluster_topics(client))
+        )
         return sorted(mq for topic in topics for mq in client.queues(topic))
 
     def _max_offsets(self) -> dict[MessageQueue, int]:

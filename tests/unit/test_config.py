@@ -567,7 +567,10 @@ def test_a_pattern_matches_whole_names_and_never_retry_dead_letter_or_system_top
     assert matching_topics(r".*orders.*", names) == ["orders_eu", "orders_eu_archive", "orders_us", "xorders_eu"]
     # 5.x's own: transactions' half topics, the timer wheel's, traces, the schedule of delay levels.
     system = ["RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "rmq_sys_wheel_timer", "RMQ_SYS_TRACE_TOPIC"]
-    assert matching_topics(r".*", [*system, "SCHEDULE_TOPIC_XXXX", "orders"]) == ["orders"]
+    assert matching_topics(r".*", [*system, "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_OTHER", "orders"]) == ["orders"]
+    # The cluster's own (topics named after the cluster and its brokers, the reply topic), as the caller lists them.
+    own = {"DefaultCluster", "DefaultCluster_REPLY_TOPIC", "broker-a"}
+    assert matching_topics(r".*", [*own, "orders"], own) == ["orders"]
     cfg = parse_config(with_ingestion(topic=None, topics=["orders_us", "orders_eu"]), "t.yaml").ingestions["orders"]
     assert (cfg.topic_names, cfg.topic_label, cfg.membership_topic) == (
         ("orders_us", "orders_eu"),
