@@ -259,7 +259,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             client.heart_beat(
                 client_id, [ConsumerData.of(group, {**dict.fromkeys(topics, "*"), retry_topic(group): "*"})]
             )
-            client.unregister_client(client_id, consumer_group=group)
+            client.unregister_client(client_id, consumer_group=group, topics=topics)
         except (ProtocolError, OSError) as e:
             print(f"rocketlake stream: group {group} not announced to the brokers: {e}", file=sys.stderr)
             return False

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import time
 import uuid
@@ -253,3 +255,22 @@ def sections(status: str) -> dict[str, list[str]]:
         elif title is not None and line.strip():
             found[title].append(line)
     return found
+
+
+#: The repository's root: member processes import the tests' listeners from it.
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start_member(config: Path, tmp_path: Path, *args: str, output=subprocess.PIPE) -> subprocess.Popen:
+    """``rocketlake member orders`` with the test's Dagster home, and the repository importable (its listener)."""
+    home = tmp_path / "dagster_home"
+    home.mkdir(exist_ok=True)
+    env = dict(os.environ, DAGSTER_HOME=str(home), PYTHONPATH=str(ROOT))
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "rocketlake"), "member", "orders", "--config", str(config), *args],
+        cwd=ROOT,
+        env=env,
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )

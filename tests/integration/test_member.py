@@ -12,10 +12,9 @@ import pytest
 
 from rocketlake.engine.identity import client_id
 from rocketlake.rocketmq.client import RocketMQClient
-from tests.integration.ingestion_support import sections, unique, until, write_config
+from tests.integration.ingestion_support import ROOT, sections, start_member, unique, until, write_config
 
 pytestmark = pytest.mark.stack
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_member_process_joins_the_group_and_leaves_it_when_stopped(tmp_path, local_cluster, produced):
@@ -63,23 +62,6 @@ def test_a_member_process_joins_the_group_and_leaves_it_when_stopped(tmp_path, l
 
 
 POISON_LISTENER = "tests.unit.listeners:fail_poison"  # RECONSUME_LATER for a message tagged poison
-
-
-def start_member(config: Path, tmp_path: Path, *args: str, output=subprocess.PIPE) -> subprocess.Popen:
-    """``rocketlake member orders`` with the test's Dagster home, and the repository importable (its listener)."""
-    import os
-
-    home = tmp_path / "dagster_home"
-    home.mkdir(exist_ok=True)
-    env = dict(os.environ, DAGSTER_HOME=str(home), PYTHONPATH=str(ROOT))
-    return subprocess.Popen(
-        [str(Path(sys.executable).parent / "rocketlake"), "member", "orders", "--config", str(config), *args],
-        cwd=ROOT,
-        env=env,
-        stdout=output,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
 
 
 def test_reset_offset_by_time_reaches_a_live_member_which_moves_forward_and_refuses_backward(

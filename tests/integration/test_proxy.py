@@ -5,19 +5,27 @@ through it: FIFO message groups."""
 
 from __future__ import annotations
 
+import json
+import queue
+import signal
+import threading
 import time
 from types import SimpleNamespace
 
 import pytest
 from deltalake import DeltaTable
 
-from rocketlake.engine.config import parse_config
+from rocketlake.engine.assignment import assign
+from rocketlake.engine.config import load_config, parse_config
 from rocketlake.engine.windows import StoreTimeWindow
 from rocketlake.local.proxy import LocalProxy
 from rocketlake.rocketmq.client import RocketMQClient
+from rocketlake.rocketmq.errors import BrokerSystemError
+from rocketlake.rocketmq.message_queue import MessageQueue
 from tests.conftest import free_ports
 from tests.integration.engine_support import Engine, from_first, grpc_client, now_ms, stored
-from tests.integration.ingestion_support import unique, wait_until
+from tests.integration.ingestion_support import start_member, unique, until, wait_until, write_config
+from tests.java_oracles import start_push_member
 
 pytestmark = pytest.mark.engine
 
@@ -90,6 +98,80 @@ def test_an_ingestion_through_the_proxy_lands_commits_and_sends_back_as_directly
     # The failed message went back through the proxy to the group's retry topic on the brokers.
     assert direct.queues(f"%RETRY%{group}")
     direct.close()
+
+
+def test_a_member_keeps_its_place_in_the_group_through_the_proxy_beside_a_java_consumer(
+    local_cluster, proxy, create_topic, tmp_path
+):
+    """`rocketlake member` with a cluster that names the proxy heartbeats to the proxy, which keeps the group's
+    members itself (cluster mode: the brokers never hear of them). The proxy's member list, and mqadmin
+    consumerConnection asked of the proxy, name it beside a Java push consumer that joined through the proxy; the Java
+    consumer's own rebalance counts both and takes exactly the share our strategy leaves it; the member leaves the
+    group through the proxy on SIGTERM."""
+    topic, group, instance, java_instance = create_topic(queues=4), unique("g_member"), unique("ours"), unique("java")
+    behind_proxy = SimpleNamespace(spec=SimpleNamespace(namesrv_address=proxy.address))
+    config = write_config(
+        tmp_path / "rocketlake.yaml",
+        behind_proxy,
+        tmp_path / "lake",
+        {
+            "orders": {
+                "topic": topic,
+                "consumer_group": group,
+                "table": unique("t"),
+                "client_ip": "127.0.0.1",
+                "instance_name": instance,
+            }
+        },
+    )
+    ours, theirs = f"127.0.0.1@{instance}", f"127.0.0.1@{java_instance}"
+    through = RocketMQClient(proxy.address)
+    member = start_member(config, tmp_path)
+    java = start_push_member(
+        proxy.address, local_cluster.spec.state_dir, group, topic, client_ip="127.0.0.1", instance_name=java_instance
+    )
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in java.stdout], daemon=True).start()
+
+    def listed_by_proxy() -> list[str]:
+        try:
+            return through.get_consumer_list_by_group(group, topic)
+        except BrokerSystemError:  # the proxy answers an NPE for a group none of its clients has joined yet
+            return []
+
+    try:
+        members = sorted([ours, theirs])
+        until(lambda: listed_by_proxy() == members, 60, "both listed by the proxy", member)
+        # The proxy's connection list: its clients' heartbeats, as a push consumer's (mqadmin consumerConnection
+        # would ask the brokers of the group's retry topic, which exists only once a failed message was sent back).
+        assert through.consume_type(group, topic) == "CONSUME_PASSIVELY"
+        with RocketMQClient(local_cluster.spec.namesrv_address) as direct:
+            assert ours not in direct.get_consumer_list_by_group(group, topic)  # the proxy kept the heartbeats
+
+        allocated = None
+        while allocated is None:  # the Java client rebalances at start, on member changes and every 20 s
+            line = lines.get(timeout=90)
+            answer = json.loads(line) if line.startswith("{") else {}
+            if answer.get("topic") == topic and answer.get("cids") == members:
+                allocated = answer
+        queues = sorted(through.queues(topic))
+        cfg = load_config(config).ingestions["orders"]
+        shares = {cid: assign(cfg, cid, queues, members).taken for cid in members}
+        assert sorted(MessageQueue(*q) for q in allocated["queues"]) == list(shares[theirs])
+        assert sorted(q for share in shares.values() for q in share) == queues and all(shares.values())
+
+        member.send_signal(signal.SIGTERM)
+        output, _ = member.communicate(timeout=60)
+        assert member.returncode == 0, output
+        assert f"member {ours} left group {group}" in output
+        assert through.get_consumer_list_by_group(group, topic) == [theirs]  # unregistered through the proxy at once
+    finally:
+        if member.poll() is None:
+            member.kill()
+            member.communicate()
+        java.stdin.close()
+        java.wait(timeout=60)
+        through.close()
 
 
 FIFO_GROUPS = ("cart-1", "cart-2", "cart-3", "cart-4")
