@@ -10,11 +10,19 @@ took Spark.
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 #: What the installed delta-rs reads, from its own declaration.
 from deltalake.table import MAX_SUPPORTED_READER_VERSION, SUPPORTED_READER_FEATURES
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from rocketlake.rocketmq.message_queue import OffsetRange
 
 
 @dataclass(frozen=True)
@@ -67,3 +75,38 @@ def read_columns(path: str, columns: Sequence[str], storage_options: dict[str, s
             return table.to_pyarrow_table(columns=list(columns)), "delta-rs"
     frame = spark_session().read.format("delta").load(path).select(*columns)
     return frame.toArrow(), f"Spark ({refusal})"
+
+
+def landed_rows(
+    path: str, ranges: Sequence[OffsetRange], columns: Sequence[str], storage_options: dict[str, str] | None
+) -> pa.Table | None:
+    """``columns`` the table has (and ``queue_offset``) of the rows the table at ``path`` holds in ``ranges``, read by
+    delta-rs in this process: the files whose statistics cannot hold such a row are never opened, so a window's rows cost a
+    read of that window's files, not a Spark job. None when delta-rs may not read this table, or it is not on the
+    local file system (an object store's credentials are Spark's): the caller then asks Spark."""
+    import pyarrow.dataset as ds
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
+
+    from rocketlake.delta.local_commits import local_path
+
+    if local_path(path) is None or not ranges:
+        return None
+    try:
+        table = DeltaTable(path, storage_options=storage_options)
+    except DeltaError:
+        return None
+    if read_refusal(Protocol.of(table)) is not None:
+        return None
+    clauses = [
+        (ds.field("topic") == r.queue.topic)
+        & (ds.field("broker_name") == r.queue.broker_name)
+        & (ds.field("queue_id") == r.queue.queue_id)
+        & (ds.field("queue_offset") >= r.start)
+        & (ds.field("queue_offset") < r.end)
+        for r in ranges
+    ]
+    where = functools.reduce(operator.or_, clauses)
+    names = {field.name for field in table.schema().fields}
+    wanted = [c for c in dict.fromkeys(["queue_offset", *columns]) if c in names]
+    return table.to_pyarrow_table(columns=wanted, filters=where)

@@ -5,8 +5,8 @@ names another) a ``SubBefore`` and a ``SubAfter`` context per traced message, ba
 ``AsyncTraceDispatcher`` batches them: contexts joined into messages of at most 128,000 bytes, each message keyed by
 the message ids and keys it traces, so ``mqadmin queryMsgTraceById`` and the dashboard find rocketlake's group as a
 consumer of a message. A window of more than ``trace_max_per_window`` messages traces about that many, every n-th
-offset of each queue (``SparkLake.landed_messages``): a trace costs a message of about 200 bytes per traced message,
-a few percent of a 1 KiB landing at most.
+offset of each queue (``SparkLake.landed_messages``, which reads them from the landing's files with delta-rs): about
+300 bytes sent per traced message, 2-5% of a landing's time and CPU (``benchmarks/trace_cost.py``).
 """
 
 from __future__ import annotations

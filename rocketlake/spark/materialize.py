@@ -16,11 +16,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
+import numpy as np
 from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from rocketlake.delta import catalog
+from rocketlake.delta.delta_rs import landed_rows
 from rocketlake.delta.evolution import evolve, type_ddl, widened
 from rocketlake.delta.file_stats import may_hold_windows
 from rocketlake.delta.ledger_commit import commit_ledger_alone
@@ -210,12 +212,16 @@ class SparkLake:
         if not planned or predicate == "false" or self.table_version() is None:
             return []
         every = -(-planned // most)  # every n-th offset: a spread the files' statistics cannot skip, but cheap
+        ranges = [r for w in entry.windows for r in w.ranges if r.size]
+        rows = landed_rows(self.table_path, ranges, TRACED, self.storage_options)
+        if rows is not None:  # delta-rs read the window's files here: no Spark job after the landing
+            offsets = rows["queue_offset"].to_numpy()
+            return _consumed(rows.take(np.flatnonzero(offsets % every == 0)[:most]).to_pylist())
         df = self.spark.read.format("delta").load(self.table_path).where(predicate)
         if every > 1:
             df = df.where(F.col("queue_offset") % every == 0)
-        counts = "reconsume_times" in df.columns
-        picked = df.select("msg_id", "keys", *(["reconsume_times"] if counts else [])).limit(most).collect()
-        return [Consumed(r["msg_id"], r["keys"] or "", (r["reconsume_times"] or 0) if counts else 0) for r in picked]
+        picked = df.select(*(c for c in TRACED if c in df.columns)).limit(most).collect()
+        return _consumed([r.asDict() for r in picked])
 
     def record_verdict(self, verdict: LedgerEntry) -> None:
         # Not under the deadline: by now the landing and its send-back are done, and refusing this one small commit
@@ -328,6 +334,14 @@ def interpreted_when_small(spark: SparkSession, offsets: int) -> Iterator[bool]:
     finally:
         for key in changed:
             spark.conf.unset(key)
+
+
+#: What a consume trace names of a landed message (``engine.traces.Consumed``); reconsume_times where landed.
+TRACED = ("msg_id", "keys", "reconsume_times")
+
+
+def _consumed(rows: list[dict]) -> list[Consumed]:
+    return [Consumed(r["msg_id"], r["keys"] or "", r.get("reconsume_times") or 0) for r in rows]
 
 
 def land_entry(

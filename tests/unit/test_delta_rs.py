@@ -90,3 +90,38 @@ def test_a_table_with_a_reader_feature_delta_rs_does_not_know_is_read_with_spark
     )
     with pytest.raises(SparkAsked):
         read_columns(path, ["queue_id"], None, spark_asked)
+
+
+def test_the_rows_of_offset_ranges_are_read_from_the_files_that_may_hold_them(tmp_path):
+    """``landed_rows``: exactly the rows of the ranges (queue by queue, offsets [start, end)), with the columns asked
+    for that the table has, from a table whose rows are spread over files as windows land them."""
+    from rocketlake.delta.delta_rs import landed_rows
+    from rocketlake.rocketmq.message_queue import MessageQueue, OffsetRange
+
+    path = str(tmp_path / "t")
+    a, b = MessageQueue("orders", "broker-a", 0), MessageQueue("orders", "broker-b", 0)
+    for first in range(0, 30, 10):  # a file per ten offsets of each queue, as windows land them
+        rows = [(q, o) for q in (a, b) for o in range(first, first + 10)]
+        write_deltalake(
+            path,
+            pa.table(
+                {
+                    "topic": [q.topic for q, _ in rows],
+                    "broker_name": [q.broker_name for q, _ in rows],
+                    "queue_id": pa.array([q.queue_id for q, _ in rows], pa.int32()),
+                    "queue_offset": pa.array([o for _, o in rows], pa.int64()),
+                    "msg_id": [f"{q.broker_name}-{o}" for q, o in rows],
+                    "keys": [None if o % 2 else f"k{o}" for _, o in rows],
+                }
+            ),
+            mode="append",
+        )
+    got = landed_rows(
+        path, [OffsetRange(a, 5, 15), OffsetRange(b, 20, 22)], ("msg_id", "keys", "reconsume_times"), None
+    )
+    assert got.column_names == ["queue_offset", "msg_id", "keys"]  # reconsume_times: not a column of this table
+    assert sorted(got["msg_id"].to_pylist()) == sorted(
+        [f"broker-a-{o}" for o in range(5, 15)] + ["broker-b-20", "broker-b-21"]
+    )
+    assert landed_rows(path, [], ("msg_id",), None) is None  # nothing to read: the caller has nothing to trace
+    assert landed_rows("s3a://lake/t", [OffsetRange(a, 0, 1)], ("msg_id",), None) is None  # Spark reads object stores

@@ -78,7 +78,7 @@ class ClusterConfig(_Strict):
         default=10_000,
         ge=1,
         description="Most messages a window traces, evenly spread over its offsets when it lands more (a trace costs "
-        "about 200 bytes sent per traced message).",
+        "about 300 bytes sent per traced message).",
     )
 
     @field_validator("namespace", "namespace_v2")
