@@ -69,14 +69,20 @@ def room_in_this_minute(seconds: float = 15.0) -> None:
 
 
 def write_config(
-    path: Path, cluster: LocalCluster, lake: Path, ingestions: dict[str, dict], spark: dict | None = None
+    path: Path,
+    cluster: LocalCluster,
+    lake: Path,
+    ingestions: dict[str, dict],
+    spark: dict | None = None,
+    cluster_settings: dict | None = None,
 ) -> Path:
     """A rocketlake.yaml of ``ingestions``; its runs start Spark of their own on ``local[2]`` unless ``spark`` says
-    otherwise (``SparkConnect.settings()``: sessions on the worker's Spark Connect server)."""
+    otherwise (``SparkConnect.settings()``: sessions on the worker's Spark Connect server). ``cluster_settings``:
+    the cluster's keys beside its name server."""
     # Yesterday's midnight: a test (or a suite) that runs across midnight UTC keeps its windows valid partitions.
     start = (datetime.now(timezone.utc) - timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
     body = {
-        "clusters": {"test": {"namesrv": cluster.spec.namesrv_address}},
+        "clusters": {"test": {"namesrv": cluster.spec.namesrv_address, **(cluster_settings or {})}},
         "lake": {"root": str(lake)},
         "spark": spark or {"master": "local[2]"},
         "ingestions": {

@@ -42,7 +42,7 @@ def table_rows(path: str) -> list[dict]:
     return DeltaTable(path).to_pyarrow_table().to_pylist()
 
 
-def setup(tmp_path: Path, local_cluster, produced, spark: dict | None = None, **extra):
+def setup(tmp_path: Path, local_cluster, produced, spark: dict | None = None, cluster: dict | None = None, **extra):
     tmp_path.mkdir(parents=True, exist_ok=True)
     table, group = unique("t"), unique("g")
     config = write_config(
@@ -51,6 +51,7 @@ def setup(tmp_path: Path, local_cluster, produced, spark: dict | None = None, **
         tmp_path / "lake",
         {"orders": {"topic": produced.topic, "consumer_group": group, "table": table, **extra}},
         spark,
+        cluster,
     )
     return definitions(config), table, group, str(tmp_path / "lake" / table)
 
@@ -77,9 +78,14 @@ DEFAULT_COLUMNS = [
 ]
 
 
-def test_each_message_lands_once_in_the_window_of_its_store_time(tmp_path, local_cluster, produced):
+def test_each_message_lands_once_in_the_window_of_its_store_time(tmp_path, local_cluster, produced, create_topic):
+    """... and with the cluster's ``trace: true`` to a trace topic of its own, each run leaves the consume traces of
+    what it landed there, as the Java client's tracing writes them."""
     opted_in = ["offset_msg_id", "properties", "born_timestamp"]
-    defs, table, group, path = setup(tmp_path, local_cluster, produced, metadata_columns=opted_in)
+    traces = create_topic(queues=1, brokers=("broker-a",))
+    defs, table, group, path = setup(
+        tmp_path, local_cluster, produced, cluster={"trace": True, "trace_topic": traces}, metadata_columns=opted_in
+    )
     w1, w2 = produced.windows()
     with pooled_instance() as instance:
         for key in (w1, w2):
@@ -107,6 +113,16 @@ def test_each_message_lands_once_in_the_window_of_its_store_time(tmp_path, local
             row["order_id"] == f"o-{java['properties']['seq']}"
             and row["amount"] == int(java["properties"]["seq"]) + 0.5
         )
+
+    # The runs' traces: a SubBefore and a SubAfter context of the group for every message landed, nothing else.
+    with RocketMQClient(local_cluster.spec.namesrv_address) as client:
+        (queue,) = client.queues(traces)
+        bodies = [m.body.decode() for m in client.pull(queue, 0, 32, consumer_group=unique("g_read")).messages]
+    contexts = [c.split("\x01") for body in bodies for c in body.split("\x02") if c]
+    before = [c for c in contexts if c[0] == "SubBefore"]
+    assert {c[3] for c in before} == {group}
+    assert Counter(c[5] for c in before) == Counter(produced.by_msg_id.keys())
+    assert Counter(c[2] for c in contexts if c[0] == "SubAfter") == Counter(produced.by_msg_id.keys())
 
 
 def test_offsets_committed_after_materialization_match_mqadmin(tmp_path, local_cluster, produced):
