@@ -1,6 +1,7 @@
 """Through RocketMQ 5's proxy (cluster mode), as deployments that expose only a proxy are used: an ingestion whose
 cluster names the proxy's remoting endpoint lands a window exactly, commits its offsets and sends a failed message
-back, and the brokers behind the proxy (asked directly, and by mqadmin) agree. And what 5.x gRPC producers send
+back (past its last retry: into the dead-letter queue, whose ingestion lands it through the proxy too), and the brokers
+behind the proxy (asked directly, and by mqadmin) agree; a member keeps its place in the group through the proxy. And what 5.x gRPC producers send
 through it: FIFO message groups."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from deltalake import DeltaTable
 
 from rocketlake.engine.assignment import assign
 from rocketlake.engine.config import load_config, parse_config
+from rocketlake.engine.config.ingestion import dead_letter_config
 from rocketlake.engine.windows import StoreTimeWindow
 from rocketlake.local.proxy import LocalProxy
 from rocketlake.rocketmq.client import RocketMQClient
@@ -56,6 +58,7 @@ def test_an_ingestion_through_the_proxy_lands_commits_and_sends_back_as_directly
                     "subscription": "TagA",
                     "window": {"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
                     "body": {"format": "json", "schema": "order_id STRING, amount DOUBLE"},
+                    "max_reconsume_times": 0,  # a failed message goes straight to %DLQ%<group>
                 }
             },
         }
@@ -78,11 +81,12 @@ def test_an_ingestion_through_the_proxy_lands_commits_and_sends_back_as_directly
     wait_until(end / 1000)
 
     through = SimpleNamespace(spec=SimpleNamespace(namesrv_address=proxy.address))
-    engine = Engine(through, spark, tmp_path / "orders", cfg)
+    failures = str(tmp_path / "orders_failures")
+    engine = Engine(through, spark, tmp_path / "orders", cfg, failures_path=failures)
     route = engine.client.route(topic)
     assert {a for b in route.broker_datas for a in b.broker_addrs.values()} == {proxy.address}  # routes name it
     (accounting,) = engine.run("r1", [("w1", StoreTimeWindow(started, end))]).slice.accounting
-    assert (accounting.rows, accounting.filtered, accounting.sent_back) == (6, 1, 1)
+    assert (accounting.rows, accounting.filtered, accounting.dead_lettered) == (6, 1, 1)
     rows = DeltaTable(engine.lake.table_path).to_pyarrow_table(columns=["order_id"]).column("order_id").to_pylist()
     assert sorted(rows) == [f"o-{i}" for i in range(6)]
 
@@ -95,8 +99,18 @@ def test_an_ingestion_through_the_proxy_lands_commits_and_sends_back_as_directly
         (p.broker_name, p.queue_id): p.consumer_offset for p in local_cluster.mqadmin().consumer_progress(group, topic)
     }
     assert progress and progress == {q: ends[q] for q in progress}
-    # The failed message went back through the proxy to the group's retry topic on the brokers.
-    assert direct.queues(f"%RETRY%{group}")
+    # The failed message went back through the proxy, past max_reconsume_times: into %DLQ%<group> on the brokers,
+    # whose dead-letter ingestion lands it through the proxy, with the error it failed with.
+    dead = dead_letter_config(cfg)
+    assert sum(direct.get_max_offset(q) for q in direct.queues(dead.topic)) == 1
+    dlq_end = now_ms() + 1
+    wait_until(dlq_end / 1000)
+    letters = Engine(through, spark, tmp_path / "orders_dlq", dead, last_errors_from=failures)
+    (accounting,) = letters.run("d1", [("w1", StoreTimeWindow(started, dlq_end))]).slice.accounting
+    assert accounting.rows == 1
+    (letter,) = DeltaTable(letters.lake.table_path).to_pyarrow_table().to_pylist()
+    assert (letter["keys"], letter["body"], letter["origin_topic"]) == ("bad", b"not json", topic)
+    assert letter["last_error"] and "json" in letter["last_error"].lower(), letter["last_error"]
     direct.close()
 
 
