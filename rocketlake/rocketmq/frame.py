@@ -102,6 +102,8 @@ class RemotingCommand:
     #: The body as a view of the bytes the socket wrote (``FrameDecoder(views=True)``), where ``body`` is left empty:
     #: a pull answer's records are read where they landed, never copied (see :class:`FrameDecoder`).
     body_view: memoryview | None = field(default=None, repr=False, compare=False)
+    #: Where ``body_view`` starts in the decoder's arena (``body_view.obj``), known when the frame was cut out of it.
+    body_at: int = field(default=0, repr=False, compare=False)
 
     def take_body_view(self) -> None:
         """Turn a ``body_view`` into ``body`` (a copy): for an answer read as bytes, not in place."""
@@ -317,9 +319,9 @@ def _check_total_length(total: int, max_frame_size: int) -> None:
         )
 
 
-def _decode_frame(mv: memoryview, view_body: bool = False) -> RemotingCommand:
+def _decode_frame(mv: memoryview, view_body: bool = False, at: int = 0) -> RemotingCommand:
     """Decode a frame whose total length was already validated (``len(mv) == 4 + total``); with ``view_body``, the
-    body is left where it is, as ``body_view``."""
+    body is left where it is, as ``body_view`` (``at``: where the frame lies in its arena)."""
     end = len(mv)
     (header_field,) = _UINT.unpack_from(mv, 4)
     serialize_type = header_field >> 24
@@ -341,6 +343,7 @@ def _decode_frame(mv: memoryview, view_body: bool = False) -> RemotingCommand:
     if header_end < end:
         if view_body:
             cmd.body_view = mv[header_end:end]
+            cmd.body_at = at + header_end
         else:
             cmd.body = bytes(mv[header_end:end])
     return cmd
@@ -551,7 +554,7 @@ class FrameDecoder:
                     if pos + 4 + total > len(self._arena):  # the rest of this frame goes to a new arena
                         self._move_to_new_arena(4 + total)
                     return frames
-                frames.append(_decode_frame(mv[pos : pos + 4 + total], self._views))
+                frames.append(_decode_frame(mv[pos : pos + 4 + total], self._views, pos))
                 pos += 4 + total
         except ProtocolError as exc:
             self._error = exc
