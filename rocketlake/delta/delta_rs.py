@@ -80,10 +80,12 @@ def read_columns(path: str, columns: Sequence[str], storage_options: dict[str, s
 def landed_rows(
     path: str, ranges: Sequence[OffsetRange], columns: Sequence[str], storage_options: dict[str, str] | None
 ) -> pa.Table | None:
-    """``columns`` the table has (and ``queue_offset``) of the rows the table at ``path`` holds in ``ranges``, read by
-    delta-rs in this process: the files whose statistics cannot hold such a row are never opened, so a window's rows cost a
-    read of that window's files, not a Spark job. None when delta-rs may not read this table, or it is not on the
-    local file system (an object store's credentials are Spark's): the caller then asks Spark."""
+    """``columns`` the table has (and ``queue_offset``) of the rows the table at ``path`` holds in ``ranges``, read
+    by delta-rs in this process: files whose statistics cannot hold such a row are never opened, so a window's rows
+    cost a read of that window's files, not a Spark job. None when delta-rs may not read this table or fails to (a
+    file compacted away under the read), or it is not on the local file system (an object store's credentials are
+    Spark's): the caller then asks Spark."""
+    import pyarrow as pa
     import pyarrow.dataset as ds
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError
@@ -92,21 +94,35 @@ def landed_rows(
 
     if local_path(path) is None or not ranges:
         return None
+    clauses = [
+        (ds.field("topic") == queue.topic)
+        & (ds.field("broker_name") == queue.broker_name)
+        & (ds.field("queue_id") == queue.queue_id)
+        & (ds.field("queue_offset") >= start)
+        & (ds.field("queue_offset") < end)
+        for queue, start, end in _joined(ranges)
+    ]
     try:
         table = DeltaTable(path, storage_options=storage_options)
-    except DeltaError:
+        if read_refusal(Protocol.of(table)) is not None:
+            return None
+        names = {field.name for field in table.schema().fields}
+        wanted = [c for c in dict.fromkeys(["queue_offset", *columns]) if c in names]
+        return table.to_pyarrow_table(columns=wanted, filters=functools.reduce(operator.or_, clauses))
+    except (DeltaError, OSError, pa.ArrowException):
         return None
-    if read_refusal(Protocol.of(table)) is not None:
-        return None
-    clauses = [
-        (ds.field("topic") == r.queue.topic)
-        & (ds.field("broker_name") == r.queue.broker_name)
-        & (ds.field("queue_id") == r.queue.queue_id)
-        & (ds.field("queue_offset") >= r.start)
-        & (ds.field("queue_offset") < r.end)
-        for r in ranges
-    ]
-    where = functools.reduce(operator.or_, clauses)
-    names = {field.name for field in table.schema().fields}
-    wanted = [c for c in dict.fromkeys(["queue_offset", *columns]) if c in names]
-    return table.to_pyarrow_table(columns=wanted, filters=where)
+
+
+def _joined(ranges: Sequence[OffsetRange]) -> list[tuple]:
+    """(queue, start, end) of ``ranges``, a queue's ranges that follow each other joined into one: the windows of one
+    run are back to back, so a day's backfill is a clause per queue, not one per window and queue."""
+    joined: list[list] = []
+    last: dict = {}
+    for r in sorted(ranges, key=lambda r: (r.queue, r.start)):
+        span = last.get(r.queue)
+        if span is not None and span[2] == r.start:
+            span[2] = r.end
+        else:
+            span = last[r.queue] = [r.queue, r.start, r.end]
+            joined.append(span)
+    return [tuple(span) for span in joined]

@@ -116,12 +116,12 @@ def test_the_rows_of_offset_ranges_are_read_from_the_files_that_may_hold_them(tm
             ),
             mode="append",
         )
-    got = landed_rows(
-        path, [OffsetRange(a, 5, 15), OffsetRange(b, 20, 22)], ("msg_id", "keys", "reconsume_times"), None
-    )
+    # Two windows of queue a, back to back (read as one range), and one of b.
+    ranges = [OffsetRange(a, 5, 9), OffsetRange(b, 20, 22), OffsetRange(a, 9, 15)]
+    got = landed_rows(path, ranges, ("msg_id", "keys", "reconsume_times"), None)
     assert got.column_names == ["queue_offset", "msg_id", "keys"]  # reconsume_times: not a column of this table
     assert sorted(got["msg_id"].to_pylist()) == sorted(
         [f"broker-a-{o}" for o in range(5, 15)] + ["broker-b-20", "broker-b-21"]
     )
-    assert landed_rows(path, [], ("msg_id",), None) is None  # nothing to read: the caller has nothing to trace
+    assert landed_rows(path, [], ("msg_id",), None) is None  # no range: nothing for delta-rs to read
     assert landed_rows("s3a://lake/t", [OffsetRange(a, 0, 1)], ("msg_id",), None) is None  # Spark reads object stores
