@@ -116,7 +116,7 @@ class Member:
         self._one_at_a_time = threading.Lock()
         self.started_ms = member_status.now_ms()
         self.last_reset: member_requests.ResetOutcome | None = None
-        self.topics: list[str] = []  # of the last heartbeat: their brokers hear the goodbye
+        self.brokers: list[str] | None = None  # the last heartbeat's: they hear the goodbye (None: every broker)
 
     def running_info(self) -> bytes:
         """What ``mqadmin consumerStatus`` shows of this member now: its share of the queues (as its runs compute
@@ -189,8 +189,7 @@ class Member:
         """One heartbeat to the topics' brokers; the group's members as the brokers now list them. A pattern's
         topics are matched again at every beat, so a topic created later is subscribed to from then on."""
         topics = subscribed_topics(self.cfg, self.client)
-        self.client.heart_beat(self.client_id, [consumer_data(self.cfg, topics)])
-        self.topics = topics
+        self.brokers = sorted(self.client.heart_beat(self.client_id, [consumer_data(self.cfg, topics)]))
         return sorted(self.client.get_consumer_list_by_group(self.cfg.consumer_group, topics[0]))
 
     def run(self, stop: threading.Event) -> None:
@@ -228,7 +227,7 @@ class Member:
             if stop.wait(self.every_s):
                 break
         try:
-            self.client.unregister_client(self.client_id, consumer_group=group, topics=self.topics)
+            self.client.unregister_client(self.client_id, consumer_group=group, brokers=self.brokers)
             self.log(f"member {self.client_id} left group {group} (unregistered from every broker)")
         except RocketMQError as e:
             self.log(f"could not unregister ({e}); the brokers drop this member when its connection closes")

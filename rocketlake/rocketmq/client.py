@@ -568,13 +568,12 @@ class RocketMQClient:
         *,
         consumer_group: str | None = None,
         producer_group: str | None = None,
-        topics: Iterable[str] = (),
         brokers: Iterable[str] | None = None,
     ) -> None:
-        """UNREGISTER_CLIENT on every broker serving one of ``topics`` (those a heartbeat went to, as the Java client
-        says goodbye to the brokers its routes named: a 5.x proxy, which stands for them, knows no cluster list), on
-        ``brokers``, or without either on every broker of the cluster."""
-        for name in self._brokers_of(topics, brokers):
+        """UNREGISTER_CLIENT on ``brokers`` (those the client's heartbeats reached: the Java client says goodbye to the
+        brokers it knows, and a 5.x proxy, which stands for the brokers, answers no cluster list), else on every
+        broker of the cluster."""
+        for name in self._brokers_of((), brokers):
             self._run(
                 name,
                 lambda b: b.unregister_client(client_id, consumer_group=consumer_group, producer_group=producer_group),

@@ -141,12 +141,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return make_client(self.options.source)
 
     def _queues(self) -> list[MessageQueue]:
-        from rocketlake.engine.topics import cluster_topics, matching_topics
+        from rocketlake.engine.topics import pattern_topics
 
         client = self._client()
-        topics = self.options.topics or tuple(
-            matching_topics(self.options.topic_pattern, client.topics(), cluster_topics(client))
-        )
+        topics = self.options.topics or tuple(pattern_topics(self.options.topic_pattern, client))
         return sorted(mq for topic in topics for mq in client.queues(topic))
 
     def _max_offsets(self) -> dict[MessageQueue, int]:
@@ -256,10 +254,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         client, client_id = self._client(), f"rocketlake-stream@{group}"
         try:
-            client.heart_beat(
+            reached = client.heart_beat(
                 client_id, [ConsumerData.of(group, {**dict.fromkeys(topics, "*"), retry_topic(group): "*"})]
             )
-            client.unregister_client(client_id, consumer_group=group, topics=topics)
+            client.unregister_client(client_id, consumer_group=group, brokers=list(reached))
         except (ProtocolError, OSError) as e:
             print(f"rocketlake stream: group {group} not announced to the brokers: {e}", file=sys.stderr)
             return False
