@@ -103,7 +103,7 @@ class RemotingCommand:
     #: a pull answer's records are read where they landed, never copied (see :class:`FrameDecoder`).
     body_view: memoryview | None = field(default=None, repr=False, compare=False)
     #: Where ``body_view`` starts in the decoder's arena (``body_view.obj``), known when the frame was cut out of it.
-    body_at: int = field(default=0, repr=False, compare=False)
+    body_at: int | None = field(default=None, repr=False, compare=False)
 
     def take_body_view(self) -> None:
         """Turn a ``body_view`` into ``body`` (a copy): for an answer read as bytes, not in place."""

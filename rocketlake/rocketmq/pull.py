@@ -212,7 +212,7 @@ def parse_pull_response(
     records = None
     body = response.body_view if response.body_view is not None else response.body  # see FrameDecoder
     if columnar and status is PullStatus.FOUND and body and not subscription.tags_set:
-        records = scan_records(body, response.body_at if response.body_view is not None else None)
+        records = scan_records(body, response.body_at)
     if records is not None:
         messages = records
     elif status is PullStatus.FOUND and body:

@@ -13,6 +13,7 @@ import struct
 import threading
 from enum import IntEnum
 
+import numpy as np
 import pytest
 
 from rocketlake.rocketmq.codes import RequestCode, ResponseCode, SerializeType
@@ -313,6 +314,9 @@ def _read_in_place(stream: bytes, keep_below: int) -> tuple[list[int], list[Remo
             assert command.body == b""
             view = command.body_view or b""
             assert bytes(view) == bytes([command.opaque % 251]) * len(view)
+            if command.body_view is not None:  # where it lies in its arena, as the decoder recorded it
+                at = np.frombuffer(view, np.uint8).ctypes.data - np.frombuffer(view.obj, np.uint8).ctypes.data
+                assert command.body_at == at
             if command.opaque < keep_below:
                 kept.append(command)  # read later: their arenas must not be written again meanwhile
     assert decoder.buffered == 0
