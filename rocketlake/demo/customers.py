@@ -46,8 +46,8 @@ def position(spark, target: str) -> "int | None":
     if not is_delta_table(spark, target):
         return None
     # The newest commits only: each of the target's commits is a MERGE or a snapshot that carries the position, so
-    # the newest has it unless someone else committed since (then the table is computed again from a snapshot). The
-    # whole history grows by a commit a window: collecting it cost more every run.
+    # the newest has it unless others committed since (an OPTIMIZE, a VACUUM: past ten of them, the table is computed
+    # again from a snapshot). The whole history grows by a commit a window: collecting it cost more every run.
     newest = spark.sql(f"DESCRIBE HISTORY {_sql_path(target)} LIMIT {HISTORY_LOOKED_AT}").collect()
     for row in sorted(newest, key=lambda r: r["version"], reverse=True):
         try:

@@ -83,14 +83,14 @@ def build_by_region(ingestion, lake):
             .where(in_windows)
             .groupBy("window_start", "region")
             .agg(F.count("*").cast("int").alias("orders"), F.round(F.sum("amount"), 2).alias("amount"))
+            .localCheckpoint(eager=True)  # computed once: written, then read again for the metadata
         )
-        # Computed once: a few rows per window and region, written from here rather than read and aggregated again.
-        rows = totals.orderBy("window_start", "region").collect()
-        writer = spark.createDataFrame(rows, totals.schema).write.format("delta")
+        writer = totals.write.format("delta")
         if is_delta_table(spark, path):
             writer.mode("overwrite").option("replaceWhere", in_windows).save(path)
         else:
             writer.mode("append").save(path)
+        rows = totals.orderBy("window_start", "region").collect()
         context.log.info(
             f"{len(rows)} (window, region) row(s) for {context.partition_key_range.start} .. "
             f"{context.partition_key_range.end} in {path}"
