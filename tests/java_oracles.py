@@ -8,7 +8,9 @@ JVMs of their own (the push consumers).
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
+import threading
 from pathlib import Path
 
 from rocketlake import jars
@@ -88,6 +90,23 @@ def start_push_member(
         text=True,
         bufsize=1,
     )
+
+
+def allocations(member: subprocess.Popen) -> queue.Queue:
+    """The lines a ``start_push_member`` process prints, as they come (read by a thread of their own)."""
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in member.stdout], daemon=True).start()
+    return lines
+
+
+def allocation_among(lines: queue.Queue, topic: str, members: list[str], timeout: float = 90) -> dict:
+    """The first allocation of ``topic`` the member prints once it counts exactly ``members`` (the Java client
+    rebalances at its start, when the group's members change and every 20 s)."""
+    while True:
+        line = lines.get(timeout=timeout)
+        answer = json.loads(line) if line.startswith("{") else {}
+        if answer.get("topic") == topic and answer.get("cids") == members:
+            return answer
 
 
 def start_retry_consumer(

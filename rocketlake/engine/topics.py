@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 #: Topics RocketMQ names ``RMQ_SYS_...`` are its own (transactions, traces, offsets), beyond ``TopicValidator``'s set.
 _SYSTEM_PREFIX = "RMQ_SYS_"
-#: ``MixAll.REPLY_TOPIC_POSTFIX``: each broker makes ``<cluster>_REPLY_TOPIC`` for request-reply messages.
+#: Each broker makes ``<cluster>_REPLY_TOPIC`` for request-reply messages (``MixAll.REPLY_TOPIC_POSTFIX`` after "_").
 _REPLY_SUFFIX = "_REPLY_TOPIC"
 
 
@@ -43,18 +43,22 @@ def cluster_topics(client) -> set[str]:
     return {*info.cluster_addr_table, *info.broker_addr_table} | {c + _REPLY_SUFFIX for c in info.cluster_addr_table}
 
 
+def pattern_topics(pattern: str, client) -> list[str]:
+    """The topics of the cluster's name server that ``pattern`` matches, RocketMQ's own left out (see above)."""
+    return matching_topics(pattern, client.topics(), cluster_topics(client))
+
+
 def subscribed_topics(cfg: IngestionConfig, client) -> list[str]:
     """The topics landed now: those named, or those of the name server's list the pattern matches (never a retry
     or dead-letter topic, nor one of RocketMQ's own); TopicNotExist when a pattern matches none."""
     if cfg.topic_pattern is None:
         return list(cfg.topic_names)
-    names = client.topics()
     if cfg.namespace is not None:  # the pattern matches the namespace's topics, by their names without it
         prefix = f"{cfg.namespace}%"
-        inside = [n[len(prefix) :] for n in names if n.startswith(prefix)]
+        inside = [n[len(prefix) :] for n in client.topics() if n.startswith(prefix)]
         found = [prefix + n for n in matching_topics(cfg.topic_pattern, inside)]
     else:
-        found = matching_topics(cfg.topic_pattern, names, cluster_topics(client))
+        found = pattern_topics(cfg.topic_pattern, client)
     if not found:
         raise TopicNotExist(f"no topic on cluster {cfg.cluster!r} matches topic_pattern {cfg.topic_pattern!r}")
     return found

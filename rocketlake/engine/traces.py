@@ -6,7 +6,7 @@ names another) a ``SubBefore`` and a ``SubAfter`` context per traced message, ba
 the message ids and keys it traces, so ``mqadmin queryMsgTraceById`` and the dashboard find rocketlake's group as a
 consumer of a message. A window of more than ``trace_max_per_window`` messages traces about that many, every n-th
 offset of each queue (``SparkLake.landed_messages``, which reads them from the landing's files with delta-rs): about
-300 bytes sent per traced message, 2-5% of a landing's time and CPU (``benchmarks/trace_cost.py``).
+300 bytes sent per traced message, 2.3-5.3% of a landing's time and CPU (``benchmarks/trace_cost.py``).
 """
 
 from __future__ import annotations

@@ -126,9 +126,10 @@ class QueueCursor:
             index, found = gap
             raise RangeUnreadable(
                 f"{self.mq}: expected offset {start + index} of the range [{self.start}, {self.end}), "
-                f"the broker returned {found}; offsets [{start + index}, {found}) are missing (a compaction topic, "
-                "cleanup.policy=COMPACTION, keeps only each key's last message and cannot be landed by offset "
-                "windows; one read through a proxy, which does not tell a topic's attributes, shows it only here)"
+                f"the broker returned {found}; offsets [{start + index}, {found}) are missing (likely a compaction "
+                "topic, cleanup.policy=COMPACTION, which keeps only each key's last message and cannot be landed by "
+                "offset windows; one read through a proxy, which does not tell a topic's attributes, shows it only "
+                "here)"
             )
         self.delivered = start + len(messages)
         self._learn(len(messages), span.end - start)

@@ -13,9 +13,8 @@ from deltalake import DeltaTable
 from rocketlake.engine.windows import StoreTimeWindow
 from rocketlake.rocketmq.message_queue import MessageQueue
 from tests.conftest import pull_range
-from tests.integration.engine_support import Engine, now_ms
+from tests.integration.engine_support import Engine, from_first, now_ms
 from tests.integration.ingestion_support import unique, wait_until
-from tests.unit.support import ingestion_config
 
 pytestmark = pytest.mark.engine
 
@@ -44,17 +43,7 @@ def test_bodies_each_compression_of_the_5x_producer_lands_as_sent(
     end = now_ms() + 1
     wait_until(end / 1000)
 
-    engine = Engine(
-        local_cluster,
-        spark,
-        tmp_path / "orders",
-        ingestion_config(
-            topic=topic,
-            consumer_group=group,
-            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-            window={"cron": "* * * * *", "start": "1970-01-01", "grace_seconds": 0},
-        ),
-    )
+    engine = Engine(local_cluster, spark, tmp_path / "orders", from_first(topic, group))
     [accounting] = engine.run("r1", [("w1", StoreTimeWindow(started, end))]).slice.accounting
     assert (accounting.planned, accounting.rows) == (len(sent), len(sent))
     landed = DeltaTable(engine.lake.table_path).to_pyarrow_table(columns=["keys", "body"]).to_pylist()

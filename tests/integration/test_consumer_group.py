@@ -11,9 +11,6 @@ members compute for it.
 
 from __future__ import annotations
 
-import json
-import queue
-import threading
 from collections import Counter
 from pathlib import Path
 
@@ -39,7 +36,7 @@ from tests.integration.ingestion_support import (
     until,
     wait_for_next_minute,
 )
-from tests.java_oracles import start_push_member
+from tests.java_oracles import allocation_among, allocations, start_push_member
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[2]
@@ -181,15 +178,9 @@ def test_a_java_push_consumer_as_a_third_member_gets_what_our_members_compute_fo
             client_ip="127.0.0.1",
             instance_name="java3",
         )
-        lines: queue.Queue = queue.Queue()
-        threading.Thread(target=lambda: [lines.put(line) for line in java.stdout], daemon=True).start()
+        lines = allocations(java)
         until(lambda: peer.get_consumer_list_by_group(group, topic) == members, 60, "the Java consumer listed too")
-        allocated = None
-        while allocated is None:  # the Java client rebalances at start, on member changes and every 20 s
-            line = lines.get(timeout=90)
-            answer = json.loads(line) if line.startswith("{") else {}
-            if answer.get("topic") == topic and answer.get("cids") == members:
-                allocated = answer
+        allocated = allocation_among(lines, topic, members)
         assert allocated["cid"] == java_cid
         cfg = load_config(ours[0].config).ingestions["wide"]
         queues = sorted(peer.queues(topic))

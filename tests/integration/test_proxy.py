@@ -1,15 +1,12 @@
 """Through RocketMQ 5's proxy (cluster mode), as deployments that expose only a proxy are used: an ingestion whose
 cluster names the proxy's remoting endpoint lands a window exactly, commits its offsets and sends a failed message
-back (past its last retry: into the dead-letter queue, whose ingestion lands it through the proxy too), and the brokers
-behind the proxy (asked directly, and by mqadmin) agree; a member keeps its place in the group through the proxy. And what 5.x gRPC producers send
-through it: FIFO message groups."""
+back (past its last retry: into the dead-letter queue, whose ingestion lands it through the proxy too), and the
+brokers behind the proxy (asked directly, and by mqadmin) agree; a member keeps its place in the group through the
+proxy. And what 5.x gRPC producers send through it: FIFO message groups."""
 
 from __future__ import annotations
 
-import json
-import queue
 import signal
-import threading
 import time
 from types import SimpleNamespace
 
@@ -27,7 +24,7 @@ from rocketlake.rocketmq.message_queue import MessageQueue
 from tests.conftest import free_ports
 from tests.integration.engine_support import Engine, from_first, grpc_client, now_ms, stored
 from tests.integration.ingestion_support import start_member, unique, until, wait_until, write_config
-from tests.java_oracles import start_push_member
+from tests.java_oracles import allocation_among, allocations, start_push_member
 
 pytestmark = pytest.mark.engine
 
@@ -144,8 +141,7 @@ def test_a_member_keeps_its_place_in_the_group_through_the_proxy_beside_a_java_c
     java = start_push_member(
         proxy.address, local_cluster.spec.state_dir, group, topic, client_ip="127.0.0.1", instance_name=java_instance
     )
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in java.stdout], daemon=True).start()
+    lines = allocations(java)
 
     def listed_by_proxy() -> list[str]:
         try:
@@ -162,12 +158,7 @@ def test_a_member_keeps_its_place_in_the_group_through_the_proxy_beside_a_java_c
         with RocketMQClient(local_cluster.spec.namesrv_address) as direct:
             assert ours not in direct.get_consumer_list_by_group(group, topic)  # the proxy kept the heartbeats
 
-        allocated = None
-        while allocated is None:  # the Java client rebalances at start, on member changes and every 20 s
-            line = lines.get(timeout=90)
-            answer = json.loads(line) if line.startswith("{") else {}
-            if answer.get("topic") == topic and answer.get("cids") == members:
-                allocated = answer
+        allocated = allocation_among(lines, topic, members)
         queues = sorted(through.queues(topic))
         cfg = load_config(config).ingestions["orders"]
         shares = {cid: assign(cfg, cid, queues, members).taken for cid in members}
