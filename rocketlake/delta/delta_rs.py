@@ -92,7 +92,7 @@ def landed_rows(
 
     from rocketlake.delta.local_commits import local_path
 
-    if local_path(path) is None or not ranges:
+    if local_path(path) is None or not ranges or _PYARROW_MAJOR < 20:
         return None
     clauses = [
         (ds.field("topic") == queue.topic)
@@ -106,11 +106,29 @@ def landed_rows(
         table = DeltaTable(path, storage_options=storage_options)
         if read_refusal(Protocol.of(table)) is not None:
             return None
+        if not _offsets_in_statistics(table):
+            return None
         names = {field.name for field in table.schema().fields}
         wanted = [c for c in dict.fromkeys(["queue_offset", *columns]) if c in names]
         return table.to_pyarrow_table(columns=wanted, filters=functools.reduce(operator.or_, clauses))
     except (DeltaError, OSError, pa.ArrowException):
         return None
+
+
+#: pyarrow 19 (the lowest allowed) aborts the process reading the level histograms of pages delta-rs wrote.
+_PYARROW_MAJOR = int(__import__("pyarrow").__version__.split(".")[0])
+
+
+def _offsets_in_statistics(table) -> bool:
+    """Whether every file of the table has ``queue_offset``'s range in the log: delta-rs leaves a file without it out
+    of a filtered read, as if it could hold no row (a table whose statistics skip the column, files written without)."""
+    import pyarrow as pa
+
+    files = pa.table(table.get_add_actions(flatten=True))
+    for bound in ("min.queue_offset", "max.queue_offset"):
+        if files.num_rows and (bound not in files.column_names or files[bound].null_count):
+            return False
+    return True
 
 
 def _joined(ranges: Sequence[OffsetRange]) -> list[tuple]:
