@@ -16,8 +16,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import pyarrow
+
 #: What the installed delta-rs reads, from its own declaration.
 from deltalake.table import MAX_SUPPORTED_READER_VERSION, SUPPORTED_READER_FEATURES
+
+#: pyarrow 19 (the lowest allowed) aborts the process reading the level histograms of pages delta-rs wrote.
+_PYARROW_MAJOR = int(pyarrow.__version__.split(".")[0])
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -113,10 +118,6 @@ def landed_rows(
         return table.to_pyarrow_table(columns=wanted, filters=functools.reduce(operator.or_, clauses))
     except (DeltaError, OSError, pa.ArrowException):
         return None
-
-
-#: pyarrow 19 (the lowest allowed) aborts the process reading the level histograms of pages delta-rs wrote.
-_PYARROW_MAJOR = int(__import__("pyarrow").__version__.split(".")[0])
 
 
 def _offsets_in_statistics(table) -> bool:
