@@ -807,6 +807,26 @@ class PullStream:
             )
         return PendingPull(self._broker, pending, self._request["subscription"], self._columnar)
 
+    def send_many(self, spans: list[tuple[int, int]]) -> list[PendingPull]:
+        """:meth:`send` of each ``(offset, max_msgs)``, written to the socket at once (one system call for all)."""
+        if self._template is None or len(spans) == 1:
+            return [self.send(offset, max_msgs) for offset, max_msgs in spans]
+        for offset, max_msgs in spans:
+            if offset < 0 or not 1 <= max_msgs <= 1024:
+                check_pull_numbers(0, offset, max_msgs, None, 0)  # raises, naming the number
+        connection = self._connection
+        if connection.closed:
+            connection = self._connection = self._broker.connections(self._broker.address)
+        commit = self._commit
+        pendings = connection.invoke_template_many_async(
+            self._template,
+            [(str(offset), str(max_msgs), commit) for offset, max_msgs in spans],
+            self._timeout,
+            body_in_place=True,
+        )
+        broker, subscription, columnar = self._broker, self._request["subscription"], self._columnar
+        return [PendingPull(broker, pending, subscription, columnar) for pending in pendings]
+
 
 class PendingPull:
     """A PULL_MESSAGE on the wire (from :meth:`PullStream.send`)."""

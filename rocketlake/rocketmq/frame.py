@@ -399,7 +399,9 @@ def _json_ext_fields(raw: Any, start: int) -> dict[str, str]:
         return {}
     if not isinstance(raw, dict):
         raise ProtocolError(f'JSON header "extFields" is a {type(raw).__name__}, not an object', offset=start)
-    # Java writes HashMap<String, String>; tolerate scalar values the way toString() would print them.
+    if all(type(value) is str for value in raw.values()):  # what Java writes: HashMap<String, String>
+        return raw
+    # Tolerate scalar values the way toString() would print them.
     out: dict[str, str] = {}
     for key, value in raw.items():
         if isinstance(value, str):

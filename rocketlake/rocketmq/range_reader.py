@@ -49,8 +49,9 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "DEFAULT_PULLS_IN_FLIGHT", "QueueCursor", "read_ranges"]
 
 #: Pulls kept outstanding per queue: enough to hide a round trip behind decoding on loopback
-#: and on a LAN (benchmarks/pull_throughput.py), small next to pullThresholdForQueue.
-DEFAULT_PULLS_IN_FLIGHT = 4
+#: and on a LAN (benchmarks/pull_throughput.py), small next to pullThresholdForQueue. A queue's pulls are
+#: refilled by halves, each half in one send, so at least half of them stay on the wire while the caller works.
+DEFAULT_PULLS_IN_FLIGHT = 16
 #: Pulls outstanding over all queues at once; with hundreds of queues each gets fewer.
 DEFAULT_MAX_IN_FLIGHT = 64
 #: Full answers in a row after which a queue whose pulls were capped asks for twice as many again (see
@@ -236,12 +237,40 @@ def read_ranges(
                 raise
             span.pending = None  # not sent (e.g. the broker is restarting): answer() pulls it with retries
 
+    def send_all(cursor: QueueCursor, spans: list[_Span]) -> None:
+        if len(spans) == 1:
+            send(cursor, spans[0])
+            return
+        mq = cursor.mq
+        try:
+            stream = streams.get(mq)
+            if stream is None:
+                send(cursor, spans[0])  # opens the stream (or leaves the span to answer()'s retries)
+                spans = spans[1:]
+                stream = streams.get(mq)
+                if stream is None:
+                    return
+            for span, pending in zip(spans, stream.send_many([(s.start, s.end - s.start) for s in spans])):
+                span.pending = pending
+        except Exception as exc:
+            if not is_retriable(exc):
+                raise
+            for span in spans:  # none went out (one send for all): answer() pulls each with retries
+                span.pending = None
+
     def top_up(cursor: QueueCursor) -> None:
         most = (
             depth if max_messages_in_flight is None else max(1, min(depth, max_messages_in_flight // cursor.span_size))
         )
-        while len(cursor.in_flight) < most and (span := cursor.next_span()) is not None:
-            send(cursor, span)
+        have = len(cursor.in_flight)
+        if have > most // 2:  # refilled by halves, so that several pulls go out in one send
+            return
+        spans = []
+        while have < most and (span := cursor.next_span()) is not None:
+            spans.append(span)
+            have += 1
+        if spans:
+            send_all(cursor, spans)
 
     def answer(cursor: QueueCursor, span: _Span) -> PullResult:
         if span.pending is not None:

@@ -97,25 +97,35 @@ def test_a_connection_cut_with_pulls_in_flight_loses_and_repeats_nothing(
     # Cut the broker connection right after the 6th pull is written, holding the channel's read lead from before
     # the write to the cut: the broker may answer at once, but nobody reads the answer, so at least that pull fails
     # in flight and must be repeated. (Without the lead, the idle reader thread once took every answer first: CI.)
-    real_send, real_pull = PullStream.send, rocketmq_client.pull
+    # Pulls go out one by one (send) or a queue's refill at once (send_many): the cut follows the write that holds
+    # the 6th.
+    real_send, real_send_many, real_pull = PullStream.send, PullStream.send_many, rocketmq_client.pull
     sends, repeats, cut = [0], [], []
 
-    def send_then_cut(self, *args, **kwargs):
-        sends[0] += 1
-        if sends[0] != 6:
-            return real_send(self, *args, **kwargs)
+    def then_cut(self, write, count):
+        before = sends[0]
+        sends[0] += count
+        if not before < 6 <= sends[0]:
+            return write()
         channel = get_connection(self._broker.address)._channel
         with channel._lead:
-            pending = real_send(self, *args, **kwargs)
+            pending = write()
             channel.fail("cut by the test")
         cut.append(channel)
         return pending
+
+    def send_then_cut(self, *args, **kwargs):
+        return then_cut(self, lambda: real_send(self, *args, **kwargs), 1)
+
+    def send_many_then_cut(self, spans):
+        return then_cut(self, lambda: real_send_many(self, spans), len(spans))
 
     def counted_pull(mq, offset, *args, **kwargs):
         repeats.append((mq, offset))
         return real_pull(mq, offset, *args, **kwargs)
 
     monkeypatch.setattr(PullStream, "send", send_then_cut)
+    monkeypatch.setattr(PullStream, "send_many", send_many_then_cut)
     monkeypatch.setattr(rocketmq_client, "pull", counted_pull)
     ranges = [OffsetRange(mq, 0, len(items)) for mq, items in by_queue.items()]
     read = defaultdict(list)

@@ -176,6 +176,9 @@ def test_pulls_in_flight_per_queue_stay_within_the_messages_a_queue_may_hold() -
             self.sizes.append(max_msgs)
             return self
 
+        def send_many(self, spans):
+            return [self.send(offset, max_msgs) for offset, max_msgs in spans]
+
         def result(self):
             raise Unanswered()
 
@@ -195,6 +198,49 @@ def test_pulls_in_flight_per_queue_stay_within_the_messages_a_queue_may_hold() -
                 )
             )
         assert recorder.sizes == [batch] * expected, (batch, threshold, recorder.sizes)
+
+
+def test_a_queue_is_refilled_by_halves_each_in_one_write() -> None:
+    """Several pulls written at once cost one send; refilling at half keeps the other half on the wire while the
+    caller works on what came."""
+    from rocketlake.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT as depth
+
+    writes: list[int] = []  # pulls per write, in order
+
+    class Answered:
+        def __init__(self, offset: int, count: int) -> None:
+            self.offset, self.count = offset, count
+
+        def result(self) -> PullResult:
+            return found(*range(self.offset, self.offset + self.count), max_offset=10_000)
+
+    class Client:
+        def reader(self, mq):
+            return self
+
+        def pull_stream(self, topic, queue_id, **options):
+            return self
+
+        def send(self, offset, max_msgs):
+            writes.append(1)
+            return Answered(offset, max_msgs)
+
+        def send_many(self, spans):
+            writes.append(len(spans))
+            return [Answered(offset, count) for offset, count in spans]
+
+        def pulled(self, mq, result):
+            return False
+
+    total = 32 * depth * 3
+    read = [
+        m.queue_offset for _, ms in read_ranges(Client(), [OffsetRange(MQ, 0, total)], consumer_group="g") for m in ms
+    ]
+    assert read == list(range(total))
+    half = depth // 2
+    # The first write opens the queue's stream; then the rest of the depth at once, then a half each time half came.
+    assert writes[:2] == [1, depth - 1]
+    assert writes[2:] == [half] * ((total // 32 - depth) // half), writes
 
 
 @pytest.mark.parametrize(
