@@ -92,7 +92,8 @@ def timed_parts() -> Iterator[tuple[collections.Counter, collections.Counter]]:
 
 
 def compare_checkouts(namesrv: str, messages: int, rounds: int, checkouts: list[Path]) -> dict[Path, dict[int, float]]:
-    """The median CPU seconds of a read per checkout and pull size, the checkouts alternated in each round."""
+    """CPU seconds of a read per checkout and pull size: in each round, the checkouts alternated, the least of a
+    process's second and third reads; over the rounds, the median."""
     child = Path(__file__).with_name("read_checkout.py")
     run_child = f"import runpy; runpy.run_path({str(child)!r}, run_name='__main__')"
     cpu: dict[Path, dict[int, list[float]]] = {c: {32: [], 1024: []} for c in checkouts}

@@ -6,7 +6,8 @@
 Run with the checkout as the working directory (``-c`` puts it first on ``sys.path``), so ``rocketlake`` is that
 checkout's package, not the installed one; a checkout from before the library moved into ``rocketlake/`` (49224e7)
 has its parts in ``pipelines/`` and ``resources/``, which its installs mapped to ``rocketlake.pipelines`` and
-``rocketlake.resources``: linked the same way here. Prints the CPU seconds of each read, the first one included (the
+``rocketlake.resources``: found the same way here (the checkout's folder added to the package's path, nothing written
+to it). Prints the CPU seconds of each read, the first one included (the
 parent leaves it out: connections, routes and caches are made there).
 """
 
@@ -16,8 +17,6 @@ import os
 import sys
 import time
 
-OLD_PARTS = ("pipelines", "resources", "assets")
-
 
 def _import_reader():
     if os.path.isdir("rocketlake/engine"):
@@ -26,9 +25,9 @@ def _import_reader():
         from rocketlake.rocketmq.message_queue import OffsetRange
         from rocketlake.spark.source import Chunk, RocketMQReader
     else:
-        for part in OLD_PARTS:
-            if os.path.isdir(part) and not os.path.exists(f"rocketlake/{part}"):
-                os.symlink(f"../{part}", f"rocketlake/{part}")
+        import rocketlake
+
+        rocketlake.__path__.append(os.getcwd())  # rocketlake.pipelines is ./pipelines, as its install mapped it
         from rocketlake.pipelines.options import parse_options
         from rocketlake.pipelines.source import Chunk, RocketMQReader
         from rocketlake.resources.rocketmq.client import RocketMQClient

@@ -808,9 +808,18 @@ class PullStream:
         return PendingPull(self._broker, pending, self._request["subscription"], self._columnar)
 
     def send_many(self, spans: list[tuple[int, int]]) -> list[PendingPull]:
-        """:meth:`send` of each ``(offset, max_msgs)``, written to the socket at once (one system call for all)."""
-        if self._template is None or len(spans) == 1:
-            return [self.send(offset, max_msgs) for offset, max_msgs in spans]
+        """:meth:`send` of each ``(offset, max_msgs)``, written to the socket at once (one system call for all). All
+        or none: when it raises, no pull of the list stays outstanding."""
+        if self._template is None or len(spans) == 1:  # signed requests are encoded whole, one send each
+            sent: list[PendingPull] = []
+            try:
+                for offset, max_msgs in spans:
+                    sent.append(self.send(offset, max_msgs))
+            except BaseException:
+                for pending in sent:  # all or none, as with one write: the caller asks again for every span
+                    pending.cancel()
+                raise
+            return sent
         for offset, max_msgs in spans:
             if offset < 0 or not 1 <= max_msgs <= 1024:
                 check_pull_numbers(0, offset, max_msgs, None, 0)  # raises, naming the number
@@ -829,7 +838,7 @@ class PullStream:
 
 
 class PendingPull:
-    """A PULL_MESSAGE on the wire (from :meth:`PullStream.send`)."""
+    """A PULL_MESSAGE on the wire (from :meth:`PullStream.send` or :meth:`PullStream.send_many`)."""
 
     __slots__ = ("_broker", "_columnar", "_pending", "_subscription")
 

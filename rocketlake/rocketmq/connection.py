@@ -118,8 +118,8 @@ class _Channel:
     takes the lead only while nobody waits, so requests the server sends (NOTIFY_CONSUMER_IDS_CHANGED)
     and a closed connection are still noticed at once on an idle connection.
 
-    The socket is in blocking mode but used only with ``MSG_DONTWAIT`` after ``poll``: every wait
-    has a bound, and the poll interval lets waiters notice a failure from another thread.
+    The socket is in blocking mode but used only with ``MSG_DONTWAIT``, polled when it has nothing to read or no
+    room to write: every wait has a bound, and the poll interval lets waiters notice a failure from another thread.
     """
 
     def __init__(self, conn: Connection, sock: socket.socket, tls: TlsSession | None = None) -> None:

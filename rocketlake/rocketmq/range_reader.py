@@ -50,9 +50,10 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "DEFAULT_PULLS_IN_FLIGHT", "QueueCursor", "read_ranges"]
 
-#: Pulls kept outstanding per queue: enough to hide a round trip behind decoding on loopback
-#: and on a LAN (benchmarks/pull_throughput.py), small next to pullThresholdForQueue. A queue's pulls are
-#: refilled by halves, each half in one send, so at least half of them stay on the wire while the caller works.
+#: Pulls kept outstanding per queue: enough to hide a round trip behind decoding on loopback and on a LAN
+#: (benchmarks/pull_throughput.py), and to answer a stock broker's pulls of 32 several at a time
+#: (benchmarks/pull_cost.py). A queue's pulls are refilled by halves, each half in one send, so at least half of them
+#: stay on the wire while the caller works. ``max_messages_in_flight`` bounds the messages they may bring.
 DEFAULT_PULLS_IN_FLIGHT = 16
 #: Pulls outstanding over all queues at once; with hundreds of queues each gets fewer.
 DEFAULT_MAX_IN_FLIGHT = 64
@@ -257,20 +258,33 @@ def read_ranges(
         except Exception as exc:
             if not is_retriable(exc):
                 raise
-            for span in spans:  # none went out (one send for all): answer() pulls each with retries
+            for span in spans:  # send_many sent none of them (or took back those it had): answer() pulls each
                 span.pending = None
 
     def top_up(cursor: QueueCursor) -> None:
-        most = (
-            depth if max_messages_in_flight is None else max(1, min(depth, max_messages_in_flight // cursor.span_size))
-        )
+        """Refill the queue's pulls once half of them are answered, that half in one write: no more than ``depth``
+        pulls and (one pull at least) no more messages than ``max_messages_in_flight`` can answer."""
+        span_size = cursor.span_size
+        most = depth if max_messages_in_flight is None else max(1, min(depth, max_messages_in_flight // span_size))
         have = len(cursor.in_flight)
-        if have > most // 2:  # refilled by halves, so that several pulls go out in one send
+        if have > most // 2:
             return
+        # Counted from the spans outstanding, not from span_size: those sent before a short answer shrank it are
+        # longer than the ones sent now.
+        room = (
+            None
+            if max_messages_in_flight is None
+            else max_messages_in_flight - sum(span.end - span.start for span in cursor.in_flight)
+        )
         spans = []
-        while have < most and (span := cursor.next_span()) is not None:
+        while have < most and (room is None or room >= span_size or not have):
+            span = cursor.next_span()
+            if span is None:
+                break
             spans.append(span)
             have += 1
+            if room is not None:
+                room -= span.end - span.start
         if spans:
             send_all(cursor, spans)
 

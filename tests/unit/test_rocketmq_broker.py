@@ -572,3 +572,56 @@ def test_broker_client_pickles_without_its_sockets(scripted) -> None:
     copy.connections.close()
     with pytest.raises(InvalidArgument):
         BrokerClient("no-port")
+
+
+def test_signed_pulls_sent_together_are_all_or_none() -> None:
+    """Without a template (an RPC hook signs each request), send_many sends one by one; when one of them fails, those
+    already sent are taken back, so the caller may ask again for every span without a second answer left waiting."""
+    from rocketlake.rocketmq.broker import PullStream
+    from rocketlake.rocketmq.errors import RequestTimeout
+    from rocketlake.rocketmq.filter import Subscription
+
+    cancelled: list[int] = []
+
+    class Sent:
+        def __init__(self, number: int) -> None:
+            self.number = number
+
+        def cancel(self) -> None:
+            cancelled.append(self.number)
+
+    class Connection:
+        closed = False
+
+        def __init__(self) -> None:
+            self.sends = 0
+
+        def invoke_async(self, request, timeout, *, rpc_hook=None, body_in_place=False):
+            self.sends += 1
+            if self.sends == 3:
+                raise RequestTimeout("not sent", address="127.0.0.1:10911", request_code=11)
+            return Sent(self.sends)
+
+    class Broker:
+        address = "127.0.0.1:10911"
+        rpc_hook = None
+
+        def __init__(self) -> None:
+            self.connection = Connection()
+
+        def connections(self, address):
+            return self.connection
+
+    request = dict(
+        consumer_group="g",
+        topic="T",
+        queue_id=0,
+        subscription=Subscription.parse("T", "*"),
+        suspend_timeout_ms=0,
+        post_subscription=True,
+        broker_name="broker-a",
+    )
+    stream = PullStream(Broker(), request, None, None, 3.0, True)
+    with pytest.raises(RequestTimeout):
+        stream.send_many([(0, 32), (32, 32), (64, 32), (96, 32)])
+    assert cancelled == [1, 2]

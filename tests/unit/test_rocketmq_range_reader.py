@@ -243,6 +243,47 @@ def test_a_queue_is_refilled_by_halves_each_in_one_write() -> None:
     assert writes[2:] == [half] * ((total // 32 - depth) // half), writes
 
 
+def test_pulls_sent_before_a_short_answer_count_toward_the_messages_a_queue_may_hold() -> None:
+    """A short answer shrinks the pulls asked for after it, not those already on the wire: the room left is counted
+    from the spans outstanding (pulls of 128, threshold 1000, the first answer cut short by a commit-log file's end)."""
+    outstanding, most_outstanding, answered = [0], [0], [0]
+
+    class Answered:
+        def __init__(self, offset: int, count: int) -> None:
+            self.offset, self.count = offset, count
+            outstanding[0] += count
+            most_outstanding[0] = max(most_outstanding[0], outstanding[0])
+
+        def result(self) -> PullResult:
+            outstanding[0] -= self.count
+            answered[0] += 1
+            got = 3 if answered[0] == 1 else self.count
+            return found(*range(self.offset, self.offset + got), max_offset=100_000)
+
+    class Client:
+        def reader(self, mq):
+            return self
+
+        def pull_stream(self, topic, queue_id, **options):
+            return self
+
+        def send(self, offset, max_msgs):
+            return Answered(offset, max_msgs)
+
+        def send_many(self, spans):
+            return [Answered(offset, count) for offset, count in spans]
+
+        def pulled(self, mq, result):
+            return False
+
+    total = 20_000
+    read = read_ranges(
+        Client(), [OffsetRange(MQ, 0, total)], consumer_group="g", batch_size=128, max_messages_in_flight=1000
+    )
+    assert sum(len(ms) for _, ms in read) == total
+    assert 896 <= most_outstanding[0] <= 1000, most_outstanding[0]
+
+
 @pytest.mark.parametrize(
     "offsets, missing",
     [((3, 4, 5), None), ((4, 5, 6), "[3, 4)"), ((3, 5, 6), "[4, 5)"), ((3, 4, 6), "[5, 6)")],
