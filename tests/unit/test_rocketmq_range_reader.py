@@ -200,88 +200,78 @@ def test_pulls_in_flight_per_queue_stay_within_the_messages_a_queue_may_hold() -
         assert recorder.sizes == [batch] * expected, (batch, threshold, recorder.sizes)
 
 
+class _Pending:
+    def __init__(self, client: _Answering, offset: int, count: int) -> None:
+        self.client, self.offset, self.count = client, offset, count
+
+    def result(self) -> PullResult:
+        return self.client.answered(self.offset, self.count)
+
+
+class _Answering:
+    """Stands in for the client and its pull streams (no I/O): ``writes`` holds the pulls of each write, in order;
+    a pull of ``count`` from ``offset`` brings ``answer(offset, count)`` records, and ``outstanding`` counts the
+    messages of the pulls sent and not yet answered (``most_outstanding`` its peak)."""
+
+    def __init__(self, answer=lambda offset, count: count) -> None:
+        self.answer = answer
+        self.writes: list[int] = []
+        self.outstanding = self.most_outstanding = 0
+
+    def reader(self, mq):
+        return self
+
+    def pull_stream(self, topic, queue_id, **options):
+        return self
+
+    def send(self, offset: int, max_msgs: int) -> _Pending:
+        self.writes.append(1)
+        return self._sent(offset, max_msgs)
+
+    def send_many(self, spans: list[tuple[int, int]]) -> list[_Pending]:
+        self.writes.append(len(spans))
+        return [self._sent(offset, count) for offset, count in spans]
+
+    def pulled(self, mq, result) -> bool:
+        return False
+
+    def _sent(self, offset: int, count: int) -> _Pending:
+        self.outstanding += count
+        self.most_outstanding = max(self.most_outstanding, self.outstanding)
+        return _Pending(self, offset, count)
+
+    def answered(self, offset: int, count: int) -> PullResult:
+        self.outstanding -= count
+        return found(*range(offset, offset + self.answer(offset, count)), max_offset=100_000)
+
+
 def test_a_queue_is_refilled_by_halves_each_in_one_write() -> None:
     """Several pulls written at once cost one send; refilling at half keeps the other half on the wire while the
     caller works on what came."""
     from rocketlake.rocketmq.range_reader import DEFAULT_PULLS_IN_FLIGHT as depth
 
-    writes: list[int] = []  # pulls per write, in order
-
-    class Answered:
-        def __init__(self, offset: int, count: int) -> None:
-            self.offset, self.count = offset, count
-
-        def result(self) -> PullResult:
-            return found(*range(self.offset, self.offset + self.count), max_offset=10_000)
-
-    class Client:
-        def reader(self, mq):
-            return self
-
-        def pull_stream(self, topic, queue_id, **options):
-            return self
-
-        def send(self, offset, max_msgs):
-            writes.append(1)
-            return Answered(offset, max_msgs)
-
-        def send_many(self, spans):
-            writes.append(len(spans))
-            return [Answered(offset, count) for offset, count in spans]
-
-        def pulled(self, mq, result):
-            return False
-
+    client = _Answering()
     total = 32 * depth * 3
     read = [
-        m.queue_offset for _, ms in read_ranges(Client(), [OffsetRange(MQ, 0, total)], consumer_group="g") for m in ms
+        m.queue_offset for _, ms in read_ranges(client, [OffsetRange(MQ, 0, total)], consumer_group="g") for m in ms
     ]
     assert read == list(range(total))
     half = depth // 2
     # The first write opens the queue's stream; then the rest of the depth at once, then a half each time half came.
-    assert writes[:2] == [1, depth - 1]
-    assert writes[2:] == [half] * ((total // 32 - depth) // half), writes
+    assert client.writes[:2] == [1, depth - 1]
+    assert client.writes[2:] == [half] * ((total // 32 - depth) // half), client.writes
 
 
 def test_pulls_sent_before_a_short_answer_count_toward_the_messages_a_queue_may_hold() -> None:
     """A short answer shrinks the pulls asked for after it, not those already on the wire: the room left is counted
     from the spans outstanding (pulls of 128, threshold 1000, the first answer cut short by a commit-log file's end)."""
-    outstanding, most_outstanding, answered = [0], [0], [0]
-
-    class Answered:
-        def __init__(self, offset: int, count: int) -> None:
-            self.offset, self.count = offset, count
-            outstanding[0] += count
-            most_outstanding[0] = max(most_outstanding[0], outstanding[0])
-
-        def result(self) -> PullResult:
-            outstanding[0] -= self.count
-            answered[0] += 1
-            got = 3 if answered[0] == 1 else self.count
-            return found(*range(self.offset, self.offset + got), max_offset=100_000)
-
-    class Client:
-        def reader(self, mq):
-            return self
-
-        def pull_stream(self, topic, queue_id, **options):
-            return self
-
-        def send(self, offset, max_msgs):
-            return Answered(offset, max_msgs)
-
-        def send_many(self, spans):
-            return [Answered(offset, count) for offset, count in spans]
-
-        def pulled(self, mq, result):
-            return False
-
+    client = _Answering(answer=lambda offset, count: 3 if offset == 0 else count)
     total = 20_000
     read = read_ranges(
-        Client(), [OffsetRange(MQ, 0, total)], consumer_group="g", batch_size=128, max_messages_in_flight=1000
+        client, [OffsetRange(MQ, 0, total)], consumer_group="g", batch_size=128, max_messages_in_flight=1000
     )
     assert sum(len(ms) for _, ms in read) == total
-    assert 896 <= most_outstanding[0] <= 1000, most_outstanding[0]
+    assert 896 <= client.most_outstanding <= 1000, client.most_outstanding
 
 
 @pytest.mark.parametrize(
