@@ -194,15 +194,29 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
         return CheckRunHealthResult(WorkerStatus.FAILED, f"process {process.pid} of run {run.run_id} is gone")
 
 
+#: Set in the fork server (and so in what it forks) by a Ctrl-C to the process group: see :func:`serve`.
+_interrupted = False
+
+
+def _note_interrupt(signum: int, frame: object) -> None:
+    global _interrupted
+    _interrupted = True
+
+
 def serve() -> None:
     """The fork server: imports ``sys.argv[1:]``, then for each line of stdin (a JSON list: the arguments of
-    ``dagster``) forks a run and answers its pid; leaves when stdin closes (its daemon is gone)."""
+    ``dagster``) forks a run and answers its pid; leaves when stdin closes (its daemon is gone).
+
+    A Ctrl-C to the group does not stop it (it leaves with its daemon, which may still be launching), but it is
+    noted: a run forked after it, or before its process could take the signal itself, never saw the Ctrl-C its
+    group was sent, and would run to its end after everything else stopped. Such a run stops at once instead (see
+    :func:`_become_run`), as the runs in flight do."""
     for module in sys.argv[1:]:
         try:
             __import__(module)
         except ImportError:
             pass  # an optional library missing: the runs import what they need themselves
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C to the group: it leaves with its daemon, not before
+    signal.signal(signal.SIGINT, _note_interrupt)
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
     while line := requests.readline():
         command = json.loads(line)
@@ -220,13 +234,18 @@ def serve() -> None:
         pid = os.read(read_end, 32)
         os.close(read_end)
         os.waitpid(middle, 0)
-        answers.write(pid + b"\n")
-        answers.flush()
+        try:
+            answers.write(pid + b"\n")
+            answers.flush()
+        except BrokenPipeError:  # the daemon left while launching: nobody asks for more (nothing to undo here)
+            os._exit(0)
 
 
 def _become_run(command: list[str]) -> NoReturn:
     """In the run's process: Dagster's own ``dagster api execute_run`` as ``python -m dagster`` runs it; never returns."""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Dagster turns it into the run's interruption
+    if _interrupted:  # the group's Ctrl-C came before this process could take it (see serve): stop as the others did
+        os._exit(128 + signal.SIGINT)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)  # the fork server's stdin is its requests: not the run's
     os.dup2(devnull, 1)  # ... and its stdout its answers; the run's own output is its event log and stderr

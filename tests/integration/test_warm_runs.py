@@ -19,6 +19,7 @@ from dagster import DagsterInstance, DagsterRunStatus
 
 from rocketlake.dagster.run_guard import RunProcess
 from rocketlake.dagster.warm_runs import PROCESS_TAG
+from tests.conftest import free_ports
 from tests.integration.ingestion_support import until
 
 pytestmark = pytest.mark.dagster
@@ -141,3 +142,46 @@ def _zombie(pid: int) -> bool:
     except OSError:
         return True
     return stat[stat.rindex(")") + 2] in "ZX"
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, exited and not yet reaped by init, counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_run_forked_after_a_ctrl_c_to_the_group_stops_at_once(tmp_path):
+    """Ctrl-C reached the group while the daemon was still launching (`make ui`'s CI failure): the run the fork server
+    forked after it never received the signal and ran to its end after everything else had stopped. Now it stops at
+    once, as the runs in flight do. Its command here would serve forever: an empty code server."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "rocketlake.dagster.warm_runs"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=tmp_path,
+        start_new_session=True,  # a group of its own, as `make ui`'s
+    )
+    forked: list[int] = []
+
+    def launch(command: list[str]) -> int:
+        server.stdin.write(json.dumps(command).encode() + b"\n")
+        server.stdin.flush()
+        forked.append(int(server.stdout.readline()))
+        return forked[-1]
+
+    try:
+        launch(["--version"])  # answered: the fork server is in its loop, its Ctrl-C handler set
+        os.killpg(server.pid, signal.SIGINT)
+        (port,) = free_ports(1)
+        run = launch(["api", "grpc", "--host", "127.0.0.1", "--port", str(port)])
+        until(lambda: not _alive(run), 10, "the run forked after the Ctrl-C to stop")
+        assert server.poll() is None  # the fork server itself leaves with its daemon, not at the Ctrl-C
+    finally:
+        for pid in forked:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        server.stdin.close()
+        server.wait(timeout=10)
