@@ -16,17 +16,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import pyarrow
+import pyarrow as pa
 
 #: What the installed delta-rs reads, from its own declaration.
 from deltalake.table import MAX_SUPPORTED_READER_VERSION, SUPPORTED_READER_FEATURES
 
 #: pyarrow 19 (the lowest allowed) aborts the process reading the level histograms of pages delta-rs wrote.
-_PYARROW_MAJOR = int(pyarrow.__version__.split(".")[0])
+_PYARROW_MAJOR = int(pa.__version__.split(".")[0])
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from rocketlake.rocketmq.message_queue import OffsetRange
 
 
@@ -90,7 +88,6 @@ def landed_rows(
     cost a read of that window's files, not a Spark job. None when delta-rs may not read this table or fails to (a
     file compacted away under the read), or it is not on the local file system (an object store's credentials are
     Spark's): the caller then asks Spark."""
-    import pyarrow as pa
     import pyarrow.dataset as ds
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError
@@ -123,8 +120,6 @@ def landed_rows(
 def _offsets_in_statistics(table) -> bool:
     """Whether every file of the table has ``queue_offset``'s range in the log: delta-rs leaves a file without it out
     of a filtered read, as if it could hold no row (a table whose statistics skip the column, files written without)."""
-    import pyarrow as pa
-
     files = pa.table(table.get_add_actions(flatten=True))
     for bound in ("min.queue_offset", "max.queue_offset"):
         if files.num_rows and (bound not in files.column_names or files[bound].null_count):

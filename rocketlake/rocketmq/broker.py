@@ -791,48 +791,41 @@ class PullStream:
 
     def send(self, offset: int, max_msgs: int = 32) -> PendingPull:
         """PULL_MESSAGE of at most ``max_msgs`` from ``offset``, sent now."""
-        if offset < 0 or not 1 <= max_msgs <= 1024:
-            check_pull_numbers(0, offset, max_msgs, None, 0)  # raises, naming the number
-        connection = self._connection
-        if connection.closed:  # the pool's connections were closed (close_all): the pool opens a new one
-            connection = self._connection = self._broker.connections(self._broker.address)
-        if self._template is None:
-            built = build_pull_request(
-                **self._request, offset=offset, max_msgs=max_msgs, commit_offset=self._commit_offset
-            )
-            pending = connection.invoke_async(built, self._timeout, rpc_hook=self._broker.rpc_hook, body_in_place=True)
-        else:
-            pending = connection.invoke_template_async(
-                self._template, (str(offset), str(max_msgs), self._commit), self._timeout, body_in_place=True
-            )
-        return PendingPull(self._broker, pending, self._request["subscription"], self._columnar)
+        return self.send_many([(offset, max_msgs)])[0]
 
     def send_many(self, spans: list[tuple[int, int]]) -> list[PendingPull]:
         """:meth:`send` of each ``(offset, max_msgs)``, written to the socket at once (one system call for all). All
         or none: when it raises, no pull of the list stays outstanding."""
-        if self._template is None or len(spans) == 1:  # signed requests are encoded whole, one send each
-            sent: list[PendingPull] = []
-            try:
-                for offset, max_msgs in spans:
-                    sent.append(self.send(offset, max_msgs))
-            except BaseException:
-                for pending in sent:  # all or none, as with one write: the caller asks again for every span
-                    pending.cancel()
-                raise
-            return sent
         for offset, max_msgs in spans:
             if offset < 0 or not 1 <= max_msgs <= 1024:
                 check_pull_numbers(0, offset, max_msgs, None, 0)  # raises, naming the number
         connection = self._connection
-        if connection.closed:
+        if connection.closed:  # the pool's connections were closed (close_all): the pool opens a new one
             connection = self._connection = self._broker.connections(self._broker.address)
-        commit = self._commit
-        pendings = connection.invoke_template_many_async(
-            self._template,
-            [(str(offset), str(max_msgs), commit) for offset, max_msgs in spans],
-            self._timeout,
-            body_in_place=True,
-        )
+        if self._template is not None:
+            commit = self._commit
+            pendings = connection.invoke_template_many_async(
+                self._template,
+                [(str(offset), str(max_msgs), commit) for offset, max_msgs in spans],
+                self._timeout,
+                body_in_place=True,
+            )
+        else:  # a hook signs the fields: each request is encoded whole and sent on its own
+            pendings = []
+            try:
+                for offset, max_msgs in spans:
+                    built = build_pull_request(
+                        **self._request, offset=offset, max_msgs=max_msgs, commit_offset=self._commit_offset
+                    )
+                    pendings.append(
+                        connection.invoke_async(
+                            built, self._timeout, rpc_hook=self._broker.rpc_hook, body_in_place=True
+                        )
+                    )
+            except BaseException:
+                for pending in pendings:  # all or none, as with one write: the caller asks again for every span
+                    pending.cancel()
+                raise
         broker, subscription, columnar = self._broker, self._request["subscription"], self._columnar
         return [PendingPull(broker, pending, subscription, columnar) for pending in pendings]
 

@@ -599,7 +599,7 @@ class Connection:
         deadline = time.monotonic() + timeout
         command = self._prepare(request, rpc_hook, oneway=False)
         data = encode(command, max_frame_size=self.max_frame_size)
-        return self._send_async(command.code, command.opaque, data, deadline, timeout, body_in_place)
+        return self._send_async(command.code, [command.opaque], [data], deadline, timeout, body_in_place)[0]
 
     def invoke_template_async(
         self,
@@ -611,11 +611,7 @@ class Connection:
     ) -> PendingResponse:
         """:meth:`invoke_async` of the request ``template`` makes with ``values`` (no RPC hook: a hook signs the
         fields, so a signed request is encoded whole)."""
-        deadline = time.monotonic() + timeout
-        opaque = self._next_opaque(template.code)
-        return self._send_async(
-            template.code, opaque, template.encode(opaque, values), deadline, timeout, body_in_place
-        )
+        return self.invoke_template_many_async(template, [values], timeout, body_in_place=body_in_place)[0]
 
     def invoke_template_many_async(
         self,
@@ -629,35 +625,33 @@ class Connection:
         loopback work and the send's locks are paid once for them all (a range read's refill of a queue's pulls)."""
         deadline = time.monotonic() + timeout
         code = template.code
+        opaques = [self._next_opaque(code) for _ in values]
+        frames = [template.encode(opaque, one) for opaque, one in zip(opaques, values)]
+        return self._send_async(code, opaques, frames, deadline, timeout, body_in_place)
+
+    def _send_async(
+        self,
+        code: int,
+        opaques: list[int],
+        frames: list[bytes],
+        deadline: float,
+        timeout: float,
+        body_in_place: bool,
+    ) -> list[PendingResponse]:
+        """Register a call per opaque, then write every frame in one send; nothing stays registered if it fails."""
         channel = self._open_channel(deadline, code)
-        calls = []
-        frames = []
+        calls: list[PendingResponse] = []
         try:
-            for one in values:
-                opaque = self._next_opaque(code)
+            for opaque in opaques:
                 call = PendingResponse(self, channel, code, opaque, deadline, timeout, body_in_place)
                 channel.register(call)
                 calls.append(call)
-                frames.append(template.encode(opaque, one))
-            channel.send(b"".join(frames), deadline, code)
+            channel.send(frames[0] if len(frames) == 1 else b"".join(frames), deadline, code)
         except BaseException:
             for call in calls:
                 channel.unregister(call.opaque)
             raise
         return calls
-
-    def _send_async(
-        self, code: int, opaque: int, data: bytes, deadline: float, timeout: float, body_in_place: bool
-    ) -> PendingResponse:
-        channel = self._open_channel(deadline, code)
-        call = PendingResponse(self, channel, code, opaque, deadline, timeout, body_in_place)
-        channel.register(call)
-        try:
-            channel.send(data, deadline, code)
-        except BaseException:
-            channel.unregister(opaque)
-            raise
-        return call
 
     def invoke_checked(
         self,

@@ -221,7 +221,8 @@ def read_ranges(
     # master, or while the master is down its slave); set up again after a retry or a new suggestion.
     streams: dict[MessageQueue, PullStream] = {}
 
-    def send(cursor: QueueCursor, span: _Span) -> None:
+    def send(cursor: QueueCursor, spans: list[_Span]) -> None:
+        """The pulls of ``spans``, in one write (``PullStream.send_many``: all or none)."""
         mq = cursor.mq
         try:
             stream = streams.get(mq)
@@ -234,31 +235,12 @@ def read_ranges(
                     timeout=timeout,
                     columnar=columnar,
                 )
-            span.pending = stream.send(span.start, span.end - span.start)
-        except Exception as exc:
-            if not is_retriable(exc):
-                raise
-            span.pending = None  # not sent (e.g. the broker is restarting): answer() pulls it with retries
-
-    def send_all(cursor: QueueCursor, spans: list[_Span]) -> None:
-        if len(spans) == 1:
-            send(cursor, spans[0])
-            return
-        mq = cursor.mq
-        try:
-            stream = streams.get(mq)
-            if stream is None:
-                send(cursor, spans[0])  # opens the stream (or leaves the span to answer()'s retries)
-                spans = spans[1:]
-                stream = streams.get(mq)
-                if stream is None:
-                    return
             for span, pending in zip(spans, stream.send_many([(s.start, s.end - s.start) for s in spans])):
                 span.pending = pending
         except Exception as exc:
             if not is_retriable(exc):
                 raise
-            for span in spans:  # send_many sent none of them (or took back those it had): answer() pulls each
+            for span in spans:  # not sent (e.g. the broker is restarting): answer() pulls each with retries
                 span.pending = None
 
     def top_up(cursor: QueueCursor) -> None:
@@ -286,7 +268,7 @@ def read_ranges(
             if room is not None:
                 room -= span.end - span.start
         if spans:
-            send_all(cursor, spans)
+            send(cursor, spans)
 
     def answer(cursor: QueueCursor, span: _Span) -> PullResult:
         if span.pending is not None:
@@ -320,7 +302,7 @@ def read_ranges(
             result = answer(cursor, cursor.in_flight[0])
             messages, rest = cursor.accept(result)
             if rest is not None:
-                send(cursor, rest)
+                send(cursor, [rest])
             top_up(cursor)  # before yielding: the broker works while the caller does
             if cursor.finished:
                 cursors.popleft()

@@ -97,34 +97,27 @@ def test_a_connection_cut_with_pulls_in_flight_loses_and_repeats_nothing(
     # Cut the broker connection right after the 6th pull is written, holding the channel's read lead from before
     # the write to the cut: the broker may answer at once, but nobody reads the answer, so at least that pull fails
     # in flight and must be repeated. (Without the lead, the idle reader thread once took every answer first: CI.)
-    # Pulls go out one by one (send) or a queue's refill at once (send_many): the cut follows the write that holds
-    # the 6th.
-    real_send, real_send_many, real_pull = PullStream.send, PullStream.send_many, rocketmq_client.pull
+    # Every write of pulls goes through send_many (a queue's first pulls, its refills, a rest): the cut follows the
+    # write that holds the 6th pull.
+    real_send_many, real_pull = PullStream.send_many, rocketmq_client.pull
     sends, repeats, cut = [0], [], []
 
-    def then_cut(self, write, count):
+    def send_many_then_cut(self, spans):
         before = sends[0]
-        sends[0] += count
+        sends[0] += len(spans)
         if not before < 6 <= sends[0]:
-            return write()
+            return real_send_many(self, spans)
         channel = get_connection(self._broker.address)._channel
         with channel._lead:
-            pending = write()
+            pending = real_send_many(self, spans)
             channel.fail("cut by the test")
         cut.append(channel)
         return pending
-
-    def send_then_cut(self, *args, **kwargs):
-        return then_cut(self, lambda: real_send(self, *args, **kwargs), 1)
-
-    def send_many_then_cut(self, spans):
-        return then_cut(self, lambda: real_send_many(self, spans), len(spans))
 
     def counted_pull(mq, offset, *args, **kwargs):
         repeats.append((mq, offset))
         return real_pull(mq, offset, *args, **kwargs)
 
-    monkeypatch.setattr(PullStream, "send", send_then_cut)
     monkeypatch.setattr(PullStream, "send_many", send_many_then_cut)
     monkeypatch.setattr(rocketmq_client, "pull", counted_pull)
     ranges = [OffsetRange(mq, 0, len(items)) for mq, items in by_queue.items()]

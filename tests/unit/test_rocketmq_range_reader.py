@@ -224,10 +224,6 @@ class _Answering:
     def pull_stream(self, topic, queue_id, **options):
         return self
 
-    def send(self, offset: int, max_msgs: int) -> _Pending:
-        self.writes.append(1)
-        return self._sent(offset, max_msgs)
-
     def send_many(self, spans: list[tuple[int, int]]) -> list[_Pending]:
         self.writes.append(len(spans))
         return [self._sent(offset, count) for offset, count in spans]
@@ -257,9 +253,8 @@ def test_a_queue_is_refilled_by_halves_each_in_one_write() -> None:
     ]
     assert read == list(range(total))
     half = depth // 2
-    # The first write opens the queue's stream; then the rest of the depth at once, then a half each time half came.
-    assert client.writes[:2] == [1, depth - 1]
-    assert client.writes[2:] == [half] * ((total // 32 - depth) // half), client.writes
+    # The whole depth at once, then a half each time half came.
+    assert client.writes == [depth] + [half] * ((total // 32 - depth) // half), client.writes
 
 
 def test_pulls_sent_before_a_short_answer_count_toward_the_messages_a_queue_may_hold() -> None:
