@@ -123,9 +123,13 @@ class Sampler:
         # The totals when the warm-up ended (the servers' start, the demo's first window and its followers): the
         # steady state is what comes after.
         self.warm_from = warm_from
+        self.started = warm_from - WARM_UP_S
         self.at_warm: dict[str, float] | None = None
-        self.queued: dict[str, int] = defaultdict(int)
-        self.loads: list[float] = []
+        self.queued: dict[str, int] = defaultdict(int)  # over the whole run
+        self.queued_warm: dict[str, int] = defaultdict(int)  # after the warm-up
+        # Per job, when more than one of its runs was queued at once: the first such moment, and what queued them.
+        self.crowded: dict[str, tuple[float, list[str]]] = {}
+        self.loads: list[tuple[float, float]] = []  # (when, the 1-minute load average)
 
     def sample(self) -> None:
         from dagster import DagsterRunStatus, RunsFilter
@@ -137,12 +141,34 @@ class Sampler:
         self.last = now
         if self.at_warm is None and time.time() >= self.warm_from:
             self.at_warm = dict(self.cpu)
-        counts: dict[str, int] = defaultdict(int)
+        queued: dict[str, list] = defaultdict(list)
         for run in self.instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.QUEUED])):
-            counts[run.job_name] += 1
-        for job, n in counts.items():
-            self.queued[job] = max(self.queued[job], n)
-        self.loads.append(float(Path("/proc/loadavg").read_text().split()[0]))
+            queued[run.job_name].append(run)
+        for job, runs in queued.items():
+            self.queued[job] = max(self.queued[job], len(runs))
+            if self.at_warm is not None:
+                self.queued_warm[job] = max(self.queued_warm[job], len(runs))
+            if len(runs) > 1 and job not in self.crowded:
+                self.crowded[job] = (time.time(), [describe(run) for run in runs])
+        self.loads.append((time.time(), float(Path("/proc/loadavg").read_text().split()[0])))
+
+
+def describe(run) -> str:
+    """A queued run in a few words: its id, what launched it (schedule, sensor, backfill or by hand), its partition."""
+    tags = run.tags
+    origin = next(
+        (
+            f"{kind} {tags[key]}"
+            for kind, key in (
+                ("schedule", "dagster/schedule_name"),
+                ("sensor", "dagster/sensor_name"),
+                ("backfill", "dagster/backfill"),
+            )
+            if key in tags
+        ),
+        "launched by hand",
+    )
+    return f"{run.run_id[:8]} ({origin}, partition {tags.get('dagster/partition', '-')})"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -352,9 +378,14 @@ def report(
     if not measured:
         print("  (no window closed in the measured span: run longer)")
     print(
-        "most runs queued at once, per job: "
-        + (", ".join(f"{j} {n}" for j, n in sorted(sampler.queued.items())) or "none ever queued")
+        "most runs queued at once, per job (whole run / after the warm-up): "
+        + (
+            ", ".join(f"{j} {n} / {sampler.queued_warm.get(j, 0)}" for j, n in sorted(sampler.queued.items()))
+            or "none ever queued"
+        )
     )
+    for job, (when, runs) in sorted(sampler.crowded.items()):
+        print(f"  {job}: {len(runs)} queued at {when - sampler.started:.0f} s: " + "; ".join(runs))
     print(
         "queue wait, enqueued -> handed to the launcher, per job (median, max s): "
         + (
@@ -364,8 +395,16 @@ def report(
             or "none"
         )
     )
-    loads = sampler.loads
-    print(f"load average (1 min): median {statistics.median(loads):.2f}, max {max(loads):.2f} on {cores} cores")
+    for label, loads in (
+        ("whole run", [load for _, load in sampler.loads]),
+        ("after the warm-up", [load for when, load in sampler.loads if when >= sampler.warm_from]),
+    ):
+        if loads:
+            above = sum(load >= cores for load in loads) / len(loads)
+            print(
+                f"load average (1 min), {label}: median {statistics.median(loads):.2f}, max {max(loads):.2f} "
+                f"on {cores} cores, {above:.1%} of samples at or above it"
+            )
     ours = {kind: seconds for kind, seconds in sampler.cpu.items() if kind != PEER}
     at_warm = sampler.at_warm or {}
     warm_minutes = max(args.minutes - WARM_UP_S / 60, 1e-9)
