@@ -56,7 +56,11 @@ GRACE_S = 10  # the demo's window.grace_seconds
 WARM_UP_S = 120  # windows closing in the first two minutes of the UI are left out (code servers, first sessions)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PORTS = (29876, 29911, 29921, 29300, 29002)  # name server, brokers, the UI, Spark Connect (the benchmarks' own)
-PEER = "the peer: Java push consumer"  # not rocketlake's: a DefaultMQPushConsumer of another group on the same topic
+PEER = "the peer: Java push consumer"
+MACHINE, SAMPLER = (
+    "the machine, all processes",
+    "this benchmark's sampling",
+)  # not process classes: see Sampler  # not rocketlake's: a DefaultMQPushConsumer of another group on the same topic
 TOPIC = "rocketlake_demo_orders"
 #: (class, what its command line holds), the first match wins
 FORK_SERVER = (
@@ -125,6 +129,9 @@ class Sampler:
         self.warm_from = warm_from
         self.started = warm_from - WARM_UP_S
         self.at_warm: dict[str, float] | None = None
+        # Every process's CPU, from the kernel's counters: what the classes miss (processes too short-lived for a
+        # sample a second, or of no class) is the difference, less this benchmark's own sampling.
+        self.machine_from, self.sampler_from = machine_busy(), time.process_time()
         self.queued: dict[str, int] = defaultdict(int)  # over the whole run
         self.queued_warm: dict[str, int] = defaultdict(int)  # after the warm-up
         # Per job, when more than one of its runs was queued at once: the first such moment, and what queued them.
@@ -139,6 +146,8 @@ class Sampler:
             before = self.last.get(pid)
             self.cpu[kind] += seconds - (before[1] if before and before[0] == kind else 0.0)
         self.last = now
+        self.cpu[MACHINE] = machine_busy() - self.machine_from
+        self.cpu[SAMPLER] = time.process_time() - self.sampler_from
         if self.at_warm is None and time.time() >= self.warm_from:
             self.at_warm = dict(self.cpu)
         queued: dict[str, list] = defaultdict(list)
@@ -151,6 +160,12 @@ class Sampler:
             if len(runs) > 1 and job not in self.crowded:
                 self.crowded[job] = (time.time(), [describe(run) for run in runs])
         self.loads.append((time.time(), float(Path("/proc/loadavg").read_text().split()[0])))
+
+
+def machine_busy() -> float:
+    """CPU seconds the machine's cores have been busy since boot (``/proc/stat``: all but idle and I/O wait)."""
+    user, nice, system, idle, iowait, irq, softirq, steal = map(int, Path("/proc/stat").read_text().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / CLK_TCK
 
 
 def describe(run) -> str:
@@ -268,6 +283,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=int, default=60)
     parser.add_argument("--per-minute", type=int, default=40, help="orders a minute the trickle sends")
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting for the Spark Connect server on top of rocketlake.yaml's (repeatable): to compare two",
+    )
     args = parser.parse_args()
     namesrv, broker_a, broker_b, web, connect = PORTS
     with tempfile.TemporaryDirectory(prefix="rocketlake-steady-", dir="/dev/shm") as tmp:
@@ -275,6 +297,10 @@ def main() -> None:
         config = yaml.safe_load((ROOT / "rocketlake.yaml").read_text())
         config["clusters"]["local"]["namesrv"] = f"127.0.0.1:{namesrv}"
         config["spark"]["remote"] = f"sc://127.0.0.1:{connect}"
+        config["spark"]["conf"] = {
+            **config["spark"].get("conf", {}),
+            **dict(kv.split("=", 1) for kv in args.spark_conf),
+        }
         config["lake"]["root"] = str(project / "lake")
         (project / "rocketlake.yaml").write_text(yaml.safe_dump(config))
         home = project / "dagster"
@@ -405,8 +431,17 @@ def report(
                 f"load average (1 min), {label}: median {statistics.median(loads):.2f}, max {max(loads):.2f} "
                 f"on {cores} cores, {above:.1%} of samples at or above it"
             )
-    ours = {kind: seconds for kind, seconds in sampler.cpu.items() if kind != PEER}
+    machine = sampler.cpu.pop(MACHINE, 0.0)
+    sampling = sampler.cpu.pop(SAMPLER, 0.0)
     at_warm = sampler.at_warm or {}
+    # After the warm-up only: over the whole run the classes also count what the servers used before sampling began.
+    unclassed_warm = (
+        (machine - at_warm.get(MACHINE, 0.0))
+        - (sampling - at_warm.get(SAMPLER, 0.0))
+        - sum(sampler.cpu.values())
+        + sum(v for k, v in at_warm.items() if k not in (MACHINE, SAMPLER))
+    )
+    ours = {kind: seconds for kind, seconds in sampler.cpu.items() if kind != PEER}
     warm_minutes = max(args.minutes - WARM_UP_S / 60, 1e-9)
     warm = {kind: seconds - at_warm.get(kind, 0.0) for kind, seconds in ours.items()}
     print(
@@ -417,6 +452,10 @@ def report(
     print(f"  {'':<26} {'all':>6} {'warm':>6}")
     for kind, seconds in sorted(ours.items(), key=lambda kv: -kv[1]):
         print(f"  {kind:<26} {seconds / args.minutes:6.1f} {warm[kind] / warm_minutes:6.1f}")
+    print(
+        f"  {'in no class (short-lived)':<26} {'':>6} {unclassed_warm / warm_minutes:6.1f}"
+        "   (the machine's busy time less the classes, the peer and this benchmark's sampling)"
+    )
     print(
         f"the peer (Java DefaultMQPushConsumer, {delivered} deliveries): "
         f"{sampler.cpu.get(PEER, 0.0) / args.minutes:.2f} CPU-s a minute"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dagster import ConfigurableResource
-from pydantic import Field
+from dagster import ConfigurableResource, InitResourceContext
+from pydantic import Field, PrivateAttr
 from pyspark.sql import SparkSession
 
 from rocketlake.delta import storage
@@ -46,6 +46,11 @@ class SparkResource(ConfigurableResource):
         "server's (rocketlake spark-server).",
     )
 
+    # The Spark Connect sessions this step opened: the server keeps a session (its analyzed plans, its local
+    # checkpoints) for an hour after its last use unless the client releases it, so a run a minute leaving its own
+    # filled the server's heap (see teardown_after_execution).
+    _connect_sessions: list[SparkSession] = PrivateAttr(default_factory=list)
+
     @classmethod
     def of_config(cls, spark: SparkConfig, lake: LakeConfig) -> SparkResource:
         """The resource a configuration's ``spark`` block asks for, with S3A's jars for a lake on ``s3a://`` (its
@@ -54,5 +59,14 @@ class SparkResource(ConfigurableResource):
 
     def session(self) -> SparkSession:
         if self.remote is not None:
-            return connect_session(self.remote, self.conf)
+            session = connect_session(self.remote, self.conf)
+            if not any(session is opened for opened in self._connect_sessions):
+                self._connect_sessions.append(session)
+            return session
         return spark_session(self.master, self.conf, self.app_name, s3a=self.s3a)
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        """Release the step's Spark Connect sessions on the server (``SparkSession.stop``: the server drops the
+        session's state; the server itself runs on). A classic session is the process's, and ends with it."""
+        while self._connect_sessions:
+            self._connect_sessions.pop().stop()

@@ -188,3 +188,56 @@ def test_runs_sessions_share_the_servers_python_workers(tmp_path, spark_connect)
     assert seen[0], "the server ran the runs' Python work without a Python worker daemon"
     assert seen[1] == seen[0] and seen[2] == seen[0], f"later runs started Python workers of their own: {seen}"
     assert len(versions(table)) == 3
+
+
+#: A Dagster run of one asset on the server through SparkResource: it prints its session's id.
+RUN_ON_THE_SERVER = """
+import sys
+from dagster import asset, materialize
+from rocketlake.dagster.spark_resource import SparkResource
+
+@asset
+def counted(spark: SparkResource) -> int:
+    session = spark.session()
+    print("session", session.session_id, flush=True)
+    return session.range(3).count()
+
+assert materialize([counted], resources={"spark": SparkResource(remote=sys.argv[1])}).success
+"""
+
+#: A client that asks the server to serve a session again, by its id.
+SESSION_AGAIN = """
+import sys
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.remote(sys.argv[1] + "/;session_id=" + sys.argv[2]).getOrCreate()
+try:
+    print("served", spark.range(1).count())
+except Exception as e:
+    print("refused:", e)
+"""
+
+
+def test_a_run_releases_its_session_on_the_server_when_it_ends(spark_connect):
+    """The server keeps a session, its analyzed plans and its local checkpoints until it has been idle for an hour
+    (``spark.connect.session.manager.defaultSessionTimeout``) unless the client releases it. Runs a minute apart that
+    left theirs filled the server's heap: after 45 minutes of ``make ui``, 100 sessions were open and the server spent
+    more CPU on G1's concurrent marking than on the windows. A run's sessions are released when its step ends."""
+    ran = subprocess.run(
+        [sys.executable, "-c", RUN_ON_THE_SERVER, spark_connect.url],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    (session_id,) = [line.split()[1] for line in ran.stdout.splitlines() if line.startswith("session ")]
+    again = subprocess.run(
+        [sys.executable, "-c", SESSION_AGAIN, spark_connect.url, session_id],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "refused:" in again.stdout and "SESSION_CLOSED" in again.stdout, (
+        f"the run's session {session_id} is still open on the server after the run ended: {again.stdout[-2000:]}"
+        f"{again.stderr[-2000:]}"
+    )
