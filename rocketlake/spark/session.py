@@ -132,6 +132,17 @@ CONNECT_DEFAULT_PORT = 15002
 #: than the run's own work; rocketlake's runs add no classes or jars of their own.
 CONNECT_SHARES_SESSIONS = {"spark.sql.artifact.isolation.enabled": "false"}
 
+#: A server lives for days and runs the same few jobs every window, a minute apart; the JVM's and Spark's defaults suit
+#: a process that runs one job. Measured in ``benchmarks/steady_state.py`` (benchmarks/README.md), 20 to 30 minutes in:
+#: Spark keeps 100 generated classes, fewer than a window's distinct plans (the landing, Delta's log replay and
+#: statistics, the followers' jobs), so each window generated, compiled (Janino), loaded and JIT-compiled about 220
+#: classes again and unloaded as many: with 1000 kept, about 45 new ones a window and none unloaded. The JIT's profiled
+#: code heap (120 MB of the default 240) had filled, and HotSpot's sweeper, whose threshold rises as the heap fills, had
+#: flushed 70,000 methods that the next windows compiled again; with 512 MB it stays below half full. A value the
+#: configuration gives is kept.
+CONNECT_KEEPS_COMPILED_CODE = {"spark.sql.codegen.cache.maxEntries": "1000"}
+CODE_CACHE_OPTION, CODE_CACHE = "-XX:ReservedCodeCacheSize", "512m"
+
 #: A run killed while the server works for it (SIGKILL, an OOM, a lost machine) must not land later on its own. With
 #: Spark's defaults the server keeps a dead client's operation for 120 s + 300 s, time enough to finish and commit
 #: while the next run may already be landing the same window. With these settings a dead client's stream ends within
@@ -171,11 +182,15 @@ def connect_server_command(
     settings = {
         **CONNECT_REAPS_DEAD_CLIENTS,
         **CONNECT_SHARES_SESSIONS,
+        **CONNECT_KEEPS_COMPILED_CODE,
         **session_settings(master, conf, env),
         **(storage.server_settings(lake) if on_s3 else {}),  # the lake's, whatever spark.conf says: runs check
         "spark.connect.grpc.binding.address": host,
         "spark.connect.grpc.binding.port": str(port),
     }
+    java_options = settings.get("spark.driver.extraJavaOptions", "")
+    if CODE_CACHE_OPTION not in java_options:
+        settings["spark.driver.extraJavaOptions"] = f"{CODE_CACHE_OPTION}={CODE_CACHE} {java_options}".strip()
     if on_s3:
         storage.server_keys(lake, env)
     needed = [*session_jars(), *(jars.resolve(jars.s3a_jar_set()) if on_s3 else [])]

@@ -119,3 +119,23 @@ def test_the_spark_connect_server_of_an_s3_lake_gets_its_bucket_settings_and_key
     cmd, env = connect_server_command("sc://127.0.0.1:15010", "local[2]", {}, lake=LakeConfig(root="/tmp/lake"))
     assert "hadoop-aws" not in cmd[cmd.index("--jars") + 1] and not any("fs.s3a" in part for part in cmd)
     assert "AWS_ACCESS_KEY_ID" not in env
+
+
+def test_the_spark_connect_server_keeps_its_compiled_code_unless_the_configuration_says_otherwise(monkeypatch):
+    from rocketlake import jars
+    from rocketlake.spark.session import connect_server_command
+
+    monkeypatch.setattr(jars, "resolve", lambda jar_set: [])
+
+    def confs(conf):
+        cmd, _ = connect_server_command("sc://127.0.0.1:15010", "local[2]", conf)
+        return dict(c.split("=", 1) for i, c in enumerate(cmd) if i and cmd[i - 1] == "--conf")
+
+    kept = confs({"spark.driver.extraJavaOptions": "-Dmine=1"})
+    assert kept["spark.driver.extraJavaOptions"] == "-XX:ReservedCodeCacheSize=512m -Dmine=1"
+    assert kept["spark.sql.codegen.cache.maxEntries"] == "1000"
+    own = confs(
+        {"spark.driver.extraJavaOptions": "-XX:ReservedCodeCacheSize=1g", "spark.sql.codegen.cache.maxEntries": "50"}
+    )
+    assert own["spark.driver.extraJavaOptions"] == "-XX:ReservedCodeCacheSize=1g"
+    assert own["spark.sql.codegen.cache.maxEntries"] == "50"
