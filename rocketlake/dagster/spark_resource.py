@@ -59,8 +59,11 @@ class SparkResource(ConfigurableResource):
 
     def session(self) -> SparkSession:
         if self.remote is not None:
+            before = process_connect_session()
             session = connect_session(self.remote, self.conf)
-            if not any(session is opened for opened in self._connect_sessions):
+            # PySpark hands the process's Connect session to whoever asks: one the process had (a notebook's) is its
+            # owner's to release, not the step's.
+            if session is not before and not any(session is opened for opened in self._connect_sessions):
                 self._connect_sessions.append(session)
             return session
         return spark_session(self.master, self.conf, self.app_name, s3a=self.s3a)
@@ -70,3 +73,14 @@ class SparkResource(ConfigurableResource):
         session's state; the server itself runs on). A classic session is the process's, and ends with it."""
         while self._connect_sessions:
             self._connect_sessions.pop().stop()
+
+
+def process_connect_session() -> SparkSession | None:
+    """The Spark Connect session this process has open (its active or default one), or None."""
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    try:
+        return ConnectSession.active()
+    except PySparkRuntimeError:
+        return None

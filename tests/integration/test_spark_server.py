@@ -241,3 +241,35 @@ def test_a_run_releases_its_session_on_the_server_when_it_ends(spark_connect):
         f"the run's session {session_id} is still open on the server after the run ended: {again.stdout[-2000:]}"
         f"{again.stderr[-2000:]}"
     )
+
+
+#: A process with a Connect session of its own (a notebook's, a test's) that runs a Dagster job through SparkResource,
+#: then uses its session again.
+RUN_BESIDE_A_SESSION = """
+import sys
+from dagster import asset, materialize
+from pyspark.sql import SparkSession
+from rocketlake.dagster.spark_resource import SparkResource
+
+mine = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+
+@asset
+def counted(spark: SparkResource) -> int:
+    return spark.session().range(3).count()
+
+assert materialize([counted], resources={"spark": SparkResource(remote=sys.argv[1])}).success
+print("still mine", mine.range(2).count(), flush=True)
+"""
+
+
+def test_a_run_leaves_a_session_it_did_not_open_to_its_owner(spark_connect):
+    """PySpark hands a process's Connect session to whoever asks for one: a run in a process that already has one (a
+    notebook's) uses it, and must not release it when its step ends."""
+    ran = subprocess.run(
+        [sys.executable, "-c", RUN_BESIDE_A_SESSION, spark_connect.url],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
+    assert ran.returncode == 0 and "still mine 2" in ran.stdout, ran.stdout[-3000:] + ran.stderr[-3000:]
