@@ -56,11 +56,7 @@ GRACE_S = 10  # the demo's window.grace_seconds
 WARM_UP_S = 120  # windows closing in the first two minutes of the UI are left out (code servers, first sessions)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PORTS = (29876, 29911, 29921, 29300, 29002)  # name server, brokers, the UI, Spark Connect (the benchmarks' own)
-PEER = "the peer: Java push consumer"
-MACHINE, SAMPLER = (
-    "the machine, all processes",
-    "this benchmark's sampling",
-)  # not process classes: see Sampler  # not rocketlake's: a DefaultMQPushConsumer of another group on the same topic
+PEER = "the peer: Java push consumer"  # not rocketlake's: a DefaultMQPushConsumer of another group on the same topic
 TOPIC = "rocketlake_demo_orders"
 #: (class, what its command line holds), the first match wins
 FORK_SERVER = (
@@ -129,9 +125,10 @@ class Sampler:
         self.warm_from = warm_from
         self.started = warm_from - WARM_UP_S
         self.at_warm: dict[str, float] | None = None
-        # Every process's CPU, from the kernel's counters: what the classes miss (processes too short-lived for a
-        # sample a second, or of no class) is the difference, less this benchmark's own sampling.
+        # What the classes miss (processes too short-lived for a sample a second, or of no class): the machine's busy
+        # time since sampling began less the classes' and this benchmark's own; now, and when the warm-up ended.
         self.machine_from, self.sampler_from = machine_busy(), time.process_time()
+        self.unclassed = self.unclassed_at_warm = 0.0
         self.queued: dict[str, int] = defaultdict(int)  # over the whole run
         self.queued_warm: dict[str, int] = defaultdict(int)  # after the warm-up
         # Per job, when more than one of its runs was queued at once: the first such moment, and what queued them.
@@ -146,10 +143,10 @@ class Sampler:
             before = self.last.get(pid)
             self.cpu[kind] += seconds - (before[1] if before and before[0] == kind else 0.0)
         self.last = now
-        self.cpu[MACHINE] = machine_busy() - self.machine_from
-        self.cpu[SAMPLER] = time.process_time() - self.sampler_from
+        busy = (machine_busy() - self.machine_from) - (time.process_time() - self.sampler_from)
+        self.unclassed = busy - sum(self.cpu.values())
         if self.at_warm is None and time.time() >= self.warm_from:
-            self.at_warm = dict(self.cpu)
+            self.at_warm, self.unclassed_at_warm = dict(self.cpu), self.unclassed
         queued: dict[str, list] = defaultdict(list)
         for run in self.instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.QUEUED])):
             queued[run.job_name].append(run)
@@ -431,16 +428,9 @@ def report(
                 f"load average (1 min), {label}: median {statistics.median(loads):.2f}, max {max(loads):.2f} "
                 f"on {cores} cores, {above:.1%} of samples at or above it"
             )
-    machine = sampler.cpu.pop(MACHINE, 0.0)
-    sampling = sampler.cpu.pop(SAMPLER, 0.0)
     at_warm = sampler.at_warm or {}
     # After the warm-up only: over the whole run the classes also count what the servers used before sampling began.
-    unclassed_warm = (
-        (machine - at_warm.get(MACHINE, 0.0))
-        - (sampling - at_warm.get(SAMPLER, 0.0))
-        - sum(sampler.cpu.values())
-        + sum(v for k, v in at_warm.items() if k not in (MACHINE, SAMPLER))
-    )
+    unclassed_warm = sampler.unclassed - sampler.unclassed_at_warm
     ours = {kind: seconds for kind, seconds in sampler.cpu.items() if kind != PEER}
     warm_minutes = max(args.minutes - WARM_UP_S / 60, 1e-9)
     warm = {kind: seconds - at_warm.get(kind, 0.0) for kind, seconds in ours.items()}

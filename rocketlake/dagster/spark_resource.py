@@ -61,9 +61,9 @@ class SparkResource(ConfigurableResource):
         if self.remote is not None:
             before = process_connect_session()
             session = connect_session(self.remote, self.conf)
-            # PySpark hands the process's Connect session to whoever asks: one the process had (a notebook's) is its
-            # owner's to release, not the step's.
-            if session is not before and not any(session is opened for opened in self._connect_sessions):
+            # PySpark hands the process's Connect session to whoever asks: one the process had (a notebook's, or this
+            # step's from an earlier call) is not opened again here.
+            if session is not before:
                 self._connect_sessions.append(session)
             return session
         return spark_session(self.master, self.conf, self.app_name, s3a=self.s3a)

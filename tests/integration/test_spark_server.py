@@ -190,6 +190,14 @@ def test_runs_sessions_share_the_servers_python_workers(tmp_path, spark_connect)
     assert len(versions(table)) == 3
 
 
+def python(script: str, *args: str) -> str:
+    """What ``script`` printed, run with ``args`` in a Python process of its own (PySpark keeps one kind of session
+    per process), in the repository; it must succeed."""
+    ran = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    return ran.stdout
+
+
 #: A Dagster run of one asset on the server through SparkResource: it prints its session's id.
 RUN_ON_THE_SERVER = """
 import sys
@@ -222,24 +230,11 @@ def test_a_run_releases_its_session_on_the_server_when_it_ends(spark_connect):
     (``spark.connect.session.manager.defaultSessionTimeout``) unless the client releases it. Runs a minute apart that
     left theirs filled the server's heap: after 45 minutes of ``make ui``, 100 sessions were open and the server spent
     more CPU on G1's concurrent marking than on the windows. A run's sessions are released when its step ends."""
-    ran = subprocess.run(
-        [sys.executable, "-c", RUN_ON_THE_SERVER, spark_connect.url],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=ROOT,
-    )
-    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
-    (session_id,) = [line.split()[1] for line in ran.stdout.splitlines() if line.startswith("session ")]
-    again = subprocess.run(
-        [sys.executable, "-c", SESSION_AGAIN, spark_connect.url, session_id],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert "refused:" in again.stdout and "SESSION_CLOSED" in again.stdout, (
-        f"the run's session {session_id} is still open on the server after the run ended: {again.stdout[-2000:]}"
-        f"{again.stderr[-2000:]}"
+    ran = python(RUN_ON_THE_SERVER, spark_connect.url)
+    (session_id,) = [line.split()[1] for line in ran.splitlines() if line.startswith("session ")]
+    again = python(SESSION_AGAIN, spark_connect.url, session_id)
+    assert "refused:" in again and "SESSION_CLOSED" in again, (
+        f"the run's session {session_id} is still open on the server after the run ended: {again[-2000:]}"
     )
 
 
@@ -265,11 +260,4 @@ print("still mine", mine.range(2).count(), flush=True)
 def test_a_run_leaves_a_session_it_did_not_open_to_its_owner(spark_connect):
     """PySpark hands a process's Connect session to whoever asks for one: a run in a process that already has one (a
     notebook's) uses it, and must not release it when its step ends."""
-    ran = subprocess.run(
-        [sys.executable, "-c", RUN_BESIDE_A_SESSION, spark_connect.url],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=ROOT,
-    )
-    assert ran.returncode == 0 and "still mine 2" in ran.stdout, ran.stdout[-3000:] + ran.stderr[-3000:]
+    assert "still mine 2" in python(RUN_BESIDE_A_SESSION, spark_connect.url)

@@ -49,7 +49,7 @@ def test_the_spark_connect_server_is_configured_as_a_runs_own_session(monkeypatc
         cmd[cmd.index("--jars") + 1]
         == "/jars/delta-spark.jar,/jars/delta-storage.jar,/jars/spark-avro_2.13.jar,/mine.jar"
     )
-    confs = dict(c.split("=", 1) for c in cmd[1:] if "=" in c and cmd[cmd.index(c) - 1] == "--conf")
+    confs = server_confs(cmd)
     assert {**confs, **DELTA_CONF} == confs  # Delta's extension and catalog
     assert (
         confs["spark.connect.grpc.binding.address"] == "127.0.0.1"
@@ -98,7 +98,7 @@ def test_the_spark_connect_server_of_an_s3_lake_gets_its_bucket_settings_and_key
         cmd[cmd.index("--jars") + 1]
         == "/jars/delta-spark.jar,/jars/spark-avro_2.13.jar,/jars/hadoop-aws.jar,/jars/bundle.jar"
     )
-    confs = dict(c.split("=", 1) for c in cmd[1:] if "=" in c and cmd[cmd.index(c) - 1] == "--conf")
+    confs = server_confs(cmd)
     assert {**confs, **server_settings(lake)} == confs  # the lake's settings win over spark.conf's
     assert env["AWS_ACCESS_KEY_ID"] == "rocketlake" and env["AWS_SECRET_ACCESS_KEY"] == secret
     assert "AWS_SESSION_TOKEN" not in env
@@ -128,8 +128,7 @@ def test_the_spark_connect_server_keeps_its_compiled_code_unless_the_configurati
     monkeypatch.setattr(jars, "resolve", lambda jar_set: [])
 
     def confs(conf):
-        cmd, _ = connect_server_command("sc://127.0.0.1:15010", "local[2]", conf)
-        return dict(c.split("=", 1) for i, c in enumerate(cmd) if i and cmd[i - 1] == "--conf")
+        return server_confs(connect_server_command("sc://127.0.0.1:15010", "local[2]", conf)[0])
 
     kept = confs({"spark.driver.extraJavaOptions": "-Dmine=1"})
     assert kept["spark.driver.extraJavaOptions"] == "-XX:ReservedCodeCacheSize=512m -Dmine=1"
@@ -139,3 +138,8 @@ def test_the_spark_connect_server_keeps_its_compiled_code_unless_the_configurati
     )
     assert own["spark.driver.extraJavaOptions"] == "-XX:ReservedCodeCacheSize=1g"
     assert own["spark.sql.codegen.cache.maxEntries"] == "50"
+
+
+def server_confs(cmd: list[str]) -> dict[str, str]:
+    """The ``--conf key=value`` settings of a server's command."""
+    return dict(c.split("=", 1) for i, c in enumerate(cmd) if i and cmd[i - 1] == "--conf")
