@@ -98,8 +98,8 @@ def caught_up_outcome(
     if unread:
         metadata["unanswering_brokers"] = MetadataValue.text(", ".join(sorted(unread)))
         down = "; ".join(
-            f"{broker} ({u.address}) did not answer (the progress of {len(u.queues)} queue(s) of group "
-            f"{cfg.consumer_group} on it is unknown): {u.error}"
+            f"{u.describe(broker)} (the progress of {len(u.queues)} queue(s) of group {cfg.consumer_group} on it is "
+            f"unknown): {u.error}"
             for broker, u in sorted(unread.items())
         )
         others = (

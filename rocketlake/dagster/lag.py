@@ -73,7 +73,9 @@ from rocketlake.engine.broker_access import LiveGroup, group_broker
 from rocketlake.engine.broker_clock import BrokerClock, read_clocks
 from rocketlake.engine.config import IngestionConfig, dead_letter_config
 from rocketlake.engine.freshness import GROWTH_TICKS, Freshness, freshness, lag_keeps_growing
-from rocketlake.engine.progress import QueueProgress, Unanswered, group_progress
+from rocketlake.engine.progress import QueueProgress, Unanswered, group_progress, left_the_route
+from rocketlake.engine.windows import iso
+from rocketlake.rocketmq.message_queue import MessageQueue
 
 LAG_MESSAGES = "rocketlake/lag_messages"
 LAG_SECONDS = "rocketlake/lag_seconds"
@@ -137,6 +139,27 @@ def lag_metadata(rows: list[QueueProgress], now_ms: int, topic: str | None) -> d
         schema=LAG_SCHEMA,
     )
     return metadata
+
+
+#: A broker in the last lag observation and in no route now fails ``caught_up`` (``engine.progress.left_the_route``)
+#: until it is back; when the last observation is older than this (none is recorded while a broker is unread), the
+#: broker is taken for retired on purpose and the check judges the brokers in the route.
+RETIRED_AFTER_S = 24 * 3600
+
+
+def last_observed_queues(instance, asset_key: AssetKey, now_ms: int) -> tuple[list[MessageQueue], str]:
+    """The queues the last lag observation of the asset read, and when (ISO), unless older than ``RETIRED_AFTER_S``."""
+    records = instance.fetch_observations(AssetRecordsFilter(asset_key=asset_key), limit=4, ascending=False).records
+    for record in records:
+        table = record.asset_observation.metadata.get(LAG_TABLE) if record.asset_observation else None
+        if table is None:
+            continue
+        at_ms = int(record.timestamp * 1000)
+        if now_ms - at_ms > RETIRED_AFTER_S * 1000:
+            break
+        queues = [MessageQueue(r.data["topic"], r.data["broker_name"], r.data["queue_id"]) for r in table.records]
+        return queues, iso(at_ms)
+    return [], ""
 
 
 def observed_lag_totals(instance, asset_key: AssetKey, count: int) -> list[int]:
@@ -303,9 +326,10 @@ def caught_up_check(cfg: IngestionConfig, asset_key: AssetKey, rocketmq_key: str
         "lands it).",
     )
     def caught_up(context: AssetCheckExecutionContext) -> AssetCheckResult:
-        with getattr(context.resources, rocketmq_key).open_client(cfg.mq_client_api_timeout) as client:
-            progress = progress_and_share(client, cfg)
         now_ms = int(time.time() * 1000)
+        last_seen = last_observed_queues(context.instance, asset_key, now_ms)
+        with getattr(context.resources, rocketmq_key).open_client(cfg.mq_client_api_timeout) as client:
+            progress = progress_and_share(client, cfg, last_seen)
         evaluation, _ = caught_up_judged(cfg, asset_key, None, progress, now_ms, context.instance, None)
         return AssetCheckResult(**evaluation)
 
@@ -327,14 +351,17 @@ def caught_up_judged(
     return caught_up_outcome(cfg, found, now_ms, progress.unread), request
 
 
-def progress_and_share(client, cfg: IngestionConfig) -> Progress:
+def progress_and_share(client, cfg: IngestionConfig, last_seen: tuple[list[MessageQueue], str] = ([], "")) -> Progress:
     """Every queue's progress, and the queues this member takes now (``assignment.member_share``, as a run computes
     it): a member catches up its own queues only; another member's trailing queues are that member's to land. A
-    broker that does not answer leaves its queues out of both, and is named in ``unread``."""
+    broker that does not answer leaves its queues out of both, and is named in ``unread``; so is a broker of
+    ``last_seen`` (the queues the last lag observation read, and when) that left the route, whose queues a run does
+    not see to share either."""
     unread: dict[str, Unanswered] = {}
     rows = group_progress(group_broker(client, cfg), unread)
     queues = [r.queue for r in rows] + [q for u in unread.values() for q in u.queues]
     share = member_share(cfg, queues, LiveGroup(client, cfg).members())
+    unread.update(left_the_route(rows, unread, *last_seen))
     return Progress(rows, set(share.taken), unread)
 
 
@@ -359,7 +386,7 @@ def lag_events(
         f"passed {metadata[LAG_SECONDS].value:.0f}s ago"
     )
     if progress.unread:
-        summary += f"; not read: {', '.join(sorted(progress.unread))} (not answering)"
+        summary += f"; not read: {', '.join(u.describe(b) for b, u in sorted(progress.unread.items()))}"
     totals = observed_lag_totals(instance, asset_key, GROWTH_TICKS) + ([] if progress.unread else [total])
     now = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc)
     caught_up, request = caught_up_judged(cfg, asset_key, assets.job_name, progress, now_ms, instance, log)
@@ -417,9 +444,14 @@ def build_lag_sensor(cluster: str, members: Members) -> SensorDefinition:
     def lag(context: SensorEvaluationContext):
         resource = getattr(context.resources, rocketmq_key)
         now_ms = int(time.time() * 1000)
+        # What the last observations read: a broker there and in no route now is down, not gone (its queues trail).
+        last_seen = {id(cfg): last_observed_queues(context.instance, a.table_key, now_ms) for cfg, a in members}
         with resource.open_client(timeout_ms) as client:
             read, failed = read_each(
-                members, lambda cfg: progress_and_share(client, cfg), "read the progress", context.log
+                members,
+                lambda cfg: progress_and_share(client, cfg, last_seen[id(cfg)]),
+                "read the progress",
+                context.log,
             )
             # The dead-letter topics after; not at all when no group could be read (the cluster did not answer).
             dead_read, dead_failed = (
@@ -438,7 +470,7 @@ def build_lag_sensor(cluster: str, members: Members) -> SensorDefinition:
         events, requests, said = [], [], []
         for cfg, assets, progress in read:
             brokers = {r.queue.broker_name for r in progress.rows}
-            not_read = {b: f"did not answer: {u.error}" for b, u in progress.unread.items()}
+            not_read = {b: f"{u.what}: {u.error}" for b, u in progress.unread.items()}
             mine = (
                 [c for c in clocks if c.broker in brokers],
                 {**{b: why for b, why in unread.items() if b in brokers}, **not_read},

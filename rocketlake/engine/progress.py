@@ -44,19 +44,48 @@ class QueueProgress:
 
 @dataclass
 class Unanswered:
-    """A broker that did not answer a progress read (a refused connection, a timeout): where it is, what it said,
-    and the queues whose progress is unknown for it."""
+    """A broker whose queues' progress is unknown: one that did not answer a progress read (a refused connection, a
+    timeout: ``address`` is where it is, ``error`` what it said), or one that left the route while it held queues of
+    the group (``address`` None, ``error`` since when: ``left_the_route``)."""
 
-    address: str
+    address: str | None
     error: str
     queues: list[MessageQueue] = field(default_factory=list)
+
+    @property
+    def what(self) -> str:
+        return "is in no route of the group's topics" if self.address is None else "did not answer"
+
+    def describe(self, broker: str) -> str:
+        """``broker-b (127.0.0.1:10911) did not answer`` or ``broker-a is in no route of the group's topics``."""
+        return f"{broker} {self.what}" if self.address is None else f"{broker} ({self.address}) {self.what}"
+
+
+def left_the_route(
+    rows: Iterable[QueueProgress], unread: dict[str, Unanswered], last_seen: Iterable[MessageQueue], seen: str
+) -> dict[str, Unanswered]:
+    """The brokers that held queues of the group when they were last read (``last_seen``, at ``seen``) and are
+    neither read nor unanswering now, with those queues.
+
+    The name server drops a broker from every route the moment its connection closes (stopped, killed, its host
+    down), so a read of the routes finds nothing to ask there: the broker's queues are not caught up, their progress
+    is unknown. (A broker cut off from the name server stays listed until 120 s after its last heartbeat, and is
+    unanswering meanwhile.)"""
+    present = {r.queue.broker_name for r in rows} | set(unread)
+    gone: dict[str, Unanswered] = {}
+    for mq in last_seen:
+        if mq.broker_name not in present:
+            gone.setdefault(mq.broker_name, Unanswered(None, f"it held them when last read, at {seen}")).queues.append(
+                mq
+            )
+    return gone
 
 
 def group_progress(group: GroupOffsets, unread: dict[str, Unanswered] | None = None) -> list[QueueProgress]:
     """Every subscribed queue's offsets, one store-time read per queue that has messages pending.
 
-    ``unread``: given, a broker that does not answer (its route still listed: the name server drops it 120 s after
-    its last heartbeat) has its queues left out and recorded there under its name, after one failed request rather
+    ``unread``: given, a broker that does not answer (its route still listed: a broker cut off from the name server
+    stays listed until 120 s after its last heartbeat) has its queues left out and recorded there under its name, after one failed request rather
     than one timeout per queue, and the other brokers' queues are still read. Without it, the first failure raises.
     """
     rows = []

@@ -89,6 +89,12 @@ def test_a_broker_not_answering_fails_the_check_naming_it_whatever_the_other_que
     assert outcome["metadata"]["unanswering_brokers"].value == "broker-b"
     trailing = caught_up_outcome(cfg, behind(cfg, parts, [progress(A, 5, 8.5)], now), 0, down)
     assert trailing["description"].endswith("1 trail window 2026-11-01-09:00."), trailing["description"]
+    gone = {"broker-b": Unanswered(None, "it held them when last read, at 2026-11-01T10:05:00.000Z", [B])}
+    left = caught_up_outcome(cfg, behind(cfg, parts, [progress(A, 5, 10.02)], now), 0, gone)
+    assert not left["passed"] and left["description"].startswith(
+        f"broker-b is in no route of the group's topics (the progress of 1 queue(s) of group {cfg.consumer_group} "
+        "on it is unknown): it held them when last read, at 2026-11-01T10:05:00.000Z."
+    ), left["description"]
     unread = unread_outcome(cfg, "cannot read the progress of group g: 127.0.0.1:9876: connection refused")
     assert not unread["passed"] and unread["description"].startswith(
         "cannot read the progress of group g: 127.0.0.1:9876: connection refused. Whether a queue of group "

@@ -1,8 +1,9 @@
 """Freshness and lag growth on plain data; the lag metadata Dagster plots."""
 
+import time
 from datetime import datetime, timedelta, timezone
 
-from dagster import instance_for_test
+from dagster import AssetKey, AssetObservation, instance_for_test
 
 from rocketlake.dagster.lag import (
     BROKER_MAX,
@@ -10,8 +11,10 @@ from rocketlake.dagster.lag import (
     LAG_MESSAGES,
     LAG_SECONDS,
     LAG_TABLE,
+    RETIRED_AFTER_S,
     growth_outcome,
     lag_metadata,
+    last_observed_queues,
     queue_figure,
     table_freshness,
 )
@@ -65,6 +68,22 @@ def test_lag_metadata_totals_and_per_queue_figures():
         == "rocketlake/lag_seconds/%RETRY%g/broker-a/0"
     )
     assert [r.data["lag"] for r in m[LAG_TABLE].value.records] == [6, 5]
+
+
+def test_the_queues_of_the_last_lag_observation_are_remembered_a_day():
+    a, b = MessageQueue("t", "broker-a", 0), MessageQueue("%RETRY%g", "broker-b", 1)
+    key = AssetKey("orders")
+    with instance_for_test() as instance:
+        now_ms = int(time.time() * 1000)
+        assert last_observed_queues(instance, key, now_ms) == ([], "")
+        instance.report_runless_asset_event(AssetObservation(key, metadata={"other": 1}))  # not the lag sensor's
+        assert last_observed_queues(instance, key, now_ms) == ([], "")
+        rows = [QueueProgress(a, 0, 10, 4, None), QueueProgress(b, 0, 5, None, None)]
+        instance.report_runless_asset_event(AssetObservation(key, metadata=lag_metadata(rows, now_ms, "t")))
+        queues, seen = last_observed_queues(instance, key, now_ms)
+        assert queues == [a, b] and seen.startswith(datetime.now(timezone.utc).strftime("%Y-%m-%dT"))
+        # A day on (no observation is recorded while a broker is unread): taken for retired on purpose.
+        assert last_observed_queues(instance, key, now_ms + (RETIRED_AFTER_S + 60) * 1000) == ([], "")
 
 
 def test_table_freshness_reads_the_materialized_windows_of_the_instance():

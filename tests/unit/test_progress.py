@@ -2,7 +2,7 @@
 
 import pytest
 
-from rocketlake.engine.progress import QueueProgress, group_progress, last_landed, render
+from rocketlake.engine.progress import QueueProgress, Unanswered, group_progress, last_landed, left_the_route, render
 from rocketlake.rocketmq.errors import ConnectionTurnedAway, RequestTimeout
 from rocketlake.rocketmq.message_queue import MessageQueue
 
@@ -74,6 +74,18 @@ def test_a_broker_not_answering_is_named_once_and_the_others_are_still_read():
         group_progress(Unanswering({A0: (0, 10, 4)}, timeout))
     with pytest.raises(ConnectionTurnedAway):  # a TLS refusal is configuration: never read as a broker down
         group_progress(Unanswering({A0: (0, 10, 4)}, ConnectionTurnedAway("tls")), {})
+
+
+def test_a_broker_read_last_time_and_in_no_route_now_is_named_with_its_queues():
+    rows = group_progress(Offsets({B0: (0, 7, 5)}))  # broker-a killed: the route lists broker-b alone
+    gone = left_the_route(rows, {}, [A0, A1, B0], "2026-11-01T10:00:00.000Z")
+    assert list(gone) == ["broker-a"] and gone["broker-a"].queues == [A0, A1]
+    assert gone["broker-a"].describe("broker-a") == "broker-a is in no route of the group's topics"
+    assert gone["broker-a"].error == "it held them when last read, at 2026-11-01T10:00:00.000Z"
+    # A broker unanswering is named as such already; every broker read or listed is not gone; nothing seen, nothing.
+    paused = {"broker-a": Unanswered("127.0.0.1:10911", "timeout", [A0])}
+    assert left_the_route(rows, paused, [A0, A1, B0], "t") == {}
+    assert left_the_route(rows, {}, [B0], "t") == {} and left_the_route([], {}, [], "") == {}
 
 
 def test_a_committed_offset_below_the_min_reads_the_first_message_still_stored():
