@@ -125,6 +125,7 @@ class Observed:
     worst_age: dict[str, float] = field(default_factory=dict)
     ticks: int = 0
     errors: int = 0
+    out_of_route: int = 0  # ticks the topic's route lacked a broker (the name server drops a stopped one at once)
 
 
 class Soak:
@@ -297,6 +298,7 @@ class Soak:
         from rocketlake.rocketmq.client import RocketMQClient
         from rocketlake.rocketmq.errors import TopicNotExist
 
+        brokers = {b.name for b in self.cluster.spec.brokers}
         while not self._stop.wait(10.0):
             try:
                 with RocketMQClient(self.cluster.spec.namesrv_address, timeout=3.0) as client:
@@ -306,6 +308,8 @@ class Soak:
                             queues = client.queues(topic)
                         except TopicNotExist:
                             continue
+                        if not prefix and {q.broker_name for q in queues} != brokers:
+                            self.observed.out_of_route += 1
                         for q in queues:
                             age = self._oldest_not_passed_age(client, q)
                             if age is not None:
@@ -630,7 +634,8 @@ class Soak:
         history = self.check_history()
         lines = [
             f"seed {self.seed}: {self.sent} message(s) stored by the producer, {len(self.send_errors)} batch "
-            f"error(s); monitor ticks {self.observed.ticks} ({self.observed.errors} with a broker not answering)",
+            f"error(s); monitor ticks {self.observed.ticks} ({self.observed.errors} with a broker not answering, "
+            f"{self.observed.out_of_route} with one out of the route)",
             f"worst age of a queue's oldest message not passed: "
             f"{max(self.observed.worst_age.values(), default=0):.0f}s",
         ]
