@@ -73,7 +73,7 @@ chaos: setup
 	$(BIN)/python -m tests.chaos.soak --minutes $${CHAOS_MINUTES:-60} $(if $(SEED),--seed $(SEED))
 
 # Its short version with two faults (a run killed in its send-back, broker-a killed for a minute), on the suite's
-# fixtures, alone: 3.5 minutes of producing, about 7 with its drain. `make test` runs it too.
+# fixtures, alone: 3 minutes of producing, about 6.5 with its drain. `make test` runs it too.
 chaos-short: setup
 	$(BIN)/python -m pytest tests/chaos -s -p no:cacheprovider
 

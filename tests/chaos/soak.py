@@ -485,7 +485,7 @@ class Soak:
             problems = self.verdict(truth)
             if not problems or time.time() > deadline:
                 return problems
-            time.sleep(15.0)  # the daemon's next ticks land what is left
+            time.sleep(5.0)  # the daemon's next ticks land what is left (a verdict reads the tables and brokers)
 
     def _stop_producing(self) -> None:
         self._stop.set()
