@@ -47,6 +47,10 @@ from rocketlake.engine.progress import QueueProgress, Unanswered
 from rocketlake.engine.windows import iso
 
 CAUGHT_UP_CHECK = "caught_up"
+#: A broker in the last lag observation and in no route now fails the check (``engine.progress.left_the_route``)
+#: until it is back; when the last observation is older than this (none is recorded while a broker is unread), the
+#: broker is taken for retired on purpose and the check judges the brokers in the route.
+RETIRED_AFTER_S = 24 * 3600
 #: The most windows one catch-up run lands: a long outage is caught up over several runs, each of bounded size.
 MOST_WINDOWS = 60
 #: A catch-up whose run failed (nothing moved) is asked again after this long, not at every tick.
@@ -107,6 +111,10 @@ def caught_up_outcome(
             if found.trailing
             else " The other brokers' queues are caught up."
         )
+        if any(u.address is None for u in unread.values()):
+            others += (
+                f" A broker retired on purpose is forgotten {RETIRED_AFTER_S // 3600} h after its last lag observation."
+            )
         return {
             "passed": False,
             "severity": AssetCheckSeverity.ERROR,

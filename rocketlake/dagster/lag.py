@@ -26,6 +26,7 @@ and ``broker_clock`` ask the brokers.
 
 # No "from __future__ import annotations" here: Dagster inspects the checks' context annotation at runtime.
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -53,6 +54,7 @@ from dagster import (
 
 from rocketlake.dagster.catch_up import (
     CAUGHT_UP_CHECK,
+    RETIRED_AFTER_S,
     behind,
     catch_up_request,
     caught_up_outcome,
@@ -139,12 +141,6 @@ def lag_metadata(rows: list[QueueProgress], now_ms: int, topic: str | None) -> d
         schema=LAG_SCHEMA,
     )
     return metadata
-
-
-#: A broker in the last lag observation and in no route now fails ``caught_up`` (``engine.progress.left_the_route``)
-#: until it is back; when the last observation is older than this (none is recorded while a broker is unread), the
-#: broker is taken for retired on purpose and the check judges the brokers in the route.
-RETIRED_AFTER_S = 24 * 3600
 
 
 def last_observed_queues(instance, asset_key: AssetKey, now_ms: int) -> tuple[list[MessageQueue], str]:
@@ -351,7 +347,9 @@ def caught_up_judged(
     return caught_up_outcome(cfg, found, now_ms, progress.unread), request
 
 
-def progress_and_share(client, cfg: IngestionConfig, last_seen: tuple[list[MessageQueue], str] = ([], "")) -> Progress:
+def progress_and_share(
+    client, cfg: IngestionConfig, last_seen: tuple[Sequence[MessageQueue], str] = ((), "")
+) -> Progress:
     """Every queue's progress, and the queues this member takes now (``assignment.member_share``, as a run computes
     it): a member catches up its own queues only; another member's trailing queues are that member's to land. A
     broker that does not answer leaves its queues out of both, and is named in ``unread``; so is a broker of

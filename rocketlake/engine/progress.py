@@ -85,8 +85,9 @@ def group_progress(group: GroupOffsets, unread: dict[str, Unanswered] | None = N
     """Every subscribed queue's offsets, one store-time read per queue that has messages pending.
 
     ``unread``: given, a broker that does not answer (its route still listed: a broker cut off from the name server
-    stays listed until 120 s after its last heartbeat) has its queues left out and recorded there under its name, after one failed request rather
-    than one timeout per queue, and the other brokers' queues are still read. Without it, the first failure raises.
+    stays listed until 120 s after its last heartbeat) has its queues left out and recorded there under its name,
+    after one failed request rather than one timeout per queue, and the other brokers' queues are still read.
+    Without it, the first failure raises.
     """
     rows = []
     for mq in group.subscribed_queues():

@@ -95,6 +95,8 @@ def test_a_broker_not_answering_fails_the_check_naming_it_whatever_the_other_que
         f"broker-b is in no route of the group's topics (the progress of 1 queue(s) of group {cfg.consumer_group} "
         "on it is unknown): it held them when last read, at 2026-11-01T10:05:00.000Z."
     ), left["description"]
+    assert left["description"].endswith("is forgotten 24 h after its last lag observation."), left["description"]
+    assert "forgotten" not in outcome["description"]  # a broker listed and not answering is not retired
     unread = unread_outcome(cfg, "cannot read the progress of group g: 127.0.0.1:9876: connection refused")
     assert not unread["passed"] and unread["description"].startswith(
         "cannot read the progress of group g: 127.0.0.1:9876: connection refused. Whether a queue of group "
