@@ -384,13 +384,14 @@ def land_entry(
                 not_landed=tuple(c for c in read if c not in landed),
                 fields=fields,
                 again=again,
+                storage_options=storage_options,
             )
         else:
             tally, failed, contents = _land_all(df, table_path, entry, log, cfg), (), None
         version = table_version(table_path, storage_options)  # delta-rs, as the ledger is read (``storage_options``)
         log(f"Delta commit version {version} of {table_path} holds the slice and its ledger")
 
-        accounting = account(planned, _rows_in_slice(spark, table_path, planned), tally)
+        accounting = account(planned, _rows_in_slice(spark, table_path, planned, version), tally)
         return LandingReport(accounting, version, failed, entry, contents)
 
 
@@ -456,6 +457,7 @@ def _land_judged(
     not_landed: tuple[str, ...] = (),
     fields=(),
     again: bool = False,
+    storage_options: dict[str, str] | None = None,
 ) -> tuple[Tally, tuple[FailedMessage, ...], LedgerEntry, Callable[[str], dict] | None]:
     """Messages that may fail (a listener, a body that may not decode), or dead letters (copies of one message may
     arrive twice): judged once, then split.
@@ -465,6 +467,10 @@ def _land_judged(
     verdicts. A redelivered copy whose original is landed already is a duplicate, neither landed nor sent back.
     The failures' bodies stay where the verdicts are: the driver reads a broker's only if that broker does not take
     their send-back (``LandingReport.contents``).
+
+    The counts are the one Spark query a landing without failures makes before its write: the failures are
+    collected, the suspensions looked for and the failures table written only when the counts or the ledger say
+    there is something to find or to replace (each is a round trip to the server, a Delta commit for the last).
     """
     clustering = cfg.message_model is MessageModel.CLUSTERING
     max_times = cfg.effective_max_reconsume_times
@@ -485,7 +491,10 @@ def _land_judged(
     judged = decode_checked(df, cfg.body, schema)
     earliest = min((w.start_ms for w in entry.windows), default=0)
     judged = mark_known(
-        judged, table_path if with_copies and is_delta_table(spark, table_path) else None, replaced, earliest
+        judged,
+        table_path if with_copies and table_version(table_path, storage_options) is not None else None,
+        replaced,
+        earliest,
     )
     reading = {r.queue for w in entry.windows for r in w.ranges if r.size}
     if cfg.consume_orderly:
@@ -530,8 +539,10 @@ def _land_judged(
         tally.add(row["w"], row[OUTCOME], row["n"], queue)
         if row[OUTCOME] == ROWS:
             tally.landed_bytes[row["w"]] += row["landed_bytes"] or 0
+    outcomes = {outcome for counts in tally.by_window.values() for outcome, n in counts.items() if n}
 
-    entry = with_suspensions(entry, judged, reading, cfg.suspend_current_queue_time_millis, log)
+    if cfg.consume_orderly or entry.suspended:  # only an orderly landing holds messages back (``HELD``)
+        entry = with_suspensions(entry, judged, reading, cfg.suspend_current_queue_time_millis, log)
     stopped = F.col(OUTCOME).isin(SENT_BACK, DEAD_LETTERED, FAILED) | (F.col(HELD) & F.col(ERROR).isNotNull())
     failed_rows = judged.where(stopped).withColumn(
         OUTCOME, F.when(F.col(HELD), F.lit(SUSPENDED)).otherwise(F.col(OUTCOME))
@@ -539,7 +550,7 @@ def _land_judged(
     # Only a message that can fail is ever a failure (dead letters are not: nor do they read send-back columns).
     failures = (
         ()
-        if not cfg.can_fail
+        if not cfg.can_fail or not outcomes & {SENT_BACK, DEAD_LETTERED, FAILED, accounting.HELD}
         else tuple(
             FailedMessage(
                 MessageQueue(r["topic"], r["broker_name"], r["queue_id"]),
@@ -567,7 +578,12 @@ def _land_judged(
             .collect()
         )
     )
-    if failures_path is not None and (failures or is_delta_table(spark, failures_path)):
+    # A landing with no failure writes the failures table only to replace what an earlier landing of its windows
+    # kept there: if no file of the table may hold a row of them (its statistics, read with delta-rs), replacing
+    # its slice would change nothing, and is not worth a Delta commit a window.
+    if failures_path is not None and (
+        failures or _may_hold(failures_path, (w.start_ms for w in entry.windows), storage_options)
+    ):
         kept = failed_rows.select(*[c for c in failed_rows.columns if c not in (DUPLICATE, HELD, "matched")])
         kept = (
             kept.withColumnRenamed(ERROR, "error")
@@ -693,12 +709,20 @@ def with_suspensions(
     return replace(entry, suspended=suspended)
 
 
+def _may_hold(path: str, window_starts_ms, storage_options: dict[str, str] | None) -> bool:
+    """Whether the table at ``path`` exists and a file of it may hold a row of these windows (``may_hold_windows``)."""
+    if table_version(path, storage_options) is None:
+        return False
+    return may_hold_windows(path, window_starts_ms, storage_options)
+
+
 def _rows_in_slice(
-    spark: SparkSession, table_path: str, windows: tuple[WindowEntry, ...]
+    spark: SparkSession, table_path: str, windows: tuple[WindowEntry, ...], version: int | None
 ) -> dict[tuple[int, MessageQueue], int]:
-    """(window start ms, queue) -> rows now in the table, read back from Delta."""
+    """(window start ms, queue) -> rows now in the table (at ``version``, None if there is none), read back from
+    Delta."""
     predicate = slice_predicate(windows)
-    if predicate == "false" or not is_delta_table(spark, table_path):
+    if predicate == "false" or version is None:
         return {}
     counted = (
         spark.read.format("delta")

@@ -157,7 +157,11 @@ def test_a_window_landed_again_on_its_main_queues_only_keeps_the_copy_landed_sin
     """Issue 45 (duplicates): a window's failed message is sent back and its copy lands in a later window; the window
     is then landed again by a run narrowed to the main topic's queues (a catch-up's, a rebalance run's), once the
     downstream recovered. The original is a duplicate of the copy the table holds: counted, not landed. Before, a
-    run reading no %RETRY% queue did not look for copies, and the table held both."""
+    run reading no %RETRY% queue did not look for copies, and the table held both.
+
+    The failures table follows: a landing with no failure makes no commit to it when it holds no row of the
+    landing's windows (before, every landing replaced its empty slice there: a Delta commit a window for nothing), and
+    the window landed again clears the failures its first landing kept."""
     from tests.unit.listeners import fail_flag
 
     topic, group = create_topic(queues=1, brokers=("broker-a",)), unique("g_relanded")
@@ -169,8 +173,14 @@ def test_a_window_landed_again_on_its_main_queues_only_keeps_the_copy_landed_sin
         listener="tests.unit.listeners:fail_every_third_while_flagged",
         metadata_columns=["reconsume_times"],
     )
-    engine = Engine(local_cluster, spark, tmp_path / "orders", cfg)
+    failures = str(tmp_path / "orders_failures")
+    engine = Engine(local_cluster, spark, tmp_path / "orders", cfg, failures_path=failures)
     main, retry = MessageQueue(topic, "broker-a", 0), MessageQueue(f"%RETRY%{group}", "broker-a", 0)
+
+    def kept():  # the failures table: (its version, the messages it keeps and what became of them)
+        table = DeltaTable(failures)
+        return table.version(), sorted((r["msg_id"], r["outcome"]) for r in table.to_pyarrow_table().to_pylist())
+
     flag = fail_flag(topic)
     open(flag, "x").close()  # the downstream fails (seq 0 and 3, once each) ...
     try:
@@ -182,6 +192,8 @@ def test_a_window_landed_again_on_its_main_queues_only_keeps_the_copy_landed_sin
         w1 = ("w1", StoreTimeWindow(start, end))
         first = engine.run("r1", [w1])
         assert [(a.rows, a.sent_back) for a in first.slice.accounting] == [(3, 2)]
+        version, failed = kept()
+        assert failed == sorted((sent[i].msg_id, "sent_back") for i in (0, 3))
     finally:
         os.unlink(flag)  # ... and recovers
     stored(engine.client, retry, 2, within=30)  # the broker delivers the copies after the retry delay
@@ -189,6 +201,7 @@ def test_a_window_landed_again_on_its_main_queues_only_keeps_the_copy_landed_sin
     wait_until(end2 / 1000)
     second = engine.run("r2", [("w2", StoreTimeWindow(end, end2))])
     assert [(a.rows, a.duplicates) for a in second.slice.accounting] == [(2, 0)]
+    assert kept() == (version, failed), "a landing without failures committed to the failures table"
 
     def landed():
         rows = DeltaTable(engine.lake.table_path).to_pyarrow_table(columns=["origin_msg_id", "topic"]).to_pylist()
@@ -200,6 +213,7 @@ def test_a_window_landed_again_on_its_main_queues_only_keeps_the_copy_landed_sin
     again = engine.run("r3", [w1], backfill=True, only={main})
     assert [(a.planned, a.rows, a.duplicates) for a in again.slice.accounting] == [(5, 3, 2)]
     assert landed() == each_once, "the originals landed beside their copies"
+    assert kept() == (version + 1, []), "the window landed again kept its first landing's failures"
 
 
 def test_a_message_stored_after_its_window_was_planned_lands_in_the_next_window_once(
