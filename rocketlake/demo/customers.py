@@ -10,6 +10,9 @@ them twice. Compactions and ledger-only commits change no row and bring nothing.
 The source version read last travels in the MERGE's own commit (``userMetadata``), so the figures and the position
 cannot disagree. Where the feed cannot answer (the table had no feed at that version, or its files were vacuumed),
 the table is computed again from a snapshot, and the run says so.
+
+What only the Delta logs hold (the versions, the position, the source's properties) is read with delta-rs in the
+run's own process: asked of Spark, each was a round trip to the server and a query on its driver, every window.
 """
 
 # No "from __future__ import annotations" here: Dagster inspects the context annotation at runtime.
@@ -39,19 +42,28 @@ def _sql_path(path: str) -> str:
     return "delta.`" + path.replace("`", "``") + "`"
 
 
-def position(spark, target: str) -> "int | None":
-    """The source version the target reflects: its latest commit's ``userMetadata``, None without a target."""
-    from rocketlake.delta.writer import is_delta_table
+def delta_log(path: str, storage_options: "dict[str, str] | None" = None):
+    """The table at ``path`` opened with delta-rs to read its log, None when there is no table yet."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
 
-    if not is_delta_table(spark, target):
+    try:
+        return DeltaTable(path, storage_options=storage_options)
+    except TableNotFoundError:
+        return None
+
+
+def position(target: str, storage_options: "dict[str, str] | None" = None) -> "int | None":
+    """The source version the target reflects: its latest commit's ``userMetadata``, None without a target."""
+    table = delta_log(target, storage_options)
+    if table is None:
         return None
     # The newest commits only: each of the target's commits is a MERGE or a snapshot that carries the position, so
     # the newest has it unless others committed since (an OPTIMIZE, a VACUUM: past ten of them, the table is computed
-    # again from a snapshot). The whole history grows by a commit a window: collecting it cost more every run.
-    newest = spark.sql(f"DESCRIBE HISTORY {_sql_path(target)} LIMIT {HISTORY_LOOKED_AT}").collect()
-    for row in sorted(newest, key=lambda r: r["version"], reverse=True):
+    # again from a snapshot). The whole history grows by a commit a window: reading it all cost more every run.
+    for commit in sorted(table.history(HISTORY_LOOKED_AT), key=lambda c: c.get("version", -1), reverse=True):
         try:
-            return int(json.loads(row["userMetadata"] or "{}")[POSITION_KEY])
+            return int(json.loads(commit.get("userMetadata") or "{}")[POSITION_KEY])
         except (ValueError, KeyError, TypeError):
             continue
     return None
@@ -66,23 +78,23 @@ def _totals(rows, sign):
     )
 
 
-def follow(spark, source: str, target: str, log=print) -> Followed:
-    """Bring the target up to the source's latest version; what was done."""
+def follow(spark, source: str, target: str, log=print, storage_options: "dict[str, str] | None" = None) -> Followed:
+    """Bring the target up to the source's latest version; what was done. ``storage_options``: delta-rs's, for a lake
+    on S3 (``rocketlake.delta.storage.delta_rs_options``)."""
     from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
 
-    from rocketlake.delta.writer import last_commit_version, table_properties
-
-    now = last_commit_version(spark, source)
-    if now is None:
+    landed = delta_log(source, storage_options)
+    if landed is None:
         return Followed(None, None, 0, "nothing new (no landed table yet)")
-    done = position(spark, target)
+    now = landed.version()
+    done = position(target, storage_options)
     if done is not None and done >= now:
         return Followed(None, now, 0, "nothing new")
     why_snapshot = None
     if done is None:
         why_snapshot = "first materialization"
-    elif table_properties(spark, source).get(CHANGE_FEED) != "true":
+    elif landed.metadata().configuration.get(CHANGE_FEED) != "true":
         why_snapshot = f"{CHANGE_FEED} is not on for the landed table"
     changes = None
     if why_snapshot is None:
@@ -130,7 +142,7 @@ def build_customers(ingestion, lake):
     """The asset: orders and amount per customer, followed through the landed table's change feed."""
     from rocketlake.dagster.metadata import column_schema, table_identity
     from rocketlake.dagster.translator import table_asset_key
-    from rocketlake.delta.storage import apply_lake
+    from rocketlake.delta.storage import apply_lake, delta_rs_options
 
     source_path = lake.table_path(ingestion.table)
     name = f"{ingestion.table}_customers"
@@ -149,7 +161,7 @@ def build_customers(ingestion, lake):
     def customers(context: AssetExecutionContext) -> MaterializeResult:
         spark = context.resources.spark.session()
         apply_lake(spark, lake)
-        done = follow(spark, source_path, path, log=context.log.info)
+        done = follow(spark, source_path, path, log=context.log.info, storage_options=delta_rs_options(lake))
         metadata = {
             "source_version": MetadataValue.int(-1 if done.to_version is None else done.to_version),
             "read": MetadataValue.text(done.how),

@@ -32,7 +32,7 @@ from rocketlake.dagster.metadata import column_schema, table_identity
 from rocketlake.dagster.partitions import window_partitions
 from rocketlake.dagster.run_guard import rocketlake_executor
 from rocketlake.dagster.translator import table_asset_key
-from rocketlake.delta.storage import apply_lake
+from rocketlake.delta.storage import apply_lake, delta_rs_options
 from rocketlake.demo.customers import build_customers
 from rocketlake.demo.follow import follow, follow_changes, follow_together
 from rocketlake.engine.config import load_config
@@ -70,7 +70,7 @@ def build_by_region(ingestion, lake):
     def by_region(context: AssetExecutionContext) -> MaterializeResult:
         from pyspark.sql import functions as F
 
-        from rocketlake.delta.writer import is_delta_table
+        from rocketlake.delta.ledger_log import table_version
 
         spark = context.resources.spark.session()
         apply_lake(spark, lake)  # an S3 lake's settings and keys, as the ingestion's run gives them
@@ -86,7 +86,7 @@ def build_by_region(ingestion, lake):
             .localCheckpoint(eager=True)  # computed once: written, then read again for the metadata
         )
         writer = totals.write.format("delta")
-        if is_delta_table(spark, path):
+        if table_version(path, delta_rs_options(lake)) is not None:  # read with delta-rs: no round trip to Spark
             writer.mode("overwrite").option("replaceWhere", in_windows).save(path)
         else:
             writer.mode("append").save(path)
