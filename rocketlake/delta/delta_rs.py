@@ -25,7 +25,8 @@ from deltalake.table import MAX_SUPPORTED_READER_VERSION, SUPPORTED_READER_FEATU
 _PYARROW_MAJOR = int(pa.__version__.split(".")[0])
 
 if TYPE_CHECKING:
-    from rocketlake.rocketmq.message_queue import OffsetRange
+    from rocketlake.delta.writer import SliceClause
+    from rocketlake.rocketmq.message_queue import MessageQueue, OffsetRange
 
 
 @dataclass(frozen=True)
@@ -117,14 +118,77 @@ def landed_rows(
         return None
 
 
-def _offsets_in_statistics(table) -> bool:
-    """Whether every file of the table has ``queue_offset``'s range in the log: delta-rs leaves a file without it out
-    of a filtered read, as if it could hold no row (a table whose statistics skip the column, files written without)."""
+def _offsets_in_statistics(table, columns: Sequence[str] = ("queue_offset",)) -> bool:
+    """Whether every file of the table has the ranges of ``columns`` in the log: delta-rs leaves a file without one
+    out of a read filtered on it, as if it could hold no row (a table whose statistics skip the column, files written
+    without)."""
     files = pa.table(table.get_add_actions(flatten=True))
-    for bound in ("min.queue_offset", "max.queue_offset"):
+    for bound in (f"{edge}.{column}" for column in columns for edge in ("min", "max")):
         if files.num_rows and (bound not in files.column_names or files[bound].null_count):
             return False
     return True
+
+
+#: The columns a slice's clauses compare (``delta.writer.slice_clauses``).
+SLICE_COLUMNS = ("window_start", "topic", "broker_name", "queue_id", "queue_offset")
+
+
+def slice_counts(
+    path: str, clauses: Sequence[SliceClause], storage_options: dict[str, str] | None
+) -> dict[tuple[int, MessageQueue], int] | None:
+    """(window start ms, queue) -> rows the table at ``path`` holds in the slice ``clauses`` cover, counted by
+    delta-rs in this process from the files whose statistics may hold such a row. None where ``landed_rows`` would
+    be: delta-rs may not read this table, fails to, or it is not on the local file system."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
+
+    from rocketlake.delta.local_commits import local_path
+    from rocketlake.rocketmq.message_queue import MessageQueue
+
+    if local_path(path) is None or _PYARROW_MAJOR < 20:
+        return None
+    if not clauses:
+        return {}
+
+    def window(ms: int):
+        return ds.field("window_start") == pa.scalar(ms * 1000, pa.timestamp("us", tz="UTC"))
+
+    def clause(c: SliceClause):
+        queues = functools.reduce(
+            operator.or_,
+            [
+                (ds.field("topic") == q.topic)
+                & (ds.field("broker_name") == q.broker_name)
+                & (ds.field("queue_id") == q.queue_id)
+                for q in c.queues
+            ],
+        )
+        picked = functools.reduce(operator.or_, [window(ms) for ms in c.window_starts_ms]) & queues
+        return picked if c.min_offset is None else picked & (ds.field("queue_offset") >= c.min_offset)
+
+    try:
+        table = DeltaTable(path, storage_options=storage_options)
+        if read_refusal(Protocol.of(table)) is not None or not _offsets_in_statistics(table, SLICE_COLUMNS):
+            return None
+        rows = table.to_pyarrow_table(
+            columns=list(SLICE_COLUMNS[:4]), filters=functools.reduce(operator.or_, map(clause, clauses))
+        )
+    except (DeltaError, OSError, pa.ArrowException):
+        return None
+    counted = rows.group_by(list(SLICE_COLUMNS[:4])).aggregate([([], "count_all")])
+    starts = pc.cast(pc.cast(counted["window_start"], pa.timestamp("us", tz="UTC")), pa.int64())
+    return {
+        (us // 1000, MessageQueue(topic, broker, queue_id)): n
+        for us, topic, broker, queue_id, n in zip(
+            starts.to_pylist(),
+            counted["topic"].to_pylist(),
+            counted["broker_name"].to_pylist(),
+            counted["queue_id"].to_pylist(),
+            counted["count_all"].to_pylist(),
+        )
+    }
 
 
 def _joined(ranges: Sequence[OffsetRange]) -> list[tuple]:

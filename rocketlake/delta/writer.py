@@ -43,8 +43,17 @@ def _queues_sql(queues: Iterable[MessageQueue]) -> str:
     return clauses[0] if len(clauses) == 1 else "(" + " OR ".join(clauses) + ")"
 
 
-def slice_predicate(windows: Iterable[WindowEntry]) -> str:
-    """The replaceWhere predicate of exactly what ``windows``' ranges cover; ``false`` when they cover nothing.
+@dataclass(frozen=True)
+class SliceClause:
+    """Rows of ``queues`` in the windows starting at ``window_starts_ms``, at or above ``min_offset`` when it is set."""
+
+    window_starts_ms: tuple[int, ...]
+    queues: tuple[MessageQueue, ...]
+    min_offset: int | None = None
+
+
+def slice_clauses(windows: Iterable[WindowEntry]) -> list[SliceClause]:
+    """Exactly what ``windows``' ranges cover, as clauses whose union is the slice; none when they cover nothing.
 
     Windows are functions of store time, so a range that starts where its window starts on its queue covers
     that (window, queue) slice whole. Only a queue's first non-empty range in an entry can start later (the
@@ -53,7 +62,7 @@ def slice_predicate(windows: Iterable[WindowEntry]) -> str:
     """
     whole: dict[tuple[int, ...], set[MessageQueue]] = {}
     by_queue: dict[MessageQueue, list[int]] = {}
-    bounded: list[str] = []
+    bounded: list[SliceClause] = []
     seen: set[MessageQueue] = set()
     for w in sorted(windows, key=lambda w: w.start_ms):
         for r in w.ranges:
@@ -61,18 +70,27 @@ def slice_predicate(windows: Iterable[WindowEntry]) -> str:
                 continue
             if r.queue not in seen:
                 seen.add(r.queue)
-                bounded.append(
-                    f"(window_start = timestamp_millis({w.start_ms}) AND {_queues_sql([r.queue])} "
-                    f"AND queue_offset >= {r.start})"
-                )
+                bounded.append(SliceClause((w.start_ms,), (r.queue,), r.start))
             else:
                 by_queue.setdefault(r.queue, []).append(w.start_ms)
     for mq, starts in by_queue.items():
         whole.setdefault(tuple(sorted(set(starts))), set()).add(mq)
-    clauses = bounded + [
-        f"(window_start IN ({', '.join(f'timestamp_millis({ms})' for ms in starts)}) AND {_queues_sql(queues)})"
-        for starts, queues in sorted(whole.items())
-    ]
+    return bounded + [SliceClause(starts, tuple(sorted(queues))) for starts, queues in sorted(whole.items())]
+
+
+def slice_predicate(windows: Iterable[WindowEntry]) -> str:
+    """The replaceWhere predicate of the slice ``windows``' ranges cover (``slice_clauses``); ``false`` when they
+    cover nothing."""
+    clauses = []
+    for c in slice_clauses(windows):
+        if c.min_offset is not None:
+            clauses.append(
+                f"(window_start = timestamp_millis({c.window_starts_ms[0]}) AND {_queues_sql(c.queues)} "
+                f"AND queue_offset >= {c.min_offset})"
+            )
+        else:
+            starts = ", ".join(f"timestamp_millis({ms})" for ms in c.window_starts_ms)
+            clauses.append(f"(window_start IN ({starts}) AND {_queues_sql(c.queues)})")
     return "(" + " OR ".join(clauses) + ")" if clauses else "false"
 
 

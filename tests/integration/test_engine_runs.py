@@ -17,7 +17,9 @@ from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
 import rocketlake.spark.materialize as materialize
+from rocketlake.delta.delta_rs import slice_counts
 from rocketlake.delta.ledger_log import read_ledger
+from rocketlake.delta.writer import slice_clauses
 from rocketlake.engine import ingest
 from rocketlake.engine.config import dead_letter_config
 from rocketlake.engine.identity import client_id
@@ -90,6 +92,12 @@ def test_an_unbalanced_landing_moves_no_offset_whoever_runs_next_and_a_balanced_
         (p.broker_name, p.queue_id): p.broker_offset for p in progress if p.topic == topic
     }, "the Java admin tool sees the group at the end of every queue"
     assert DeltaTable(engine.lake.table_path).to_pyarrow_table().num_rows == 24
+    # A small landing's read-back counts with delta-rs in the run: Spark's figures, on the files Spark wrote.
+    path, windows_landed = engine.lake.table_path, landed.slice.ledger.windows
+    version = DeltaTable(path).version()
+    by_spark = materialize._rows_in_slice(spark, path, windows_landed, version, materialize.INTERPRETED_BELOW, None)
+    assert sum(by_spark.values()) == 24
+    assert slice_counts(path, slice_clauses(windows_landed), None) == by_spark
 
 
 def test_a_message_dead_lettered_twice_lands_once_in_the_dead_letter_table(
