@@ -22,7 +22,7 @@ import pyarrow as pa
 from deltalake.table import MAX_SUPPORTED_READER_VERSION, SUPPORTED_READER_FEATURES
 
 #: pyarrow 19 (the lowest allowed) aborts the process reading the level histograms of pages delta-rs wrote.
-_PYARROW_MAJOR = int(pa.__version__.split(".")[0])
+PYARROW_MAJOR = int(pa.__version__.split(".")[0])
 
 if TYPE_CHECKING:
     from rocketlake.delta.writer import SliceClause
@@ -95,7 +95,7 @@ def landed_rows(
 
     from rocketlake.delta.local_commits import local_path
 
-    if local_path(path) is None or not ranges or _PYARROW_MAJOR < 20:
+    if local_path(path) is None or not ranges or PYARROW_MAJOR < 20:
         return None
     clauses = [
         (ds.field("topic") == queue.topic)
@@ -147,7 +147,7 @@ def slice_counts(
     from rocketlake.delta.local_commits import local_path
     from rocketlake.rocketmq.message_queue import MessageQueue
 
-    if local_path(path) is None or _PYARROW_MAJOR < 20:
+    if local_path(path) is None or PYARROW_MAJOR < 20:
         return None
     if not clauses:
         return {}

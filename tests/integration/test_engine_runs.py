@@ -17,7 +17,7 @@ from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
 import rocketlake.spark.materialize as materialize
-from rocketlake.delta.delta_rs import slice_counts
+from rocketlake.delta.delta_rs import PYARROW_MAJOR, slice_counts
 from rocketlake.delta.ledger_log import read_ledger
 from rocketlake.delta.writer import slice_clauses
 from rocketlake.engine import ingest
@@ -97,7 +97,8 @@ def test_an_unbalanced_landing_moves_no_offset_whoever_runs_next_and_a_balanced_
     version = DeltaTable(path).version()
     by_spark = materialize._rows_in_slice(spark, path, windows_landed, version, materialize.INTERPRETED_BELOW, None)
     assert sum(by_spark.values()) == 24
-    assert slice_counts(path, slice_clauses(windows_landed), None) == by_spark
+    # (pyarrow 19, the lowest allowed, aborts reading delta-rs's page histograms: Spark counts instead.)
+    assert slice_counts(path, slice_clauses(windows_landed), None) == (by_spark if PYARROW_MAJOR >= 20 else None)
 
 
 def test_a_message_dead_lettered_twice_lands_once_in_the_dead_letter_table(
