@@ -109,7 +109,7 @@ def landed_rows(
         table = DeltaTable(path, storage_options=storage_options)
         if read_refusal(Protocol.of(table)) is not None:
             return None
-        if not _offsets_in_statistics(table):
+        if not _statistics_cover(table):
             return None
         names = {field.name for field in table.schema().fields}
         wanted = [c for c in dict.fromkeys(["queue_offset", *columns]) if c in names]
@@ -118,7 +118,7 @@ def landed_rows(
         return None
 
 
-def _offsets_in_statistics(table, columns: Sequence[str] = ("queue_offset",)) -> bool:
+def _statistics_cover(table, columns: Sequence[str] = ("queue_offset",)) -> bool:
     """Whether every file of the table has the ranges of ``columns`` in the log: delta-rs leaves a file without one
     out of a read filtered on it, as if it could hold no row (a table whose statistics skip the column, files written
     without)."""
@@ -129,8 +129,9 @@ def _offsets_in_statistics(table, columns: Sequence[str] = ("queue_offset",)) ->
     return True
 
 
-#: The columns a slice's clauses compare (``delta.writer.slice_clauses``).
-SLICE_COLUMNS = ("window_start", "topic", "broker_name", "queue_id", "queue_offset")
+#: What a slice's rows are counted by, and the columns its clauses compare (``delta.writer.slice_clauses``).
+COUNTED_BY = ("window_start", "topic", "broker_name", "queue_id")
+SLICE_COLUMNS = (*COUNTED_BY, "queue_offset")
 
 
 def slice_counts(
@@ -170,14 +171,14 @@ def slice_counts(
 
     try:
         table = DeltaTable(path, storage_options=storage_options)
-        if read_refusal(Protocol.of(table)) is not None or not _offsets_in_statistics(table, SLICE_COLUMNS):
+        if read_refusal(Protocol.of(table)) is not None or not _statistics_cover(table, SLICE_COLUMNS):
             return None
         rows = table.to_pyarrow_table(
-            columns=list(SLICE_COLUMNS[:4]), filters=functools.reduce(operator.or_, map(clause, clauses))
+            columns=list(COUNTED_BY), filters=functools.reduce(operator.or_, map(clause, clauses))
         )
     except (DeltaError, OSError, pa.ArrowException):
         return None
-    counted = rows.group_by(list(SLICE_COLUMNS[:4])).aggregate([([], "count_all")])
+    counted = rows.group_by(list(COUNTED_BY)).aggregate([([], "count_all")])
     starts = pc.cast(pc.cast(counted["window_start"], pa.timestamp("us", tz="UTC")), pa.int64())
     return {
         (us // 1000, MessageQueue(topic, broker, queue_id)): n

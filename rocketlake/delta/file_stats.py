@@ -17,13 +17,14 @@ MIN, MAX = "min.window_start", "max.window_start"
 def may_hold_windows(path: str, window_starts_ms: Iterable[int], storage_options: dict[str, str] | None = None) -> bool:
     """Whether a file of the table at ``path`` may hold a row whose ``window_start`` is one of ``window_starts_ms``:
     its statistics' range covers one of them, or it has no statistics of ``window_start`` (a file written without,
-    a table whose statistics leave the column out). False when the table has no file at all."""
-    from deltalake import DeltaTable
+    a table whose statistics leave the column out). False when the table has no file at all, or does not exist."""
+    from rocketlake.delta.ledger_log import open_log
 
     starts = sorted(set(window_starts_ms))
-    if not starts:
+    table = open_log(path, storage_options) if starts else None
+    if table is None:
         return False
-    files = pa.table(DeltaTable(path, storage_options=storage_options).get_add_actions(flatten=True))
+    files = pa.table(table.get_add_actions(flatten=True))
     if files.num_rows == 0:
         return False
     if MIN not in files.column_names or MAX not in files.column_names:

@@ -17,34 +17,30 @@ FIRST_HISTORY_PAGE = 20
 RECENT_COMMITS = 200
 
 
-def _log_only(path: str, storage_options: dict[str, str] | None):
-    """The table at ``path``, opened to read its log. (delta-rs 1.6 and later load the file list whatever they are
-    asked, and warn at each call that ``without_files`` is ignored: it is not asked.)"""
+def open_log(path: str | Path, storage_options: dict[str, str] | None = None):
+    """The table at ``path`` opened with delta-rs to read its log (a ``deltalake.DeltaTable``), None when there is no
+    table yet; ``storage_options`` reach an S3 lake (``delta.storage.delta_rs_options``). (delta-rs 1.6 and later load
+    the file list whatever they are asked, and warn at each call that ``without_files`` is ignored: it is not asked.)"""
     from deltalake import DeltaTable
-
-    return DeltaTable(str(path), storage_options=storage_options)
-
-
-def _history(path: str, limit: int, storage_options: dict[str, str] | None = None) -> list[dict] | None:
-    """The ``limit`` newest commits (None when there is no table yet); ``storage_options`` reach an S3 lake
-    (``delta.storage.delta_rs_options``)."""
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        return _log_only(path, storage_options).history(limit)
+        return DeltaTable(str(path), storage_options=storage_options)
     except TableNotFoundError:
         return None
+
+
+def _history(path: str, limit: int, storage_options: dict[str, str] | None = None) -> list[dict] | None:
+    """The ``limit`` newest commits (None when there is no table yet)."""
+    table = open_log(path, storage_options)
+    return None if table is None else table.history(limit)
 
 
 def table_version(path: str, storage_options: dict[str, str] | None = None) -> int | None:
     """The table's newest commit version, None when there is no table yet. Read with delta-rs from the log, not with
     Spark's DESCRIBE HISTORY, which costs the server a Spark job, several times a landing."""
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        return _log_only(path, storage_options).version()
-    except TableNotFoundError:
-        return None
+    table = open_log(path, storage_options)
+    return None if table is None else table.version()
 
 
 def _entries(history: list[dict]) -> list[LedgerEntry]:

@@ -81,17 +81,22 @@ def slice_clauses(windows: Iterable[WindowEntry]) -> list[SliceClause]:
 def slice_predicate(windows: Iterable[WindowEntry]) -> str:
     """The replaceWhere predicate of the slice ``windows``' ranges cover (``slice_clauses``); ``false`` when they
     cover nothing."""
-    clauses = []
-    for c in slice_clauses(windows):
+    return clauses_predicate(slice_clauses(windows))
+
+
+def clauses_predicate(clauses: Iterable[SliceClause]) -> str:
+    """``clauses`` (``slice_clauses``) as one SQL predicate; ``false`` when there is none."""
+    sql = []
+    for c in clauses:
         if c.min_offset is not None:
-            clauses.append(
+            sql.append(
                 f"(window_start = timestamp_millis({c.window_starts_ms[0]}) AND {_queues_sql(c.queues)} "
                 f"AND queue_offset >= {c.min_offset})"
             )
         else:
             starts = ", ".join(f"timestamp_millis({ms})" for ms in c.window_starts_ms)
-            clauses.append(f"(window_start IN ({starts}) AND {_queues_sql(c.queues)})")
-    return "(" + " OR ".join(clauses) + ")" if clauses else "false"
+            sql.append(f"(window_start IN ({starts}) AND {_queues_sql(c.queues)})")
+    return "(" + " OR ".join(sql) + ")" if sql else "false"
 
 
 def slice_days(windows: Iterable[WindowEntry]) -> list[str]:

@@ -42,20 +42,11 @@ def _sql_path(path: str) -> str:
     return "delta.`" + path.replace("`", "``") + "`"
 
 
-def delta_log(path: str, storage_options: "dict[str, str] | None" = None):
-    """The table at ``path`` opened with delta-rs to read its log, None when there is no table yet."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        return DeltaTable(path, storage_options=storage_options)
-    except TableNotFoundError:
-        return None
-
-
 def position(target: str, storage_options: "dict[str, str] | None" = None) -> "int | None":
     """The source version the target reflects: its latest commit's ``userMetadata``, None without a target."""
-    table = delta_log(target, storage_options)
+    from rocketlake.delta.ledger_log import open_log
+
+    table = open_log(target, storage_options)
     if table is None:
         return None
     # The newest commits only: each of the target's commits is a MERGE or a snapshot that carries the position, so
@@ -84,7 +75,9 @@ def follow(spark, source: str, target: str, log=print, storage_options: "dict[st
     from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
 
-    landed = delta_log(source, storage_options)
+    from rocketlake.delta.ledger_log import open_log
+
+    landed = open_log(source, storage_options)
     if landed is None:
         return Followed(None, None, 0, "nothing new (no landed table yet)")
     now = landed.version()

@@ -32,6 +32,7 @@ from rocketlake.delta.writer import (
     DAY_COLUMN,
     HOUR_COLUMN,
     Layout,
+    clauses_predicate,
     closed_days,
     commit_ledger,
     compact_days,
@@ -359,7 +360,8 @@ def land_entry(
     storage_options: dict[str, str] | None = None,
 ) -> LandingReport:
     planned = entry.windows
-    with interpreted_when_small(spark, sum(r.size for w in planned for r in w.ranges)):
+    offsets = sum(r.size for w in planned for r in w.ranges)
+    with interpreted_when_small(spark, offsets):
         tasks = sum(-(-r.size // cfg.max_messages_per_task) for w in planned for r in w.ranges)
         log(
             f"Spark job: {tasks} tasks (at most {cfg.max_messages_per_task} offsets each) read the ranges and replace "
@@ -392,7 +394,6 @@ def land_entry(
         version = table_version(table_path, storage_options)  # delta-rs, as the ledger is read (``storage_options``)
         log(f"Delta commit version {version} of {table_path} holds the slice and its ledger")
 
-        offsets = sum(r.size for w in planned for r in w.ranges)
         accounting = account(
             planned, _rows_in_slice(spark, table_path, planned, version, offsets, storage_options), tally
         )
@@ -586,7 +587,7 @@ def _land_judged(
     # kept there: if no file of the table may hold a row of them (its statistics, read with delta-rs), replacing
     # its slice would change nothing, and is not worth a Delta commit a window.
     if failures_path is not None and (
-        failures or _may_hold(failures_path, (w.start_ms for w in entry.windows), storage_options)
+        failures or may_hold_windows(failures_path, (w.start_ms for w in entry.windows), storage_options)
     ):
         kept = failed_rows.select(*[c for c in failed_rows.columns if c not in (DUPLICATE, HELD, "matched")])
         kept = (
@@ -713,13 +714,6 @@ def with_suspensions(
     return replace(entry, suspended=suspended)
 
 
-def _may_hold(path: str, window_starts_ms, storage_options: dict[str, str] | None) -> bool:
-    """Whether the table at ``path`` exists and a file of it may hold a row of these windows (``may_hold_windows``)."""
-    if table_version(path, storage_options) is None:
-        return False
-    return may_hold_windows(path, window_starts_ms, storage_options)
-
-
 def _rows_in_slice(
     spark: SparkSession,
     table_path: str,
@@ -732,17 +726,17 @@ def _rows_in_slice(
     Delta: a landing of fewer than ``INTERPRETED_BELOW`` offsets counts them with delta-rs in the run's process
     (the files of its windows, a few rows: four round trips to the Spark server saved each window), a larger one or
     a table delta-rs does not read with Spark."""
-    predicate = slice_predicate(windows)
-    if predicate == "false" or version is None:
+    clauses = slice_clauses(windows)
+    if not clauses or version is None:
         return {}
     if offsets < INTERPRETED_BELOW:
-        counted = slice_counts(table_path, slice_clauses(windows), storage_options)
+        counted = slice_counts(table_path, clauses, storage_options)
         if counted is not None:
             return counted
     counted = (
         spark.read.format("delta")
         .load(table_path)
-        .where(predicate)
+        .where(clauses_predicate(clauses))
         .groupBy((F.unix_millis("window_start")).alias("w"), "topic", "broker_name", "queue_id")
         .count()
         .collect()

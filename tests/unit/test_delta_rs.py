@@ -179,3 +179,17 @@ def test_the_rows_of_a_slice_are_counted_by_window_and_queue_as_the_slice_predic
     no_statistics = WriterProperties(default_column_properties=ColumnProperties(statistics_enabled="NONE"))
     write_deltalake(bare, pa.table({"topic": ["orders"], "queue_offset": [0]}), writer_properties=no_statistics)
     assert slice_counts(bare, slice_clauses(entry), None) is None
+
+
+def test_a_table_may_hold_the_windows_its_files_statistics_cover_and_a_missing_table_holds_none(tmp_path):
+    """``may_hold_windows``: what a landing without failures asks of the failures table before it writes there (an
+    empty replace is a Delta commit for nothing), and a quiet landing of its own table."""
+    from rocketlake.delta.file_stats import may_hold_windows
+
+    path = str(tmp_path / "failures")
+    assert not may_hold_windows(path, [60_000])  # not created yet: nothing to replace
+    minute = pa.array([60_000_000, 60_000_000], pa.timestamp("us", tz="UTC"))
+    write_deltalake(path, pa.table({"window_start": minute, "queue_offset": pa.array([0, 1], pa.int64())}))
+    assert may_hold_windows(path, [120_000, 60_000])
+    assert not may_hold_windows(path, [120_000])
+    assert not may_hold_windows(path, [])
