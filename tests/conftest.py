@@ -21,6 +21,7 @@ from rocketlake.local.cluster import LocalCluster
 from rocketlake.local.peers import SentMessage, produce
 from rocketlake.local.process import port_in_use
 from rocketlake.local.spec import BrokerSpec, ClusterSpec, default_store_root
+from tests.cpu_use import tree_cpu_seconds
 from tests.spark_jvm import SparkJvmOptions
 
 if TYPE_CHECKING:
@@ -60,6 +61,9 @@ def machine_cpu_seconds() -> tuple[float, float]:
 
 _summary_lines: list[str] = []
 _slow_fixtures: list[tuple[float, str]] = []  # (seconds, "fixture (scope) for test"): where setup time goes
+_file_cost: dict[str, list[float]] = {}  # test file -> [seconds held, CPU seconds of its worker's process tree]
+#: files listed in the summary by what they cost, the costliest first
+COSTLIEST_FILES = 20
 #: a fixture's setup at least this long is listed in the summary
 SLOW_FIXTURE_S = 15.0
 
@@ -127,8 +131,27 @@ class FixtureTimer:
             )
 
 
+class CpuMeter:
+    """The CPU each test cost (tests/cpu_use.py), setup and teardown included; it rides on the test's teardown report
+    to the summary, which adds it up by file (the unit pytest-xdist's loadfile hands out)."""
+
+    started = pytest.StashKey[float]()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if item.stash.get(TIER, "unit") != "unit":
+            item.stash[self.started] = tree_cpu_seconds()
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Iterator[None]:
+        yield
+        if self.started in item.stash:
+            item.user_properties.append(("cpu", tree_cpu_seconds() - item.stash[self.started]))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(FixtureTimer(), "rocketlake-fixture-timer")
+    config.pluginmanager.register(CpuMeter(), "rocketlake-cpu-meter")
     # The Java oracles (tests/java_peers) compile with the package's peers into every PeerServer from the first.
     import tests.java_oracles  # noqa: F401
 
@@ -353,6 +376,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "teardown":
         _summary_lines.extend(text for key, text in report.user_properties if key == "summary")
         _slow_fixtures.extend(tuple(value) for key, value in report.user_properties if key == "fixture")
+    if tier != "unit":  # the pure-logic tier is not metered: reading /proc twice a test would be a tenth of its CPU
+        cost = _file_cost.setdefault(report.nodeid.split("::", 1)[0], [0.0, 0.0])
+        cost[0] += report.duration
+        cost[1] += sum(value for key, value in report.user_properties if key == "cpu")
     _tier_seconds[tier] += report.duration  # setup + call + teardown, session fixtures charged where first used
     if report.when == "call" or (report.when == "setup" and not report.passed):
         outcomes = _tier_outcomes[tier]
@@ -383,6 +410,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     write(f"{'cpu':<8} {busy / 60:6.1f} core-min busy of {total / 60:.1f} ({busy / total:.0%}; the whole machine)")
     for line in _summary_lines:
         write(line)
+    if _file_cost:
+        write(
+            f"the {COSTLIEST_FILES} costliest files: minutes a worker held, CPU core-minutes its processes used "
+            "(tests/cpu_use.py), by CPU"
+        )
+        for path, (held, cpu) in sorted(_file_cost.items(), key=lambda kv: -kv[1][1])[:COSTLIEST_FILES]:
+            write(f"  {held / 60:5.1f} {cpu / 60:5.1f}  {path}")
     if _slow_fixtures:
         write(
             f"fixture setups of {SLOW_FIXTURE_S:.0f} s or more, the slowest first "
