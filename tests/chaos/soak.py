@@ -521,7 +521,9 @@ class Soak:
         rows_of: dict[str, list[dict]] = {}
 
         def origins(path: Path) -> Counter:
-            if not (path / "_delta_log").exists():
+            # No commit yet: no table. A run that creates the table makes its log folder before its first commit
+            # (and one killed in between leaves it so), which delta-rs refuses to open.
+            if not any((path / "_delta_log").glob("[0-9]*.json")):
                 return Counter()
             rows = (
                 DeltaTable(str(path))

@@ -4,12 +4,14 @@ The instance is `deploy/dagster.yaml` as shipped, its storage a real PostgreSQL 
 `rocketlake local up --postgres` starts) on a free port. Nobody launches the scheduled runs: `dagster-daemon`
 ticks the schedule and launches them through the queued run coordinator.
 
-1. The schedule materializes a closed window by itself.
-2. A backfill (`rocketlake backfill`, in its own process) and the schedule's run of the same consumer group,
-   started together, both succeed, and their table steps never overlap: the pool `rocketmq_group_<group>`
-   (limit 1) holds one until the other is done; their dead-letter steps likewise, in the group's `_dlq` pool.
-3. A scheduled run killed with SIGKILL while it works is failed by the `rocketlake_dead_runs` sensor and retried
+1. The schedule materializes a closed window by itself, and a backfill of that window (`rocketlake backfill`, in
+   its own process) launched beside the schedule's run of the same consumer group succeeds too, their table steps
+   never overlapping: the pool `rocketmq_group_<group>` (limit 1) holds one until the other is done; their
+   dead-letter steps likewise, in the group's `_dlq` pool.
+2. A scheduled run killed with SIGKILL while it works is failed by the `rocketlake_dead_runs` sensor and retried
    by the instance's run-retry policy; the retry lands the window.
+
+Each part takes one real minute (a window), the least a scheduled run can take.
 
 Across all of it every message lands exactly once (against the Java producer's answers) and the committed offsets
 are the queues' ends.
@@ -140,28 +142,24 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(
         stack.cli("schedule", "start", f"{table}_windows")
         stack.daemon = start_daemon(stack)
         with DagsterInstance.from_config(str(stack.home)) as instance:
-            # 1. The schedule lands window 1 by itself.
+            # 1. Window 1's scheduled run (10 s at least: a batch holds the slow message) lands it by itself, and a
+            # backfill of the same window is started the moment the schedule launched that run.
             wait_until(start.timestamp() + 1)
             w1 = minute_key(int(start.timestamp() * 1000))
-            sent += produce(namesrv, state, [order(i, topic) for i in range(20)])
-            until(
-                lambda: w1 in instance.get_materialized_partitions(AssetKey(table)),
-                300,
-                f"the daemon's schedule to land window {w1}",
-            )
-
-            # 2. Window 2's scheduled run (10 s at least), and a backfill of window 1 started the moment the schedule
-            # launched it.
-            w2_end = next_window_end()
-            w2 = minute_key(int((w2_end - WINDOW_S) * 1000))
-            wait_until(w2_end - WINDOW_S + 5)
-            slow = [order(i, topic, tags="slow" if i == 100 else "TagA") for i in range(100, 120)]
+            slow = [order(i, topic, tags="slow" if i == 0 else "TagA") for i in range(20)]
             sent += produce(namesrv, state, slow)
 
             def scheduled_run(key: str):
-                return next((r for r in instance.get_runs(RunsFilter(tags={"dagster/partition": key}))), None)
+                return next(
+                    (
+                        r
+                        for r in instance.get_runs(RunsFilter(tags={"dagster/partition": key}))
+                        if r.tags.get("dagster/schedule_name")
+                    ),
+                    None,
+                )
 
-            scheduled = until(lambda: scheduled_run(w2), 300, f"the daemon's schedule to launch window {w2}")
+            scheduled = until(lambda: scheduled_run(w1), 300, f"the daemon's schedule to launch window {w1}")
             backfill = subprocess.run(
                 [str(BIN / "rocketlake"), "backfill", "orders", w1, "--config", str(stack.config)],
                 cwd=ROOT,
@@ -177,9 +175,10 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(
                     in (DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE)
                 ),
                 300,
-                f"the scheduled run of {w2} to end",
+                f"the scheduled run of {w1} to end",
             )
             assert instance.get_run_by_id(scheduled.run_id).status == DagsterRunStatus.SUCCESS
+            assert w1 in instance.get_materialized_partitions(AssetKey(table))
             (backfilled,) = instance.get_runs(RunsFilter(tags={"dagster/asset_partition_range_start": w1}))
             assert backfilled.status == DagsterRunStatus.SUCCESS
             a, b = instance.get_run_records(RunsFilter(run_ids=[scheduled.run_id, backfilled.run_id]))
@@ -196,17 +195,17 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(
                 )
                 assert len(steps) == 2 and steps[0][1] <= steps[1][0], steps
 
-            # 3. Window 3's scheduled run is killed (SIGKILL) while it works; the retry lands the window.
-            w3_end = next_window_end(margin_s=15)  # 20 orders are sent in a second or two; no minute lost waiting
-            w3 = minute_key(int((w3_end - WINDOW_S) * 1000))
-            wait_until(w3_end - WINDOW_S + 5)
+            # 2. Window 2's scheduled run is killed (SIGKILL) while it works; the retry lands the window.
+            w2_end = next_window_end(margin_s=15)  # 20 orders are sent in a second or two; no minute lost waiting
+            w2 = minute_key(int((w2_end - WINDOW_S) * 1000))
+            wait_until(w2_end - WINDOW_S + 5)
             sent += produce(namesrv, state, [order(i, topic) for i in range(200, 220)])
 
             def working_run():
-                run = scheduled_run(w3)
+                run = scheduled_run(w2)
                 return run if run is not None and recorded_process(run) else None  # recorded by the run itself
 
-            victim = until(working_run, 300, f"the scheduled run of {w3} to start working")
+            victim = until(working_run, 300, f"the scheduled run of {w2} to start working")
             os.kill(recorded_process(victim).pid, signal.SIGKILL)
             # No more scheduled runs: on a busy machine a run of a cold Spark driver can take about a minute, and
             # the schedule's next ones would queue for the group's pool ahead of the retry.
@@ -227,7 +226,7 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(
                     )
                     return " | ".join(e.message or "" for e in failures)[-600:]
 
-                return f"a retry of the killed run to land {w3}; runs since: " + "; ".join(
+                return f"a retry of the killed run to land {w2}; runs since: " + "; ".join(
                     f"{r.run_id[:8]} {r.status.value} parent={r.tags.get('dagster/parent_run_id', '-')[:8]} "
                     f"partition={r.tags.get('dagster/partition')} {why(r)}"
                     for r in runs
@@ -248,7 +247,7 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(
                 runs_since_the_kill,
             )
             assert retry.tags.get("dagster/retry_number") == "1"
-            assert w3 in instance.get_materialized_partitions(AssetKey(table))
+            assert w2 in instance.get_materialized_partitions(AssetKey(table))
             assert len(instance.get_runs(RunsFilter(tags={"dagster/parent_run_id": victim.run_id}))) == 1
 
             # Quiesce before stopping: no run left working.
