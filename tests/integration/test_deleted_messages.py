@@ -185,7 +185,8 @@ def scenario(short_retention_cluster: LocalCluster, tmp_path_factory: pytest.Tem
                 in_w1[q] = max(in_w1.get(q, 0), m["queueOffset"] + 1)
         assert s.end_w1 == {q: in_w1.get(q, 0) for q in max_offset}
 
-        wait_until(w2_closes)
+        # The deletion goes on while window 2 is open (nothing writes to these brokers meanwhile): its runs wait for
+        # its close below, not the deletion for it.
         # Each broker keeps the commit-log file it writes (the one holding its last message); the files
         # after it are allocated in advance (AllocateMappedFileService) and hold nothing yet.
         brokers = [b.name for b in cluster.spec.brokers]
@@ -230,6 +231,7 @@ def scenario(short_retention_cluster: LocalCluster, tmp_path_factory: pytest.Tem
             set_file_reserved_time(cluster, KEEP_FILES_HOURS)
         s.min_offset = expected
         assert s.gaps(), "the deletion must take messages the group never landed"
+        wait_until(w2_closes)
         yield s
 
 
