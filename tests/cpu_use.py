@@ -4,24 +4,17 @@ pytest's durations say how long a test held its worker; on two cores what `make 
 which a test waiting for a window to close does not use and a test starting JVMs does. Each test is charged the CPU
 its worker's process tree used while it ran: the process itself, the live processes below it (their own time and
 that of their children they waited for), and the children this process waited for. A session's long-lived JVMs are
-charged to the tests they served (or idled through); a process that left the tree (a daemonized server whose parent
-exited) is not charged at all.
+charged to the tests they served (or idled through); a process that leaves the tree during a test (a daemonized
+server whose parent exited) takes its CPU so far out of that test's figure, and is not charged after.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+
+from rocketlake.local.process import stat_fields
 
 _TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _stat_fields(pid: str) -> list[str] | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text[text.rindex(")") + 2 :].split()  # after the command name, which may hold spaces
 
 
 def tree_cpu_seconds(root: int | None = None) -> float:
@@ -33,7 +26,7 @@ def tree_cpu_seconds(root: int | None = None) -> float:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        fields = _stat_fields(entry)
+        fields = stat_fields(int(entry))
         if fields is None:
             continue
         pid = int(entry)
