@@ -17,6 +17,23 @@ from dagster._core.definitions.executor_definition import IN_PROC_CONFIG, _core_
 # - the engine event an executor yields to write a line in the run's log (``context.log`` exists for steps only).
 from dagster._core.events import EngineEventData
 
+# - and, to replace the loop's concurrency context (``pool_wait``: Dagster 1.13's never sleeps while a step waits
+#   for its pool slot), the pieces the in-process executor's ``execute`` is made of: the iterable that runs a loop
+#   in a run's execution context,
+from dagster._core.execution.api import ExecuteRunWithPlanIterable
+
+# - the manager of that execution context,
+from dagster._core.execution.context_creation_job import PlanExecutionContextManager
+
+# - the plan's execution loop itself,
+from dagster._core.execution.plan.execute_plan import inner_plan_execution_iterator
+
+# - the context that claims pool slots (subclassed),
+from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
+
+# - and the timer of the "Finished steps" line.
+from dagster._utils.timing import time_execution_scope
+
 # ``rocketlake backfill`` runs a job of the code location in this process with the job's executor:
 # ``execute_job`` needs a reconstructable job, and the public ``reconstructable`` needs a module-level
 # function, which a job made per ingestion from the configuration is not.
@@ -74,6 +91,11 @@ __all__ = [
     "IN_PROC_CONFIG",
     "_core_in_process_executor_creation",
     "EngineEventData",
+    "ExecuteRunWithPlanIterable",
+    "PlanExecutionContextManager",
+    "inner_plan_execution_iterator",
+    "InstanceConcurrencyContext",
+    "time_execution_scope",
     "ReconstructableRepository",
     "DefinitionsLoadContext",
     "DefinitionsLoadType",

@@ -39,9 +39,13 @@ from dagster import DagsterEvent, DagsterInstance, DagsterRun, DagsterRunStatus,
 from rocketlake.dagster.dagster_private import (
     IN_PROC_CONFIG,
     EngineEventData,
+    ExecuteRunWithPlanIterable,
     InProcessExecutor,
+    PlanExecutionContextManager,
     _core_in_process_executor_creation,
+    time_execution_scope,
 )
+from rocketlake.dagster.pool_wait import paced_execution_iterator
 
 PROCESS_TAG = "rocketlake/process"
 IN_PROGRESS = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
@@ -183,7 +187,8 @@ def record_process(instance: DagsterInstance, run: DagsterRun) -> None:
 
 
 class ReclaimingInProcessExecutor(InProcessExecutor):
-    """Dagster's in-process executor, after recording this run's process and reclaiming dead runs' slots."""
+    """Dagster's in-process executor, after recording this run's process and reclaiming dead runs' slots, whose
+    steps sleep while they wait for a pool slot (``pool_wait``)."""
 
     def execute(self, plan_context, execution_plan) -> Iterator[DagsterEvent]:
         instance: DagsterInstance = plan_context.instance
@@ -191,7 +196,36 @@ class ReclaimingInProcessExecutor(InProcessExecutor):
         record_process(instance, run)
         for line in reclaim_dead_runs(instance, run.run_id):
             yield DagsterEvent.engine_event(plan_context, line, EngineEventData())
-        yield from super().execute(plan_context, execution_plan)
+        # Dagster's InProcessExecutor.execute, with the loop that sleeps while a step waits for its pool slot
+        # (``pool_wait``) instead of ``inprocess_execution_iterator``, which spins.
+        steps = execution_plan.step_keys_to_execute
+        pid = os.getpid()
+        yield DagsterEvent.engine_event(
+            plan_context,
+            f"Executing steps in process (pid: {pid})",
+            event_specific_data=EngineEventData.in_process(pid, steps),
+        )
+        with time_execution_scope() as timer:
+            yield from ExecuteRunWithPlanIterable(
+                execution_plan=plan_context.execution_plan,
+                iterator=paced_execution_iterator,
+                execution_context_manager=PlanExecutionContextManager(
+                    job=plan_context.job,
+                    retry_mode=plan_context.retry_mode,
+                    execution_plan=plan_context.execution_plan,
+                    run_config=plan_context.run_config,
+                    dagster_run=plan_context.dagster_run,
+                    instance=plan_context.instance,
+                    raise_on_error=plan_context.raise_on_error,
+                    output_capture=plan_context.output_capture,
+                    step_dependency_config=self.step_dependency_config,
+                ),
+            )
+        yield DagsterEvent.engine_event(
+            plan_context,
+            f"Finished steps in process (pid: {pid}) in {timer.millis / 1000:.1f} s",
+            event_specific_data=EngineEventData.in_process(pid, steps),
+        )
 
 
 @executor(name="rocketlake_in_process", config_schema=IN_PROC_CONFIG)
