@@ -144,11 +144,13 @@ def test_lineage_partitions_and_lag_plot_in_a_real_browser(tmp_path, browser):
         assert "1/5 starting the local RocketMQ cluster" in demo.stdout and " is up at " in demo.stdout
         assert f"Spark Connect server on sc://127.0.0.1:{connect_port} (master local[*], Delta)" in demo.stdout
         # "rows per window": one line "  2026-11-24 04:23      40"
-        (window_key,) = [
+        landed = [
             f"{p[0]}-{p[1]}"
             for p in map(str.split, demo.stdout.splitlines())
             if len(p) == 3 and p[0].startswith("20") and p[2] == "40"
         ]
+        assert len(landed) == 1, f"one window of 40 rows: {demo.stdout[-2000:]}"
+        (window_key,) = landed
 
         # More orders after the demo: the lag the sensor reports and the UI plots. Then `make ui` (`rocketlake ui`:
         # dg dev's webserver and daemon on the demo's code location, schedules and sensors running, and the trickle
