@@ -45,18 +45,21 @@ TIER = pytest.StashKey[str]()
 _tier_seconds: dict[str, float] = {tier: 0.0 for tier in TIERS}
 _tier_outcomes: dict[str, dict[str, int]] = {tier: {} for tier in TIERS}
 _session_started: list[float] = []
-_cpu_at_start: list[tuple[float, float]] = []
+_cpu_at_start: list[tuple[float, float, float]] = []
 
 
-def machine_cpu_seconds() -> tuple[float, float]:
-    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat (all cores): whether a run was bound
-    by the CPU or by waiting (for a minute to close, a broker, a run) is their ratio over the run."""
+def machine_cpu_seconds() -> tuple[float, float, float]:
+    """(busy, total, stolen) CPU seconds of the whole machine since boot, from /proc/stat (all cores): whether a run
+    was bound by the CPU or by waiting (for a minute to close, a broker, a run) is the ratio of the first two over the
+    run. Stolen time (the hypervisor ran another guest on our cores) counts as busy: it is reported on its own, since
+    it makes one full run slower than the next on the same code (vmstat showed 11-20% stolen while one ran)."""
     import os
 
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
     tick = os.sysconf("SC_CLK_TCK")
-    return (sum(fields[:8]) - idle) / tick, sum(fields[:8]) / tick
+    steal = fields[7] if len(fields) > 7 else 0
+    return (sum(fields[:8]) - idle) / tick, sum(fields[:8]) / tick, steal / tick
 
 
 _summary_lines: list[str] = []
@@ -406,8 +409,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         f"{'tests':<8} {session_s / 60:6.1f} min (wall time"
         + (f"; the tiers add up their tests' times, in {workers} workers at once)" if workers else ")")
     )
-    busy, total = (now - then for now, then in zip(machine_cpu_seconds(), _cpu_at_start[0]))
-    write(f"{'cpu':<8} {busy / 60:6.1f} core-min busy of {total / 60:.1f} ({busy / total:.0%}; the whole machine)")
+    busy, total, stolen = (now - then for now, then in zip(machine_cpu_seconds(), _cpu_at_start[0]))
+    write(
+        f"{'cpu':<8} {busy / 60:6.1f} core-min busy of {total / 60:.1f} ({busy / total:.0%}; the whole machine), "
+        f"{stolen / 60:.1f} of them stolen by the hypervisor"
+    )
     for line in _summary_lines:
         write(line)
     if _file_cost:
