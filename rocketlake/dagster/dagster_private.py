@@ -28,11 +28,8 @@ from dagster._core.execution.context_creation_job import PlanExecutionContextMan
 # - the plan's execution loop itself,
 from dagster._core.execution.plan.execute_plan import inner_plan_execution_iterator
 
-# - the context that claims pool slots (subclassed),
+# - and the context that claims pool slots (subclassed).
 from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
-
-# - and the timer of the "Finished steps" line.
-from dagster._utils.timing import time_execution_scope
 
 # ``rocketlake backfill`` runs a job of the code location in this process with the job's executor:
 # ``execute_job`` needs a reconstructable job, and the public ``reconstructable`` needs a module-level
@@ -95,7 +92,6 @@ __all__ = [
     "PlanExecutionContextManager",
     "inner_plan_execution_iterator",
     "InstanceConcurrencyContext",
-    "time_execution_scope",
     "ReconstructableRepository",
     "DefinitionsLoadContext",
     "DefinitionsLoadType",

@@ -31,7 +31,7 @@ class PacedConcurrencyContext(InstanceConcurrencyContext):
         return max(0.0, min(ready_at - now for ready_at in self._pending_timeouts.values()))
 
 
-def paced_execution_iterator(job_context, execution_plan, instance_concurrency_context=None) -> Iterator[DagsterEvent]:
-    """Dagster's ``inprocess_execution_iterator`` (its signature too) with the paced concurrency context."""
+def paced_execution_iterator(job_context, execution_plan) -> Iterator[DagsterEvent]:
+    """Dagster's ``inprocess_execution_iterator``, as its run iterable calls it, with the paced concurrency context."""
     with PacedConcurrencyContext(job_context.instance, job_context.dagster_run) as context:
         yield from inner_plan_execution_iterator(job_context, execution_plan, context)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,6 @@ from rocketlake.dagster.dagster_private import (
     InProcessExecutor,
     PlanExecutionContextManager,
     _core_in_process_executor_creation,
-    time_execution_scope,
 )
 from rocketlake.dagster.pool_wait import paced_execution_iterator
 
@@ -205,25 +205,25 @@ class ReclaimingInProcessExecutor(InProcessExecutor):
             f"Executing steps in process (pid: {pid})",
             event_specific_data=EngineEventData.in_process(pid, steps),
         )
-        with time_execution_scope() as timer:
-            yield from ExecuteRunWithPlanIterable(
+        began = time.monotonic()
+        yield from ExecuteRunWithPlanIterable(
+            execution_plan=plan_context.execution_plan,
+            iterator=paced_execution_iterator,
+            execution_context_manager=PlanExecutionContextManager(
+                job=plan_context.job,
+                retry_mode=plan_context.retry_mode,
                 execution_plan=plan_context.execution_plan,
-                iterator=paced_execution_iterator,
-                execution_context_manager=PlanExecutionContextManager(
-                    job=plan_context.job,
-                    retry_mode=plan_context.retry_mode,
-                    execution_plan=plan_context.execution_plan,
-                    run_config=plan_context.run_config,
-                    dagster_run=plan_context.dagster_run,
-                    instance=plan_context.instance,
-                    raise_on_error=plan_context.raise_on_error,
-                    output_capture=plan_context.output_capture,
-                    step_dependency_config=self.step_dependency_config,
-                ),
-            )
+                run_config=plan_context.run_config,
+                dagster_run=plan_context.dagster_run,
+                instance=plan_context.instance,
+                raise_on_error=plan_context.raise_on_error,
+                output_capture=plan_context.output_capture,
+                step_dependency_config=self.step_dependency_config,
+            ),
+        )
         yield DagsterEvent.engine_event(
             plan_context,
-            f"Finished steps in process (pid: {pid}) in {timer.millis / 1000:.1f} s",
+            f"Finished steps in process (pid: {pid}) in {time.monotonic() - began:.1f} s",
             event_specific_data=EngineEventData.in_process(pid, steps),
         )
 

@@ -32,9 +32,10 @@ import pytest
 from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 from deltalake import DeltaTable
 
-from rocketlake.dagster.partitions import RANGE_END, RANGE_START
+from rocketlake.dagster.partitions import run_windows, window_partitions
 from rocketlake.dagster.run_guard import ON_ITS_WAY as PENDING
 from rocketlake.dagster.run_guard import recorded_process
+from rocketlake.engine.config import WindowConfig
 from rocketlake.local.peers import produce
 from rocketlake.local.postgres import LocalPostgres
 from rocketlake.rocketmq.client import RocketMQClient
@@ -106,15 +107,6 @@ def step_spans(instance: DagsterInstance, run_id: str) -> list[tuple[float, floa
     return [(starts[k], ends[k], f"{run_id[:8]}/{k}") for k in starts]
 
 
-def covers(tags: dict[str, str], key: str) -> bool:
-    """Whether a run with these tags lands window ``key``: its partition, or a range holding it (minute keys,
-    ``YYYY-MM-DD-HH:MM``, sort as the windows do)."""
-    if "dagster/partition" in tags:
-        return tags["dagster/partition"] == key
-    first, last = tags.get(RANGE_START), tags.get(RANGE_END)
-    return first is not None and last is not None and first <= key <= last
-
-
 def next_window_end(margin_s: float = 30.0) -> float:
     """The end of the window we are in, or of the next one when fewer than ``margin_s`` seconds are left."""
     end = (int(time.time()) // WINDOW_S + 1) * WINDOW_S
@@ -129,6 +121,7 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(
     # Windows start at the next window boundary, closed at their end (grace 0): the schedule's tick at a window's
     # end asks for it, and there is no older window to catch up.
     start = datetime.fromtimestamp(next_window_end(margin_s=0), timezone.utc)
+    window = {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": 0, "start": start.isoformat()}
     stack = Stack(
         tmp_path,
         local_cluster,
@@ -137,7 +130,7 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(
             "topic": topic,
             "consumer_group": group,
             "table": table,
-            "window": {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": 0, "start": start.isoformat()},
+            "window": window,
             # A batch holding a message tagged 'slow' takes 10 s: window 2's scheduled run is still working when the
             # backfill (a CLI process that takes seconds to start) is launched beside it.
             "listener": "tests.unit.listeners:pause_on_slow",
@@ -159,6 +152,8 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(
             slow = [order(i, topic, tags="slow" if i == 0 else "TagA") for i in range(20)]
             sent += produce(namesrv, state, slow)
 
+            partitions = window_partitions(WindowConfig(**window))
+
             def scheduled_run(key: str):
                 # The schedule asks for a window in a run of its own, or, when its runs fall behind (a busy
                 # machine), in a run over the windows closed meanwhile (a partition range): either lands it.
@@ -166,7 +161,7 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(
                     (
                         r
                         for r in instance.get_runs(RunsFilter(tags={"dagster/schedule_name": f"{table}_windows"}))
-                        if covers(r.tags, key)
+                        if key in run_windows(partitions, r.tags)  # how the schedule reads a run's windows
                     ),
                     None,
                 )
