@@ -12,9 +12,21 @@ table, the caller commits with Spark as before (``False``):
 On a local or mounted file system both writers create ``_delta_log/<version>.json`` only if absent, so a commit of
 the one and a commit of the other never overwrite each other: the loser retries on the next version, as each does
 with its own kind.
+
+delta-rs writes no checksum (``<version>.crc``), and Delta Spark keeps a small table's whole state in each one (its
+files, protocol, metadata): without it, the next session to read the table after such a commit rebuilds the state
+from the log with two Spark jobs (a log replay and an aggregate), about a second of the Spark server a window. A
+commit that adds and removes nothing leaves that state as it was, so the previous version's checksum, less its
+transaction id, is the new version's: it is written beside the commit (``_carry_checksum``). Delta's own check
+(``allFilesInCrc.verificationMode``) finds it equal to the log's replay (``tests/integration/test_ledger_checksum.py``).
 """
 
 from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
 
 from rocketlake.delta.storage import on_s3
 from rocketlake.engine.ledger import LedgerEntry
@@ -32,6 +44,7 @@ def commit_ledger_alone(path: str, entry: LedgerEntry, storage_options: dict[str
     from deltalake.exceptions import CommitFailedError, DeltaProtocolError
 
     table = DeltaTable(path, storage_options=storage_options)
+    before = table.version()
     try:
         table.create_write_transaction(
             [],
@@ -50,4 +63,48 @@ def commit_ledger_alone(path: str, entry: LedgerEntry, storage_options: dict[str
         if "unsupported table feature" in str(e).lower():
             return False
         raise
+    try:
+        _carry_checksum(path, before, entry.to_json())
+    except (OSError, ValueError):
+        pass  # best effort, as Delta's own checksums: without one the table is read right, after a log replay
     return True
+
+
+def _local_log(path: str) -> Path | None:
+    parts = urlsplit(path)
+    if parts.scheme not in ("", "file"):
+        return None  # an object store: its own writes, not worth a checksum's round trips here
+    return Path(parts.path if parts.scheme else path) / "_delta_log"
+
+
+def _carry_checksum(path: str, before: int, user_metadata: str) -> None:
+    """Write the checksum of the version that holds ``user_metadata`` (committed after ``before`` by delta-rs, with
+    commitInfo alone) from the checksum of the version before it, where that one exists."""
+    log = _local_log(path)
+    if log is None:
+        return
+    for version in range(before + 1, before + 2 + COMMIT_RETRIES):
+        try:
+            lines = (log / f"{version:020d}.json").read_text().splitlines()
+        except FileNotFoundError:
+            return
+        actions = [json.loads(line) for line in lines if line.strip()]
+        info = actions[0].get("commitInfo", {}) if len(actions) == 1 else {}
+        if info.get("userMetadata") != user_metadata:
+            continue  # another writer's commit, taken before ours
+        try:
+            state = json.loads((log / f"{version - 1:020d}.crc").read_text())
+        except FileNotFoundError:
+            return  # none to carry: the version before has none either (its writer wrote none, or failed to)
+        if "inCommitTimestampOpt" in state:
+            return  # a timestamp of each commit's own: not carried (delta-rs refuses such tables anyway)
+        state.pop("txnId", None)  # the transaction that wrote the previous version, not ours
+        temporary = log / f".{version:020d}.crc.{os.getpid()}.tmp"
+        temporary.write_text(json.dumps(state))
+        try:
+            os.link(temporary, log / f"{version:020d}.crc")  # whole, and never over a checksum already there
+        except FileExistsError:
+            pass
+        finally:
+            temporary.unlink()
+        return
