@@ -273,10 +273,24 @@ class RocketMQClient:
         """Remember the broker the answer suggests for the queue's next pulls (``updatePullFromWhichNode``); True
         if that is another one than before."""
         suggested = result.suggest_which_broker_id
-        if suggested < 0 or self._pull_from.get(mq, MASTER_ID) == suggested:
+        current = self._pull_from.get(mq, MASTER_ID)
+        if not result.found and current != MASTER_ID and self._master_listed(mq):
+            # An empty answer from a slave whose master is back: a slave copies asynchronously, so it can be behind
+            # what the master stores (a range planned from the master's offsets). The Java client pulls again later;
+            # a bounded read asks the master now, as the slave's suggestion to stay would leave it waiting.
+            self._pull_from[mq] = MASTER_ID
+            return True
+        if suggested < 0 or current == suggested:
             return False
         self._pull_from[mq] = suggested
         return True
+
+    def _master_listed(self, mq: MessageQueue) -> bool:
+        try:
+            data = self.route(mq.topic).broker(mq.broker_name)
+        except TopicNotExist:
+            return False
+        return data is not None and MASTER_ID in data.broker_addrs
 
     def offsets_from_master(self, broker_names: Iterable[str]) -> dict[str, str]:
         """Of ``broker_names``, those whose offset requests (:meth:`broker`) go to their master now, each with its
