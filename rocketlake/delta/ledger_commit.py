@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
-from urllib.parse import urlsplit
 
+from rocketlake.delta.local_commits import local_path
 from rocketlake.delta.storage import on_s3
 from rocketlake.engine.ledger import LedgerEntry
 
@@ -70,19 +69,13 @@ def commit_ledger_alone(path: str, entry: LedgerEntry, storage_options: dict[str
     return True
 
 
-def _local_log(path: str) -> Path | None:
-    parts = urlsplit(path)
-    if parts.scheme not in ("", "file"):
-        return None  # an object store: its own writes, not worth a checksum's round trips here
-    return Path(parts.path if parts.scheme else path) / "_delta_log"
-
-
 def _carry_checksum(path: str, before: int, user_metadata: str) -> None:
     """Write the checksum of the version that holds ``user_metadata`` (committed after ``before`` by delta-rs, with
     commitInfo alone) from the checksum of the version before it, where that one exists."""
-    log = _local_log(path)
-    if log is None:
-        return
+    table = local_path(path)
+    if table is None:
+        return  # an object store: not worth a checksum's round trips here
+    log = table / "_delta_log"
     for version in range(before + 1, before + 2 + COMMIT_RETRIES):
         try:
             lines = (log / f"{version:020d}.json").read_text().splitlines()

@@ -37,8 +37,12 @@ def verifying_checksums(spark):
             spark.conf.unset(key) if value is None else spark.conf.set(key, value)
 
 
+def checksum_file(path: str, version: int) -> Path:
+    return Path(path) / "_delta_log" / f"{version:020d}.crc"
+
+
 def checksum(path: str, version: int) -> dict:
-    return json.loads((Path(path) / "_delta_log" / f"{version:020d}.crc").read_text())
+    return json.loads(checksum_file(path, version).read_text())
 
 
 def test_a_delta_rs_ledger_commit_carries_the_checksum_that_delta_spark_verifies(spark, tmp_path):
@@ -66,7 +70,7 @@ def test_a_delta_rs_ledger_commit_carries_the_checksum_that_delta_spark_verifies
         assert commit_ledger_alone(path, ledger("run-3", [(MIN, [("broker-a", 0, 1, 2)])]))
         wrong = checksum(path, 4)
         wrong["numFiles"] += 1
-        (Path(path) / "_delta_log" / f"{4:020d}.crc").write_text(json.dumps(wrong))
+        checksum_file(path, 4).write_text(json.dumps(wrong))
         with pytest.raises(Exception, match="DELTA_TXN_LOG_FAILED_INTEGRITY"):
             write_slice(
                 frame(spark, [("t", "broker-a", 0, 2, MIN, "a2")]),

@@ -424,15 +424,18 @@ def test_offsets_from_master_leaves_out_a_slave_the_routes_list_as_brokerId_0(
     assert client._cluster is None  # asked afresh each time, never kept for the offset requests' fallback
 
 
+def routed(addresses: dict[int, str]):
+    """Topic T's route: broker-a's addresses by broker id, as a name server gives them."""
+    from rocketlake.rocketmq.namesrv import BrokerData, QueueData, TopicRoute
+
+    return TopicRoute("T", (QueueData("broker-a", 2, 2, 6),), (BrokerData("c", "broker-a", addresses),))
+
+
 def test_pulls_go_where_the_last_answer_suggested_else_to_the_master_else_while_it_is_down_to_its_slave() -> None:
     """PullAPIWrapper.recalculatePullFromWhichNode + MQClientInstance.findBrokerAddressInSubscribe, on plain routes."""
     import time
 
-    from rocketlake.rocketmq.namesrv import BrokerData, QueueData, TopicRoute
     from rocketlake.rocketmq.pull import PullResult, PullStatus
-
-    def routed(addresses: dict[int, str]) -> TopicRoute:
-        return TopicRoute("T", (QueueData("broker-a", 2, 2, 6),), (BrokerData("c", "broker-a", addresses),))
 
     client = RocketMQClient("127.0.0.1:1", private_connections=True)  # no request is made: the routes are given
     mq, other = MessageQueue("T", "broker-a", 0), MessageQueue("T", "broker-a", 1)
@@ -460,11 +463,7 @@ def test_an_empty_answer_from_a_slave_whose_master_is_listed_sends_the_queue_bac
     back to the master, and the answer is asked again there (``ask_again``); while the master is down they stay."""
     import time
 
-    from rocketlake.rocketmq.namesrv import BrokerData, QueueData, TopicRoute
     from rocketlake.rocketmq.pull import PullResult, PullStatus, ask_again
-
-    def routed(addresses: dict[int, str]) -> TopicRoute:
-        return TopicRoute("T", (QueueData("broker-a", 2, 2, 6),), (BrokerData("c", "broker-a", addresses),))
 
     client = RocketMQClient("127.0.0.1:1", private_connections=True)  # no request is made: the routes are given
     mq = MessageQueue("T", "broker-a", 0)
