@@ -22,7 +22,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, Unpack
 
 from . import pop_log
@@ -53,6 +53,16 @@ DEFAULT_BACKOFF = ExponentialBackoff(retries=2, initial=0.1, multiplier=2.0, max
 #: ``ClientConfig#pollNameServerInterval``
 DEFAULT_ROUTE_TTL = 30.0
 _PERM_READ, _PERM_WRITE = 4, 2
+
+
+def _pick(addresses: Mapping[int, str], wanted: int) -> int | None:
+    """The broker id a queue's pulls go to (``findBrokerAddressInSubscribe``): ``wanted`` (its last answer's
+    suggestion) if listed, else the master, else, while the master is down, the smallest id listed."""
+    if wanted in addresses:
+        return wanted
+    if MASTER_ID in addresses:
+        return MASTER_ID
+    return min(addresses) if addresses else None
 
 
 class BrokerNotFound(RocketMQError):
@@ -257,11 +267,8 @@ class RocketMQClient:
                 self.cluster_info(refresh=True)
                 master = self._master_address(mq.broker_name)
             addresses = {MASTER_ID: master} if master else {}
-        address = (
-            addresses.get(self._pull_from.get(mq, MASTER_ID))
-            or addresses.get(MASTER_ID)
-            or (addresses[min(addresses)] if addresses else None)
-        )
+        chosen = _pick(addresses, self._pull_from.get(mq, MASTER_ID))
+        address = addresses[chosen] if chosen is not None else None
         if address is None:
             raise BrokerNotFound(
                 f"no broker named {mq.broker_name!r} is registered with the name server "
@@ -274,10 +281,11 @@ class RocketMQClient:
         if that is another one than before."""
         suggested = result.suggest_which_broker_id
         current = self._pull_from.get(mq, MASTER_ID)
-        if not result.found and current != MASTER_ID and self._master_listed(mq):
-            # An empty answer from a slave whose master is back: a slave copies asynchronously, so it can be behind
-            # what the master stores (a range planned from the master's offsets). The Java client pulls again later;
-            # a bounded read asks the master now, as the slave's suggestion to stay would leave it waiting.
+        if not result.found and self._read_from_slave(mq) and self._master_listed(mq):
+            # An empty answer from a slave: a slave copies asynchronously, so it can be behind what the master stores
+            # (a range planned from the master's offsets), and its master may be back since the route was cached
+            # (while it was down, its slave was the only broker listed). The Java client pulls again later, after
+            # its next route refresh; a bounded read asks the name server now and, the master listed, the master.
             self._pull_from[mq] = MASTER_ID
             return True
         if suggested < 0 or current == suggested:
@@ -285,10 +293,20 @@ class RocketMQClient:
         self._pull_from[mq] = suggested
         return True
 
-    def _master_listed(self, mq: MessageQueue) -> bool:
+    def _read_from_slave(self, mq: MessageQueue) -> bool:
+        """Whether :meth:`reader` picks a slave of ``mq``'s broker, by the route cached."""
         try:
             data = self.route(mq.topic).broker(mq.broker_name)
         except TopicNotExist:
+            return False
+        addresses = data.broker_addrs if data is not None else {}
+        return _pick(addresses, self._pull_from.get(mq, MASTER_ID)) not in (None, MASTER_ID)
+
+    def _master_listed(self, mq: MessageQueue) -> bool:
+        """Whether the name server lists ``mq``'s master now (the route fetched afresh, and cached)."""
+        try:
+            data = self.route(mq.topic, refresh=True).broker(mq.broker_name)
+        except RocketMQError:  # no route, or the name server does not answer: the answer stands
             return False
         return data is not None and MASTER_ID in data.broker_addrs
 
