@@ -65,10 +65,23 @@ def cap_malloc_arenas(settings: dict[str, str], environ: MutableMapping[str, str
     settings.setdefault("spark.executorEnv.MALLOC_ARENA_MAX", arenas)
 
 
+#: Put first on the PYTHONPATH of the Python processes Spark starts: its ``sitecustomize`` has them import PySpark
+#: from the installed, byte-compiled package rather than from the zip Spark puts first (compiled from source at every
+#: import: 1 CPU-second a daemon, four daemons an application; worker_site/sitecustomize.py).
+WORKER_SITE = str(Path(__file__).resolve().parent / "worker_site")
+
+
+def put_worker_site(environ: MutableMapping[str, str]) -> None:
+    """:data:`WORKER_SITE` first on ``environ``'s PYTHONPATH (once), before what the user put there."""
+    entries = [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if WORKER_SITE not in entries:
+        environ["PYTHONPATH"] = os.pathsep.join([WORKER_SITE, *entries])
+
+
 def session_settings(master: str, conf: dict[str, str] | None, environ: MutableMapping[str, str]) -> dict[str, str]:
     """The settings a rocketlake session starts with, wherever it starts (a run's own JVM or the Spark Connect
     server): the local defaults on a local master, Delta's configuration, then ``conf``; and, in ``environ``, the
-    Python interpreter of the workers and the malloc cap."""
+    Python interpreter of the workers, the malloc cap and the workers' site (:func:`put_worker_site`)."""
     settings = {**(LOCAL_DEFAULTS if master.startswith("local") else {}), **DELTA_CONF, **(conf or {})}
     # PySpark reads the executors' interpreter from PYSPARK_PYTHON when the context starts (spark-submit turns
     # spark.pyspark.python into it); by default the executors run this very interpreter, which suits one image
@@ -76,6 +89,7 @@ def session_settings(master: str, conf: dict[str, str] | None, environ: MutableM
     environ["PYSPARK_PYTHON"] = settings.pop("spark.pyspark.python", sys.executable)
     environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     cap_malloc_arenas(settings, environ)
+    put_worker_site(environ)
     return settings
 
 

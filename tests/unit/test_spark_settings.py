@@ -1,5 +1,11 @@
 """Settings ``spark_session`` derives before it starts the JVM (pure: no Spark is started here)."""
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from rocketlake.spark.session import MALLOC_ARENA_MAX, cap_malloc_arenas
@@ -143,3 +149,47 @@ def test_the_spark_connect_server_keeps_its_compiled_code_unless_the_configurati
 def server_confs(cmd: list[str]) -> dict[str, str]:
     """The ``--conf key=value`` settings of a server's command."""
     return dict(c.split("=", 1) for i, c in enumerate(cmd) if i and cmd[i - 1] == "--conf")
+
+
+def test_the_python_processes_spark_starts_get_the_worker_site_first_once(monkeypatch):
+    from rocketlake.spark.session import WORKER_SITE, session_settings
+
+    environ = {"PYTHONPATH": "/listeners"}
+    session_settings("local[2]", {}, environ)
+    session_settings("local[2]", {}, environ)  # a second session of the process adds nothing
+    assert environ["PYTHONPATH"].split(os.pathsep) == [WORKER_SITE, "/listeners"]
+    assert (Path(WORKER_SITE) / "sitecustomize.py").is_file()
+
+
+def test_the_worker_site_drops_only_the_zips_of_an_installed_pyspark_and_runs_the_site_it_hides(tmp_path):
+    from rocketlake.spark.session import WORKER_SITE
+
+    def installed(root: Path, package: bool) -> tuple[str, str, Path]:
+        """A PySpark at ``root``/site: pip's (the package, with its zips inside) or a distribution's (no package)."""
+        home = root / "site" / "pyspark"
+        (home / "python" / "lib").mkdir(parents=True)
+        (home / "python" / "lib" / "pyspark.zip").write_bytes(b"")
+        (home / "python" / "lib" / "py4j-0.10.9.9-src.zip").write_bytes(b"")
+        if package:
+            (home / "__init__.py").write_text("")
+            (root / "site" / "py4j").mkdir()
+            (root / "site" / "py4j" / "__init__.py").write_text("")
+        lib = home / "python" / "lib"
+        return str(lib / "pyspark.zip"), str(lib / "py4j-0.10.9.9-src.zip"), root / "site"
+
+    hidden = tmp_path / "theirs"
+    hidden.mkdir()
+    (hidden / "sitecustomize.py").write_text("import sys\nsys.theirs_ran = True\n")
+    for package in (True, False):
+        zip_, py4j, site = installed(tmp_path / str(package), package)
+        path = os.pathsep.join([zip_, py4j, WORKER_SITE, str(site), str(hidden)])
+        out = subprocess.run(
+            [sys.executable, "-c", "import sys, json; print(json.dumps([sys.path, getattr(sys, 'theirs_ran', 0)]))"],
+            env={**os.environ, "PYTHONPATH": path},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        sys_path, theirs_ran = json.loads(out)
+        assert (zip_ in sys_path, py4j in sys_path) == (not package, not package), sys_path
+        assert str(site) in sys_path and theirs_ran
