@@ -17,37 +17,25 @@ import statistics
 import subprocess
 import sys
 
-#: One round, in a process of its own: the session, the reads, the JVM waited for, then what its tree used.
-ROUND = """
+from tests.integration.test_worker_site import WHERE_FROM
+
+#: One round, in a process of its own: the session, the reads, the JVM waited for, then what its tree used, and where
+#: the data source's planner imported PySpark from (so that each variant shows it did what it says).
+ROUND = (
+    WHERE_FROM
+    + """
 import json, resource, sys, time
 with_site = sys.argv[1] == "with"
 import rocketlake.spark.session as session
 if not with_site:
     session.put_worker_site = lambda environ: None
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-
-class Numbers(DataSource):
-    @classmethod
-    def name(cls):
-        return "numbers"
-    def schema(self):
-        return "n long"
-    def reader(self, schema):
-        return NumbersReader()
-
-class NumbersReader(DataSourceReader):
-    def partitions(self):
-        return [InputPartition(i) for i in range(2)]
-    def read(self, partition):
-        for n in range(10):
-            yield (partition.value * 10 + n,)
 
 began = time.monotonic()
 spark = session.spark_session("local[2]")
-spark.dataSource.register(Numbers)
+spark.dataSource.register(WhereFrom)
 firsts = []
 for _ in range(int(sys.argv[2])):
-    assert spark.read.format("numbers").load().count() == 20
+    (row,) = spark.read.format("where_from").load().collect()
     firsts.append(time.monotonic() - began)
 jvm = spark.sparkContext._gateway.proc
 spark.stop()
@@ -55,8 +43,9 @@ jvm.stdin.close()
 jvm.wait()
 me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 cpu = me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
-print(json.dumps({"cpu": cpu, "first": firsts[0], "all": firsts[-1]}))
+print(json.dumps({"cpu": cpu, "first": firsts[0], "all": firsts[-1], "planner": row.planner, "worker": row.worker}))
 """
+)
 
 
 def one_round(variant: str, reads: int) -> dict[str, float]:
@@ -65,7 +54,12 @@ def one_round(variant: str, reads: int) -> dict[str, float]:
     )
     if ran.returncode != 0:
         raise SystemExit(f"the {variant} round failed:\n{ran.stderr[-3000:]}")
-    return json.loads(ran.stdout.strip().splitlines()[-1])
+    got = json.loads(ran.stdout.strip().splitlines()[-1])
+    zipped = {"with": False, "without": True}[variant]
+    for part in ("planner", "worker"):
+        if ("pyspark.zip" in got[part]) != zipped:
+            raise SystemExit(f"the {variant} round's {part} imported PySpark from {got[part]}")
+    return got
 
 
 def main(argv: list[str] | None = None) -> None:

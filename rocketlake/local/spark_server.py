@@ -32,7 +32,6 @@ from rocketlake.spark.session import (
     CONNECT_DEFAULT_PORT,
     connect_endpoint,
     connect_server_command,
-    put_worker_site,
 )
 
 if TYPE_CHECKING:
@@ -117,9 +116,7 @@ class LocalSparkServer:
                 )
             base = {**(os.environ if environ is None else environ), **self.env}
             cmd, env = connect_server_command(self.url, self.master, self.settings(), lake=self.lake, environ=base)
-            env = {**env, **self.env}
-            put_worker_site(env)  # before a PYTHONPATH of self.env's too
-            self.process.start(cmd, env)
+            self.process.start(cmd, env)  # base's (self.env's included), as the session's settings made it
             self.lake_file.write_text(json.dumps(server_settings(self.lake) if self.lake is not None else {}))
         wait_for(
             lambda: accepts_connections(self.port),
