@@ -326,9 +326,10 @@ def test_properties_not_in_utf8_leave_the_batch_to_the_exact_decoder_only_when_l
     assert _exact(bad_tag, arrow_schema(), subscription, False, None)[0]["tags"] == "Tag\ufffd"
 
 
-def test_a_python_worker_leaves_what_it_loaded_out_of_the_daemons_collection_after_each_task():
+def test_a_python_worker_leaves_what_it_keeps_out_of_the_daemons_collection_after_each_task():
     """PySpark's daemon runs gc.collect() after every task of a reused worker; the reader freezes what the worker
-    has loaded once, so those collections walk only what tasks made since."""
+    holds at its first read and again at its second (what the first task loaded), so those collections walk only
+    what tasks made since."""
     import gc
 
     from rocketlake.spark import source
@@ -336,18 +337,21 @@ def test_a_python_worker_leaves_what_it_loaded_out_of_the_daemons_collection_aft
     def collected(thing) -> bool:  # in a generation the collector walks (frozen objects are in none)
         return any(o is thing for o in gc.get_objects())
 
-    was = source._frozen
+    was = source._freezes
     try:
-        source._frozen = False
+        source._freezes = 0
         loaded = [object()]  # alive before the first task, as the worker's imports are
-        source._freeze_once()
-        assert source._frozen and not collected(loaded)
-        made_by_a_task = [object()]
-        source._freeze_once()  # once per process: a later task's objects stay collectable
-        assert collected(made_by_a_task)
+        source._freeze()
+        assert not collected(loaded)
+        loaded_by_the_first_task = [object()]  # the read path's modules, the client's pools
+        source._freeze()
+        assert not collected(loaded_by_the_first_task)
+        made_by_a_later_task = [object()]
+        source._freeze()  # twice per process: a later task's objects stay collectable
+        assert collected(made_by_a_later_task)
     finally:
         gc.unfreeze()
-        source._frozen = was
+        source._freezes = was
 
 
 def test_a_spark_task_reading_the_source_does_not_load_the_configuration():
