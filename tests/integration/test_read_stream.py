@@ -107,6 +107,71 @@ def stored_sizes(mqadmin, topic: str, count: int) -> list[int]:
     return [int(size) for size in re.findall(r"physicSize=(\d+)", out)]
 
 
+def landed_keys(spark, table: Path, checkpoint: Path, **options) -> list[str]:
+    """One ``Trigger.AvailableNow`` query of the ``rocketmq`` stream with ``options`` into Delta at ``table`` (from
+    ``checkpoint``: a second call goes on where the first stopped), to its end; every key the table holds, sorted."""
+    register(spark)
+    query = (
+        spark.readStream.format("rocketmq")
+        .options(**options)
+        .load()
+        .writeStream.format("delta")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start(str(table))
+    )
+    assert query.awaitTermination(180), "the AvailableNow query did not stop at the offsets it captured"
+    assert query.exception() is None
+    if not (table / "_delta_log").exists():
+        return []  # no batch had a row: the sink wrote nothing
+    return sorted(DeltaTable(str(table)).to_pyarrow_table(columns=["keys"]).column("keys").to_pylist())
+
+
+def keys_of(numbers) -> list[str]:
+    return sorted(f"o-{i}" for i in numbers)
+
+
+@needs_streams
+def test_a_stream_starts_where_it_is_told_and_reads_the_queues_and_topics_found_after_its_start(
+    local_cluster, create_topic, java_producer, spark, tmp_path
+):
+    namesrv = local_cluster.spec.namesrv_address
+    prefix = unique("grows")
+    first = create_topic(queues=2, brokers=("broker-a",), prefix=prefix)
+    java_producer([order(i, first) for i in range(10)])
+    since = now_ms() + 1
+    wait_until(since / 1000 + 0.01)  # o-10 on are stored at `since` or later, o-0 to o-9 before
+    java_producer([order(i, first) for i in range(10, 20)])
+
+    def stream(name: str, **options) -> list[str]:
+        return landed_keys(spark, tmp_path / name, tmp_path / f"{name}_checkpoint", namesrv=namesrv, **options)
+
+    # startingTimestamp: each queue from its first message stored at or after it.
+    assert stream("since", topic=first, startingTimestamp=str(since)) == keys_of(range(10, 20))
+    # latest: nothing of what was there; what comes later, once.
+    assert stream("latest", topic=first, startingOffsets="latest") == []
+    java_producer([order(i, first) for i in range(20, 24)])
+    assert stream("latest", topic=first, startingOffsets="latest") == keys_of(range(20, 24))
+    # group: where the group's committed offsets are, here 3 messages into each queue.
+    group = unique("g_start")
+    local_cluster.mqadmin().run("updateSubGroup", "-c", local_cluster.spec.cluster_name, "-g", group)
+    client = RocketMQClient(namesrv)
+    queues = client.queues(first)
+    for mq in queues:
+        assert client.update_consumer_offset(group, mq, 3)
+    from_group = stream("group", topic=first, startingOffsets="group", consumerGroup=group)
+    assert len(from_group) == 24 - 3 * len(queues) and set(from_group) < set(keys_of(range(24)))
+    # A pattern, from the earliest offsets: then the topic grows by two queues and a second topic matches.
+    pattern = {"topicPattern": f"{re.escape(prefix)}_.*", "startingOffsets": "earliest"}
+    assert stream("pattern", **pattern) == keys_of(range(24))
+    local_cluster.create_topic(first, 4, ("broker-a",))
+    second = create_topic(queues=2, brokers=("broker-b",), prefix=prefix)
+    java_producer([order(i, first) for i in range(24, 32)] + [order(i, second) for i in range(32, 36)])
+    assert stream("pattern", **pattern) == keys_of(range(36))  # each once: the new queues and topic from earliest
+    landed = DeltaTable(str(tmp_path / "pattern")).to_pyarrow_table(columns=["topic", "queue_id"]).to_pylist()
+    assert {(r["topic"], r["queue_id"]) for r in landed} >= {(first, 2), (first, 3), (second, 0), (second, 1)}
+
+
 @needs_streams
 def test_a_byte_limit_makes_batches_of_whole_messages_within_it_as_mqadmin_measures_them(
     local_cluster, create_topic, java_producer, spark, tmp_path

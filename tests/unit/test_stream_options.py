@@ -113,3 +113,19 @@ def test_a_byte_limit_never_asks_the_broker_past_what_waits():
     sizes, asked = stored({A0: [1] * 5000})
     assert bytes_capped({A0: 0}, {A0: 5000}, 10_000, sizes) == {A0: 5000}
     assert [count for _, _, count in asked] == [2048, 2048, 904]
+
+
+def test_the_schema_is_read_from_a_streams_options_and_a_batch_reads_errors_stay_its_own():
+    """Spark asks the source for its schema before it knows a batch from a stream: a stream's start and topics are
+    accepted there, a batch read's mistakes are still named as a batch read's."""
+    from rocketlake.spark.source import _shaping_options
+
+    for start in ({"startingOffsets": "latest"}, {"startingOffsets": "group"}, {"startingOffsets": '{"o": {}}'}):
+        assert _shaping_options({**BASE, "topic": "o", **start}).metadata_columns == ()
+    assert _shaping_options({**BASE, "topicPattern": "o_.*", "metadataColumns": "properties"}).metadata_columns == (
+        "properties",
+    )
+    with pytest.raises(SourceOptionError, match="startingOffsets=.bad. is not valid for a stream"):
+        _shaping_options({**BASE, "topicPattern": "o_.*", "startingOffsets": "bad"})
+    with pytest.raises(SourceOptionError, match="option endingOffsets=earliest makes no sense for a batch read"):
+        _shaping_options({**BASE, "topic": "o", "endingOffsets": "earliest"})
