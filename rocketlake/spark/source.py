@@ -105,14 +105,15 @@ class RocketMQDataSource(DataSource):
 
 
 #: Options only a stream takes: with one of them, a schema asked for is a stream's.
-STREAM_ONLY = ("topics", "topicpattern", "maxoffsetspertrigger", "maxbytespertrigger")
+_STREAM_ONLY = ("topics", "topicpattern", "maxoffsetspertrigger", "maxbytespertrigger")
 
 
 def _shaping_options(raw) -> SourceOptions:
     """The options the columns follow. Spark asks for the schema before it knows whether the read is a batch or a
     stream, and a stream's start (``latest``, ``group``, JSON keyed by topic) and topics (``topicPattern``) are no
     batch read's: options that fail as a batch read's and parse as a stream's are a stream's. A batch read's error is
-    still raised here, when the schema is asked for (``load()``)."""
+    raised here, at ``load()``; for options a stream would take (``spark.read`` with ``startingOffsets=latest``) the
+    batch reader raises the same sentence when the read is planned."""
     from rocketlake.engine.stream_options import parse_stream_options
 
     try:
@@ -121,7 +122,7 @@ def _shaping_options(raw) -> SourceOptions:
         try:
             return parse_stream_options(raw).source
         except SourceOptionError as stream_error:
-            streamed = any(str(k).lower() in STREAM_ONLY for k in dict(raw))
+            streamed = any(str(k).lower() in _STREAM_ONLY for k in dict(raw))
             raise (stream_error if streamed else batch_error) from None
 
 
