@@ -25,6 +25,8 @@ from rocketlake.engine.options import SourceOptionError, SourceOptions, parse_op
 #: A stream's position: topic -> broker name -> queue id (as a string, JSON's keys) -> the next offset to read.
 StreamOffset = dict[str, dict[str, dict[str, int]]]
 STARTING = ("earliest", "latest", "group")
+#: Options only a stream takes (lower case, as Spark hands options over): with one of them, options are a stream's.
+STREAM_ONLY_OPTIONS = ("topics", "topicpattern", "maxoffsetspertrigger", "maxbytespertrigger")
 #: What Spark must be for ``readStream``: admission control and ``Trigger.AvailableNow`` for Python sources.
 NEEDED_SPARK = (4, 2)
 
@@ -77,8 +79,7 @@ def parse_stream_options(raw: Any) -> StreamOptions:
     max_bytes = None
     if "maxbytespertrigger" in options:
         max_bytes = _bytes(options["maxbytespertrigger"])
-    own = ("topics", "topicpattern", "maxoffsetspertrigger", "maxbytespertrigger")
-    batch = {k: v for k, v in options.items() if k not in own}
+    batch = {k: v for k, v in options.items() if k not in STREAM_ONLY_OPTIONS}
     batch["topic"] = topics[0] if topics else "%pattern%"  # the batch reader's one topic; each chunk names its own
     source = parse_options(batch)
     return StreamOptions(
@@ -91,6 +92,26 @@ def parse_stream_options(raw: Any) -> StreamOptions:
         max_bytes_per_trigger=max_bytes,
         commit_group=options.get("consumergroup"),
     )
+
+
+def shaping_options(raw: Any) -> SourceOptions:
+    """The options a read's columns follow. Spark asks a source for its schema before it knows whether the read is a
+    batch or a stream, and a stream's start (``latest``, ``group``, JSON keyed by topic) and topics (``topicPattern``)
+    are no batch read's: options that fail as a batch read's and parse as a stream's are a stream's. A batch read's
+    error is raised here, at ``load()``; for options a stream would take (``spark.read`` with
+    ``startingOffsets=latest``) the batch reader raises the same sentence when the read is planned. Options that are
+    neither say what is wrong for both when it differs: nothing here tells a ``read`` from a ``readStream``."""
+    try:
+        return parse_options(raw)
+    except SourceOptionError as batch_error:
+        try:
+            return parse_stream_options(raw).source
+        except SourceOptionError as stream_error:
+            if any(str(k).lower() in STREAM_ONLY_OPTIONS for k in dict(raw)):
+                raise stream_error from None
+            if str(stream_error) == str(batch_error):
+                raise batch_error from None
+            raise SourceOptionError(f"{batch_error}; for readStream: {stream_error}") from None
 
 
 def _starting(raw: str) -> str | StreamOffset:

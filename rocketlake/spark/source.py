@@ -78,7 +78,9 @@ class RocketMQDataSource(DataSource):
         return "rocketmq"
 
     def schema(self) -> str:
-        opts = _shaping_options(self.options)
+        from rocketlake.engine.stream_options import shaping_options
+
+        opts = shaping_options(self.options)
         ddl = schema_ddl(**_schema_args(opts))
         decoder = protobuf_decoder(opts)
         if decoder is not None:
@@ -102,28 +104,6 @@ class RocketMQDataSource(DataSource):
         from rocketlake.spark.stream import RocketMQStreamReader
 
         return RocketMQStreamReader(parse_stream_options(self.options))
-
-
-#: Options only a stream takes: with one of them, a schema asked for is a stream's.
-_STREAM_ONLY = ("topics", "topicpattern", "maxoffsetspertrigger", "maxbytespertrigger")
-
-
-def _shaping_options(raw) -> SourceOptions:
-    """The options the columns follow. Spark asks for the schema before it knows whether the read is a batch or a
-    stream, and a stream's start (``latest``, ``group``, JSON keyed by topic) and topics (``topicPattern``) are no
-    batch read's: options that fail as a batch read's and parse as a stream's are a stream's. A batch read's error is
-    raised here, at ``load()``; for options a stream would take (``spark.read`` with ``startingOffsets=latest``) the
-    batch reader raises the same sentence when the read is planned."""
-    from rocketlake.engine.stream_options import parse_stream_options
-
-    try:
-        return parse_options(raw)
-    except SourceOptionError as batch_error:
-        try:
-            return parse_stream_options(raw).source
-        except SourceOptionError as stream_error:
-            streamed = any(str(k).lower() in _STREAM_ONLY for k in dict(raw))
-            raise (stream_error if streamed else batch_error) from None
 
 
 def _schema_args(opts: SourceOptions) -> dict:

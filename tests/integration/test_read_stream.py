@@ -164,7 +164,7 @@ def test_a_stream_starts_where_it_is_told_and_reads_the_queues_and_topics_found_
     # A pattern, from the earliest offsets: then the topic grows by two queues and a second topic matches.
     pattern = {"topicPattern": f"{re.escape(prefix)}_.*", "startingOffsets": "earliest"}
     assert stream("pattern", **pattern) == keys_of(range(24))
-    local_cluster.create_topic(first, 4, ("broker-a",))
+    client.create_topic(first, 4, brokers=["broker-a"])  # grown in place (UPDATE_AND_CREATE_TOPIC), routed
     second = create_topic(queues=2, brokers=("broker-b",), prefix=prefix)
     java_producer([order(i, first) for i in range(24, 32)] + [order(i, second) for i in range(32, 36)])
     assert stream("pattern", **pattern) == keys_of(range(36))  # each once: the new queues and topic from earliest

@@ -176,5 +176,4 @@ def test_a_reused_python_worker_leaves_what_it_keeps_out_of_the_collections_afte
 
     got = spark.range(1, numPartitions=1).mapInArrow(two_tasks, "rows long, walked long").collect()
     assert [r.rows for r in got] == [20, 20, 20]
-    print("objects a collection walks after each task:", [r.walked for r in got])
     assert got[2].walked < 5_000, [r.walked for r in got]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rocketlake.engine.options import SourceOptionError
-from rocketlake.engine.stream_options import parse_stream_options, spark_refusal
+from rocketlake.engine.stream_options import parse_stream_options, shaping_options, spark_refusal
 from rocketlake.rocketmq.message_queue import MessageQueue
 from rocketlake.spark.stream import bytes_capped, capped, offset_of, positions_of
 
@@ -118,14 +118,20 @@ def test_a_byte_limit_never_asks_the_broker_past_what_waits():
 def test_the_schema_is_read_from_a_streams_options_and_a_batch_reads_errors_stay_its_own():
     """Spark asks the source for its schema before it knows a batch from a stream: a stream's start and topics are
     accepted there, a batch read's mistakes are still named as a batch read's."""
-    from rocketlake.spark.source import _shaping_options
-
     for start in ({"startingOffsets": "latest"}, {"startingOffsets": "group"}, {"startingOffsets": '{"o": {}}'}):
-        assert _shaping_options({**BASE, "topic": "o", **start}).metadata_columns == ()
-    assert _shaping_options({**BASE, "topicPattern": "o_.*", "metadataColumns": "properties"}).metadata_columns == (
+        assert shaping_options({**BASE, "topic": "o", **start}).metadata_columns == ()
+    assert shaping_options({**BASE, "topicPattern": "o_.*", "metadataColumns": "properties"}).metadata_columns == (
         "properties",
     )
     with pytest.raises(SourceOptionError, match="startingOffsets=.bad. is not valid for a stream"):
-        _shaping_options({**BASE, "topicPattern": "o_.*", "startingOffsets": "bad"})
+        shaping_options({**BASE, "topicPattern": "o_.*", "startingOffsets": "bad"})
     with pytest.raises(SourceOptionError, match="option endingOffsets=earliest makes no sense for a batch read"):
-        _shaping_options({**BASE, "topic": "o", "endingOffsets": "earliest"})
+        shaping_options({**BASE, "topic": "o", "endingOffsets": "earliest"})
+    # Neither a batch read's nor a stream's, with nothing a stream alone takes: both sentences, as either read gets it.
+    with pytest.raises(
+        SourceOptionError, match=r"broker name then queue id.*; for readStream: .*not valid for a stream"
+    ):
+        shaping_options({**BASE, "topic": "o", "startingOffsets": "{bad"})
+    with pytest.raises(SourceOptionError) as refused:  # the same sentence from both: said once
+        shaping_options({**BASE, "topic": "o", "pullBatchSize": "0"})
+    assert "readStream" not in str(refused.value)
