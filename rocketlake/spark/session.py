@@ -169,6 +169,13 @@ CONNECT_REAPS_DEAD_CLIENTS = {
 }
 
 
+#: What makes PySpark's ``SparkSession.builder`` open a Spark Connect client instead of starting a driver: exported by
+#: a shell for its PySpark clients (SPARK_REMOTE, SPARK_API_MODE, as PySpark documents them), or inherited from a
+#: process where a Connect session was opened (PySpark sets the other two in ``os.environ``). The server's driver
+#: program would otherwise connect to that URL instead of serving its own.
+CONNECT_CLIENT_VARIABLES = ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE", "SPARK_API_MODE")
+
+
 def connect_endpoint(remote: str) -> tuple[str, int]:
     """The host and port of a Spark Connect URL (``sc://host[:port][/;params]``; Spark's default port 15002)."""
     parts = urlsplit(remote)
@@ -224,6 +231,8 @@ def connect_server_command(
     # The driver program runs in this environment, as itself (not, say, under a notebook a user's shell names).
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
     env.pop("PYSPARK_DRIVER_PYTHON_OPTS", None)
+    for name in CONNECT_CLIENT_VARIABLES:  # the server is a Spark driver, whatever the shell's PySpark clients use
+        env.pop(name, None)
     return [*cmd, str(CONNECT_SERVER_PROGRAM)], env
 
 

@@ -74,7 +74,14 @@ def test_up_twice_then_down_leaves_nothing_running(tmp_path, local_s3, monkeypat
     assert config["spark"]["remote"] == "sc://127.0.0.1:15002"  # the local runtime's default: one long-lived Spark
     config["spark"] = {**config["spark"], "master": "local[1]", "remote": f"sc://127.0.0.1:{connect_port}"}
     (project / "rocketlake.yaml").write_text(yaml.safe_dump(config))
-    env = dict(os.environ, ROCKETLAKE_CONFIG=str(project / "rocketlake.yaml"))
+    # From a shell that exports SPARK_REMOTE for its PySpark clients (as PySpark documents), where a Connect client
+    # ran: the server `up` starts is a Spark driver all the same, not a client of that URL.
+    env = dict(
+        os.environ,
+        ROCKETLAKE_CONFIG=str(project / "rocketlake.yaml"),
+        SPARK_REMOTE=f"sc://127.0.0.1:{connect_port}",
+        SPARK_CONNECT_MODE_ENABLED="1",
+    )
     try:
         first = rocketlake("local", "up", "--tls", *args, *s3, env=env)
         assert first.returncode == 0, first.stderr

@@ -44,9 +44,12 @@ def test_the_spark_connect_server_is_configured_as_a_runs_own_session(monkeypatc
         jars, "resolve", lambda jar_set: resolved["spark-avro" if jar_set.name.startswith("spark-avro") else "delta"]
     )
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    monkeypatch.setenv("SPARK_REMOTE", "sc://127.0.0.1:15010")  # a shell's, for its PySpark clients
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")  # PySpark's, where a Connect session was opened
     cmd, env = connect_server_command(
         "sc://127.0.0.1:15010", "local[2]", {"spark.jars": "/mine.jar", "spark.sql.shuffle.partitions": "4"}
     )
+    assert not {"SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"} & set(env)  # the server is a driver, not a client
     # rocketlake's driver program (Spark Connect's plugin, sessions sharing class loaders and Python workers).
     assert cmd[0].endswith("/bin/spark-submit") and cmd[-1] == str(CONNECT_SERVER_PROGRAM)
     assert CONNECT_SERVER_PROGRAM.is_file() and "--class" not in cmd and cmd[cmd.index("--master") + 1] == "local[2]"
