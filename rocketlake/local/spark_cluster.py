@@ -28,6 +28,7 @@ from rocketlake.local.process import (
     stop_all,
     wait_for,
 )
+from rocketlake.spark.session import put_worker_site
 
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 120.0
@@ -123,6 +124,9 @@ class LocalSparkCluster:
         # Executors start Python workers with the interpreter the driver names (PYSPARK_PYTHON travels with
         # each task); nothing here may pin the daemons to this shell's environment.
         env.pop("PYSPARK_PYTHON", None)
+        # The executors' Python workers inherit the workers' PYTHONPATH: with the worker site first they import
+        # this machine's installed PySpark, not the zip Spark puts first (1 CPU-s a daemon; worker_site).
+        put_worker_site(env)
         return env
 
     def _spark_class(self, main_class: str, *args: str) -> list[str]:

@@ -37,6 +37,7 @@ from tests.integration.ingestion_support import (
     until,
     write_config,
 )
+from tests.integration.test_worker_site import INSTALLED, ON_THE_SERVER
 
 pytestmark = pytest.mark.stack
 
@@ -153,6 +154,17 @@ def test_windows_land_through_a_spark_server_on_the_executors_of_a_standalone_cl
                 timeout=600,
             )
             assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        # The executors' Python workers import the installed, byte-compiled PySpark, as a local Spark's do, not the
+        # zip Spark puts first on their path (compiled from source at each import; test_worker_site.py).
+        ran = subprocess.run(
+            [sys.executable, "-c", ON_THE_SERVER, f"sc://127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        worker = ran.stdout.split()[-1]
+        assert str(Path(worker).resolve()) == INSTALLED, worker
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
