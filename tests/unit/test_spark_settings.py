@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from rocketlake.spark.session import MALLOC_ARENA_MAX, cap_malloc_arenas
+from tests.conftest import free_ports
 
 
 def test_malloc_arenas_are_capped_for_the_jvm_and_the_executors():
@@ -196,3 +197,19 @@ def test_the_worker_site_drops_only_the_zips_of_an_installed_pyspark_and_runs_th
         sys_path, theirs_ran = json.loads(out)
         assert (zip_ in sys_path, py4j in sys_path) == (not package, not package), sys_path
         assert str(site) in sys_path and theirs_ran
+
+
+def test_a_runs_own_spark_is_refused_where_the_environment_makes_pyspark_a_connect_client(monkeypatch):
+    """PySpark's builder opens a Spark Connect client, whatever master it is given, where SPARK_REMOTE is set (a
+    shell's, for its PySpark clients) or a Connect session was opened (SPARK_CONNECT_MODE_ENABLED): a run whose
+    configuration starts Spark of its own would silently land through that URL's server instead."""
+    from rocketlake.spark.session import SparkSessionConflict, spark_session
+
+    (port,) = free_ports(1)  # nothing listens there: a session opened on it would fail otherwise, later
+    monkeypatch.setenv("SPARK_REMOTE", f"sc://127.0.0.1:{port}")
+    with pytest.raises(SparkSessionConflict, match=rf"SPARK_REMOTE=sc://127.0.0.1:{port}.*spark.remote"):
+        spark_session("local[1]")
+    monkeypatch.delenv("SPARK_REMOTE")
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    with pytest.raises(SparkSessionConflict, match=r"SPARK_CONNECT_MODE_ENABLED=1"):
+        spark_session("local[1]")
