@@ -118,11 +118,12 @@ def spark_session(
                 asked["spark.jars"] = jar_files(asked, jars.resolve(jars.s3a_jar_set()))
             apply_to_active(active, master, app_name, asked)
             return active
-        client = [f"{name}={os.environ[name]}" for name in CONNECT_CLIENT_VARIABLES[:2] if name in os.environ]
+        # Named, not shown: a Spark Connect URL may carry a token (sc://host/;token=...).
+        client = [name for name in CONNECT_CLIENT_VARIABLES[:2] if name in os.environ]
         if client:
             raise SparkSessionConflict(
                 f"SparkResource: remote is unset, so this run starts Spark of its own (master={master!r}), but "
-                f"{' and '.join(client)} in this process's environment makes PySpark open a Spark Connect client "
+                f"{' and '.join(client)} set in this process's environment makes PySpark open a Spark Connect client "
                 "instead: unset it, or give spark.remote in the configuration to land through a Spark Connect server."
             )
         delta_jars = session_jars()
