@@ -133,6 +133,12 @@ def _subtrees(processes: dict[int, _Process], roots: Iterable[int], exclude: fro
     return found
 
 
+def tree_cpu_seconds(root_pid: int) -> float:
+    """CPU seconds of ``root_pid`` and its descendants now, with their reaped children's."""
+    processes = _processes()
+    return sum(processes[pid].cpu_seconds for pid in _subtrees(processes, [root_pid]))
+
+
 def _part_of(pid: int, cmdline: str) -> str:
     """Which part of this process tree a process is: this Python process, Spark's JVM, or a Python worker."""
     if pid == os.getpid():

@@ -3,8 +3,8 @@
     .venv/bin/python -m benchmarks.server_jvm [--variant NAME=JVM_OPTIONS ...] [--windows 40] [--rounds 2]
         [--big 300000] [--big-landings 3]
 
-Each variant is a Spark Connect server of its own, started as ``rocketlake spark-server`` starts it
-(``connect_server_command``, ``local[2]``) with the variant's options in ``spark.driver.extraJavaOptions``. On it,
+Each variant is a Spark Connect server of its own, started as ``rocketlake local up`` starts it
+(``LocalSparkServer``, ``local[2]``) with the variant's options in ``spark.driver.extraJavaOptions``. On it,
 ``--windows`` runs as the asset makes them below Dagster (``engine.run``: the landing, the ledger's verdict, the
 offsets), each of one message in a window of its own, a new session each (as a run opens and releases one), on the
 demo's table (JSON bodies, the change data feed). Then ``--big-landings`` runs of ``--big`` messages each (the Java
@@ -18,21 +18,17 @@ server.
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import bench_cluster, produce_bulk
+from benchmarks.common import bench_cluster, produce_bulk, tree_cpu_seconds
 from rocketlake.engine.windows import StoreTimeWindow
-from rocketlake.local.process import accepts_connections
+from rocketlake.local.spark_server import LocalSparkServer
 from rocketlake.rocketmq.client import RocketMQClient
 from rocketlake.rocketmq.send import OutgoingMessage
-from rocketlake.spark.session import connect_server_command, connect_session
+from rocketlake.spark.session import connect_session
 from tests.integration.engine_support import Engine, from_first, now_ms
 from tests.integration.ingestion_support import wait_until
 
@@ -44,29 +40,6 @@ DEMO_TABLE = {
     "table_properties": {"delta.enableChangeDataFeed": True},
 }
 DEFAULT_VARIANTS = ("jvm-defaults=-XX:TieredStopAtLevel=4", "quick-compiler=-XX:TieredStopAtLevel=1")
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def tree_cpu(root: int) -> float:
-    """CPU seconds of ``root`` and every process under it (the server's JVM, its driver program, its Python workers),
-    those gone included as far as their parents waited for them."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            pid, rest = stat.read_text().split(" ", 1)
-        except OSError:
-            continue
-        children.setdefault(int(rest.rsplit(")", 1)[1].split()[1]), []).append(int(pid))
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        todo += children.get(pid, [])
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(f) for f in fields[11:15])  # utime, stime, and the waited-for children's
-    return total / _TICK
 
 
 class Ingestion:
@@ -90,38 +63,30 @@ class Ingestion:
 
 
 def run_variant(cluster, state: Path, name: str, options: str, windows: int, big: int, big_landings: int) -> dict:
-    url = f"sc://127.0.0.1:{PORT}"
-    cmd, env = connect_server_command(url, "local[2]", {"spark.driver.extraJavaOptions": options})
-    log = (state / f"{name}.log").open("w")
-    server = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = LocalSparkServer(state / name, port=PORT, conf={"spark.driver.extraJavaOptions": options})
+    server.up()
     try:
-        deadline = time.monotonic() + 180
-        while not accepts_connections(PORT):
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the {name} server did not start: see {log.name}")
-            time.sleep(0.2)  # the server's start, polled
+        pid = server.process.pid()
         client = RocketMQClient(cluster.spec.namesrv_address)
         topic = f"jvm_{name.replace('-', '_')}_{int(time.time())}"
-        small = Ingestion(cluster, client, url, state, topic, DEMO_TABLE)
-        big_runs = Ingestion(cluster, client, url, state, f"{topic}_big", {})  # the Java producer's bodies are text
+        small = Ingestion(cluster, client, server.url, state, topic, DEMO_TABLE)
+        big_runs = Ingestion(cluster, client, server.url, state, f"{topic}_big", {})  # the producer's bodies are text
         after = []
         for i in range(windows):
             client.send(OutgoingMessage(topic, b'{"order_id": "o-%d", "amount": 1.5}' % i, tags="TagA"))
             small.run(f"w{i}")
-            after.append(tree_cpu(server.pid))
+            after.append(tree_cpu_seconds(pid))
         skip = max(1, windows // 4)
         result = {"first": after[0], "window": (after[-1] - after[skip - 1]) / (windows - skip), "big": []}
         for b in range(big_landings):
             produce_bulk(cluster, big_runs.topic, big)
-            cpu, began = tree_cpu(server.pid), time.monotonic()
+            cpu, began = tree_cpu_seconds(pid), time.monotonic()
             big_runs.run(f"big{b}")
-            result["big"].append((tree_cpu(server.pid) - cpu, time.monotonic() - began))
+            result["big"].append((tree_cpu_seconds(pid) - cpu, time.monotonic() - began))
         client.close()
         return result
     finally:
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait()
-        log.close()
+        server.down()
 
 
 def main() -> None:
@@ -133,7 +98,6 @@ def main() -> None:
     parser.add_argument("--big-landings", type=int, default=3)
     args = parser.parse_args()
     variants = dict(v.split("=", 1) for v in (args.variant or DEFAULT_VARIANTS))
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     results: dict[str, list[dict]] = {name: [] for name in variants}
     with tempfile.TemporaryDirectory(dir="/dev/shm") as tmp, bench_cluster(Path(tmp) / "cluster") as cluster:
         for r in range(args.rounds):
