@@ -199,18 +199,32 @@ def test_the_worker_site_drops_only_the_zips_of_an_installed_pyspark_and_runs_th
         assert str(site) in sys_path and theirs_ran
 
 
-def test_a_runs_own_spark_is_refused_where_the_environment_makes_pyspark_a_connect_client(monkeypatch):
+REFUSAL_PROBE = """
+from rocketlake.spark.session import SparkSessionConflict, spark_session
+try:
+    spark_session("local[1]")
+except SparkSessionConflict as refused:
+    print(refused)
+"""
+
+
+def test_a_runs_own_spark_is_refused_where_the_environment_makes_pyspark_a_connect_client():
     """PySpark's builder opens a Spark Connect client, whatever master it is given, where SPARK_REMOTE is set (a
     shell's, for its PySpark clients) or a Connect session was opened (SPARK_CONNECT_MODE_ENABLED): a run whose
-    configuration starts Spark of its own would silently land through that URL's server instead."""
-    from rocketlake.spark.session import SparkSessionConflict, spark_session
+    configuration starts Spark of its own would silently land through that URL's server instead.
 
+    Asked in a fresh interpreter: the refusal is for a process with no session yet, and another unit test in this
+    worker may have left one active (then the run rightly uses it)."""
     (port,) = free_ports(1)  # nothing listens there: a session opened on it would fail otherwise, later
-    monkeypatch.setenv("SPARK_REMOTE", f"sc://127.0.0.1:{port}/;token=not-for-the-logs")
-    with pytest.raises(SparkSessionConflict, match=r"SPARK_REMOTE set in .*spark.remote") as refused:
-        spark_session("local[1]")
-    assert "not-for-the-logs" not in str(refused.value)  # named, never shown: the URL may carry a token
-    monkeypatch.delenv("SPARK_REMOTE")
-    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
-    with pytest.raises(SparkSessionConflict, match=r"SPARK_CONNECT_MODE_ENABLED set in"):
-        spark_session("local[1]")
+    clean = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
+
+    def refusal(**extra: str) -> str:
+        env = {**clean, **extra}
+        return subprocess.run(
+            [sys.executable, "-c", REFUSAL_PROBE], env=env, capture_output=True, text=True, check=True
+        ).stdout
+
+    shown = refusal(SPARK_REMOTE=f"sc://127.0.0.1:{port}/;token=not-for-the-logs")
+    assert "SPARK_REMOTE set in" in shown and "spark.remote" in shown, shown
+    assert "not-for-the-logs" not in shown  # named, never shown: the URL may carry a token
+    assert "SPARK_CONNECT_MODE_ENABLED set in" in refusal(SPARK_CONNECT_MODE_ENABLED="1")
