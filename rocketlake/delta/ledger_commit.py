@@ -19,13 +19,21 @@ from the log with two Spark jobs (a log replay and an aggregate), about a second
 commit that adds and removes nothing leaves that state as it was, so the previous version's checksum, less its
 transaction id, is the new version's: it is written beside the commit (``_carry_checksum``). Delta's own check
 (``allFilesInCrc.verificationMode``) finds it equal to the log's replay (``tests/integration/test_ledger_checksum.py``).
+
+Delta Spark checkpoints a table only when its own commit lands on a multiple of the table's checkpoint interval. Where
+the ledger's commits take those versions (a window's verdict follows its slice, a quiet window's entry is alone), no
+checkpoint was ever written, and each new snapshot replayed the whole log since the table began: a window's cost grew
+with the table's age. A ledger commit on such a version writes the checkpoint itself (``_checkpoint_on_interval``), as
+Spark's would have.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
+from rocketlake.delta.delta_rs import Protocol, read_refusal
 from rocketlake.delta.local_commits import local_path
 from rocketlake.delta.storage import on_s3
 from rocketlake.engine.ledger import LedgerEntry
@@ -40,7 +48,7 @@ def commit_ledger_alone(path: str, entry: LedgerEntry, storage_options: dict[str
     if on_s3(path):
         return False
     from deltalake import CommitProperties, DeltaTable
-    from deltalake.exceptions import CommitFailedError, DeltaProtocolError
+    from deltalake.exceptions import CommitFailedError, DeltaError, DeltaProtocolError
 
     table = DeltaTable(path, storage_options=storage_options)
     before = table.version()
@@ -62,42 +70,75 @@ def commit_ledger_alone(path: str, entry: LedgerEntry, storage_options: dict[str
         if "unsupported table feature" in str(e).lower():
             return False
         raise
+    local = local_path(path)
+    if local is None:
+        return True  # an object store: not worth a checksum's round trips here
+    log = local / "_delta_log"
     try:
-        _carry_checksum(path, before, entry.to_json())
+        version = _committed_version(log, before, entry.to_json())
+    except (OSError, ValueError):
+        return True  # the commit is made; what follows only spares Spark work
+    if version is None:
+        return True
+    try:
+        _carry_checksum(log, version)
     except (OSError, ValueError):
         pass  # best effort, as Delta's own checksums: without one the table is read right, after a log replay
+    try:
+        _checkpoint_on_interval(table, log, version)
+    except (OSError, ValueError, DeltaError):
+        pass  # best effort, as Delta Spark's own checkpoints: the next multiple's commit writes one
     return True
 
 
-def _carry_checksum(path: str, before: int, user_metadata: str) -> None:
-    """Write the checksum of the version that holds ``user_metadata`` (committed after ``before`` by delta-rs, with
-    commitInfo alone) from the checksum of the version before it, where that one exists."""
-    table = local_path(path)
-    if table is None:
-        return  # an object store: not worth a checksum's round trips here
-    log = table / "_delta_log"
+def _committed_version(log: Path, before: int, user_metadata: str) -> int | None:
+    """The version that holds ``user_metadata`` (committed after ``before`` by delta-rs, with commitInfo alone)."""
     for version in range(before + 1, before + 2 + COMMIT_RETRIES):
         try:
             lines = (log / f"{version:020d}.json").read_text().splitlines()
         except FileNotFoundError:
-            return
+            return None
         actions = [json.loads(line) for line in lines if line.strip()]
         info = actions[0].get("commitInfo", {}) if len(actions) == 1 else {}
-        if info.get("userMetadata") != user_metadata:
-            continue  # another writer's commit, taken before ours
-        try:
-            state = json.loads((log / f"{version - 1:020d}.crc").read_text())
-        except FileNotFoundError:
-            return  # none to carry: the version before has none either (its writer wrote none, or failed to)
-        if "inCommitTimestampOpt" in state:
-            return  # a timestamp of each commit's own: not carried (delta-rs refuses such tables anyway)
-        state.pop("txnId", None)  # the transaction that wrote the previous version, not ours
-        temporary = log / f".{version:020d}.crc.{os.getpid()}.tmp"
-        temporary.write_text(json.dumps(state))
-        try:
-            os.link(temporary, log / f"{version:020d}.crc")  # whole, and never over a checksum already there
-        except FileExistsError:
-            pass
-        finally:
-            temporary.unlink()
+        if info.get("userMetadata") == user_metadata:
+            return version
+        # else another writer's commit, taken before ours
+    return None
+
+
+def _carry_checksum(log: Path, version: int) -> None:
+    """Write the checksum of ``version`` (a commit adding and removing nothing) from the checksum of the version
+    before it, where that one exists."""
+    try:
+        state = json.loads((log / f"{version - 1:020d}.crc").read_text())
+    except FileNotFoundError:
+        return  # none to carry: the version before has none either (its writer wrote none, or failed to)
+    if "inCommitTimestampOpt" in state:
+        return  # a timestamp of each commit's own: not carried (delta-rs refuses such tables anyway)
+    state.pop("txnId", None)  # the transaction that wrote the previous version, not ours
+    temporary = log / f".{version:020d}.crc.{os.getpid()}.tmp"
+    temporary.write_text(json.dumps(state))
+    try:
+        os.link(temporary, log / f"{version:020d}.crc")  # whole, and never over a checksum already there
+    except FileExistsError:
+        pass
+    finally:
+        temporary.unlink()
+
+
+#: Delta's checkpoint interval where a table names none (``delta.checkpointInterval``; delta-rs's own default is 100).
+CHECKPOINT_INTERVAL = 10
+
+
+def _checkpoint_on_interval(table, log: Path, version: int) -> None:
+    """Checkpoint ``version`` of ``table`` (a ``deltalake.DeltaTable``) when it is a multiple of the table's interval,
+    as Delta Spark does after its own commits; unless one is there already, or the table has a reader feature
+    delta-rs does not read (deletion vectors, column mapping...): its checkpoint must carry what delta-rs knows
+    nothing of, and is left to Delta Spark."""
+    if read_refusal(Protocol.of(table)) is not None:
         return
+    interval = int((table.metadata().configuration or {}).get("delta.checkpointInterval", CHECKPOINT_INTERVAL))
+    if version % interval or any(log.glob(f"{version:020d}.checkpoint.*")):
+        return
+    table.load_as_version(version)
+    table.create_checkpoint()

@@ -77,3 +77,33 @@ def test_a_delta_rs_ledger_commit_carries_the_checksum_that_delta_spark_verifies
                 path,
                 ledger("run-4", [(MIN, [("broker-a", 0, 1, 3)])]),
             )
+
+
+def test_a_delta_rs_ledger_commit_on_a_checkpoint_version_writes_the_checkpoint_delta_spark_reads(spark, tmp_path):
+    """Delta Spark checkpoints a table only when its own commit lands on a multiple of the interval (10 unless the
+    table says otherwise). A window's slice is Spark's commit and its verdict delta-rs's, a quiet window's entry
+    delta-rs's alone: where those land on the multiples, no checkpoint was ever written, and every later snapshot
+    replayed the whole log since the table began (a cost that grew with the table's age)."""
+    path = str(tmp_path / "t")
+    write_slice(frame(spark, [("t", "broker-a", 0, 0, 0, "a0")]), path, ledger("run-0", [(0, [("broker-a", 0, 0, 1)])]))
+    for minute in range(1, 11):  # a quiet stretch: ledger entries alone, the tenth on version 10
+        assert commit_ledger_alone(path, ledger(f"run-{minute}", [(minute * MIN, [("broker-a", 0, 1, 1)])]))
+    log = Path(path) / "_delta_log"
+    # On the interval's multiples only (the table names none: Delta's default, 10).
+    assert sorted(p.name for p in log.glob("*.checkpoint*")) == [f"{10:020d}.checkpoint.parquet"], sorted(
+        p.name for p in log.iterdir()
+    )
+    assert json.loads((log / "_last_checkpoint").read_text())["version"] == 10
+
+    # Delta Spark reads the table from that checkpoint: the commits before it, gone as log cleanup removes them, are
+    # not needed for the state, and its next commit verifies its checksum against that replay.
+    for version in range(10):
+        (log / f"{version:020d}.json").unlink()
+    with verifying_checksums(spark):
+        assert spark.read.format("delta").load(path).count() == 1
+        write_slice(
+            frame(spark, [("t", "broker-a", 0, 1, 11 * MIN, "a1")]),
+            path,
+            ledger("run-11", [(11 * MIN, [("broker-a", 0, 1, 2)])]),
+        )
+        assert sorted(r.v for r in spark.read.format("delta").load(path).collect()) == ["a0", "a1"]
