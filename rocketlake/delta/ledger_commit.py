@@ -135,10 +135,10 @@ def _checkpoint_on_interval(table, log: Path, version: int) -> None:
     as Delta Spark does after its own commits; unless one is there already, or the table has a reader feature
     delta-rs does not read (deletion vectors, column mapping...): its checkpoint must carry what delta-rs knows
     nothing of, and is left to Delta Spark."""
-    if read_refusal(Protocol.of(table)) is not None:
-        return
     interval = int((table.metadata().configuration or {}).get("delta.checkpointInterval", CHECKPOINT_INTERVAL))
     if version % interval or any(log.glob(f"{version:020d}.checkpoint.*")):
+        return
+    if read_refusal(Protocol.of(table)) is not None:
         return
     table.load_as_version(version)
     table.create_checkpoint()

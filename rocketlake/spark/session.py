@@ -119,7 +119,7 @@ def spark_session(
             apply_to_active(active, master, app_name, asked)
             return active
         # Named, not shown: a Spark Connect URL may carry a token (sc://host/;token=...).
-        client = [name for name in CONNECT_CLIENT_VARIABLES[:2] if name in os.environ]
+        client = [name for name in CONNECT_MODE_VARIABLES if name in os.environ]
         if client:
             raise SparkSessionConflict(
                 f"SparkResource: remote is unset, so this run starts Spark of its own (master={master!r}), but "
@@ -182,6 +182,8 @@ CONNECT_REAPS_DEAD_CLIENTS = {
 #: process where a Connect session was opened (PySpark sets the other two in ``os.environ``). The server's driver
 #: program would otherwise connect to that URL instead of serving its own.
 CONNECT_CLIENT_VARIABLES = ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE", "SPARK_API_MODE")
+#: Those of them that alone make PySpark's builder open a Connect client, whatever master it is given.
+CONNECT_MODE_VARIABLES = ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")
 
 
 def connect_endpoint(remote: str) -> tuple[str, int]:

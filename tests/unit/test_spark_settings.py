@@ -216,13 +216,16 @@ def test_a_runs_own_spark_is_refused_where_the_environment_makes_pyspark_a_conne
     Asked in a fresh interpreter: the refusal is for a process with no session yet, and another unit test in this
     worker may have left one active (then the run rightly uses it)."""
     (port,) = free_ports(1)  # nothing listens there: a session opened on it would fail otherwise, later
-    clean = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
+    from rocketlake.spark.session import CONNECT_CLIENT_VARIABLES
+
+    clean = {k: v for k, v in os.environ.items() if k not in CONNECT_CLIENT_VARIABLES}
 
     def refusal(**extra: str) -> str:
-        env = {**clean, **extra}
-        return subprocess.run(
-            [sys.executable, "-c", REFUSAL_PROBE], env=env, capture_output=True, text=True, check=True
-        ).stdout
+        probe = subprocess.run(
+            [sys.executable, "-c", REFUSAL_PROBE], env={**clean, **extra}, capture_output=True, text=True
+        )
+        assert probe.returncode == 0, probe.stderr  # another error than the refusal, shown
+        return probe.stdout
 
     shown = refusal(SPARK_REMOTE=f"sc://127.0.0.1:{port}/;token=not-for-the-logs")
     assert "SPARK_REMOTE set in" in shown and "spark.remote" in shown, shown
