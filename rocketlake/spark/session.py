@@ -49,6 +49,11 @@ LOCAL_DEFAULTS = {
     # VACUUM lists the table's files in as many tasks as this (10,000 by default, sized for clusters): on a local
     # master a VACUUM of a few files would spend its time scheduling empty tasks.
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "8",
+    # A local master's executor lives in the driver's JVM: it cannot be lost without the driver. After the machine
+    # stood still for longer than Spark's timeout (a laptop's lid, a paused VM: 120 s), the driver would remove it
+    # for its late heartbeat, and since SPARK-41360 it cannot register again on a local master: 60 failed heartbeats
+    # later (10 minutes) it exits the JVM. A long-lived server must outlive its machine's sleep.
+    "spark.storage.blockManagerHeartbeatTimeoutMs": "36500d",
 }
 
 

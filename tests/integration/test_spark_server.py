@@ -261,3 +261,55 @@ def test_a_run_leaves_a_session_it_did_not_open_to_its_owner(spark_connect):
     """PySpark hands a process's Connect session to whoever asks for one: a run in a process that already has one (a
     notebook's) uses it, and must not release it when its step ends."""
     assert "still mine 2" in python(RUN_BESIDE_A_SESSION, spark_connect.url)
+
+
+#: A client that counts five rows on the server.
+COUNT = """
+import sys
+from pyspark.sql import SparkSession
+print("counted", SparkSession.builder.remote(sys.argv[1]).getOrCreate().range(5).count())
+"""
+
+
+def test_a_local_server_outlives_its_machine_standing_still_past_the_heartbeat_timeout(tmp_path, spark_jvm_options):
+    """A machine that stands still (a laptop's lid closed, a VM its host paused) wakes with every heartbeat late. The
+    driver then sees none from its executor for longer than Spark's timeout (``spark.network.timeout``, 120 s) and
+    removes it. On a local master that executor lives in the driver's JVM and cannot register again (since
+    SPARK-41360 a block manager asks the cluster scheduler, which a local master has none of): its heartbeats fail,
+    and after 60 of them (10 minutes) it exits the JVM, the server with it. In CI the machine stood still for 130 s
+    and the shared server died 10 minutes later. Here the server's timeout is 6 s (its heartbeats 5 s apart, checked
+    every 100 ms) and the test stops its JVM for 8 s (SIGSTOP): it must not lose its executor, and must go on
+    serving."""
+    from rocketlake.local.spark_server import LocalSparkServer
+    from tests.conftest import free_ports
+
+    server = LocalSparkServer(
+        tmp_path / "server",
+        port=free_ports(1)[0],
+        master="local[1]",
+        conf={
+            "spark.network.timeout": "6s",
+            "spark.executor.heartbeatInterval": "5s",
+            "spark.network.timeoutInterval": "100ms",
+        },
+    )
+    server.up()
+    log = server.process.log_file
+    try:
+        assert "counted 5" in python(COUNT, server.url)
+        pid = server.process.pid()
+        os.kill(pid, signal.SIGSTOP)  # the machine stands still, for longer than the timeout
+        try:
+            time.sleep(8)  # the length of the pause is what is tested
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        # On waking, the driver's check (every 100 ms) finds the last heartbeat 8 s old; it removes the executor
+        # at once, or never. Bounded by that, not a synchronisation.
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            assert "no recent heartbeats" not in log.read_text(errors="replace"), log.read_text()[-3000:]
+            time.sleep(0.2)
+        assert "counted 5" in python(COUNT, server.url)
+        assert "no recent heartbeats" not in log.read_text(errors="replace"), log.read_text()[-3000:]
+    finally:
+        assert server.down() == ["spark-connect"]
