@@ -69,6 +69,7 @@ from rocketlake.dagster.partitions import (
     window_start,
     windows_from,
 )
+from rocketlake.dagster.tick_instance import tick_instance
 from rocketlake.dagster.translator import IngestionAssets, cluster_sensor_name, table_asset_key
 from rocketlake.engine.assignment import member_share
 from rocketlake.engine.broker_access import LiveGroup, group_broker
@@ -443,7 +444,7 @@ def build_lag_sensor(cluster: str, members: Members) -> SensorDefinition:
         resource = getattr(context.resources, rocketmq_key)
         now_ms = int(time.time() * 1000)
         # What the last observations read: a broker there and in no route now is down, not gone (its queues trail).
-        last_seen = {id(cfg): last_observed_queues(context.instance, a.table_key, now_ms) for cfg, a in members}
+        last_seen = {id(cfg): last_observed_queues(tick_instance(context), a.table_key, now_ms) for cfg, a in members}
         with resource.open_client(timeout_ms) as client:
             read, failed = read_each(
                 members,
@@ -474,14 +475,14 @@ def build_lag_sensor(cluster: str, members: Members) -> SensorDefinition:
                 {**{b: why for b, why in unread.items() if b in brokers}, **not_read},
             )
             ingestion_events, ingestion_requests, summary = lag_events(
-                cfg, assets, progress, now_ms, context.instance, context.log, mine
+                cfg, assets, progress, now_ms, tick_instance(context), context.log, mine
             )
             events += ingestion_events
             requests += ingestion_requests
             said.append(summary)
         for cfg, assets, progress in dead_read:
             dead_events, dead_requests = dead_letter_events(
-                cfg, assets, progress, now_ms, context.instance, context.log
+                cfg, assets, progress, now_ms, tick_instance(context), context.log
             )
             events += dead_events
             requests += dead_requests

@@ -24,6 +24,7 @@ from dagster import (
 
 from rocketlake.dagster.ingestion import RESUME_TAG
 from rocketlake.dagster.metadata import SUSPENDED, suspended_from
+from rocketlake.dagster.tick_instance import tick_instance
 from rocketlake.dagster.translator import IngestionAssets
 from rocketlake.engine.config import IngestionConfig
 from rocketlake.engine.windows import iso
@@ -43,7 +44,7 @@ def build_resume_sensor(cfg: IngestionConfig, assets: IngestionAssets) -> Sensor
         f"{cfg.suspend_current_queue_time_millis} ms is over, without waiting for the schedule.",
     )
     def orderly_resume(context: SensorEvaluationContext):
-        event = context.instance.get_latest_materialization_event(asset_key)
+        event = tick_instance(context).get_latest_materialization_event(asset_key)
         if event is None or event.asset_materialization is None:
             return SkipReason(f"{cfg.table} has no materialization yet")
         materialization = event.asset_materialization

@@ -36,6 +36,7 @@ from rocketlake.dagster.cluster_tick import Members, read_each, tick_summary, ti
 from rocketlake.dagster.ingestion import QUEUES_TAG, rocketmq_resource_key
 from rocketlake.dagster.metadata import ASSIGNMENT, MEMBER
 from rocketlake.dagster.partitions import last_closed_windows, materialized_among, next_boundary, window_partitions
+from rocketlake.dagster.tick_instance import tick_instance
 from rocketlake.dagster.translator import IngestionAssets, cluster_sensor_name
 from rocketlake.delta.ledger_log import recent_entries
 from rocketlake.delta.storage import delta_rs_options
@@ -76,12 +77,12 @@ def rebalance_one(
         )
         cursor[key] = share.key
     closed = last_closed_windows(partitions, now, cfg.window.grace_seconds, WINDOWS_CHECKED)
-    materialized = materialized_among(context.instance, asset_key, closed)
+    materialized = materialized_among(tick_instance(context), asset_key, closed)
     ran = [window for window in closed if window in materialized]
     landed = landed_queues(
         recent_entries(lake.table_path(cfg.table), storage_options=delta_rs_options(lake)), cfg.consumer_group
     )
-    on_their_way = windows_on_their_way(context.instance, asset_key, assets.job_name, partitions)
+    on_their_way = windows_on_their_way(tick_instance(context), asset_key, assets.job_name, partitions)
     for window, lacking in missing_slices(landed, ran, share.taken).items():
         queues = ",".join(q.key for q in lacking)
         if window in on_their_way:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dagster import DefaultSensorStatus, SensorEvaluationContext, SkipReason, sensor
 
 from rocketlake.dagster.run_guard import reclaim_dead_runs
+from rocketlake.dagster.tick_instance import tick_instance
 
 
 @sensor(
@@ -21,7 +22,7 @@ from rocketlake.dagster.run_guard import reclaim_dead_runs
     "so the consumer group's next run is never blocked.",
 )
 def dead_runs_sensor(context: SensorEvaluationContext) -> SkipReason:
-    lines = reclaim_dead_runs(context.instance)
+    lines = reclaim_dead_runs(tick_instance(context))
     for line in lines:
         context.log.warning(line)
     return SkipReason("; ".join(lines) if lines else "no dead rocketlake run holds a pool slot")

@@ -40,6 +40,7 @@ from dagster import (
 from rocketlake.dagster.metadata import ROWS_CHANGED
 from rocketlake.dagster.partitions import RANGE_END, RANGE_START, contiguous_ranges
 from rocketlake.dagster.run_guard import ON_ITS_WAY
+from rocketlake.dagster.tick_instance import tick_instance
 
 #: Materializations read a page at a time, and at most this many: beyond, a follower runs without reading more.
 PAGE, LOOK_AT_MOST = 100, 500
@@ -149,9 +150,10 @@ def follow(job, upstream: AssetKey, downstream: AssetKey, partitions_def, every_
         f"{upstream.to_user_string()} landed (or landed again) since it last did, in one run.",
     )
     def follows(context: SensorEvaluationContext):
-        if wait := busy(context.instance, job.name):
+        instance = tick_instance(context)
+        if wait := busy(instance, job.name):
             return wait
-        return newest_stale_range(context.instance, upstream, downstream, partitions_def) or SkipReason(
+        return newest_stale_range(instance, upstream, downstream, partitions_def) or SkipReason(
             f"{downstream.to_user_string()} is up to date with {upstream.to_user_string()}"
         )
 
@@ -171,15 +173,16 @@ def follow_changes(job, upstream: AssetKey, downstream: AssetKey, every_s: int =
         f"{upstream.to_user_string()}, one run at a time.",
     )
     def follows(context: SensorEvaluationContext):
-        if wait := busy(context.instance, job.name):
+        instance = tick_instance(context)
+        if wait := busy(instance, job.name):
             return wait
         landed, followed = (
-            latest_storage_id(context.instance, upstream),
-            latest_storage_id(context.instance, downstream),
+            latest_storage_id(instance, upstream),
+            latest_storage_id(instance, downstream),
         )
         if landed is None:
             return SkipReason(f"{upstream.to_user_string()} has no materialization yet")
-        if (followed is not None and followed > landed) or not rows_changed_since(context.instance, upstream, followed):
+        if (followed is not None and followed > landed) or not rows_changed_since(instance, upstream, followed):
             return SkipReason(
                 f"{downstream.to_user_string()} has followed every landing of {upstream.to_user_string()} "
                 "that changed rows"
@@ -206,15 +209,16 @@ def follow_together(
         "in one run.",
     )
     def follows(context: SensorEvaluationContext):
-        if wait := busy(context.instance, job.name):
+        instance = tick_instance(context)
+        if wait := busy(instance, job.name):
             return wait
-        if request := newest_stale_range(context.instance, upstream, windowed, partitions_def):
+        if request := newest_stale_range(instance, upstream, windowed, partitions_def):
             return request  # both assets: the windowed one over the range, the change feed after the same landings
-        landed, followed = latest_storage_id(context.instance, upstream), latest_storage_id(context.instance, changes)
+        landed, followed = latest_storage_id(instance, upstream), latest_storage_id(instance, changes)
         if (
             landed is not None
             and (followed is None or followed < landed)
-            and rows_changed_since(context.instance, upstream, followed)
+            and rows_changed_since(instance, upstream, followed)
         ):
             return RunRequest(asset_selection=[changes])
         return SkipReason(
