@@ -442,9 +442,10 @@ def build_lag_sensor(cluster: str, members: Members) -> SensorDefinition:
     )
     def lag(context: SensorEvaluationContext):
         resource = getattr(context.resources, rocketmq_key)
+        instance = tick_instance(context)
         now_ms = int(time.time() * 1000)
         # What the last observations read: a broker there and in no route now is down, not gone (its queues trail).
-        last_seen = {id(cfg): last_observed_queues(tick_instance(context), a.table_key, now_ms) for cfg, a in members}
+        last_seen = {id(cfg): last_observed_queues(instance, a.table_key, now_ms) for cfg, a in members}
         with resource.open_client(timeout_ms) as client:
             read, failed = read_each(
                 members,
@@ -475,15 +476,13 @@ def build_lag_sensor(cluster: str, members: Members) -> SensorDefinition:
                 {**{b: why for b, why in unread.items() if b in brokers}, **not_read},
             )
             ingestion_events, ingestion_requests, summary = lag_events(
-                cfg, assets, progress, now_ms, tick_instance(context), context.log, mine
+                cfg, assets, progress, now_ms, instance, context.log, mine
             )
             events += ingestion_events
             requests += ingestion_requests
             said.append(summary)
         for cfg, assets, progress in dead_read:
-            dead_events, dead_requests = dead_letter_events(
-                cfg, assets, progress, now_ms, tick_instance(context), context.log
-            )
+            dead_events, dead_requests = dead_letter_events(cfg, assets, progress, now_ms, instance, context.log)
             events += dead_events
             requests += dead_requests
         # A group not read at all (the cluster, or its route, did not answer): its checks are not left green.

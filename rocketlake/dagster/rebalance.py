@@ -77,12 +77,13 @@ def rebalance_one(
         )
         cursor[key] = share.key
     closed = last_closed_windows(partitions, now, cfg.window.grace_seconds, WINDOWS_CHECKED)
-    materialized = materialized_among(tick_instance(context), asset_key, closed)
+    instance = tick_instance(context)
+    materialized = materialized_among(instance, asset_key, closed)
     ran = [window for window in closed if window in materialized]
     landed = landed_queues(
         recent_entries(lake.table_path(cfg.table), storage_options=delta_rs_options(lake)), cfg.consumer_group
     )
-    on_their_way = windows_on_their_way(tick_instance(context), asset_key, assets.job_name, partitions)
+    on_their_way = windows_on_their_way(instance, asset_key, assets.job_name, partitions)
     for window, lacking in missing_slices(landed, ran, share.taken).items():
         queues = ",".join(q.key for q in lacking)
         if window in on_their_way:

@@ -88,7 +88,8 @@ def build_window_schedule(cfg: IngestionConfig, assets: IngestionAssets, running
     )
     def windows(context: ScheduleEvaluationContext):
         closed = last_closed_windows(partitions, context.scheduled_execution_time, cfg.window.grace_seconds, CATCH_UP)
-        on_its_way = tick_instance(context).get_runs(RunsFilter(job_name=job.name, statuses=ON_ITS_WAY))
+        instance = tick_instance(context)
+        on_its_way = instance.get_runs(RunsFilter(job_name=job.name, statuses=ON_ITS_WAY))
         if len(on_its_way) >= MOST_ON_ITS_WAY:
             # Behind: runs take longer than a window. What closes meanwhile waits for a later tick, where one run
             # takes every window left, instead of a run per window queueing up for ever.
@@ -96,7 +97,7 @@ def build_window_schedule(cfg: IngestionConfig, assets: IngestionAssets, running
                 f"{len(on_its_way)} runs of {job.name} are on their way; the windows closed meanwhile "
                 "are asked for together once one of them ends"
             )
-        materialized = materialized_among(tick_instance(context), assets.table_key, closed)
+        materialized = materialized_among(instance, assets.table_key, closed)
         pending = set().union(*(run_windows(partitions, run.tags) for run in on_its_way))
         # The last CATCH_UP closed windows that no run landed or is landing, oldest first: one run per window,
         # or one run over several that follow each other (after an outage, or while runs outlast windows).
