@@ -3,7 +3,7 @@
 Dagster builds each tick's ``context.instance`` anew from the instance's reference (``DagsterInstance.from_ref``): its
 storages' classes, and on SQLite (the local runtime's instance) an event log whose every database, at its first
 connection, checks its schema against Alembic's migration scripts, parsed from source each time. rocketlake's sensors
-tick every 15 to 30 s: in ``make ui``'s steady state, building those instances was about a fifth of the code server's
+tick every 15 to 60 s: in ``make ui``'s steady state, building those instances was about a fifth of the code server's
 CPU (``py-spy`` on it, benchmarks/README.md). A code server serves one instance, so its ticks share one built from the
 same reference, as the daemon keeps one for its life. A context built with an instance of its own (a test's
 ``build_sensor_context(instance=...)``) keeps it.
