@@ -69,6 +69,8 @@ PRELOADED = (
 )
 #: The run's process as the launcher started it (``run_guard.RunProcess``), for its termination and health check.
 PROCESS_TAG = "rocketlake/launched_process"
+#: The fork server's argument that carries the daemon's instance reference (serialized), opened once before forking.
+INSTANCE_REF_ARG = "--instance-ref="
 
 
 class WarmRunLauncher(RunLauncher, ConfigurableClass):
@@ -105,11 +107,27 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
         found = {getattr(ref, name) for name in ref._fields if name.endswith("_data") and name != "run_launcher_data"}
         return sorted({data.module_name for data in found if isinstance(data, ConfigurableClassData)})
 
+    def _instance_argument(self) -> list[str]:
+        """The instance the runs open, for the fork server to open once ahead (see :func:`serve`). Its reference is
+        in every run's command line already (``dagster api execute_run``)."""
+        if not self.has_instance:
+            return []
+        from dagster import serialize_value
+
+        return [INSTANCE_REF_ARG + serialize_value(self._instance.get_ref())]
+
     def _fork_server(self) -> subprocess.Popen:
         server = self._server
         if server is None or server.poll() is not None:
             server = self._server = subprocess.Popen(
-                [sys.executable, "-m", FORK_SERVER_MODULE, *self._preload, *self._instance_modules()],
+                [
+                    sys.executable,
+                    "-m",
+                    FORK_SERVER_MODULE,
+                    *self._preload,
+                    *self._instance_modules(),
+                    *self._instance_argument(),
+                ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
             )
@@ -204,18 +222,29 @@ def _note_interrupt(signum: int, frame: object) -> None:
 
 
 def serve() -> None:
-    """The fork server: imports ``sys.argv[1:]``, then for each line of stdin (a JSON list: the arguments of
-    ``dagster``) forks a run and answers its pid; leaves when stdin closes (its daemon is gone).
+    """The fork server: imports the modules ``sys.argv[1:]`` names and opens the instance it names
+    (``--instance-ref=``), then for each line of stdin (a JSON list: the arguments of ``dagster``) forks a run and
+    answers its pid; leaves when stdin closes (its daemon is gone).
+
+    Opening the instance reads Dagster's migration scripts, which every run reads again when it opens its instance
+    (four or five times a run): shared in this process (``migration_scripts``), the runs inherit them read.
 
     A Ctrl-C to the group does not stop it (it leaves with its daemon, which may still be launching), but it is
     noted: a run forked after it, or before its process could take the signal itself, never saw the Ctrl-C its
     group was sent, and would run to its end after everything else stopped. Such a run stops at once instead (see
     :func:`_become_run`), as the runs in flight do."""
-    for module in sys.argv[1:]:
+    arguments = sys.argv[1:]
+    for module in (argument for argument in arguments if not argument.startswith(INSTANCE_REF_ARG)):
         try:
             __import__(module)
         except ImportError:
             pass  # an optional library missing: the runs import what they need themselves
+    from rocketlake.dagster.migration_scripts import share_revision_maps
+
+    share_revision_maps()
+    for argument in arguments:
+        if argument.startswith(INSTANCE_REF_ARG):
+            _open_instance(argument[len(INSTANCE_REF_ARG) :])
     signal.signal(signal.SIGINT, _note_interrupt)
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
     while line := requests.readline():
@@ -239,6 +268,17 @@ def serve() -> None:
             answers.flush()
         except BrokenPipeError:  # the daemon left while launching: nobody asks for more (nothing to undo here)
             os._exit(0)
+
+
+def _open_instance(serialized_ref: str) -> None:
+    """Opens and closes the instance, which reads what its storages check (the migration scripts) into this process."""
+    from dagster import DagsterInstance, deserialize_value
+
+    try:
+        with DagsterInstance.from_ref(deserialize_value(serialized_ref)):
+            pass
+    except Exception:  # noqa: BLE001 - only a head start: each run opens the instance itself and reports what fails
+        pass
 
 
 def _become_run(command: list[str]) -> NoReturn:
