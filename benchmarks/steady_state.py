@@ -13,6 +13,9 @@ window schedule and the downstream assets' followers; the lag, backlog and rebal
   the daemon, the webserver, ``dg`` and ``rocketlake ui``, the Spark Connect server's JVM, its Python workers, the
   brokers, the name server, the Java producer), per window. A process that exits between two samples loses its last
   second at most.
+* **a window's own runs**: per job, a run's process CPU and the Spark server's and its workers' CPU while the run
+  was under way (a second shared by two runs is split between them), and the server's CPU while no run was: what
+  a window costs beyond the deployment around it (brokers, sensors, the UI), which the classes above also count.
 * **runs queued** per job, the most ever seen at once, each run's wait in the queue (enqueued to handed to the
   launcher), and the load average (1 min).
 * **the peer**: a Java ``DefaultMQPushConsumer`` of a group of its own, consuming the same trickle from the same topic
@@ -134,14 +137,25 @@ class Sampler:
         # Per job, when more than one of its runs was queued at once: the first such moment, and what queued them.
         self.crowded: dict[str, tuple[float, list[str]]] = {}
         self.loads: list[tuple[float, float]] = []  # (when, the 1-minute load average)
+        # For a window's own cost by job (see own_costs): each run process's CPU, and the Spark server's and its
+        # workers' CPU second by second (when the second ended, CPU seconds in it).
+        self.run_cpu: dict[int, float] = defaultdict(float)
+        self.spark_by_second: list[tuple[float, float]] = []
 
     def sample(self) -> None:
         from dagster import DagsterRunStatus, RunsFilter
 
         now = processes()
+        spark = 0.0
         for pid, (kind, seconds) in now.items():
             before = self.last.get(pid)
-            self.cpu[kind] += seconds - (before[1] if before and before[0] == kind else 0.0)
+            used = seconds - (before[1] if before and before[0] == kind else 0.0)
+            self.cpu[kind] += used
+            if kind == "run processes":
+                self.run_cpu[pid] += used
+            elif kind in SPARK_SIDE:
+                spark += used
+        self.spark_by_second.append((time.time(), spark))
         self.last = now
         busy = (machine_busy() - self.machine_from) - (time.process_time() - self.sampler_from)
         self.unclassed = busy - sum(self.cpu.values())
@@ -157,6 +171,43 @@ class Sampler:
             if len(runs) > 1 and job not in self.crowded:
                 self.crowded[job] = (time.time(), [describe(run) for run in runs])
         self.loads.append((time.time(), float(Path("/proc/loadavg").read_text().split()[0])))
+
+
+#: The classes whose CPU a run causes without being its process: charged to the runs under way (own_costs).
+SPARK_SIDE = ("spark server (JVM)", "spark python workers")
+
+
+def own_costs(instance, sampler: Sampler, since: float) -> tuple[dict[str, tuple[int, float, float]], float]:
+    """A window's own cost, by job: for the runs started after ``since``, per job (runs, their processes' CPU
+    seconds a run, the Spark server's and its workers' CPU seconds a run while they ran); and the server's and its
+    workers' CPU seconds in no run since ``since``. A second of the server's in which two runs were under way is shared between them; the
+    daemon's launches, the sensors and the brokers are not in it (they are in the classes above)."""
+    from dagster import RunsFilter
+
+    from rocketlake.dagster.run_guard import recorded_process
+
+    spans = []  # (job, start, end, the run's process CPU)
+    for record in instance.get_run_records(RunsFilter(created_after=datetime.fromtimestamp(since, timezone.utc))):
+        run = record.dagster_run
+        process = recorded_process(run)  # the pid its launcher forked (or its run guard recorded)
+        if record.start_time is None or record.end_time is None or process is None:
+            continue
+        spans.append((run.job_name, record.start_time, record.end_time, sampler.run_cpu.get(process.pid, 0.0)))
+    spark: dict[str, float] = defaultdict(float)
+    idle = 0.0
+    for ended, used in sampler.spark_by_second:
+        if ended - 1 < since:
+            continue
+        under_way = [job for job, start, end, _ in spans if ended > start and ended - 1 < end]
+        for job in under_way:
+            spark[job] += used / len(under_way)
+        if not under_way:
+            idle += used
+    out = {}
+    for job in sorted({span[0] for span in spans}):
+        runs = [span for span in spans if span[0] == job]
+        out[job] = (len(runs), sum(r[3] for r in runs) / len(runs), spark[job] / len(runs))
+    return out, idle
 
 
 def machine_busy() -> float:
@@ -361,6 +412,7 @@ def main() -> None:
                 measured = latencies(instance, started + WARM_UP_S, end)
                 checks = failed_checks(instance, started + WARM_UP_S)
                 waits = queue_waits(instance, started + WARM_UP_S)
+                own = own_costs(instance, sampler, started + WARM_UP_S)
         finally:
             if peer is not None:
                 peer.stdin.close()  # it shuts down when its stdin closes
@@ -378,7 +430,7 @@ def main() -> None:
                 capture_output=True,
                 timeout=120,
             )
-    report(args, sampler, measured, checks, len(delivered), waits)
+    report(args, sampler, measured, checks, len(delivered), waits, own)
 
 
 def report(
@@ -388,6 +440,7 @@ def report(
     checks: dict[str, int],
     delivered: int,
     waits: dict[str, list[float]],
+    own: tuple[dict[str, tuple[int, float, float]], float],
 ) -> None:
     windows = max(1, len(measured.get(TABLE, [])))
     cores = os.cpu_count() or 1
@@ -450,6 +503,14 @@ def report(
         f"the peer (Java DefaultMQPushConsumer, {delivered} deliveries): "
         f"{sampler.cpu.get(PEER, 0.0) / args.minutes:.2f} CPU-s a minute"
     )
+    print(
+        "a window's own runs after the warm-up, CPU seconds a run: its process + the Spark server and its workers "
+        "while it ran"
+    )
+    by_job, between = own
+    for job, (runs, process, spark) in by_job.items():
+        print(f"  {job:<34} {process:5.1f} + {spark:5.1f} = {process + spark:5.1f}   ({runs} runs)")
+    print(f"  the Spark server and its workers while no run was under way: {between / warm_minutes:.1f} CPU-s a minute")
     print("asset checks failed: " + (", ".join(f"{k} x{n}" for k, n in sorted(checks.items())) or "none"))
 
 
