@@ -1,6 +1,6 @@
-"""The warm fork server reads Dagster's migration scripts once, and a run opening its instance reads none again
-(``dagster.migration_scripts``; the runs themselves are tested under a real daemon in
-tests/integration/test_warm_runs.py)."""
+"""The warm fork server's warm-up: it reads Dagster's migration scripts once, a run opening its instance reads none
+again (``dagster.migration_scripts``), and what it loaded is out of its runs' garbage collections (the runs
+themselves are tested under a real daemon in tests/integration/test_warm_runs.py)."""
 
 from __future__ import annotations
 
@@ -86,3 +86,19 @@ def test_the_fork_server_opens_the_launchers_instance_ahead_so_runs_read_no_scri
 def test_an_instance_that_cannot_be_opened_is_left_to_the_runs(script_reads):
     _open_instance("not a reference")  # the runs open it themselves and report what fails
     assert script_reads == []
+
+
+def test_the_fork_server_leaves_what_it_loaded_out_of_its_runs_garbage_collections(script_reads):
+    """A run forked from the fork server walks none of the objects the fork server loaded at its full collections."""
+    import gc
+
+    from rocketlake.dagster.warm_runs import _warm_up
+
+    try:
+        _warm_up(["json", "no_such_module_here"])  # a module missing is the run's to report
+        frozen = gc.get_freeze_count()
+        assert frozen > 10_000  # at least this test worker's Dagster and pytest, frozen
+        tracked = sum(len(gc.get_objects(generation)) for generation in range(3))
+        assert tracked < frozen / 10  # a collection now walks what came after, not what was loaded
+    finally:
+        gc.unfreeze()  # the test worker's objects collected again as before
