@@ -180,8 +180,8 @@ SPARK_SIDE = ("spark server (JVM)", "spark python workers")
 def own_costs(instance, sampler: Sampler, since: float) -> tuple[dict[str, tuple[int, float, float]], float]:
     """A window's own cost, by job: for the runs started after ``since``, per job (runs, their processes' CPU
     seconds a run, the Spark server's and its workers' CPU seconds a run while they ran); and the server's and its
-    workers' CPU seconds in no run since ``since``. A second of the server's in which two runs were under way is shared between them; the
-    daemon's launches, the sensors and the brokers are not in it (they are in the classes above)."""
+    workers' CPU seconds in no run since ``since``. A second of the server's in which two runs were under way is
+    shared between them; the daemon's launches, the sensors and the brokers are not in it (the classes hold them)."""
     from dagster import RunsFilter
 
     from rocketlake.dagster.run_guard import recorded_process

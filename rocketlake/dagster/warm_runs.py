@@ -70,8 +70,6 @@ PRELOADED = (
 )
 #: The run's process as the launcher started it (``run_guard.RunProcess``), for its termination and health check.
 PROCESS_TAG = "rocketlake/launched_process"
-#: The fork server's argument that carries the daemon's instance reference (serialized), opened once before forking.
-INSTANCE_REF_ARG = "--instance-ref="
 
 
 class WarmRunLauncher(RunLauncher, ConfigurableClass):
@@ -108,30 +106,27 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
         found = {getattr(ref, name) for name in ref._fields if name.endswith("_data") and name != "run_launcher_data"}
         return sorted({data.module_name for data in found if isinstance(data, ConfigurableClassData)})
 
-    def _instance_argument(self) -> list[str]:
-        """The instance the runs open, for the fork server to open once ahead (see :func:`serve`). Its reference is
-        in every run's command line already (``dagster api execute_run``)."""
-        if not self.has_instance:
-            return []
+    def _warm_up_line(self) -> bytes:
+        """The fork server's first line of stdin: the instance the runs open (its serialized reference, or null), for
+        it to open once ahead (see :func:`serve`). On stdin, not the command line: a reference may hold a setting
+        written into dagster.yaml in full (a database password), which ``ps`` would show."""
         from dagster import serialize_value
 
-        return [INSTANCE_REF_ARG + serialize_value(self._instance.get_ref())]
+        ref = serialize_value(self._instance.get_ref()) if self.has_instance else None
+        return json.dumps({"instance_ref": ref}).encode() + b"\n"
 
     def _fork_server(self) -> subprocess.Popen:
         server = self._server
         if server is None or server.poll() is not None:
             server = self._server = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    FORK_SERVER_MODULE,
-                    *self._preload,
-                    *self._instance_modules(),
-                    *self._instance_argument(),
-                ],
+                [sys.executable, "-m", FORK_SERVER_MODULE, *self._preload, *self._instance_modules()],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
             )
+            try:
+                server.stdin.write(self._warm_up_line())
+            except (BrokenPipeError, OSError):
+                pass  # it died at once: the first request finds it so and starts another (_fork)
         return server
 
     def _fork(self, command: Sequence[str]) -> tuple[int, int]:
@@ -223,9 +218,9 @@ def _note_interrupt(signum: int, frame: object) -> None:
 
 
 def serve() -> None:
-    """The fork server: imports the modules ``sys.argv[1:]`` names and opens the instance it names
-    (``--instance-ref=``), then for each line of stdin (a JSON list: the arguments of ``dagster``) forks a run and
-    answers its pid; leaves when stdin closes (its daemon is gone).
+    """The fork server: imports the modules ``sys.argv[1:]`` names and opens the instance its first line of stdin
+    names, then for each further line (a JSON list: the arguments of ``dagster``) forks a run and answers its pid;
+    leaves when stdin closes (its daemon is gone).
 
     Opening the instance reads Dagster's migration scripts, which every run reads again when it opens its instance
     (four or five times a run): shared in this process (``migration_scripts``), the runs inherit them read.
@@ -234,9 +229,12 @@ def serve() -> None:
     noted: a run forked after it, or before its process could take the signal itself, never saw the Ctrl-C its
     group was sent, and would run to its end after everything else stopped. Such a run stops at once instead (see
     :func:`_become_run`), as the runs in flight do."""
-    _warm_up(sys.argv[1:])
-    signal.signal(signal.SIGINT, _note_interrupt)
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    first = requests.readline()
+    if not first:
+        return  # the daemon left before asking for anything
+    _warm_up(sys.argv[1:], json.loads(first).get("instance_ref"))
+    signal.signal(signal.SIGINT, _note_interrupt)
     while line := requests.readline():
         command = json.loads(line)
         read_end, write_end = os.pipe()
@@ -260,16 +258,16 @@ def serve() -> None:
             os._exit(0)
 
 
-def _warm_up(arguments: list[str]) -> None:
-    """What the fork server does once, before its first fork: imports the modules ``arguments`` names, opens the
-    instance it names (``--instance-ref=``), then leaves all it holds out of the runs' garbage collections.
+def _warm_up(modules: list[str], instance_ref: str | None) -> None:
+    """What the fork server does once, before its first fork: imports ``modules``, opens the instance ``instance_ref``
+    names (serialized), then leaves all it holds out of the runs' garbage collections.
 
     A forked run inherits the fork server's 200,000 objects and more (Dagster, PySpark, pandas, pyarrow), and each of
     its full collections walked them all again (about 0.13 CPU-s each on the project's machine), touching, and so
     copying, the pages they sit on. Frozen (``gc.freeze``, Python's own advice for a server that forks without
     exec), they are in no generation the runs collect. They are modules and what their imports keep: nothing a run
     would have freed."""
-    for module in (argument for argument in arguments if not argument.startswith(INSTANCE_REF_ARG)):
+    for module in modules:
         try:
             __import__(module)
         except ImportError:
@@ -277,9 +275,8 @@ def _warm_up(arguments: list[str]) -> None:
     from rocketlake.dagster.migration_scripts import share_revision_maps
 
     share_revision_maps()
-    for argument in arguments:
-        if argument.startswith(INSTANCE_REF_ARG):
-            _open_instance(argument[len(INSTANCE_REF_ARG) :])
+    if instance_ref is not None:
+        _open_instance(instance_ref)
     gc.collect()  # what the imports and the instance left unreachable is freed, not frozen for ever
     gc.freeze()
 

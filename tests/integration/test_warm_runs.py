@@ -164,6 +164,7 @@ def test_a_run_forked_after_a_ctrl_c_to_the_group_stops_at_once(tmp_path):
         cwd=tmp_path,
         start_new_session=True,  # a group of its own, as `make ui`'s
     )
+    server.stdin.write(b'{"instance_ref": null}\n')  # the launcher's first line: no instance to open ahead
     forked: list[int] = []
 
     def launch(command: list[str]) -> int:

@@ -4,6 +4,7 @@ themselves are tested under a real daemon in tests/integration/test_warm_runs.py
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -11,7 +12,7 @@ from alembic.script import ScriptDirectory
 from dagster import DagsterEventType, DagsterInstance, DagsterRun, deserialize_value, instance_for_test
 
 from rocketlake.dagster import migration_scripts
-from rocketlake.dagster.warm_runs import INSTANCE_REF_ARG, WarmRunLauncher, _open_instance
+from rocketlake.dagster.warm_runs import WarmRunLauncher, _open_instance
 
 
 @pytest.fixture
@@ -66,11 +67,11 @@ def test_a_run_opening_its_instance_reads_the_scripts_each_time_unless_they_are_
 def test_the_fork_server_opens_the_launchers_instance_ahead_so_runs_read_no_script(script_reads):
     with instance_for_test() as instance:
         launcher = WarmRunLauncher()
-        assert launcher._instance_argument() == []  # no instance: nothing to open ahead
+        assert json.loads(launcher._warm_up_line()) == {"instance_ref": None}  # no instance: nothing to open
         launcher.register_instance(instance)
-        (argument,) = launcher._instance_argument()
-        assert argument.startswith(INSTANCE_REF_ARG)
-        serialized = argument[len(INSTANCE_REF_ARG) :]
+        line = launcher._warm_up_line()
+        assert line.endswith(b"\n") and line.count(b"\n") == 1  # one line of the fork server's stdin
+        serialized = json.loads(line)["instance_ref"]
         assert deserialize_value(serialized) == instance.get_ref()
 
         threads = threading.active_count()
@@ -95,7 +96,7 @@ def test_the_fork_server_leaves_what_it_loaded_out_of_its_runs_garbage_collectio
     from rocketlake.dagster.warm_runs import _warm_up
 
     try:
-        _warm_up(["json", "no_such_module_here"])  # a module missing is the run's to report
+        _warm_up(["json", "no_such_module_here"], None)  # a module missing is the run's to report
         frozen = gc.get_freeze_count()
         assert frozen > 10_000  # at least this test worker's Dagster and pytest, frozen
         tracked = sum(len(gc.get_objects(generation)) for generation in range(3))
