@@ -14,7 +14,7 @@ import random
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -22,6 +22,8 @@ from rocketlake.delta.evolution import widens
 from rocketlake.delta.local_commits import one_writer
 from rocketlake.engine.ledger import LedgerEntry, WindowEntry
 from rocketlake.rocketmq.message_queue import MessageQueue
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def _sql_string(value: str) -> str:
@@ -41,6 +43,18 @@ def _queues_sql(queues: Iterable[MessageQueue]) -> str:
         for (topic, broker), ids in sorted(by_broker.items())
     ]
     return clauses[0] if len(clauses) == 1 else "(" + " OR ".join(clauses) + ")"
+
+
+def timestamp_sql(ms: int) -> str:
+    """The instant ``ms`` (epoch milliseconds) as a SQL TIMESTAMP literal in UTC, whatever the session's time zone.
+
+    A literal, not ``timestamp_millis(ms)``: Delta prunes the files a replace may touch by their statistics against
+    literals only, and it does not fold a ``replaceWhere`` condition's constants first. Named by a function, each
+    slice's replace read every file of its day whose queues and offsets overlap the slice's, to find none of its
+    rows there (a Spark job of its own: "Finding files to rewrite").
+    """
+    instant = EPOCH + timedelta(milliseconds=ms)
+    return f"TIMESTAMP'{instant:%Y-%m-%d %H:%M:%S}.{instant.microsecond // 1000:03d}Z'"
 
 
 @dataclass(frozen=True)
@@ -90,11 +104,11 @@ def clauses_predicate(clauses: Iterable[SliceClause]) -> str:
     for c in clauses:
         if c.min_offset is not None:
             sql.append(
-                f"(window_start = timestamp_millis({c.window_starts_ms[0]}) AND {_queues_sql(c.queues)} "
+                f"(window_start = {timestamp_sql(c.window_starts_ms[0])} AND {_queues_sql(c.queues)} "
                 f"AND queue_offset >= {c.min_offset})"
             )
         else:
-            starts = ", ".join(f"timestamp_millis({ms})" for ms in c.window_starts_ms)
+            starts = ", ".join(timestamp_sql(ms) for ms in c.window_starts_ms)
             sql.append(f"(window_start IN ({starts}) AND {_queues_sql(c.queues)})")
     return "(" + " OR ".join(sql) + ")" if sql else "false"
 

@@ -71,12 +71,14 @@ def build_by_region(ingestion, lake):
         from pyspark.sql import functions as F
 
         from rocketlake.delta.ledger_log import table_version
+        from rocketlake.delta.writer import timestamp_sql
 
         spark = context.resources.spark.session()
         apply_lake(spark, lake)  # an S3 lake's settings and keys, as the ingestion's run gives them
         window = context.partition_time_window
         start_ms, end_ms = int(window.start.timestamp() * 1000), int(window.end.timestamp() * 1000)
-        in_windows = f"window_start >= timestamp_millis({start_ms}) AND window_start < timestamp_millis({end_ms})"
+        # Literals, which Delta's replace prunes the table's files by (``timestamp_sql``).
+        in_windows = f"window_start >= {timestamp_sql(start_ms)} AND window_start < {timestamp_sql(end_ms)}"
         totals = (
             spark.read.format("delta")
             .load(source_path)

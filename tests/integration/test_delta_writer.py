@@ -73,6 +73,51 @@ def test_replace_only_the_slice_and_keep_the_ledger(spark, tmp_path):
     assert sorted(rs_history) == ["run-1", "run-2"]
 
 
+def spark_job_descriptions(spark, after_job: int) -> list[str]:
+    """What Spark's jobs after ``after_job`` were started for (Delta names its own: "Delta: Finding files to ..."),
+    from the driver's status store (kept with or without the web UI)."""
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
+    found = [jobs.apply(i) for i in range(jobs.size())]
+    return [
+        (j.description().get() if j.description().isDefined() else j.name()) for j in found if j.jobId() > after_job
+    ]
+
+
+def last_spark_job(spark) -> int:
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
+    return max((jobs.apply(i).jobId() for i in range(jobs.size())), default=-1)
+
+
+def test_a_new_windows_slice_is_replaced_without_reading_the_files_of_other_windows(spark, tmp_path):
+    """Delta prunes the files a replace may touch by their statistics, against literals only: a slice named by a
+    function of its window's start (``timestamp_millis``) made every landing read the day's files whose queues and
+    offsets overlap its own, to find none of its rows there."""
+    path = str(tmp_path / "t")
+    # One file for window 0: queues 0 and 1, offsets 0-19, so only its windows tell it from window 1's slice.
+    write_slice(
+        frame(spark, [("t", "broker-a", q, o, 0, f"w0-{q}-{o}") for q in (0, 1) for o in range(20)]),
+        path,
+        ledger("run-1", [(0, [("broker-a", 0, 0, 20), ("broker-a", 1, 0, 20)])]),
+    )
+    before = last_spark_job(spark)
+    write_slice(
+        frame(spark, [("t", "broker-a", 1, 20, MIN, "w1-1-20")]),
+        path,
+        ledger("run-2", [(MIN, [("broker-a", 1, 20, 21)])]),
+    )
+    jobs = spark_job_descriptions(spark, before)
+    assert jobs and not [j for j in jobs if "Finding files to rewrite" in j], jobs
+    assert len(table_rows(path)) == 41
+    # Landed again, the slice is found and replaced: the same row once, window 0 untouched.
+    write_slice(
+        frame(spark, [("t", "broker-a", 1, 20, MIN, "w1-1-20-again")]),
+        path,
+        ledger("run-3", [(MIN, [("broker-a", 1, 20, 21)])]),
+    )
+    rows = table_rows(path)
+    assert len(rows) == 41 and ("broker-a", 1, 20, "w1-1-20-again") in rows
+
+
 def test_a_new_table_keeps_statistics_on_lookup_columns_and_writes_bodies_without_a_dictionary(spark, tmp_path):
     import pyarrow.parquet as pq
     from pyspark.sql import functions as F

@@ -196,16 +196,16 @@ def test_slice_predicate_compares_the_queue_columns_themselves():
     predicate = slice_predicate([second, first])
     assert "concat" not in predicate
     assert (
-        "(window_start = timestamp_millis(60000) AND (topic = 'orders' AND broker_name = 'broker-a' AND "
+        "(window_start = TIMESTAMP'1970-01-01 00:01:00.000Z' AND (topic = 'orders' AND broker_name = 'broker-a' AND "
         "queue_id = 0) AND queue_offset >= 5)"
     ) in predicate
     # the odd queue's first non-empty range is in the second window: bounded there, with its name escaped
     assert (
-        "(window_start = timestamp_millis(120000) AND (topic = 'orders' AND broker_name = 'it\\'s-b' AND "
+        "(window_start = TIMESTAMP'1970-01-01 00:02:00.000Z' AND (topic = 'orders' AND broker_name = 'it\\'s-b' AND "
         "queue_id = 3) AND queue_offset >= 2)"
     ) in predicate
     assert (
-        "(window_start IN (timestamp_millis(120000)) AND (topic = 'orders' AND broker_name = 'broker-a' AND "
+        "(window_start IN (TIMESTAMP'1970-01-01 00:02:00.000Z') AND (topic = 'orders' AND broker_name = 'broker-a' AND "
         "queue_id IN (0, 1)))"
     ) in predicate
     assert slice_predicate([WindowEntry("w", 0, 60_000, (OffsetRange(a0, 3, 3),))]) == "false"
