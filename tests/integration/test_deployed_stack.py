@@ -95,6 +95,9 @@ class Stack:
 # One-minute windows: a scheduled run (a cold CLI-started Spark driver, 10-25 s with the tests' quick-start JVM
 # options, tests/spark_jvm.py) ends well before the next one is due.
 WINDOW_S = 60
+# The seconds window 1 must have left when the test starts: its 20 messages sent (a Java process) and the schedule
+# started (a Dagster CLI process), each a few seconds, with room for a busy machine.
+WINDOW_1_ROOM_S = 40
 
 
 def step_spans(instance: DagsterInstance, run_id: str) -> list[tuple[float, float, str]]:
@@ -118,9 +121,10 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(
 ):
     topic, group, table = unique("stack"), unique("g"), unique("t")
     local_cluster.create_topic(topic, 2)
-    # Windows start at the next window boundary, closed at their end (grace 0): the schedule's tick at a window's
-    # end asks for it, and there is no older window to catch up.
-    start = datetime.fromtimestamp(next_window_end(margin_s=0), timezone.utc)
+    # Windows start at window 1's start, closed at their end (grace 0): the schedule's tick at a window's end asks
+    # for it, and there is no older window to catch up. Window 1 is the one we are in when it leaves the time to send
+    # its messages and start the schedule before it closes (a CLI process: seconds), else the next one.
+    start = datetime.fromtimestamp(next_window_end(margin_s=WINDOW_1_ROOM_S) - WINDOW_S, timezone.utc)
     window = {"cron": "* * * * *", "timezone": "UTC", "grace_seconds": 0, "start": start.isoformat()}
     stack = Stack(
         tmp_path,
@@ -142,16 +146,17 @@ def test_daemon_schedule_pools_and_run_retries_on_postgres(
     namesrv, state = local_cluster.spec.namesrv_address, local_cluster.spec.state_dir
     sent = []
     try:
+        # 1. Window 1's scheduled run (10 s at least: a batch holds the slow message) lands it by itself, and a
+        # backfill of the same window is started the moment the schedule launched that run.
+        wait_until(start.timestamp() + 1)  # at once when window 1 is the one we are in
+        w1 = minute_key(int(start.timestamp() * 1000))
+        slow = [order(i, topic, tags="slow" if i == 0 else "TagA") for i in range(20)]
+        sent += produce(namesrv, state, slow)
         stack.cli("schedule", "start", f"{table}_windows")
+        # The schedule ticks only after it started: window 1's tick, at its end, must come after.
+        assert time.time() < start.timestamp() + WINDOW_S, "window 1 closed before its schedule started"
         stack.daemon = start_daemon(stack)
         with DagsterInstance.from_config(str(stack.home)) as instance:
-            # 1. Window 1's scheduled run (10 s at least: a batch holds the slow message) lands it by itself, and a
-            # backfill of the same window is started the moment the schedule launched that run.
-            wait_until(start.timestamp() + 1)
-            w1 = minute_key(int(start.timestamp() * 1000))
-            slow = [order(i, topic, tags="slow" if i == 0 else "TagA") for i in range(20)]
-            sent += produce(namesrv, state, slow)
-
             partitions = window_partitions(WindowConfig(**window))
 
             def scheduled_run(key: str):
