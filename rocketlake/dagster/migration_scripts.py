@@ -38,12 +38,14 @@ def share_revision_maps() -> None:
         def from_config(cls, config):
             script = build(cls, config)
             # What ScriptDirectory._load_revisions reads: the same key, the same revisions.
+            # Older Alembic (1.13, the lowest rocketlake takes) leaves version_locations None when the configuration
+            # names none; recursive version locations are read with a default for any older still.
             key = (
                 cls,
                 script.dir,
-                tuple(script.version_locations),
+                tuple(script.version_locations or ()),
                 script.sourceless,
-                script.recursive_version_locations,
+                getattr(script, "recursive_version_locations", False),
             )
             with _lock:
                 script.revision_map = _shared.setdefault(key, script.revision_map)
