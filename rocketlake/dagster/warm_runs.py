@@ -125,6 +125,7 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
             )
             try:
                 server.stdin.write(self._warm_up_line())
+                server.stdin.flush()  # it warms up now, not when the first request comes
             except (BrokenPipeError, OSError):
                 pass  # it died at once: the first request finds it so and starts another (_fork)
         return server

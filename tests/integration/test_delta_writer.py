@@ -73,19 +73,12 @@ def test_replace_only_the_slice_and_keep_the_ledger(spark, tmp_path):
     assert sorted(rs_history) == ["run-1", "run-2"]
 
 
-def spark_job_descriptions(spark, after_job: int) -> list[str]:
-    """What Spark's jobs after ``after_job`` were started for (Delta names its own: "Delta: Finding files to ..."),
-    from the driver's status store (kept with or without the web UI)."""
+def spark_jobs(spark) -> list[tuple[int, str]]:
+    """Spark's jobs so far, (id, what it was started for: Delta names its own, "Delta: Finding files to ..."), from
+    the driver's status store (kept with or without the web UI)."""
     jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
     found = [jobs.apply(i) for i in range(jobs.size())]
-    return [
-        (j.description().get() if j.description().isDefined() else j.name()) for j in found if j.jobId() > after_job
-    ]
-
-
-def last_spark_job(spark) -> int:
-    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
-    return max((jobs.apply(i).jobId() for i in range(jobs.size())), default=-1)
+    return [(j.jobId(), j.description().get() if j.description().isDefined() else j.name()) for j in found]
 
 
 def test_a_new_windows_slice_is_replaced_without_reading_the_files_of_other_windows(spark, tmp_path):
@@ -99,13 +92,13 @@ def test_a_new_windows_slice_is_replaced_without_reading_the_files_of_other_wind
         path,
         ledger("run-1", [(0, [("broker-a", 0, 0, 20), ("broker-a", 1, 0, 20)])]),
     )
-    before = last_spark_job(spark)
+    before = max((job for job, _ in spark_jobs(spark)), default=-1)
     write_slice(
         frame(spark, [("t", "broker-a", 1, 20, MIN, "w1-1-20")]),
         path,
         ledger("run-2", [(MIN, [("broker-a", 1, 20, 21)])]),
     )
-    jobs = spark_job_descriptions(spark, before)
+    jobs = [what for job, what in spark_jobs(spark) if job > before]
     assert jobs and not [j for j in jobs if "Finding files to rewrite" in j], jobs
     assert len(table_rows(path)) == 41
     # Landed again, the slice is found and replaced: the same row once, window 0 untouched.
