@@ -15,7 +15,9 @@ up instead of queueing a run per window for ever (seen on 2 cores under load: 8 
 A minute's tick cannot fall on a window's close when the grace is not a whole number of minutes: with a 2 s
 grace the window would wait 58 s for the next tick. So a tick also asks for the window that closes before the
 next tick (``LEAD``), tagged with its close (``CLOSES_AT_TAG``); its run waits for that close before it plans
-anything (``dagster.ingestion.wait_for_close``), and every rule of a closed window holds as before.
+anything (``dagster.ingestion.wait_for_close``), and every rule of a closed window holds as before. Closed windows
+asked for at the same tick that lead up to it are asked for in its run: when ``make ui`` starts after windows closed
+unlanded, one run takes them and the window closing now, where two would queue behind each other.
 """
 
 from __future__ import annotations
@@ -99,21 +101,26 @@ def build_window_schedule(cfg: IngestionConfig, assets: IngestionAssets, running
             )
         materialized = materialized_among(instance, assets.table_key, closed)
         pending = set().union(*(run_windows(partitions, run.tags) for run in on_its_way))
-        # The last CATCH_UP closed windows that no run landed or is landing, oldest first: one run per window,
-        # or one run over several that follow each other (after an outage, or while runs outlast windows).
+        # The last CATCH_UP closed windows that no run landed or is landing, oldest first, and the window that closes
+        # before the next tick: one run per window, or one run over several that follow each other (after an outage,
+        # while runs outlast windows, or the windows closed since the daemon stopped and the one closing now).
         missing = [key for key in closed if key not in materialized | pending]
-        requests = [
-            RunRequest(run_key=first, partition_key=first)
-            if first == last
-            else RunRequest(run_key=f"{first}...{last}", tags={RANGE_START: first, RANGE_END: last})
-            for first, last in contiguous_ranges(missing, partitions.get_next_partition_key)
-        ]
         soon = closing_soon(partitions, context.scheduled_execution_time, cfg.window.grace_seconds)
-        if soon is not None and soon[0] not in pending:
-            key, closes_at = soon
-            requests.append(
-                RunRequest(run_key=key, partition_key=key, tags={CLOSES_AT_TAG: str(int(closes_at.timestamp() * 1000))})
-            )
+        lead = soon if soon is not None and soon[0] not in pending else None
+        if lead is not None:
+            missing.append(lead[0])
+        requests = []
+        for first, last in contiguous_ranges(missing, partitions.get_next_partition_key):
+            # A run that takes the window closing soon waits for its close (at most the grace past the tick) before
+            # it plans: the closed windows before it in the same run wait that long too, rather than a second run
+            # queueing behind theirs.
+            tags = {CLOSES_AT_TAG: str(int(lead[1].timestamp() * 1000))} if lead and last == lead[0] else {}
+            if first == last:
+                requests.append(RunRequest(run_key=first, partition_key=first, tags=tags))
+            else:
+                requests.append(
+                    RunRequest(run_key=f"{first}...{last}", tags={RANGE_START: first, RANGE_END: last, **tags})
+                )
         return requests
 
     return windows

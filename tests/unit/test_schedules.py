@@ -142,9 +142,10 @@ def test_a_window_closing_before_the_next_tick_is_asked_for_ahead_with_its_close
     tick = START + timedelta(hours=2)  # the 01:00 window ends now and closes at 02:00:02
     with instance_for_test() as instance:
         requests = schedule(build_schedule_context(instance=instance, scheduled_execution_time=tick))
-        assert [(r.partition_key, r.tags.get(CLOSES_AT_TAG)) for r in requests] == [
-            ("2026-11-01-00:00", None),
-            ("2026-11-01-01:00", str(int((tick + timedelta(seconds=2)).timestamp() * 1000))),
+        # The closed window before it is taken in the same run (one run, not two queued behind each other), which
+        # waits for the close like the window's own.
+        assert [(windows_of(r), r.tags.get(CLOSES_AT_TAG)) for r in requests] == [
+            (("2026-11-01-00:00", "2026-11-01-01:00"), str(int((tick + timedelta(seconds=2)).timestamp() * 1000))),
         ]
         # Its run under way: the next tick, after the close, does not ask for it again.
         create_run_for_test(
@@ -157,6 +158,22 @@ def test_a_window_closing_before_the_next_tick_is_asked_for_ahead_with_its_close
             build_schedule_context(instance=instance, scheduled_execution_time=tick + timedelta(minutes=1))
         )
         assert [windows_of(r) for r in later] == [("2026-11-01-00:00", "2026-11-01-00:00")]
+    # Closed windows that do not lead up to it keep runs of their own, without its close.
+    with instance_for_test() as instance:
+        create_run_for_test(
+            instance,
+            job_name="orders_raw_job",
+            status=DagsterRunStatus.STARTED,
+            tags={"dagster/partition": "2026-11-01-01:00"},
+        )
+        apart = schedule(build_schedule_context(instance=instance, scheduled_execution_time=tick + timedelta(hours=1)))
+        assert [(windows_of(r), r.tags.get(CLOSES_AT_TAG)) for r in apart] == [
+            (("2026-11-01-00:00", "2026-11-01-00:00"), None),
+            (
+                ("2026-11-01-02:00", "2026-11-01-02:00"),
+                str(int((tick + timedelta(hours=1, seconds=2)).timestamp() * 1000)),
+            ),
+        ]
     # A grace of whole minutes: the close falls on a tick, nothing is asked for ahead.
     with instance_for_test() as instance:
         on_tick = schedule_of(grace=60)(
