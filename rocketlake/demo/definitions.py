@@ -92,7 +92,8 @@ def build_by_region(ingestion, lake):
             writer.mode("overwrite").option("replaceWhere", in_windows).save(path)
         else:
             writer.mode("append").save(path)
-        rows = totals.orderBy("window_start", "region").collect()
+        # A few rows: sorted here, not by a range-partitioned sort in Spark (a sampling job and a shuffle more).
+        rows = sorted(totals.collect(), key=lambda r: (r["window_start"], r["region"]))
         context.log.info(
             f"{len(rows)} (window, region) row(s) for {context.partition_key_range.start} .. "
             f"{context.partition_key_range.end} in {path}"
