@@ -48,6 +48,12 @@ BY_REGION_SCHEMA = TableSchema(
 )
 
 
+def by_window_then_region(row) -> tuple:
+    """Spark's ``orderBy("window_start", "region")`` for a few collected rows: a body without a region (or one that
+    does not parse) gives a null region, which comes first, as in Spark."""
+    return row["window_start"], row["region"] is not None, row["region"] or ""
+
+
 def build_by_region(ingestion, lake):
     """Orders and amount per region per window, from the ingestion's table (its body has ``region`` and
     ``amount``)."""
@@ -93,7 +99,7 @@ def build_by_region(ingestion, lake):
         else:
             writer.mode("append").save(path)
         # A few rows: sorted here, not by a range-partitioned sort in Spark (a sampling job and a shuffle more).
-        rows = sorted(totals.collect(), key=lambda r: (r["window_start"], r["region"]))
+        rows = sorted(totals.collect(), key=by_window_then_region)
         context.log.info(
             f"{len(rows)} (window, region) row(s) for {context.partition_key_range.start} .. "
             f"{context.partition_key_range.end} in {path}"

@@ -206,3 +206,25 @@ def test_the_change_feed_follower_skips_landings_that_changed_no_row():
         assert "followed every landing" in tick().skip_message
         _landed(instance, TABLE, *_minutes(4, 4))
         assert isinstance(tick(), RunRequest)
+
+
+def test_region_totals_sort_as_spark_orders_them_with_null_regions_first():
+    """A body without a region gives a null one beside regions that are strings: sorted as Spark's orderBy does,
+    not a TypeError after the window's slice is written."""
+    from datetime import datetime
+
+    from rocketlake.demo.definitions import by_window_then_region
+
+    early, late = datetime(2026, 12, 3, 7, 0), datetime(2026, 12, 3, 7, 1)
+    rows = [
+        {"window_start": late, "region": "eu"},
+        {"window_start": early, "region": "us"},
+        {"window_start": early, "region": None},
+        {"window_start": early, "region": "apac"},
+    ]
+    assert [(r["window_start"], r["region"]) for r in sorted(rows, key=by_window_then_region)] == [
+        (early, None),
+        (early, "apac"),
+        (early, "us"),
+        (late, "eu"),
+    ]
