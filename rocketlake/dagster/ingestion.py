@@ -317,7 +317,7 @@ def wait_for_close(context: AssetExecutionContext) -> None:
     wait = seconds_to_close(context.run.tags, time.time())
     if wait:
         context.log.info(
-            f"the schedule asked for this window ahead of its close (end + grace): waiting {wait:.1f}s "
+            f"the schedule asked for this run's last window ahead of its close (end + grace): waiting {wait:.1f}s "
             "for it before planning"
         )
         while wait > 0:  # a sleep ends on the monotonic clock; the close is on the wall clock
